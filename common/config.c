@@ -1,0 +1,219 @@
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static const ivm_config_field_t *ivm_config_find(const ivm_config_field_t *table,
+                                                 const char *name, size_t len)
+{
+    for (; table->name != NULL; ++table) {
+        if (strlen(table->name) == len && strncmp(table->name, name, len) == 0) {
+            return table;
+        }
+    }
+    return NULL;
+}
+
+static ivmError_t ivm_config_assign(const ivm_config_field_t *f, void *cfg,
+                                    const char *value, char *err, size_t errlen)
+{
+    char *slot = (char *)cfg + f->offset;
+    char *end;
+
+    switch (f->type) {
+    case IVM_CONFIG_STRING: {
+        char *copy = strdup(value);
+        if (copy == NULL) {
+            snprintf(err, errlen, "out of memory");
+            return IVM_ERROR_NO_MEMORY;
+        }
+        free(*(char **)slot);
+        *(char **)slot = copy;
+        return IVM_SUCCESS;
+    }
+    case IVM_CONFIG_INT: {
+        long v;
+        errno = 0;
+        v = strtol(value, &end, 0);
+        if (*value == '\0' || *end != '\0' || errno != 0) {
+            snprintf(err, errlen, "%s: '%s' is not an integer", f->name, value);
+            return IVM_ERROR_INVALID_VALUE;
+        }
+        *(long *)slot = v;
+        return IVM_SUCCESS;
+    }
+    case IVM_CONFIG_DOUBLE: {
+        double v;
+        errno = 0;
+        v = strtod(value, &end);
+        if (*value == '\0' || *end != '\0' || errno != 0) {
+            snprintf(err, errlen, "%s: '%s' is not a number", f->name, value);
+            return IVM_ERROR_INVALID_VALUE;
+        }
+        *(double *)slot = v;
+        return IVM_SUCCESS;
+    }
+    case IVM_CONFIG_BOOL:
+        if (!strcmp(value, "1") || !strcasecmp(value, "yes") ||
+            !strcasecmp(value, "true") || !strcasecmp(value, "on")) {
+            *(int *)slot = 1;
+        } else if (!strcmp(value, "0") || !strcasecmp(value, "no") ||
+                   !strcasecmp(value, "false") || !strcasecmp(value, "off")) {
+            *(int *)slot = 0;
+        } else {
+            snprintf(err, errlen, "%s: '%s' is not a boolean (1/0, yes/no)", f->name,
+                     value);
+            return IVM_ERROR_INVALID_VALUE;
+        }
+        return IVM_SUCCESS;
+    }
+    snprintf(err, errlen, "%s: unknown setting type", f->name);
+    return IVM_ERROR_INTERNAL;
+}
+
+ivmError_t ivm_config_defaults(const ivm_config_field_t *table, void *cfg)
+{
+    char err[128];
+    ivmError_t status;
+
+    for (; table->name != NULL; ++table) {
+        status = ivm_config_assign(table, cfg, table->defval, err, sizeof(err));
+        if (status != IVM_SUCCESS) {
+            return status;
+        }
+    }
+    return IVM_SUCCESS;
+}
+
+static void ivm_config_env_name(const char *name, char *buf, size_t len)
+{
+    size_t i = 0;
+
+    snprintf(buf, len, "IVM_");
+    for (i = 4; *name != '\0' && i + 1 < len; ++name, ++i) {
+        buf[i] = (*name == '-') ? '_' : (char)toupper((unsigned char)*name);
+    }
+    buf[i] = '\0';
+}
+
+ivmError_t ivm_config_load_env(const ivm_config_field_t *table, void *cfg,
+                               char *err, size_t errlen)
+{
+    char env_name[96];
+    const char *value;
+    ivmError_t status;
+
+    for (; table->name != NULL; ++table) {
+        ivm_config_env_name(table->name, env_name, sizeof(env_name));
+        value = getenv(env_name);
+        if (value == NULL) {
+            continue;
+        }
+        status = ivm_config_assign(table, cfg, value, err, errlen);
+        if (status != IVM_SUCCESS) {
+            return status;
+        }
+    }
+    return IVM_SUCCESS;
+}
+
+ivmError_t ivm_config_set(const ivm_config_field_t *table, void *cfg,
+                          const char *name, const char *value, char *err,
+                          size_t errlen)
+{
+    const ivm_config_field_t *f = ivm_config_find(table, name, strlen(name));
+
+    if (f == NULL) {
+        snprintf(err, errlen, "unknown setting '%s'", name);
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    return ivm_config_assign(f, cfg, value, err, errlen);
+}
+
+ivmError_t ivm_config_parse_args(const ivm_config_field_t *table, void *cfg,
+                                 int argc, char **argv, int *first_arg_p,
+                                 int *help_p, char *err, size_t errlen)
+{
+    const ivm_config_field_t *f;
+    const char *arg, *eq, *value;
+    ivmError_t status;
+    size_t len;
+    int i;
+
+    *help_p = 0;
+    for (i = 1; i < argc; ++i) {
+        arg = argv[i];
+        if (strcmp(arg, "--") == 0) {
+            ++i;
+            break;
+        }
+        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+            *help_p = 1;
+            continue;
+        }
+        if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0') {
+            break;
+        }
+        arg += 2;
+        eq = strchr(arg, '=');
+        len = (eq != NULL) ? (size_t)(eq - arg) : strlen(arg);
+        f = ivm_config_find(table, arg, len);
+        if (f == NULL && eq == NULL && strncmp(arg, "no-", 3) == 0) {
+            f = ivm_config_find(table, arg + 3, len - 3);
+            if (f != NULL && f->type == IVM_CONFIG_BOOL) {
+                *(int *)((char *)cfg + f->offset) = 0;
+                continue;
+            }
+            f = NULL;
+        }
+        if (f == NULL) {
+            snprintf(err, errlen, "unknown option --%.*s (see --help)", (int)len, arg);
+            return IVM_ERROR_INVALID_VALUE;
+        }
+        if (eq != NULL) {
+            value = eq + 1;
+        } else if (f->type == IVM_CONFIG_BOOL) {
+            value = "1";
+        } else if (i + 1 < argc) {
+            value = argv[++i];
+        } else {
+            snprintf(err, errlen, "option --%s needs a value", f->name);
+            return IVM_ERROR_INVALID_VALUE;
+        }
+        status = ivm_config_assign(f, cfg, value, err, errlen);
+        if (status != IVM_SUCCESS) {
+            return status;
+        }
+    }
+    *first_arg_p = i;
+    return IVM_SUCCESS;
+}
+
+void ivm_config_print_help(const ivm_config_field_t *table, FILE *out)
+{
+    static const char *const kinds[] = {"TEXT", "N", "", "X"};
+    char env_name[96];
+    char opt[96];
+
+    for (; table->name != NULL; ++table) {
+        ivm_config_env_name(table->name, env_name, sizeof(env_name));
+        snprintf(opt, sizeof(opt), "--%s%s%s", table->name,
+                 table->type == IVM_CONFIG_BOOL ? "" : " ", kinds[table->type]);
+        fprintf(out, "  %-28s %s\n  %-28s (env %s, default '%s')\n", opt, table->help,
+                "", env_name, table->defval);
+    }
+}
+
+void ivm_config_release(const ivm_config_field_t *table, void *cfg)
+{
+    for (; table->name != NULL; ++table) {
+        if (table->type == IVM_CONFIG_STRING) {
+            char **slot = (char **)((char *)cfg + table->offset);
+            free(*slot);
+            *slot = NULL;
+        }
+    }
+}

@@ -1,0 +1,44 @@
+/*
+ * Logging: one macro that checks the level before formatting and keeps errno.
+ * Every line is prefixed with the program's identity, e.g. "[node1 ivmd]" or
+ * "[node0 pe3]"; "%m" prints the errno text of the failing syscall.
+ */
+#ifndef IVM_COMMON_LOG_H
+#define IVM_COMMON_LOG_H
+
+typedef enum ivm_log_level {
+    IVM_LOG_ERROR = 0,
+    IVM_LOG_WARN  = 1,
+    IVM_LOG_INFO  = 2,
+    IVM_LOG_DEBUG = 3,
+    IVM_LOG_TRACE = 4
+} ivm_log_level_t;
+
+extern int ivm_log_current_level;
+
+#define IVM_LOG(level, ...)                                              \
+    do {                                                                 \
+        if ((int)(level) <= ivm_log_current_level) {                     \
+            ivm_log_emit((level), __FILE__, __LINE__, __VA_ARGS__);      \
+        }                                                                \
+    } while (0)
+
+#define ivm_error(...) IVM_LOG(IVM_LOG_ERROR, __VA_ARGS__)
+#define ivm_warn(...)  IVM_LOG(IVM_LOG_WARN, __VA_ARGS__)
+#define ivm_info(...)  IVM_LOG(IVM_LOG_INFO, __VA_ARGS__)
+#define ivm_debug(...) IVM_LOG(IVM_LOG_DEBUG, __VA_ARGS__)
+#define ivm_trace(...) IVM_LOG(IVM_LOG_TRACE, __VA_ARGS__)
+
+void ivm_log_emit(int level, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Set the "[...]" prefix of every line (copied; at most 63 bytes). */
+void ivm_log_set_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Parse a level name (error, warn, info, debug, trace) or number; -1 if bad. */
+int ivm_log_level_parse(const char *text);
+
+/* Set the level from IVM_LOG_LEVEL (unset or bad: keep the current one). */
+void ivm_log_init_from_env(void);
+
+#endif /* IVM_COMMON_LOG_H */

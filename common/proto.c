@@ -1,0 +1,143 @@
+#include "proto.h"
+
+#include <string.h>
+
+typedef struct ivm_proto_type_info {
+    const char *name;
+    uint32_t req_size;  /* fixed request payload bytes */
+    uint32_t rep_size;  /* fixed reply payload bytes */
+    int variable;       /* request carries a tail after the fixed part */
+} ivm_proto_type_info_t;
+
+#define IVM_PROTO_INFO_ENTRY(name, value, req, rep, var) \
+    [value] = {#name, sizeof(req), sizeof(rep), var},
+
+static const ivm_proto_type_info_t ivm_proto_types[IVM_MSG_LAST] = {
+    IVM_MSG_TABLE(IVM_PROTO_INFO_ENTRY)
+};
+
+const char *ivm_proto_type_name(uint32_t type)
+{
+    type &= ~IVM_MSG_REPLY;
+    if (type == IVM_MSG_NONE || type >= IVM_MSG_LAST) {
+        return "?";
+    }
+    return ivm_proto_types[type].name;
+}
+
+void ivm_proto_hdr_init(ivm_msg_hdr_t *hdr, uint16_t type, uint32_t length,
+                        uint32_t seq)
+{
+    hdr->magic   = IVM_PROTO_MAGIC;
+    hdr->version = IVM_PROTO_VERSION;
+    hdr->type    = type;
+    hdr->length  = length;
+    hdr->seq     = seq;
+}
+
+ivmError_t ivm_proto_check_hdr(const ivm_msg_hdr_t *hdr, const char **why_p)
+{
+    uint32_t type = hdr->type & ~IVM_MSG_REPLY;
+
+    if (hdr->magic != IVM_PROTO_MAGIC) {
+        *why_p = "bad magic";
+        return IVM_ERROR_PROTOCOL;
+    }
+    if (hdr->version != IVM_PROTO_VERSION) {
+        *why_p = "unsupported protocol version";
+        return IVM_ERROR_PROTOCOL;
+    }
+    if (type == IVM_MSG_NONE || type >= IVM_MSG_LAST) {
+        *why_p = "unknown message type";
+        return IVM_ERROR_PROTOCOL;
+    }
+    if (hdr->length > IVM_MSG_MAX_PAYLOAD) {
+        *why_p = "payload longer than the protocol allows";
+        return IVM_ERROR_PROTOCOL;
+    }
+    return IVM_SUCCESS;
+}
+
+ivmError_t ivm_proto_check_req(const ivm_msg_hdr_t *hdr, const void *payload,
+                               const char **why_p)
+{
+    const ivm_proto_type_info_t *info;
+    uint32_t type = hdr->type;
+
+    if (type & IVM_MSG_REPLY) {
+        *why_p = "reply where a request was expected";
+        return IVM_ERROR_PROTOCOL;
+    }
+    info = &ivm_proto_types[type];
+    if (!info->variable) {
+        if (hdr->length != info->req_size) {
+            *why_p = "wrong payload length for the message type";
+            return IVM_ERROR_PROTOCOL;
+        }
+        return IVM_SUCCESS;
+    }
+    if (hdr->length < info->req_size) {
+        *why_p = "payload shorter than the message type's fixed part";
+        return IVM_ERROR_PROTOCOL;
+    }
+    switch (type) {
+    case IVM_MSG_ENTER: {
+        const ivm_msg_enter_req_t *req = payload;
+        if (req->blob_len != hdr->length - info->req_size) {
+            *why_p = "ENTER blob length disagrees with the payload length";
+            return IVM_ERROR_PROTOCOL;
+        }
+        if (!ivm_proto_strok(req->cpu_devices, sizeof(req->cpu_devices))) {
+            *why_p = "ENTER cpu_devices not terminated";
+            return IVM_ERROR_PROTOCOL;
+        }
+        return IVM_SUCCESS;
+    }
+    case IVM_MSG_KILL_PES: {
+        const ivm_msg_kill_pes_req_t *req = payload;
+        if (req->n < 1 || req->n > IVM_KILL_PES_MAX ||
+            hdr->length != info->req_size + (uint32_t)req->n * sizeof(int32_t)) {
+            *why_p = "KILL_PES count disagrees with the payload length";
+            return IVM_ERROR_PROTOCOL;
+        }
+        return IVM_SUCCESS;
+    }
+    default:
+        *why_p = "variable-length type without a check";
+        return IVM_ERROR_PROTOCOL;
+    }
+}
+
+ivmError_t ivm_proto_check_rep(const ivm_msg_hdr_t *hdr, const char **why_p)
+{
+    const ivm_proto_type_info_t *info;
+
+    if (!(hdr->type & IVM_MSG_REPLY)) {
+        *why_p = "request where a reply was expected";
+        return IVM_ERROR_PROTOCOL;
+    }
+    info = &ivm_proto_types[hdr->type & ~IVM_MSG_REPLY];
+    if (hdr->length < info->rep_size ||
+        hdr->length > info->rep_size + IVM_MSG_DETAIL_MAX) {
+        *why_p = "wrong reply length for the message type";
+        return IVM_ERROR_PROTOCOL;
+    }
+    return IVM_SUCCESS;
+}
+
+int ivm_proto_strset(char *dst, size_t dst_size, const char *src)
+{
+    size_t len = strlen(src);
+
+    if (len >= dst_size) {
+        return -1;
+    }
+    memset(dst, 0, dst_size);
+    memcpy(dst, src, len);
+    return 0;
+}
+
+int ivm_proto_strok(const char *field, size_t size)
+{
+    return memchr(field, '\0', size) != NULL;
+}

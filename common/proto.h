@@ -1,0 +1,232 @@
+/*
+ * The wire protocol between PEs (libivm) and ivmd, on the per-user Unix socket.
+ *
+ * Every message is a fixed 16-byte header followed by `length` payload bytes.
+ * Requests carry a type below IVM_MSG_REPLY; the reply to a request has the
+ * same type with IVM_MSG_REPLY set and the request's sequence number, and
+ * starts with an ivm_msg_status_t. Replies may arrive out of order (a WAIT is
+ * answered when the waited-for PE signals), hence the sequence numbers.
+ *
+ * File descriptors (object memory, the root PE's stdout/stderr) travel as
+ * SCM_RIGHTS ancillary data on the first byte of the message they belong to.
+ *
+ * All fields are fixed-width and little-endian (the host's order: this
+ * socket never leaves the node). Strings are fixed-size, NUL-terminated.
+ */
+#ifndef IVM_COMMON_PROTO_H
+#define IVM_COMMON_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ivm.h"
+
+#define IVM_PROTO_MAGIC     0x314d5649u /* "IVM1" in memory order */
+#define IVM_PROTO_VERSION   1
+#define IVM_MSG_REPLY       0x8000u
+#define IVM_MSG_MAX_PAYLOAD (1u << 20) /* bytes; bounds ENTER's environment blob */
+#define IVM_MSG_MAX_FDS     4
+#define IVM_CREATE_PES_MAX  1024 /* PEs per CREATE_PES request and reply */
+#define IVM_KILL_PES_MAX    1024 /* PEs per KILL_PES request */
+
+typedef struct ivm_msg_hdr {
+    uint32_t magic;   /* IVM_PROTO_MAGIC */
+    uint16_t version; /* IVM_PROTO_VERSION */
+    uint16_t type;    /* ivm_msg_type_t, | IVM_MSG_REPLY for replies */
+    uint32_t length;  /* payload bytes after this header */
+    uint32_t seq;     /* request number chosen by the sender, echoed in the reply */
+} ivm_msg_hdr_t;
+
+_Static_assert(sizeof(ivm_msg_hdr_t) == 16, "header is 16 bytes");
+_Static_assert(offsetof(ivm_msg_hdr_t, length) == 8, "length at byte 8");
+
+/* X(name, value, request struct, reply struct, variable-length request) */
+#define IVM_MSG_TABLE(X)                                                        \
+    X(ENTER,       1,  ivm_msg_enter_req_t,      ivm_msg_enter_rep_t,      1)   \
+    X(EXIT,        2,  ivm_msg_empty_t,          ivm_msg_status_t,         0)   \
+    X(CREATE_DEV,  3,  ivm_msg_create_dev_req_t, ivm_msg_create_dev_rep_t, 0)   \
+    X(CREATE_PES,  4,  ivm_msg_create_pes_req_t, ivm_msg_create_pes_rep_t, 0)   \
+    X(KILL_PES,    5,  ivm_msg_kill_pes_req_t,   ivm_msg_status_t,         1)   \
+    X(SET_MAX_ID,  6,  ivm_msg_pe_req_t,         ivm_msg_status_t,         0)   \
+    X(WAIT,        7,  ivm_msg_pe_req_t,         ivm_msg_status_t,         0)   \
+    X(SIGNAL,      8,  ivm_msg_empty_t,          ivm_msg_status_t,         0)   \
+    X(NUM_PES,     9,  ivm_msg_empty_t,          ivm_msg_value_rep_t,      0)   \
+    X(MALLOC,      10, ivm_msg_malloc_req_t,     ivm_msg_map_rep_t,        0)   \
+    X(MAP,         11, ivm_msg_map_req_t,        ivm_msg_map_rep_t,        0)   \
+    X(UNMAP,       12, ivm_msg_obj_req_t,        ivm_msg_status_t,         0)   \
+    X(FREE,        13, ivm_msg_obj_req_t,        ivm_msg_status_t,         0)   \
+    X(INFO,        14, ivm_msg_empty_t,          ivm_msg_info_rep_t,       0)   \
+    X(SHUTDOWN,    15, ivm_msg_empty_t,          ivm_msg_status_t,         0)
+
+#define IVM_MSG_ENUM_ENTRY(name, value, req, rep, var) IVM_MSG_##name = (value),
+typedef enum ivm_msg_type {
+    IVM_MSG_NONE = 0,
+    IVM_MSG_TABLE(IVM_MSG_ENUM_ENTRY)
+    IVM_MSG_LAST
+} ivm_msg_type_t;
+
+typedef struct ivm_msg_empty {
+    uint32_t reserved; /* zero */
+} ivm_msg_empty_t;
+
+/* Start of every reply. */
+typedef struct ivm_msg_status {
+    int32_t status;    /* ivmError_t */
+    uint32_t reserved; /* zero */
+} ivm_msg_status_t;
+
+/* Reply payloads may be followed by a NUL-terminated detail text (the message
+ * for a failed call): `length` then exceeds the fixed reply size. */
+#define IVM_MSG_DETAIL_MAX 256
+
+/*
+ * ENTER: register the connection as a PE.
+ * Root PE (flags & IVM_ENTER_ROOT): creates a job. The fixed part is followed
+ * by `blob_len` bytes: exe, cwd, argc argv strings, envc environment strings,
+ * each NUL-terminated, in that order. The root's stdout and stderr come as two
+ * SCM_RIGHTS fds (children are started with them).
+ * Child PE: job_id, pe_id and token come from the environment the daemon
+ * prepared (IVM_JOB_ID, IVM_PE_ID, IVM_PE_TOKEN); blob_len is 0.
+ */
+#define IVM_ENTER_ROOT       0x1u
+#define IVM_ENTER_TAG_OUTPUT 0x2u /* prefix children's output lines with [pe N] */
+typedef struct ivm_msg_enter_req {
+    uint32_t flags;      /* IVM_ENTER_* */
+    uint32_t pid;        /* caller's pid, checked against SO_PEERCRED */
+    uint32_t job_id;     /* child: job to join; root: 0 */
+    int32_t  pe_id;      /* child: its PE id; root: 0 */
+    uint64_t token;      /* child: secret the daemon put in its environment */
+    uint32_t argc;       /* root: argument strings in the blob */
+    uint32_t envc;       /* root: environment strings in the blob */
+    uint32_t blob_len;   /* bytes following this struct */
+    uint32_t reserved;   /* zero */
+    char     cpu_devices[128]; /* root: --cpu-devices spec for the job, "" = default */
+} ivm_msg_enter_req_t;
+
+_Static_assert(sizeof(ivm_msg_enter_req_t) == 168, "enter request size");
+
+typedef struct ivm_msg_enter_rep {
+    int32_t  status;     /* ivmError_t */
+    uint32_t job_id;     /* the job; also the group id */
+    int32_t  pe_id;      /* the caller's PE id */
+    int32_t  devtype;    /* the caller's device (IVM_CPU_N / IVM_GPU_N) */
+    uint32_t ncores;     /* cores of the caller's device (CPU) */
+    uint32_t reserved;   /* zero */
+    char     node[IVM_HOST_MAX + 1]; /* the caller's node name */
+} ivm_msg_enter_rep_t;
+
+_Static_assert(sizeof(ivm_msg_enter_rep_t) == 88, "enter reply size");
+
+typedef struct ivm_msg_create_dev_req {
+    int32_t devtype;     /* IVM_CPU_N(k), IVM_GPU_N(k) or IVM_THIS_DEV */
+    uint32_t reserved;   /* zero */
+    char     host[IVM_HOST_MAX + 1]; /* node name; "" = the caller's node */
+} ivm_msg_create_dev_req_t;
+
+typedef struct ivm_msg_create_dev_rep {
+    int32_t  status;     /* ivmError_t */
+    int32_t  devtype;    /* resolved device type (never IVM_THIS_DEV) */
+    uint32_t ncores;     /* cores of the device (CPU), 0 for GPUs */
+    uint32_t reserved;   /* zero */
+    char     host[IVM_HOST_MAX + 1]; /* resolved node name */
+} ivm_msg_create_dev_rep_t;
+
+typedef struct ivm_msg_create_pes_req {
+    int32_t  devtype;    /* resolved device type */
+    int32_t  n;          /* 0 .. IVM_CREATE_PES_MAX */
+    char     host[IVM_HOST_MAX + 1]; /* resolved node name */
+} ivm_msg_create_pes_req_t;
+
+typedef struct ivm_msg_create_pes_rep {
+    int32_t  status;     /* ivmError_t */
+    int32_t  n;          /* slots filled below (= request's n) */
+    int32_t  pes[IVM_CREATE_PES_MAX]; /* PE ids or IVM_PE_NULL */
+} ivm_msg_create_pes_rep_t;
+
+/* KILL_PES: fixed part followed by n int32 PE ids. */
+typedef struct ivm_msg_kill_pes_req {
+    int32_t  n;          /* 1 .. IVM_KILL_PES_MAX */
+    uint32_t reserved;   /* zero */
+} ivm_msg_kill_pes_req_t;
+
+/* WAIT (pe to wait on) and SET_MAX_ID (largest PE id). */
+typedef struct ivm_msg_pe_req {
+    int32_t  pe;         /* PE id */
+    uint32_t reserved;   /* zero */
+} ivm_msg_pe_req_t;
+
+typedef struct ivm_msg_value_rep {
+    int32_t  status;     /* ivmError_t */
+    int32_t  value;      /* NUM_PES: PEs of the job alive now */
+} ivm_msg_value_rep_t;
+
+typedef struct ivm_msg_malloc_req {
+    uint64_t size;       /* bytes, > 0 */
+    char     name[IVM_NAME_MAX + 1]; /* object name */
+} ivm_msg_malloc_req_t;
+
+typedef struct ivm_msg_map_req {
+    uint64_t offset;     /* bytes from the object's start */
+    uint64_t size;       /* bytes; 0 = to the end of the object */
+    char     name[IVM_NAME_MAX + 1]; /* object name */
+} ivm_msg_map_req_t;
+
+/* Reply to MALLOC and MAP, with the object's memory fd as SCM_RIGHTS. */
+typedef struct ivm_msg_map_rep {
+    int32_t  status;     /* ivmError_t */
+    uint32_t flags;      /* IVM_MAP_* */
+    uint64_t obj_id;     /* object id, unique per daemon */
+    uint64_t obj_size;   /* bytes of the whole object */
+    uint64_t offset;     /* bytes: first byte mapped */
+    uint64_t size;       /* bytes mapped (resolved when the request said 0) */
+} ivm_msg_map_rep_t;
+
+#define IVM_MAP_MASTER 0x1u /* the fd is the master copy */
+
+/* UNMAP and FREE. */
+typedef struct ivm_msg_obj_req {
+    uint64_t obj_id;     /* from the MALLOC/MAP reply */
+} ivm_msg_obj_req_t;
+
+typedef struct ivm_msg_info_rep {
+    int32_t  status;     /* ivmError_t */
+    uint32_t pid;        /* the daemon's pid */
+    uint32_t jobs;       /* jobs alive */
+    uint32_t pes;        /* PEs alive, all jobs */
+    uint32_t objects;    /* objects alive, all jobs */
+    uint32_t conns;      /* client connections open */
+    uint64_t shm_bytes;  /* bytes of object memory held */
+    char     node[IVM_HOST_MAX + 1]; /* node name */
+} ivm_msg_info_rep_t;
+
+_Static_assert(sizeof(ivm_msg_map_rep_t) == 40, "map reply size");
+_Static_assert(sizeof(ivm_msg_info_rep_t) == 96, "info reply size");
+
+/* Validation. */
+
+/* Check magic, version, type range and payload bounds of a header.
+ * Returns IVM_SUCCESS or IVM_ERROR_PROTOCOL with *why_p set. */
+ivmError_t ivm_proto_check_hdr(const ivm_msg_hdr_t *hdr, const char **why_p);
+
+/* Check a request payload's length (and, for variable-length types, its inner
+ * counts) for a header that passed ivm_proto_check_hdr. */
+ivmError_t ivm_proto_check_req(const ivm_msg_hdr_t *hdr, const void *payload,
+                               const char **why_p);
+
+/* Check a reply payload's length against its type. */
+ivmError_t ivm_proto_check_rep(const ivm_msg_hdr_t *hdr, const char **why_p);
+
+/* Name of a message type, for logs ("CREATE_PES", "?"). */
+const char *ivm_proto_type_name(uint32_t type);
+
+/* Fill a header. */
+void ivm_proto_hdr_init(ivm_msg_hdr_t *hdr, uint16_t type, uint32_t length,
+                        uint32_t seq);
+
+/* Copy a string into a fixed field; fails if it does not fit. */
+int ivm_proto_strset(char *dst, size_t dst_size, const char *src);
+
+/* Non-zero if the fixed string field holds a NUL. */
+int ivm_proto_strok(const char *field, size_t size);
+
+#endif /* IVM_COMMON_PROTO_H */

@@ -1,0 +1,321 @@
+/*
+ * IVM - Inter-node Virtual Memory.
+ *
+ * One shared virtual memory space over every CPU and GPU of a cluster, with
+ * dynamic process creation. This is the whole public API; see docs/ for the
+ * user guide and the architecture.
+ */
+#ifndef IVM_H
+#define IVM_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(IVM_BUILDING_LIBRARY) && defined(__GNUC__)
+#define IVM_API __attribute__((visibility("default")))
+#else
+#define IVM_API
+#endif
+
+/** @brief Library version, as major*10000 + minor*100 + patch. */
+#define IVM_VERSION_MAJOR 0
+#define IVM_VERSION_MINOR 1
+#define IVM_VERSION_PATCH 0
+#define IVM_VERSION \
+    (IVM_VERSION_MAJOR * 10000 + IVM_VERSION_MINOR * 100 + IVM_VERSION_PATCH)
+
+/**
+ * @brief The status table: X(name, value, text).
+ *
+ * Every IVM call returns one of these. Success is 0, errors are negative.
+ * The table generates both the ::ivmError_t enum and ivmGetErrorString().
+ */
+#define IVM_STATUS_TABLE(X)                                                   \
+    X(IVM_SUCCESS,              0,  "success")                                \
+    X(IVM_ERROR_INVALID_VALUE, -1,  "invalid argument value")                 \
+    X(IVM_ERROR_NOT_ENTERED,   -2,  "ivmEnter has not been called, or ivmExit was") \
+    X(IVM_ERROR_NO_DAEMON,     -3,  "no IVM daemon reachable")                \
+    X(IVM_ERROR_DAEMON_LOST,   -4,  "connection to the IVM daemon lost")      \
+    X(IVM_ERROR_NOT_FOUND,     -5,  "no such object, PE, host or device")     \
+    X(IVM_ERROR_EXISTS,        -6,  "an object of that name already exists")  \
+    X(IVM_ERROR_NO_MEMORY,     -7,  "out of memory")                          \
+    X(IVM_ERROR_NO_DEVICE,     -8,  "no such device on that node")            \
+    X(IVM_ERROR_PE_FAILED,     -9,  "the PE died without calling ivmExit")    \
+    X(IVM_ERROR_PERMISSION,    -10, "permission denied")                      \
+    X(IVM_ERROR_TIMEOUT,       -11, "timed out")                              \
+    X(IVM_ERROR_UNSUPPORTED,   -12, "operation not supported")                \
+    X(IVM_ERROR_INTERNAL,      -13, "internal error")                         \
+    X(IVM_ERROR_PROTOCOL,      -14, "malformed message")                      \
+    X(IVM_ERROR_SPAWN,         -15, "the PE's executable could not be started")
+
+#define IVM_STATUS_ENUM_ENTRY(name, value, text) name = (value),
+
+/** @brief Status code of every IVM call. */
+typedef enum ivmError {
+    IVM_STATUS_TABLE(IVM_STATUS_ENUM_ENTRY)
+} ivmError_t;
+
+/** @brief PE identifier (>= 0). */
+typedef int ivm_pe;
+
+/** @brief "No PE": the value of a slot that ivmCreatePEs did not fill. */
+#define IVM_PE_NULL (-1)
+
+/** @brief Opaque device handle, made by ivmCreateDev(). */
+typedef struct ivm_device_s *ivm_device;
+
+/** @brief Host argument of ivmCreateDev() naming the caller's own node. */
+#define IVM_THIS_HOST NULL
+
+/** @brief Device type k-th CPU device of a node (k >= 0). */
+#define IVM_CPU_N(k) (k)
+/** @brief Device type k-th GPU device of a node (k >= 0). */
+#define IVM_GPU_N(k) (0x1000 + (k))
+/** @brief Device type meaning "the caller's own device". */
+#define IVM_THIS_DEV (-2)
+/** @brief Non-zero if devtype names a GPU device. */
+#define IVM_DEV_IS_GPU(t) ((t) >= 0x1000)
+/** @brief Index of a device type within its kind (CPU or GPU). */
+#define IVM_DEV_INDEX(t) (IVM_DEV_IS_GPU(t) ? (t) - 0x1000 : (t))
+
+#define IVM_CPU   IVM_CPU_N(0)
+#define IVM_GPU_0 IVM_GPU_N(0)
+#define IVM_GPU_1 IVM_GPU_N(1)
+#define IVM_GPU_2 IVM_GPU_N(2)
+#define IVM_GPU_3 IVM_GPU_N(3)
+#define IVM_GPU_4 IVM_GPU_N(4)
+#define IVM_GPU_5 IVM_GPU_N(5)
+#define IVM_GPU_6 IVM_GPU_N(6)
+#define IVM_GPU_7 IVM_GPU_N(7)
+
+/** @brief Longest object name, not counting the terminating NUL. */
+#define IVM_NAME_MAX 255
+/** @brief Longest node (host) name, not counting the terminating NUL. */
+#define IVM_HOST_MAX 63
+
+/* ---------------------------------------------------------------------- */
+/** @name Initialization and finalization */
+/** @{ */
+
+/**
+ * @brief Register the calling process with IVM. First IVM call of every PE.
+ *
+ * A process started by the user becomes the root PE (id 0) of a new job; a
+ * process started by ivmCreatePEs() takes the identity prepared for it. If no
+ * daemon serves this user, the root PE starts a private one (singleton mode;
+ * set IVM_AUTOSTART=0 to get ::IVM_ERROR_NO_DAEMON instead).
+ * Calling it twice returns ::IVM_SUCCESS without effect.
+ *
+ * @return ::IVM_SUCCESS, ::IVM_ERROR_NO_DAEMON, ::IVM_ERROR_PERMISSION,
+ *         ::IVM_ERROR_PROTOCOL.
+ */
+IVM_API ivmError_t ivmEnter(void);
+
+/**
+ * @brief Deregister the calling process. Last IVM call of every PE.
+ *
+ * Waiters on this PE return ::IVM_SUCCESS. The caller's mappings are dropped.
+ * When the root PE exits, the job ends: its remaining PEs are terminated and
+ * every object of the job is released.
+ *
+ * @return ::IVM_SUCCESS or ::IVM_ERROR_NOT_ENTERED.
+ */
+IVM_API ivmError_t ivmExit(void);
+
+/** @} */
+/* ---------------------------------------------------------------------- */
+/** @name Device management */
+/** @{ */
+
+/**
+ * @brief Make a handle for device @p devtype of node @p host.
+ *
+ * @param host    node name as the launcher names it (node0, ...), or
+ *                ::IVM_THIS_HOST for the caller's node.
+ * @param devtype IVM_CPU_N(k), IVM_GPU_N(k) or ::IVM_THIS_DEV.
+ * @param dev     receives the handle; release it with ivmDestroyDev().
+ * @return ::IVM_SUCCESS, ::IVM_ERROR_NOT_FOUND (unknown host or device
+ *         index), ::IVM_ERROR_INVALID_VALUE (NULL @p dev, bad devtype).
+ */
+IVM_API ivmError_t ivmCreateDev(const char *host, int devtype, ivm_device *dev);
+
+/**
+ * @brief Release a handle made by ivmCreateDev(). PEs on it keep running.
+ * @return ::IVM_SUCCESS or ::IVM_ERROR_INVALID_VALUE (NULL handle).
+ */
+IVM_API ivmError_t ivmDestroyDev(ivm_device dev);
+
+/** @} */
+/* ---------------------------------------------------------------------- */
+/** @name PE management */
+/** @{ */
+
+/**
+ * @brief Start @p n PEs (the job's executable, with its arguments) on @p dev.
+ *
+ * Returns once the processes are started, without waiting for them to call
+ * ivmEnter(). PE ids are assigned in increasing order and never reused in a
+ * job. A slot whose id would exceed the limit of ivmSetMaxPesId() gets
+ * ::IVM_PE_NULL and no PE; the call still succeeds.
+ *
+ * @param dev device handle.
+ * @param n   number of PEs (>= 0).
+ * @param pes receives the n PE ids; may be NULL.
+ * @return ::IVM_SUCCESS, ::IVM_ERROR_INVALID_VALUE, ::IVM_ERROR_NOT_FOUND,
+ *         ::IVM_ERROR_SPAWN (the executable could not be started; slots not
+ *         started are ::IVM_PE_NULL).
+ */
+IVM_API ivmError_t ivmCreatePEs(ivm_device dev, int n, ivm_pe *pes);
+
+/**
+ * @brief Terminate the listed PEs. Their waiters get ::IVM_ERROR_PE_FAILED.
+ *
+ * ::IVM_PE_NULL entries are skipped, so the array filled by ivmCreatePEs() can
+ * be passed as it is. PEs that already ended are left alone.
+ *
+ * @return ::IVM_SUCCESS, ::IVM_ERROR_NOT_FOUND (an id the job never had),
+ *         ::IVM_ERROR_INVALID_VALUE (the caller itself, or n < 0).
+ */
+IVM_API ivmError_t ivmKillPEs(const ivm_pe *pes, int n);
+
+/** @brief The caller's PE id (0 for the root PE). */
+IVM_API ivmError_t ivmGetMyId(int *id);
+
+/** @brief The caller's group id: the job's id, shared by all its PEs. */
+IVM_API ivmError_t ivmGetMyGroupId(int *gid);
+
+/** @brief The device type of the caller's device (IVM_CPU_N(k) or IVM_GPU_N(k)). */
+IVM_API ivmError_t ivmGetMyDevType(int *devtype);
+
+/**
+ * @brief Set the largest PE id the job may create. Later ivmCreatePEs() slots
+ * beyond it get ::IVM_PE_NULL. The limit may be raised or lowered at any time.
+ * @return ::IVM_SUCCESS or ::IVM_ERROR_INVALID_VALUE (negative id).
+ */
+IVM_API ivmError_t ivmSetMaxPesId(int max_id);
+
+/**
+ * @brief Wait until PE @p pe posts a signal not yet consumed, or exits.
+ *
+ * Signals are counted per PE: none is lost whatever the order of ivmSignal()
+ * and ivmWait().
+ *
+ * @return ::IVM_SUCCESS (a signal was consumed, or @p pe called ivmExit()),
+ *         ::IVM_ERROR_PE_FAILED (@p pe died without ivmExit()),
+ *         ::IVM_ERROR_NOT_FOUND (no PE of the job has or had that id).
+ */
+IVM_API ivmError_t ivmWait(ivm_pe pe);
+
+/** @brief Post one signal from the calling PE (see ivmWait()). */
+IVM_API ivmError_t ivmSignal(void);
+
+/** @} */
+/* ---------------------------------------------------------------------- */
+/** @name Memory management */
+/** @{ */
+
+/**
+ * @brief Create a zero-filled object named @p name of @p size bytes.
+ *
+ * The master copy lives on the caller's node.
+ *
+ * @param name    unique within the job, at most ::IVM_NAME_MAX bytes.
+ * @param ptr_out address of the caller's pointer variable (e.g. &vec with
+ *                int *vec); receives the caller's reference.
+ * @param size    bytes, > 0.
+ * @return ::IVM_SUCCESS, ::IVM_ERROR_EXISTS, ::IVM_ERROR_INVALID_VALUE,
+ *         ::IVM_ERROR_NO_MEMORY.
+ */
+IVM_API ivmError_t ivmMalloc(const char *name, void *ptr_out, size_t size);
+
+/**
+ * @brief Free an object allocated by the caller; @p ptr is the reference
+ * returned by ivmMalloc(). The name disappears at once, the memory when the
+ * last mapping of any PE goes.
+ * @return ::IVM_SUCCESS, ::IVM_ERROR_INVALID_VALUE (not an ivmMalloc
+ *         reference of the caller), ::IVM_ERROR_PERMISSION.
+ */
+IVM_API ivmError_t ivmFree(void *ptr);
+
+/**
+ * @brief Map bytes [0, size) of object @p name (size 0: the whole object).
+ * @return ::IVM_SUCCESS, ::IVM_ERROR_NOT_FOUND, ::IVM_ERROR_INVALID_VALUE
+ *         (range outside the object, NULL arguments).
+ */
+IVM_API ivmError_t ivmMap(const char *name, void *ptr_out, size_t size);
+
+/**
+ * @brief Map bytes [offset, offset+size) of object @p name; the reference
+ * points at byte @p offset. size 0 maps up to the end of the object.
+ * @return as ivmMap().
+ */
+IVM_API ivmError_t ivmMapSubset(const char *name, void *ptr_out, size_t offset,
+                                size_t size);
+
+/**
+ * @brief Drop the caller's mapping whose reference is @p ptr.
+ * @return ::IVM_SUCCESS or ::IVM_ERROR_INVALID_VALUE.
+ */
+IVM_API ivmError_t ivmUnmap(void *ptr);
+
+/**
+ * @brief Push [addr, addr+size) from the caller's copy to the master copy.
+ *
+ * Costs nothing (no data moved, no daemon round trip) when the caller's copy
+ * is the master. Blocking: on return the data is in the master copy.
+ * @return ::IVM_SUCCESS, ::IVM_ERROR_INVALID_VALUE (range not inside one
+ *         mapping of the caller).
+ */
+IVM_API ivmError_t ivmSyncPut(const void *addr, size_t size);
+
+/** @brief Pull [addr, addr+size) from the master copy into the caller's copy. */
+IVM_API ivmError_t ivmSyncGet(void *addr, size_t size);
+
+/**
+ * @brief Write the range to the master (if the caller holds a mirror), then
+ * from the master to every mirror covering any part of it (broadcast;
+ * scatter when mirrors are subsets).
+ */
+IVM_API ivmError_t ivmSyncPutGroup(const void *addr, size_t size);
+
+/**
+ * @brief Gather: write every mirror's intersection with the range into the
+ * master. Where mirrors overlap, which one wins is unspecified.
+ */
+IVM_API ivmError_t ivmSyncGetGroup(void *addr, size_t size);
+
+/** @} */
+/* ---------------------------------------------------------------------- */
+/** @name Additions to the dissertation's table */
+/** @{ */
+
+/** @brief Text of a status code; never NULL ("unknown status" if unknown). */
+IVM_API const char *ivmGetErrorString(ivmError_t err);
+
+/**
+ * @brief The detailed message of the calling thread's last failed IVM call
+ * (e.g. which name was not found); "" if none. Valid until the next IVM call
+ * of the same thread.
+ */
+IVM_API const char *ivmGetLastErrorMessage(void);
+
+/** @brief Number of PEs of the job alive now (started and not ended). */
+IVM_API ivmError_t ivmGetNumPEs(int *n);
+
+/**
+ * @brief Host view of a reference: for a GPU PE the node copy's host pointer
+ * for the same byte; for a CPU PE @p ref itself.
+ * @return ::IVM_SUCCESS or ::IVM_ERROR_INVALID_VALUE (not inside a mapping).
+ */
+IVM_API ivmError_t ivmHostPtr(const void *ref, void *host_ptr_out);
+
+/** @} */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* IVM_H */
