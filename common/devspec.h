@@ -6,7 +6,9 @@
 #ifndef IVM_COMMON_DEVSPEC_H
 #define IVM_COMMON_DEVSPEC_H
 
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <sched.h>
 #include <stddef.h>
 

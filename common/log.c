@@ -1,4 +1,4 @@
-#define _GNU_SOURCE
+
 #include "log.h"
 
 #include <errno.h>

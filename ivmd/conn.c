@@ -1,0 +1,348 @@
+/* Client connections: accept with a uid check, framed non-blocking reads with
+ * validation before allocation, queued non-blocking writes with fds. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "ivmd.h"
+#include "log.h"
+#include "sock.h"
+
+static void ivmd_conn_on_event(ivmd_t *d, void *arg, uint32_t events);
+
+void ivmd_conn_accept(ivmd_t *d, void *arg, uint32_t events)
+{
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    ivmd_conn_t *c;
+    int fd;
+
+    for (;;) {
+        fd = accept4(d->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno != EAGAIN && errno != EINTR) {
+                ivm_warn("accept: %m");
+            }
+            return;
+        }
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+            ivm_warn("SO_PEERCRED: %m; connection refused");
+            close(fd);
+            continue;
+        }
+        if (cred.uid != d->uid) {
+            ivm_warn("connection from pid %d of uid %u refused: this daemon serves "
+                     "uid %u only", (int)cred.pid, (unsigned)cred.uid, (unsigned)d->uid);
+            close(fd);
+            continue;
+        }
+        c = calloc(1, sizeof(*c));
+        if (c == NULL) {
+            ivm_error("out of memory accepting a connection");
+            close(fd);
+            continue;
+        }
+        c->h        = (ivmd_handler_t){.fd = fd, .cb = ivmd_conn_on_event, .arg = c};
+        c->peer_pid = cred.pid;
+        if (ivmd_loop_add(d, &c->h, EPOLLIN | EPOLLRDHUP) != IVM_SUCCESS) {
+            close(fd);
+            free(c);
+            continue;
+        }
+        c->next = d->conns;
+        if (d->conns != NULL) {
+            d->conns->prev = c;
+        }
+        d->conns = c;
+        ++d->nconns;
+        d->had_client = 1;
+        ivm_debug("connection from pid %d (fd %d)", (int)cred.pid, fd);
+    }
+}
+
+static void ivmd_conn_drop_fds(ivmd_conn_t *c)
+{
+    ivm_sock_close_fds(c->fds, c->nfds);
+    c->nfds = 0;
+}
+
+void ivmd_conn_close(ivmd_t *d, ivmd_conn_t *c, const char *why)
+{
+    ivmd_outbuf_t *b;
+
+    if (c->closed) {
+        return;
+    }
+    c->closed = 1;
+    ivm_debug("closing connection of pid %d: %s", (int)c->peer_pid, why);
+    ivmd_handle_disconnect(d, c);
+    ivmd_loop_del(d, &c->h);
+    close(c->h.fd);
+    c->h.fd = -1;
+    ivmd_conn_drop_fds(c);
+    while ((b = c->out_head) != NULL) {
+        c->out_head = b->next;
+        ivm_sock_close_fds(b->fds, b->nfds);
+        free(b);
+    }
+    if (c->prev != NULL) {
+        c->prev->next = c->next;
+    } else {
+        d->conns = c->next;
+    }
+    if (c->next != NULL) {
+        c->next->prev = c->prev;
+    }
+    --d->nconns;
+    c->next       = d->dead_conns;
+    d->dead_conns = c;
+}
+
+void ivmd_conn_reap(ivmd_t *d)
+{
+    ivmd_conn_t *c;
+
+    while ((c = d->dead_conns) != NULL) {
+        d->dead_conns = c->next;
+        free(c->payload);
+        free(c);
+    }
+}
+
+/* Read what is available; returns 1 when a whole message is buffered, 0 when
+ * more is needed (EAGAIN), -1 when the connection must close (*why_p). */
+static int ivmd_conn_read_some(ivmd_conn_t *c, const char **why_p)
+{
+    char *dst;
+    size_t want;
+    ivmError_t status;
+    int nfds_before = c->nfds;
+
+    for (;;) {
+        if (c->hdr_got < sizeof(c->hdr)) {
+            dst  = (char *)&c->hdr + c->hdr_got;
+            want = sizeof(c->hdr) - c->hdr_got;
+        } else if (c->payload_got < c->hdr.length) {
+            dst  = c->payload + c->payload_got;
+            want = c->hdr.length - c->payload_got;
+        } else {
+            return 1;
+        }
+        {
+            union {
+                struct cmsghdr align;
+                char buf[CMSG_SPACE(sizeof(int) * IVM_MSG_MAX_FDS)];
+            } ctrl;
+            struct iovec iov = {.iov_base = dst, .iov_len = want};
+            struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1,
+                                 .msg_control = ctrl.buf,
+                                 .msg_controllen = sizeof(ctrl.buf)};
+            struct cmsghdr *cmsg;
+            ssize_t n = recvmsg(c->h.fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+
+            if (n < 0) {
+                if (errno == EAGAIN || errno == EINTR) {
+                    return 0;
+                }
+                *why_p = "read error";
+                return -1;
+            }
+            if (n == 0) {
+                *why_p = (c->hdr_got == 0) ? "end of stream" : "end of stream inside a message";
+                return -1;
+            }
+            for (cmsg = CMSG_FIRSTHDR(&msg); cmsg; cmsg = CMSG_NXTHDR(&msg, cmsg)) {
+                if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS) {
+                    int k, count = (int)((cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+                    for (k = 0; k < count; ++k) {
+                        int one;
+                        memcpy(&one, CMSG_DATA(cmsg) + k * sizeof(int), sizeof(int));
+                        if (c->nfds < IVM_MSG_MAX_FDS) {
+                            c->fds[c->nfds++] = one;
+                        } else {
+                            close(one);
+                        }
+                    }
+                }
+            }
+            if (msg.msg_flags & MSG_CTRUNC) {
+                *why_p = "too many file descriptors in one message";
+                return -1;
+            }
+            (void)nfds_before;
+            if (c->hdr_got < sizeof(c->hdr)) {
+                c->hdr_got += (size_t)n;
+                if (c->hdr_got == sizeof(c->hdr)) {
+                    status = ivm_proto_check_hdr(&c->hdr, why_p);
+                    if (status != IVM_SUCCESS) {
+                        return -1;
+                    }
+                    if (c->hdr.length > c->payload_cap) {
+                        char *p = realloc(c->payload, c->hdr.length);
+                        if (p == NULL) {
+                            *why_p = "out of memory for the payload";
+                            return -1;
+                        }
+                        c->payload     = p;
+                        c->payload_cap = c->hdr.length;
+                    }
+                    c->payload_got = 0;
+                }
+            } else {
+                c->payload_got += (size_t)n;
+            }
+        }
+    }
+}
+
+static void ivmd_conn_flush(ivmd_t *d, ivmd_conn_t *c)
+{
+    ivmd_outbuf_t *b;
+
+    while ((b = c->out_head) != NULL) {
+        union {
+            struct cmsghdr align;
+            char buf[CMSG_SPACE(sizeof(int) * IVM_MSG_MAX_FDS)];
+        } ctrl;
+        struct iovec iov = {.iov_base = b->data + b->off, .iov_len = b->len - b->off};
+        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+        ssize_t n;
+
+        if (b->off == 0 && b->nfds > 0) {
+            struct cmsghdr *cmsg;
+            memset(&ctrl, 0, sizeof(ctrl));
+            msg.msg_control    = ctrl.buf;
+            msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)b->nfds);
+            cmsg               = CMSG_FIRSTHDR(&msg);
+            cmsg->cmsg_level   = SOL_SOCKET;
+            cmsg->cmsg_type    = SCM_RIGHTS;
+            cmsg->cmsg_len     = CMSG_LEN(sizeof(int) * (size_t)b->nfds);
+            memcpy(CMSG_DATA(cmsg), b->fds, sizeof(int) * (size_t)b->nfds);
+        }
+        n = sendmsg(c->h.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EINTR) {
+                ivmd_loop_mod(d, &c->h, EPOLLIN | EPOLLRDHUP | EPOLLOUT);
+                return;
+            }
+            ivmd_conn_close(d, c, "write error");
+            return;
+        }
+        if (b->off == 0 && b->nfds > 0) {
+            ivm_sock_close_fds(b->fds, b->nfds);
+            b->nfds = 0;
+        }
+        b->off += (size_t)n;
+        if (b->off == b->len) {
+            c->out_head = b->next;
+            if (c->out_head == NULL) {
+                c->out_tail = NULL;
+                ivmd_loop_mod(d, &c->h, EPOLLIN | EPOLLRDHUP);
+            }
+            free(b);
+        }
+    }
+}
+
+void ivmd_conn_reply(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
+                     const void *rep, uint32_t len, const char *detail,
+                     const int *fds, int nfds)
+{
+    size_t dlen = (detail != NULL && *detail != '\0') ? strlen(detail) + 1 : 0;
+    ivmd_outbuf_t *b;
+    ivm_msg_hdr_t hdr;
+    int i;
+
+    if (c->closed) {
+        return;
+    }
+    if (dlen > IVM_MSG_DETAIL_MAX) {
+        dlen = IVM_MSG_DETAIL_MAX;
+    }
+    b = malloc(sizeof(*b) + sizeof(hdr) + len + dlen);
+    if (b == NULL) {
+        ivmd_conn_close(d, c, "out of memory for a reply");
+        return;
+    }
+    ivm_proto_hdr_init(&hdr, (uint16_t)(type | IVM_MSG_REPLY), (uint32_t)(len + dlen), seq);
+    memcpy(b->data, &hdr, sizeof(hdr));
+    memcpy(b->data + sizeof(hdr), rep, len);
+    if (dlen > 0) {
+        memcpy(b->data + sizeof(hdr) + len, detail, dlen - 1);
+        b->data[sizeof(hdr) + len + dlen - 1] = '\0';
+    }
+    b->len  = sizeof(hdr) + len + dlen;
+    b->off  = 0;
+    b->next = NULL;
+    b->nfds = 0;
+    for (i = 0; i < nfds; ++i) {
+        int dup_fd = fcntl(fds[i], F_DUPFD_CLOEXEC, 0);
+        if (dup_fd < 0) {
+            ivm_error("dup of fd %d for a reply: %m", fds[i]);
+            continue;
+        }
+        b->fds[b->nfds++] = dup_fd;
+    }
+    if (c->out_tail != NULL) {
+        c->out_tail->next = b;
+    } else {
+        c->out_head = b;
+    }
+    c->out_tail = b;
+    ivmd_conn_flush(d, c);
+}
+
+static void ivmd_conn_on_event(ivmd_t *d, void *arg, uint32_t events)
+{
+    ivmd_conn_t *c = arg;
+    const char *why = NULL;
+    const char *type_why;
+    int rc;
+
+    if (c->closed) {
+        return;
+    }
+    if (events & EPOLLOUT) {
+        ivmd_conn_flush(d, c);
+        if (c->closed) {
+            return;
+        }
+    }
+    if (!(events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
+        return;
+    }
+    for (;;) {
+        rc = ivmd_conn_read_some(c, &why);
+        if (rc < 0) {
+            if (c->hdr_got == sizeof(c->hdr) || (c->hdr_got > 0 && c->hdr_got < sizeof(c->hdr))) {
+                if (strcmp(why, "end of stream") != 0) {
+                    ivm_warn("pid %d sent a malformed message (%s, type %s, length %u): "
+                             "connection dropped", (int)c->peer_pid, why,
+                             ivm_proto_type_name(c->hdr.type), (unsigned)c->hdr.length);
+                }
+            }
+            ivmd_conn_close(d, c, why);
+            return;
+        }
+        if (rc == 0) {
+            return;
+        }
+        if (ivm_proto_check_req(&c->hdr, c->payload, &type_why) != IVM_SUCCESS) {
+            ivm_warn("pid %d sent a malformed %s request (%s): connection dropped",
+                     (int)c->peer_pid, ivm_proto_type_name(c->hdr.type), type_why);
+            ivmd_conn_close(d, c, type_why);
+            return;
+        }
+        ivmd_handle_msg(d, c, &c->hdr, c->payload);
+        ivmd_conn_drop_fds(c);
+        if (c->closed) {
+            return;
+        }
+        c->hdr_got     = 0;
+        c->payload_got = 0;
+    }
+}

@@ -1,0 +1,788 @@
+/* One handler per request type, dispatched through a table indexed by the
+ * validated type. A handler fills the reply and returns its status, or
+ * IVMD_DEFERRED when the reply comes later (WAIT). */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "ivmd.h"
+#include "log.h"
+#include "status.h"
+
+#define IVMD_DEFERRED 1
+
+typedef union ivmd_reply_body {
+    ivm_msg_status_t         status;
+    ivm_msg_enter_rep_t      enter;
+    ivm_msg_create_dev_rep_t create_dev;
+    ivm_msg_create_pes_rep_t create_pes;
+    ivm_msg_value_rep_t      value;
+    ivm_msg_map_rep_t        map;
+    ivm_msg_info_rep_t       info;
+} ivmd_reply_body_t;
+
+typedef struct ivmd_reply {
+    ivmd_reply_body_t body;
+    uint32_t          len;     /* bytes of body to send */
+    int               fd;      /* fd to pass, -1 if none */
+    char              detail[IVM_MSG_DETAIL_MAX];
+} ivmd_reply_t;
+
+typedef int (*ivmd_msg_fn_t)(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                             const void *req, ivmd_reply_t *rep);
+
+static void ivmd_detail(ivmd_reply_t *rep, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void ivmd_detail(ivmd_reply_t *rep, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(rep->detail, sizeof(rep->detail), fmt, ap);
+    va_end(ap);
+}
+
+/* ---------------------------------------------------------------- jobs */
+
+void ivmd_job_data_free(ivmd_job_data_t *jd)
+{
+    if (jd == NULL) {
+        return;
+    }
+    if (jd->out_fd >= 0) {
+        close(jd->out_fd);
+    }
+    if (jd->err_fd >= 0) {
+        close(jd->err_fd);
+    }
+    free(jd->exe);
+    free(jd->cwd);
+    free(jd->argv);
+    free(jd->envp);
+    free(jd->blob);
+    free(jd);
+}
+
+void ivmd_job_collect(ivmd_t *d, ivmd_job_t *job)
+{
+    ivmd_job_data_t *jd = job->data;
+    int i;
+
+    if (!job->ending || jd->nconns > 0) {
+        return;
+    }
+    for (i = 0; i < job->next_pe_id; ++i) {
+        if (!job->pes[i]->reaped) {
+            return;
+        }
+    }
+    ivm_info("job %u: all PEs gone, released", job->id);
+    ivmd_job_data_free(jd);
+    ivmd_job_destroy(&d->reg, job);
+}
+
+void ivmd_job_terminate(ivmd_t *d, ivmd_job_t *job, const char *why)
+{
+    ivmd_job_data_t *jd = job->data;
+    int i, killed = 0;
+
+    if (job->ending) {
+        return;
+    }
+    ivmd_job_end(&d->reg, job);
+    for (i = 1; i < job->next_pe_id; ++i) {
+        ivmd_pe_t *pe = job->pes[i];
+        if (pe->state == IVMD_PE_SPAWNED || pe->state == IVMD_PE_RUNNING) {
+            if (pe->pid > 0 && !pe->reaped) {
+                kill(pe->pid, SIGKILL);
+                ++killed;
+            }
+            ivmd_pe_end(&d->reg, pe, 1);
+        }
+    }
+    ivmd_pe_end(&d->reg, job->pes[0], 0);
+    if (jd->out_fd >= 0) {
+        close(jd->out_fd);
+        jd->out_fd = -1;
+    }
+    if (jd->err_fd >= 0) {
+        close(jd->err_fd);
+        jd->err_fd = -1;
+    }
+    ivm_info("job %u ended (%s); %d PE%s terminated", job->id, why, killed,
+             killed == 1 ? "" : "s");
+    ivmd_job_collect(d, job);
+}
+
+static void ivmd_on_wait_done(void *ctx, void *owner, uint32_t seq, ivmError_t status)
+{
+    ivmd_t *d = ctx;
+    ivm_msg_status_t rep = {.status = status};
+
+    ivmd_conn_reply(d, owner, IVM_MSG_WAIT, seq, &rep, sizeof(rep),
+                    status == IVM_ERROR_PE_FAILED ? "the PE died without ivmExit" : NULL,
+                    NULL, 0);
+}
+
+static void ivmd_on_obj_release(void *ctx, ivmd_obj_t *obj)
+{
+    if (obj->fd >= 0) {
+        close(obj->fd);
+        obj->fd = -1;
+    }
+}
+
+const ivmd_job_ops_t ivmd_job_ops = {
+    .wait_done   = ivmd_on_wait_done,
+    .obj_release = ivmd_on_obj_release,
+};
+
+void ivmd_handle_disconnect(ivmd_t *d, ivmd_conn_t *c)
+{
+    ivmd_job_t *job = c->job;
+    ivmd_pe_t *pe   = c->pe;
+
+    ivmd_waiter_cancel(&d->reg, c);
+    if (job == NULL) {
+        return;
+    }
+    c->job = NULL;
+    c->pe  = NULL;
+    --((ivmd_job_data_t *)job->data)->nconns;
+    if (pe != NULL && (pe->state == IVMD_PE_RUNNING || pe->state == IVMD_PE_SPAWNED)) {
+        if (pe->id == 0) {
+            ivmd_job_terminate(d, job, "the root PE died");
+        } else {
+            ivm_warn("job %u: pe %d disconnected without ivmExit: it failed", job->id,
+                     pe->id);
+            if (pe->pid > 0 && !pe->reaped) {
+                kill(pe->pid, SIGKILL);
+            }
+            ivmd_pe_end(&d->reg, pe, 1);
+        }
+    }
+    ivmd_job_collect(d, job);
+}
+
+/* ---------------------------------------------------------------- ENTER */
+
+/* Split the ENTER blob: exe, cwd, argc args, envc env strings. */
+static ivmError_t ivmd_enter_unpack(const ivm_msg_enter_req_t *req, ivmd_job_data_t *jd,
+                                    ivmd_reply_t *rep)
+{
+    const char *p = (const char *)(req + 1), *end = p + req->blob_len;
+    uint32_t i, nstr = 2 + req->argc + req->envc;
+    const char **strs;
+
+    if (req->argc < 1 || req->argc > 65536 || req->envc > 65536) {
+        ivmd_detail(rep, "ENTER: bad argument or environment count");
+        return IVM_ERROR_PROTOCOL;
+    }
+    strs = calloc(nstr, sizeof(*strs));
+    if (strs == NULL) {
+        return IVM_ERROR_NO_MEMORY;
+    }
+    for (i = 0; i < nstr; ++i) {
+        const char *nul = memchr(p, '\0', (size_t)(end - p));
+        if (p >= end || nul == NULL) {
+            free(strs);
+            ivmd_detail(rep, "ENTER: blob holds fewer strings than announced");
+            return IVM_ERROR_PROTOCOL;
+        }
+        strs[i] = p;
+        p       = nul + 1;
+    }
+    jd->exe  = strdup(strs[0]);
+    jd->cwd  = strdup(strs[1]);
+    jd->argv = calloc(req->argc + 1, sizeof(char *));
+    jd->envp = calloc(req->envc + 1, sizeof(char *));
+    if (!jd->exe || !jd->cwd || !jd->argv || !jd->envp) {
+        free(strs);
+        return IVM_ERROR_NO_MEMORY;
+    }
+    /* argv/envp point into one copy of the strings after exe and cwd. */
+    {
+        size_t blob = (size_t)(end - strs[2]);
+        char *copy  = malloc(blob);
+        uint32_t n = 0;
+        if (copy == NULL) {
+            free(strs);
+            return IVM_ERROR_NO_MEMORY;
+        }
+        memcpy(copy, strs[2], blob);
+        for (i = 0; i < req->argc; ++i) {
+            jd->argv[i] = copy + (strs[2 + i] - strs[2]);
+        }
+        for (i = 0; i < req->envc; ++i) {
+            const char *s = strs[2 + req->argc + i];
+            static const char *const own[] = {"IVM_JOB_ID=", "IVM_PE_ID=", "IVM_PE_TOKEN=",
+                                              "IVM_SOCKET=", "IVM_NODE=", "OMP_NUM_THREADS=",
+                                              "IVM_DEVICE_CORES=", NULL};
+            int skip = 0, k;
+            for (k = 0; own[k] != NULL; ++k) {
+                if (strncmp(s, own[k], strlen(own[k])) == 0) {
+                    skip = 1;
+                }
+            }
+            if (!skip) {
+                jd->envp[n++] = copy + (s - strs[2]);
+            }
+        }
+        jd->argv[req->argc] = NULL;
+        jd->envp[n] = NULL;
+        jd->blob    = copy;
+    }
+    free(strs);
+    return IVM_SUCCESS;
+}
+
+static int ivmd_handle_enter_root(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_enter_req_t *req,
+                                  ivmd_reply_t *rep)
+{
+    ivm_cpu_device_t devs[IVM_DEVSPEC_MAX_DEVICES];
+    const ivm_cpu_device_t *table = d->devs;
+    int ndevs = d->ndevs;
+    ivmd_job_data_t *jd;
+    ivmd_job_t *job;
+    ivmError_t status;
+    char err[160];
+
+    if (req->cpu_devices[0] != '\0') {
+        status = ivm_devspec_parse(req->cpu_devices, (int)sysconf(_SC_NPROCESSORS_CONF),
+                                   devs, IVM_DEVSPEC_MAX_DEVICES, &ndevs, err, sizeof(err));
+        if (status != IVM_SUCCESS) {
+            ivmd_detail(rep, "IVM_CPU_DEVICES: %s", err);
+            return status;
+        }
+        table = devs;
+    }
+    if (c->nfds != 2) {
+        ivmd_detail(rep, "ENTER of a root PE must pass its stdout and stderr");
+        return IVM_ERROR_PROTOCOL;
+    }
+    jd = calloc(1, sizeof(*jd));
+    if (jd == NULL) {
+        return IVM_ERROR_NO_MEMORY;
+    }
+    jd->out_fd = jd->err_fd = -1;
+    status = ivmd_enter_unpack(req, jd, rep);
+    if (status != IVM_SUCCESS) {
+        ivmd_job_data_free(jd);
+        return status;
+    }
+    status = ivmd_job_create(&d->reg, table, ndevs, &job);
+    if (status != IVM_SUCCESS) {
+        ivmd_job_data_free(jd);
+        return status;
+    }
+    jd->out_fd     = c->fds[0];
+    jd->err_fd     = c->fds[1];
+    c->nfds        = 0; /* the job owns them now */
+    jd->tag_output = (req->flags & IVM_ENTER_TAG_OUTPUT) != 0;
+    jd->root_pid   = c->peer_pid;
+    jd->nconns     = 1;
+    job->data      = jd;
+    c->job         = job;
+    c->pe          = job->pes[0];
+    ivmd_pe_enter(c->pe, c);
+    ivm_info("job %u: root PE pid %d (%s), %d CPU device%s", job->id, (int)c->peer_pid,
+             jd->exe, ndevs, ndevs == 1 ? "" : "s");
+    rep->body.enter.job_id  = job->id;
+    rep->body.enter.pe_id   = 0;
+    rep->body.enter.devtype = IVM_CPU_N(0);
+    rep->body.enter.ncores  = (uint32_t)job->devs[0].ncores;
+    ivm_proto_strset(rep->body.enter.node, sizeof(rep->body.enter.node), d->cfg.node);
+    return IVM_SUCCESS;
+}
+
+static int ivmd_handle_enter(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                             const void *payload, ivmd_reply_t *rep)
+{
+    const ivm_msg_enter_req_t *req = payload;
+    ivmd_job_t *job;
+    ivmd_pe_t *pe;
+
+    if (c->pe != NULL) {
+        ivmd_detail(rep, "this connection already entered as pe %d", c->pe->id);
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    if (req->flags & IVM_ENTER_ROOT) {
+        return ivmd_handle_enter_root(d, c, req, rep);
+    }
+    job = ivmd_job_find(&d->reg, req->job_id);
+    pe  = (job != NULL) ? ivmd_pe_find(job, req->pe_id) : NULL;
+    if (pe == NULL || pe->id == 0 || pe->token != req->token) {
+        ivmd_detail(rep, "no PE %d awaits ivmEnter in job %u with this token", req->pe_id,
+                    req->job_id);
+        ivm_warn("pid %d: ENTER as job %u pe %d refused (unknown PE or bad token)",
+                 (int)c->peer_pid, req->job_id, req->pe_id);
+        return IVM_ERROR_PERMISSION;
+    }
+    if (pe->state != IVMD_PE_SPAWNED || job->ending) {
+        ivmd_detail(rep, "pe %d of job %u cannot enter (already entered or ended)",
+                    pe->id, job->id);
+        return IVM_ERROR_PERMISSION;
+    }
+    ivmd_pe_enter(pe, c);
+    c->job = job;
+    c->pe  = pe;
+    ++((ivmd_job_data_t *)job->data)->nconns;
+    rep->body.enter.job_id  = job->id;
+    rep->body.enter.pe_id   = pe->id;
+    rep->body.enter.devtype = pe->devtype;
+    rep->body.enter.ncores  = IVM_DEV_IS_GPU(pe->devtype)
+                                  ? 0 : (uint32_t)job->devs[pe->devtype].ncores;
+    ivm_proto_strset(rep->body.enter.node, sizeof(rep->body.enter.node), d->cfg.node);
+    ivm_debug("job %u: pe %d entered (pid %d)", job->id, pe->id, (int)c->peer_pid);
+    return IVM_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- PEs */
+
+static int ivmd_handle_exit(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                            const void *payload, ivmd_reply_t *rep)
+{
+    ivmd_pe_t *pe   = c->pe;
+    ivmd_job_t *job = c->job;
+
+    ivm_debug("job %u: pe %d called ivmExit", job->id, pe->id);
+    if (pe->id == 0) {
+        ivmd_job_terminate(d, job, "the root PE called ivmExit");
+    } else {
+        ivmd_pe_end(&d->reg, pe, 0);
+    }
+    return IVM_SUCCESS;
+}
+
+/* The node a request names: "" and our own name are this node. */
+static ivmError_t ivmd_check_host(ivmd_t *d, const char *host, ivmd_reply_t *rep)
+{
+    if (host[0] == '\0' || strcmp(host, d->cfg.node) == 0) {
+        return IVM_SUCCESS;
+    }
+    ivmd_detail(rep, "unknown host '%s' (this cluster has: %s)", host, d->cfg.node);
+    return IVM_ERROR_NOT_FOUND;
+}
+
+static ivmError_t ivmd_check_dev(ivmd_t *d, ivmd_conn_t *c, int devtype, int *resolved_p,
+                                 ivmd_reply_t *rep)
+{
+    ivmError_t status = ivmd_job_resolve_dev(c->job, c->pe, devtype, resolved_p);
+
+    if (status != IVM_SUCCESS) {
+        if (IVM_DEV_IS_GPU(devtype)) {
+            ivmd_detail(rep, "%s has no GPU %d (no GPU daemon serves this node)",
+                        d->cfg.node, IVM_DEV_INDEX(devtype));
+        } else if (devtype < 0 && devtype != IVM_THIS_DEV) {
+            ivmd_detail(rep, "%d is not a device type", devtype);
+        } else {
+            ivmd_detail(rep, "%s has no CPU device %d (it has %d)", d->cfg.node, devtype,
+                        c->job->ndevs);
+        }
+    }
+    return status;
+}
+
+static int ivmd_handle_create_dev(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                  const void *payload, ivmd_reply_t *rep)
+{
+    const ivm_msg_create_dev_req_t *req = payload;
+    ivmError_t status;
+    int devtype;
+
+    if (!ivm_proto_strok(req->host, sizeof(req->host))) {
+        ivmd_detail(rep, "host name not terminated");
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    status = ivmd_check_host(d, req->host, rep);
+    if (status == IVM_SUCCESS) {
+        status = ivmd_check_dev(d, c, req->devtype, &devtype, rep);
+    }
+    if (status != IVM_SUCCESS) {
+        return status;
+    }
+    rep->body.create_dev.devtype = devtype;
+    rep->body.create_dev.ncores  = IVM_DEV_IS_GPU(devtype)
+                                       ? 0 : (uint32_t)c->job->devs[devtype].ncores;
+    ivm_proto_strset(rep->body.create_dev.host, sizeof(rep->body.create_dev.host),
+                     d->cfg.node);
+    return IVM_SUCCESS;
+}
+
+static int ivmd_handle_create_pes(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                  const void *payload, ivmd_reply_t *rep)
+{
+    const ivm_msg_create_pes_req_t *req = payload;
+    ivm_msg_create_pes_rep_t *out = &rep->body.create_pes;
+    ivmError_t status;
+    ivmd_pe_t *pe;
+    int devtype, i;
+
+    if (req->n < 0 || req->n > IVM_CREATE_PES_MAX ||
+        !ivm_proto_strok(req->host, sizeof(req->host))) {
+        ivmd_detail(rep, "PE count %d outside 0..%d", req->n, IVM_CREATE_PES_MAX);
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    status = ivmd_check_host(d, req->host, rep);
+    if (status == IVM_SUCCESS) {
+        status = ivmd_check_dev(d, c, req->devtype, &devtype, rep);
+    }
+    if (status != IVM_SUCCESS) {
+        return status;
+    }
+    out->n = req->n;
+    for (i = 0; i < req->n; ++i) {
+        out->pes[i] = IVM_PE_NULL;
+    }
+    for (i = 0; i < req->n; ++i) {
+        status = ivmd_pe_reserve(&d->reg, c->job, devtype, &pe);
+        if (status != IVM_SUCCESS) {
+            ivmd_detail(rep, "job %u is ending", c->job->id);
+            return status;
+        }
+        if (pe == NULL) {
+            break; /* beyond the max PE id: this and later slots stay NULL */
+        }
+        status = ivmd_spawn_pe(d, c->job, pe, rep->detail, sizeof(rep->detail));
+        if (status != IVM_SUCCESS) {
+            ivmd_pe_unreserve(&d->reg, c->job, pe);
+            return status;
+        }
+        out->pes[i] = pe->id;
+    }
+    return IVM_SUCCESS;
+}
+
+static int ivmd_handle_kill_pes(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                const void *payload, ivmd_reply_t *rep)
+{
+    const ivm_msg_kill_pes_req_t *req = payload;
+    const int32_t *ids = (const int32_t *)(req + 1);
+    ivmd_job_t *job = c->job;
+    int i, kill_root = 0;
+
+    for (i = 0; i < req->n; ++i) {
+        if (ids[i] == IVM_PE_NULL) {
+            continue;
+        }
+        if (ivmd_pe_find(job, ids[i]) == NULL) {
+            ivmd_detail(rep, "job %u has no pe %d", job->id, ids[i]);
+            return IVM_ERROR_NOT_FOUND;
+        }
+        if (ids[i] == c->pe->id) {
+            ivmd_detail(rep, "a PE cannot kill itself with ivmKillPEs (use ivmExit)");
+            return IVM_ERROR_INVALID_VALUE;
+        }
+    }
+    for (i = 0; i < req->n; ++i) {
+        ivmd_pe_t *pe = (ids[i] == IVM_PE_NULL) ? NULL : ivmd_pe_find(job, ids[i]);
+        if (pe == NULL || (pe->state != IVMD_PE_SPAWNED && pe->state != IVMD_PE_RUNNING)) {
+            continue;
+        }
+        if (pe->id == 0) {
+            kill_root = 1;
+            continue;
+        }
+        if (pe->pid > 0 && !pe->reaped) {
+            kill(pe->pid, SIGKILL);
+        }
+        ivm_info("job %u: pe %d killed by pe %d", job->id, pe->id, c->pe->id);
+        ivmd_pe_end(&d->reg, pe, 1);
+    }
+    if (kill_root) {
+        ivmd_job_data_t *jd = job->data;
+        if (jd->root_pid > 0) {
+            kill(jd->root_pid, SIGKILL);
+        }
+        ivmd_job_terminate(d, job, "the root PE was killed by ivmKillPEs");
+    }
+    return IVM_SUCCESS;
+}
+
+static int ivmd_handle_set_max_id(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                  const void *payload, ivmd_reply_t *rep)
+{
+    const ivm_msg_pe_req_t *req = payload;
+
+    if (ivmd_job_set_max_id(c->job, req->pe) != IVM_SUCCESS) {
+        ivmd_detail(rep, "max PE id %d is negative", req->pe);
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    return IVM_SUCCESS;
+}
+
+static int ivmd_handle_wait(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                            const void *payload, ivmd_reply_t *rep)
+{
+    const ivm_msg_pe_req_t *req = payload;
+    ivmError_t status;
+    int queued;
+
+    status = ivmd_pe_wait(&d->reg, c->job, req->pe, c, hdr->seq, &queued);
+    if (queued) {
+        return IVMD_DEFERRED;
+    }
+    if (status == IVM_ERROR_NOT_FOUND) {
+        ivmd_detail(rep, "job %u has no pe %d", c->job->id, req->pe);
+    } else if (status == IVM_ERROR_PE_FAILED) {
+        ivmd_detail(rep, "pe %d died without ivmExit", req->pe);
+    }
+    return status;
+}
+
+static int ivmd_handle_signal(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                              const void *payload, ivmd_reply_t *rep)
+{
+    ivmd_pe_signal(&d->reg, c->pe);
+    return IVM_SUCCESS;
+}
+
+static int ivmd_handle_num_pes(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                               const void *payload, ivmd_reply_t *rep)
+{
+    rep->body.value.value = c->job->alive;
+    return IVM_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- objects */
+
+static ivmError_t ivmd_check_name(const char *name, ivmd_reply_t *rep)
+{
+    if (!ivm_proto_strok(name, IVM_NAME_MAX + 1)) {
+        ivmd_detail(rep, "object name longer than %d bytes", IVM_NAME_MAX);
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    if (name[0] == '\0') {
+        ivmd_detail(rep, "empty object name");
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    return IVM_SUCCESS;
+}
+
+static int ivmd_handle_malloc(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                              const void *payload, ivmd_reply_t *rep)
+{
+    const ivm_msg_malloc_req_t *req = payload;
+    ivmd_obj_t *obj;
+    ivmError_t status;
+    char memname[64];
+    int fd;
+
+    status = ivmd_check_name(req->name, rep);
+    if (status != IVM_SUCCESS) {
+        return status;
+    }
+    if (req->size == 0 || req->size > (uint64_t)INT64_MAX) {
+        ivmd_detail(rep, "object size %llu is invalid", (unsigned long long)req->size);
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    if (ivmd_obj_find_name(c->job, req->name) != NULL) {
+        ivmd_detail(rep, "an object named '%s' already exists in job %u", req->name,
+                    c->job->id);
+        return IVM_ERROR_EXISTS;
+    }
+    snprintf(memname, sizeof(memname), "ivm-job%u", c->job->id);
+    fd = memfd_create(memname, MFD_CLOEXEC);
+    if (fd < 0) {
+        ivm_error("memfd_create: %m");
+        ivmd_detail(rep, "cannot create object memory: %s", strerror(errno));
+        return ivm_status_from_errno(errno);
+    }
+    if (ftruncate(fd, (off_t)req->size) != 0) {
+        int err = errno;
+        ivmd_detail(rep, "cannot size object '%s' to %llu bytes: %s", req->name,
+                    (unsigned long long)req->size, strerror(err));
+        close(fd);
+        return (err == EFBIG || err == EINVAL) ? IVM_ERROR_NO_MEMORY
+                                               : ivm_status_from_errno(err);
+    }
+    status = ivmd_obj_create(&d->reg, c->job, c->pe, req->name, req->size, fd, &obj);
+    if (status == IVM_SUCCESS) {
+        status = ivmd_obj_map(&d->reg, c->pe, obj);
+    }
+    if (status != IVM_SUCCESS) {
+        close(fd);
+        return status;
+    }
+    rep->body.map.flags    = IVM_MAP_MASTER;
+    rep->body.map.obj_id   = obj->id;
+    rep->body.map.obj_size = obj->size;
+    rep->body.map.offset   = 0;
+    rep->body.map.size     = obj->size;
+    rep->fd                = obj->fd;
+    ivm_debug("job %u: pe %d allocated '%s' (%llu bytes)", c->job->id, c->pe->id,
+              req->name, (unsigned long long)req->size);
+    return IVM_SUCCESS;
+}
+
+static int ivmd_handle_map(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                           const void *payload, ivmd_reply_t *rep)
+{
+    const ivm_msg_map_req_t *req = payload;
+    uint64_t size = req->size;
+    ivmd_obj_t *obj;
+    ivmError_t status;
+
+    status = ivmd_check_name(req->name, rep);
+    if (status != IVM_SUCCESS) {
+        return status;
+    }
+    obj = ivmd_obj_find_name(c->job, req->name);
+    if (obj == NULL) {
+        ivmd_detail(rep, "no object named '%s' in job %u", req->name, c->job->id);
+        return IVM_ERROR_NOT_FOUND;
+    }
+    if (req->offset >= obj->size) {
+        ivmd_detail(rep, "offset %llu is outside object '%s' of %llu bytes",
+                    (unsigned long long)req->offset, req->name,
+                    (unsigned long long)obj->size);
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    if (size == 0) {
+        size = obj->size - req->offset;
+    }
+    if (size > obj->size - req->offset) {
+        ivmd_detail(rep, "range [%llu, %llu+%llu) is outside object '%s' of %llu bytes",
+                    (unsigned long long)req->offset, (unsigned long long)req->offset,
+                    (unsigned long long)req->size, req->name,
+                    (unsigned long long)obj->size);
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    status = ivmd_obj_map(&d->reg, c->pe, obj);
+    if (status != IVM_SUCCESS) {
+        return status;
+    }
+    rep->body.map.flags    = IVM_MAP_MASTER;
+    rep->body.map.obj_id   = obj->id;
+    rep->body.map.obj_size = obj->size;
+    rep->body.map.offset   = req->offset;
+    rep->body.map.size     = size;
+    rep->fd                = obj->fd;
+    return IVM_SUCCESS;
+}
+
+static int ivmd_handle_unmap(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                             const void *payload, ivmd_reply_t *rep)
+{
+    const ivm_msg_obj_req_t *req = payload;
+
+    if (ivmd_obj_unmap(&d->reg, c->pe, req->obj_id) != IVM_SUCCESS) {
+        ivmd_detail(rep, "pe %d has no mapping of object %llu", c->pe->id,
+                    (unsigned long long)req->obj_id);
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    return IVM_SUCCESS;
+}
+
+static int ivmd_handle_free(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                            const void *payload, ivmd_reply_t *rep)
+{
+    const ivm_msg_obj_req_t *req = payload;
+    ivmError_t status = ivmd_obj_free(&d->reg, c->pe, req->obj_id);
+
+    if (status == IVM_ERROR_PERMISSION) {
+        ivmd_detail(rep, "only the PE that allocated an object may free it");
+    } else if (status != IVM_SUCCESS) {
+        ivmd_detail(rep, "object %llu is not a live object of job %u",
+                    (unsigned long long)req->obj_id, c->job->id);
+    }
+    return status;
+}
+
+/* ---------------------------------------------------------------- daemon */
+
+static int ivmd_handle_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                            const void *payload, ivmd_reply_t *rep)
+{
+    ivm_msg_info_rep_t *info = &rep->body.info;
+    ivmd_job_t *job;
+
+    info->pid     = (uint32_t)getpid();
+    info->jobs    = d->reg.njobs;
+    info->objects = d->reg.nobjs;
+    info->conns   = d->nconns;
+    info->shm_bytes = d->reg.obj_bytes;
+    info->pes     = 0;
+    for (job = d->reg.jobs; job != NULL; job = job->next) {
+        info->pes += (uint32_t)job->alive;
+    }
+    ivm_proto_strset(info->node, sizeof(info->node), d->cfg.node);
+    return IVM_SUCCESS;
+}
+
+static int ivmd_handle_shutdown(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                const void *payload, ivmd_reply_t *rep)
+{
+    ivm_info("shutdown requested by pid %d", (int)c->peer_pid);
+    d->stopping = 1;
+    return IVM_SUCCESS;
+}
+
+typedef struct ivmd_msg_entry {
+    ivmd_msg_fn_t fn;
+    uint32_t      rep_size;
+    int           needs_pe; /* only for entered connections */
+} ivmd_msg_entry_t;
+
+#define IVMD_ENTRY(type, fn, rep, needs_pe) [IVM_MSG_##type] = {fn, sizeof(rep), needs_pe}
+
+static const ivmd_msg_entry_t ivmd_msg_table[IVM_MSG_LAST] = {
+    IVMD_ENTRY(ENTER, ivmd_handle_enter, ivm_msg_enter_rep_t, 0),
+    IVMD_ENTRY(EXIT, ivmd_handle_exit, ivm_msg_status_t, 1),
+    IVMD_ENTRY(CREATE_DEV, ivmd_handle_create_dev, ivm_msg_create_dev_rep_t, 1),
+    IVMD_ENTRY(CREATE_PES, ivmd_handle_create_pes, ivm_msg_create_pes_rep_t, 1),
+    IVMD_ENTRY(KILL_PES, ivmd_handle_kill_pes, ivm_msg_status_t, 1),
+    IVMD_ENTRY(SET_MAX_ID, ivmd_handle_set_max_id, ivm_msg_status_t, 1),
+    IVMD_ENTRY(WAIT, ivmd_handle_wait, ivm_msg_status_t, 1),
+    IVMD_ENTRY(SIGNAL, ivmd_handle_signal, ivm_msg_status_t, 1),
+    IVMD_ENTRY(NUM_PES, ivmd_handle_num_pes, ivm_msg_value_rep_t, 1),
+    IVMD_ENTRY(MALLOC, ivmd_handle_malloc, ivm_msg_map_rep_t, 1),
+    IVMD_ENTRY(MAP, ivmd_handle_map, ivm_msg_map_rep_t, 1),
+    IVMD_ENTRY(UNMAP, ivmd_handle_unmap, ivm_msg_status_t, 1),
+    IVMD_ENTRY(FREE, ivmd_handle_free, ivm_msg_status_t, 1),
+    IVMD_ENTRY(INFO, ivmd_handle_info, ivm_msg_info_rep_t, 0),
+    IVMD_ENTRY(SHUTDOWN, ivmd_handle_shutdown, ivm_msg_status_t, 0),
+};
+
+void ivmd_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                     const void *payload)
+{
+    const ivmd_msg_entry_t *e = &ivmd_msg_table[hdr->type];
+    static ivmd_reply_t rep;
+    int status;
+
+    memset(&rep.body, 0, e->rep_size);
+    rep.len       = e->rep_size;
+    rep.fd        = -1;
+    rep.detail[0] = '\0';
+    if (e->needs_pe && c->pe == NULL) {
+        ivmd_detail(&rep, "%s before ivmEnter", ivm_proto_type_name(hdr->type));
+        status = IVM_ERROR_NOT_ENTERED;
+    } else if (e->needs_pe && c->pe->state != IVMD_PE_RUNNING && hdr->type != IVM_MSG_EXIT) {
+        ivmd_detail(&rep, "pe %d already ended", c->pe->id);
+        status = IVM_ERROR_NOT_ENTERED;
+    } else {
+        status = e->fn(d, c, hdr, payload, &rep);
+    }
+    if (status == IVMD_DEFERRED) {
+        return;
+    }
+    if (status == IVM_ERROR_PROTOCOL) {
+        ivm_warn("pid %d: malformed %s request: %s; connection dropped", (int)c->peer_pid,
+                 ivm_proto_type_name(hdr->type), rep.detail);
+        ivmd_conn_close(d, c, "malformed request");
+        return;
+    }
+    rep.body.status.status = status;
+    ivmd_conn_reply(d, c, hdr->type, hdr->seq, &rep.body, rep.len,
+                    status != IVM_SUCCESS ? rep.detail : NULL,
+                    status == IVM_SUCCESS && rep.fd >= 0 ? &rep.fd : NULL,
+                    status == IVM_SUCCESS && rep.fd >= 0 ? 1 : 0);
+}

@@ -1,0 +1,157 @@
+/*
+ * ivmd: the node daemon. One epoll loop; all state in one ivmd_t passed
+ * explicitly. Modules: loop (epoll, signals), conn (framing, validation,
+ * replies), handlers (one per message type), spawn (PE processes), output
+ * (tagged forwarding of PE output), job (the registry, pure bookkeeping).
+ */
+#ifndef IVMD_IVMD_H
+#define IVMD_IVMD_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "config.h"
+#include "devspec.h"
+#include "job.h"
+#include "proto.h"
+
+#define IVMD_CONFIG_TABLE(X)                                                        \
+    X(socket, "socket", STRING, "",                                                 \
+      "Unix socket to listen on (default: <socket dir>/ivmd.sock)")                 \
+    X(node, "node", STRING, "node0", "this node's name")                            \
+    X(cpu_devices, "cpu-devices", STRING, "",                                       \
+      "default CPU device table of jobs, e.g. 0-7,8-11,12 (default: all cores)")    \
+    X(ready_fd, "ready-fd", INT, "-1", "write one byte to this fd once listening")  \
+    X(exit_when_idle, "exit-when-idle", BOOL, "0",                                  \
+      "exit once the last job ended and no client is connected")                   \
+    X(log_level, "log-level", STRING, "warn", "error, warn, info, debug or trace")
+
+IVM_CONFIG_STRUCT(ivmd_config, IVMD_CONFIG_TABLE);
+
+typedef struct ivmd ivmd_t;
+
+/* An fd watched by the loop. */
+typedef void (*ivmd_io_cb_t)(ivmd_t *d, void *arg, uint32_t events);
+typedef struct ivmd_handler {
+    int          fd;
+    ivmd_io_cb_t cb;
+    void        *arg;
+} ivmd_handler_t;
+
+/* Queued outgoing bytes of a connection. */
+typedef struct ivmd_outbuf {
+    struct ivmd_outbuf *next;
+    size_t              len, off;
+    int                 fds[IVM_MSG_MAX_FDS]; /* owned; sent with byte 0 */
+    int                 nfds;
+    char                data[];
+} ivmd_outbuf_t;
+
+typedef struct ivmd_conn {
+    ivmd_handler_t    h;
+    struct ivmd_conn *next, *prev;
+    int               closed;
+    pid_t             peer_pid;
+    /* reading */
+    ivm_msg_hdr_t     hdr;
+    size_t            hdr_got;
+    char             *payload;
+    size_t            payload_cap, payload_got;
+    int               fds[IVM_MSG_MAX_FDS];
+    int               nfds;
+    /* writing */
+    ivmd_outbuf_t    *out_head, *out_tail;
+    /* identity once entered */
+    ivmd_pe_t        *pe;
+    ivmd_job_t       *job;
+} ivmd_conn_t;
+
+/* What the daemon keeps per job beside the registry (ivmd_job_t.data). */
+typedef struct ivmd_job_data {
+    char    *exe;
+    char    *cwd;
+    char   **argv;      /* NULL-terminated */
+    char   **envp;      /* NULL-terminated, without IVM identity variables */
+    char    *blob;      /* the strings argv and envp point into */
+    int      out_fd;    /* root PE's stdout, -1 once the job ended */
+    int      err_fd;    /* root PE's stderr */
+    int      tag_output;
+    uint32_t nconns;    /* connections bound to the job */
+    pid_t    root_pid;
+} ivmd_job_data_t;
+
+/* Forwarding of one PE stream with "[pe N] " prefixes. */
+typedef struct ivmd_fwd {
+    ivmd_handler_t   h;
+    struct ivmd_fwd *next;
+    int              target;  /* dup of the job's stdout or stderr */
+    int              pe_id;
+    size_t           len;
+    char             line[4096];
+} ivmd_fwd_t;
+
+struct ivmd {
+    ivmd_config_t    cfg;
+    char             socket_path[108];
+    int              epfd;
+    int              listen_fd;
+    int              signal_fd;
+    ivmd_handler_t   listen_h;
+    ivmd_handler_t   signal_h;
+    int              stopping;
+    int              had_client;
+    uid_t            uid;
+    ivm_cpu_device_t devs[IVM_DEVSPEC_MAX_DEVICES];
+    int              ndevs;
+    cpu_set_t        own_affinity;
+    ivmd_registry_t  reg;
+    ivmd_conn_t     *conns;        /* open connections */
+    uint32_t         nconns;
+    ivmd_conn_t     *dead_conns;   /* closed, freed before the next sleep */
+    ivmd_fwd_t      *fwds;         /* output forwarders */
+    ivmd_fwd_t      *dead_fwds;
+    int              devnull;
+};
+
+/* Loop. */
+ivmError_t ivmd_loop_add(ivmd_t *d, ivmd_handler_t *h, uint32_t events);
+void ivmd_loop_mod(ivmd_t *d, ivmd_handler_t *h, uint32_t events);
+void ivmd_loop_del(ivmd_t *d, ivmd_handler_t *h);
+int ivmd_loop_run(ivmd_t *d);
+
+/* Connections. */
+void ivmd_conn_accept(ivmd_t *d, void *arg, uint32_t events);
+/* Queue a reply: header + rep (len bytes) + optional detail text + fds
+ * (duplicated; the caller keeps its own). */
+void ivmd_conn_reply(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
+                     const void *rep, uint32_t len, const char *detail,
+                     const int *fds, int nfds);
+void ivmd_conn_close(ivmd_t *d, ivmd_conn_t *c, const char *why);
+void ivmd_conn_reap(ivmd_t *d);
+
+/* Handlers. */
+void ivmd_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                     const void *payload);
+/* The connection of a PE closed (EOF, error, bad input). */
+void ivmd_handle_disconnect(ivmd_t *d, ivmd_conn_t *c);
+/* Registry callbacks. */
+extern const ivmd_job_ops_t ivmd_job_ops;
+/* End the job: kill its PEs, release its objects, drop its streams. */
+void ivmd_job_terminate(ivmd_t *d, ivmd_job_t *job, const char *why);
+/* Destroy jobs that ended and have no process or connection left. */
+void ivmd_job_collect(ivmd_t *d, ivmd_job_t *job);
+void ivmd_job_data_free(ivmd_job_data_t *jd);
+
+/* Spawner. */
+ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail,
+                         size_t detail_len);
+/* SIGCHLD: reap children and end their PEs. */
+void ivmd_spawn_reap(ivmd_t *d);
+
+/* Output forwarding. Returns the write ends in *out_p / *err_p. */
+ivmError_t ivmd_output_open(ivmd_t *d, ivmd_job_t *job, int pe_id, int *out_p,
+                            int *err_p);
+void ivmd_output_reap(ivmd_t *d);
+void ivmd_output_close_all(ivmd_t *d);
+
+#endif /* IVMD_IVMD_H */

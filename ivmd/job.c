@@ -1,0 +1,463 @@
+#include "job.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ivmd_registry_init(ivmd_registry_t *reg, const ivmd_job_ops_t *ops, void *ctx)
+{
+    memset(reg, 0, sizeof(*reg));
+    reg->next_job_id = 1;
+    reg->next_obj_id = 1;
+    reg->ops         = ops;
+    reg->ctx         = ctx;
+}
+
+void ivmd_registry_cleanup(ivmd_registry_t *reg)
+{
+    while (reg->jobs != NULL) {
+        ivmd_job_end(reg, reg->jobs);
+        ivmd_job_destroy(reg, reg->jobs);
+    }
+}
+
+static ivmError_t ivmd_job_grow_pes(ivmd_job_t *job)
+{
+    int cap = job->pes_cap ? job->pes_cap * 2 : 16;
+    ivmd_pe_t **pes = realloc(job->pes, sizeof(*pes) * (size_t)cap);
+
+    if (pes == NULL) {
+        return IVM_ERROR_NO_MEMORY;
+    }
+    job->pes     = pes;
+    job->pes_cap = cap;
+    return IVM_SUCCESS;
+}
+
+static ivmd_pe_t *ivmd_pe_add(ivmd_job_t *job, int devtype)
+{
+    ivmd_pe_t *pe;
+
+    if (job->next_pe_id == job->pes_cap && ivmd_job_grow_pes(job) != IVM_SUCCESS) {
+        return NULL;
+    }
+    pe = calloc(1, sizeof(*pe));
+    if (pe == NULL) {
+        return NULL;
+    }
+    pe->id      = job->next_pe_id;
+    pe->state   = IVMD_PE_SPAWNED;
+    pe->devtype = devtype;
+    pe->job     = job;
+    job->pes[job->next_pe_id++] = pe;
+    ++job->alive;
+    return pe;
+}
+
+ivmError_t ivmd_job_create(ivmd_registry_t *reg, const ivm_cpu_device_t *devs,
+                           int ndevs, ivmd_job_t **job_p)
+{
+    ivmd_job_t *job;
+    ivmd_pe_t *root;
+
+    if (ndevs < 1) {
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    job = calloc(1, sizeof(*job));
+    if (job == NULL) {
+        return IVM_ERROR_NO_MEMORY;
+    }
+    job->devs = malloc(sizeof(*devs) * (size_t)ndevs);
+    if (job->devs == NULL) {
+        goto err_free_job;
+    }
+    memcpy(job->devs, devs, sizeof(*devs) * (size_t)ndevs);
+    job->ndevs     = ndevs;
+    job->max_pe_id = INT_MAX;
+    root = ivmd_pe_add(job, IVM_CPU_N(0));
+    if (root == NULL) {
+        goto err_free_devs;
+    }
+    root->state  = IVMD_PE_RUNNING;
+    root->reaped = 1;
+    job->id      = reg->next_job_id++;
+    job->next    = reg->jobs;
+    reg->jobs    = job;
+    ++reg->njobs;
+    *job_p = job;
+    return IVM_SUCCESS;
+
+err_free_devs:
+    free(job->pes);
+    free(job->devs);
+err_free_job:
+    free(job);
+    return IVM_ERROR_NO_MEMORY;
+}
+
+ivmd_job_t *ivmd_job_find(ivmd_registry_t *reg, uint32_t id)
+{
+    ivmd_job_t *job;
+
+    for (job = reg->jobs; job != NULL; job = job->next) {
+        if (job->id == id) {
+            return job;
+        }
+    }
+    return NULL;
+}
+
+static void ivmd_obj_release(ivmd_registry_t *reg, ivmd_job_t *job, ivmd_obj_t *obj)
+{
+    ivmd_obj_t **link;
+
+    for (link = &job->objs; *link != NULL; link = &(*link)->next) {
+        if (*link == obj) {
+            *link = obj->next;
+            break;
+        }
+    }
+    reg->ops->obj_release(reg->ctx, obj);
+    reg->obj_bytes -= obj->size;
+    --reg->nobjs;
+    --job->nobjs;
+    free(obj->name);
+    free(obj);
+}
+
+void ivmd_job_end(ivmd_registry_t *reg, ivmd_job_t *job)
+{
+    job->ending = 1;
+    while (job->objs != NULL) {
+        ivmd_obj_release(reg, job, job->objs);
+    }
+}
+
+static void ivmd_pe_forget(ivmd_registry_t *reg, ivmd_pe_t *pe)
+{
+    ivmd_waiter_t *w;
+
+    while ((w = pe->waiters) != NULL) {
+        pe->waiters = w->next;
+        free(w);
+    }
+    free(pe->maps);
+    free(pe);
+}
+
+void ivmd_job_destroy(ivmd_registry_t *reg, ivmd_job_t *job)
+{
+    ivmd_job_t **link;
+    int i;
+
+    ivmd_job_end(reg, job);
+    for (link = &reg->jobs; *link != NULL; link = &(*link)->next) {
+        if (*link == job) {
+            *link = job->next;
+            --reg->njobs;
+            break;
+        }
+    }
+    for (i = 0; i < job->next_pe_id; ++i) {
+        ivmd_pe_forget(reg, job->pes[i]);
+    }
+    free(job->pes);
+    free(job->devs);
+    free(job);
+}
+
+ivmd_pe_t *ivmd_pe_find(ivmd_job_t *job, int id)
+{
+    if (id < 0 || id >= job->next_pe_id) {
+        return NULL;
+    }
+    return job->pes[id];
+}
+
+ivmError_t ivmd_job_resolve_dev(const ivmd_job_t *job, const ivmd_pe_t *caller,
+                                int devtype, int *resolved_p)
+{
+    if (devtype == IVM_THIS_DEV) {
+        *resolved_p = caller->devtype;
+        return IVM_SUCCESS;
+    }
+    if (devtype < 0 || IVM_DEV_IS_GPU(devtype)) {
+        /* GPU devices come with ivm-gpud; a node without it has none. */
+        return IVM_ERROR_NOT_FOUND;
+    }
+    if (devtype >= job->ndevs) {
+        return IVM_ERROR_NOT_FOUND;
+    }
+    *resolved_p = devtype;
+    return IVM_SUCCESS;
+}
+
+ivmError_t ivmd_pe_reserve(ivmd_registry_t *reg, ivmd_job_t *job, int devtype,
+                           ivmd_pe_t **pe_p)
+{
+    ivmd_pe_t *pe;
+
+    if (job->ending) {
+        return IVM_ERROR_NOT_FOUND;
+    }
+    if (job->next_pe_id > job->max_pe_id) {
+        *pe_p = NULL;
+        return IVM_SUCCESS;
+    }
+    pe = ivmd_pe_add(job, devtype);
+    if (pe == NULL) {
+        return IVM_ERROR_NO_MEMORY;
+    }
+    *pe_p = pe;
+    return IVM_SUCCESS;
+}
+
+void ivmd_pe_unreserve(ivmd_registry_t *reg, ivmd_job_t *job, ivmd_pe_t *pe)
+{
+    if (pe->id != job->next_pe_id - 1) {
+        /* Not the last one: keep the id used, as a PE that failed at once. */
+        ivmd_pe_end(reg, pe, 1);
+        pe->reaped = 1;
+        return;
+    }
+    --job->next_pe_id;
+    --job->alive;
+    ivmd_pe_forget(reg, pe);
+}
+
+void ivmd_pe_enter(ivmd_pe_t *pe, void *conn)
+{
+    pe->state = IVMD_PE_RUNNING;
+    pe->conn  = conn;
+}
+
+void ivmd_pe_signal(ivmd_registry_t *reg, ivmd_pe_t *pe)
+{
+    ivmd_waiter_t *w = pe->waiters;
+
+    if (w == NULL) {
+        ++pe->signals;
+        return;
+    }
+    pe->waiters = w->next;
+    reg->ops->wait_done(reg->ctx, w->owner, w->seq, IVM_SUCCESS);
+    free(w);
+}
+
+ivmError_t ivmd_pe_wait(ivmd_registry_t *reg, ivmd_job_t *job, int pe_id, void *owner,
+                        uint32_t seq, int *queued_p)
+{
+    ivmd_pe_t *pe = ivmd_pe_find(job, pe_id);
+    ivmd_waiter_t *w, **tail;
+
+    *queued_p = 0;
+    if (pe == NULL) {
+        return IVM_ERROR_NOT_FOUND;
+    }
+    if (pe->signals > 0) {
+        --pe->signals;
+        return IVM_SUCCESS;
+    }
+    if (pe->state == IVMD_PE_EXITED) {
+        return IVM_SUCCESS;
+    }
+    if (pe->state == IVMD_PE_FAILED) {
+        return IVM_ERROR_PE_FAILED;
+    }
+    w = calloc(1, sizeof(*w));
+    if (w == NULL) {
+        return IVM_ERROR_NO_MEMORY;
+    }
+    w->owner = owner;
+    w->seq   = seq;
+    for (tail = &pe->waiters; *tail != NULL; tail = &(*tail)->next) {
+    }
+    *tail     = w;
+    *queued_p = 1;
+    return IVM_SUCCESS;
+}
+
+void ivmd_waiter_cancel(ivmd_registry_t *reg, void *owner)
+{
+    ivmd_waiter_t **link, *w;
+    ivmd_job_t *job;
+    int i;
+
+    for (job = reg->jobs; job != NULL; job = job->next) {
+        for (i = 0; i < job->next_pe_id; ++i) {
+            link = &job->pes[i]->waiters;
+            while ((w = *link) != NULL) {
+                if (w->owner == owner) {
+                    *link = w->next;
+                    free(w);
+                } else {
+                    link = &w->next;
+                }
+            }
+        }
+    }
+}
+
+static void ivmd_pe_drop_maps(ivmd_registry_t *reg, ivmd_pe_t *pe)
+{
+    ivmd_job_t *job = pe->job;
+    uint32_t i;
+
+    for (i = 0; i < pe->nmaps; ++i) {
+        ivmd_obj_t *obj = pe->maps[i].obj;
+        obj->nmaps -= pe->maps[i].count;
+        if (obj->name == NULL && obj->nmaps == 0) {
+            ivmd_obj_release(reg, job, obj);
+        }
+    }
+    pe->nmaps = 0;
+}
+
+void ivmd_pe_end(ivmd_registry_t *reg, ivmd_pe_t *pe, int failed)
+{
+    ivmError_t status = failed ? IVM_ERROR_PE_FAILED : IVM_SUCCESS;
+    ivmd_waiter_t *w;
+
+    if (pe->state == IVMD_PE_EXITED || pe->state == IVMD_PE_FAILED) {
+        return;
+    }
+    pe->state = failed ? IVMD_PE_FAILED : IVMD_PE_EXITED;
+    pe->conn  = NULL;
+    --pe->job->alive;
+    while ((w = pe->waiters) != NULL) {
+        pe->waiters = w->next;
+        reg->ops->wait_done(reg->ctx, w->owner, w->seq, status);
+        free(w);
+    }
+    ivmd_pe_drop_maps(reg, pe);
+}
+
+ivmError_t ivmd_job_set_max_id(ivmd_job_t *job, int max_id)
+{
+    if (max_id < 0) {
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    job->max_pe_id = max_id;
+    return IVM_SUCCESS;
+}
+
+ivmError_t ivmd_obj_create(ivmd_registry_t *reg, ivmd_job_t *job, ivmd_pe_t *pe,
+                           const char *name, uint64_t size, int fd,
+                           ivmd_obj_t **obj_p)
+{
+    ivmd_obj_t *obj;
+
+    if (ivmd_obj_find_name(job, name) != NULL) {
+        return IVM_ERROR_EXISTS;
+    }
+    obj = calloc(1, sizeof(*obj));
+    if (obj == NULL) {
+        return IVM_ERROR_NO_MEMORY;
+    }
+    obj->name = strdup(name);
+    if (obj->name == NULL) {
+        free(obj);
+        return IVM_ERROR_NO_MEMORY;
+    }
+    obj->id       = reg->next_obj_id++;
+    obj->size     = size;
+    obj->fd       = fd;
+    obj->owner_pe = pe->id;
+    obj->next     = job->objs;
+    job->objs     = obj;
+    ++job->nobjs;
+    ++reg->nobjs;
+    reg->obj_bytes += size;
+    *obj_p = obj;
+    return IVM_SUCCESS;
+}
+
+ivmd_obj_t *ivmd_obj_find_name(ivmd_job_t *job, const char *name)
+{
+    ivmd_obj_t *obj;
+
+    for (obj = job->objs; obj != NULL; obj = obj->next) {
+        if (obj->name != NULL && strcmp(obj->name, name) == 0) {
+            return obj;
+        }
+    }
+    return NULL;
+}
+
+ivmd_obj_t *ivmd_obj_find_id(ivmd_job_t *job, uint64_t id)
+{
+    ivmd_obj_t *obj;
+
+    for (obj = job->objs; obj != NULL; obj = obj->next) {
+        if (obj->id == id) {
+            return obj;
+        }
+    }
+    return NULL;
+}
+
+ivmError_t ivmd_obj_map(ivmd_registry_t *reg, ivmd_pe_t *pe, ivmd_obj_t *obj)
+{
+    uint32_t i;
+
+    for (i = 0; i < pe->nmaps; ++i) {
+        if (pe->maps[i].obj == obj) {
+            ++pe->maps[i].count;
+            ++obj->nmaps;
+            return IVM_SUCCESS;
+        }
+    }
+    if (pe->nmaps == pe->maps_cap) {
+        uint32_t cap = pe->maps_cap ? pe->maps_cap * 2 : 8;
+        ivmd_pe_map_t *maps = realloc(pe->maps, sizeof(*maps) * cap);
+        if (maps == NULL) {
+            return IVM_ERROR_NO_MEMORY;
+        }
+        pe->maps     = maps;
+        pe->maps_cap = cap;
+    }
+    pe->maps[pe->nmaps].obj   = obj;
+    pe->maps[pe->nmaps].count = 1;
+    ++pe->nmaps;
+    ++obj->nmaps;
+    return IVM_SUCCESS;
+}
+
+ivmError_t ivmd_obj_unmap(ivmd_registry_t *reg, ivmd_pe_t *pe, uint64_t obj_id)
+{
+    uint32_t i;
+
+    for (i = 0; i < pe->nmaps; ++i) {
+        ivmd_obj_t *obj = pe->maps[i].obj;
+        if (obj->id != obj_id) {
+            continue;
+        }
+        --obj->nmaps;
+        if (--pe->maps[i].count == 0) {
+            pe->maps[i] = pe->maps[--pe->nmaps];
+        }
+        if (obj->name == NULL && obj->nmaps == 0) {
+            ivmd_obj_release(reg, pe->job, obj);
+        }
+        return IVM_SUCCESS;
+    }
+    return IVM_ERROR_INVALID_VALUE;
+}
+
+ivmError_t ivmd_obj_free(ivmd_registry_t *reg, ivmd_pe_t *pe, uint64_t obj_id)
+{
+    ivmd_obj_t *obj = ivmd_obj_find_id(pe->job, obj_id);
+
+    if (obj == NULL || obj->name == NULL) {
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    if (obj->owner_pe != pe->id) {
+        return IVM_ERROR_PERMISSION;
+    }
+    free(obj->name);
+    obj->name = NULL;
+    if (ivmd_obj_unmap(reg, pe, obj_id) != IVM_SUCCESS && obj->nmaps == 0) {
+        ivmd_obj_release(reg, pe->job, obj);
+    }
+    return IVM_SUCCESS;
+}

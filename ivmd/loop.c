@@ -1,0 +1,69 @@
+#include <errno.h>
+#include <sys/epoll.h>
+
+#include "ivmd.h"
+#include "log.h"
+
+ivmError_t ivmd_loop_add(ivmd_t *d, ivmd_handler_t *h, uint32_t events)
+{
+    struct epoll_event ev = {.events = events, .data.ptr = h};
+
+    if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, h->fd, &ev) != 0) {
+        ivm_error("epoll_ctl(ADD, fd %d): %m", h->fd);
+        return IVM_ERROR_INTERNAL;
+    }
+    return IVM_SUCCESS;
+}
+
+void ivmd_loop_mod(ivmd_t *d, ivmd_handler_t *h, uint32_t events)
+{
+    struct epoll_event ev = {.events = events, .data.ptr = h};
+
+    if (epoll_ctl(d->epfd, EPOLL_CTL_MOD, h->fd, &ev) != 0) {
+        ivm_error("epoll_ctl(MOD, fd %d): %m", h->fd);
+    }
+}
+
+void ivmd_loop_del(ivmd_t *d, ivmd_handler_t *h)
+{
+    if (epoll_ctl(d->epfd, EPOLL_CTL_DEL, h->fd, NULL) != 0 && errno != EBADF) {
+        ivm_debug("epoll_ctl(DEL, fd %d): %m", h->fd);
+    }
+}
+
+/* Closed connections and forwarders are freed here, between two epoll_wait
+ * batches, so that no event of the current batch points at freed memory. */
+static void ivmd_loop_before_sleep(ivmd_t *d)
+{
+    ivmd_conn_reap(d);
+    ivmd_output_reap(d);
+}
+
+int ivmd_loop_run(ivmd_t *d)
+{
+    struct epoll_event events[64];
+    int i, n;
+
+    while (!d->stopping) {
+        ivmd_loop_before_sleep(d);
+        if (d->cfg.exit_when_idle && d->had_client && d->reg.njobs == 0 &&
+            d->nconns == 0) {
+            ivm_info("idle: no job and no client left, exiting");
+            break;
+        }
+        n = epoll_wait(d->epfd, events, 64, -1);
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            ivm_error("epoll_wait: %m");
+            return -1;
+        }
+        for (i = 0; i < n; ++i) {
+            ivmd_handler_t *h = events[i].data.ptr;
+            h->cb(d, h->arg, events[i].events);
+        }
+    }
+    ivmd_loop_before_sleep(d);
+    return 0;
+}

@@ -1,0 +1,174 @@
+/* Forwarding of child PEs' stdout/stderr to the root PE's streams, each line
+ * prefixed "[pe N] " (ivmrun --tag-output). */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "ivmd.h"
+#include "log.h"
+
+/* Write all of buf; gives up after a second of a blocked target. */
+static void ivmd_output_write(int fd, const char *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, buf, len);
+        if (n < 0 && errno == EAGAIN) {
+            struct pollfd p = {.fd = fd, .events = POLLOUT};
+            if (poll(&p, 1, 1000) <= 0) {
+                return;
+            }
+            continue;
+        }
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            return;
+        }
+        buf += n;
+        len -= (size_t)n;
+    }
+}
+
+static void ivmd_output_emit(ivmd_fwd_t *f, const char *text, size_t len, int newline)
+{
+    char prefix[32];
+    int plen = snprintf(prefix, sizeof(prefix), "[pe %d] ", f->pe_id);
+    char *line = malloc((size_t)plen + len + 1);
+
+    if (line == NULL) {
+        return;
+    }
+    memcpy(line, prefix, (size_t)plen);
+    memcpy(line + plen, text, len);
+    if (newline) {
+        line[(size_t)plen + len++] = '\n';
+    }
+    ivmd_output_write(f->target, line, (size_t)plen + len);
+    free(line);
+}
+
+static void ivmd_output_close(ivmd_t *d, ivmd_fwd_t *f)
+{
+    ivmd_fwd_t **link;
+
+    if (f->len > 0) {
+        ivmd_output_emit(f, f->line, f->len, 1);
+        f->len = 0;
+    }
+    ivmd_loop_del(d, &f->h);
+    close(f->h.fd);
+    close(f->target);
+    for (link = &d->fwds; *link != NULL; link = &(*link)->next) {
+        if (*link == f) {
+            *link = f->next;
+            break;
+        }
+    }
+    f->next      = d->dead_fwds;
+    d->dead_fwds = f;
+}
+
+static void ivmd_output_on_event(ivmd_t *d, void *arg, uint32_t events)
+{
+    ivmd_fwd_t *f = arg;
+    char *nl;
+    ssize_t n;
+
+    for (;;) {
+        n = read(f->h.fd, f->line + f->len, sizeof(f->line) - f->len);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+            return;
+        }
+        if (n <= 0) {
+            ivmd_output_close(d, f);
+            return;
+        }
+        f->len += (size_t)n;
+        while ((nl = memchr(f->line, '\n', f->len)) != NULL) {
+            size_t take = (size_t)(nl - f->line);
+            ivmd_output_emit(f, f->line, take, 1);
+            memmove(f->line, nl + 1, f->len - take - 1);
+            f->len -= take + 1;
+        }
+        if (f->len == sizeof(f->line)) {
+            ivmd_output_emit(f, f->line, f->len, 1);
+            f->len = 0;
+        }
+    }
+}
+
+static ivmError_t ivmd_output_add(ivmd_t *d, int target, int pe_id, int *write_end_p)
+{
+    ivmd_fwd_t *f;
+    int p[2];
+
+    if (pipe2(p, O_CLOEXEC) != 0) {
+        ivm_warn("pipe for pe %d output: %m", pe_id);
+        return IVM_ERROR_NO_MEMORY;
+    }
+    f = calloc(1, sizeof(*f));
+    if (f == NULL) {
+        goto err_close;
+    }
+    f->target = fcntl(target, F_DUPFD_CLOEXEC, 0);
+    if (f->target < 0) {
+        free(f);
+        goto err_close;
+    }
+    fcntl(p[0], F_SETFL, O_NONBLOCK);
+    f->pe_id = pe_id;
+    f->h     = (ivmd_handler_t){.fd = p[0], .cb = ivmd_output_on_event, .arg = f};
+    if (ivmd_loop_add(d, &f->h, EPOLLIN) != IVM_SUCCESS) {
+        close(f->target);
+        free(f);
+        goto err_close;
+    }
+    f->next = d->fwds;
+    d->fwds = f;
+    *write_end_p = p[1];
+    return IVM_SUCCESS;
+
+err_close:
+    close(p[0]);
+    close(p[1]);
+    return IVM_ERROR_NO_MEMORY;
+}
+
+ivmError_t ivmd_output_open(ivmd_t *d, ivmd_job_t *job, int pe_id, int *out_p, int *err_p)
+{
+    ivmd_job_data_t *jd = job->data;
+
+    if (ivmd_output_add(d, jd->out_fd, pe_id, out_p) != IVM_SUCCESS) {
+        return IVM_ERROR_NO_MEMORY;
+    }
+    if (ivmd_output_add(d, jd->err_fd, pe_id, err_p) != IVM_SUCCESS) {
+        close(*out_p);
+        ivmd_output_close(d, d->fwds);
+        return IVM_ERROR_NO_MEMORY;
+    }
+    return IVM_SUCCESS;
+}
+
+void ivmd_output_reap(ivmd_t *d)
+{
+    ivmd_fwd_t *f;
+
+    while ((f = d->dead_fwds) != NULL) {
+        d->dead_fwds = f->next;
+        free(f);
+    }
+}
+
+void ivmd_output_close_all(ivmd_t *d)
+{
+    while (d->fwds != NULL) {
+        ivmd_output_close(d, d->fwds);
+    }
+    ivmd_output_reap(d);
+}

@@ -1,0 +1,165 @@
+/* The spawner: PE processes of a job's executable, with its argv, cwd and
+ * environment, the PE identity in the environment, pinned to the device's
+ * cores; and their reaping. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ivmd.h"
+#include "log.h"
+#include "status.h"
+
+#define IVMD_SPAWN_ENV_OWN 7
+
+static uint64_t ivmd_spawn_token(void)
+{
+    uint64_t token = 0;
+
+    while (token == 0) {
+        if (getrandom(&token, sizeof(token), 0) != sizeof(token)) {
+            token = ((uint64_t)rand() << 32) ^ (uint64_t)rand() ^ (uint64_t)getpid();
+        }
+    }
+    return token;
+}
+
+ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail,
+                         size_t detail_len)
+{
+    ivmd_job_data_t *jd = job->data;
+    char own[IVMD_SPAWN_ENV_OWN][160];
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    const ivm_cpu_device_t *dev = NULL;
+    sigset_t none, defaults;
+    char **envp;
+    size_t nenv = 0, i;
+    int out_fd = jd->out_fd, err_fd = jd->err_fd;
+    int fwd_out = -1, fwd_err = -1;
+    ivmError_t status = IVM_SUCCESS;
+    pid_t pid;
+    int rc;
+
+    if (!IVM_DEV_IS_GPU(pe->devtype)) {
+        dev = &job->devs[pe->devtype];
+    }
+    pe->token = ivmd_spawn_token();
+    while (jd->envp[nenv] != NULL) {
+        ++nenv;
+    }
+    envp = malloc(sizeof(char *) * (nenv + IVMD_SPAWN_ENV_OWN + 1));
+    if (envp == NULL) {
+        return IVM_ERROR_NO_MEMORY;
+    }
+    memcpy(envp, jd->envp, sizeof(char *) * nenv);
+    snprintf(own[0], sizeof(own[0]), "IVM_JOB_ID=%u", job->id);
+    snprintf(own[1], sizeof(own[1]), "IVM_PE_ID=%d", pe->id);
+    snprintf(own[2], sizeof(own[2]), "IVM_PE_TOKEN=%llu", (unsigned long long)pe->token);
+    snprintf(own[3], sizeof(own[3]), "IVM_SOCKET=%s", d->socket_path);
+    snprintf(own[4], sizeof(own[4]), "IVM_NODE=%s", d->cfg.node);
+    snprintf(own[5], sizeof(own[5]), "OMP_NUM_THREADS=%d", dev ? dev->ncores : 1);
+    snprintf(own[6], sizeof(own[6]), "IVM_DEVICE_CORES=%d", dev ? dev->ncores : 0);
+    for (i = 0; i < IVMD_SPAWN_ENV_OWN; ++i) {
+        envp[nenv + i] = own[i];
+    }
+    envp[nenv + IVMD_SPAWN_ENV_OWN] = NULL;
+
+    if (jd->tag_output && out_fd >= 0 &&
+        ivmd_output_open(d, job, pe->id, &fwd_out, &fwd_err) == IVM_SUCCESS) {
+        out_fd = fwd_out;
+        err_fd = fwd_err;
+    }
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, d->devnull, 0);
+    posix_spawn_file_actions_adddup2(&fa, out_fd >= 0 ? out_fd : d->devnull, 1);
+    posix_spawn_file_actions_adddup2(&fa, err_fd >= 0 ? err_fd : d->devnull, 2);
+    posix_spawn_file_actions_addchdir_np(&fa, jd->cwd);
+    posix_spawnattr_init(&attr);
+    sigemptyset(&none);
+    sigemptyset(&defaults);
+    sigaddset(&defaults, SIGPIPE);
+    sigaddset(&defaults, SIGCHLD);
+    sigaddset(&defaults, SIGTERM);
+    sigaddset(&defaults, SIGINT);
+    sigaddset(&defaults, SIGHUP);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &defaults);
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
+                                        POSIX_SPAWN_SETPGROUP);
+
+    /* The child inherits the affinity: pin ourselves, spawn, restore. The
+     * daemon is single-threaded, so nothing else runs meanwhile. */
+    if (dev != NULL && sched_setaffinity(0, sizeof(dev->cores), &dev->cores) != 0) {
+        ivm_warn("cannot pin pe %d to its device's cores: %m", pe->id);
+    }
+    rc = posix_spawn(&pid, jd->exe, &fa, &attr, jd->argv, envp);
+    if (dev != NULL) {
+        sched_setaffinity(0, sizeof(d->own_affinity), &d->own_affinity);
+    }
+    posix_spawnattr_destroy(&attr);
+    posix_spawn_file_actions_destroy(&fa);
+    if (fwd_out >= 0) {
+        close(fwd_out);
+        close(fwd_err);
+    }
+    free(envp);
+    if (rc != 0) {
+        snprintf(detail, detail_len, "cannot start %s for pe %d: %s", jd->exe, pe->id,
+                 strerror(rc));
+        ivm_warn("job %u: %s", job->id, detail);
+        return IVM_ERROR_SPAWN;
+    }
+    pe->pid = pid;
+    ivm_debug("job %u: pe %d started, pid %d, device %d", job->id, pe->id, (int)pid,
+              pe->devtype);
+    return status;
+}
+
+static ivmd_pe_t *ivmd_spawn_find_pid(ivmd_t *d, pid_t pid)
+{
+    ivmd_job_t *job;
+    int i;
+
+    for (job = d->reg.jobs; job != NULL; job = job->next) {
+        for (i = job->next_pe_id - 1; i > 0; --i) {
+            if (job->pes[i]->pid == pid && !job->pes[i]->reaped) {
+                return job->pes[i];
+            }
+        }
+    }
+    return NULL;
+}
+
+void ivmd_spawn_reap(ivmd_t *d)
+{
+    ivmd_pe_t *pe;
+    int wstatus;
+    pid_t pid;
+
+    while ((pid = waitpid(-1, &wstatus, WNOHANG)) > 0) {
+        pe = ivmd_spawn_find_pid(d, pid);
+        if (pe == NULL) {
+            continue;
+        }
+        pe->reaped = 1;
+        if (pe->state == IVMD_PE_SPAWNED || pe->state == IVMD_PE_RUNNING) {
+            if (WIFSIGNALED(wstatus)) {
+                ivm_info("job %u: pe %d (pid %d) killed by signal %d", pe->job->id, pe->id,
+                         (int)pid, WTERMSIG(wstatus));
+            } else {
+                ivm_warn("job %u: pe %d (pid %d) exited with status %d without ivmExit",
+                         pe->job->id, pe->id, (int)pid, WEXITSTATUS(wstatus));
+            }
+            ivmd_pe_end(&d->reg, pe, 1);
+        }
+        ivmd_job_collect(d, pe->job);
+    }
+}

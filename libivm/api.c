@@ -1,0 +1,738 @@
+/* The public API (include/ivm.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "libivm.h"
+#include "log.h"
+#include "sock.h"
+#include "status.h"
+
+struct ivm_device_s {
+    char host[IVM_HOST_MAX + 1];
+    int  devtype;
+};
+
+ivm_ctx_t ivm_ctx = {
+    .lock      = PTHREAD_MUTEX_INITIALIZER,
+    .cond      = PTHREAD_COND_INITIALIZER,
+    .send_lock = PTHREAD_MUTEX_INITIALIZER,
+    .maps_lock = PTHREAD_RWLOCK_INITIALIZER,
+    .fd        = -1,
+};
+
+/* Serialises ivmEnter/ivmExit against each other. */
+static pthread_mutex_t ivm_life_lock = PTHREAD_MUTEX_INITIALIZER;
+
+#define IVM_CHECK_ENTERED()                                                     \
+    do {                                                                        \
+        if (__atomic_load_n(&ivm_ctx.state, __ATOMIC_ACQUIRE) != IVM_CTX_ENTERED) { \
+            ivm_set_error("%s: %s", __func__,                                  \
+                          ivm_ctx.state == IVM_CTX_NEW ? "call ivmEnter first"  \
+                                                       : "called after ivmExit"); \
+            return IVM_ERROR_NOT_ENTERED;                                       \
+        }                                                                       \
+    } while (0)
+
+#define IVM_FAIL(status, ...)            \
+    do {                                 \
+        ivm_set_error(__VA_ARGS__);      \
+        ivm_debug(__VA_ARGS__);          \
+        return (status);                 \
+    } while (0)
+
+IVM_API const char *ivmGetErrorString(ivmError_t err)
+{
+    return ivm_status_string(err);
+}
+
+/* A call's status: transport failure, or the first int32 of its reply. */
+static ivmError_t ivm_call(uint16_t type, const void *req, uint32_t req_len, void *rep,
+                           size_t rep_len, int *fd_p)
+{
+    ivm_rpc_reply_t reply = {.buf = rep, .len = rep_len, .fd = -1};
+    ivmError_t status;
+
+    status = ivm_rpc_call(type, req, req_len, NULL, 0, &reply);
+    if (status != IVM_SUCCESS) {
+        return status;
+    }
+    status = (ivmError_t)((ivm_msg_status_t *)rep)->status;
+    if (fd_p != NULL) {
+        *fd_p = reply.fd;
+    } else if (reply.fd >= 0) {
+        close(reply.fd);
+    }
+    return status;
+}
+
+/* ------------------------------------------------------------ enter/exit */
+
+/* Read a /proc file whole (cmdline, environ). */
+static char *ivm_read_proc(const char *path, size_t *len_p)
+{
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    ssize_t n;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+    if (fd < 0 || buf == NULL) {
+        free(buf);
+        if (fd >= 0) {
+            close(fd);
+        }
+        return NULL;
+    }
+    for (;;) {
+        if (len == cap) {
+            char *more = realloc(buf, cap *= 2);
+            if (more == NULL) {
+                break;
+            }
+            buf = more;
+        }
+        n = read(fd, buf + len, cap - len);
+        if (n <= 0) {
+            break;
+        }
+        len += (size_t)n;
+    }
+    close(fd);
+    *len_p = len;
+    return buf;
+}
+
+static uint32_t ivm_count_strings(const char *buf, size_t len)
+{
+    uint32_t n = 0;
+    size_t i;
+
+    for (i = 0; i < len; ++i) {
+        n += (buf[i] == '\0');
+    }
+    return n;
+}
+
+/* Root PE: exe, cwd, argv and environment travel in the ENTER blob. */
+static ivmError_t ivm_enter_root(ivm_msg_enter_rep_t *rep)
+{
+    extern char **environ;
+    char exe[PATH_MAX], cwd[PATH_MAX];
+    ivm_msg_enter_req_t *req;
+    size_t args_len = 0, env_len = 0, blob_len, exe_len, cwd_len, off;
+    char *args, *env = NULL, **e;
+    const char *spec = getenv("IVM_CPU_DEVICES");
+    const char *tag  = getenv("IVM_TAG_OUTPUT");
+    ivm_rpc_reply_t reply = {.buf = rep, .len = sizeof(*rep), .fd = -1};
+    int fds[2] = {1, 2};
+    ivmError_t status;
+    ssize_t n;
+
+    n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n <= 0 || getcwd(cwd, sizeof(cwd)) == NULL) {
+        IVM_FAIL(IVM_ERROR_INTERNAL, "ivmEnter: cannot read /proc/self/exe or the cwd");
+    }
+    exe[n] = '\0';
+    args = ivm_read_proc("/proc/self/cmdline", &args_len);
+    if (args == NULL || args_len == 0) {
+        free(args);
+        IVM_FAIL(IVM_ERROR_INTERNAL, "ivmEnter: cannot read /proc/self/cmdline");
+    }
+    for (e = environ; e != NULL && *e != NULL; ++e) {
+        env_len += strlen(*e) + 1;
+    }
+    exe_len  = strlen(exe) + 1;
+    cwd_len  = strlen(cwd) + 1;
+    blob_len = exe_len + cwd_len + args_len + env_len;
+    if (sizeof(*req) + blob_len > IVM_MSG_MAX_PAYLOAD) {
+        free(args);
+        IVM_FAIL(IVM_ERROR_INVALID_VALUE,
+                 "ivmEnter: arguments and environment exceed %u bytes",
+                 IVM_MSG_MAX_PAYLOAD);
+    }
+    req = calloc(1, sizeof(*req) + blob_len);
+    if (req == NULL) {
+        free(args);
+        return IVM_ERROR_NO_MEMORY;
+    }
+    req->flags = IVM_ENTER_ROOT;
+    if (tag != NULL && strcmp(tag, "1") == 0) {
+        req->flags |= IVM_ENTER_TAG_OUTPUT;
+    }
+    req->pid  = (uint32_t)getpid();
+    req->argc = ivm_count_strings(args, args_len);
+    if (spec != NULL && ivm_proto_strset(req->cpu_devices, sizeof(req->cpu_devices),
+                                         spec) != 0) {
+        free(args);
+        free(req);
+        IVM_FAIL(IVM_ERROR_INVALID_VALUE, "IVM_CPU_DEVICES is longer than %zu bytes",
+                 sizeof(req->cpu_devices) - 1);
+    }
+    off = sizeof(*req);
+    memcpy((char *)req + off, exe, exe_len);
+    off += exe_len;
+    memcpy((char *)req + off, cwd, cwd_len);
+    off += cwd_len;
+    memcpy((char *)req + off, args, args_len);
+    off += args_len;
+    for (e = environ; e != NULL && *e != NULL; ++e) {
+        size_t l = strlen(*e) + 1;
+        memcpy((char *)req + off, *e, l);
+        off += l;
+        ++req->envc;
+    }
+    req->blob_len = (uint32_t)blob_len;
+    free(args);
+    free(env);
+    status = ivm_rpc_call(IVM_MSG_ENTER, req, (uint32_t)(sizeof(*req) + blob_len), fds, 2,
+                          &reply);
+    free(req);
+    return status;
+}
+
+static ivmError_t ivm_enter_child(ivm_msg_enter_rep_t *rep, const char *pe_env)
+{
+    ivm_msg_enter_req_t req;
+    ivm_rpc_reply_t reply = {.buf = rep, .len = sizeof(*rep), .fd = -1};
+    const char *job = getenv("IVM_JOB_ID"), *token = getenv("IVM_PE_TOKEN");
+
+    if (job == NULL || token == NULL) {
+        IVM_FAIL(IVM_ERROR_PERMISSION,
+                 "ivmEnter: IVM_PE_ID is set but IVM_JOB_ID or IVM_PE_TOKEN is not");
+    }
+    memset(&req, 0, sizeof(req));
+    req.pid    = (uint32_t)getpid();
+    req.job_id = (uint32_t)strtoul(job, NULL, 10);
+    req.pe_id  = (int32_t)strtol(pe_env, NULL, 10);
+    req.token  = strtoull(token, NULL, 10);
+    return ivm_rpc_call(IVM_MSG_ENTER, &req, sizeof(req), NULL, 0, &reply);
+}
+
+static ivmError_t ivm_connect(int is_root)
+{
+    struct sockaddr_un addr;
+    char path[sizeof(addr.sun_path)], dir[sizeof(addr.sun_path)];
+    const char *autostart = getenv("IVM_AUTOSTART");
+    ivmError_t status;
+
+    status = ivm_sock_path(path, sizeof(path));
+    if (status != IVM_SUCCESS) {
+        IVM_FAIL(status, "ivmEnter: the IVM socket path is too long");
+    }
+    status = ivm_rpc_open(path);
+    if (status == IVM_SUCCESS || !is_root) {
+        if (status != IVM_SUCCESS) {
+            ivm_set_error("ivmEnter: cannot reach the IVM daemon at %s", path);
+        }
+        return status;
+    }
+    if (autostart != NULL && strcmp(autostart, "0") == 0) {
+        IVM_FAIL(IVM_ERROR_NO_DAEMON,
+                 "ivmEnter: no IVM daemon at %s and IVM_AUTOSTART=0; start one with "
+                 "'ivmd &' or run the program with 'ivmrun PROGRAM'", path);
+    }
+    /* Singleton mode: a private daemon on a private socket, unless the user
+     * named the socket. */
+    if (getenv("IVM_SOCKET") == NULL || *getenv("IVM_SOCKET") == '\0') {
+        if (ivm_sock_dir(dir, sizeof(dir)) != IVM_SUCCESS ||
+            snprintf(path, sizeof(path), "%s/singleton-%d.sock", dir, (int)getpid()) >=
+                (int)sizeof(path)) {
+            IVM_FAIL(IVM_ERROR_INVALID_VALUE, "ivmEnter: socket path too long");
+        }
+    }
+    status = ivm_singleton_start(path);
+    if (status != IVM_SUCCESS) {
+        return status;
+    }
+    status = ivm_rpc_open(path);
+    if (status != IVM_SUCCESS) {
+        ivm_set_error("ivmEnter: the private daemon started but %s does not answer", path);
+    }
+    return status;
+}
+
+IVM_API ivmError_t ivmEnter(void)
+{
+    const char *pe_env = getenv("IVM_PE_ID");
+    int is_root = (pe_env == NULL || *pe_env == '\0');
+    ivm_msg_enter_rep_t rep;
+    ivmError_t status;
+
+    ivm_clear_error();
+    pthread_mutex_lock(&ivm_life_lock);
+    if (ivm_ctx.state == IVM_CTX_ENTERED) {
+        pthread_mutex_unlock(&ivm_life_lock);
+        return IVM_SUCCESS;
+    }
+    if (ivm_ctx.state == IVM_CTX_EXITED) {
+        pthread_mutex_unlock(&ivm_life_lock);
+        IVM_FAIL(IVM_ERROR_NOT_ENTERED, "ivmEnter: this process already called ivmExit");
+    }
+    ivm_log_init_from_env();
+    ivm_log_set_prefix("pe");
+    status = ivm_connect(is_root);
+    if (status == IVM_SUCCESS) {
+        memset(&rep, 0, sizeof(rep));
+        status = is_root ? ivm_enter_root(&rep) : ivm_enter_child(&rep, pe_env);
+        if (status == IVM_SUCCESS) {
+            status = (ivmError_t)rep.status;
+        }
+        if (status != IVM_SUCCESS) {
+            ivm_rpc_close();
+        }
+    }
+    if (status == IVM_SUCCESS) {
+        rep.node[sizeof(rep.node) - 1] = '\0';
+        ivm_ctx.job_id  = rep.job_id;
+        ivm_ctx.pe_id   = rep.pe_id;
+        ivm_ctx.devtype = rep.devtype;
+        ivm_ctx.ncores  = (int)rep.ncores;
+        memcpy(ivm_ctx.node, rep.node, sizeof(ivm_ctx.node));
+        ivm_log_set_prefix("%s pe%d", ivm_ctx.node, ivm_ctx.pe_id);
+        __atomic_store_n(&ivm_ctx.state, IVM_CTX_ENTERED, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&ivm_life_lock);
+    if (status != IVM_SUCCESS) {
+        ivm_info("ivmEnter failed: %s (%s)", ivm_status_string(status),
+                 ivmGetLastErrorMessage());
+    }
+    return status;
+}
+
+IVM_API ivmError_t ivmExit(void)
+{
+    ivm_msg_status_t rep;
+    ivmError_t status;
+
+    ivm_clear_error();
+    pthread_mutex_lock(&ivm_life_lock);
+    if (ivm_ctx.state != IVM_CTX_ENTERED) {
+        pthread_mutex_unlock(&ivm_life_lock);
+        IVM_CHECK_ENTERED();
+    }
+    __atomic_store_n(&ivm_ctx.state, IVM_CTX_EXITED, __ATOMIC_RELEASE);
+    status = ivm_call(IVM_MSG_EXIT, &(ivm_msg_empty_t){0}, sizeof(ivm_msg_empty_t), &rep,
+                      sizeof(rep), NULL);
+    ivm_maps_clear();
+    ivm_rpc_close();
+    pthread_mutex_unlock(&ivm_life_lock);
+    /* A lost daemon at exit is not the caller's problem. */
+    return (status == IVM_ERROR_DAEMON_LOST) ? IVM_SUCCESS : status;
+}
+
+/* ------------------------------------------------------------ devices */
+
+IVM_API ivmError_t ivmCreateDev(const char *host, int devtype, ivm_device *dev)
+{
+    ivm_msg_create_dev_req_t req;
+    ivm_msg_create_dev_rep_t rep;
+    struct ivm_device_s *d;
+    ivmError_t status;
+
+    ivm_clear_error();
+    IVM_CHECK_ENTERED();
+    if (dev == NULL) {
+        IVM_FAIL(IVM_ERROR_INVALID_VALUE, "ivmCreateDev: dev is NULL");
+    }
+    memset(&req, 0, sizeof(req));
+    req.devtype = devtype;
+    if (host != NULL && ivm_proto_strset(req.host, sizeof(req.host), host) != 0) {
+        IVM_FAIL(IVM_ERROR_NOT_FOUND, "ivmCreateDev: host name '%.40s...' is too long",
+                 host);
+    }
+    status = ivm_call(IVM_MSG_CREATE_DEV, &req, sizeof(req), &rep, sizeof(rep), NULL);
+    if (status != IVM_SUCCESS) {
+        return status;
+    }
+    d = calloc(1, sizeof(*d));
+    if (d == NULL) {
+        IVM_FAIL(IVM_ERROR_NO_MEMORY, "ivmCreateDev: out of memory");
+    }
+    rep.host[sizeof(rep.host) - 1] = '\0';
+    memcpy(d->host, rep.host, sizeof(d->host));
+    d->devtype = rep.devtype;
+    *dev       = d;
+    return IVM_SUCCESS;
+}
+
+IVM_API ivmError_t ivmDestroyDev(ivm_device dev)
+{
+    ivm_clear_error();
+    if (dev == NULL) {
+        IVM_FAIL(IVM_ERROR_INVALID_VALUE, "ivmDestroyDev: dev is NULL");
+    }
+    free(dev);
+    return IVM_SUCCESS;
+}
+
+/* ------------------------------------------------------------ PEs */
+
+IVM_API ivmError_t ivmCreatePEs(ivm_device dev, int n, ivm_pe *pes)
+{
+    ivm_msg_create_pes_req_t req;
+    ivm_msg_create_pes_rep_t *rep;
+    ivmError_t status = IVM_SUCCESS;
+    int done = 0, i;
+
+    ivm_clear_error();
+    IVM_CHECK_ENTERED();
+    if (dev == NULL || n < 0) {
+        IVM_FAIL(IVM_ERROR_INVALID_VALUE, "ivmCreatePEs: %s",
+                 dev == NULL ? "dev is NULL" : "n is negative");
+    }
+    if (pes != NULL) {
+        for (i = 0; i < n; ++i) {
+            pes[i] = IVM_PE_NULL;
+        }
+    }
+    rep = malloc(sizeof(*rep));
+    if (rep == NULL) {
+        IVM_FAIL(IVM_ERROR_NO_MEMORY, "ivmCreatePEs: out of memory");
+    }
+    memset(&req, 0, sizeof(req));
+    req.devtype = dev->devtype;
+    memcpy(req.host, dev->host, sizeof(req.host));
+    while (done < n) {
+        int chunk = (n - done < IVM_CREATE_PES_MAX) ? n - done : IVM_CREATE_PES_MAX;
+        req.n = chunk;
+        status = ivm_call(IVM_MSG_CREATE_PES, &req, sizeof(req), rep, sizeof(*rep), NULL);
+        if (status != IVM_SUCCESS && status != IVM_ERROR_SPAWN) {
+            break;
+        }
+        if (pes != NULL) {
+            for (i = 0; i < chunk && i < rep->n; ++i) {
+                pes[done + i] = rep->pes[i];
+            }
+        }
+        if (status != IVM_SUCCESS || (chunk > 0 && rep->pes[chunk - 1] == IVM_PE_NULL)) {
+            break; /* spawn failure, or the max PE id was reached */
+        }
+        done += chunk;
+    }
+    free(rep);
+    return status;
+}
+
+IVM_API ivmError_t ivmKillPEs(const ivm_pe *pes, int n)
+{
+    ivm_msg_kill_pes_req_t *req;
+    ivm_msg_status_t rep;
+    ivmError_t status = IVM_SUCCESS;
+    int done = 0;
+
+    ivm_clear_error();
+    IVM_CHECK_ENTERED();
+    if (n < 0 || (n > 0 && pes == NULL)) {
+        IVM_FAIL(IVM_ERROR_INVALID_VALUE, "ivmKillPEs: %s",
+                 n < 0 ? "n is negative" : "pes is NULL");
+    }
+    req = malloc(sizeof(*req) + sizeof(int32_t) * IVM_KILL_PES_MAX);
+    if (req == NULL) {
+        IVM_FAIL(IVM_ERROR_NO_MEMORY, "ivmKillPEs: out of memory");
+    }
+    while (done < n && status == IVM_SUCCESS) {
+        int chunk = (n - done < IVM_KILL_PES_MAX) ? n - done : IVM_KILL_PES_MAX;
+        memset(req, 0, sizeof(*req));
+        req->n = chunk;
+        memcpy(req + 1, pes + done, sizeof(int32_t) * (size_t)chunk);
+        status = ivm_call(IVM_MSG_KILL_PES, req,
+                          (uint32_t)(sizeof(*req) + sizeof(int32_t) * (size_t)chunk), &rep,
+                          sizeof(rep), NULL);
+        done += chunk;
+    }
+    free(req);
+    return status;
+}
+
+#define IVM_GETTER(fn, type, expr)                                     \
+    IVM_API ivmError_t fn(type *out)                                   \
+    {                                                                  \
+        ivm_clear_error();                                             \
+        IVM_CHECK_ENTERED();                                           \
+        if (out == NULL) {                                             \
+            IVM_FAIL(IVM_ERROR_INVALID_VALUE, #fn ": NULL argument");  \
+        }                                                              \
+        *out = (expr);                                                 \
+        return IVM_SUCCESS;                                            \
+    }
+
+IVM_GETTER(ivmGetMyId, int, ivm_ctx.pe_id)
+IVM_GETTER(ivmGetMyGroupId, int, (int)ivm_ctx.job_id)
+IVM_GETTER(ivmGetMyDevType, int, ivm_ctx.devtype)
+
+IVM_API ivmError_t ivmSetMaxPesId(int max_id)
+{
+    ivm_msg_pe_req_t req = {.pe = max_id};
+    ivm_msg_status_t rep;
+
+    ivm_clear_error();
+    IVM_CHECK_ENTERED();
+    if (max_id < 0) {
+        IVM_FAIL(IVM_ERROR_INVALID_VALUE, "ivmSetMaxPesId: %d is negative", max_id);
+    }
+    return ivm_call(IVM_MSG_SET_MAX_ID, &req, sizeof(req), &rep, sizeof(rep), NULL);
+}
+
+IVM_API ivmError_t ivmWait(ivm_pe pe)
+{
+    ivm_msg_pe_req_t req = {.pe = pe};
+    ivm_msg_status_t rep;
+
+    ivm_clear_error();
+    IVM_CHECK_ENTERED();
+    if (pe < 0) {
+        IVM_FAIL(IVM_ERROR_NOT_FOUND, "ivmWait: %d is not a PE id", pe);
+    }
+    return ivm_call(IVM_MSG_WAIT, &req, sizeof(req), &rep, sizeof(rep), NULL);
+}
+
+IVM_API ivmError_t ivmSignal(void)
+{
+    ivm_msg_status_t rep;
+
+    ivm_clear_error();
+    IVM_CHECK_ENTERED();
+    return ivm_call(IVM_MSG_SIGNAL, &(ivm_msg_empty_t){0}, sizeof(ivm_msg_empty_t), &rep,
+                    sizeof(rep), NULL);
+}
+
+IVM_API ivmError_t ivmGetNumPEs(int *n)
+{
+    ivm_msg_value_rep_t rep;
+    ivmError_t status;
+
+    ivm_clear_error();
+    IVM_CHECK_ENTERED();
+    if (n == NULL) {
+        IVM_FAIL(IVM_ERROR_INVALID_VALUE, "ivmGetNumPEs: n is NULL");
+    }
+    status = ivm_call(IVM_MSG_NUM_PES, &(ivm_msg_empty_t){0}, sizeof(ivm_msg_empty_t), &rep,
+                      sizeof(rep), NULL);
+    if (status == IVM_SUCCESS) {
+        *n = rep.value;
+    }
+    return status;
+}
+
+/* ------------------------------------------------------------ memory */
+
+/* mmap the reply's fd over [offset, offset+size) and record the mapping. */
+static ivmError_t ivm_map_install(const ivm_msg_map_rep_t *rep, int fd, int allocated,
+                                  void *ptr_out)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    uint64_t aligned = rep->offset & ~(uint64_t)(page - 1);
+    size_t len = (size_t)(rep->size + (rep->offset - aligned));
+    ivm_map_t map;
+    void *base;
+    ivm_msg_obj_req_t undo = {.obj_id = rep->obj_id};
+    ivm_msg_status_t undo_rep;
+
+    base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)aligned);
+    close(fd);
+    if (base == MAP_FAILED) {
+        int err = errno;
+        ivm_call(IVM_MSG_UNMAP, &undo, sizeof(undo), &undo_rep, sizeof(undo_rep), NULL);
+        IVM_FAIL(IVM_ERROR_NO_MEMORY, "mmap of %zu bytes failed: %s", len, strerror(err));
+    }
+    memset(&map, 0, sizeof(map));
+    map.ref       = (char *)base + (rep->offset - aligned);
+    map.size      = (size_t)rep->size;
+    map.map_base  = base;
+    map.map_len   = len;
+    map.obj_id    = rep->obj_id;
+    map.offset    = rep->offset;
+    map.flags     = rep->flags;
+    map.allocated = allocated;
+    if (ivm_maps_add(&map) != IVM_SUCCESS) {
+        munmap(base, len);
+        ivm_call(IVM_MSG_UNMAP, &undo, sizeof(undo), &undo_rep, sizeof(undo_rep), NULL);
+        IVM_FAIL(IVM_ERROR_NO_MEMORY, "out of memory recording a mapping");
+    }
+    memcpy(ptr_out, &map.ref, sizeof(void *));
+    return IVM_SUCCESS;
+}
+
+static ivmError_t ivm_check_name(const char *fn, const char *name)
+{
+    if (name == NULL || *name == '\0') {
+        IVM_FAIL(IVM_ERROR_INVALID_VALUE, "%s: the object name is %s", fn,
+                 name == NULL ? "NULL" : "empty");
+    }
+    if (strlen(name) > IVM_NAME_MAX) {
+        IVM_FAIL(IVM_ERROR_INVALID_VALUE, "%s: object name longer than %d bytes", fn,
+                 IVM_NAME_MAX);
+    }
+    return IVM_SUCCESS;
+}
+
+IVM_API ivmError_t ivmMalloc(const char *name, void *ptr_out, size_t size)
+{
+    ivm_msg_malloc_req_t req;
+    ivm_msg_map_rep_t rep;
+    ivmError_t status;
+    int fd = -1;
+
+    ivm_clear_error();
+    IVM_CHECK_ENTERED();
+    status = ivm_check_name("ivmMalloc", name);
+    if (status != IVM_SUCCESS) {
+        return status;
+    }
+    if (ptr_out == NULL || size == 0) {
+        IVM_FAIL(IVM_ERROR_INVALID_VALUE, "ivmMalloc('%s'): %s", name,
+                 ptr_out == NULL ? "ptr_out is NULL" : "size is 0");
+    }
+    memset(&req, 0, sizeof(req));
+    req.size = size;
+    strcpy(req.name, name);
+    status = ivm_call(IVM_MSG_MALLOC, &req, sizeof(req), &rep, sizeof(rep), &fd);
+    if (status != IVM_SUCCESS) {
+        return status;
+    }
+    if (fd < 0) {
+        IVM_FAIL(IVM_ERROR_PROTOCOL, "ivmMalloc('%s'): the daemon sent no memory", name);
+    }
+    return ivm_map_install(&rep, fd, 1, ptr_out);
+}
+
+IVM_API ivmError_t ivmMapSubset(const char *name, void *ptr_out, size_t offset, size_t size)
+{
+    ivm_msg_map_req_t req;
+    ivm_msg_map_rep_t rep;
+    ivmError_t status;
+    int fd = -1;
+
+    ivm_clear_error();
+    IVM_CHECK_ENTERED();
+    status = ivm_check_name("ivmMap", name);
+    if (status != IVM_SUCCESS) {
+        return status;
+    }
+    if (ptr_out == NULL) {
+        IVM_FAIL(IVM_ERROR_INVALID_VALUE, "ivmMap('%s'): ptr_out is NULL", name);
+    }
+    memset(&req, 0, sizeof(req));
+    req.offset = offset;
+    req.size   = size;
+    strcpy(req.name, name);
+    status = ivm_call(IVM_MSG_MAP, &req, sizeof(req), &rep, sizeof(rep), &fd);
+    if (status != IVM_SUCCESS) {
+        return status;
+    }
+    if (fd < 0) {
+        IVM_FAIL(IVM_ERROR_PROTOCOL, "ivmMap('%s'): the daemon sent no memory", name);
+    }
+    return ivm_map_install(&rep, fd, 0, ptr_out);
+}
+
+IVM_API ivmError_t ivmMap(const char *name, void *ptr_out, size_t size)
+{
+    return ivmMapSubset(name, ptr_out, 0, size);
+}
+
+IVM_API ivmError_t ivmUnmap(void *ptr)
+{
+    ivm_msg_obj_req_t req;
+    ivm_msg_status_t rep;
+    ivm_map_t map;
+
+    ivm_clear_error();
+    IVM_CHECK_ENTERED();
+    if (ivm_maps_take(ptr, &map) != IVM_SUCCESS) {
+        IVM_FAIL(IVM_ERROR_INVALID_VALUE,
+                 "ivmUnmap: %p is not the start of a mapping of this PE", ptr);
+    }
+    munmap(map.map_base, map.map_len);
+    req.obj_id = map.obj_id;
+    return ivm_call(IVM_MSG_UNMAP, &req, sizeof(req), &rep, sizeof(rep), NULL);
+}
+
+IVM_API ivmError_t ivmFree(void *ptr)
+{
+    ivm_msg_obj_req_t req;
+    ivm_msg_status_t rep;
+    ivm_map_t map;
+    ivmError_t status;
+
+    ivm_clear_error();
+    IVM_CHECK_ENTERED();
+    if (ptr == NULL || ivm_maps_lookup(ptr, 0, &map) != IVM_SUCCESS || map.ref != ptr) {
+        IVM_FAIL(IVM_ERROR_INVALID_VALUE,
+                 "ivmFree: %p is not the start of a mapping of this PE", ptr);
+    }
+    req.obj_id = map.obj_id;
+    status = ivm_call(IVM_MSG_FREE, &req, sizeof(req), &rep, sizeof(rep), NULL);
+    if (status != IVM_SUCCESS) {
+        return status;
+    }
+    if (ivm_maps_take(ptr, &map) == IVM_SUCCESS) {
+        munmap(map.map_base, map.map_len);
+    }
+    return IVM_SUCCESS;
+}
+
+/* The sync calls. On one node every PE maps the master copy itself, so they
+ * move no data: a fence orders the caller's writes before what follows. */
+static ivmError_t ivm_sync(const char *fn, const void *addr, size_t size)
+{
+    ivm_map_t map;
+
+    if (__atomic_load_n(&ivm_ctx.state, __ATOMIC_ACQUIRE) != IVM_CTX_ENTERED) {
+        ivm_set_error("%s: %s", fn, ivm_ctx.state == IVM_CTX_NEW ? "call ivmEnter first"
+                                                                 : "called after ivmExit");
+        return IVM_ERROR_NOT_ENTERED;
+    }
+    if (addr == NULL || ivm_maps_lookup(addr, size, &map) != IVM_SUCCESS) {
+        IVM_FAIL(IVM_ERROR_INVALID_VALUE,
+                 "%s: [%p, +%zu) does not lie inside one IVM mapping of this PE", fn, addr,
+                 size);
+    }
+    if (map.flags & IVM_MAP_MASTER) {
+        atomic_thread_fence(memory_order_seq_cst);
+        return IVM_SUCCESS;
+    }
+    IVM_FAIL(IVM_ERROR_UNSUPPORTED, "%s: mirror copies need the multi-node runtime", fn);
+}
+
+IVM_API ivmError_t ivmSyncPut(const void *addr, size_t size)
+{
+    return ivm_sync("ivmSyncPut", addr, size);
+}
+
+IVM_API ivmError_t ivmSyncGet(void *addr, size_t size)
+{
+    return ivm_sync("ivmSyncGet", addr, size);
+}
+
+IVM_API ivmError_t ivmSyncPutGroup(const void *addr, size_t size)
+{
+    return ivm_sync("ivmSyncPutGroup", addr, size);
+}
+
+IVM_API ivmError_t ivmSyncGetGroup(void *addr, size_t size)
+{
+    return ivm_sync("ivmSyncGetGroup", addr, size);
+}
+
+IVM_API ivmError_t ivmHostPtr(const void *ref, void *host_ptr_out)
+{
+    ivm_map_t map;
+
+    ivm_clear_error();
+    IVM_CHECK_ENTERED();
+    if (host_ptr_out == NULL || ivm_maps_lookup(ref, 0, &map) != IVM_SUCCESS) {
+        IVM_FAIL(IVM_ERROR_INVALID_VALUE, "ivmHostPtr: %s",
+                 host_ptr_out == NULL ? "host_ptr_out is NULL"
+                                      : "ref is not inside an IVM mapping of this PE");
+    }
+    memcpy(host_ptr_out, &ref, sizeof(void *));
+    return IVM_SUCCESS;
+}

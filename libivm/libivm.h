@@ -1,0 +1,87 @@
+/* libivm internals: the process-wide context, the daemon connection (rpc.c),
+ * the mapping table (maps.c) and singleton-mode start (singleton.c). */
+#ifndef LIBIVM_LIBIVM_H
+#define LIBIVM_LIBIVM_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ivm.h"
+#include "proto.h"
+
+/* One mapping of an object into this process. */
+typedef struct ivm_map {
+    char     *ref;        /* the caller's reference: byte `offset` of the object */
+    size_t    size;       /* bytes reachable from ref */
+    void     *map_base;   /* what mmap returned (page aligned) */
+    size_t    map_len;
+    uint64_t  obj_id;
+    uint64_t  offset;     /* of ref within the object */
+    uint32_t  flags;      /* IVM_MAP_* */
+    int       allocated;  /* made by ivmMalloc */
+} ivm_map_t;
+
+typedef struct ivm_pending ivm_pending_t;
+
+typedef struct ivm_ctx {
+    pthread_mutex_t  lock;        /* state, pending list, reader role */
+    pthread_cond_t   cond;        /* a reply arrived or the reader left */
+    pthread_mutex_t  send_lock;   /* one writer at a time on fd */
+    int              state;       /* IVM_CTX_* */
+    int              fd;
+    int              lost;        /* connection broken */
+    int              reading;     /* a thread is reading replies */
+    uint32_t         next_seq;
+    ivm_pending_t   *pending;
+    /* identity */
+    uint32_t         job_id;
+    int              pe_id;
+    int              devtype;
+    int              ncores;
+    char             node[IVM_HOST_MAX + 1];
+    /* mappings, sorted by ref */
+    pthread_rwlock_t maps_lock;
+    ivm_map_t       *maps;
+    size_t           nmaps, maps_cap;
+} ivm_ctx_t;
+
+enum { IVM_CTX_NEW = 0, IVM_CTX_ENTERED = 1, IVM_CTX_EXITED = 2 };
+
+extern ivm_ctx_t ivm_ctx;
+
+/* Reply of one request. */
+typedef struct ivm_rpc_reply {
+    void   *buf;      /* reply payload (caller's buffer) */
+    size_t  len;      /* its size */
+    int     fd;       /* received fd or -1 */
+} ivm_rpc_reply_t;
+
+/* Connect to the daemon (fd in ivm_ctx). */
+ivmError_t ivm_rpc_open(const char *path);
+void ivm_rpc_close(void);
+
+/* Send a request and wait for its reply. The reply payload is copied into
+ * rep->buf (at most rep->len bytes; a detail text after it is stored as the
+ * thread's error message). Returns the transport status; the call's own
+ * status is the first int32 of the reply. */
+ivmError_t ivm_rpc_call(uint16_t type, const void *req, uint32_t req_len,
+                        const int *fds, int nfds, ivm_rpc_reply_t *rep);
+
+/* Error messages of the calling thread. */
+void ivm_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void ivm_clear_error(void);
+
+/* Mapping table. */
+ivmError_t ivm_maps_add(const ivm_map_t *map);
+/* Find the mapping containing [addr, addr+size); copy it to *map_p. */
+ivmError_t ivm_maps_lookup(const void *addr, size_t size, ivm_map_t *map_p);
+/* Remove the mapping whose ref is exactly ref; copy it to *map_p. */
+ivmError_t ivm_maps_take(const void *ref, ivm_map_t *map_p);
+/* Unmap and forget every mapping. */
+void ivm_maps_clear(void);
+
+/* Start a private daemon on path (singleton mode). */
+ivmError_t ivm_singleton_start(const char *path);
+
+#endif /* LIBIVM_LIBIVM_H */

@@ -1,0 +1,220 @@
+/* The daemon connection. Requests are numbered; replies may come in any
+ * order (a WAIT is answered late). Whichever waiting thread finds no reader
+ * becomes the reader, reads one reply, hands it to its owner and steps down,
+ * so a thread blocked in ivmWait never holds up the others. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "libivm.h"
+#include "sock.h"
+
+struct ivm_pending {
+    ivm_pending_t   *next;
+    uint32_t         seq;
+    uint16_t         type;
+    int              done;
+    ivmError_t       transport;
+    ivm_rpc_reply_t *rep;
+    char             detail[IVM_MSG_DETAIL_MAX]; /* text of a failed call */
+};
+
+static __thread char ivm_err_msg[IVM_MSG_DETAIL_MAX + 64];
+
+void ivm_set_error(const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(ivm_err_msg, sizeof(ivm_err_msg), fmt, ap);
+    va_end(ap);
+}
+
+void ivm_clear_error(void)
+{
+    ivm_err_msg[0] = '\0';
+}
+
+IVM_API const char *ivmGetLastErrorMessage(void)
+{
+    return ivm_err_msg;
+}
+
+ivmError_t ivm_rpc_open(const char *path)
+{
+    int fd = ivm_sock_connect(path);
+
+    if (fd < 0) {
+        return (ivmError_t)fd;
+    }
+    ivm_ctx.fd   = fd;
+    ivm_ctx.lost = 0;
+    return IVM_SUCCESS;
+}
+
+void ivm_rpc_close(void)
+{
+    if (ivm_ctx.fd >= 0) {
+        close(ivm_ctx.fd);
+        ivm_ctx.fd = -1;
+    }
+}
+
+static ivm_pending_t *ivm_rpc_find(uint32_t seq)
+{
+    ivm_pending_t *p;
+
+    for (p = ivm_ctx.pending; p != NULL; p = p->next) {
+        if (p->seq == seq && !p->done) {
+            return p;
+        }
+    }
+    return NULL;
+}
+
+static void ivm_rpc_unlink(ivm_pending_t *me)
+{
+    ivm_pending_t **link;
+
+    for (link = &ivm_ctx.pending; *link != NULL; link = &(*link)->next) {
+        if (*link == me) {
+            *link = me->next;
+            return;
+        }
+    }
+}
+
+/* Read one message and deliver it; called without the lock held. Returns
+ * IVM_SUCCESS or IVM_ERROR_DAEMON_LOST / IVM_ERROR_PROTOCOL. */
+static ivmError_t ivm_rpc_read_one(void)
+{
+    char payload[sizeof(ivm_msg_create_pes_rep_t) + IVM_MSG_DETAIL_MAX];
+    ivm_msg_hdr_t hdr;
+    ivm_pending_t *p;
+    const char *why;
+    ivmError_t status;
+    int fds[IVM_MSG_MAX_FDS];
+    int nfds = 0;
+
+    status = ivm_sock_recv(ivm_ctx.fd, &hdr, sizeof(hdr), fds, &nfds, IVM_MSG_MAX_FDS);
+    if (status != IVM_SUCCESS) {
+        return status;
+    }
+    if (ivm_proto_check_hdr(&hdr, &why) != IVM_SUCCESS ||
+        ivm_proto_check_rep(&hdr, &why) != IVM_SUCCESS || hdr.length > sizeof(payload)) {
+        ivm_sock_close_fds(fds, nfds);
+        return IVM_ERROR_PROTOCOL;
+    }
+    status = ivm_sock_recv(ivm_ctx.fd, payload, hdr.length, fds, &nfds, IVM_MSG_MAX_FDS);
+    if (status != IVM_SUCCESS) {
+        ivm_sock_close_fds(fds, nfds);
+        return status;
+    }
+    pthread_mutex_lock(&ivm_ctx.lock);
+    p = ivm_rpc_find(hdr.seq);
+    if (p == NULL || (p->type | IVM_MSG_REPLY) != hdr.type) {
+        pthread_mutex_unlock(&ivm_ctx.lock);
+        ivm_sock_close_fds(fds, nfds);
+        return IVM_ERROR_PROTOCOL;
+    }
+    {
+        size_t fixed = p->rep->len < hdr.length ? p->rep->len : hdr.length;
+        memcpy(p->rep->buf, payload, fixed);
+        if (hdr.length > p->rep->len) {
+            size_t dlen = hdr.length - p->rep->len;
+            if (dlen > sizeof(p->detail)) {
+                dlen = sizeof(p->detail);
+            }
+            memcpy(p->detail, payload + p->rep->len, dlen);
+            p->detail[dlen - 1] = '\0';
+        }
+    }
+    if (nfds > 0) {
+        p->rep->fd = fds[0];
+        ivm_sock_close_fds(fds + 1, nfds - 1);
+    }
+    p->transport = IVM_SUCCESS;
+    p->done      = 1;
+    pthread_cond_broadcast(&ivm_ctx.cond);
+    pthread_mutex_unlock(&ivm_ctx.lock);
+    return IVM_SUCCESS;
+}
+
+/* Every pending call fails: the connection is gone. Called with the lock. */
+static void ivm_rpc_fail_all(ivmError_t status)
+{
+    ivm_pending_t *p;
+
+    ivm_ctx.lost = 1;
+    for (p = ivm_ctx.pending; p != NULL; p = p->next) {
+        if (!p->done) {
+            p->done      = 1;
+            p->transport = status;
+        }
+    }
+}
+
+ivmError_t ivm_rpc_call(uint16_t type, const void *req, uint32_t req_len,
+                        const int *fds, int nfds, ivm_rpc_reply_t *rep)
+{
+    ivm_pending_t me;
+    ivm_msg_hdr_t hdr;
+    ivmError_t status;
+
+    memset(&me, 0, sizeof(me));
+    me.type = type;
+    me.rep  = rep;
+    rep->fd = -1;
+    pthread_mutex_lock(&ivm_ctx.lock);
+    if (ivm_ctx.lost || ivm_ctx.fd < 0) {
+        pthread_mutex_unlock(&ivm_ctx.lock);
+        ivm_set_error("the connection to the IVM daemon is lost");
+        return IVM_ERROR_DAEMON_LOST;
+    }
+    me.seq  = ++ivm_ctx.next_seq;
+    me.next = ivm_ctx.pending;
+    ivm_ctx.pending = &me;
+    pthread_mutex_unlock(&ivm_ctx.lock);
+
+    ivm_proto_hdr_init(&hdr, type, req_len, me.seq);
+    pthread_mutex_lock(&ivm_ctx.send_lock);
+    status = ivm_sock_send(ivm_ctx.fd, &hdr, req, fds, nfds);
+    pthread_mutex_unlock(&ivm_ctx.send_lock);
+
+    pthread_mutex_lock(&ivm_ctx.lock);
+    if (status != IVM_SUCCESS) {
+        ivm_rpc_fail_all(IVM_ERROR_DAEMON_LOST);
+        pthread_cond_broadcast(&ivm_ctx.cond);
+    }
+    while (!me.done) {
+        if (ivm_ctx.reading) {
+            pthread_cond_wait(&ivm_ctx.cond, &ivm_ctx.lock);
+            continue;
+        }
+        ivm_ctx.reading = 1;
+        pthread_mutex_unlock(&ivm_ctx.lock);
+        status = ivm_rpc_read_one();
+        pthread_mutex_lock(&ivm_ctx.lock);
+        ivm_ctx.reading = 0;
+        if (status != IVM_SUCCESS) {
+            ivm_rpc_fail_all(status == IVM_ERROR_PROTOCOL ? IVM_ERROR_PROTOCOL
+                                                          : IVM_ERROR_DAEMON_LOST);
+        }
+        pthread_cond_broadcast(&ivm_ctx.cond);
+    }
+    ivm_rpc_unlink(&me);
+    pthread_mutex_unlock(&ivm_ctx.lock);
+
+    if (me.transport != IVM_SUCCESS) {
+        ivm_set_error(me.transport == IVM_ERROR_PROTOCOL
+                          ? "the IVM daemon sent a malformed reply"
+                          : "the connection to the IVM daemon is lost");
+        return me.transport;
+    }
+    if (me.detail[0] != '\0') {
+        ivm_set_error("%s", me.detail);
+    }
+    return IVM_SUCCESS;
+}
