@@ -118,7 +118,6 @@ void ivmd_job_terminate(ivmd_t *d, ivmd_job_t *job, const char *why)
     }
     ivm_info("job %u ended (%s); %d PE%s terminated", job->id, why, killed,
              killed == 1 ? "" : "s");
-    ivmd_job_collect(d, job);
 }
 
 static void ivmd_on_wait_done(void *ctx, void *owner, uint32_t seq, ivmError_t status)

@@ -136,7 +136,8 @@ void ivmd_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
 void ivmd_handle_disconnect(ivmd_t *d, ivmd_conn_t *c);
 /* Registry callbacks. */
 extern const ivmd_job_ops_t ivmd_job_ops;
-/* End the job: kill its PEs, release its objects, drop its streams. */
+/* End the job: kill its PEs, release its objects, drop its streams. The job
+ * stays until ivmd_job_collect finds its processes and connections gone. */
 void ivmd_job_terminate(ivmd_t *d, ivmd_job_t *job, const char *why);
 /* Destroy jobs that ended and have no process or connection left. */
 void ivmd_job_collect(ivmd_t *d, ivmd_job_t *job);

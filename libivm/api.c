@@ -127,11 +127,12 @@ static ivmError_t ivm_enter_root(ivm_msg_enter_rep_t *rep)
     char exe[PATH_MAX], cwd[PATH_MAX];
     ivm_msg_enter_req_t *req;
     size_t args_len = 0, env_len = 0, blob_len, exe_len, cwd_len, off;
-    char *args, *env = NULL, **e;
+    char *args, **e;
     const char *spec = getenv("IVM_CPU_DEVICES");
     const char *tag  = getenv("IVM_TAG_OUTPUT");
     ivm_rpc_reply_t reply = {.buf = rep, .len = sizeof(*rep), .fd = -1};
     int fds[2] = {1, 2};
+    int null_fd = -1, i;
     ivmError_t status;
     ssize_t n;
 
@@ -190,10 +191,21 @@ static ivmError_t ivm_enter_root(ivm_msg_enter_rep_t *rep)
     }
     req->blob_len = (uint32_t)blob_len;
     free(args);
-    free(env);
+    /* Children inherit our stdout/stderr; a closed one becomes /dev/null. */
+    for (i = 0; i < 2; ++i) {
+        if (fcntl(fds[i], F_GETFD) < 0) {
+            if (null_fd < 0) {
+                null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+            }
+            fds[i] = null_fd;
+        }
+    }
     status = ivm_rpc_call(IVM_MSG_ENTER, req, (uint32_t)(sizeof(*req) + blob_len), fds, 2,
                           &reply);
     free(req);
+    if (null_fd >= 0) {
+        close(null_fd);
+    }
     return status;
 }
 
@@ -212,6 +224,10 @@ static ivmError_t ivm_enter_child(ivm_msg_enter_rep_t *rep, const char *pe_env)
     req.job_id = (uint32_t)strtoul(job, NULL, 10);
     req.pe_id  = (int32_t)strtol(pe_env, NULL, 10);
     req.token  = strtoull(token, NULL, 10);
+    /* Programs this PE starts are not this PE: they begin jobs of their own. */
+    unsetenv("IVM_PE_ID");
+    unsetenv("IVM_PE_TOKEN");
+    unsetenv("IVM_JOB_ID");
     return ivm_rpc_call(IVM_MSG_ENTER, &req, sizeof(req), NULL, 0, &reply);
 }
 
