@@ -127,7 +127,13 @@ static void ivmd_obj_release(ivmd_registry_t *reg, ivmd_job_t *job, ivmd_obj_t *
 
 void ivmd_job_end(ivmd_registry_t *reg, ivmd_job_t *job)
 {
+    int i;
+
     job->ending = 1;
+    /* Every object goes now: forget the PEs' references to them first. */
+    for (i = 0; i < job->next_pe_id; ++i) {
+        job->pes[i]->nmaps = 0;
+    }
     while (job->objs != NULL) {
         ivmd_obj_release(reg, job, job->objs);
     }
