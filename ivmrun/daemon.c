@@ -1,0 +1,378 @@
+#include "ivmrun.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "proto.h"
+#include "sock.h"
+#include "status.h"
+
+#define IVMRUN_DAEMON_STOP_WAIT 5.0 /* seconds between SIGTERM and SIGKILL */
+#define IVMRUN_DAEMON_INFO_WAIT 1   /* seconds an INFO round trip may take */
+
+int ivmrun_daemon_reap(ivmrun_daemon_t *d)
+{
+    int status;
+    pid_t r;
+
+    if (d->pid <= 0) {
+        return 0;
+    }
+    do {
+        r = waitpid(d->pid, &status, WNOHANG);
+    } while (r < 0 && errno == EINTR);
+    if (r != d->pid) {
+        return 0;
+    }
+    d->status = status;
+    d->pid    = 0;
+    return 1;
+}
+
+/* The ivmd to start: --daemon/IVM_DAEMON, else ivmd beside this executable,
+ * else "ivmd" from PATH. */
+static void ivmrun_daemon_find(const ivmrun_config_t *cfg, char *buf, size_t len)
+{
+    char self[PATH_MAX];
+    ssize_t n;
+
+    if (cfg->daemon != NULL && cfg->daemon[0] != '\0') {
+        snprintf(buf, len, "%s", cfg->daemon);
+        return;
+    }
+    n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n > 0) {
+        self[n] = '\0';
+        if ((size_t)snprintf(buf, len, "%s/ivmd", dirname(self)) < len &&
+            access(buf, X_OK) == 0) {
+            return;
+        }
+    }
+    snprintf(buf, len, "ivmd");
+}
+
+/* Read pending signals from sigfd; reap the daemon on SIGCHLD. Returns the
+ * first terminating signal seen, 0 if none. */
+static int ivmrun_daemon_signals(ivmrun_daemon_t *d, int sigfd)
+{
+    struct signalfd_siginfo si;
+    int term = 0;
+
+    while (read(sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+        if (si.ssi_signo == SIGCHLD) {
+            ivmrun_daemon_reap(d);
+        } else if (term == 0) {
+            term = (int)si.ssi_signo;
+        }
+    }
+    return term;
+}
+
+/* Wait until the daemon we started exits, at most wait seconds. Returns 1 if
+ * it was reaped. */
+static int ivmrun_daemon_wait_exit(ivmrun_daemon_t *d, int sigfd, double wait)
+{
+    double deadline = ivmrun_time_now() + wait;
+    struct pollfd pfd = {.fd = sigfd, .events = POLLIN};
+    double left;
+
+    while (!ivmrun_daemon_reap(d)) {
+        if (d->pid <= 0) {
+            return 1;
+        }
+        left = deadline - ivmrun_time_now();
+        if (left <= 0) {
+            return 0;
+        }
+        /* Terminating signals read here are dropped: teardown is under way. */
+        if (poll(&pfd, 1, (int)(left * 1000) + 1) > 0) {
+            ivmrun_daemon_signals(d, sigfd);
+        }
+    }
+    return 1;
+}
+
+/* Kill and reap the daemon we started, without waiting for a clean exit. */
+static void ivmrun_daemon_kill(ivmrun_daemon_t *d)
+{
+    if (d->pid > 0) {
+        kill(d->pid, SIGKILL);
+        while (waitpid(d->pid, &d->status, 0) < 0 && errno == EINTR) {
+        }
+        d->pid = 0;
+    }
+}
+
+/* Remove the socket our daemon left behind, unless some daemon answers on it. */
+static void ivmrun_daemon_unlink(ivmrun_daemon_t *d)
+{
+    struct stat st;
+    int fd;
+
+    if (lstat(d->path, &st) != 0 || !S_ISSOCK(st.st_mode)) {
+        return;
+    }
+    fd = ivm_sock_connect(d->path);
+    if (fd >= 0) {
+        close(fd);
+        return;
+    }
+    if (unlink(d->path) == 0) {
+        ivm_info("removed the socket %s left by ivmd", d->path);
+    } else if (errno != ENOENT) {
+        ivm_warn("cannot remove the socket %s: %m", d->path);
+    }
+}
+
+/* Start ivmd on d->path and wait for its readiness byte. */
+static ivmError_t ivmrun_daemon_start(ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
+                                      int sigfd, const sigset_t *child_mask,
+                                      int *signo_p)
+{
+    char exe[PATH_MAX], dir[sizeof(d->path)], fdtext[16], why[64];
+    char *argv[9];
+    int argc = 0, ready[2] = {-1, -1}, devnull = -1, err = 0, term;
+    struct pollfd pfds[2];
+    ivmrun_spawn_t spec;
+    ivmError_t status;
+    double deadline, left;
+    char byte;
+    ssize_t n;
+
+    ivmrun_daemon_find(cfg, exe, sizeof(exe));
+    snprintf(dir, sizeof(dir), "%s", d->path);
+    status = ivm_sock_dir_prepare(dirname(dir));
+    if (status != IVM_SUCCESS) {
+        ivm_error("cannot start ivmd: its socket directory is unusable (see above)");
+        return status;
+    }
+    devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (devnull < 0) {
+        ivm_error("cannot open /dev/null: %m");
+        status = IVM_ERROR_INTERNAL;
+        goto out;
+    }
+    if (pipe2(ready, O_CLOEXEC) != 0) {
+        ivm_error("cannot create the readiness pipe for ivmd: %m");
+        status = IVM_ERROR_INTERNAL;
+        goto out_close_devnull;
+    }
+    snprintf(fdtext, sizeof(fdtext), "%d", ready[1]);
+    argv[argc++] = exe;
+    argv[argc++] = "--socket";
+    argv[argc++] = d->path;
+    argv[argc++] = "--ready-fd";
+    argv[argc++] = fdtext;
+    if (cfg->log_level != NULL && cfg->log_level[0] != '\0') {
+        argv[argc++] = "--log-level";
+        argv[argc++] = cfg->log_level;
+    }
+    argv[argc] = NULL;
+
+    memset(&spec, 0, sizeof(spec));
+    spec.file        = exe;
+    spec.argv        = argv;
+    spec.fd_in       = devnull;
+    spec.fd_out      = devnull;
+    spec.fd_err      = -1;
+    spec.keep_fd     = ready[1];
+    spec.new_session = 1;
+    spec.sigmask     = child_mask;
+    status = ivmrun_proc_spawn(&spec, &d->pid, &err);
+    close(ready[1]);
+    if (status != IVM_SUCCESS) {
+        ivm_error("cannot start the IVM daemon '%s': %s%s", exe, strerror(err),
+                  (err == ENOENT && strchr(exe, '/') == NULL)
+                      ? " (not found in PATH; set IVM_DAEMON or use --daemon)"
+                      : "");
+        goto out_close_ready;
+    }
+    d->started = 1;
+    ivm_info("started ivmd '%s' (pid %d) on %s", exe, (int)d->pid, d->path);
+
+    deadline = ivmrun_time_now() + cfg->daemon_wait;
+    pfds[0].fd     = ready[0];
+    pfds[0].events = POLLIN;
+    pfds[1].fd     = sigfd;
+    pfds[1].events = POLLIN;
+    for (;;) {
+        left = deadline - ivmrun_time_now();
+        if (left <= 0) {
+            ivm_error("ivmd (pid %d) did not become ready on %s within %g s; "
+                      "killing it", (int)d->pid, d->path, cfg->daemon_wait);
+            ivmrun_daemon_kill(d);
+            ivmrun_daemon_unlink(d);
+            status = IVM_ERROR_TIMEOUT;
+            goto out_close_ready;
+        }
+        if (poll(pfds, 2, (int)(left * 1000) + 1) < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            ivm_error("poll failed while waiting for ivmd: %m");
+            ivmrun_daemon_kill(d);
+            status = IVM_ERROR_INTERNAL;
+            goto out_close_ready;
+        }
+        if (pfds[1].revents & POLLIN) {
+            term = ivmrun_daemon_signals(d, sigfd);
+            if (term != 0) {
+                ivm_info("got signal %d while starting ivmd; stopping it", term);
+                *signo_p = term;
+                ivmrun_daemon_close(d, sigfd);
+                status = IVM_ERROR_INTERNAL;
+                goto out_close_ready;
+            }
+        }
+        if (pfds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+            n = read(ready[0], &byte, 1);
+            if (n < 0 && errno == EINTR) {
+                continue;
+            }
+            if (n == 1) {
+                status = IVM_SUCCESS;
+                goto out_close_ready;
+            }
+            /* EOF: it closed the fd without a byte, almost always by exiting. */
+            if (ivmrun_daemon_wait_exit(d, sigfd, 1.0)) {
+                ivmrun_proc_status_text(d->status, why, sizeof(why));
+                ivm_error("ivmd '%s' exited (%s) before it was ready on %s; "
+                          "see its messages above", exe, why, d->path);
+            } else {
+                ivm_error("ivmd (pid %d) closed its ready fd without signalling "
+                          "readiness; killing it", (int)d->pid);
+                ivmrun_daemon_kill(d);
+            }
+            ivmrun_daemon_unlink(d);
+            status = IVM_ERROR_NO_DAEMON;
+            goto out_close_ready;
+        }
+    }
+
+out_close_ready:
+    close(ready[0]);
+out_close_devnull:
+    close(devnull);
+out:
+    if (status != IVM_SUCCESS && d->pid <= 0) {
+        d->started = 0;
+    }
+    return status;
+}
+
+ivmError_t ivmrun_daemon_open(ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
+                              int sigfd, const sigset_t *child_mask, int *signo_p)
+{
+    ivmError_t status;
+    int fd;
+
+    d->pid     = 0;
+    d->started = 0;
+    d->status  = 0;
+    fd = ivm_sock_connect(d->path);
+    if (fd >= 0) {
+        close(fd);
+        ivm_info("using the running ivmd on %s", d->path);
+        return IVM_SUCCESS;
+    }
+    if (fd == IVM_ERROR_PERMISSION) {
+        ivm_error("cannot connect to the daemon socket %s: permission denied",
+                  d->path);
+        return IVM_ERROR_PERMISSION;
+    }
+    if (fd == IVM_ERROR_INVALID_VALUE) {
+        ivm_error("daemon socket path '%s' is too long for a Unix socket", d->path);
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    status = ivmrun_daemon_start(d, cfg, sigfd, child_mask, signo_p);
+    if (status == IVM_SUCCESS || *signo_p != 0) {
+        return status;
+    }
+    /* Another launcher may have started a daemon on the same path meanwhile. */
+    fd = ivm_sock_connect(d->path);
+    if (fd >= 0) {
+        close(fd);
+        ivm_warn("using the ivmd that another process started on %s", d->path);
+        return IVM_SUCCESS;
+    }
+    return status;
+}
+
+void ivmrun_daemon_close(ivmrun_daemon_t *d, int sigfd)
+{
+    char why[64];
+
+    if (!d->started) {
+        return;
+    }
+    if (d->pid > 0) {
+        ivm_info("stopping ivmd (pid %d)", (int)d->pid);
+        kill(d->pid, SIGTERM);
+        if (!ivmrun_daemon_wait_exit(d, sigfd, IVMRUN_DAEMON_STOP_WAIT)) {
+            ivm_warn("ivmd (pid %d) did not exit %g s after SIGTERM; killing it",
+                     (int)d->pid, IVMRUN_DAEMON_STOP_WAIT);
+            ivmrun_daemon_kill(d);
+        } else if (!WIFEXITED(d->status) || WEXITSTATUS(d->status) != 0) {
+            ivmrun_proc_status_text(d->status, why, sizeof(why));
+            ivm_warn("ivmd ended with %s", why);
+        }
+    }
+    ivmrun_daemon_unlink(d);
+    d->started = 0;
+}
+
+int ivmrun_daemon_jobs(const ivmrun_daemon_t *d)
+{
+    struct timeval tv = {.tv_sec = IVMRUN_DAEMON_INFO_WAIT, .tv_usec = 0};
+    union {
+        ivm_msg_info_rep_t rep;
+        char raw[sizeof(ivm_msg_info_rep_t) + IVM_MSG_DETAIL_MAX];
+    } rep;
+    ivm_msg_empty_t req = {0};
+    ivm_msg_hdr_t hdr;
+    const char *why;
+    int fd, jobs = -1;
+
+    fd = ivm_sock_connect(d->path);
+    if (fd < 0) {
+        return -1;
+    }
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    ivm_proto_hdr_init(&hdr, IVM_MSG_INFO, sizeof(req), 1);
+    if (ivm_sock_send(fd, &hdr, &req, NULL, 0) != IVM_SUCCESS ||
+        ivm_sock_recv(fd, &hdr, sizeof(hdr), NULL, NULL, 0) != IVM_SUCCESS) {
+        goto out;
+    }
+    if (ivm_proto_check_hdr(&hdr, &why) != IVM_SUCCESS ||
+        hdr.type != (IVM_MSG_INFO | IVM_MSG_REPLY) ||
+        ivm_proto_check_rep(&hdr, &why) != IVM_SUCCESS) {
+        ivm_debug("bad INFO reply from ivmd on %s", d->path);
+        goto out;
+    }
+    if (ivm_sock_recv(fd, rep.raw, hdr.length, NULL, NULL, 0) != IVM_SUCCESS) {
+        goto out;
+    }
+    if (rep.rep.status == IVM_SUCCESS) {
+        jobs = (int)rep.rep.jobs;
+    } else {
+        ivm_debug("ivmd refused INFO: %s", ivm_status_string(rep.rep.status));
+    }
+out:
+    close(fd);
+    return jobs;
+}

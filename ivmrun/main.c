@@ -1,0 +1,558 @@
+#include "ivmrun.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "devspec.h"
+#include "log.h"
+#include "proto.h"
+#include "sock.h"
+
+#define IVMRUN_EXIT_FAILURE  1   /* ivmrun itself failed */
+#define IVMRUN_EXIT_USAGE    2   /* bad command line or settings */
+#define IVMRUN_EXIT_TIMEOUT  124 /* --timeout expired */
+#define IVMRUN_EXIT_NOEXEC   127 /* PROGRAM could not be run */
+#define IVMRUN_KILL_GRACE    2.0 /* seconds from a forwarded SIGTERM to SIGKILL */
+#define IVMRUN_LINGER        2.0 /* seconds of silence after the root's exit */
+#define IVMRUN_JOB_POLL      0.1 /* seconds between "is the job gone" checks */
+
+#define IVMRUN_CONFIG_FIELD(...) IVM_CONFIG_FIELD_ENTRY(ivmrun_config, __VA_ARGS__)
+const ivm_config_field_t ivmrun_config_fields[] = {
+    IVMRUN_CONFIG_TABLE(IVMRUN_CONFIG_FIELD) {0}};
+
+/* All of the launcher's state. */
+typedef struct ivmrun {
+    ivmrun_config_t cfg;
+    ivmrun_daemon_t daemon;
+    sigset_t        child_mask; /* the signal mask ivmrun was started with */
+    int             sigfd;      /* SIGCHLD, SIGINT, SIGTERM, SIGHUP */
+    pid_t           root_pid;
+    int             root_pgrp;  /* the root leads its own process group */
+    int             root_done;  /* the root PE has been reaped */
+    int             root_status;
+    double          quiet_since; /* last output, or the root's exit if later */
+    int             signo;      /* terminating signal received, 0 = none */
+    int             timed_out;
+    double          kill_at;    /* SIGKILL the root then (0 = not scheduled) */
+    ivmrun_stream_t out;        /* --tag-output: the root's stdout pipe */
+    ivmrun_stream_t err;        /* --tag-output: the root's stderr pipe */
+    char            env_socket[sizeof("IVM_SOCKET=") + sizeof(((ivmrun_daemon_t *)0)->path)];
+    char            env_cpus[sizeof("IVM_CPU_DEVICES=") +
+                             sizeof(((ivm_msg_enter_req_t *)0)->cpu_devices)];
+    char            env_log[64];
+} ivmrun_t;
+
+static void ivmrun_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: ivmrun [options] PROGRAM [ARGS...]\n"
+            "Runs PROGRAM (looked up in PATH) as the root PE of an IVM job, using the\n"
+            "ivmd that serves this user on this node or starting one for the job.\n"
+            "\n"
+            "Options (they stop at PROGRAM; each also reads the variable shown):\n"
+            "  %-28s same as --log-level info\n"
+            "  %-28s print this help\n",
+            "-v", "-h, --help");
+    ivm_config_print_help(ivmrun_config_fields, out);
+    fprintf(out,
+            "\n"
+            "Exit status: PROGRAM's; 128+N if it was killed by signal N or ivmrun got\n"
+            "signal N; 124 when --timeout expired; 127 if PROGRAM cannot be run;\n"
+            "1 if ivmrun failed; 2 for a bad command line.\n");
+}
+
+/* Make sure fds 0-2 are open, so that no pipe or socket lands on them. */
+static void ivmrun_fds_ensure(void)
+{
+    int fd;
+
+    for (fd = 0; fd <= 2; ++fd) {
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF &&
+            open("/dev/null", O_RDWR) < 0) {
+            return;
+        }
+    }
+}
+
+/* Parse the options before PROGRAM; "-v" may appear among them. */
+static int ivmrun_args_parse(ivmrun_t *run, int argc, char **argv, int *first_p)
+{
+    int pos = 1, first, help, any_help = 0;
+    char err[256];
+
+    if (ivm_config_defaults(ivmrun_config_fields, &run->cfg) != IVM_SUCCESS ||
+        ivm_config_load_env(ivmrun_config_fields, &run->cfg, err, sizeof(err)) !=
+            IVM_SUCCESS) {
+        ivm_error("bad IVM_* setting in the environment: %s", err);
+        return IVMRUN_EXIT_USAGE;
+    }
+    for (;;) {
+        if (ivm_config_parse_args(ivmrun_config_fields, &run->cfg, argc - pos + 1,
+                                  argv + pos - 1, &first, &help, err,
+                                  sizeof(err)) != IVM_SUCCESS) {
+            ivm_error("%s", err);
+            return IVMRUN_EXIT_USAGE;
+        }
+        any_help |= help;
+        pos += first - 1;
+        if (pos >= argc || strcmp(argv[pos - 1], "--") == 0 || argv[pos][0] != '-') {
+            break;
+        }
+        if (strcmp(argv[pos], "-v") != 0) {
+            ivm_error("unknown option %s (see --help)", argv[pos]);
+            return IVMRUN_EXIT_USAGE;
+        }
+        ivm_config_set(ivmrun_config_fields, &run->cfg, "log-level", "info", err,
+                       sizeof(err));
+        ++pos;
+    }
+    if (any_help) {
+        ivmrun_usage(stdout);
+        return -1;
+    }
+    if (pos >= argc) {
+        ivm_error("no PROGRAM given");
+        ivmrun_usage(stderr);
+        return IVMRUN_EXIT_USAGE;
+    }
+    *first_p = pos;
+    return 0;
+}
+
+/* Check the settings and prepare the root PE's environment entries. */
+static int ivmrun_config_check(ivmrun_t *run)
+{
+    ivmrun_config_t *cfg = &run->cfg;
+    ivm_cpu_device_t devs[IVM_DEVSPEC_MAX_DEVICES];
+    char err[256];
+    int level, ndevs;
+    long ncpus;
+
+    if (cfg->nodes < 1) {
+        ivm_error("--nodes must be at least 1 (got %ld)", cfg->nodes);
+        return IVMRUN_EXIT_USAGE;
+    }
+    if (cfg->nodes > 1) {
+        ivm_error("--nodes %ld: multi-node is not implemented yet (use --nodes 1)",
+                  cfg->nodes);
+        return IVMRUN_EXIT_USAGE;
+    }
+    if (!(cfg->timeout >= 0) || isinf(cfg->timeout)) {
+        ivm_error("--timeout must be a number of seconds >= 0 (got %g)", cfg->timeout);
+        return IVMRUN_EXIT_USAGE;
+    }
+    if (!(cfg->daemon_wait > 0) || isinf(cfg->daemon_wait)) {
+        ivm_error("--daemon-wait must be a number of seconds > 0 (got %g)",
+                  cfg->daemon_wait);
+        return IVMRUN_EXIT_USAGE;
+    }
+    if (cfg->log_level[0] != '\0') {
+        level = ivm_log_level_parse(cfg->log_level);
+        if (level < 0) {
+            ivm_error("--log-level '%s' is not one of error, warn, info, debug, trace",
+                      cfg->log_level);
+            return IVMRUN_EXIT_USAGE;
+        }
+        ivm_log_current_level = level;
+        snprintf(run->env_log, sizeof(run->env_log), "IVM_LOG_LEVEL=%s",
+                 cfg->log_level);
+    }
+    if (cfg->cpu_devices[0] != '\0') {
+        ncpus = sysconf(_SC_NPROCESSORS_CONF);
+        if (ivm_devspec_parse(cfg->cpu_devices, ncpus > 0 ? (int)ncpus : 0, devs,
+                              IVM_DEVSPEC_MAX_DEVICES, &ndevs, err,
+                              sizeof(err)) != IVM_SUCCESS) {
+            ivm_error("bad --cpu-devices: %s", err);
+            return IVMRUN_EXIT_USAGE;
+        }
+        if (strlen(cfg->cpu_devices) >= sizeof(((ivm_msg_enter_req_t *)0)->cpu_devices)) {
+            ivm_error("--cpu-devices spec is longer than %zu characters",
+                      sizeof(((ivm_msg_enter_req_t *)0)->cpu_devices) - 1);
+            return IVMRUN_EXIT_USAGE;
+        }
+        snprintf(run->env_cpus, sizeof(run->env_cpus), "IVM_CPU_DEVICES=%s",
+                 cfg->cpu_devices);
+    }
+    if (cfg->socket[0] != '\0') {
+        if (strlen(cfg->socket) >= sizeof(run->daemon.path)) {
+            ivm_error("daemon socket path '%s' (--socket or IVM_SOCKET) is too long for "
+                      "a Unix socket", cfg->socket);
+            return IVMRUN_EXIT_USAGE;
+        }
+        snprintf(run->daemon.path, sizeof(run->daemon.path), "%s", cfg->socket);
+    } else if (ivm_sock_path(run->daemon.path, sizeof(run->daemon.path)) !=
+               IVM_SUCCESS) {
+        ivm_error("the daemon socket path (from IVM_SOCKET_DIR or XDG_RUNTIME_DIR) "
+                  "is too long for a Unix socket");
+        return IVMRUN_EXIT_USAGE;
+    }
+    snprintf(run->env_socket, sizeof(run->env_socket), "IVM_SOCKET=%s",
+             run->daemon.path);
+    return 0;
+}
+
+/* Block the signals ivmrun handles and read them through a signalfd. */
+static int ivmrun_signals_init(ivmrun_t *run)
+{
+    sigset_t mask;
+
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGCHLD);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGHUP);
+    if (sigprocmask(SIG_BLOCK, &mask, &run->child_mask) != 0) {
+        ivm_error("cannot block signals: %m");
+        return IVMRUN_EXIT_FAILURE;
+    }
+    run->sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (run->sigfd < 0) {
+        ivm_error("cannot create a signalfd: %m");
+        return IVMRUN_EXIT_FAILURE;
+    }
+    /* A closed output must not kill ivmrun before it cleans up. */
+    signal(SIGPIPE, SIG_IGN);
+    return 0;
+}
+
+static int ivmrun_root_alive(const ivmrun_t *run)
+{
+    return run->root_pid > 0 && !run->root_done;
+}
+
+/* Signal the root PE, with the processes of its group (helpers it started
+ * that are not PEs: the daemon kills the PEs) when it has one. */
+static void ivmrun_root_kill(ivmrun_t *run, int signo)
+{
+    if (run->root_pid <= 0) {
+        return;
+    }
+    if (run->root_pgrp) {
+        kill(-run->root_pid, signo);
+    } else if (!run->root_done) {
+        kill(run->root_pid, signo);
+    }
+}
+
+static void ivmrun_root_reap(ivmrun_t *run)
+{
+    char why[64];
+    pid_t r;
+
+    if (!ivmrun_root_alive(run)) {
+        return;
+    }
+    do {
+        r = waitpid(run->root_pid, &run->root_status, WNOHANG);
+    } while (r < 0 && errno == EINTR);
+    if (r == run->root_pid) {
+        run->root_done   = 1;
+        run->quiet_since = ivmrun_time_now();
+        ivmrun_proc_status_text(run->root_status, why, sizeof(why));
+        ivm_info("root PE (pid %d) ended with %s", (int)run->root_pid, why);
+    }
+}
+
+/* SIGCHLD reaps; the first SIGINT/SIGTERM/SIGHUP sends the root SIGTERM and
+ * schedules SIGKILL, a second one kills it at once. */
+static void ivmrun_signals_handle(ivmrun_t *run)
+{
+    struct signalfd_siginfo si;
+    char why[64];
+    int signo;
+
+    while (read(run->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+        signo = (int)si.ssi_signo;
+        if (signo == SIGCHLD) {
+            ivmrun_root_reap(run);
+            if (ivmrun_daemon_reap(&run->daemon)) {
+                ivmrun_proc_status_text(run->daemon.status, why, sizeof(why));
+                ivm_warn("the ivmd started for this job exited early (%s)", why);
+            }
+            continue;
+        }
+        if (run->signo == 0 && !run->timed_out) {
+            run->signo = signo;
+            ivm_info("got signal %d (%s); terminating the job", signo,
+                     strsignal(signo));
+            if (ivmrun_root_alive(run)) {
+                ivmrun_root_kill(run, SIGTERM);
+                run->kill_at = ivmrun_time_now() + IVMRUN_KILL_GRACE;
+            }
+        } else if (ivmrun_root_alive(run)) {
+            ivmrun_root_kill(run, SIGKILL);
+            run->kill_at = 0;
+        }
+    }
+}
+
+/* Start PROGRAM as the root PE. Returns 0 or an exit code. */
+static int ivmrun_root_start(ivmrun_t *run, char **argv)
+{
+    char *env[10];
+    int nenv = 0, out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1}, err = 0;
+    ivmrun_spawn_t spec;
+    int code = 0;
+
+    env[nenv++] = run->env_socket;
+    if (run->env_cpus[0] != '\0') {
+        env[nenv++] = run->env_cpus;
+    }
+    env[nenv++] = run->cfg.tag_output ? "IVM_TAG_OUTPUT=1" : "IVM_TAG_OUTPUT";
+    if (run->env_log[0] != '\0') {
+        env[nenv++] = run->env_log;
+    }
+    /* PROGRAM is always a root PE, even when ivmrun runs inside a PE. */
+    env[nenv++] = "IVM_JOB_ID";
+    env[nenv++] = "IVM_PE_ID";
+    env[nenv++] = "IVM_PE_TOKEN";
+    env[nenv]   = NULL;
+
+    memset(&spec, 0, sizeof(spec));
+    spec.file    = argv[0];
+    spec.argv    = argv;
+    spec.fd_in   = -1;
+    spec.fd_out  = -1;
+    spec.fd_err  = -1;
+    spec.keep_fd = -1;
+    spec.sigmask = &run->child_mask;
+    spec.env     = env;
+    /* Its own process group, so that a timeout or a signal reaches what it
+     * started too; but not when ivmrun runs in the foreground of a terminal,
+     * where the root must stay in the foreground group to read it (and gets
+     * the terminal's signals directly). */
+    spec.new_pgroup = !(isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp());
+    if (run->cfg.tag_output) {
+        if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0 ||
+            fcntl(out_pipe[0], F_SETFL, O_NONBLOCK) != 0 ||
+            fcntl(err_pipe[0], F_SETFL, O_NONBLOCK) != 0) {
+            ivm_error("cannot create the output pipes for --tag-output: %m");
+            code = IVMRUN_EXIT_FAILURE;
+            goto out_close_pipes;
+        }
+        spec.fd_out = out_pipe[1];
+        spec.fd_err = err_pipe[1];
+    }
+    if (ivmrun_proc_spawn(&spec, &run->root_pid, &err) != IVM_SUCCESS) {
+        if (err == ENOENT && strchr(argv[0], '/') == NULL) {
+            ivm_error("cannot run '%s': command not found in PATH", argv[0]);
+        } else {
+            ivm_error("cannot run '%s': %s", argv[0], strerror(err));
+        }
+        run->root_pid = 0;
+        code = IVMRUN_EXIT_NOEXEC;
+        goto out_close_pipes;
+    }
+    run->root_pgrp = spec.new_pgroup;
+    ivm_info("root PE '%s' started (pid %d)", argv[0], (int)run->root_pid);
+    if (run->cfg.tag_output) {
+        close(out_pipe[1]);
+        close(err_pipe[1]);
+        ivmrun_stream_init(&run->out, out_pipe[0], STDOUT_FILENO);
+        ivmrun_stream_init(&run->err, err_pipe[0], STDERR_FILENO);
+    }
+    return 0;
+
+out_close_pipes:
+    if (out_pipe[0] >= 0) {
+        close(out_pipe[0]);
+        close(out_pipe[1]);
+    }
+    if (err_pipe[0] >= 0) {
+        close(err_pipe[0]);
+        close(err_pipe[1]);
+    }
+    return code;
+}
+
+static int ivmrun_streams_open(const ivmrun_t *run)
+{
+    return run->out.fd >= 0 || run->err.fd >= 0;
+}
+
+/* poll() timeout for a wait of the given seconds (HUGE_VAL = none). */
+static int ivmrun_poll_ms(double wait)
+{
+    if (isinf(wait)) {
+        return -1;
+    }
+    if (wait <= 0) {
+        return 0;
+    }
+    return wait > 60.0 ? 60000 : (int)(wait * 1000) + 1;
+}
+
+/* Run until the root PE is gone and its output is forwarded. */
+static void ivmrun_loop(ivmrun_t *run)
+{
+    double timeout_at = run->cfg.timeout > 0 ? ivmrun_time_now() + run->cfg.timeout : 0;
+    ivmrun_stream_t *streams[2] = {&run->out, &run->err};
+    ivmrun_stream_t *polled[3];
+    struct pollfd pfds[3];
+    double now, wait;
+    int n, k, r, got_data;
+
+    for (;;) {
+        if (run->root_done && !ivmrun_streams_open(run)) {
+            return;
+        }
+        now  = ivmrun_time_now();
+        wait = HUGE_VAL;
+        if (!run->root_done) {
+            if (timeout_at > 0 && !run->timed_out) {
+                wait = fmin(wait, timeout_at - now);
+            }
+            if (run->kill_at > 0) {
+                wait = fmin(wait, run->kill_at - now);
+            }
+        } else {
+            /* The root is gone but a pipe is still open: some process of the
+             * job (or one that leaked the pipe) still holds it. */
+            if (run->signo != 0 || now - run->quiet_since >= IVMRUN_LINGER) {
+                ivm_info("no more output after the root PE's exit; closing its pipes");
+                ivmrun_stream_drain(&run->out);
+                ivmrun_stream_drain(&run->err);
+                return;
+            }
+            wait = fmin(IVMRUN_JOB_POLL, run->quiet_since + IVMRUN_LINGER - now);
+        }
+        n = 0;
+        pfds[n].fd     = run->sigfd;
+        pfds[n].events = POLLIN;
+        ++n;
+        for (k = 0; k < 2; ++k) {
+            if (streams[k]->fd >= 0) {
+                pfds[n].fd     = streams[k]->fd;
+                pfds[n].events = POLLIN;
+                polled[n++]    = streams[k];
+            }
+        }
+        r = poll(pfds, (nfds_t)n, ivmrun_poll_ms(wait));
+        if (r < 0 && errno != EINTR) {
+            ivm_error("poll failed: %m");
+            if (ivmrun_root_alive(run)) {
+                ivmrun_root_kill(run, SIGKILL);
+            }
+            run->signo = run->signo != 0 ? run->signo : SIGTERM;
+            return;
+        }
+        if (pfds[0].revents & POLLIN) {
+            ivmrun_signals_handle(run);
+        }
+        got_data = 0;
+        for (k = 1; k < n; ++k) {
+            if (pfds[k].revents != 0 && ivmrun_stream_pump(polled[k]) >= 0) {
+                got_data = 1;
+            }
+        }
+        now = ivmrun_time_now();
+        if (!run->root_done) {
+            if (timeout_at > 0 && !run->timed_out && run->signo == 0 &&
+                now >= timeout_at) {
+                fprintf(stderr, "ivmrun: timeout after %g s, killing the job\n",
+                        run->cfg.timeout);
+                run->timed_out = 1;
+                ivmrun_root_kill(run, SIGKILL);
+                run->kill_at = 0;
+            }
+            if (run->kill_at > 0 && now >= run->kill_at) {
+                ivm_info("root PE (pid %d) still alive %g s after SIGTERM; killing it",
+                         (int)run->root_pid, IVMRUN_KILL_GRACE);
+                ivmrun_root_kill(run, SIGKILL);
+                run->kill_at = 0;
+            }
+        } else if (got_data) {
+            run->quiet_since = now;
+        } else if (r == 0 && ivmrun_daemon_jobs(&run->daemon) == 0) {
+            ivm_debug("the daemon holds no job any more; closing the output pipes");
+            ivmrun_stream_drain(&run->out);
+            ivmrun_stream_drain(&run->err);
+            return;
+        }
+    }
+}
+
+static int ivmrun_exit_code(const ivmrun_t *run)
+{
+    if (run->signo != 0) {
+        return 128 + run->signo;
+    }
+    if (run->timed_out) {
+        return IVMRUN_EXIT_TIMEOUT;
+    }
+    if (WIFEXITED(run->root_status)) {
+        return WEXITSTATUS(run->root_status);
+    }
+    if (WIFSIGNALED(run->root_status)) {
+        return 128 + WTERMSIG(run->root_status);
+    }
+    return IVMRUN_EXIT_FAILURE;
+}
+
+int main(int argc, char **argv)
+{
+    ivmrun_t *run;
+    int first = 0, signo = 0, code;
+
+    ivm_log_set_prefix("ivmrun");
+    ivm_log_init_from_env();
+    ivmrun_fds_ensure();
+    run = calloc(1, sizeof(*run));
+    if (run == NULL) {
+        ivm_error("out of memory");
+        return IVMRUN_EXIT_FAILURE;
+    }
+    run->sigfd  = -1;
+    run->out.fd = -1;
+    run->err.fd = -1;
+
+    code = ivmrun_args_parse(run, argc, argv, &first);
+    if (code != 0) {
+        code = (code < 0) ? 0 : code;
+        goto out_release;
+    }
+    code = ivmrun_config_check(run);
+    if (code != 0) {
+        goto out_release;
+    }
+    code = ivmrun_signals_init(run);
+    if (code != 0) {
+        goto out_close_sigfd;
+    }
+    if (ivmrun_daemon_open(&run->daemon, &run->cfg, run->sigfd, &run->child_mask,
+                           &signo) != IVM_SUCCESS) {
+        code = (signo != 0) ? 128 + signo : IVMRUN_EXIT_FAILURE;
+        goto out_close_sigfd;
+    }
+    code = ivmrun_root_start(run, argv + first);
+    if (code != 0) {
+        goto out_close_daemon;
+    }
+    ivmrun_loop(run);
+    code = ivmrun_exit_code(run);
+    if (run->signo != 0 || run->timed_out) {
+        ivmrun_root_kill(run, SIGKILL); /* what is left of its group */
+    }
+    ivmrun_stream_drain(&run->out);
+    ivmrun_stream_drain(&run->err);
+
+out_close_daemon:
+    ivmrun_daemon_close(&run->daemon, run->sigfd);
+out_close_sigfd:
+    if (run->sigfd >= 0) {
+        close(run->sigfd);
+    }
+out_release:
+    ivm_config_release(ivmrun_config_fields, &run->cfg);
+    free(run);
+    return code;
+}

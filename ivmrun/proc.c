@@ -1,0 +1,134 @@
+#include "ivmrun.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+
+double ivmrun_time_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void ivmrun_proc_status_text(int status, char *buf, size_t len)
+{
+    if (WIFEXITED(status)) {
+        snprintf(buf, len, "exit status %d", WEXITSTATUS(status));
+    } else if (WIFSIGNALED(status)) {
+        snprintf(buf, len, "signal %d (%s)", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
+    } else {
+        snprintf(buf, len, "wait status 0x%x", (unsigned)status);
+    }
+}
+
+int ivmrun_fd_write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    ssize_t n;
+
+    while (len > 0) {
+        n = write(fd, p, len);
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return -1;
+        }
+        p   += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Runs in the child between fork and exec: only async-signal-safe work plus
+ * setenv/unsetenv, which are safe here because ivmrun is single-threaded. */
+static void ivmrun_proc_child(const ivmrun_spawn_t *spec, int err_fd)
+{
+    char *const *e;
+    int err;
+
+    signal(SIGPIPE, SIG_DFL);
+    if (spec->sigmask != NULL) {
+        sigprocmask(SIG_SETMASK, spec->sigmask, NULL);
+    }
+    if (spec->new_session && setsid() < 0) {
+        goto fail;
+    }
+    if (!spec->new_session && spec->new_pgroup && setpgid(0, 0) < 0) {
+        goto fail;
+    }
+    if ((spec->fd_in >= 0 && dup2(spec->fd_in, STDIN_FILENO) < 0) ||
+        (spec->fd_out >= 0 && dup2(spec->fd_out, STDOUT_FILENO) < 0) ||
+        (spec->fd_err >= 0 && dup2(spec->fd_err, STDERR_FILENO) < 0)) {
+        goto fail;
+    }
+    if (spec->keep_fd >= 0 && fcntl(spec->keep_fd, F_SETFD, 0) < 0) {
+        goto fail;
+    }
+    for (e = spec->env; e != NULL && *e != NULL; ++e) {
+        char *eq = strchr(*e, '=');
+        if (eq == NULL) {
+            unsetenv(*e);
+        } else if (putenv(*e) != 0) {
+            goto fail;
+        }
+    }
+    execvp(spec->file, spec->argv);
+fail:
+    err = errno;
+    (void)!write(err_fd, &err, sizeof(err));
+    _exit(127);
+}
+
+ivmError_t ivmrun_proc_spawn(const ivmrun_spawn_t *spec, pid_t *pid_p, int *errno_p)
+{
+    int err_pipe[2];
+    int child_err = 0;
+    ssize_t n;
+    pid_t pid;
+
+    if (pipe2(err_pipe, O_CLOEXEC) != 0) {
+        *errno_p = errno;
+        ivm_error("cannot create a pipe to start %s: %m", spec->file);
+        return IVM_ERROR_SPAWN;
+    }
+    pid = fork();
+    if (pid < 0) {
+        *errno_p = errno;
+        ivm_error("cannot fork to start %s: %m", spec->file);
+        close(err_pipe[0]);
+        close(err_pipe[1]);
+        return IVM_ERROR_SPAWN;
+    }
+    if (pid == 0) {
+        close(err_pipe[0]);
+        ivmrun_proc_child(spec, err_pipe[1]);
+    }
+    close(err_pipe[1]);
+    if (!spec->new_session && spec->new_pgroup) {
+        setpgid(pid, pid); /* also here, so that it holds when fork returns */
+    }
+    do {
+        n = read(err_pipe[0], &child_err, sizeof(child_err));
+    } while (n < 0 && errno == EINTR);
+    close(err_pipe[0]);
+    if (n == (ssize_t)sizeof(child_err)) {
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+        }
+        *errno_p = child_err;
+        return IVM_ERROR_SPAWN;
+    }
+    *pid_p = pid;
+    return IVM_SUCCESS;
+}
