@@ -1,0 +1,193 @@
+/*
+ * bench-dpc: dynamic process creation (DPC) latency.
+ *
+ * IVM: the time from ivmCreatePEs of one PE on CPU device 0 until ivmWait
+ * returns on that PE's first ivmSignal (the child: ivmEnter, ivmSignal,
+ * ivmExit). Before the next run the root waits for the PE to exit, so runs
+ * never overlap.
+ * Baseline, in the same process: posix_spawn of this same binary, told by an
+ * environment variable to exit at once, and waitpid.
+ * Runs alternate between the two; each reports median and p90.
+ *
+ * Run:  ivmrun bench-dpc [-n RUNS (200)] [-w WARMUP (5)]
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <ivm.h>
+
+#include "bench_util.h"
+
+#define SPAWN_ENV "IVM_BENCH_DPC_SPAWNED"
+#define EXIT_TIMEOUT_S 10.0
+
+extern char **environ;
+
+static char **spawn_env;     /* environ + SPAWN_ENV=1 */
+static char self_path[4096];
+
+/* One posix_spawn + waitpid of this binary; its duration in ms, < 0 on error. */
+static double spawn_once(void)
+{
+    char *argv[] = { self_path, NULL };
+    pid_t pid;
+    int status, err;
+    double t0 = bench_now_ms();
+
+    err = posix_spawn(&pid, self_path, NULL, NULL, argv, spawn_env);
+    if (err != 0) {
+        fprintf(stderr, "bench-dpc: posix_spawn %s: %s\n", self_path, strerror(err));
+        return -1.0;
+    }
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) {
+            perror("bench-dpc: waitpid");
+            return -1.0;
+        }
+    }
+    double t1 = bench_now_ms();
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "bench-dpc: spawned child failed (status 0x%x)\n", status);
+        return -1.0;
+    }
+    return t1 - t0;
+}
+
+/* Wait until only the root PE is left (the PE of the last run is gone). */
+static void wait_children_gone(void)
+{
+    double t0 = bench_now_ms();
+    int n;
+
+    for (;;) {
+        BENCH_CHECK(ivmGetNumPEs(&n));
+        if (n <= 1)
+            return;
+        if (bench_now_ms() - t0 > EXIT_TIMEOUT_S * 1e3) {
+            fprintf(stderr, "bench-dpc: %d PEs still alive after %.0f s\n", n,
+                    EXIT_TIMEOUT_S);
+            exit(1);
+        }
+        bench_sleep_ns(50000);
+    }
+}
+
+/* One IVM DPC run: ms from ivmCreatePEs until the first signal is seen. */
+static double dpc_once(ivm_device dev)
+{
+    ivm_pe pe;
+    double t0 = bench_now_ms();
+
+    BENCH_CHECK(ivmCreatePEs(dev, 1, &pe));
+    BENCH_CHECK(ivmWait(pe));
+    double t1 = bench_now_ms();
+    if (pe == IVM_PE_NULL) {
+        fprintf(stderr, "bench-dpc: ivmCreatePEs created no PE\n");
+        exit(1);
+    }
+    BENCH_CHECK(ivmWait(pe));           /* returns when the PE has exited */
+    wait_children_gone();
+    return t1 - t0;
+}
+
+static int make_spawn_env(void)
+{
+    size_t n = 0;
+
+    while (environ[n] != NULL)
+        n++;
+    spawn_env = calloc(n + 2, sizeof(*spawn_env));
+    if (spawn_env == NULL)
+        return -1;
+    memcpy(spawn_env, environ, n * sizeof(*spawn_env));
+    spawn_env[n] = SPAWN_ENV "=1";
+    return 0;
+}
+
+static int run_root(int runs, int warmup)
+{
+    ivm_device dev;
+    double *dpc = calloc((size_t)runs, sizeof(double));
+    double *spw = calloc((size_t)runs, sizeof(double));
+
+    if (dpc == NULL || spw == NULL || make_spawn_env() != 0) {
+        fprintf(stderr, "bench-dpc: out of memory\n");
+        return 1;
+    }
+    ssize_t len = readlink("/proc/self/exe", self_path, sizeof(self_path) - 1);
+    if (len < 0 || (size_t)len == sizeof(self_path) - 1) {
+        perror("bench-dpc: readlink /proc/self/exe");
+        return 1;
+    }
+    self_path[len] = '\0';
+    BENCH_CHECK(ivmCreateDev(IVM_THIS_HOST, IVM_CPU_N(0), &dev));
+
+    for (int i = 0; i < warmup; i++) {
+        dpc_once(dev);
+        if (spawn_once() < 0)
+            return 1;
+    }
+    for (int i = 0; i < runs; i++) {
+        dpc[i] = dpc_once(dev);
+        spw[i] = spawn_once();
+        if (spw[i] < 0)
+            return 1;
+    }
+    BENCH_CHECK(ivmDestroyDev(dev));
+
+    bench_stats_t s_dpc = bench_stats(dpc, runs);
+    bench_stats_t s_spw = bench_stats(spw, runs);
+    double ratio = s_spw.median > 0 ? s_dpc.median / s_spw.median : 0.0;
+
+    printf("bench-dpc: %d runs (+%d warm-up), times in ms\n", runs, warmup);
+    printf("%-5s %-10s %10s %10s   %-11s %10s %10s   %7s\n", "", "device",
+           "median_ms", "p90_ms", "", "median_ms", "p90_ms", "ratio");
+    printf("%-5s %-10s %10.3f %10.3f   %-11s %10.3f %10.3f   %7.2f\n", "dpc",
+           "local-cpu", s_dpc.median, s_dpc.p90, "posix_spawn", s_spw.median,
+           s_spw.p90, ratio);
+    printf("RESULT dpc local median_ms=%.3f p90_ms=%.3f spawn_median_ms=%.3f "
+           "spawn_p90_ms=%.3f ratio=%.2f runs=%d\n", s_dpc.median, s_dpc.p90,
+           s_spw.median, s_spw.p90, ratio, runs);
+    free(spawn_env);
+    free(spw);
+    free(dpc);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int runs = 200, warmup = 5, opt, id, ret;
+
+    if (getenv(SPAWN_ENV) != NULL)
+        return 0;                       /* the posix_spawn baseline's child */
+
+    while ((opt = getopt(argc, argv, "n:w:")) != -1) {
+        switch (opt) {
+        case 'n': runs = bench_parse_int(optarg, 1); break;
+        case 'w': warmup = bench_parse_int(optarg, 0); break;
+        default: runs = -1; break;
+        }
+    }
+    if (runs < 0 || warmup < 0 || optind < argc) {
+        fprintf(stderr, "usage: %s [-n RUNS (200)] [-w WARMUP (5)]\n", argv[0]);
+        return 2;
+    }
+
+    BENCH_CHECK(ivmEnter());
+    BENCH_CHECK(ivmGetMyId(&id));
+    if (id == 0)
+        ret = run_root(runs, warmup);
+    else
+        ret = ivmSignal() == IVM_SUCCESS ? 0 : 1;
+    BENCH_CHECK(ivmExit());
+    return ret;
+}

@@ -1,0 +1,20 @@
+#!/bin/sh
+# Run the micro-benchmarks under ivmrun and print their tables. Builds nothing.
+#   bench/run-micro.sh [BUILD_DIR (build)]
+# DPC_RUNS (200), SYNC_BATCHES (1000) and SYNC_CALLS (1000) set the sizes.
+set -eu
+
+build=${1:-${BUILD_DIR:-build}}
+ivmrun=$build/bin/ivmrun
+for prog in "$ivmrun" "$build/bin/bench-dpc" "$build/bin/bench-sync-local"; do
+    if [ ! -x "$prog" ]; then
+        echo "run-micro.sh: $prog not found; build first (cmake --build $build)" >&2
+        exit 1
+    fi
+done
+
+echo "== DPC latency =="
+"$ivmrun" "$build/bin/bench-dpc" -n "${DPC_RUNS:-200}"
+echo
+echo "== local sync (master copy) =="
+"$ivmrun" "$build/bin/bench-sync-local" -b "${SYNC_BATCHES:-1000}" -c "${SYNC_CALLS:-1000}"
