@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "ivmd.h"
@@ -88,10 +89,34 @@ void ivmd_job_collect(ivmd_t *d, ivmd_job_t *job)
     ivmd_job_destroy(&d->reg, job);
 }
 
+void ivmd_job_grace_expired(ivmd_t *d, void *arg, uint32_t events)
+{
+    uint64_t ticks;
+    ivmd_job_t *job;
+    int i;
+
+    if (read(d->timer_fd, &ticks, sizeof(ticks)) != sizeof(ticks)) {
+        return;
+    }
+    for (job = d->reg.jobs; job != NULL; job = job->next) {
+        if (!job->ending) {
+            continue;
+        }
+        for (i = 1; i < job->next_pe_id; ++i) {
+            ivmd_pe_t *pe = job->pes[i];
+            if (pe->pid > 0 && !pe->reaped) {
+                ivm_warn("job %u: pe %d still runs %d s after its job ended: killed",
+                         job->id, pe->id, IVMD_EXIT_GRACE_S);
+                kill(pe->pid, SIGKILL);
+            }
+        }
+    }
+}
+
 void ivmd_job_terminate(ivmd_t *d, ivmd_job_t *job, const char *why)
 {
     ivmd_job_data_t *jd = job->data;
-    int i, killed = 0;
+    int i, killed = 0, lingering = 0;
 
     if (job->ending) {
         return;
@@ -105,7 +130,13 @@ void ivmd_job_terminate(ivmd_t *d, ivmd_job_t *job, const char *why)
                 ++killed;
             }
             ivmd_pe_end(&d->reg, pe, 1);
+        } else if (pe->pid > 0 && !pe->reaped) {
+            ++lingering; /* called ivmExit: let it finish its exit (flush output) */
         }
+    }
+    if (lingering > 0) {
+        struct itimerspec grace = {.it_value = {.tv_sec = IVMD_EXIT_GRACE_S}};
+        timerfd_settime(d->timer_fd, 0, &grace, NULL);
     }
     ivmd_pe_end(&d->reg, job->pes[0], 0);
     if (jd->out_fd >= 0) {

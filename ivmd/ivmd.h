@@ -96,8 +96,10 @@ struct ivmd {
     int              epfd;
     int              listen_fd;
     int              signal_fd;
+    int              timer_fd;     /* grace period of PEs that called ivmExit */
     ivmd_handler_t   listen_h;
     ivmd_handler_t   signal_h;
+    ivmd_handler_t   timer_h;
     int              stopping;
     int              had_client;
     uid_t            uid;
@@ -142,6 +144,11 @@ void ivmd_job_terminate(ivmd_t *d, ivmd_job_t *job, const char *why);
 /* Destroy jobs that ended and have no process or connection left. */
 void ivmd_job_collect(ivmd_t *d, ivmd_job_t *job);
 void ivmd_job_data_free(ivmd_job_data_t *jd);
+/* Grace period over: kill what is left of ended jobs. */
+void ivmd_job_grace_expired(ivmd_t *d, void *arg, uint32_t events);
+
+/* Seconds a PE that called ivmExit may take to end once its job is over. */
+#define IVMD_EXIT_GRACE_S 2
 
 /* Spawner. */
 ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail,

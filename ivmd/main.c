@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
+#include <sys/timerfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -171,7 +172,16 @@ static ivmError_t ivmd_signals_open(ivmd_t *d)
         return IVM_ERROR_INTERNAL;
     }
     d->signal_h = (ivmd_handler_t){.fd = d->signal_fd, .cb = ivmd_on_signal, .arg = NULL};
-    return ivmd_loop_add(d, &d->signal_h, EPOLLIN);
+    if (ivmd_loop_add(d, &d->signal_h, EPOLLIN) != IVM_SUCCESS) {
+        return IVM_ERROR_INTERNAL;
+    }
+    d->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (d->timer_fd < 0) {
+        ivm_error("timerfd_create: %m");
+        return IVM_ERROR_INTERNAL;
+    }
+    d->timer_h = (ivmd_handler_t){.fd = d->timer_fd, .cb = ivmd_job_grace_expired};
+    return ivmd_loop_add(d, &d->timer_h, EPOLLIN);
 }
 
 static void ivmd_ready(ivmd_t *d)
@@ -216,6 +226,9 @@ static void ivmd_teardown(ivmd_t *d)
     if (d->signal_fd >= 0) {
         close(d->signal_fd);
     }
+    if (d->timer_fd >= 0) {
+        close(d->timer_fd);
+    }
     if (d->listen_fd >= 0) {
         close(d->listen_fd);
         unlink(d->socket_path);
@@ -234,7 +247,7 @@ int main(int argc, char **argv)
     int rc;
 
     memset(d, 0, sizeof(*d));
-    d->listen_fd = d->signal_fd = d->devnull = -1;
+    d->listen_fd = d->signal_fd = d->timer_fd = d->devnull = -1;
     d->uid = getuid();
     ivm_log_set_prefix("ivmd");
     if (ivmd_parse(d, argc, argv) != IVM_SUCCESS) {

@@ -334,6 +334,9 @@ IVM_API ivmError_t ivmExit(void)
         IVM_CHECK_ENTERED();
     }
     __atomic_store_n(&ivm_ctx.state, IVM_CTX_EXITED, __ATOMIC_RELEASE);
+    /* Output written so far reaches the job's streams before the root can
+     * end the job. */
+    fflush(NULL);
     status = ivm_call(IVM_MSG_EXIT, &(ivm_msg_empty_t){0}, sizeof(ivm_msg_empty_t), &rep,
                       sizeof(rep), NULL);
     ivm_maps_clear();
