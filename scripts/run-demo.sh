@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Build IVM and run its demo on this machine: Listing 5-1 (vecadd), then a
+# DS-LB chain (dslb) over two CPU devices made from the cores available.
+# Installs the dependencies first when run as root on Debian 12.
+#   IVM_BUILD_DIR      build directory (default: build)
+#   IVM_SKIP_DEPS=1    do not check the dependencies
+#   IVM_DEMO_TIMEOUT   seconds each demo may run (default: 300)
+#   IVM_CPU_DEVICES    CPU device spec to use instead of the computed one
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+build_dir=${IVM_BUILD_DIR:-build}
+bin="$build_dir/bin"
+
+step() {
+    printf '\n==> %s\n' "$*"
+}
+
+# Join sorted core numbers into "+"-joined ranges: 0 1 2 5 -> 0-2+5.
+cores_to_ranges() {
+    local out="" start="" prev="" c
+    for c in "$@"; do
+        if [[ -n "$prev" && "$c" -eq $((prev + 1)) ]]; then
+            prev=$c
+            continue
+        fi
+        if [[ -n "$start" ]]; then
+            out+="${out:++}$start"
+            [[ "$prev" != "$start" ]] && out+="-$prev"
+        fi
+        start=$c
+        prev=$c
+    done
+    if [[ -n "$start" ]]; then
+        out+="${out:++}$start"
+        [[ "$prev" != "$start" ]] && out+="-$prev"
+    fi
+    printf '%s\n' "$out"
+}
+
+# Two CPU devices splitting the cores this process may run on ("0,1" on two
+# cores, "0-7,8-15" on sixteen); one device "0" with a single core.
+cpu_devices() {
+    local list part lo hi c half
+    local -a parts
+    local -a cores=()
+    list=$(awk '/^Cpus_allowed_list:/ { print $2 }' /proc/self/status 2>/dev/null || true)
+    if [[ -z "$list" ]]; then
+        list="0-$(($(nproc) - 1))"
+    fi
+    IFS=, read -ra parts <<<"$list"
+    for part in "${parts[@]}"; do
+        lo=${part%-*}
+        hi=${part#*-}
+        for ((c = lo; c <= hi; c++)); do
+            cores+=("$c")
+        done
+    done
+    if ((${#cores[@]} < 2)); then
+        printf '%s\n' "${cores[0]}"
+        return
+    fi
+    half=$(((${#cores[@]} + 1) / 2))
+    printf '%s,%s\n' "$(cores_to_ranges "${cores[@]:0:half}")" \
+                     "$(cores_to_ranges "${cores[@]:half}")"
+}
+
+# run_demo TITLE PROGRAM [ARGS...]: run one program as the root PE under ivmrun.
+failures=0
+run_demo() {
+    local title=$1 program=$2
+    shift 2
+    local -a cmd=("$bin/ivmrun" --tag-output --cpu-devices "$devices" "$bin/$program" "$@")
+    printf '\n=== %s ===\n$ %s\n' "$title" "${cmd[*]}"
+    if [[ ! -x "$bin/$program" ]]; then
+        echo "run-demo: $bin/$program was not built" >&2
+        failures=$((failures + 1))
+        return
+    fi
+    local status=0
+    timeout -k 10 "${IVM_DEMO_TIMEOUT:-300}" "${cmd[@]}" || status=$?
+    if ((status != 0)); then
+        echo "run-demo: $program failed (exit status $status)" >&2
+        failures=$((failures + 1))
+    fi
+}
+
+step "checking dependencies: scripts/install-deps.sh"
+bash scripts/install-deps.sh
+
+step "configuring: cmake -S . -B $build_dir -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIVM_BUILD_TESTS=ON"
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIVM_BUILD_TESTS=ON
+
+step "building: cmake --build $build_dir -j$(nproc)"
+cmake --build "$build_dir" -j"$(nproc)"
+
+devices=${IVM_CPU_DEVICES:-$(cpu_devices)}
+step "running the demo on CPU devices $devices"
+
+# The demos. To change the demo, change these lines.
+run_demo "Listing 5-1: vector addition by two child PEs (vecadd)" vecadd
+run_demo "DS-LB: a chain of PEs that each spawn the next (dslb)" dslb
+
+if ((failures > 0)); then
+    step "$failures demo(s) failed"
+    exit 1
+fi
+step "demo finished"
