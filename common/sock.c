@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -207,4 +208,48 @@ void ivm_sock_close_fds(const int *fds, int n)
             close(fds[i]);
         }
     }
+}
+
+ivmError_t ivm_sock_info(const char *path, int timeout_ms, ivm_msg_info_rep_t *info)
+{
+    struct timeval tv = {.tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000};
+    union {
+        ivm_msg_info_rep_t rep;
+        char raw[sizeof(ivm_msg_info_rep_t) + IVM_MSG_DETAIL_MAX];
+    } rep;
+    ivm_msg_empty_t req = {0};
+    ivm_msg_hdr_t hdr;
+    ivmError_t status = IVM_ERROR_PROTOCOL;
+    const char *why;
+    int fd;
+
+    fd = ivm_sock_connect(path);
+    if (fd < 0) {
+        return (ivmError_t)fd;
+    }
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    ivm_proto_hdr_init(&hdr, IVM_MSG_INFO, sizeof(req), 1);
+    if (ivm_sock_send(fd, &hdr, &req, NULL, 0) != IVM_SUCCESS ||
+        ivm_sock_recv(fd, &hdr, sizeof(hdr), NULL, NULL, 0) != IVM_SUCCESS) {
+        status = IVM_ERROR_DAEMON_LOST;
+        goto out;
+    }
+    if (ivm_proto_check_hdr(&hdr, &why) != IVM_SUCCESS ||
+        hdr.type != (IVM_MSG_INFO | IVM_MSG_REPLY) ||
+        ivm_proto_check_rep(&hdr, &why) != IVM_SUCCESS) {
+        goto out;
+    }
+    if (ivm_sock_recv(fd, rep.raw, hdr.length, NULL, NULL, 0) != IVM_SUCCESS) {
+        status = IVM_ERROR_DAEMON_LOST;
+        goto out;
+    }
+    status = (ivmError_t)rep.rep.status;
+    if (status == IVM_SUCCESS) {
+        rep.rep.node[sizeof(rep.rep.node) - 1] = '\0';
+        *info = rep.rep;
+    }
+out:
+    close(fd);
+    return status;
 }

@@ -37,6 +37,10 @@ ivmError_t ivm_sock_send(int fd, const ivm_msg_hdr_t *hdr, const void *payload,
 ivmError_t ivm_sock_recv(int fd, void *buf, size_t len, int *fds, int *nfds_p,
                          int max_fds);
 
+/* Ask the daemon on path for its INFO (no ivmEnter needed), waiting at most
+ * timeout_ms for each step. IVM_ERROR_NO_DAEMON if nobody answers. */
+ivmError_t ivm_sock_info(const char *path, int timeout_ms, ivm_msg_info_rep_t *info);
+
 /* Close every fd in fds[0..n). */
 void ivm_sock_close_fds(const int *fds, int n);
 

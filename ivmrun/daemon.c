@@ -337,42 +337,12 @@ void ivmrun_daemon_close(ivmrun_daemon_t *d, int sigfd)
 
 int ivmrun_daemon_jobs(const ivmrun_daemon_t *d)
 {
-    struct timeval tv = {.tv_sec = IVMRUN_DAEMON_INFO_WAIT, .tv_usec = 0};
-    union {
-        ivm_msg_info_rep_t rep;
-        char raw[sizeof(ivm_msg_info_rep_t) + IVM_MSG_DETAIL_MAX];
-    } rep;
-    ivm_msg_empty_t req = {0};
-    ivm_msg_hdr_t hdr;
-    const char *why;
-    int fd, jobs = -1;
+    ivm_msg_info_rep_t info;
+    ivmError_t status = ivm_sock_info(d->path, IVMRUN_DAEMON_INFO_WAIT * 1000, &info);
 
-    fd = ivm_sock_connect(d->path);
-    if (fd < 0) {
+    if (status != IVM_SUCCESS) {
+        ivm_debug("no INFO from ivmd on %s: %s", d->path, ivm_status_string(status));
         return -1;
     }
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    ivm_proto_hdr_init(&hdr, IVM_MSG_INFO, sizeof(req), 1);
-    if (ivm_sock_send(fd, &hdr, &req, NULL, 0) != IVM_SUCCESS ||
-        ivm_sock_recv(fd, &hdr, sizeof(hdr), NULL, NULL, 0) != IVM_SUCCESS) {
-        goto out;
-    }
-    if (ivm_proto_check_hdr(&hdr, &why) != IVM_SUCCESS ||
-        hdr.type != (IVM_MSG_INFO | IVM_MSG_REPLY) ||
-        ivm_proto_check_rep(&hdr, &why) != IVM_SUCCESS) {
-        ivm_debug("bad INFO reply from ivmd on %s", d->path);
-        goto out;
-    }
-    if (ivm_sock_recv(fd, rep.raw, hdr.length, NULL, NULL, 0) != IVM_SUCCESS) {
-        goto out;
-    }
-    if (rep.rep.status == IVM_SUCCESS) {
-        jobs = (int)rep.rep.jobs;
-    } else {
-        ivm_debug("ivmd refused INFO: %s", ivm_status_string(rep.rep.status));
-    }
-out:
-    close(fd);
-    return jobs;
+    return (int)info.jobs;
 }
