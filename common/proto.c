@@ -16,8 +16,44 @@ static const ivm_proto_type_info_t ivm_proto_types[IVM_MSG_LAST] = {
     IVM_MSG_TABLE(IVM_PROTO_INFO_ENTRY)
 };
 
+typedef struct ivm_peer_type_info {
+    const char *name;
+    uint32_t    size;
+} ivm_peer_type_info_t;
+
+#define IVM_PEER_INFO_ENTRY(name, value, type) [value - IVM_PEER_FIRST] = {#name, sizeof(type)},
+static const ivm_peer_type_info_t ivm_peer_types[IVM_PEER_LAST - IVM_PEER_FIRST] = {
+    IVM_PEER_TABLE(IVM_PEER_INFO_ENTRY)
+};
+
+ivmError_t ivm_proto_check_peer(const ivm_msg_hdr_t *hdr, const char **why_p)
+{
+    if (hdr->magic != IVM_PROTO_MAGIC) {
+        *why_p = "bad magic";
+        return IVM_ERROR_PROTOCOL;
+    }
+    if (hdr->version != IVM_PROTO_VERSION) {
+        *why_p = "unsupported protocol version";
+        return IVM_ERROR_PROTOCOL;
+    }
+    if (hdr->type < IVM_PEER_FIRST || hdr->type >= IVM_PEER_LAST ||
+        ivm_peer_types[hdr->type - IVM_PEER_FIRST].name == NULL) {
+        *why_p = "not a peer message type";
+        return IVM_ERROR_PROTOCOL;
+    }
+    if (hdr->length != ivm_peer_types[hdr->type - IVM_PEER_FIRST].size) {
+        *why_p = "wrong payload length for the peer message type";
+        return IVM_ERROR_PROTOCOL;
+    }
+    return IVM_SUCCESS;
+}
+
 const char *ivm_proto_type_name(uint32_t type)
 {
+    if (type >= IVM_PEER_FIRST && type < IVM_PEER_LAST &&
+        ivm_peer_types[type - IVM_PEER_FIRST].name != NULL) {
+        return ivm_peer_types[type - IVM_PEER_FIRST].name;
+    }
     type &= ~IVM_MSG_REPLY;
     if (type == IVM_MSG_NONE || type >= IVM_MSG_LAST) {
         return "?";
@@ -89,6 +125,15 @@ ivmError_t ivm_proto_check_req(const ivm_msg_hdr_t *hdr, const void *payload,
         }
         if (!ivm_proto_strok(req->cpu_devices, sizeof(req->cpu_devices))) {
             *why_p = "ENTER cpu_devices not terminated";
+            return IVM_ERROR_PROTOCOL;
+        }
+        return IVM_SUCCESS;
+    }
+    case IVM_MSG_CLUSTER: {
+        const ivm_msg_cluster_req_t *req = payload;
+        if (req->n < 1 || req->n > IVM_CLUSTER_MAX_NODES ||
+            hdr->length != info->req_size + req->n * sizeof(ivm_msg_cluster_node_t)) {
+            *why_p = "CLUSTER node count disagrees with the payload length";
             return IVM_ERROR_PROTOCOL;
         }
         return IVM_SUCCESS;

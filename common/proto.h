@@ -56,7 +56,8 @@ _Static_assert(offsetof(ivm_msg_hdr_t, length) == 8, "length at byte 8");
     X(UNMAP,       12, ivm_msg_obj_req_t,        ivm_msg_status_t,         0)   \
     X(FREE,        13, ivm_msg_obj_req_t,        ivm_msg_status_t,         0)   \
     X(INFO,        14, ivm_msg_empty_t,          ivm_msg_info_rep_t,       0)   \
-    X(SHUTDOWN,    15, ivm_msg_empty_t,          ivm_msg_status_t,         0)
+    X(SHUTDOWN,    15, ivm_msg_empty_t,          ivm_msg_status_t,         0)   \
+    X(CLUSTER,     16, ivm_msg_cluster_req_t,    ivm_msg_status_t,         1)
 
 #define IVM_MSG_ENUM_ENTRY(name, value, req, rep, var) IVM_MSG_##name = (value),
 typedef enum ivm_msg_type {
@@ -197,10 +198,87 @@ typedef struct ivm_msg_info_rep {
     uint32_t conns;      /* client connections open */
     uint64_t shm_bytes;  /* bytes of object memory held */
     char     node[IVM_HOST_MAX + 1]; /* node name */
+    uint32_t peers;      /* peer daemons of the cluster */
+    uint32_t peers_up;   /* of those, connected and authenticated */
 } ivm_msg_info_rep_t;
 
 _Static_assert(sizeof(ivm_msg_map_rep_t) == 40, "map reply size");
-_Static_assert(sizeof(ivm_msg_info_rep_t) == 96, "info reply size");
+_Static_assert(sizeof(ivm_msg_info_rep_t) == 104, "info reply size");
+
+/*
+ * CLUSTER (owner uid only, on the Unix socket): the cluster this daemon is
+ * part of. Fixed part followed by n ivm_msg_cluster_node_t, one of which
+ * names this daemon. Accepted once (again only with the same contents).
+ */
+#define IVM_CLUSTER_MAX_NODES 256
+#define IVM_SECRET_LEN        32
+
+typedef struct ivm_msg_cluster_node {
+    char     node[IVM_HOST_MAX + 1]; /* node name */
+    char     addr[64];   /* numeric IPv4 or IPv6 address, NUL-terminated */
+    uint16_t port;       /* TCP port of its daemon */
+    uint16_t reserved[3];/* zero */
+} ivm_msg_cluster_node_t;
+
+typedef struct ivm_msg_cluster_req {
+    uint8_t  secret[IVM_SECRET_LEN]; /* the cluster secret */
+    uint32_t n;          /* nodes that follow, 1 .. IVM_CLUSTER_MAX_NODES */
+    uint32_t reserved;   /* zero */
+} ivm_msg_cluster_req_t;
+
+_Static_assert(sizeof(ivm_msg_cluster_node_t) == 136, "cluster node size");
+_Static_assert(sizeof(ivm_msg_cluster_req_t) == 40, "cluster request size");
+
+/*
+ * The peer protocol, between daemons over TCP. Same header; types from 64 up;
+ * a peer connection accepts nothing else, a PE connection none of these.
+ * Authentication (HMAC-SHA-256 with the cluster secret, see docs):
+ *   dialer   -> HELLO{node, nonce_a}
+ *   acceptor -> CHALLENGE{node, nonce_b, mac_b}
+ *   dialer   -> AUTH{mac_a}
+ * Before AUTH is accepted only these three types are.
+ */
+#define IVM_PEER_NONCE_LEN 32
+
+/* X(name, value, struct) */
+#define IVM_PEER_TABLE(X)                              \
+    X(HELLO,     64, ivm_peer_hello_t)                 \
+    X(CHALLENGE, 65, ivm_peer_challenge_t)             \
+    X(AUTH,      66, ivm_peer_auth_t)                  \
+    X(PING,      67, ivm_peer_ping_t)                  \
+    X(PONG,      68, ivm_peer_ping_t)
+
+#define IVM_PEER_ENUM_ENTRY(name, value, type) IVM_PEER_##name = (value),
+typedef enum ivm_peer_type {
+    IVM_PEER_FIRST = 64,
+    IVM_PEER_TABLE(IVM_PEER_ENUM_ENTRY)
+    IVM_PEER_LAST
+} ivm_peer_type_t;
+
+typedef struct ivm_peer_hello {
+    char    node[IVM_HOST_MAX + 1];       /* the dialer's node name */
+    uint8_t nonce[IVM_PEER_NONCE_LEN];    /* nonce_a, random */
+} ivm_peer_hello_t;
+
+typedef struct ivm_peer_challenge {
+    char    node[IVM_HOST_MAX + 1];       /* the acceptor's node name */
+    uint8_t nonce[IVM_PEER_NONCE_LEN];    /* nonce_b, random */
+    uint8_t mac[32];                      /* HMAC("B" nonce_a nonce_b node_a node_b) */
+} ivm_peer_challenge_t;
+
+typedef struct ivm_peer_auth {
+    uint8_t mac[32];                      /* HMAC("A" nonce_b nonce_a node_a node_b) */
+} ivm_peer_auth_t;
+
+typedef struct ivm_peer_ping {
+    uint64_t sent_ns;    /* sender's CLOCK_MONOTONIC, nanoseconds */
+} ivm_peer_ping_t;
+
+_Static_assert(sizeof(ivm_peer_hello_t) == 96, "hello size");
+_Static_assert(sizeof(ivm_peer_challenge_t) == 128, "challenge size");
+
+/* Bytes a peer may send before it is authenticated. */
+#define IVM_PEER_PREAUTH_MAX 4096
 
 /* Validation. */
 
@@ -215,6 +293,10 @@ ivmError_t ivm_proto_check_req(const ivm_msg_hdr_t *hdr, const void *payload,
 
 /* Check a reply payload's length against its type. */
 ivmError_t ivm_proto_check_rep(const ivm_msg_hdr_t *hdr, const char **why_p);
+
+/* Check a peer message: magic, version, type among the peer types, exact
+ * payload length for the type. */
+ivmError_t ivm_proto_check_peer(const ivm_msg_hdr_t *hdr, const char **why_p);
 
 /* Name of a message type, for logs ("CREATE_PES", "?"). */
 const char *ivm_proto_type_name(uint32_t type);

@@ -40,28 +40,43 @@ void ivmd_conn_accept(ivmd_t *d, void *arg, uint32_t events)
             close(fd);
             continue;
         }
-        c = calloc(1, sizeof(*c));
+        c = ivmd_conn_open(d, fd, IVMD_CONN_PE, EPOLLIN | EPOLLRDHUP);
         if (c == NULL) {
-            ivm_error("out of memory accepting a connection");
-            close(fd);
             continue;
         }
-        c->h        = (ivmd_handler_t){.fd = fd, .cb = ivmd_conn_on_event, .arg = c};
         c->peer_pid = cred.pid;
-        if (ivmd_loop_add(d, &c->h, EPOLLIN | EPOLLRDHUP) != IVM_SUCCESS) {
-            close(fd);
-            free(c);
-            continue;
-        }
-        c->next = d->conns;
-        if (d->conns != NULL) {
-            d->conns->prev = c;
-        }
-        d->conns = c;
-        ++d->nconns;
-        d->had_client = 1;
         ivm_debug("connection from pid %d (fd %d)", (int)cred.pid, fd);
     }
+}
+
+ivmd_conn_t *ivmd_conn_open(ivmd_t *d, int fd, ivmd_conn_kind_t kind, uint32_t events)
+{
+    ivmd_conn_t *c = calloc(1, sizeof(*c));
+
+    if (c == NULL) {
+        ivm_error("out of memory for a connection");
+        close(fd);
+        return NULL;
+    }
+    c->h          = (ivmd_handler_t){.fd = fd, .cb = ivmd_conn_on_event, .arg = c};
+    c->kind       = kind;
+    c->opened_ns  = ivmd_now_ns();
+    c->last_rx_ns = c->last_tx_ns = c->opened_ns;
+    if (ivmd_loop_add(d, &c->h, events) != IVM_SUCCESS) {
+        close(fd);
+        free(c);
+        return NULL;
+    }
+    c->next = d->conns;
+    if (d->conns != NULL) {
+        d->conns->prev = c;
+    }
+    d->conns = c;
+    if (kind == IVMD_CONN_PE) {
+        ++d->nconns;
+        d->had_client = 1;
+    }
+    return c;
 }
 
 static void ivmd_conn_drop_fds(ivmd_conn_t *c)
@@ -78,8 +93,12 @@ void ivmd_conn_close(ivmd_t *d, ivmd_conn_t *c, const char *why)
         return;
     }
     c->closed = 1;
-    ivm_debug("closing connection of pid %d: %s", (int)c->peer_pid, why);
-    ivmd_handle_disconnect(d, c);
+    if (c->kind == IVMD_CONN_PE) {
+        ivm_debug("closing connection of pid %d: %s", (int)c->peer_pid, why);
+        ivmd_handle_disconnect(d, c);
+    } else {
+        ivmd_peer_disconnect(d, c);
+    }
     ivmd_loop_del(d, &c->h);
     close(c->h.fd);
     c->h.fd = -1;
@@ -97,7 +116,9 @@ void ivmd_conn_close(ivmd_t *d, ivmd_conn_t *c, const char *why)
     if (c->next != NULL) {
         c->next->prev = c->prev;
     }
-    --d->nconns;
+    if (c->kind == IVMD_CONN_PE) {
+        --d->nconns;
+    }
     c->next       = d->dead_conns;
     d->dead_conns = c;
 }
@@ -155,6 +176,13 @@ static int ivmd_conn_read_some(ivmd_conn_t *c, const char **why_p)
                 *why_p = (c->hdr_got == 0) ? "end of stream" : "end of stream inside a message";
                 return -1;
             }
+            c->rx_bytes  += (uint64_t)n;
+            c->last_rx_ns = ivmd_now_ns();
+            if (c->kind == IVMD_CONN_PEER && c->pstate != IVMD_PEER_UP &&
+                c->rx_bytes > IVM_PEER_PREAUTH_MAX) {
+                *why_p = "too many bytes before authentication";
+                return -1;
+            }
             for (cmsg = CMSG_FIRSTHDR(&msg); cmsg; cmsg = CMSG_NXTHDR(&msg, cmsg)) {
                 if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS) {
                     int k, count = (int)((cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int));
@@ -177,7 +205,8 @@ static int ivmd_conn_read_some(ivmd_conn_t *c, const char **why_p)
             if (c->hdr_got < sizeof(c->hdr)) {
                 c->hdr_got += (size_t)n;
                 if (c->hdr_got == sizeof(c->hdr)) {
-                    status = ivm_proto_check_hdr(&c->hdr, why_p);
+                    status = (c->kind == IVMD_CONN_PE) ? ivm_proto_check_hdr(&c->hdr, why_p)
+                                                       : ivm_proto_check_peer(&c->hdr, why_p);
                     if (status != IVM_SUCCESS) {
                         return -1;
                     }
@@ -248,9 +277,28 @@ static void ivmd_conn_flush(ivmd_t *d, ivmd_conn_t *c)
     }
 }
 
+static void ivmd_conn_queue(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
+                            const void *rep, uint32_t len, const char *detail,
+                            const int *fds, int nfds);
+
 void ivmd_conn_reply(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
                      const void *rep, uint32_t len, const char *detail,
                      const int *fds, int nfds)
+{
+    ivmd_conn_queue(d, c, (uint16_t)(type | IVM_MSG_REPLY), seq, rep, len, detail, fds,
+                    nfds);
+}
+
+void ivmd_conn_send(ivmd_t *d, ivmd_conn_t *c, uint16_t type, const void *payload,
+                    uint32_t len)
+{
+    c->last_tx_ns = ivmd_now_ns();
+    ivmd_conn_queue(d, c, type, 0, payload, len, NULL, NULL, 0);
+}
+
+static void ivmd_conn_queue(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
+                            const void *rep, uint32_t len, const char *detail,
+                            const int *fds, int nfds)
 {
     size_t dlen = (detail != NULL && *detail != '\0') ? strlen(detail) + 1 : 0;
     ivmd_outbuf_t *b;
@@ -268,7 +316,7 @@ void ivmd_conn_reply(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
         ivmd_conn_close(d, c, "out of memory for a reply");
         return;
     }
-    ivm_proto_hdr_init(&hdr, (uint16_t)(type | IVM_MSG_REPLY), (uint32_t)(len + dlen), seq);
+    ivm_proto_hdr_init(&hdr, type, (uint32_t)(len + dlen), seq);
     memcpy(b->data, &hdr, sizeof(hdr));
     memcpy(b->data + sizeof(hdr), rep, len);
     if (dlen > 0) {
@@ -306,6 +354,12 @@ static void ivmd_conn_on_event(ivmd_t *d, void *arg, uint32_t events)
     if (c->closed) {
         return;
     }
+    if (c->pstate == IVMD_PEER_CONNECTING) {
+        if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) {
+            ivmd_peer_connected(d, c);
+        }
+        return;
+    }
     if (events & EPOLLOUT) {
         ivmd_conn_flush(d, c);
         if (c->closed) {
@@ -318,11 +372,15 @@ static void ivmd_conn_on_event(ivmd_t *d, void *arg, uint32_t events)
     for (;;) {
         rc = ivmd_conn_read_some(c, &why);
         if (rc < 0) {
-            if (c->hdr_got == sizeof(c->hdr) || (c->hdr_got > 0 && c->hdr_got < sizeof(c->hdr))) {
-                if (strcmp(why, "end of stream") != 0) {
+            if (strcmp(why, "end of stream") != 0 && strcmp(why, "read error") != 0) {
+                if (c->kind == IVMD_CONN_PE) {
                     ivm_warn("pid %d sent a malformed message (%s, type %s, length %u): "
                              "connection dropped", (int)c->peer_pid, why,
                              ivm_proto_type_name(c->hdr.type), (unsigned)c->hdr.length);
+                } else {
+                    ivm_warn("peer %s sent a malformed message (%s, type %u, length %u): "
+                             "connection dropped", c->peer ? c->peer->node : "(unknown)",
+                             why, (unsigned)c->hdr.type, (unsigned)c->hdr.length);
                 }
             }
             ivmd_conn_close(d, c, why);
@@ -331,13 +389,16 @@ static void ivmd_conn_on_event(ivmd_t *d, void *arg, uint32_t events)
         if (rc == 0) {
             return;
         }
-        if (ivm_proto_check_req(&c->hdr, c->payload, &type_why) != IVM_SUCCESS) {
+        if (c->kind == IVMD_CONN_PEER) {
+            ivmd_peer_handle_msg(d, c, &c->hdr, c->payload);
+        } else if (ivm_proto_check_req(&c->hdr, c->payload, &type_why) != IVM_SUCCESS) {
             ivm_warn("pid %d sent a malformed %s request (%s): connection dropped",
                      (int)c->peer_pid, ivm_proto_type_name(c->hdr.type), type_why);
             ivmd_conn_close(d, c, type_why);
             return;
+        } else {
+            ivmd_handle_msg(d, c, &c->hdr, c->payload);
         }
-        ivmd_handle_msg(d, c, &c->hdr, c->payload);
         ivmd_conn_drop_fds(c);
         if (c->closed) {
             return;

@@ -744,7 +744,15 @@ static int ivmd_handle_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
         info->pes += (uint32_t)job->alive;
     }
     ivm_proto_strset(info->node, sizeof(info->node), d->cfg.node);
+    info->peers    = d->npeers > 0 ? d->npeers - 1 : 0;
+    info->peers_up = ivmd_peer_count_up(d);
     return IVM_SUCCESS;
+}
+
+static int ivmd_handle_cluster(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                               const void *payload, ivmd_reply_t *rep)
+{
+    return ivmd_peer_set_cluster(d, payload, rep->detail, sizeof(rep->detail));
 }
 
 static int ivmd_handle_shutdown(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
@@ -779,6 +787,7 @@ static const ivmd_msg_entry_t ivmd_msg_table[IVM_MSG_LAST] = {
     IVMD_ENTRY(FREE, ivmd_handle_free, ivm_msg_status_t, 1),
     IVMD_ENTRY(INFO, ivmd_handle_info, ivm_msg_info_rep_t, 0),
     IVMD_ENTRY(SHUTDOWN, ivmd_handle_shutdown, ivm_msg_status_t, 0),
+    IVMD_ENTRY(CLUSTER, ivmd_handle_cluster, ivm_msg_status_t, 0),
 };
 
 void ivmd_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,

@@ -21,7 +21,10 @@
     X(node, "node", STRING, "node0", "this node's name")                            \
     X(cpu_devices, "cpu-devices", STRING, "",                                       \
       "default CPU device table of jobs, e.g. 0-7,8-11,12 (default: all cores)")    \
-    X(ready_fd, "ready-fd", INT, "-1", "write one byte to this fd once listening")  \
+    X(ready_fd, "ready-fd", INT, "-1",                                              \
+      "once listening, write 'R' (and ' PORT' when --listen is set) and a newline") \
+    X(listen, "listen", STRING, "",                                                 \
+      "HOST:PORT to accept peer daemons on over TCP (port 0: any); empty: none")     \
     X(exit_when_idle, "exit-when-idle", BOOL, "0",                                  \
       "exit once the last job ended and no client is connected")                   \
     X(log_level, "log-level", STRING, "warn", "error, warn, info, debug or trace")
@@ -47,11 +50,35 @@ typedef struct ivmd_outbuf {
     char                data[];
 } ivmd_outbuf_t;
 
+typedef enum ivmd_conn_kind {
+    IVMD_CONN_PE,   /* Unix socket: a PE or a tool of the daemon's user */
+    IVMD_CONN_PEER  /* TCP: another daemon of the cluster */
+} ivmd_conn_kind_t;
+
+typedef enum ivmd_peer_state {
+    IVMD_PEER_DOWN,        /* no connection */
+    IVMD_PEER_CONNECTING,  /* dialing (non-blocking connect) */
+    IVMD_PEER_HELLO_SENT,  /* dialer: awaiting CHALLENGE */
+    IVMD_PEER_AWAIT_HELLO, /* acceptor: awaiting HELLO */
+    IVMD_PEER_AWAIT_AUTH,  /* acceptor: awaiting AUTH */
+    IVMD_PEER_UP           /* authenticated */
+} ivmd_peer_state_t;
+
+struct ivmd_peer;
+
 typedef struct ivmd_conn {
     ivmd_handler_t    h;
     struct ivmd_conn *next, *prev;
     int               closed;
+    ivmd_conn_kind_t  kind;
     pid_t             peer_pid;
+    /* peer connections */
+    struct ivmd_peer *peer;        /* the cluster node, once known */
+    ivmd_peer_state_t pstate;
+    uint8_t           nonce_a[IVM_PEER_NONCE_LEN];
+    uint8_t           nonce_b[IVM_PEER_NONCE_LEN];
+    uint64_t          rx_bytes;    /* bytes received (bounded before auth) */
+    uint64_t          last_rx_ns, last_tx_ns, opened_ns;
     /* reading */
     ivm_msg_hdr_t     hdr;
     size_t            hdr_got;
@@ -79,6 +106,19 @@ typedef struct ivmd_job_data {
     uint32_t nconns;    /* connections bound to the job */
     pid_t    root_pid;
 } ivmd_job_data_t;
+
+/* A node of the cluster, as the CLUSTER message named it. */
+typedef struct ivmd_peer {
+    char         node[IVM_HOST_MAX + 1];
+    char         addr[64];
+    uint16_t     port;
+    int          self;       /* this daemon */
+    int          dialer;     /* we dial it (our name sorts lower) */
+    ivmd_conn_t *conn;       /* its authenticated connection, or the dial */
+    int          up;
+    uint64_t     next_dial_ns;
+    unsigned     failures;   /* consecutive failed dials, for backoff and logs */
+} ivmd_peer_t;
 
 /* Forwarding of one PE stream with "[pe N] " prefixes. */
 typedef struct ivmd_fwd {
@@ -113,6 +153,16 @@ struct ivmd {
     ivmd_fwd_t      *fwds;         /* output forwarders */
     ivmd_fwd_t      *dead_fwds;
     int              devnull;
+    /* cluster */
+    int              tcp_fd;
+    uint16_t         tcp_port;
+    ivmd_handler_t   tcp_h;
+    int              tick_fd;      /* 1 s heartbeat and deadline tick */
+    ivmd_handler_t   tick_h;
+    int              have_cluster;
+    uint8_t          secret[IVM_SECRET_LEN];
+    ivmd_peer_t     *peers;
+    uint32_t         npeers;
 };
 
 /* Loop. */
@@ -149,6 +199,25 @@ void ivmd_job_grace_expired(ivmd_t *d, void *arg, uint32_t events);
 
 /* Seconds a PE that called ivmExit may take to end once its job is over. */
 #define IVMD_EXIT_GRACE_S 2
+
+/* Peers (peer.c). */
+ivmError_t ivmd_peer_listen(ivmd_t *d);
+void ivmd_peer_close_all(ivmd_t *d);
+/* CLUSTER from the owner: the node table and secret. */
+ivmError_t ivmd_peer_set_cluster(ivmd_t *d, const ivm_msg_cluster_req_t *req,
+                                 char *detail, size_t detail_len);
+void ivmd_peer_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                          const void *payload);
+void ivmd_peer_disconnect(ivmd_t *d, ivmd_conn_t *c);
+/* The dial of a peer connection completed (or failed). */
+void ivmd_peer_connected(ivmd_t *d, ivmd_conn_t *c);
+uint32_t ivmd_peer_count_up(const ivmd_t *d);
+uint64_t ivmd_now_ns(void);
+/* A new connection on fd of the given kind, registered with the loop. */
+ivmd_conn_t *ivmd_conn_open(ivmd_t *d, int fd, ivmd_conn_kind_t kind, uint32_t events);
+/* Send a one-way message (peer protocol). */
+void ivmd_conn_send(ivmd_t *d, ivmd_conn_t *c, uint16_t type, const void *payload,
+                    uint32_t len);
 
 /* Spawner. */
 ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail,

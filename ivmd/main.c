@@ -187,11 +187,15 @@ static ivmError_t ivmd_signals_open(ivmd_t *d)
 static void ivmd_ready(ivmd_t *d)
 {
     int fd = (int)d->cfg.ready_fd;
+    char line[32];
+    int len;
 
     if (fd < 0) {
         return;
     }
-    if (write(fd, "R", 1) != 1) {
+    len = (d->tcp_fd >= 0) ? snprintf(line, sizeof(line), "R %u\n", (unsigned)d->tcp_port)
+                           : snprintf(line, sizeof(line), "R\n");
+    if (write(fd, line, (size_t)len) != len) {
         ivm_warn("cannot write the readiness byte to fd %d: %m", fd);
     }
     close(fd);
@@ -211,6 +215,7 @@ static void ivmd_teardown(ivmd_t *d)
         ivmd_conn_close(d, d->conns, "daemon shutdown");
     }
     ivmd_conn_reap(d);
+    ivmd_peer_close_all(d);
     ivmd_output_close_all(d);
     /* Reap the PEs we killed, briefly, so none is left a zombie. */
     for (int tries = 0; tries < 100 && d->reg.njobs > 0; ++tries) {
@@ -248,6 +253,7 @@ int main(int argc, char **argv)
 
     memset(d, 0, sizeof(*d));
     d->listen_fd = d->signal_fd = d->timer_fd = d->devnull = -1;
+    d->tcp_fd = d->tick_fd = -1;
     d->uid = getuid();
     ivm_log_set_prefix("ivmd");
     if (ivmd_parse(d, argc, argv) != IVM_SUCCESS) {
@@ -261,7 +267,8 @@ int main(int argc, char **argv)
         ivm_error("epoll_create1 or /dev/null: %m");
         return 1;
     }
-    if (ivmd_signals_open(d) != IVM_SUCCESS || ivmd_listen(d) != IVM_SUCCESS) {
+    if (ivmd_signals_open(d) != IVM_SUCCESS || ivmd_listen(d) != IVM_SUCCESS ||
+        ivmd_peer_listen(d) != IVM_SUCCESS) {
         ivmd_teardown(d);
         return 1;
     }

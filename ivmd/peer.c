@@ -1,0 +1,541 @@
+/* Peer daemons: the TCP listener, the cluster table (CLUSTER), dialing with
+ * backoff (the node whose name sorts lower dials, so each pair has one
+ * connection), mutual HMAC-SHA-256 authentication over the cluster secret,
+ * and heartbeats. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hmac.h"
+#include "ivmd.h"
+#include "log.h"
+
+#define IVMD_PEER_AUTH_TIMEOUT_NS (5ull * 1000000000ull) /* to finish authenticating */
+#define IVMD_PEER_PING_NS         (1ull * 1000000000ull) /* idle time before a PING */
+#define IVMD_PEER_LOST_NS         (5ull * 1000000000ull) /* silence = peer lost */
+#define IVMD_PEER_REDIAL_NS       (200ull * 1000000ull)  /* first redial delay */
+#define IVMD_PEER_REDIAL_MAX_NS   (2ull * 1000000000ull)
+
+uint64_t ivmd_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint32_t ivmd_peer_count_up(const ivmd_t *d)
+{
+    uint32_t i, up = 0;
+
+    for (i = 0; i < d->npeers; ++i) {
+        up += (uint32_t)d->peers[i].up;
+    }
+    return up;
+}
+
+/* "host:port", "[v6]:port". */
+static int ivmd_peer_parse_addr(const char *text, struct sockaddr_storage *ss,
+                                socklen_t *len_p)
+{
+    char host[80];
+    const char *colon;
+    char *end;
+    long port;
+
+    colon = strrchr(text, ':');
+    if (colon == NULL || (size_t)(colon - text) >= sizeof(host)) {
+        return -1;
+    }
+    port = strtol(colon + 1, &end, 10);
+    if (*end != '\0' || port < 0 || port > 65535 || colon[1] == '\0') {
+        return -1;
+    }
+    memcpy(host, text, (size_t)(colon - text));
+    host[colon - text] = '\0';
+    memset(ss, 0, sizeof(*ss));
+    if (host[0] == '[' && host[strlen(host) - 1] == ']') {
+        struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
+        host[strlen(host) - 1] = '\0';
+        if (inet_pton(AF_INET6, host + 1, &a6->sin6_addr) != 1) {
+            return -1;
+        }
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port   = htons((uint16_t)port);
+        *len_p          = sizeof(*a6);
+        return 0;
+    }
+    {
+        struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+        if (inet_pton(AF_INET, host, &a4->sin_addr) != 1) {
+            return -1;
+        }
+        a4->sin_family = AF_INET;
+        a4->sin_port   = htons((uint16_t)port);
+        *len_p         = sizeof(*a4);
+    }
+    return 0;
+}
+
+static void ivmd_peer_tick(ivmd_t *d, void *arg, uint32_t events);
+static void ivmd_peer_accept(ivmd_t *d, void *arg, uint32_t events);
+
+ivmError_t ivmd_peer_listen(ivmd_t *d)
+{
+    struct itimerspec every = {.it_interval = {.tv_nsec = 250000000},
+                               .it_value    = {.tv_nsec = 250000000}};
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int one = 1;
+
+    if (*d->cfg.listen == '\0') {
+        return IVM_SUCCESS;
+    }
+    if (ivmd_peer_parse_addr(d->cfg.listen, &ss, &len) != 0) {
+        ivm_error("--listen %s: expected a numeric HOST:PORT (e.g. 127.0.0.1:0)",
+                  d->cfg.listen);
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    d->tcp_fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (d->tcp_fd < 0) {
+        ivm_error("socket: %m");
+        return IVM_ERROR_INTERNAL;
+    }
+    setsockopt(d->tcp_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(d->tcp_fd, (struct sockaddr *)&ss, len) != 0 || listen(d->tcp_fd, 64) != 0) {
+        ivm_error("cannot listen on %s: %m", d->cfg.listen);
+        return IVM_ERROR_PERMISSION;
+    }
+    len = sizeof(ss);
+    getsockname(d->tcp_fd, (struct sockaddr *)&ss, &len);
+    d->tcp_port = ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+                                                : ((struct sockaddr_in6 *)&ss)->sin6_port);
+    d->tcp_h = (ivmd_handler_t){.fd = d->tcp_fd, .cb = ivmd_peer_accept};
+    if (ivmd_loop_add(d, &d->tcp_h, EPOLLIN) != IVM_SUCCESS) {
+        return IVM_ERROR_INTERNAL;
+    }
+    d->tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (d->tick_fd < 0 || timerfd_settime(d->tick_fd, 0, &every, NULL) != 0) {
+        ivm_error("timerfd: %m");
+        return IVM_ERROR_INTERNAL;
+    }
+    d->tick_h = (ivmd_handler_t){.fd = d->tick_fd, .cb = ivmd_peer_tick};
+    ivm_info("accepting peer daemons on port %u", (unsigned)d->tcp_port);
+    return ivmd_loop_add(d, &d->tick_h, EPOLLIN);
+}
+
+void ivmd_peer_close_all(ivmd_t *d)
+{
+    if (d->tcp_fd >= 0) {
+        close(d->tcp_fd);
+        d->tcp_fd = -1;
+    }
+    if (d->tick_fd >= 0) {
+        close(d->tick_fd);
+        d->tick_fd = -1;
+    }
+    free(d->peers);
+    d->peers  = NULL;
+    d->npeers = 0;
+}
+
+static void ivmd_peer_accept(ivmd_t *d, void *arg, uint32_t events)
+{
+    ivmd_conn_t *c;
+    int fd, one = 1;
+
+    for (;;) {
+        fd = accept4(d->tcp_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno != EAGAIN && errno != EINTR) {
+                ivm_warn("accept (peers): %m");
+            }
+            return;
+        }
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        c = ivmd_conn_open(d, fd, IVMD_CONN_PEER, EPOLLIN | EPOLLRDHUP);
+        if (c != NULL) {
+            c->pstate = IVMD_PEER_AWAIT_HELLO;
+        }
+    }
+}
+
+static ivmd_peer_t *ivmd_peer_find(ivmd_t *d, const char *node)
+{
+    uint32_t i;
+
+    for (i = 0; i < d->npeers; ++i) {
+        if (strcmp(d->peers[i].node, node) == 0) {
+            return &d->peers[i];
+        }
+    }
+    return NULL;
+}
+
+static const char *ivmd_peer_self(const ivmd_t *d)
+{
+    return d->cfg.node;
+}
+
+/* HMAC over tag, two nonces and both names (dialer's first). */
+static void ivmd_peer_mac(const ivmd_t *d, char tag, const uint8_t *n1, const uint8_t *n2,
+                          const char *dialer, const char *acceptor, uint8_t *out)
+{
+    uint8_t msg[1 + 2 * IVM_PEER_NONCE_LEN + 2 * (IVM_HOST_MAX + 1)];
+
+    memset(msg, 0, sizeof(msg));
+    msg[0] = (uint8_t)tag;
+    memcpy(msg + 1, n1, IVM_PEER_NONCE_LEN);
+    memcpy(msg + 1 + IVM_PEER_NONCE_LEN, n2, IVM_PEER_NONCE_LEN);
+    strncpy((char *)msg + 1 + 2 * IVM_PEER_NONCE_LEN, dialer, IVM_HOST_MAX);
+    strncpy((char *)msg + 1 + 2 * IVM_PEER_NONCE_LEN + IVM_HOST_MAX + 1, acceptor,
+            IVM_HOST_MAX);
+    ivm_hmac_sha256(d->secret, sizeof(d->secret), msg, sizeof(msg), out);
+}
+
+static int ivmd_peer_random(uint8_t *buf, size_t len)
+{
+    if (getrandom(buf, len, 0) != (ssize_t)len) {
+        ivm_error("getrandom failed: %m");
+        return -1;
+    }
+    return 0;
+}
+
+static void ivmd_peer_dial(ivmd_t *d, ivmd_peer_t *p)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    char text[96];
+    ivmd_conn_t *c;
+    int fd, one = 1;
+
+    snprintf(text, sizeof(text), strchr(p->addr, ':') ? "[%s]:%u" : "%s:%u", p->addr,
+             (unsigned)p->port);
+    if (ivmd_peer_parse_addr(text, &ss, &len) != 0) {
+        return; /* checked when the cluster was set */
+    }
+    fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        ivm_warn("socket for peer %s: %m", p->node);
+        return;
+    }
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (connect(fd, (struct sockaddr *)&ss, len) != 0 && errno != EINPROGRESS) {
+        ivm_debug("connect to peer %s (%s): %m", p->node, text);
+        close(fd);
+        return;
+    }
+    c = ivmd_conn_open(d, fd, IVMD_CONN_PEER, EPOLLOUT | EPOLLRDHUP);
+    if (c == NULL) {
+        return;
+    }
+    c->pstate = IVMD_PEER_CONNECTING;
+    c->peer   = p;
+    p->conn   = c;
+}
+
+void ivmd_peer_connected(ivmd_t *d, ivmd_conn_t *c)
+{
+    ivm_peer_hello_t hello;
+    socklen_t len = sizeof(int);
+    int err = 0;
+
+    if (getsockopt(c->h.fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) {
+        errno = err;
+        ivm_debug("connect to peer %s failed: %m", c->peer->node);
+        ivmd_conn_close(d, c, "connect failed");
+        return;
+    }
+    ivmd_loop_mod(d, &c->h, EPOLLIN | EPOLLRDHUP);
+    memset(&hello, 0, sizeof(hello));
+    ivm_proto_strset(hello.node, sizeof(hello.node), ivmd_peer_self(d));
+    if (ivmd_peer_random(c->nonce_a, sizeof(c->nonce_a)) != 0) {
+        ivmd_conn_close(d, c, "no random nonce");
+        return;
+    }
+    memcpy(hello.nonce, c->nonce_a, sizeof(hello.nonce));
+    c->pstate = IVMD_PEER_HELLO_SENT;
+    ivmd_conn_send(d, c, IVM_PEER_HELLO, &hello, sizeof(hello));
+}
+
+static void ivmd_peer_up(ivmd_t *d, ivmd_peer_t *p, ivmd_conn_t *c)
+{
+    if (p->conn != NULL && p->conn != c) {
+        ivmd_conn_close(d, p->conn, "replaced by a newer connection");
+    }
+    c->pstate   = IVMD_PEER_UP;
+    c->peer     = p;
+    p->conn     = c;
+    p->up       = 1;
+    p->failures = 0;
+    ivm_info("peer %s is up", p->node);
+}
+
+static void ivmd_peer_refuse(ivmd_t *d, ivmd_conn_t *c, const char *why)
+{
+    ivm_warn("peer connection refused: %s", why);
+    ivmd_conn_close(d, c, why);
+}
+
+void ivmd_peer_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                          const void *payload)
+{
+    uint8_t mac[32];
+
+    switch (hdr->type) {
+    case IVM_PEER_HELLO: {
+        const ivm_peer_hello_t *m = payload;
+        ivm_peer_challenge_t ch;
+        ivmd_peer_t *p;
+
+        if (c->pstate != IVMD_PEER_AWAIT_HELLO) {
+            ivmd_peer_refuse(d, c, "HELLO out of turn");
+            return;
+        }
+        if (!d->have_cluster) {
+            /* Launchers configure daemons one by one: the dialer retries. */
+            ivm_info("peer connection refused: HELLO before this daemon joined a cluster");
+            ivmd_conn_close(d, c, "not in a cluster yet");
+            return;
+        }
+        if (!ivm_proto_strok(m->node, sizeof(m->node)) ||
+            (p = ivmd_peer_find(d, m->node)) == NULL || p->self || p->dialer) {
+            ivm_warn("peer connection refused: HELLO from '%.64s', which is not a node "
+                     "that dials this one", ivm_proto_strok(m->node, sizeof(m->node))
+                                                 ? m->node : "?");
+            ivmd_conn_close(d, c, "unknown node");
+            return;
+        }
+        c->peer = p; /* not bound to p->conn until authenticated */
+        memcpy(c->nonce_a, m->nonce, sizeof(c->nonce_a));
+        if (ivmd_peer_random(c->nonce_b, sizeof(c->nonce_b)) != 0) {
+            ivmd_conn_close(d, c, "no random nonce");
+            return;
+        }
+        memset(&ch, 0, sizeof(ch));
+        ivm_proto_strset(ch.node, sizeof(ch.node), ivmd_peer_self(d));
+        memcpy(ch.nonce, c->nonce_b, sizeof(ch.nonce));
+        ivmd_peer_mac(d, 'B', c->nonce_a, c->nonce_b, p->node, ivmd_peer_self(d), ch.mac);
+        c->pstate = IVMD_PEER_AWAIT_AUTH;
+        ivmd_conn_send(d, c, IVM_PEER_CHALLENGE, &ch, sizeof(ch));
+        return;
+    }
+    case IVM_PEER_CHALLENGE: {
+        const ivm_peer_challenge_t *m = payload;
+        ivm_peer_auth_t auth;
+
+        if (c->pstate != IVMD_PEER_HELLO_SENT) {
+            ivmd_peer_refuse(d, c, "CHALLENGE out of turn");
+            return;
+        }
+        if (!ivm_proto_strok(m->node, sizeof(m->node)) || strcmp(m->node, c->peer->node)) {
+            ivm_warn("peer connection refused: %s answered as another node", c->peer->node);
+            ivmd_conn_close(d, c, "wrong node");
+            return;
+        }
+        memcpy(c->nonce_b, m->nonce, sizeof(c->nonce_b));
+        ivmd_peer_mac(d, 'B', c->nonce_a, c->nonce_b, ivmd_peer_self(d), c->peer->node, mac);
+        if (ivm_hmac_compare(mac, m->mac, sizeof(mac)) != 0) {
+            ivm_warn("peer connection refused: %s failed authentication (wrong cluster "
+                     "secret?)", c->peer->node);
+            ivmd_conn_close(d, c, "authentication failed");
+            return;
+        }
+        ivmd_peer_mac(d, 'A', c->nonce_b, c->nonce_a, ivmd_peer_self(d), c->peer->node,
+                      auth.mac);
+        ivmd_conn_send(d, c, IVM_PEER_AUTH, &auth, sizeof(auth));
+        ivmd_peer_up(d, c->peer, c);
+        return;
+    }
+    case IVM_PEER_AUTH: {
+        const ivm_peer_auth_t *m = payload;
+
+        if (c->pstate != IVMD_PEER_AWAIT_AUTH) {
+            ivmd_peer_refuse(d, c, "AUTH out of turn");
+            return;
+        }
+        ivmd_peer_mac(d, 'A', c->nonce_b, c->nonce_a, c->peer->node, ivmd_peer_self(d), mac);
+        if (ivm_hmac_compare(mac, m->mac, sizeof(mac)) != 0) {
+            ivm_warn("peer connection refused: %s failed authentication (wrong cluster "
+                     "secret?)", c->peer->node);
+            ivmd_conn_close(d, c, "authentication failed");
+            return;
+        }
+        ivmd_peer_up(d, c->peer, c);
+        return;
+    }
+    case IVM_PEER_PING:
+    case IVM_PEER_PONG:
+        if (c->pstate != IVMD_PEER_UP) {
+            ivmd_peer_refuse(d, c, "message before authentication");
+            return;
+        }
+        if (hdr->type == IVM_PEER_PING) {
+            ivmd_conn_send(d, c, IVM_PEER_PONG, payload, sizeof(ivm_peer_ping_t));
+        }
+        return;
+    default:
+        ivmd_peer_refuse(d, c, "unexpected message type");
+    }
+}
+
+void ivmd_peer_disconnect(ivmd_t *d, ivmd_conn_t *c)
+{
+    ivmd_peer_t *p = c->peer;
+    uint64_t delay;
+
+    if (p == NULL || p->conn != c) {
+        return;
+    }
+    p->conn = NULL;
+    if (p->up) {
+        if (!d->stopping) {
+            ivm_warn("peer %s lost", p->node);
+        }
+        p->up       = 0;
+        p->failures = 0;
+    } else {
+        ++p->failures;
+    }
+    delay = IVMD_PEER_REDIAL_NS << (p->failures < 4 ? p->failures : 4);
+    p->next_dial_ns = ivmd_now_ns() + (delay < IVMD_PEER_REDIAL_MAX_NS ? delay
+                                                                       : IVMD_PEER_REDIAL_MAX_NS);
+}
+
+/* Heartbeats, authentication deadlines, dials. */
+static void ivmd_peer_tick(ivmd_t *d, void *arg, uint32_t events)
+{
+    uint64_t ticks, now = ivmd_now_ns();
+    ivmd_conn_t *c, *next;
+    uint32_t i;
+
+    if (read(d->tick_fd, &ticks, sizeof(ticks)) != sizeof(ticks)) {
+        return;
+    }
+    for (c = d->conns; c != NULL; c = next) {
+        next = c->next;
+        if (c->kind != IVMD_CONN_PEER || c->closed) {
+            continue;
+        }
+        if (c->pstate != IVMD_PEER_UP) {
+            if (now - c->opened_ns > IVMD_PEER_AUTH_TIMEOUT_NS) {
+                ivm_warn("peer connection from %s dropped: not authenticated within 5 s",
+                         c->peer ? c->peer->node : "an unknown node");
+                ivmd_conn_close(d, c, "authentication timeout");
+            }
+            continue;
+        }
+        if (now - c->last_rx_ns > IVMD_PEER_LOST_NS) {
+            ivm_warn("peer %s silent for 5 s", c->peer->node);
+            ivmd_conn_close(d, c, "heartbeat timeout");
+            continue;
+        }
+        if (now - c->last_tx_ns > IVMD_PEER_PING_NS) {
+            ivm_peer_ping_t ping = {.sent_ns = now};
+            ivmd_conn_send(d, c, IVM_PEER_PING, &ping, sizeof(ping));
+        }
+    }
+    for (i = 0; i < d->npeers; ++i) {
+        ivmd_peer_t *p = &d->peers[i];
+        if (p->dialer && p->conn == NULL && now >= p->next_dial_ns) {
+            ivmd_peer_dial(d, p);
+        }
+    }
+}
+
+ivmError_t ivmd_peer_set_cluster(ivmd_t *d, const ivm_msg_cluster_req_t *req,
+                                 char *detail, size_t detail_len)
+{
+    const ivm_msg_cluster_node_t *nodes = (const ivm_msg_cluster_node_t *)(req + 1);
+    ivmd_peer_t *peers;
+    uint32_t i, j;
+    int self = -1;
+
+    if (d->tcp_fd < 0) {
+        snprintf(detail, detail_len, "this daemon does not accept peers (start it with "
+                                     "--listen HOST:PORT)");
+        return IVM_ERROR_UNSUPPORTED;
+    }
+    for (i = 0; i < req->n; ++i) {
+        struct sockaddr_storage ss;
+        socklen_t len;
+        char text[96];
+        if (!ivm_proto_strok(nodes[i].node, sizeof(nodes[i].node)) || !nodes[i].node[0] ||
+            !ivm_proto_strok(nodes[i].addr, sizeof(nodes[i].addr))) {
+            snprintf(detail, detail_len, "cluster node %u: bad name or address", i);
+            return IVM_ERROR_INVALID_VALUE;
+        }
+        snprintf(text, sizeof(text), strchr(nodes[i].addr, ':') ? "[%s]:%u" : "%s:%u",
+                 nodes[i].addr, (unsigned)nodes[i].port);
+        if (ivmd_peer_parse_addr(text, &ss, &len) != 0 || nodes[i].port == 0) {
+            snprintf(detail, detail_len, "cluster node %s: '%s' is not a numeric address "
+                     "with a port", nodes[i].node, text);
+            return IVM_ERROR_INVALID_VALUE;
+        }
+        for (j = 0; j < i; ++j) {
+            if (strcmp(nodes[i].node, nodes[j].node) == 0) {
+                snprintf(detail, detail_len, "node %s appears twice", nodes[i].node);
+                return IVM_ERROR_INVALID_VALUE;
+            }
+        }
+        if (strcmp(nodes[i].node, d->cfg.node) == 0) {
+            self = (int)i;
+        }
+    }
+    if (self < 0) {
+        snprintf(detail, detail_len, "the cluster does not name this node (%s)", d->cfg.node);
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    if (nodes[self].port != d->tcp_port) {
+        snprintf(detail, detail_len, "the cluster gives %s port %u, but it listens on %u",
+                 d->cfg.node, (unsigned)nodes[self].port, (unsigned)d->tcp_port);
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    if (d->have_cluster) {
+        int same = (req->n == d->npeers) &&
+                   memcmp(req->secret, d->secret, sizeof(d->secret)) == 0;
+        for (i = 0; same && i < req->n; ++i) {
+            same = strcmp(nodes[i].node, d->peers[i].node) == 0 &&
+                   strcmp(nodes[i].addr, d->peers[i].addr) == 0 &&
+                   nodes[i].port == d->peers[i].port;
+        }
+        if (same) {
+            return IVM_SUCCESS;
+        }
+        snprintf(detail, detail_len, "this daemon is already part of another cluster");
+        return IVM_ERROR_EXISTS;
+    }
+    peers = calloc(req->n, sizeof(*peers));
+    if (peers == NULL) {
+        return IVM_ERROR_NO_MEMORY;
+    }
+    for (i = 0; i < req->n; ++i) {
+        memcpy(peers[i].node, nodes[i].node, sizeof(peers[i].node));
+        memcpy(peers[i].addr, nodes[i].addr, sizeof(peers[i].addr));
+        peers[i].port   = nodes[i].port;
+        peers[i].self   = ((int)i == self);
+        peers[i].dialer = !peers[i].self && strcmp(d->cfg.node, nodes[i].node) < 0;
+    }
+    memcpy(d->secret, req->secret, sizeof(d->secret));
+    d->peers        = peers;
+    d->npeers       = req->n;
+    d->have_cluster = 1;
+    ivm_info("joined a cluster of %u nodes", req->n);
+    for (i = 0; i < d->npeers; ++i) {
+        if (d->peers[i].dialer) {
+            ivmd_peer_dial(d, &d->peers[i]);
+        }
+    }
+    return IVM_SUCCESS;
+}
