@@ -384,6 +384,7 @@ IVM_API ivmError_t ivmCreateDev(const char *host, int devtype, ivm_device *dev)
 IVM_API ivmError_t ivmDestroyDev(ivm_device dev)
 {
     ivm_clear_error();
+    IVM_CHECK_ENTERED();
     if (dev == NULL) {
         IVM_FAIL(IVM_ERROR_INVALID_VALUE, "ivmDestroyDev: dev is NULL");
     }
