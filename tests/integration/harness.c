@@ -1,0 +1,1012 @@
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "harness.h"
+
+#include <criterion/criterion.h>
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sock.h"
+#include "status.h"
+
+#ifndef IVMT_IVMD
+#error "IVMT_IVMD (path of the ivmd binary) must be defined by the build"
+#endif
+
+extern char **environ;
+
+double ivmt_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void ivmt_sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* A growable string. */
+typedef struct strbuf {
+    char  *s;
+    size_t len, cap;
+} strbuf_t;
+
+static void sb_addf(strbuf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_addf(strbuf_t *b, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    for (;;) {
+        size_t room = b->cap - b->len;
+        va_start(ap, fmt);
+        n = vsnprintf(b->s ? b->s + b->len : NULL, room, fmt, ap);
+        va_end(ap);
+        if (n >= 0 && (size_t)n < room) {
+            b->len += (size_t)n;
+            return;
+        }
+        b->cap = b->cap * 2 + (size_t)(n > 0 ? n : 0) + 64;
+        b->s = realloc(b->s, b->cap);
+        if (b->s == NULL) {
+            abort();
+        }
+    }
+}
+
+static char *sb_take(strbuf_t *b)
+{
+    if (b->s == NULL) {
+        return strdup("");
+    }
+    return b->s;
+}
+
+/* Whole contents of an fd from offset 0. */
+static char *read_fd_all(int fd)
+{
+    strbuf_t b = {0};
+    char chunk[8192];
+    off_t off = 0;
+    ssize_t n;
+
+    sb_addf(&b, "%s", "");
+    while ((n = pread(fd, chunk, sizeof(chunk), off)) > 0) {
+        sb_addf(&b, "%.*s", (int)n, chunk);
+        off += n;
+    }
+    return sb_take(&b);
+}
+
+static char *read_file(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    char *s;
+
+    if (fd < 0) {
+        return strdup("");
+    }
+    s = read_fd_all(fd);
+    close(fd);
+    return s;
+}
+
+void ivmt_make_tmpdir(char *buf, size_t len)
+{
+    const char *base = getenv("TMPDIR");
+
+    if (base == NULL || *base == '\0' || strlen(base) > 60) {
+        base = "/tmp";
+    }
+    snprintf(buf, len, "%s/ivmt.XXXXXX", base);
+    cr_assert_not_null(mkdtemp(buf), "mkdtemp(%s): %s", buf, strerror(errno));
+    cr_assert_eq(chmod(buf, 0700), 0);
+}
+
+void ivmt_remove_dir(const char *dir)
+{
+    DIR *dp = opendir(dir);
+    struct dirent *de;
+    char path[IVMT_PATH_MAX * 2];
+
+    if (dp == NULL) {
+        return;
+    }
+    while ((de = readdir(dp)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) {
+            continue;
+        }
+        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+        if (unlink(path) != 0 && errno == EISDIR) {
+            ivmt_remove_dir(path);
+        }
+    }
+    closedir(dp);
+    rmdir(dir);
+}
+
+int ivmt_count_fds(pid_t pid)
+{
+    char path[64];
+    DIR *dp;
+    struct dirent *de;
+    int n = 0;
+
+    snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+    dp = opendir(path);
+    if (dp == NULL) {
+        return -1;
+    }
+    while ((de = readdir(dp)) != NULL) {
+        if (de->d_name[0] != '.') {
+            ++n;
+        }
+    }
+    closedir(dp);
+    return n;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+char *ivmt_shm_listing(void)
+{
+    DIR *dp = opendir("/dev/shm");
+    struct dirent *de;
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    strbuf_t b = {0};
+
+    sb_addf(&b, "%s", "");
+    if (dp == NULL) {
+        return sb_take(&b);
+    }
+    while ((de = readdir(dp)) != NULL) {
+        /* bxfi_*: Criterion's own (BoxFort) test-worker segments. */
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+            strncmp(de->d_name, "bxfi_", 5) == 0) {
+            continue;
+        }
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            names = realloc(names, cap * sizeof(*names));
+        }
+        names[n++] = strdup(de->d_name);
+    }
+    closedir(dp);
+    qsort(names, n, sizeof(*names), cmp_str);
+    for (size_t i = 0; i < n; ++i) {
+        sb_addf(&b, "%s\n", names[i]);
+        free(names[i]);
+    }
+    free(names);
+    return sb_take(&b);
+}
+
+char *ivmt_listing_added(const char *before, const char *now)
+{
+    strbuf_t b = {0};
+    const char *line = now;
+
+    sb_addf(&b, "%s", "");
+    while (*line != '\0') {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        const char *p = before;
+        int found = 0;
+        while (*p != '\0') {
+            const char *pend = strchr(p, '\n');
+            size_t plen = pend ? (size_t)(pend - p) : strlen(p);
+            if (plen == len && strncmp(p, line, len) == 0) {
+                found = 1;
+                break;
+            }
+            p += plen + (pend ? 1 : 0);
+        }
+        if (!found) {
+            sb_addf(&b, "/dev/shm/%.*s ", (int)len, line);
+        }
+        line += len + (end ? 1 : 0);
+    }
+    return sb_take(&b);
+}
+
+/* Read a /proc file of NUL-separated strings; returns its length, -1. */
+static ssize_t read_proc_file(pid_t pid, const char *what, char *buf, size_t len)
+{
+    char path[64];
+    ssize_t n, total = 0;
+    int fd;
+
+    snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, what);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return -1;
+    }
+    while ((size_t)total < len - 1 && (n = read(fd, buf + total, len - 1 - (size_t)total)) > 0) {
+        total += n;
+    }
+    close(fd);
+    buf[total] = '\0';
+    return total;
+}
+
+static pid_t proc_ppid(pid_t pid, char *state_p)
+{
+    char buf[1024];
+    char *p;
+    int ppid = -1;
+    char state = '?';
+
+    if (read_proc_file(pid, "stat", buf, sizeof(buf)) <= 0) {
+        return -1;
+    }
+    p = strrchr(buf, ')'); /* the command may hold spaces and parentheses */
+    if (p == NULL || sscanf(p + 1, " %c %d", &state, &ppid) != 2) {
+        return -1;
+    }
+    if (state_p != NULL) {
+        *state_p = state;
+    }
+    return ppid;
+}
+
+int ivmt_find_procs(pid_t parent, pid_t exclude, const char *const *env_entries,
+                    const char *cmd_substr, pid_t *pids, int max)
+{
+    static char buf[1 << 18];
+    DIR *dp = opendir("/proc");
+    struct dirent *de;
+    pid_t self = getpid();
+    int n = 0;
+
+    cr_assert_not_null(dp);
+    while ((de = readdir(dp)) != NULL) {
+        pid_t pid;
+        int hit = 0;
+        if (!isdigit((unsigned char)de->d_name[0])) {
+            continue;
+        }
+        pid = (pid_t)atoi(de->d_name);
+        if (pid == self || (exclude > 0 && pid == exclude)) {
+            continue;
+        }
+        if (parent > 0 && proc_ppid(pid, NULL) == parent) {
+            hit = 1;
+        }
+        if (!hit && env_entries != NULL) {
+            ssize_t len = read_proc_file(pid, "environ", buf, sizeof(buf));
+            for (ssize_t off = 0; len > 0 && off < len && !hit;) {
+                const char *entry = buf + off;
+                for (const char *const *e = env_entries; *e != NULL; ++e) {
+                    if (strcmp(entry, *e) == 0) {
+                        hit = 1;
+                        break;
+                    }
+                }
+                off += (ssize_t)strlen(entry) + 1;
+            }
+        }
+        if (!hit && cmd_substr != NULL) {
+            ssize_t len = read_proc_file(pid, "cmdline", buf, sizeof(buf));
+            for (ssize_t i = 0; i < len; ++i) {
+                if (buf[i] == '\0') {
+                    buf[i] = ' ';
+                }
+            }
+            if (len > 0 && strstr(buf, cmd_substr) != NULL) {
+                hit = 1;
+            }
+        }
+        if (hit && n < max) {
+            pids[n++] = pid;
+        }
+    }
+    closedir(dp);
+    return n;
+}
+
+char *ivmt_describe_procs(const pid_t *pids, int n)
+{
+    strbuf_t b = {0};
+    char cmd[512];
+    char state = '?';
+
+    sb_addf(&b, "%s", "");
+    for (int i = 0; i < n; ++i) {
+        ssize_t len = read_proc_file(pids[i], "cmdline", cmd, sizeof(cmd));
+        pid_t ppid = proc_ppid(pids[i], &state);
+        for (ssize_t k = 0; k < len; ++k) {
+            if (cmd[k] == '\0') {
+                cmd[k] = ' ';
+            }
+        }
+        sb_addf(&b, "[pid %d ppid %d state %c: %s] ", (int)pids[i], (int)ppid, state,
+                len > 0 ? cmd : "?");
+    }
+    return sb_take(&b);
+}
+
+int ivmt_wait_pids_gone(const pid_t *pids, int n, double timeout_s)
+{
+    double deadline = ivmt_now() + timeout_s;
+    int left;
+
+    for (;;) {
+        left = 0;
+        for (int i = 0; i < n; ++i) {
+            if (pids[i] > 0 && (kill(pids[i], 0) == 0 || errno != ESRCH)) {
+                ++left;
+            }
+        }
+        if (left == 0 || ivmt_now() > deadline) {
+            break;
+        }
+        ivmt_sleep_ms(20);
+    }
+    if (left > 0) {
+        for (int i = 0; i < n; ++i) {
+            if (pids[i] > 0) {
+                kill(pids[i], SIGKILL);
+            }
+        }
+    }
+    return left;
+}
+
+int ivmt_parse_pids(const char *out, const char *key, pid_t *pids, int max)
+{
+    const char *p = out;
+    size_t klen = strlen(key);
+    int n = 0;
+
+    while ((p = strstr(p, key)) != NULL) {
+        if ((p == out || p[-1] == '\n') && p[klen] == ' ') {
+            char *end;
+            p += klen;
+            while (n < max) {
+                long v = strtol(p, &end, 10);
+                if (end == p) {
+                    break;
+                }
+                pids[n++] = (pid_t)v;
+                p = end;
+            }
+            return n;
+        }
+        p += klen;
+    }
+    return 0;
+}
+
+/* Environment for a child: ours minus IVM_* minus overridden names, plus env. */
+static char **build_env(const char *const *env)
+{
+    size_t n = 0, k = 0, extra = 0;
+    char **envp;
+
+    while (environ[n] != NULL) {
+        ++n;
+    }
+    while (env != NULL && env[extra] != NULL) {
+        ++extra;
+    }
+    envp = calloc(n + extra + 1, sizeof(*envp));
+    cr_assert_not_null(envp);
+    for (size_t i = 0; i < n; ++i) {
+        const char *e = environ[i];
+        const char *eq = strchr(e, '=');
+        size_t nlen = eq ? (size_t)(eq - e) : strlen(e);
+        int drop = strncmp(e, "IVM_", 4) == 0;
+        for (size_t j = 0; !drop && j < extra; ++j) {
+            const char *x = env[j];
+            const char *xeq = strchr(x, '=');
+            size_t xlen = xeq ? (size_t)(xeq - x) : strlen(x);
+            if (xlen == nlen && strncmp(x, e, nlen) == 0) {
+                drop = 1;
+            }
+        }
+        if (!drop) {
+            envp[k++] = (char *)e;
+        }
+    }
+    for (size_t j = 0; j < extra; ++j) {
+        if (strchr(env[j], '=') != NULL) {
+            envp[k++] = (char *)env[j];
+        }
+    }
+    envp[k] = NULL;
+    return envp;
+}
+
+/* An unlinked temporary file: returns a read/write fd; *wfd_p an O_APPEND
+ * write fd for a child. */
+static int capture_file(int *wfd_p)
+{
+    char path[] = "/tmp/ivmt-capture.XXXXXX";
+    int fd = mkostemp(path, O_CLOEXEC);
+
+    cr_assert_geq(fd, 0, "mkostemp: %s", strerror(errno));
+    *wfd_p = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    cr_assert_geq(*wfd_p, 0);
+    unlink(path);
+    return fd;
+}
+
+/* In a forked child: standard streams, death signal, no inherited fds. */
+static void child_setup(pid_t parent, int in_fd, int out_fd, int err_fd, int keep_fd)
+{
+    sigset_t none;
+
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) {
+        _exit(127);
+    }
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    for (int s = 1; s < NSIG; ++s) {
+        if (s != SIGKILL && s != SIGSTOP) {
+            signal(s, SIG_DFL);
+        }
+    }
+    if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) {
+        _exit(126);
+    }
+    if (keep_fd >= 0) {
+        if (keep_fd != 3 && dup2(keep_fd, 3) < 0) {
+            _exit(126);
+        }
+        fcntl(3, F_SETFD, 0);
+        close_range(4, ~0u, 0);
+    } else {
+        close_range(3, ~0u, 0);
+    }
+}
+
+void ivmt_run(const char *const *argv, const char *const *env, double timeout_s,
+              ivmt_result_t *r)
+{
+    int out_w, err_w, out_r, err_r, devnull, status = 0;
+    char **envp = build_env(env);
+    pid_t parent = getpid(), pid;
+    double start, deadline;
+
+    memset(r, 0, sizeof(*r));
+    out_r = capture_file(&out_w);
+    err_r = capture_file(&err_w);
+    devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    cr_assert_geq(devnull, 0);
+    fflush(NULL);
+    start = ivmt_now();
+    pid = fork();
+    cr_assert_geq(pid, 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        child_setup(parent, devnull, out_w, err_w, -1);
+        execve(argv[0], (char *const *)argv, envp);
+        fprintf(stderr, "ivmt: cannot exec %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    close(out_w);
+    close(err_w);
+    close(devnull);
+    free(envp);
+    deadline = start + timeout_s;
+    for (;;) {
+        pid_t w = waitpid(pid, &status, WNOHANG);
+        if (w == pid) {
+            break;
+        }
+        if (w < 0 && errno != EINTR) {
+            cr_assert_fail("waitpid(%d): %s", (int)pid, strerror(errno));
+        }
+        if (ivmt_now() > deadline) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            r->timed_out = 1;
+            break;
+        }
+        ivmt_sleep_ms(2);
+    }
+    r->seconds = ivmt_now() - start;
+    if (WIFEXITED(status)) {
+        r->exited = 1;
+        r->code = WEXITSTATUS(status);
+    } else if (WIFSIGNALED(status)) {
+        r->signo = WTERMSIG(status);
+    }
+    r->out = read_fd_all(out_r);
+    r->err = read_fd_all(err_r);
+    close(out_r);
+    close(err_r);
+}
+
+void ivmt_run_pe(const ivmt_daemon_t *d, const char *prog, const char *scenario,
+                 const char *const *args, const char *const *env, double timeout_s,
+                 ivmt_result_t *r)
+{
+    const char *argv[32];
+    const char *envv[32];
+    char sock_env[IVMT_PATH_MAX + 64];
+    int n = 0, m = 0;
+
+    argv[n++] = prog;
+    argv[n++] = scenario;
+    while (args != NULL && *args != NULL && n < 31) {
+        argv[n++] = *args++;
+    }
+    argv[n] = NULL;
+    snprintf(sock_env, sizeof(sock_env), "IVM_SOCKET=%s", d->sock);
+    envv[m++] = sock_env;
+    envv[m++] = "IVM_AUTOSTART=0";
+    while (env != NULL && *env != NULL && m < 31) {
+        envv[m++] = *env++;
+    }
+    envv[m] = NULL;
+    ivmt_run(argv, envv, timeout_s, r);
+}
+
+void ivmt_result_free(ivmt_result_t *r)
+{
+    free(r->out);
+    free(r->err);
+    r->out = r->err = NULL;
+}
+
+char *ivmt_daemon_log_tail(const ivmt_daemon_t *d, size_t max)
+{
+    char *all = read_file(d->log);
+    size_t len = strlen(all);
+
+    if (len > max) {
+        memmove(all, all + len - max, max + 1);
+    }
+    return all;
+}
+
+char *ivmt_describe(const ivmt_daemon_t *d, const ivmt_result_t *r)
+{
+    strbuf_t b = {0};
+    size_t olen = strlen(r->out), elen = strlen(r->err);
+    const size_t keep = 3000;
+
+    if (r->timed_out) {
+        sb_addf(&b, "TIMED OUT after %.1f s (killed by the harness)", r->seconds);
+    } else if (r->exited) {
+        sb_addf(&b, "exit code %d after %.2f s", r->code, r->seconds);
+    } else {
+        sb_addf(&b, "killed by signal %d (%s) after %.2f s", r->signo, strsignal(r->signo),
+                r->seconds);
+    }
+    sb_addf(&b, "\n--- stdout ---\n%s", olen > keep ? r->out + olen - keep : r->out);
+    sb_addf(&b, "\n--- stderr ---\n%s", elen > keep ? r->err + elen - keep : r->err);
+    if (d != NULL) {
+        char *log = ivmt_daemon_log_tail(d, 2000);
+        sb_addf(&b, "\n--- ivmd log (tail) ---\n%s", log);
+        free(log);
+    }
+    return sb_take(&b);
+}
+
+void ivmt_expect_pe_ok(const ivmt_daemon_t *d, const ivmt_result_t *r, const char *scenario)
+{
+    char okline[128];
+    char *why;
+
+    snprintf(okline, sizeof(okline), "OK %s\n", scenario);
+    if (!r->timed_out && r->exited && r->code == 0 && strstr(r->out, okline) != NULL &&
+        strstr(r->out, "FAIL") == NULL && strstr(r->err, "FAIL") == NULL) {
+        return;
+    }
+    why = ivmt_describe(d, r);
+    cr_assert_fail("scenario '%s' did not pass (expected exit 0, \"OK %s\", no FAIL): %s",
+                   scenario, scenario, why);
+    free(why);
+}
+
+int ivmt_connect(const ivmt_daemon_t *d)
+{
+    int fd = ivm_sock_connect(d->sock);
+    struct timeval tv = {5, 0};
+
+    cr_assert_geq(fd, 0, "cannot connect to ivmd at %s: %s", d->sock,
+                  ivm_status_string(fd));
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    return fd;
+}
+
+int ivmt_info(const char *sock, ivm_msg_info_rep_t *info, const char **why_p)
+{
+    union {
+        ivm_msg_info_rep_t info;
+        char bytes[sizeof(ivm_msg_info_rep_t) + IVM_MSG_DETAIL_MAX];
+    } rep;
+    struct timeval tv = {3, 0};
+    ivm_msg_empty_t empty = {0};
+    ivm_msg_hdr_t hdr, rhdr;
+    const char *why = "?";
+    int fd = ivm_sock_connect(sock);
+
+    if (fd < 0) {
+        *why_p = "cannot connect to the daemon";
+        return -1;
+    }
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    ivm_proto_hdr_init(&hdr, IVM_MSG_INFO, sizeof(empty), 4242);
+    if (ivm_sock_send(fd, &hdr, &empty, NULL, 0) != IVM_SUCCESS) {
+        why = "sending INFO failed";
+        goto fail;
+    }
+    if (ivm_sock_recv(fd, &rhdr, sizeof(rhdr), NULL, NULL, 0) != IVM_SUCCESS) {
+        why = "no INFO reply (connection closed or 3 s time-out)";
+        goto fail;
+    }
+    if (ivm_proto_check_hdr(&rhdr, &why) != IVM_SUCCESS ||
+        ivm_proto_check_rep(&rhdr, &why) != IVM_SUCCESS) {
+        goto fail;
+    }
+    if (rhdr.type != (IVM_MSG_INFO | IVM_MSG_REPLY) || rhdr.seq != 4242) {
+        why = "INFO reply has the wrong type or sequence number";
+        goto fail;
+    }
+    memset(&rep, 0, sizeof(rep));
+    if (ivm_sock_recv(fd, &rep, rhdr.length, NULL, NULL, 0) != IVM_SUCCESS) {
+        why = "INFO reply payload cut short";
+        goto fail;
+    }
+    if (rep.info.status != IVM_SUCCESS) {
+        why = "INFO reply status is not IVM_SUCCESS";
+        goto fail;
+    }
+    *info = rep.info;
+    close(fd);
+    return 0;
+fail:
+    close(fd);
+    *why_p = why;
+    return -1;
+}
+
+void ivmt_daemon_start(ivmt_daemon_t *d, const char *const *extra_args)
+{
+    const char *argv[40];
+    int pipefd[2], logfd, devnull, n = 0, rc;
+    char **envp = build_env(NULL);
+    pid_t parent = getpid();
+    struct pollfd pfd;
+    char byte = 0;
+    const char *why;
+    ivm_msg_info_rep_t info;
+
+    memset(d, 0, sizeof(*d));
+    ivmt_make_tmpdir(d->dir, sizeof(d->dir));
+    snprintf(d->sock, sizeof(d->sock), "%s/ivmd.sock", d->dir);
+    snprintf(d->log, sizeof(d->log), "%s/ivmd.log", d->dir);
+    d->shm_baseline = ivmt_shm_listing();
+    cr_assert_eq(pipe2(pipefd, O_CLOEXEC), 0);
+    logfd = open(d->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    cr_assert(logfd >= 0 && devnull >= 0);
+
+    argv[n++] = IVMT_IVMD;
+    argv[n++] = "--socket";
+    argv[n++] = d->sock;
+    argv[n++] = "--ready-fd";
+    argv[n++] = "3";
+    while (extra_args != NULL && *extra_args != NULL && n < 38) {
+        argv[n++] = *extra_args++;
+    }
+    argv[n] = NULL;
+    fflush(NULL);
+    d->pid = fork();
+    cr_assert_geq(d->pid, 0);
+    if (d->pid == 0) {
+        /* ivmd does not daemonize: give it its own session as its users do. */
+        setsid();
+        child_setup(parent, devnull, logfd, logfd, pipefd[1]);
+        execve(argv[0], (char *const *)argv, envp);
+        fprintf(stderr, "ivmt: cannot exec %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    free(envp);
+    close(pipefd[1]);
+    close(logfd);
+    close(devnull);
+
+    pfd.fd = pipefd[0];
+    pfd.events = POLLIN;
+    do {
+        rc = poll(&pfd, 1, 10000);
+    } while (rc < 0 && errno == EINTR);
+    if (rc == 1) {
+        rc = (int)read(pipefd[0], &byte, 1);
+    } else {
+        rc = -2;
+    }
+    if (rc == 1) {
+        /* The rest of the readiness line, then EOF: ivmd closes the fd. */
+        char rest[64];
+        ssize_t n;
+        do {
+            pfd.revents = 0;
+            if (poll(&pfd, 1, 5000) != 1) {
+                rc = -3;
+                break;
+            }
+            n = read(pipefd[0], rest, sizeof(rest));
+        } while (n > 0 || (n < 0 && errno == EINTR));
+    }
+    close(pipefd[0]);
+    if (rc != 1) {
+        char *log = ivmt_daemon_log_tail(d, 3000);
+        pid_t pid = d->pid;
+        int status = 0;
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        d->pid = 0;
+        cr_assert_fail("ivmd did not signal readiness on --ready-fd (%s; exit status 0x%x)."
+                       "\n--- ivmd log ---\n%s",
+                       rc == -2   ? "10 s time-out"
+                       : rc == -3 ? "the ready fd was not closed within 5 s"
+                                  : "EOF without a byte",
+                       status, log);
+    }
+    /* Baseline now, before any client connects. */
+    d->fd_baseline = ivmt_count_fds(d->pid);
+    cr_assert_gt(d->fd_baseline, 0, "cannot read /proc/%d/fd", (int)d->pid);
+    {
+        struct stat st;
+        cr_assert_eq(stat(d->sock, &st), 0, "socket %s missing after readiness", d->sock);
+        cr_assert(S_ISSOCK(st.st_mode), "%s is not a socket", d->sock);
+    }
+    if (ivmt_info(d->sock, &info, &why) != 0) {
+        char *log = ivmt_daemon_log_tail(d, 3000);
+        cr_assert_fail("INFO on a fresh ivmd failed: %s\n--- ivmd log ---\n%s", why, log);
+    }
+    cr_assert_eq(info.pid, (uint32_t)d->pid, "INFO reports pid %u, ivmd is %d", info.pid,
+                 (int)d->pid);
+    cr_assert_eq(info.jobs, 0);
+    cr_assert_eq(info.pes, 0);
+    cr_assert_eq(info.objects, 0);
+}
+
+static void daemon_kill_leftovers(ivmt_daemon_t *d, strbuf_t *problems)
+{
+    pid_t pids[64];
+    char sock_env[IVMT_PATH_MAX + 64];
+    const char *entries[2] = {sock_env, NULL};
+    double deadline = ivmt_now() + 3.0;
+    int n;
+
+    snprintf(sock_env, sizeof(sock_env), "IVM_SOCKET=%s", d->sock);
+    for (;;) {
+        n = ivmt_find_procs(d->pid, d->pid, entries, NULL, pids, 64);
+        if (n == 0 || ivmt_now() > deadline) {
+            break;
+        }
+        ivmt_sleep_ms(20);
+    }
+    if (n > 0) {
+        char *desc = ivmt_describe_procs(pids, n);
+        if (problems != NULL) {
+            sb_addf(problems, "\n* %d process(es) of the daemon or with our IVM_SOCKET left "
+                              "3 s after the job: %s",
+                    n, desc);
+        }
+        free(desc);
+        for (int i = 0; i < n; ++i) {
+            kill(pids[i], SIGKILL);
+        }
+    }
+}
+
+void ivmt_daemon_finish(ivmt_daemon_t *d)
+{
+    strbuf_t problems = {0};
+    ivm_msg_info_rep_t info;
+    const char *why = NULL;
+    double deadline;
+    int ok = 0, fds = -1, status = 0;
+    char *shm_now, *added;
+    pid_t w = 0;
+
+    cr_assert_gt(d->pid, 0, "daemon not running");
+    sb_addf(&problems, "%s", "");
+
+    /* 1. The job is gone from the daemon. */
+    deadline = ivmt_now() + 3.0;
+    for (;;) {
+        ok = ivmt_info(d->sock, &info, &why) == 0;
+        if (ok && info.jobs == 0 && info.pes == 0 && info.objects == 0 && info.shm_bytes == 0 &&
+            info.conns <= 1) {
+            break;
+        }
+        if (ivmt_now() > deadline) {
+            if (!ok) {
+                sb_addf(&problems, "\n* INFO failed at teardown: %s", why);
+            } else {
+                sb_addf(&problems,
+                        "\n* the daemon still holds state 3 s after the job ended: jobs %u, "
+                        "PEs %u, objects %u, shm bytes %llu, connections %u (1 is ours)",
+                        info.jobs, info.pes, info.objects, (unsigned long long)info.shm_bytes,
+                        info.conns);
+            }
+            break;
+        }
+        ivmt_sleep_ms(20);
+    }
+
+    /* 2. No process left. */
+    daemon_kill_leftovers(d, &problems);
+
+    /* 3. The daemon's fds back to the baseline. */
+    deadline = ivmt_now() + 3.0;
+    for (;;) {
+        fds = ivmt_count_fds(d->pid);
+        if (fds == d->fd_baseline || ivmt_now() > deadline) {
+            break;
+        }
+        ivmt_sleep_ms(20);
+    }
+    if (fds != d->fd_baseline) {
+        char cmd[64];
+        snprintf(cmd, sizeof(cmd), "/proc/%d/fd", (int)d->pid);
+        sb_addf(&problems, "\n* the daemon has %d open fds, %d when it became ready", fds,
+                d->fd_baseline);
+        {
+            DIR *dp = opendir(cmd);
+            struct dirent *de;
+            char link[512], path[600];
+            while (dp != NULL && (de = readdir(dp)) != NULL) {
+                ssize_t len;
+                if (de->d_name[0] == '.') {
+                    continue;
+                }
+                snprintf(path, sizeof(path), "%s/%s", cmd, de->d_name);
+                len = readlink(path, link, sizeof(link) - 1);
+                link[len > 0 ? len : 0] = '\0';
+                sb_addf(&problems, " [%s -> %s]", de->d_name, link);
+            }
+            if (dp != NULL) {
+                closedir(dp);
+            }
+        }
+    }
+
+    /* 4. /dev/shm unchanged. */
+    shm_now = ivmt_shm_listing();
+    added = ivmt_listing_added(d->shm_baseline, shm_now);
+    if (*added != '\0') {
+        sb_addf(&problems, "\n* new /dev/shm entries: %s", added);
+    }
+    free(shm_now);
+    free(added);
+
+    /* 5. SIGTERM: exit 0, socket removed. */
+    kill(d->pid, SIGTERM);
+    deadline = ivmt_now() + 5.0;
+    while ((w = waitpid(d->pid, &status, WNOHANG)) == 0 && ivmt_now() < deadline) {
+        ivmt_sleep_ms(10);
+    }
+    if (w != d->pid) {
+        sb_addf(&problems, "\n* ivmd did not exit within 5 s of SIGTERM (killed)");
+        kill(d->pid, SIGKILL);
+        waitpid(d->pid, &status, 0);
+    } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        if (WIFSIGNALED(status)) {
+            sb_addf(&problems, "\n* ivmd died of signal %d (%s) after SIGTERM",
+                    WTERMSIG(status), strsignal(WTERMSIG(status)));
+        } else {
+            sb_addf(&problems, "\n* ivmd exited %d after SIGTERM, expected 0",
+                    WEXITSTATUS(status));
+        }
+    }
+    d->pid = 0;
+    if (access(d->sock, F_OK) == 0) {
+        sb_addf(&problems, "\n* socket %s still exists after ivmd exited", d->sock);
+    }
+    /* Processes that only show up now (the daemon did not kill them). */
+    {
+        pid_t pids[64];
+        char sock_env[IVMT_PATH_MAX + 64];
+        const char *entries[2] = {sock_env, NULL};
+        int n;
+        snprintf(sock_env, sizeof(sock_env), "IVM_SOCKET=%s", d->sock);
+        n = ivmt_find_procs(0, 0, entries, NULL, pids, 64);
+        if (n > 0) {
+            char *desc = ivmt_describe_procs(pids, n);
+            sb_addf(&problems, "\n* process(es) with our IVM_SOCKET alive after ivmd exited: %s",
+                    desc);
+            free(desc);
+            for (int i = 0; i < n; ++i) {
+                kill(pids[i], SIGKILL);
+            }
+        }
+    }
+
+    if (problems.len > 0) {
+        char *log = ivmt_daemon_log_tail(d, 3000);
+        char *msg = sb_take(&problems);
+        ivmt_remove_dir(d->dir);
+        free(d->shm_baseline);
+        d->shm_baseline = NULL;
+        cr_assert_fail("teardown checks failed:%s\n--- ivmd log (tail) ---\n%s", msg, log);
+    }
+    free(problems.s);
+    ivmt_remove_dir(d->dir);
+    free(d->shm_baseline);
+    d->shm_baseline = NULL;
+}
+
+void ivmt_daemon_abandon(ivmt_daemon_t *d)
+{
+    int status;
+    double deadline;
+
+    if (d->pid > 0) {
+        daemon_kill_leftovers(d, NULL);
+        kill(d->pid, SIGTERM);
+        deadline = ivmt_now() + 3.0;
+        while (waitpid(d->pid, &status, WNOHANG) == 0 && ivmt_now() < deadline) {
+            ivmt_sleep_ms(10);
+        }
+        kill(d->pid, SIGKILL);
+        waitpid(d->pid, &status, 0);
+        d->pid = 0;
+    }
+    if (d->dir[0] != '\0') {
+        ivmt_remove_dir(d->dir);
+        d->dir[0] = '\0';
+    }
+    free(d->shm_baseline);
+    d->shm_baseline = NULL;
+}
+
+ivmt_daemon_t ivmt_d;
+
+void ivmt_fixture_start(void)
+{
+    ivmt_daemon_start(&ivmt_d, NULL);
+}
+
+void ivmt_fixture_stop(void)
+{
+    ivmt_daemon_abandon(&ivmt_d);
+}
+
+void ivmt_scenario(const char *prog, const char *scenario, const char *const *args,
+                   const char *const *env, double timeout_s)
+{
+    ivmt_result_t r;
+
+    ivmt_run_pe(&ivmt_d, prog, scenario, args, env, timeout_s, &r);
+    ivmt_expect_pe_ok(&ivmt_d, &r, scenario);
+    ivmt_result_free(&r);
+    ivmt_daemon_finish(&ivmt_d);
+}

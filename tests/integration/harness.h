@@ -1,0 +1,126 @@
+/*
+ * Integration-test harness: starts the real ivmd on a private socket, runs
+ * real PE programs against it, and on teardown checks that nothing was left
+ * behind (job state, processes, daemon file descriptors, /dev/shm entries).
+ *
+ * Every function reports problems with Criterion assertions, so it must be
+ * called from a Criterion test (or its fixtures).
+ */
+#ifndef IVMT_HARNESS_H
+#define IVMT_HARNESS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "proto.h"
+
+#define IVMT_PATH_MAX 256
+
+typedef struct ivmt_daemon {
+    pid_t pid;                 /* 0 once stopped */
+    char  dir[IVMT_PATH_MAX];  /* private 0700 temporary directory */
+    char  sock[IVMT_PATH_MAX + 32]; /* <dir>/ivmd.sock */
+    char  log[IVMT_PATH_MAX + 32];  /* the daemon's stdout and stderr */
+    int   fd_baseline;         /* open fds of the daemon once ready */
+    char *shm_baseline;        /* sorted /dev/shm listing at start */
+} ivmt_daemon_t;
+
+typedef struct ivmt_result {
+    int    timed_out; /* killed by the harness after the time limit */
+    int    exited;    /* exited normally (then code is valid) */
+    int    code;      /* exit code */
+    int    signo;     /* terminating signal, 0 if none */
+    double seconds;   /* wall time from start to exit */
+    char  *out;       /* everything written to stdout (by every PE of the job) */
+    char  *err;       /* everything written to stderr */
+} ivmt_result_t;
+
+/* Start ivmd with --socket <fresh dir>/ivmd.sock --ready-fd N plus extra_args
+ * (NULL-terminated, may be NULL); wait for the ready byte; record baselines. */
+void ivmt_daemon_start(ivmt_daemon_t *d, const char *const *extra_args);
+
+/* The teardown checks, then SIGTERM: the job registry is empty, no process of
+ * ours is left, the daemon's fd count is back to its baseline, /dev/shm is
+ * unchanged, the daemon exits 0 and removes its socket. */
+void ivmt_daemon_finish(ivmt_daemon_t *d);
+
+/* Kill a daemon that is still running (test failed half-way) without checks. */
+void ivmt_daemon_abandon(ivmt_daemon_t *d);
+
+/* The last bytes of the daemon's log (malloc'd). */
+char *ivmt_daemon_log_tail(const ivmt_daemon_t *d, size_t max);
+
+/* Ask the daemon at sock for its INFO. Returns 0, or -1 with *why_p set. */
+int ivmt_info(const char *sock, ivm_msg_info_rep_t *info, const char **why_p);
+
+/* Connect to the daemon's socket (asserts success). */
+int ivmt_connect(const ivmt_daemon_t *d);
+
+/* Run argv (argv[0] an absolute path) with the test's environment minus every
+ * IVM_* variable, plus env entries ("NAME=value"; "NAME" alone removes it),
+ * each NULL-terminated (env may be NULL). The child gets /dev/null as stdin,
+ * its stdout and stderr are captured, it dies with the test process, and it
+ * is killed after timeout_s. */
+void ivmt_run(const char *const *argv, const char *const *env, double timeout_s,
+              ivmt_result_t *r);
+
+/* Run a PE program as a root PE of daemon d: argv = {prog, scenario, args...},
+ * env IVM_SOCKET=<d's socket> IVM_AUTOSTART=0 plus env. */
+void ivmt_run_pe(const ivmt_daemon_t *d, const char *prog, const char *scenario,
+                 const char *const *args, const char *const *env, double timeout_s,
+                 ivmt_result_t *r);
+
+/* Assert that a PE run passed: no time-out, exit 0, "OK <scenario>" printed,
+ * no "FAIL" line. The message shows the outputs and the daemon's log. */
+void ivmt_expect_pe_ok(const ivmt_daemon_t *d, const ivmt_result_t *r,
+                       const char *scenario);
+
+/* Human-readable account of a run (malloc'd), for assertion messages. */
+char *ivmt_describe(const ivmt_daemon_t *d, const ivmt_result_t *r);
+
+void ivmt_result_free(ivmt_result_t *r);
+
+/* Parse "<key> n1 n2 ..." from the output; returns how many numbers. */
+int ivmt_parse_pids(const char *out, const char *key, pid_t *pids, int max);
+
+/* Wait up to timeout_s for each pid to be gone (not even a zombie). Returns
+ * the number still present (and SIGKILLs them). */
+int ivmt_wait_pids_gone(const pid_t *pids, int n, double timeout_s);
+
+/* Processes (other than ourselves and `exclude`) whose parent is `parent` or
+ * whose environment holds one of the NULL-terminated entries exactly, or whose
+ * command line contains `cmd_substr`. Returns the count; fills pids. */
+int ivmt_find_procs(pid_t parent, pid_t exclude, const char *const *env_entries,
+                    const char *cmd_substr, pid_t *pids, int max);
+
+/* "pid (cmdline)" for each, malloc'd. */
+char *ivmt_describe_procs(const pid_t *pids, int n);
+
+/* Sorted listing of /dev/shm, one name per line (malloc'd). */
+char *ivmt_shm_listing(void);
+
+/* Entries of `now` missing from `before` (malloc'd, "" if none). */
+char *ivmt_listing_added(const char *before, const char *now);
+
+/* Open fds of a process, -1 if it is gone. */
+int ivmt_count_fds(pid_t pid);
+
+/* Make a private 0700 temporary directory; asserts. */
+void ivmt_make_tmpdir(char *buf, size_t len);
+
+/* Remove a directory and the plain files/sockets directly in it. */
+void ivmt_remove_dir(const char *dir);
+
+/* Fixture of most tests: one daemon per test in ivmt_d. */
+extern ivmt_daemon_t ivmt_d;
+void ivmt_fixture_start(void);  /* .init: start ivmt_d with default options */
+void ivmt_fixture_stop(void);   /* .fini: abandon ivmt_d if a test left it running */
+
+/* Run a scenario against ivmt_d, expect it to pass, then the teardown checks. */
+void ivmt_scenario(const char *prog, const char *scenario, const char *const *args,
+                   const char *const *env, double timeout_s);
+
+double ivmt_now(void);
+void ivmt_sleep_ms(int ms);
+
+#endif /* IVMT_HARNESS_H */

@@ -1,0 +1,257 @@
+/* PE program: entering and leaving, calls outside ivmEnter/ivmExit, devices. */
+#include "pe_util.h"
+
+#include <sched.h>
+
+/* Every call other than ivmEnter must say IVM_ERROR_NOT_ENTERED. dev is a
+ * handle made while entered, or NULL. */
+static void expect_not_entered(ivm_device dev, const char *when)
+{
+    int v = 0;
+    void *p = NULL;
+    char buf[64] = {0};
+    ivm_pe pe = 1;
+    ivm_device d = NULL;
+
+    pe_stage = when;
+    EXPECT(ivmGetMyId(&v), IVM_ERROR_NOT_ENTERED);
+    EXPECT(ivmGetMyGroupId(&v), IVM_ERROR_NOT_ENTERED);
+    EXPECT(ivmGetMyDevType(&v), IVM_ERROR_NOT_ENTERED);
+    EXPECT(ivmGetNumPEs(&v), IVM_ERROR_NOT_ENTERED);
+    EXPECT(ivmSetMaxPesId(10), IVM_ERROR_NOT_ENTERED);
+    EXPECT(ivmWait(0), IVM_ERROR_NOT_ENTERED);
+    EXPECT(ivmWait(1), IVM_ERROR_NOT_ENTERED);
+    EXPECT(ivmSignal(), IVM_ERROR_NOT_ENTERED);
+    EXPECT(ivmKillPEs(&pe, 1), IVM_ERROR_NOT_ENTERED);
+    EXPECT(ivmCreateDev(IVM_THIS_HOST, IVM_CPU, &d), IVM_ERROR_NOT_ENTERED);
+    EXPECT(ivmCreateDev("node0", IVM_CPU, &d), IVM_ERROR_NOT_ENTERED);
+    EXPECT(ivmMalloc("never", &p, 64), IVM_ERROR_NOT_ENTERED);
+    EXPECT(ivmMap("never", &p, 0), IVM_ERROR_NOT_ENTERED);
+    EXPECT(ivmMapSubset("never", &p, 0, 8), IVM_ERROR_NOT_ENTERED);
+    EXPECT(ivmUnmap(buf), IVM_ERROR_NOT_ENTERED);
+    EXPECT(ivmFree(buf), IVM_ERROR_NOT_ENTERED);
+    EXPECT(ivmSyncPut(buf, 8), IVM_ERROR_NOT_ENTERED);
+    EXPECT(ivmSyncGet(buf, 8), IVM_ERROR_NOT_ENTERED);
+    EXPECT(ivmSyncPutGroup(buf, 8), IVM_ERROR_NOT_ENTERED);
+    EXPECT(ivmSyncGetGroup(buf, 8), IVM_ERROR_NOT_ENTERED);
+    EXPECT(ivmHostPtr(buf, &p), IVM_ERROR_NOT_ENTERED);
+    if (dev != NULL) {
+        ivm_pe pes[2] = {IVM_PE_NULL, IVM_PE_NULL};
+        EXPECT(ivmCreatePEs(dev, 2, pes), IVM_ERROR_NOT_ENTERED);
+        ASSERT(pes[0] == IVM_PE_NULL && pes[1] == IVM_PE_NULL, "pes %d %d", pes[0], pes[1]);
+        EXPECT(ivmDestroyDev(dev), IVM_ERROR_NOT_ENTERED);
+    }
+    EXPECT(ivmExit(), IVM_ERROR_NOT_ENTERED);
+    ASSERT(d == NULL, "no handle made");
+    ASSERT(p == NULL, "no pointer returned");
+}
+
+/* ivmEnter twice is harmless; nothing works before ivmEnter or after ivmExit. */
+static int sc_enter(int argc, char **argv)
+{
+    ivm_device dev;
+    int id, n, gid, gid2, t;
+
+    expect_not_entered(NULL, "before ivmEnter");
+    pe_stage = "enter";
+    CHECK(ivmEnter());
+    CHECK(ivmGetMyId(&id));
+    CHECK(ivmGetMyGroupId(&gid));
+    CHECK(ivmEnter());
+    CHECK(ivmGetMyId(&id));
+    ASSERT(id == 0, "a process started by the user is the root PE, got id %d", id);
+    pe_me = id;
+    CHECK(ivmGetMyGroupId(&gid2));
+    ASSERT(gid == gid2, "the second ivmEnter changed the group id %d -> %d", gid, gid2);
+    CHECK(ivmGetNumPEs(&n));
+    ASSERT(n == 1, "after ivmEnter twice the job has %d PEs, expected 1", n);
+    CHECK(ivmGetMyDevType(&t));
+    ASSERT(t == IVM_CPU, "root PE device type %d, expected IVM_CPU", t);
+    EXPECT(ivmGetMyId(NULL), IVM_ERROR_INVALID_VALUE);
+    EXPECT(ivmGetNumPEs(NULL), IVM_ERROR_INVALID_VALUE);
+    CHECK(ivmCreateDev(IVM_THIS_HOST, IVM_CPU, &dev));
+    CHECK(ivmExit());
+    expect_not_entered(dev, "after ivmExit");
+    return pe_ok();
+}
+
+/* IVM_AUTOSTART=0 and no daemon: IVM_ERROR_NO_DAEMON, and a hint. */
+static int sc_no_daemon(int argc, char **argv)
+{
+    pe_stage = "ivmEnter without a daemon";
+    EXPECT(ivmEnter(), IVM_ERROR_NO_DAEMON);
+    printf("MESSAGE: %s\n", ivmGetLastErrorMessage());
+    expect_not_entered(NULL, "after a failed ivmEnter");
+    return pe_ok();
+}
+
+/* ivmCreateDev and ivmDestroyDev. */
+static int sc_dev(int argc, char **argv)
+{
+    ivm_device d_this, d_node, d_self, d_tmp = NULL, d_gone;
+    ivm_pe pes[3];
+    int id = pe_enter(), t, gid, mygid;
+
+    if (id != 0) {
+        CHECK(ivmGetMyDevType(&t));
+        ASSERT(t == IVM_CPU, "child PE device type %d, expected IVM_CPU", t);
+        CHECK(ivmExit());
+        return 0;
+    }
+    CHECK(ivmGetMyGroupId(&mygid));
+    CHECK(ivmCreateDev(IVM_THIS_HOST, IVM_CPU, &d_this));
+    ASSERT(d_this != NULL, "%s", "handle");
+    CHECK(ivmCreateDev("node0", IVM_CPU, &d_node));
+    ASSERT(d_node != NULL, "%s", "handle");
+    CHECK(ivmCreateDev(IVM_THIS_HOST, IVM_THIS_DEV, &d_self));
+    ASSERT(d_self != NULL, "%s", "handle");
+    EXPECT(ivmCreateDev("no-such-node", IVM_CPU, &d_tmp), IVM_ERROR_NOT_FOUND);
+    EXPECT(ivmCreateDev("node00", IVM_CPU, &d_tmp), IVM_ERROR_NOT_FOUND);
+    EXPECT(ivmCreateDev(IVM_THIS_HOST, IVM_CPU_N(60), &d_tmp), IVM_ERROR_NOT_FOUND);
+    EXPECT(ivmCreateDev("node0", IVM_CPU_N(60), &d_tmp), IVM_ERROR_NOT_FOUND);
+    EXPECT(ivmCreateDev(IVM_THIS_HOST, IVM_GPU_N(200), &d_tmp), IVM_ERROR_NOT_FOUND);
+    ASSERT(d_tmp == NULL, "%s", "failed ivmCreateDev wrote a handle");
+    EXPECT(ivmCreateDev(IVM_THIS_HOST, IVM_CPU, NULL), IVM_ERROR_INVALID_VALUE);
+    EXPECT(ivmCreateDev(IVM_THIS_HOST, IVM_THIS_DEV, NULL), IVM_ERROR_INVALID_VALUE);
+    EXPECT(ivmDestroyDev(NULL), IVM_ERROR_INVALID_VALUE);
+
+    /* Each handle starts PEs on this node's CPU device. */
+    pe_stage = "PEs on the handles";
+    CHECK(ivmCreatePEs(d_this, 1, &pes[0]));
+    CHECK(ivmCreatePEs(d_node, 1, &pes[1]));
+    CHECK(ivmCreatePEs(d_self, 1, &pes[2]));
+    /* PEs keep running when their handle is destroyed. */
+    CHECK(ivmCreateDev(IVM_THIS_HOST, IVM_CPU, &d_gone));
+    {
+        ivm_pe late;
+        CHECK(ivmCreatePEs(d_gone, 1, &late));
+        CHECK(ivmDestroyDev(d_gone));
+        ASSERT(late != IVM_PE_NULL, "%s", "no PE");
+        CHECK(ivmWait(late));
+    }
+    for (int i = 0; i < 3; ++i) {
+        ASSERT(pes[i] > 0, "pe %d", pes[i]);
+        CHECK(ivmWait(pes[i]));
+    }
+    CHECK(ivmDestroyDev(d_this));
+    CHECK(ivmDestroyDev(d_node));
+    CHECK(ivmDestroyDev(d_self));
+    CHECK(ivmGetMyGroupId(&gid));
+    ASSERT(gid == mygid, "%d %d", gid, mygid);
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
+/* What a PE on a numbered CPU device reports about itself. */
+typedef struct dev_report {
+    atomic_int done;
+    int        devtype;
+    int        ncores;     /* cores in the affinity mask */
+    int        mask;       /* bits of cores 0..30 */
+    int        omp;        /* OMP_NUM_THREADS, -1 if unset */
+    int        grandchild; /* id of the PE this one started, if any */
+} dev_report_t;
+
+typedef struct dev_board {
+    atomic_int   spawned;    /* a device-1 PE started its successor */
+    dev_report_t rep[16];
+} dev_board_t;
+
+static void dev_report_self(dev_board_t *b, int id)
+{
+    cpu_set_t set;
+    const char *omp = getenv("OMP_NUM_THREADS");
+    dev_report_t *r = &b->rep[id];
+
+    ASSERT(id < 16, "id %d", id);
+    CHECK(ivmGetMyDevType(&r->devtype));
+    ASSERT(sched_getaffinity(0, sizeof(set), &set) == 0, "%s", "sched_getaffinity");
+    r->ncores = CPU_COUNT(&set);
+    r->mask = 0;
+    for (int c = 0; c < 31; ++c) {
+        if (CPU_ISSET(c, &set)) {
+            r->mask |= 1 << c;
+        }
+    }
+    r->omp = omp ? atoi(omp) : -1;
+}
+
+/* With IVM_CPU_DEVICES=0,1 in the root's environment the job has two CPU
+ * devices of one core each; PEs on them are pinned and report their device. */
+static int sc_devices(int argc, char **argv)
+{
+    dev_board_t *b;
+    ivm_device d0, d1, dx = NULL;
+    ivm_pe on1, on0;
+    int id = pe_enter();
+
+    if (id != 0) {
+        CHECK(ivmMap("board", &b, 0));
+        dev_report_self(b, id);
+        if (b->rep[id].devtype == IVM_CPU_N(1) && atomic_exchange(&b->spawned, 1) == 0) {
+            /* DS-LB idiom: a successor on the caller's own device. */
+            ivm_device self;
+            ivm_pe next;
+            CHECK(ivmCreateDev(IVM_THIS_HOST, IVM_THIS_DEV, &self));
+            CHECK(ivmCreatePEs(self, 1, &next));
+            ASSERT(next > 0, "next %d", next);
+            b->rep[id].grandchild = next;
+            CHECK(ivmWait(next));
+            CHECK(ivmDestroyDev(self));
+        }
+        atomic_store(&b->rep[id].done, 1);
+        CHECK(ivmUnmap(b));
+        CHECK(ivmExit());
+        return 0;
+    }
+    CHECK(ivmMalloc("board", &b, sizeof(*b)));
+    CHECK(ivmCreateDev(IVM_THIS_HOST, IVM_CPU_N(0), &d0));
+    CHECK(ivmCreateDev(IVM_THIS_HOST, IVM_CPU_N(1), &d1));
+    EXPECT(ivmCreateDev(IVM_THIS_HOST, IVM_CPU_N(2), &dx), IVM_ERROR_NOT_FOUND);
+    CHECK(ivmCreatePEs(d1, 1, &on1));
+    CHECK(ivmCreatePEs(d0, 1, &on0));
+    ASSERT(on1 > 0 && on0 > on1, "ids %d %d", on1, on0);
+    pe_stage = "waiting for the PEs on devices 0 and 1";
+    CHECK(ivmWait(on1));
+    CHECK(ivmWait(on0));
+    ASSERT(atomic_load(&b->rep[on1].done) && atomic_load(&b->rep[on0].done), "%s",
+           "children reported");
+
+    ASSERT(b->rep[on1].devtype == IVM_CPU_N(1), "PE on device 1 reports type %d",
+           b->rep[on1].devtype);
+    ASSERT(b->rep[on1].mask == 1 << 1, "PE on device 1 (core 1) has affinity mask 0x%x",
+           b->rep[on1].mask);
+    ASSERT(b->rep[on1].omp == 1, "PE on a 1-core device has OMP_NUM_THREADS=%d",
+           b->rep[on1].omp);
+    ASSERT(b->rep[on0].devtype == IVM_CPU_N(0), "PE on device 0 reports type %d",
+           b->rep[on0].devtype);
+    ASSERT(b->rep[on0].mask == 1 << 0, "PE on device 0 (core 0) has affinity mask 0x%x",
+           b->rep[on0].mask);
+    {
+        int g = b->rep[on1].grandchild;
+        ASSERT(g > on1, "successor id %d", g);
+        ASSERT(atomic_load(&b->rep[g].done), "%s", "successor reported");
+        ASSERT(b->rep[g].devtype == IVM_CPU_N(1),
+               "PE started on IVM_THIS_DEV by a device-1 PE reports type %d",
+               b->rep[g].devtype);
+        ASSERT(b->rep[g].mask == 1 << 1, "its affinity mask is 0x%x", b->rep[g].mask);
+    }
+    CHECK(ivmDestroyDev(d0));
+    CHECK(ivmDestroyDev(d1));
+    CHECK(ivmFree(b));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
+static const pe_scenario_entry_t scenarios[] = {
+    {"enter", sc_enter},
+    {"no_daemon", sc_no_daemon},
+    {"dev", sc_dev},
+    {"devices", sc_devices},
+    {NULL, NULL},
+};
+
+int main(int argc, char **argv)
+{
+    return pe_main(scenarios, argc, argv);
+}

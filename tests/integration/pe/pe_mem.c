@@ -1,0 +1,453 @@
+/* PE program: objects (malloc, map, subset, unmap, free) and sync calls. */
+#include "pe_util.h"
+
+static unsigned char pattern(size_t i)
+{
+    return (unsigned char)((i * 13u + 7u) & 0xffu);
+}
+
+static void fill(unsigned char *p, size_t off, size_t n)
+{
+    for (size_t i = 0; i < n; ++i) {
+        p[i] = pattern(off + i);
+    }
+}
+
+/* p[0..n) holds the pattern of bytes off..off+n of the object. */
+static void check_pattern(const unsigned char *p, size_t off, size_t n, int line)
+{
+    for (size_t i = 0; i < n; ++i) {
+        if (p[i] != pattern(off + i)) {
+            pe_failf(line, "byte %zu of the object is 0x%02x, expected 0x%02x", off + i, p[i],
+                     pattern(off + i));
+        }
+    }
+}
+
+static void check_zero(const unsigned char *p, size_t n, const char *what)
+{
+    for (size_t i = 0; i < n; ++i) {
+        if (p[i] != 0) {
+            pe_failf(__LINE__, "%s: byte %zu is 0x%02x, objects are zero-filled", what, i, p[i]);
+        }
+    }
+}
+
+static ivm_pe spawn_one(void)
+{
+    ivm_device dev;
+    ivm_pe pe = IVM_PE_NULL;
+
+    CHECK(ivmCreateDev(IVM_THIS_HOST, IVM_THIS_DEV, &dev));
+    CHECK(ivmCreatePEs(dev, 1, &pe));
+    CHECK(ivmDestroyDev(dev));
+    ASSERT(pe > 0, "created PE id %d", pe);
+    return pe;
+}
+
+/* ivmMalloc: zero-filled memory, argument errors, name rules. */
+static int sc_malloc(int argc, char **argv)
+{
+    unsigned char *p = NULL, *big = NULL, *r = NULL, *m = NULL, *one = NULL;
+    char name255[IVM_NAME_MAX + 1], name256[IVM_NAME_MAX + 2];
+    const size_t big_size = 8u << 20;
+    ivmError_t rc;
+
+    pe_enter();
+    pe_stage = "malloc";
+    CHECK(ivmMalloc("a", &p, 4096));
+    ASSERT(p != NULL, "%s", "ivmMalloc returned NULL");
+    check_zero(p, 4096, "4 KiB object");
+    memset(p, 0x5a, 4096);
+    CHECK(ivmMalloc("big", &big, big_size));
+    check_zero(big, big_size, "8 MiB object");
+    big[big_size - 1] = 1;
+    CHECK(ivmMalloc("one", &one, 1));
+    ASSERT(one[0] == 0, "%d", one[0]);
+    ASSERT(one != p && one != big, "%s", "distinct objects have distinct references");
+
+    EXPECT(ivmMalloc("zero", &r, 0), IVM_ERROR_INVALID_VALUE);
+    EXPECT(ivmMalloc(NULL, &r, 16), IVM_ERROR_INVALID_VALUE);
+    EXPECT(ivmMalloc("null-out", NULL, 16), IVM_ERROR_INVALID_VALUE);
+    ASSERT(r == NULL, "%s", "a failed ivmMalloc returned a pointer");
+
+    memset(name255, 'n', IVM_NAME_MAX);
+    name255[IVM_NAME_MAX] = '\0';
+    memset(name256, 'n', IVM_NAME_MAX + 1);
+    name256[IVM_NAME_MAX + 1] = '\0';
+    EXPECT(ivmMalloc(name256, &r, 16), IVM_ERROR_INVALID_VALUE);
+    CHECK(ivmMalloc(name255, &r, 16));
+    check_zero(r, 16, "object with the longest name");
+
+    EXPECT(ivmMalloc("a", &m, 4096), IVM_ERROR_EXISTS);
+    EXPECT(ivmMalloc("a", &m, 10), IVM_ERROR_EXISTS);
+    EXPECT(ivmMalloc(name255, &m, 16), IVM_ERROR_EXISTS);
+    ASSERT(m == NULL, "%s", "a failed ivmMalloc returned a pointer");
+    ASSERT(p[0] == 0x5a && p[4095] == 0x5a, "%s", "the existing object was not touched");
+
+    /* Mapping one's own object: same node, same physical copy. */
+    pe_stage = "map own object";
+    CHECK(ivmMap("a", &m, 0));
+    ASSERT(m[0] == 0x5a && m[4095] == 0x5a, "%s", "the mapping sees the allocator's data");
+    m[100] = 0x33;
+    ASSERT(p[100] == 0x33, "%s", "write through the mapping not seen through the allocation");
+    CHECK(ivmUnmap(m));
+    CHECK(ivmMap(name255, &m, 0));
+    CHECK(ivmUnmap(m));
+
+    CHECK(ivmFree(p));
+    CHECK(ivmFree(big));
+    CHECK(ivmFree(one));
+    CHECK(ivmFree(r));
+
+    /* An impossible size fails cleanly and leaves no object behind. */
+    pe_stage = "malloc of 4 EiB";
+    m = NULL;
+    rc = ivmMalloc("huge", &m, (size_t)1 << 62);
+    ASSERT(rc == IVM_ERROR_NO_MEMORY || rc == IVM_ERROR_INVALID_VALUE,
+           "ivmMalloc of 4 EiB returned %s", pe_status_name(rc));
+    ASSERT(m == NULL, "%s", "a failed ivmMalloc returned a pointer");
+    EXPECT(ivmMap("huge", &m, 0), IVM_ERROR_NOT_FOUND);
+    CHECK(ivmMalloc("huge", &m, 64));
+    CHECK(ivmFree(m));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
+/* ivmMap / ivmMapSubset: errors, ranges, subset pointers, own node. */
+static int sc_map(int argc, char **argv)
+{
+    const size_t size = 10000;
+    unsigned char *p, *q = NULL, *s, *s2, *s3, *s4, *pre;
+    void *h = NULL;
+    char stackbuf[16];
+
+    pe_enter();
+    CHECK(ivmMalloc("obj", &p, size));
+    fill(p, 0, size);
+    pe_stage = "map errors";
+    EXPECT(ivmMap("nope", &q, 0), IVM_ERROR_NOT_FOUND);
+    EXPECT(ivmMapSubset("nope", &q, 0, 1), IVM_ERROR_NOT_FOUND);
+    EXPECT(ivmMap("ob", &q, 0), IVM_ERROR_NOT_FOUND);
+    EXPECT(ivmMap(NULL, &q, 0), IVM_ERROR_INVALID_VALUE);
+    EXPECT(ivmMap("obj", NULL, 0), IVM_ERROR_INVALID_VALUE);
+    EXPECT(ivmMap("obj", &q, size + 1), IVM_ERROR_INVALID_VALUE);
+    EXPECT(ivmMapSubset("obj", &q, size - 10, 11), IVM_ERROR_INVALID_VALUE);
+    EXPECT(ivmMapSubset("obj", &q, size, 1), IVM_ERROR_INVALID_VALUE);
+    EXPECT(ivmMapSubset("obj", &q, size + 1, 0), IVM_ERROR_INVALID_VALUE);
+    EXPECT(ivmMapSubset("obj", &q, (size_t)-5, 10), IVM_ERROR_INVALID_VALUE);
+    EXPECT(ivmMapSubset("obj", &q, 10, (size_t)-5), IVM_ERROR_INVALID_VALUE);
+    ASSERT(q == NULL, "%s", "a failed map returned a pointer");
+
+    pe_stage = "maps";
+    CHECK(ivmMap("obj", &q, size));
+    check_pattern(q, 0, size, __LINE__);
+    CHECK(ivmMap("obj", &pre, 100));
+    check_pattern(pre, 0, 100, __LINE__);
+    CHECK(ivmMapSubset("obj", &s, 1234, 100));
+    check_pattern(s, 1234, 100, __LINE__);
+    CHECK(ivmMapSubset("obj", &s2, 9000, 0));
+    check_pattern(s2, 9000, 1000, __LINE__);
+    CHECK(ivmMapSubset("obj", &s3, size - 1, 1));
+    check_pattern(s3, size - 1, 1, __LINE__);
+    CHECK(ivmMapSubset("obj", &s4, 4096, 4096));
+    check_pattern(s4, 4096, 4096, __LINE__);
+
+    /* One node, one copy: writes through any mapping are seen by all. */
+    s[0] = 0xee;
+    ASSERT(p[1234] == 0xee && q[1234] == 0xee, "%s",
+           "a write through a subset mapping is not at its byte offset");
+    s4[4095] = 0xdd;
+    ASSERT(p[8191] == 0xdd && s2[0] != 0xdd, "p[8191]=0x%02x", p[8191]);
+    p[9999] = 0x11;
+    ASSERT(s3[0] == 0x11 && s2[999] == 0x11, "%s", "end of object seen by the subsets");
+
+    CHECK(ivmHostPtr(s, &h));
+    ASSERT(h == (void *)s, "a CPU PE's host pointer is the reference itself (%p vs %p)", h,
+           (void *)s);
+    CHECK(ivmHostPtr(s4 + 10, &h));
+    ASSERT(h == (void *)(s4 + 10), "%s", "host pointer inside a mapping");
+    EXPECT(ivmHostPtr(stackbuf, &h), IVM_ERROR_INVALID_VALUE);
+
+    pe_stage = "unmaps";
+    CHECK(ivmUnmap(s));
+    EXPECT(ivmUnmap(s), IVM_ERROR_INVALID_VALUE);
+    CHECK(ivmUnmap(s2));
+    CHECK(ivmUnmap(s3));
+    EXPECT(ivmUnmap(s4 + 1), IVM_ERROR_INVALID_VALUE);
+    CHECK(ivmUnmap(s4));
+    CHECK(ivmUnmap(pre));
+    CHECK(ivmUnmap(q));
+    ASSERT(p[1234] == 0xee, "%s", "the allocation is intact after the unmaps");
+    CHECK(ivmFree(p));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
+/* Another PE of the node maps a subset: it sees the data, and its writes are
+ * seen by the root without any sync (one host copy per node). */
+static int sc_share(int argc, char **argv)
+{
+    const size_t size = 65536, off = 1000, len = 1000;
+    unsigned char *p, *s, *full;
+    int id = pe_enter();
+
+    if (id != 0) {
+        CHECK(ivmMapSubset("shared", &s, off, len));
+        check_pattern(s, off, len, __LINE__);
+        CHECK(ivmMap("shared", &full, 0));
+        s[0] = 0x42;
+        ASSERT(full[off] == 0x42, "%s", "two mappings of one PE are not the same bytes");
+        for (size_t i = 0; i < len; ++i) {
+            s[i] = (unsigned char)(i ^ 0xc0);
+        }
+        CHECK(ivmUnmap(full));
+        CHECK(ivmSignal());
+        pe_stage = "child waits for the root's writes";
+        CHECK(ivmWait(0));
+        for (size_t i = 0; i < len; ++i) {
+            ASSERT(s[i] == 0x11, "root's write to byte %zu not seen: 0x%02x", off + i, s[i]);
+        }
+        CHECK(ivmUnmap(s));
+        CHECK(ivmExit());
+        return 0;
+    }
+    CHECK(ivmMalloc("shared", &p, size));
+    fill(p, 0, size);
+    ivm_pe c = spawn_one();
+    pe_stage = "root waits for the child's writes";
+    CHECK(ivmWait(c));
+    for (size_t i = 0; i < len; ++i) {
+        ASSERT(p[off + i] == (unsigned char)(i ^ 0xc0), "child's write to byte %zu not seen",
+               off + i);
+    }
+    check_pattern(p, 0, off, __LINE__);
+    check_pattern(p + off + len, off + len, size - off - len, __LINE__);
+    memset(p + off, 0x11, len);
+    CHECK(ivmSignal());
+    pe_stage = "root waits for the child's exit";
+    CHECK(ivmWait(c));
+    CHECK(ivmFree(p));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
+/* ivmFree / ivmUnmap: bad pointers, name gone at once, memory kept while
+ * mapped, freeing by another PE refused. */
+static int sc_free(int argc, char **argv)
+{
+    unsigned char *p, *p2, *q, *k, *m, *n;
+    char stackbuf[64];
+    unsigned char *heap = malloc(64);
+    int id = pe_enter();
+
+    if (id != 0) {
+        CHECK(ivmMap("keep", &m, 0));
+        check_pattern(m, 0, 4096, __LINE__);
+        EXPECT(ivmFree(m), IVM_ERROR_PERMISSION);
+        CHECK(ivmSignal());
+        pe_stage = "child waits for the root's ivmFree";
+        CHECK(ivmWait(0));
+        /* the name is gone, the memory still mapped here */
+        EXPECT(ivmMap("keep", &n, 0), IVM_ERROR_NOT_FOUND);
+        check_pattern(m, 0, 4096, __LINE__);
+        memset(m, 0x77, 4096);
+        ASSERT(m[4095] == 0x77, "%s", "");
+        CHECK(ivmMalloc("keep", &n, 16));
+        check_zero(n, 16, "new object of a freed name");
+        CHECK(ivmFree(n));
+        CHECK(ivmUnmap(m));
+        EXPECT(ivmUnmap(m), IVM_ERROR_INVALID_VALUE);
+        CHECK(ivmExit());
+        return 0;
+    }
+    pe_stage = "free";
+    CHECK(ivmMalloc("f", &p, 4096));
+    memset(p, 1, 4096);
+    CHECK(ivmFree(p));
+    EXPECT(ivmMap("f", &q, 0), IVM_ERROR_NOT_FOUND);
+    CHECK(ivmMalloc("f", &p2, 8192));
+    check_zero(p2, 8192, "object of a freed name");
+    CHECK(ivmMap("f", &q, 0));
+    q[8191] = 9;
+    ASSERT(p2[8191] == 9, "%s", "new object has the new size");
+    CHECK(ivmUnmap(q));
+
+    pe_stage = "bad pointers";
+    EXPECT(ivmFree(stackbuf), IVM_ERROR_INVALID_VALUE);
+    EXPECT(ivmFree(heap), IVM_ERROR_INVALID_VALUE);
+    EXPECT(ivmFree(NULL), IVM_ERROR_INVALID_VALUE);
+    EXPECT(ivmFree(p2 + 1), IVM_ERROR_INVALID_VALUE);
+    EXPECT(ivmFree(p2 + 4096), IVM_ERROR_INVALID_VALUE);
+    EXPECT(ivmUnmap(stackbuf), IVM_ERROR_INVALID_VALUE);
+    EXPECT(ivmUnmap(heap), IVM_ERROR_INVALID_VALUE);
+    EXPECT(ivmUnmap(NULL), IVM_ERROR_INVALID_VALUE);
+    EXPECT(ivmUnmap(p2 + 16), IVM_ERROR_INVALID_VALUE);
+    ASSERT(p2[8191] == 9, "%s", "object intact after failed calls");
+    CHECK(ivmFree(p2));
+    EXPECT(ivmMap("f", &q, 0), IVM_ERROR_NOT_FOUND);
+
+    pe_stage = "free while another PE maps it";
+    CHECK(ivmMalloc("keep", &k, 4096));
+    fill(k, 0, 4096);
+    ivm_pe c = spawn_one();
+    CHECK(ivmWait(c)); /* the child mapped "keep" and failed to free it */
+    CHECK(ivmFree(k));
+    EXPECT(ivmMap("keep", &q, 0), IVM_ERROR_NOT_FOUND);
+    CHECK(ivmSignal());
+    pe_stage = "root waits for the child's exit";
+    CHECK(ivmWait(c));
+    free(heap);
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
+typedef ivmError_t (*sync_fn_t)(void *addr, size_t size);
+static ivmError_t sync_put(void *a, size_t n) { return ivmSyncPut(a, n); }
+static ivmError_t sync_get(void *a, size_t n) { return ivmSyncGet(a, n); }
+static ivmError_t sync_put_group(void *a, size_t n) { return ivmSyncPutGroup(a, n); }
+static ivmError_t sync_get_group(void *a, size_t n) { return ivmSyncGetGroup(a, n); }
+static const struct {
+    const char *name;
+    sync_fn_t   fn;
+} sync_fns[] = {
+    {"ivmSyncPut", sync_put},
+    {"ivmSyncGet", sync_get},
+    {"ivmSyncPutGroup", sync_put_group},
+    {"ivmSyncGetGroup", sync_get_group},
+};
+#define NSYNC (sizeof(sync_fns) / sizeof(sync_fns[0]))
+
+#define EXPECT_SYNC(k, addr, size, want)                                              \
+    do {                                                                            \
+        int rc_ = (int)sync_fns[k].fn((void *)(addr), (size));                      \
+        if (rc_ != (int)(want)) {                                                   \
+            pe_failf(__LINE__, "%s(%s, %zu) returned %s, expected %s [%s]",         \
+                     sync_fns[k].name, #addr, (size_t)(size), pe_status_name(rc_),  \
+                     pe_status_name(want), ivmGetLastErrorMessage());               \
+        }                                                                           \
+    } while (0)
+
+/* Sync calls: mapped ranges succeed, anything else is IVM_ERROR_INVALID_VALUE. */
+static int sc_sync(int argc, char **argv)
+{
+    const size_t size = 65536;
+    unsigned char *p, *q, *w;
+    char stackbuf[64];
+    unsigned char *heap = malloc(4096);
+    int id = pe_enter();
+
+    if (id != 0) {
+        CHECK(ivmMapSubset("s", &q, 4096, 4096));
+        for (size_t k = 0; k < NSYNC; ++k) {
+            EXPECT_SYNC(k, q, 4096, IVM_SUCCESS);
+            EXPECT_SYNC(k, q + 10, 100, IVM_SUCCESS);
+            EXPECT_SYNC(k, q + 4095, 1, IVM_SUCCESS);
+            EXPECT_SYNC(k, q + 4000, 200, IVM_ERROR_INVALID_VALUE);
+            EXPECT_SYNC(k, q - 1, 2, IVM_ERROR_INVALID_VALUE);
+            EXPECT_SYNC(k, q, 4097, IVM_ERROR_INVALID_VALUE);
+            EXPECT_SYNC(k, stackbuf, sizeof(stackbuf), IVM_ERROR_INVALID_VALUE);
+        }
+        check_pattern(q, 4096, 4096, __LINE__);
+        memset(q, 0x99, 4096);
+        CHECK(ivmSyncPut(q, 4096));
+        CHECK(ivmUnmap(q));
+        EXPECT(ivmSyncPut(q, 16), IVM_ERROR_INVALID_VALUE);
+        EXPECT(ivmSyncGet(q, 16), IVM_ERROR_INVALID_VALUE);
+        CHECK(ivmSignal());
+        CHECK(ivmExit());
+        return 0;
+    }
+    CHECK(ivmMalloc("s", &p, size));
+    fill(p, 0, size);
+    pe_stage = "sync on the master";
+    for (size_t k = 0; k < NSYNC; ++k) {
+        EXPECT_SYNC(k, p, size, IVM_SUCCESS);
+        EXPECT_SYNC(k, p + 100, 200, IVM_SUCCESS);
+        EXPECT_SYNC(k, p + size - 1, 1, IVM_SUCCESS);
+        EXPECT_SYNC(k, stackbuf, sizeof(stackbuf), IVM_ERROR_INVALID_VALUE);
+        EXPECT_SYNC(k, heap, 4096, IVM_ERROR_INVALID_VALUE);
+        EXPECT_SYNC(k, NULL, 16, IVM_ERROR_INVALID_VALUE);
+        EXPECT_SYNC(k, p + size - 10, 20, IVM_ERROR_INVALID_VALUE);
+        EXPECT_SYNC(k, p, size + 1, IVM_ERROR_INVALID_VALUE);
+        EXPECT_SYNC(k, p - 1, 1, IVM_ERROR_INVALID_VALUE);
+        check_pattern(p, 0, size, __LINE__);
+    }
+    /* A range inside a second mapping of the same object. */
+    CHECK(ivmMapSubset("s", &w, 100, 50));
+    CHECK(ivmSyncPut(w, 50));
+    CHECK(ivmSyncGet(w + 49, 1));
+    CHECK(ivmUnmap(w));
+    /* Gone with its mapping, unless the address is also inside p's mapping. */
+    EXPECT(ivmSyncPut(w, 50),
+           (w >= p && w + 50 <= p + size) ? IVM_SUCCESS : IVM_ERROR_INVALID_VALUE);
+
+    ivm_pe c = spawn_one();
+    pe_stage = "root waits for the child";
+    CHECK(ivmWait(c));
+    for (size_t i = 0; i < 4096; ++i) {
+        ASSERT(p[4096 + i] == 0x99, "child's put of byte %zu not in the master", 4096 + i);
+    }
+    CHECK(ivmWait(c));
+    free(heap);
+    CHECK(ivmFree(p));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
+/* Put/Get on the caller's own node copy cost no daemon round trip: 100000
+ * calls (2.5 us each at most) take far less than as many socket round trips. */
+static int sc_sync_local(int argc, char **argv)
+{
+    const int calls = 100000;
+    unsigned char *p, *q;
+    double t0, dt_master, dt_mapped;
+    int id = pe_enter();
+
+    if (id != 0) {
+        CHECK(ivmMap("fast", &q, 0));
+        t0 = pe_now();
+        for (int i = 0; i < calls / 2; ++i) {
+            CHECK(ivmSyncPut(q + (i & 1023), 64));
+            CHECK(ivmSyncGet(q + (i & 1023), 64));
+        }
+        dt_mapped = pe_now() - t0;
+        printf("sync_local: %d Put/Get on a same-node mapping: %.1f ms\n", calls,
+               dt_mapped * 1e3);
+        ASSERT(dt_mapped < 0.25, "%d Put/Get on the node's own copy took %.0f ms "
+               "(a daemon round trip per call?)", calls, dt_mapped * 1e3);
+        CHECK(ivmUnmap(q));
+        CHECK(ivmExit());
+        return 0;
+    }
+    CHECK(ivmMalloc("fast", &p, 65536));
+    t0 = pe_now();
+    for (int i = 0; i < calls / 2; ++i) {
+        CHECK(ivmSyncPut(p + (i & 1023), 64));
+        CHECK(ivmSyncGet(p + (i & 1023), 64));
+    }
+    dt_master = pe_now() - t0;
+    printf("sync_local: %d Put/Get on the master: %.1f ms\n", calls, dt_master * 1e3);
+    ASSERT(dt_master < 0.25, "%d Put/Get on the master copy took %.0f ms "
+           "(a daemon round trip per call?)", calls, dt_master * 1e3);
+    ivm_pe c = spawn_one();
+    CHECK(ivmWait(c));
+    CHECK(ivmFree(p));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
+static const pe_scenario_entry_t scenarios[] = {
+    {"malloc", sc_malloc},
+    {"map", sc_map},
+    {"share", sc_share},
+    {"free", sc_free},
+    {"sync", sc_sync},
+    {"sync_local", sc_sync_local},
+    {NULL, NULL},
+};
+
+int main(int argc, char **argv)
+{
+    return pe_main(scenarios, argc, argv);
+}

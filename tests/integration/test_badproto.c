@@ -1,0 +1,365 @@
+/* Integration: malformed protocol input. Each bad connection is dropped by
+ * ivmd (the client reads EOF) and the daemon keeps serving, including a
+ * well-behaved PE program while bad connections sit idle. */
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+TestSuite(badproto, .init = ivmt_fixture_start, .fini = ivmt_fixture_stop, .timeout = 60);
+
+static int send_bytes(const void *bytes, size_t len)
+{
+    int fd = ivmt_connect(&ivmt_d);
+    size_t off = 0;
+
+    while (off < len) {
+        ssize_t n = send(fd, (const char *)bytes + off, len - off, MSG_NOSIGNAL);
+        if (n < 0) {
+            /* the daemon may already have dropped us: that is what we check */
+            cr_assert(errno == EPIPE || errno == ECONNRESET, "send: %s", strerror(errno));
+            break;
+        }
+        off += (size_t)n;
+    }
+    return fd;
+}
+
+static ivm_msg_hdr_t hdr_of(uint16_t type, uint32_t length)
+{
+    ivm_msg_hdr_t h;
+
+    ivm_proto_hdr_init(&h, type, length, 1);
+    return h;
+}
+
+/* Read until EOF (anything the daemon says before closing is ignored). */
+static void expect_dropped(int fd, const char *what)
+{
+    double deadline = ivmt_now() + 3.0;
+    char buf[4096];
+
+    for (;;) {
+        struct pollfd p = {fd, POLLIN, 0};
+        int left = (int)((deadline - ivmt_now()) * 1000);
+        ssize_t n;
+        if (left <= 0 || poll(&p, 1, left) <= 0) {
+            close(fd);
+            cr_assert_fail("ivmd kept the connection open 3 s after %s", what);
+        }
+        n = recv(fd, buf, sizeof(buf), 0);
+        if (n == 0 || (n < 0 && errno == ECONNRESET)) {
+            break;
+        }
+        cr_assert(n > 0 || errno == EINTR || errno == EAGAIN, "recv: %s", strerror(errno));
+    }
+    close(fd);
+}
+
+/* The daemon answers INFO, holding no job state. */
+static void expect_alive(const char *after)
+{
+    ivm_msg_info_rep_t info;
+    const char *why = NULL;
+
+    cr_assert_eq(ivmt_info(ivmt_d.sock, &info, &why), 0, "ivmd stopped serving after %s: %s",
+                 after, why);
+    cr_assert(info.jobs == 0 && info.pes == 0 && info.objects == 0,
+              "after %s: %u jobs, %u PEs, %u objects", after, info.jobs, info.pes,
+              info.objects);
+}
+
+/* Send header (+ payload) and check the connection is dropped. */
+static void bad_message(const ivm_msg_hdr_t *h, const void *payload, size_t len,
+                        const char *what)
+{
+    char *buf = malloc(sizeof(*h) + len);
+    int fd;
+
+    cr_assert_not_null(buf);
+    memcpy(buf, h, sizeof(*h));
+    if (len > 0) {
+        memcpy(buf + sizeof(*h), payload, len);
+    }
+    fd = send_bytes(buf, sizeof(*h) + len);
+    free(buf);
+    expect_dropped(fd, what);
+    expect_alive(what);
+}
+
+/* A well-formed request the daemon must refuse: an error reply or a drop. */
+static void expect_refused(const ivm_msg_hdr_t *h, const void *payload, size_t len,
+                           const char *what)
+{
+    char buf[sizeof(ivm_msg_hdr_t) + 4096];
+    ivm_msg_hdr_t rh;
+    int32_t status;
+    int fd;
+    size_t got = 0;
+    double deadline = ivmt_now() + 3.0;
+
+    memcpy(buf, h, sizeof(*h));
+    memcpy(buf + sizeof(*h), payload, len);
+    fd = send_bytes(buf, sizeof(*h) + len);
+    while (got < sizeof(rh) + sizeof(status)) {
+        struct pollfd p = {fd, POLLIN, 0};
+        int left = (int)((deadline - ivmt_now()) * 1000);
+        ssize_t n;
+        cr_assert(left > 0 && poll(&p, 1, left) > 0, "no answer and no drop 3 s after %s",
+                  what);
+        n = recv(fd, buf + got, sizeof(buf) - got, 0);
+        if (n == 0 || (n < 0 && errno == ECONNRESET)) {
+            close(fd);
+            expect_alive(what);
+            return; /* dropped */
+        }
+        cr_assert(n > 0 || errno == EINTR, "recv: %s", strerror(errno));
+        got += n > 0 ? (size_t)n : 0;
+    }
+    memcpy(&rh, buf, sizeof(rh));
+    memcpy(&status, buf + sizeof(rh), sizeof(status));
+    close(fd);
+    cr_assert_eq(rh.magic, IVM_PROTO_MAGIC, "garbled reply to %s", what);
+    cr_assert_eq(rh.type, h->type | IVM_MSG_REPLY, "reply type 0x%x to %s", rh.type, what);
+    cr_assert_lt(status, 0, "%s was accepted (status %d)", what, status);
+    expect_alive(what);
+}
+
+Test(badproto, bad_headers)
+{
+    ivm_msg_empty_t empty = {0};
+    ivm_msg_hdr_t h;
+
+    h = hdr_of(IVM_MSG_INFO, sizeof(empty));
+    h.magic = 0xdeadbeef;
+    bad_message(&h, &empty, sizeof(empty), "a wrong magic");
+
+    h = hdr_of(IVM_MSG_INFO, sizeof(empty));
+    h.version = IVM_PROTO_VERSION + 1;
+    bad_message(&h, &empty, sizeof(empty), "a wrong version");
+
+    h = hdr_of(IVM_MSG_NONE, sizeof(empty));
+    bad_message(&h, &empty, sizeof(empty), "message type 0");
+
+    h = hdr_of(999, sizeof(empty));
+    bad_message(&h, &empty, sizeof(empty), "message type 999");
+
+    h = hdr_of(IVM_MSG_LAST, sizeof(empty));
+    bad_message(&h, &empty, sizeof(empty), "message type IVM_MSG_LAST");
+
+    h = hdr_of(IVM_MSG_INFO | IVM_MSG_REPLY, sizeof(ivm_msg_info_rep_t));
+    {
+        ivm_msg_info_rep_t rep;
+        memset(&rep, 0, sizeof(rep));
+        bad_message(&h, &rep, sizeof(rep), "a reply sent as a request");
+    }
+    ivmt_daemon_finish(&ivmt_d);
+}
+
+Test(badproto, bad_lengths)
+{
+    char payload[64];
+    ivm_msg_hdr_t h;
+
+    memset(payload, 0, sizeof(payload));
+    h = hdr_of(IVM_MSG_ENTER, IVM_MSG_MAX_PAYLOAD + 1);
+    bad_message(&h, NULL, 0, "a length beyond IVM_MSG_MAX_PAYLOAD");
+
+    h = hdr_of(IVM_MSG_MALLOC, 0xffffffffu);
+    bad_message(&h, NULL, 0, "a length of 4 GiB");
+
+    h = hdr_of(IVM_MSG_INFO, 8);
+    bad_message(&h, payload, 8, "an INFO of 8 bytes (fixed length 4)");
+
+    h = hdr_of(IVM_MSG_WAIT, 4);
+    bad_message(&h, payload, 4, "a WAIT of 4 bytes (fixed length 8)");
+
+    h = hdr_of(IVM_MSG_SIGNAL, 0);
+    bad_message(&h, NULL, 0, "an empty SIGNAL (fixed length 4)");
+
+    h = hdr_of(IVM_MSG_MALLOC, sizeof(ivm_msg_malloc_req_t) - 1);
+    {
+        char *m = calloc(1, sizeof(ivm_msg_malloc_req_t));
+        bad_message(&h, m, sizeof(ivm_msg_malloc_req_t) - 1, "a MALLOC one byte short");
+        free(m);
+    }
+    ivmt_daemon_finish(&ivmt_d);
+}
+
+Test(badproto, bad_variable_messages)
+{
+    struct {
+        ivm_msg_kill_pes_req_t req;
+        int32_t                ids[1];
+    } kill = {{3, 0}, {1}};
+    ivm_msg_hdr_t h = hdr_of(IVM_MSG_KILL_PES, sizeof(kill));
+
+    bad_message(&h, &kill, sizeof(kill), "a KILL_PES whose count says 3 with 1 id");
+    kill.req.n = 0;
+    bad_message(&h, &kill, sizeof(kill), "a KILL_PES with count 0");
+
+    {
+        char buf[sizeof(ivm_msg_enter_req_t) + 10];
+        ivm_msg_enter_req_t *e = (ivm_msg_enter_req_t *)buf;
+        memset(buf, 0, sizeof(buf));
+        e->flags = IVM_ENTER_ROOT;
+        e->pid = (uint32_t)getpid();
+        e->blob_len = 100;
+        h = hdr_of(IVM_MSG_ENTER, sizeof(buf));
+        bad_message(&h, buf, sizeof(buf), "an ENTER whose blob length disagrees");
+        e->blob_len = 10;
+        memset(e->cpu_devices, '7', sizeof(e->cpu_devices));
+        bad_message(&h, buf, sizeof(buf), "an ENTER with an unterminated cpu_devices");
+    }
+    ivmt_daemon_finish(&ivmt_d);
+}
+
+Test(badproto, truncated_and_half_messages)
+{
+    ivm_msg_hdr_t h = hdr_of(IVM_MSG_INFO, sizeof(ivm_msg_empty_t));
+    char buf[sizeof(h) + 2];
+    int fd;
+
+    /* payload cut short, then end of stream */
+    memcpy(buf, &h, sizeof(h));
+    memset(buf + sizeof(h), 0, 2);
+    fd = send_bytes(buf, sizeof(buf));
+    shutdown(fd, SHUT_WR);
+    expect_dropped(fd, "a message cut short before EOF");
+    expect_alive("a message cut short");
+
+    /* half a header, then close */
+    fd = send_bytes(&h, sizeof(h) / 2);
+    close(fd);
+    expect_alive("half a header and close");
+
+    /* a full header promising a payload, then close */
+    fd = send_bytes(&h, sizeof(h));
+    close(fd);
+    expect_alive("a header without its payload and close");
+
+    /* connect and close at once, many times */
+    for (int i = 0; i < 50; ++i) {
+        close(ivmt_connect(&ivmt_d));
+    }
+    expect_alive("50 empty connections");
+    ivmt_daemon_finish(&ivmt_d);
+}
+
+Test(badproto, random_bytes)
+{
+    unsigned char buf[512];
+    unsigned seed = 12345;
+
+    for (int round = 0; round < 20; ++round) {
+        for (size_t i = 0; i < sizeof(buf); ++i) {
+            seed = seed * 1103515245u + 12345u;
+            buf[i] = (unsigned char)(seed >> 16);
+        }
+        if (memcmp(buf, "IVM1", 4) == 0) {
+            buf[0] ^= 0xff;
+        }
+        bad_message((const ivm_msg_hdr_t *)buf, buf + sizeof(ivm_msg_hdr_t),
+                    sizeof(buf) - sizeof(ivm_msg_hdr_t), "512 random bytes");
+    }
+    /* random payload behind a valid header of each fixed-length type */
+    for (int type = IVM_MSG_ENTER; type < IVM_MSG_LAST; ++type) {
+        if (type == IVM_MSG_SHUTDOWN) {
+            continue;
+        }
+        for (size_t i = 0; i < sizeof(buf); ++i) {
+            seed = seed * 1103515245u + 12345u;
+            buf[i] = (unsigned char)(seed >> 16);
+        }
+        ivm_msg_hdr_t h = hdr_of((uint16_t)type, 3); /* no type is 3 bytes long */
+        bad_message(&h, buf, 3, "a 3-byte payload");
+    }
+    ivmt_daemon_finish(&ivmt_d);
+}
+
+Test(badproto, requests_before_enter_or_forged)
+{
+    ivm_msg_malloc_req_t m;
+    ivm_msg_enter_req_t e;
+    ivm_msg_hdr_t h;
+
+    memset(&m, 0, sizeof(m));
+    m.size = 4096;
+    strcpy(m.name, "sneaky");
+    h = hdr_of(IVM_MSG_MALLOC, sizeof(m));
+    expect_refused(&h, &m, sizeof(m), "a MALLOC before ENTER");
+
+    memset(&e, 0, sizeof(e));
+    e.pid = (uint32_t)getpid();
+    e.job_id = 1;
+    e.pe_id = 1;
+    e.token = 0x1234567890abcdefull;
+    h = hdr_of(IVM_MSG_ENTER, sizeof(e));
+    expect_refused(&h, &e, sizeof(e), "an ENTER as PE 1 of a job that does not exist");
+
+    e.job_id = 0;
+    e.pe_id = 0;
+    e.token = 0;
+    e.pid = 1; /* not the caller's pid */
+    e.flags = IVM_ENTER_ROOT;
+    h = hdr_of(IVM_MSG_ENTER, sizeof(e));
+    expect_refused(&h, &e, sizeof(e), "a root ENTER with someone else's pid");
+    ivmt_daemon_finish(&ivmt_d);
+}
+
+Test(badproto, many_bad_connections_at_once)
+{
+    int fds[40];
+    unsigned char junk[64];
+
+    memset(junk, 0xab, sizeof(junk));
+    for (int i = 0; i < 40; ++i) {
+        fds[i] = send_bytes(junk, sizeof(junk));
+    }
+    for (int i = 0; i < 40; ++i) {
+        expect_dropped(fds[i], "64 bytes of 0xab (one of 40 connections)");
+    }
+    expect_alive("40 bad connections");
+    ivmt_daemon_finish(&ivmt_d);
+}
+
+/* Bad connections left idle do not stop a real PE program, before or after. */
+Test(badproto, good_pe_beside_idle_bad_connections)
+{
+    ivm_msg_hdr_t h = hdr_of(IVM_MSG_INFO, sizeof(ivm_msg_empty_t));
+    ivm_msg_hdr_t big = hdr_of(IVM_MSG_ENTER, IVM_MSG_MAX_PAYLOAD);
+    char part[1000];
+    ivmt_result_t r;
+    int idle_half, idle_big, fd;
+
+    /* dropped one first */
+    h.magic = 0;
+    fd = send_bytes(&h, sizeof(h));
+    expect_dropped(fd, "a wrong magic");
+    h.magic = IVM_PROTO_MAGIC;
+
+    idle_half = send_bytes(&h, 6);              /* 6 bytes of a header */
+    memset(part, 0, sizeof(part));
+    idle_big = send_bytes(&big, sizeof(big));   /* 1 MiB promised ... */
+    cr_assert_eq(send(idle_big, part, sizeof(part), MSG_NOSIGNAL), (ssize_t)sizeof(part));
+
+    ivmt_run_pe(&ivmt_d, IVMT_PE_PROC, "spawn_one", NULL, NULL, 20, &r);
+    ivmt_expect_pe_ok(&ivmt_d, &r, "spawn_one");
+    ivmt_result_free(&r);
+    ivmt_run_pe(&ivmt_d, IVMT_PE_MEM, "share", NULL, NULL, 20, &r);
+    ivmt_expect_pe_ok(&ivmt_d, &r, "share");
+    ivmt_result_free(&r);
+
+    close(idle_half);
+    close(idle_big);
+    ivmt_run_pe(&ivmt_d, IVMT_PE_PROC, "spawn_one", NULL, NULL, 20, &r);
+    ivmt_expect_pe_ok(&ivmt_d, &r, "spawn_one");
+    ivmt_result_free(&r);
+    ivmt_daemon_finish(&ivmt_d);
+}

@@ -1,0 +1,223 @@
+/* Integration: the ivmrun launcher. Each run gets a private IVM_SOCKET_DIR;
+ * afterwards no process of that run may be left. */
+#include <criterion/criterion.h>
+
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+TestSuite(ivmrun, .timeout = 60);
+
+/* ivmrun ARGS... with a private socket directory; checks nothing is left. */
+static void ivmrun(const char *const *args, double timeout_s, ivmt_result_t *r)
+{
+    char dir[IVMT_PATH_MAX], dir_env[IVMT_PATH_MAX + 32];
+    const char *env[] = {dir_env, "XDG_RUNTIME_DIR", NULL};
+    const char *entries[] = {dir_env, NULL};
+    const char *argv[32];
+    pid_t pids[64];
+    int n = 0, argc = 0;
+    char *procs;
+
+    ivmt_make_tmpdir(dir, sizeof(dir));
+    snprintf(dir_env, sizeof(dir_env), "IVM_SOCKET_DIR=%s", dir);
+    argv[argc++] = IVMT_IVMRUN;
+    while (*args != NULL && argc < 31) {
+        argv[argc++] = *args++;
+    }
+    argv[argc] = NULL;
+    ivmt_run(argv, env, timeout_s, r);
+    for (double deadline = ivmt_now() + 5.0;; ivmt_sleep_ms(20)) {
+        n = ivmt_find_procs(0, 0, entries, dir, pids, 64);
+        if (n == 0 || ivmt_now() > deadline) {
+            break;
+        }
+    }
+    procs = ivmt_describe_procs(pids, n);
+    for (int i = 0; i < n; ++i) {
+        kill(pids[i], SIGKILL);
+    }
+    ivmt_remove_dir(dir);
+    if (n > 0) {
+        char *why = ivmt_describe(NULL, r);
+        cr_assert_fail("%d process(es) of the ivmrun run left 5 s after ivmrun returned: %s\n"
+                       "ivmrun: %s", n, procs, why);
+    }
+    free(procs);
+}
+
+static void expect_code(const ivmt_result_t *r, int code)
+{
+    char *why = ivmt_describe(NULL, r);
+
+    cr_assert(!r->timed_out && r->exited && r->code == code, "expected ivmrun to exit %d: %s",
+              code, why);
+    free(why);
+}
+
+Test(ivmrun, exit_code_zero)
+{
+    const char *args[] = {IVMT_PE_PROC, "exit_code", "0", NULL};
+    ivmt_result_t r;
+
+    ivmrun(args, 30, &r);
+    expect_code(&r, 0);
+    ivmt_result_free(&r);
+}
+
+Test(ivmrun, exit_code_passthrough)
+{
+    const char *args[] = {IVMT_PE_PROC, "exit_code", "3", NULL};
+    const char *args2[] = {IVMT_PE_PROC, "exit_code", "42", NULL};
+    ivmt_result_t r;
+
+    ivmrun(args, 30, &r);
+    expect_code(&r, 3);
+    ivmt_result_free(&r);
+    ivmrun(args2, 30, &r);
+    expect_code(&r, 42);
+    ivmt_result_free(&r);
+}
+
+Test(ivmrun, killed_program_gives_128_plus_signal)
+{
+    const char *args[] = {IVMT_PE_PROC, "sigkill", NULL};
+    ivmt_result_t r;
+
+    ivmrun(args, 30, &r);
+    expect_code(&r, 128 + SIGKILL);
+    ivmt_result_free(&r);
+}
+
+Test(ivmrun, timeout_kills_everything)
+{
+    const char *args[] = {"--timeout", "1", IVMT_PE_PROC, "sleep", NULL};
+    ivmt_result_t r;
+    pid_t pids[2];
+    int n;
+
+    ivmrun(args, 30, &r);
+    expect_code(&r, 124);
+    cr_assert_lt(r.seconds, 10.0, "ivmrun --timeout 1 returned after %.1f s", r.seconds);
+    n = ivmt_parse_pids(r.out, "PIDS", pids, 2);
+    cr_assert_eq(n, 2, "the program did not get to print its pids:\n%s\n%s", r.out, r.err);
+    cr_assert_eq(ivmt_wait_pids_gone(pids, n, 1.0), 0,
+                 "the root PE or its child survived ivmrun --timeout");
+    ivmt_result_free(&r);
+}
+
+static int count_lines_starting(const char *out, const char *prefix)
+{
+    int n = 0;
+    size_t len = strlen(prefix);
+
+    for (const char *p = out; p != NULL && *p != '\0';) {
+        if (strncmp(p, prefix, len) == 0) {
+            ++n;
+        }
+        p = strchr(p, '\n');
+        if (p != NULL) {
+            ++p;
+        }
+    }
+    return n;
+}
+
+Test(ivmrun, tag_output)
+{
+    const char *args[] = {"--tag-output", IVMT_PE_PROC, "hello", NULL};
+    ivmt_result_t r;
+    char *why;
+
+    ivmrun(args, 30, &r);
+    expect_code(&r, 0);
+    why = ivmt_describe(NULL, &r);
+    cr_assert_eq(count_lines_starting(r.out, "[pe 0] hello from pe 0\n"), 1, "%s", why);
+    cr_assert_eq(count_lines_starting(r.out, "[pe 1] hello from pe 1\n"), 1, "%s", why);
+    cr_assert_eq(count_lines_starting(r.out, "[pe 2] hello from pe 2\n"), 1, "%s", why);
+    cr_assert_eq(count_lines_starting(r.out, "[pe 0] OK hello\n"), 1, "%s", why);
+    cr_assert_eq(count_lines_starting(r.out, "hello"), 0, "untagged lines: %s", why);
+    free(why);
+    ivmt_result_free(&r);
+}
+
+Test(ivmrun, no_tag_output_by_default)
+{
+    const char *args[] = {IVMT_PE_PROC, "hello", NULL};
+    ivmt_result_t r;
+    char *why;
+
+    ivmrun(args, 30, &r);
+    expect_code(&r, 0);
+    why = ivmt_describe(NULL, &r);
+    for (int i = 0; i < 3; ++i) {
+        char line[64];
+        snprintf(line, sizeof(line), "hello from pe %d\n", i);
+        cr_assert_eq(count_lines_starting(r.out, line), 1, "'%s' %s", line, why);
+    }
+    cr_assert_null(strstr(r.out, "[pe "), "%s", why);
+    free(why);
+    ivmt_result_free(&r);
+}
+
+Test(ivmrun, scenario_under_ivmrun)
+{
+    const char *args[] = {IVMT_PE_MEM, "share", NULL};
+    ivmt_result_t r;
+
+    ivmrun(args, 30, &r);
+    ivmt_expect_pe_ok(NULL, &r, "share");
+    ivmt_result_free(&r);
+}
+
+Test(ivmrun, cpu_devices_option)
+{
+    const char *args[] = {"--cpu-devices", "0,1", IVMT_PE_API, "devices", NULL};
+    ivmt_result_t r;
+    cpu_set_t set;
+
+    cr_assert_eq(sched_getaffinity(0, sizeof(set), &set), 0);
+    if (!CPU_ISSET(0, &set) || !CPU_ISSET(1, &set)) {
+        cr_skip_test("needs cores 0 and 1");
+    }
+    ivmrun(args, 30, &r);
+    ivmt_expect_pe_ok(NULL, &r, "devices");
+    ivmt_result_free(&r);
+}
+
+#ifdef IVMT_VECADD
+Test(ivmrun, example_vecadd)
+{
+    const char *args[] = {IVMT_VECADD, NULL};
+    ivmt_result_t r;
+    char *why;
+
+    ivmrun(args, 40, &r);
+    expect_code(&r, 0);
+    why = ivmt_describe(NULL, &r);
+    cr_assert_eq(count_lines_starting(r.out, "vecadd: OK"), 1, "%s", why);
+    free(why);
+    ivmt_result_free(&r);
+}
+#endif
+
+#ifdef IVMT_DSLB
+Test(ivmrun, example_dslb)
+{
+    const char *args[] = {IVMT_DSLB, NULL};
+    ivmt_result_t r;
+    char *why;
+
+    ivmrun(args, 50, &r);
+    expect_code(&r, 0);
+    why = ivmt_describe(NULL, &r);
+    cr_assert_eq(count_lines_starting(r.out, "dslb: OK"), 1, "%s", why);
+    free(why);
+    ivmt_result_free(&r);
+}
+#endif

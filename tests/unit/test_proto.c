@@ -1,0 +1,409 @@
+/* Unit tests of the wire-protocol validators (common/proto.c): every message
+ * type is accepted in its well-formed shape and every malformed header or
+ * payload is refused with a reason. */
+#include <criterion/criterion.h>
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto.h"
+
+typedef struct msg_type_desc {
+    const char *name;
+    uint16_t    type;
+    uint32_t    req_size;
+    uint32_t    rep_size;
+    int         variable;
+} msg_type_desc_t;
+
+#define TYPE_DESC(name, value, req, rep, var) {#name, value, sizeof(req), sizeof(rep), var},
+static const msg_type_desc_t all_types[] = {IVM_MSG_TABLE(TYPE_DESC)};
+#define NTYPES (sizeof(all_types) / sizeof(all_types[0]))
+
+/* Large enough for any fixed request plus a tail. */
+typedef union payload_buf {
+    ivm_msg_enter_req_t    enter;
+    ivm_msg_kill_pes_req_t kill;
+    ivm_msg_cluster_req_t  cluster;
+    uint64_t               align;
+    char                   bytes[sizeof(ivm_msg_create_pes_rep_t) + 8192];
+} payload_buf_t;
+
+static ivm_msg_hdr_t make_hdr(uint16_t type, uint32_t length)
+{
+    ivm_msg_hdr_t hdr;
+
+    memset(&hdr, 0xa5, sizeof(hdr));
+    ivm_proto_hdr_init(&hdr, type, length, 77);
+    return hdr;
+}
+
+/* A well-formed request payload of the given type; returns its length. */
+static uint32_t good_request(const msg_type_desc_t *t, payload_buf_t *buf)
+{
+    memset(buf, 0, sizeof(*buf));
+    if (t->type == IVM_MSG_KILL_PES) {
+        int32_t ids[2] = {3, 4};
+        buf->kill.n = 2;
+        memcpy(buf->bytes + sizeof(ivm_msg_kill_pes_req_t), ids, sizeof(ids));
+        return (uint32_t)(sizeof(ivm_msg_kill_pes_req_t) + sizeof(ids));
+    }
+    if (t->type == IVM_MSG_CLUSTER) {
+        ivm_msg_cluster_node_t nodes[2];
+        memset(nodes, 0, sizeof(nodes));
+        strcpy(nodes[0].node, "node0");
+        strcpy(nodes[0].addr, "127.0.0.1");
+        nodes[0].port = 7000;
+        strcpy(nodes[1].node, "node1");
+        strcpy(nodes[1].addr, "::1");
+        nodes[1].port = 7001;
+        buf->cluster.n = 2;
+        memcpy(buf->bytes + sizeof(ivm_msg_cluster_req_t), nodes, sizeof(nodes));
+        return (uint32_t)(sizeof(ivm_msg_cluster_req_t) + sizeof(nodes));
+    }
+    if (t->type == IVM_MSG_ENTER) {
+        static const char blob[] = "/bin/prog\0/tmp\0prog\0A=1";
+        buf->enter.flags    = IVM_ENTER_ROOT;
+        buf->enter.argc     = 1;
+        buf->enter.envc     = 1;
+        buf->enter.blob_len = sizeof(blob);
+        memcpy(buf->bytes + sizeof(ivm_msg_enter_req_t), blob, sizeof(blob));
+        strcpy(buf->enter.cpu_devices, "0-1");
+        return (uint32_t)(sizeof(ivm_msg_enter_req_t) + sizeof(blob));
+    }
+    return t->req_size;
+}
+
+Test(proto, table_is_complete)
+{
+    /* Every value between NONE and LAST is a listed type. */
+    cr_assert_eq(NTYPES, (size_t)(IVM_MSG_LAST - 1));
+    for (size_t i = 0; i < NTYPES; ++i) {
+        cr_assert_str_eq(ivm_proto_type_name(all_types[i].type), all_types[i].name);
+        cr_assert_str_eq(ivm_proto_type_name(all_types[i].type | IVM_MSG_REPLY),
+                         all_types[i].name);
+    }
+    cr_assert_str_eq(ivm_proto_type_name(IVM_MSG_CREATE_PES), "CREATE_PES");
+    cr_assert_str_eq(ivm_proto_type_name(IVM_MSG_NONE), "?");
+    cr_assert_str_eq(ivm_proto_type_name(IVM_MSG_LAST), "?");
+    cr_assert_str_eq(ivm_proto_type_name(0x7fff), "?");
+}
+
+Test(proto, wire_sizes)
+{
+    /* The layout is a contract between separately built programs. */
+    cr_assert_eq(sizeof(ivm_msg_hdr_t), 16);
+    cr_assert_eq(sizeof(ivm_msg_enter_req_t), 168);
+    cr_assert_eq(sizeof(ivm_msg_status_t), 8);
+    cr_assert_eq(sizeof(ivm_msg_kill_pes_req_t), 8);
+    /* every reply starts with its status */
+    cr_assert_eq(offsetof(ivm_msg_info_rep_t, status), 0);
+    cr_assert_eq(offsetof(ivm_msg_map_rep_t, status), 0);
+    cr_assert_eq(offsetof(ivm_msg_enter_rep_t, status), 0);
+    cr_assert_eq(offsetof(ivm_msg_create_pes_rep_t, status), 0);
+}
+
+Test(proto, hdr_init)
+{
+    ivm_msg_hdr_t hdr = make_hdr(IVM_MSG_MAP, 123);
+
+    cr_assert_eq(hdr.magic, IVM_PROTO_MAGIC);
+    cr_assert_eq(hdr.version, IVM_PROTO_VERSION);
+    cr_assert_eq(hdr.type, IVM_MSG_MAP);
+    cr_assert_eq(hdr.length, 123);
+    cr_assert_eq(hdr.seq, 77);
+    cr_assert_eq(memcmp(&hdr.magic, "IVM1", 4), 0, "magic is \"IVM1\" in memory order");
+}
+
+Test(proto, accepts_every_good_request)
+{
+    payload_buf_t buf;
+    const char *why;
+
+    for (size_t i = 0; i < NTYPES; ++i) {
+        uint32_t len = good_request(&all_types[i], &buf);
+        ivm_msg_hdr_t hdr = make_hdr(all_types[i].type, len);
+        why = NULL;
+        cr_assert_eq(ivm_proto_check_hdr(&hdr, &why), IVM_SUCCESS, "%s header: %s",
+                     all_types[i].name, why ? why : "");
+        cr_assert_eq(ivm_proto_check_req(&hdr, &buf, &why), IVM_SUCCESS,
+                     "%s request of %u bytes: %s", all_types[i].name, len, why ? why : "");
+    }
+}
+
+Test(proto, accepts_variable_requests_at_their_bounds)
+{
+    const size_t cap = sizeof(ivm_msg_enter_req_t) +
+                       sizeof(ivm_msg_kill_pes_req_t) + IVM_KILL_PES_MAX * sizeof(int32_t);
+    char *buf = calloc(1, cap);
+    ivm_msg_kill_pes_req_t *kill = (ivm_msg_kill_pes_req_t *)buf;
+    const char *why = NULL;
+    ivm_msg_hdr_t hdr;
+
+    cr_assert_not_null(buf);
+    /* KILL_PES with one id and with the most ids allowed */
+    kill->n = 1;
+    hdr = make_hdr(IVM_MSG_KILL_PES, sizeof(ivm_msg_kill_pes_req_t) + 4);
+    cr_assert_eq(ivm_proto_check_req(&hdr, buf, &why), IVM_SUCCESS, "%s", why);
+    kill->n = IVM_KILL_PES_MAX;
+    hdr = make_hdr(IVM_MSG_KILL_PES,
+                   sizeof(ivm_msg_kill_pes_req_t) + IVM_KILL_PES_MAX * sizeof(int32_t));
+    cr_assert_eq(ivm_proto_check_req(&hdr, buf, &why), IVM_SUCCESS, "%s", why);
+    /* ENTER of a child PE: no blob */
+    memset(buf, 0, cap);
+    hdr = make_hdr(IVM_MSG_ENTER, sizeof(ivm_msg_enter_req_t));
+    cr_assert_eq(ivm_proto_check_req(&hdr, buf, &why), IVM_SUCCESS, "%s", why);
+    free(buf);
+}
+
+Test(proto, accepts_every_good_reply)
+{
+    const char *why = NULL;
+
+    for (size_t i = 0; i < NTYPES; ++i) {
+        uint16_t type = (uint16_t)(all_types[i].type | IVM_MSG_REPLY);
+        ivm_msg_hdr_t hdr = make_hdr(type, all_types[i].rep_size);
+        cr_assert_eq(ivm_proto_check_hdr(&hdr, &why), IVM_SUCCESS, "%s", all_types[i].name);
+        cr_assert_eq(ivm_proto_check_rep(&hdr, &why), IVM_SUCCESS, "%s reply: %s",
+                     all_types[i].name, why);
+        /* with the longest detail text */
+        hdr.length = all_types[i].rep_size + IVM_MSG_DETAIL_MAX;
+        cr_assert_eq(ivm_proto_check_rep(&hdr, &why), IVM_SUCCESS,
+                     "%s reply with detail: %s", all_types[i].name, why);
+    }
+}
+
+Test(proto, rejects_bad_magic)
+{
+    ivm_msg_hdr_t hdr = make_hdr(IVM_MSG_INFO, sizeof(ivm_msg_empty_t));
+    const char *why = NULL;
+
+    hdr.magic = 0x324d5649u; /* "IVM2" */
+    cr_assert_eq(ivm_proto_check_hdr(&hdr, &why), IVM_ERROR_PROTOCOL);
+    cr_assert_not_null(why);
+    hdr.magic = 0;
+    cr_assert_eq(ivm_proto_check_hdr(&hdr, &why), IVM_ERROR_PROTOCOL);
+    hdr.magic = __builtin_bswap32(IVM_PROTO_MAGIC);
+    cr_assert_eq(ivm_proto_check_hdr(&hdr, &why), IVM_ERROR_PROTOCOL);
+}
+
+Test(proto, rejects_wrong_version)
+{
+    ivm_msg_hdr_t hdr = make_hdr(IVM_MSG_INFO, sizeof(ivm_msg_empty_t));
+    const char *why = NULL;
+
+    hdr.version = IVM_PROTO_VERSION + 1;
+    cr_assert_eq(ivm_proto_check_hdr(&hdr, &why), IVM_ERROR_PROTOCOL);
+    cr_assert_not_null(why);
+    hdr.version = 0;
+    cr_assert_eq(ivm_proto_check_hdr(&hdr, &why), IVM_ERROR_PROTOCOL);
+    hdr.version = 0xffff;
+    cr_assert_eq(ivm_proto_check_hdr(&hdr, &why), IVM_ERROR_PROTOCOL);
+}
+
+Test(proto, rejects_unknown_type)
+{
+    static const uint16_t bad[] = {
+        IVM_MSG_NONE, IVM_MSG_LAST, IVM_MSG_LAST + 1, 0x7fff, IVM_MSG_REPLY,
+        IVM_MSG_REPLY | IVM_MSG_LAST, 0xffff};
+    const char *why;
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); ++i) {
+        ivm_msg_hdr_t hdr = make_hdr(bad[i], 8);
+        why = NULL;
+        cr_assert_eq(ivm_proto_check_hdr(&hdr, &why), IVM_ERROR_PROTOCOL, "type 0x%x",
+                     bad[i]);
+        cr_assert_not_null(why);
+    }
+}
+
+Test(proto, rejects_oversize_length)
+{
+    ivm_msg_hdr_t hdr = make_hdr(IVM_MSG_ENTER, IVM_MSG_MAX_PAYLOAD);
+    const char *why = NULL;
+
+    cr_assert_eq(ivm_proto_check_hdr(&hdr, &why), IVM_SUCCESS, "the maximum itself is fine");
+    hdr.length = IVM_MSG_MAX_PAYLOAD + 1;
+    cr_assert_eq(ivm_proto_check_hdr(&hdr, &why), IVM_ERROR_PROTOCOL);
+    cr_assert_not_null(why);
+    hdr.length = UINT32_MAX;
+    cr_assert_eq(ivm_proto_check_hdr(&hdr, &why), IVM_ERROR_PROTOCOL);
+}
+
+Test(proto, rejects_wrong_fixed_length)
+{
+    payload_buf_t buf;
+    const char *why;
+
+    memset(&buf, 0, sizeof(buf));
+    for (size_t i = 0; i < NTYPES; ++i) {
+        const msg_type_desc_t *t = &all_types[i];
+        ivm_msg_hdr_t hdr;
+        if (!t->variable) {
+            hdr = make_hdr(t->type, t->req_size + 1);
+            why = NULL;
+            cr_assert_eq(ivm_proto_check_req(&hdr, &buf, &why), IVM_ERROR_PROTOCOL,
+                         "%s request one byte long", t->name);
+            cr_assert_not_null(why);
+            hdr.length = t->req_size + 8;
+            cr_assert_eq(ivm_proto_check_req(&hdr, &buf, &why), IVM_ERROR_PROTOCOL,
+                         "%s request 8 bytes long", t->name);
+        }
+        /* every type: shorter than its fixed part */
+        hdr = make_hdr(t->type, t->req_size - 1);
+        cr_assert_eq(ivm_proto_check_req(&hdr, &buf, &why), IVM_ERROR_PROTOCOL,
+                     "%s request one byte short", t->name);
+        hdr.length = 0;
+        cr_assert_eq(ivm_proto_check_req(&hdr, &buf, &why), IVM_ERROR_PROTOCOL,
+                     "%s request empty", t->name);
+        /* replies: below the fixed size, beyond the detail allowance */
+        hdr = make_hdr((uint16_t)(t->type | IVM_MSG_REPLY), t->rep_size - 1);
+        cr_assert_eq(ivm_proto_check_rep(&hdr, &why), IVM_ERROR_PROTOCOL,
+                     "%s reply one byte short", t->name);
+        hdr.length = t->rep_size + IVM_MSG_DETAIL_MAX + 1;
+        cr_assert_eq(ivm_proto_check_rep(&hdr, &why), IVM_ERROR_PROTOCOL,
+                     "%s reply too long", t->name);
+    }
+}
+
+Test(proto, rejects_kill_pes_count_mismatch)
+{
+    payload_buf_t buf;
+    const char *why;
+    const uint32_t fixed = sizeof(ivm_msg_kill_pes_req_t);
+    ivm_msg_hdr_t hdr;
+
+    memset(&buf, 0, sizeof(buf));
+    buf.kill.n = 2; /* says two ids, carries one */
+    hdr = make_hdr(IVM_MSG_KILL_PES, fixed + 4);
+    why = NULL;
+    cr_assert_eq(ivm_proto_check_req(&hdr, &buf, &why), IVM_ERROR_PROTOCOL);
+    cr_assert_not_null(why);
+    buf.kill.n = 1; /* says one id, carries three */
+    hdr.length = fixed + 12;
+    cr_assert_eq(ivm_proto_check_req(&hdr, &buf, &why), IVM_ERROR_PROTOCOL);
+    buf.kill.n = 1; /* an id cut in half */
+    hdr.length = fixed + 2;
+    cr_assert_eq(ivm_proto_check_req(&hdr, &buf, &why), IVM_ERROR_PROTOCOL);
+    buf.kill.n = 0;
+    hdr.length = fixed;
+    cr_assert_eq(ivm_proto_check_req(&hdr, &buf, &why), IVM_ERROR_PROTOCOL, "n = 0");
+    buf.kill.n = -1;
+    cr_assert_eq(ivm_proto_check_req(&hdr, &buf, &why), IVM_ERROR_PROTOCOL, "n = -1");
+    buf.kill.n = INT32_MIN;
+    hdr.length = fixed; /* n * 4 wraps to 0 in 32 bits */
+    cr_assert_eq(ivm_proto_check_req(&hdr, &buf, &why), IVM_ERROR_PROTOCOL, "n = INT32_MIN");
+    buf.kill.n = 0x40000000; /* n * 4 wraps to 0 in 32 bits */
+    cr_assert_eq(ivm_proto_check_req(&hdr, &buf, &why), IVM_ERROR_PROTOCOL, "n = 2^30");
+    buf.kill.n = IVM_KILL_PES_MAX + 1;
+    hdr.length = fixed + (IVM_KILL_PES_MAX + 1) * 4;
+    {
+        char *big = calloc(1, hdr.length);
+        cr_assert_not_null(big);
+        memcpy(big, &buf.kill, sizeof(buf.kill));
+        cr_assert_eq(ivm_proto_check_req(&hdr, big, &why), IVM_ERROR_PROTOCOL,
+                     "more than IVM_KILL_PES_MAX ids");
+        free(big);
+    }
+}
+
+Test(proto, rejects_cluster_count_mismatch)
+{
+    payload_buf_t buf;
+    const msg_type_desc_t cl = {"CLUSTER", IVM_MSG_CLUSTER, sizeof(ivm_msg_cluster_req_t), 0, 1};
+    const uint32_t node = sizeof(ivm_msg_cluster_node_t);
+    const char *why;
+    uint32_t len = good_request(&cl, &buf);
+    ivm_msg_hdr_t hdr = make_hdr(IVM_MSG_CLUSTER, len);
+
+    cr_assert_eq(ivm_proto_check_req(&hdr, &buf, &why), IVM_SUCCESS);
+    hdr.length = len - node; /* says 2 nodes, carries 1 */
+    why = NULL;
+    cr_assert_eq(ivm_proto_check_req(&hdr, &buf, &why), IVM_ERROR_PROTOCOL);
+    cr_assert_not_null(why);
+    hdr.length = len + 1;
+    cr_assert_eq(ivm_proto_check_req(&hdr, &buf, &why), IVM_ERROR_PROTOCOL);
+    hdr.length = sizeof(ivm_msg_cluster_req_t);
+    buf.cluster.n = 0;
+    cr_assert_eq(ivm_proto_check_req(&hdr, &buf, &why), IVM_ERROR_PROTOCOL, "no node");
+    buf.cluster.n = 0x80000000u / node * 2; /* n * node wraps in 32 bits */
+    cr_assert_eq(ivm_proto_check_req(&hdr, &buf, &why), IVM_ERROR_PROTOCOL, "huge n");
+}
+
+Test(proto, rejects_enter_blob_mismatch)
+{
+    payload_buf_t buf;
+    const msg_type_desc_t enter = {"ENTER", IVM_MSG_ENTER, sizeof(ivm_msg_enter_req_t), 0, 1};
+    const char *why;
+    uint32_t len = good_request(&enter, &buf);
+    ivm_msg_hdr_t hdr = make_hdr(IVM_MSG_ENTER, len);
+
+    cr_assert_eq(ivm_proto_check_req(&hdr, &buf, &why), IVM_SUCCESS);
+    hdr.length = len + 1; /* a byte more than the blob says */
+    why = NULL;
+    cr_assert_eq(ivm_proto_check_req(&hdr, &buf, &why), IVM_ERROR_PROTOCOL);
+    cr_assert_not_null(why);
+    hdr.length = len - 1; /* a byte less */
+    cr_assert_eq(ivm_proto_check_req(&hdr, &buf, &why), IVM_ERROR_PROTOCOL);
+    hdr.length = len;
+    buf.enter.blob_len = UINT32_MAX;
+    cr_assert_eq(ivm_proto_check_req(&hdr, &buf, &why), IVM_ERROR_PROTOCOL);
+    buf.enter.blob_len = 0; /* no blob announced, bytes follow */
+    cr_assert_eq(ivm_proto_check_req(&hdr, &buf, &why), IVM_ERROR_PROTOCOL);
+}
+
+Test(proto, rejects_enter_unterminated_cpu_devices)
+{
+    payload_buf_t buf;
+    const char *why = NULL;
+    ivm_msg_hdr_t hdr = make_hdr(IVM_MSG_ENTER, sizeof(ivm_msg_enter_req_t));
+
+    memset(&buf, 0, sizeof(buf));
+    memset(buf.enter.cpu_devices, '1', sizeof(buf.enter.cpu_devices));
+    cr_assert_eq(ivm_proto_check_req(&hdr, &buf, &why), IVM_ERROR_PROTOCOL);
+    cr_assert_not_null(why);
+}
+
+Test(proto, rejects_reply_request_confusion)
+{
+    payload_buf_t buf;
+    const char *why;
+
+    for (size_t i = 0; i < NTYPES; ++i) {
+        const msg_type_desc_t *t = &all_types[i];
+        uint32_t len = good_request(t, &buf);
+        /* a reply arriving where a request is expected */
+        ivm_msg_hdr_t hdr = make_hdr((uint16_t)(t->type | IVM_MSG_REPLY), len);
+        why = NULL;
+        cr_assert_eq(ivm_proto_check_req(&hdr, &buf, &why), IVM_ERROR_PROTOCOL,
+                     "%s reply taken as a request", t->name);
+        cr_assert_not_null(why);
+        /* a request arriving where a reply is expected */
+        hdr = make_hdr(t->type, t->rep_size);
+        why = NULL;
+        cr_assert_eq(ivm_proto_check_rep(&hdr, &why), IVM_ERROR_PROTOCOL,
+                     "%s request taken as a reply", t->name);
+        cr_assert_not_null(why);
+    }
+}
+
+Test(proto, strset_and_strok)
+{
+    char field[8];
+
+    cr_assert_eq(ivm_proto_strset(field, sizeof(field), "1234567"), 0);
+    cr_assert_str_eq(field, "1234567");
+    cr_assert(ivm_proto_strok(field, sizeof(field)));
+    cr_assert_eq(ivm_proto_strset(field, sizeof(field), ""), 0);
+    cr_assert_str_eq(field, "");
+    for (size_t i = 0; i < sizeof(field); ++i) {
+        cr_assert_eq(field[i], 0, "strset clears the whole field (no stale bytes on the wire)");
+    }
+    cr_assert_neq(ivm_proto_strset(field, sizeof(field), "12345678"), 0,
+                  "8 characters do not fit in 8 bytes with the NUL");
+    memset(field, 'x', sizeof(field));
+    cr_assert_not(ivm_proto_strok(field, sizeof(field)));
+    field[7] = '\0';
+    cr_assert(ivm_proto_strok(field, sizeof(field)));
+}
