@@ -26,8 +26,8 @@
 typedef struct node {
     pid_t    pid;
     uint16_t port;
-    char     sock[IVMT_PATH_MAX];
-    char     log[IVMT_PATH_MAX];
+    char     sock[IVMT_PATH_MAX + 32];
+    char     log[IVMT_PATH_MAX + 32];
 } node_t;
 
 static char tmpdir[IVMT_PATH_MAX];
@@ -133,7 +133,7 @@ static int unix_call(const char *sock, uint16_t type, const void *payload, uint3
     memcpy(&status, rep, sizeof(status));
     rep[hdr.length] = '\0';
     if (detail != NULL) {
-        snprintf(detail, detail_len, "%s",
+        snprintf(detail, detail_len, "%.*s", (int)detail_len,
                  hdr.length > sizeof(ivm_msg_status_t) ? rep + sizeof(ivm_msg_status_t) : "");
     }
     return status;

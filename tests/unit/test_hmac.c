@@ -1,6 +1,7 @@
 /* SHA-256 and HMAC-SHA-256 against FIPS 180-4 and RFC 4231 test vectors. */
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "hmac.h"
@@ -84,3 +85,79 @@ Test(hmac, compare)
     cr_assert_eq(ivm_hmac_compare(a, b, 4), 0);
     cr_assert_neq(ivm_hmac_compare(a, c, 4), 0);
 }
+
+/* More cases: padding boundaries, hashing in uneven pieces, RFC 4231 cases 3
+ * and 7, a key of exactly one block. */
+Test(sha256, padding_boundaries)
+{
+    char x[64];
+
+    memset(x, 'x', sizeof(x));
+    /* 55 bytes: the length fits in the block; 56: it needs one more; 64: a full block */
+    check_sha(x, 55, "d5e285683cd4efc02d021a5c62014694958901005d6f71e89e0989fac77e4072");
+    check_sha(x, 56, "04c26261370ee7541549d16dee320c723e3fd14671e66a099afe0a377c16888e");
+    check_sha(x, 64, "7ce100971f64e7001e8fe5a51973ecdfe1ced42befe7ee8d5fd6219506b5393c");
+}
+
+Test(sha256, million_a_in_uneven_pieces, .timeout = 20)
+{
+    const char *want = "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0";
+    char *a = malloc(1000000);
+    ivm_sha256_t s;
+    uint8_t d[IVM_SHA256_LEN];
+    char got[2 * IVM_SHA256_LEN + 1];
+    size_t off = 0, step = 1;
+
+    cr_assert_not_null(a);
+    memset(a, 'a', 1000000);
+    check_sha(a, 1000000, want);
+    ivm_sha256_init(&s);
+    while (off < 1000000) {
+        size_t n = step < 1000000 - off ? step : 1000000 - off;
+        ivm_sha256_update(&s, a + off, n);
+        off += n;
+        step = step * 3 % 1021 + 1; /* 1, 4, 13, 40, ... crossing block edges */
+    }
+    ivm_sha256_final(&s, d);
+    to_hex(d, got);
+    cr_assert_str_eq(got, want, "hashing in pieces gives the one-shot digest");
+    free(a);
+}
+
+static void assert_hmac(const void *key, size_t klen, const void *msg, size_t mlen,
+                        const char *want, const char *what)
+{
+    uint8_t d[IVM_SHA256_LEN];
+    char got[2 * IVM_SHA256_LEN + 1];
+
+    ivm_hmac_sha256(key, klen, msg, mlen, d);
+    to_hex(d, got);
+    cr_assert_str_eq(got, want, "%s", what);
+}
+
+Test(hmac, rfc4231_cases_3_and_7)
+{
+    uint8_t kaa20[20], dd50[50], kaa131[131];
+    static const char big_both[] =
+        "This is a test using a larger than block-size key and a larger than block-size data. "
+        "The key needs to be hashed before being used by the HMAC algorithm.";
+
+    memset(kaa20, 0xaa, sizeof(kaa20));
+    memset(dd50, 0xdd, sizeof(dd50));
+    memset(kaa131, 0xaa, sizeof(kaa131));
+    assert_hmac(kaa20, 20, dd50, 50,
+                "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe", "case 3");
+    assert_hmac(kaa131, 131, big_both, strlen(big_both),
+                "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2", "case 7");
+}
+
+Test(hmac, key_of_exactly_one_block)
+{
+    char k[64];
+
+    memset(k, 'k', sizeof(k));
+    assert_hmac(k, 64, "exactly one block key", 21,
+                "e73e6474ed2f863bbf5500617c3b577e141d3c1543e1563f3630b762d038f14c",
+                "64-byte key (used as is, not hashed)");
+}
+
