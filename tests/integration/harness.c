@@ -488,24 +488,22 @@ static void child_setup(pid_t parent, int in_fd, int out_fd, int err_fd, int kee
     }
 }
 
-void ivmt_run(const char *const *argv, const char *const *env, double timeout_s,
-              ivmt_result_t *r)
+void ivmt_start(const char *const *argv, const char *const *env, ivmt_proc_t *p)
 {
-    int out_w, err_w, out_r, err_r, devnull, status = 0;
+    int out_w, err_w, devnull;
     char **envp = build_env(env);
-    pid_t parent = getpid(), pid;
-    double start, deadline;
+    pid_t parent = getpid();
 
-    memset(r, 0, sizeof(*r));
-    out_r = capture_file(&out_w);
-    err_r = capture_file(&err_w);
+    memset(p, 0, sizeof(*p));
+    p->out_r = capture_file(&out_w);
+    p->err_r = capture_file(&err_w);
     devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
     cr_assert_geq(devnull, 0);
     fflush(NULL);
-    start = ivmt_now();
-    pid = fork();
-    cr_assert_geq(pid, 0, "fork: %s", strerror(errno));
-    if (pid == 0) {
+    p->start = ivmt_now();
+    p->pid = fork();
+    cr_assert_geq(p->pid, 0, "fork: %s", strerror(errno));
+    if (p->pid == 0) {
         child_setup(parent, devnull, out_w, err_w, -1);
         execve(argv[0], (char *const *)argv, envp);
         fprintf(stderr, "ivmt: cannot exec %s: %s\n", argv[0], strerror(errno));
@@ -515,43 +513,81 @@ void ivmt_run(const char *const *argv, const char *const *env, double timeout_s,
     close(err_w);
     close(devnull);
     free(envp);
-    deadline = start + timeout_s;
+}
+
+char *ivmt_proc_output(const ivmt_proc_t *p)
+{
+    return read_fd_all(p->out_r);
+}
+
+int ivmt_wait_output(const ivmt_proc_t *p, const char *text, double timeout_s)
+{
+    double deadline = ivmt_now() + timeout_s;
+
     for (;;) {
-        pid_t w = waitpid(pid, &status, WNOHANG);
-        if (w == pid) {
+        char *out = read_fd_all(p->out_r);
+        int found = strstr(out, text) != NULL;
+        free(out);
+        if (found) {
+            return 1;
+        }
+        if (ivmt_now() > deadline || waitpid(p->pid, NULL, WNOHANG | WNOWAIT) == p->pid) {
+            return 0;
+        }
+        ivmt_sleep_ms(10);
+    }
+}
+
+void ivmt_finish(ivmt_proc_t *p, double timeout_s, ivmt_result_t *r)
+{
+    double deadline = ivmt_now() + timeout_s;
+    int status = 0;
+
+    memset(r, 0, sizeof(*r));
+    for (;;) {
+        pid_t w = waitpid(p->pid, &status, WNOHANG);
+        if (w == p->pid) {
             break;
         }
         if (w < 0 && errno != EINTR) {
-            cr_assert_fail("waitpid(%d): %s", (int)pid, strerror(errno));
+            cr_assert_fail("waitpid(%d): %s", (int)p->pid, strerror(errno));
         }
         if (ivmt_now() > deadline) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
+            kill(p->pid, SIGKILL);
+            waitpid(p->pid, &status, 0);
             r->timed_out = 1;
             break;
         }
         ivmt_sleep_ms(2);
     }
-    r->seconds = ivmt_now() - start;
+    r->seconds = ivmt_now() - p->start;
     if (WIFEXITED(status)) {
         r->exited = 1;
         r->code = WEXITSTATUS(status);
     } else if (WIFSIGNALED(status)) {
         r->signo = WTERMSIG(status);
     }
-    r->out = read_fd_all(out_r);
-    r->err = read_fd_all(err_r);
-    close(out_r);
-    close(err_r);
+    r->out = read_fd_all(p->out_r);
+    r->err = read_fd_all(p->err_r);
+    close(p->out_r);
+    close(p->err_r);
+    p->pid = 0;
 }
 
-void ivmt_run_pe(const ivmt_daemon_t *d, const char *prog, const char *scenario,
-                 const char *const *args, const char *const *env, double timeout_s,
-                 ivmt_result_t *r)
+void ivmt_run(const char *const *argv, const char *const *env, double timeout_s,
+              ivmt_result_t *r)
 {
-    const char *argv[32];
-    const char *envv[32];
-    char sock_env[IVMT_PATH_MAX + 64];
+    ivmt_proc_t p;
+
+    ivmt_start(argv, env, &p);
+    ivmt_finish(&p, timeout_s, r);
+}
+
+/* argv and env of a root PE of daemon d, in caller-provided arrays. */
+static void pe_argv_env(const ivmt_daemon_t *d, const char *prog, const char *scenario,
+                        const char *const *args, const char *const *env, const char **argv,
+                        const char **envv, char *sock_env, size_t sock_env_len)
+{
     int n = 0, m = 0;
 
     argv[n++] = prog;
@@ -560,14 +596,34 @@ void ivmt_run_pe(const ivmt_daemon_t *d, const char *prog, const char *scenario,
         argv[n++] = *args++;
     }
     argv[n] = NULL;
-    snprintf(sock_env, sizeof(sock_env), "IVM_SOCKET=%s", d->sock);
+    snprintf(sock_env, sock_env_len, "IVM_SOCKET=%s", d->sock);
     envv[m++] = sock_env;
     envv[m++] = "IVM_AUTOSTART=0";
     while (env != NULL && *env != NULL && m < 31) {
         envv[m++] = *env++;
     }
     envv[m] = NULL;
-    ivmt_run(argv, envv, timeout_s, r);
+}
+
+void ivmt_start_pe(const ivmt_daemon_t *d, const char *prog, const char *scenario,
+                   const char *const *args, const char *const *env, ivmt_proc_t *p)
+{
+    const char *argv[32];
+    const char *envv[32];
+    char sock_env[IVMT_PATH_MAX + 64];
+
+    pe_argv_env(d, prog, scenario, args, env, argv, envv, sock_env, sizeof(sock_env));
+    ivmt_start(argv, envv, p);
+}
+
+void ivmt_run_pe(const ivmt_daemon_t *d, const char *prog, const char *scenario,
+                 const char *const *args, const char *const *env, double timeout_s,
+                 ivmt_result_t *r)
+{
+    ivmt_proc_t p;
+
+    ivmt_start_pe(d, prog, scenario, args, env, &p);
+    ivmt_finish(&p, timeout_s, r);
 }
 
 void ivmt_result_free(ivmt_result_t *r)
@@ -612,14 +668,27 @@ char *ivmt_describe(const ivmt_daemon_t *d, const ivmt_result_t *r)
     return sb_take(&b);
 }
 
+/* Some line of text starts with prefix. */
+static int has_line(const char *text, const char *prefix)
+{
+    size_t len = strlen(prefix);
+
+    for (const char *p = text; (p = strstr(p, prefix)) != NULL; p += len) {
+        if (p == text || p[-1] == '\n') {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 void ivmt_expect_pe_ok(const ivmt_daemon_t *d, const ivmt_result_t *r, const char *scenario)
 {
     char okline[128];
     char *why;
 
     snprintf(okline, sizeof(okline), "OK %s\n", scenario);
-    if (!r->timed_out && r->exited && r->code == 0 && strstr(r->out, okline) != NULL &&
-        strstr(r->out, "FAIL") == NULL && strstr(r->err, "FAIL") == NULL) {
+    if (!r->timed_out && r->exited && r->code == 0 && has_line(r->out, okline) &&
+        !has_line(r->out, "FAIL ") && !has_line(r->err, "FAIL ")) {
         return;
     }
     why = ivmt_describe(d, r);
@@ -826,15 +895,75 @@ static void daemon_kill_leftovers(ivmt_daemon_t *d, strbuf_t *problems)
     }
 }
 
+/* SIGTERM the daemon: it must exit 0 within 5 s, remove its socket and leave
+ * no process with our IVM_SOCKET. Problems are appended to `problems`. */
+static void daemon_stop(ivmt_daemon_t *d, strbuf_t *problems)
+{
+    double deadline;
+    int status = 0;
+    pid_t w = 0;
+
+    kill(d->pid, SIGTERM);
+    deadline = ivmt_now() + 5.0;
+    while ((w = waitpid(d->pid, &status, WNOHANG)) == 0 && ivmt_now() < deadline) {
+        ivmt_sleep_ms(10);
+    }
+    if (w != d->pid) {
+        sb_addf(problems, "\n* ivmd did not exit within 5 s of SIGTERM (killed)");
+        kill(d->pid, SIGKILL);
+        waitpid(d->pid, &status, 0);
+    } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        if (WIFSIGNALED(status)) {
+            sb_addf(problems, "\n* ivmd died of signal %d (%s) after SIGTERM",
+                    WTERMSIG(status), strsignal(WTERMSIG(status)));
+        } else {
+            sb_addf(problems, "\n* ivmd exited %d after SIGTERM, expected 0",
+                    WEXITSTATUS(status));
+        }
+    }
+    d->pid = 0;
+    if (access(d->sock, F_OK) == 0) {
+        sb_addf(problems, "\n* socket %s still exists after ivmd exited", d->sock);
+    }
+    /* Processes that only show up now (the daemon did not kill them). */
+    {
+        pid_t pids[64];
+        char sock_env[IVMT_PATH_MAX + 64];
+        const char *entries[2] = {sock_env, NULL};
+        int n;
+        snprintf(sock_env, sizeof(sock_env), "IVM_SOCKET=%s", d->sock);
+        for (deadline = ivmt_now() + 2.0;; ivmt_sleep_ms(20)) {
+            n = ivmt_find_procs(0, 0, entries, NULL, pids, 64);
+            /* our own children (root PEs) are the test's to collect */
+            for (int i = 0; i < n; ++i) {
+                if (proc_ppid(pids[i], NULL) == getpid()) {
+                    pids[i--] = pids[--n];
+                }
+            }
+            if (n == 0 || ivmt_now() > deadline) {
+                break;
+            }
+        }
+        if (n > 0) {
+            char *desc = ivmt_describe_procs(pids, n);
+            sb_addf(problems, "\n* process(es) with our IVM_SOCKET alive after ivmd exited: %s",
+                    desc);
+            free(desc);
+            for (int i = 0; i < n; ++i) {
+                kill(pids[i], SIGKILL);
+            }
+        }
+    }
+}
+
 void ivmt_daemon_finish(ivmt_daemon_t *d)
 {
     strbuf_t problems = {0};
     ivm_msg_info_rep_t info;
     const char *why = NULL;
     double deadline;
-    int ok = 0, fds = -1, status = 0;
+    int ok = 0, fds = -1;
     char *shm_now, *added;
-    pid_t w = 0;
 
     cr_assert_gt(d->pid, 0, "daemon not running");
     sb_addf(&problems, "%s", "");
@@ -908,47 +1037,8 @@ void ivmt_daemon_finish(ivmt_daemon_t *d)
     free(shm_now);
     free(added);
 
-    /* 5. SIGTERM: exit 0, socket removed. */
-    kill(d->pid, SIGTERM);
-    deadline = ivmt_now() + 5.0;
-    while ((w = waitpid(d->pid, &status, WNOHANG)) == 0 && ivmt_now() < deadline) {
-        ivmt_sleep_ms(10);
-    }
-    if (w != d->pid) {
-        sb_addf(&problems, "\n* ivmd did not exit within 5 s of SIGTERM (killed)");
-        kill(d->pid, SIGKILL);
-        waitpid(d->pid, &status, 0);
-    } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        if (WIFSIGNALED(status)) {
-            sb_addf(&problems, "\n* ivmd died of signal %d (%s) after SIGTERM",
-                    WTERMSIG(status), strsignal(WTERMSIG(status)));
-        } else {
-            sb_addf(&problems, "\n* ivmd exited %d after SIGTERM, expected 0",
-                    WEXITSTATUS(status));
-        }
-    }
-    d->pid = 0;
-    if (access(d->sock, F_OK) == 0) {
-        sb_addf(&problems, "\n* socket %s still exists after ivmd exited", d->sock);
-    }
-    /* Processes that only show up now (the daemon did not kill them). */
-    {
-        pid_t pids[64];
-        char sock_env[IVMT_PATH_MAX + 64];
-        const char *entries[2] = {sock_env, NULL};
-        int n;
-        snprintf(sock_env, sizeof(sock_env), "IVM_SOCKET=%s", d->sock);
-        n = ivmt_find_procs(0, 0, entries, NULL, pids, 64);
-        if (n > 0) {
-            char *desc = ivmt_describe_procs(pids, n);
-            sb_addf(&problems, "\n* process(es) with our IVM_SOCKET alive after ivmd exited: %s",
-                    desc);
-            free(desc);
-            for (int i = 0; i < n; ++i) {
-                kill(pids[i], SIGKILL);
-            }
-        }
-    }
+    /* 5. SIGTERM: exit 0, socket removed, nothing left. */
+    daemon_stop(d, &problems);
 
     if (problems.len > 0) {
         char *log = ivmt_daemon_log_tail(d, 3000);
@@ -957,6 +1047,25 @@ void ivmt_daemon_finish(ivmt_daemon_t *d)
         free(d->shm_baseline);
         d->shm_baseline = NULL;
         cr_assert_fail("teardown checks failed:%s\n--- ivmd log (tail) ---\n%s", msg, log);
+    }
+    free(problems.s);
+    ivmt_remove_dir(d->dir);
+    free(d->shm_baseline);
+    d->shm_baseline = NULL;
+}
+
+void ivmt_daemon_terminate(ivmt_daemon_t *d)
+{
+    strbuf_t problems = {0};
+
+    cr_assert_gt(d->pid, 0, "daemon not running");
+    sb_addf(&problems, "%s", "");
+    daemon_stop(d, &problems);
+    if (problems.len > 0) {
+        char *log = ivmt_daemon_log_tail(d, 3000);
+        char *msg = sb_take(&problems);
+        ivmt_remove_dir(d->dir);
+        cr_assert_fail("SIGTERM with a job running:%s\n--- ivmd log (tail) ---\n%s", msg, log);
     }
     free(problems.s);
     ivmt_remove_dir(d->dir);

@@ -44,6 +44,10 @@ void ivmt_daemon_start(ivmt_daemon_t *d, const char *const *extra_args);
  * unchanged, the daemon exits 0 and removes its socket. */
 void ivmt_daemon_finish(ivmt_daemon_t *d);
 
+/* SIGTERM the daemon while jobs may run: it must exit 0 within 5 s, remove
+ * its socket and leave no process with its IVM_SOCKET (every PE killed). */
+void ivmt_daemon_terminate(ivmt_daemon_t *d);
+
 /* Kill a daemon that is still running (test failed half-way) without checks. */
 void ivmt_daemon_abandon(ivmt_daemon_t *d);
 
@@ -64,14 +68,37 @@ int ivmt_connect(const ivmt_daemon_t *d);
 void ivmt_run(const char *const *argv, const char *const *env, double timeout_s,
               ivmt_result_t *r);
 
+/* A program started in the background. */
+typedef struct ivmt_proc {
+    pid_t  pid;
+    int    out_r, err_r; /* the captured streams */
+    double start;
+} ivmt_proc_t;
+
+/* Start argv as ivmt_run does, without waiting. */
+void ivmt_start(const char *const *argv, const char *const *env, ivmt_proc_t *p);
+
+/* Start a PE program as a root PE of daemon d, as ivmt_run_pe does. */
+void ivmt_start_pe(const ivmt_daemon_t *d, const char *prog, const char *scenario,
+                   const char *const *args, const char *const *env, ivmt_proc_t *p);
+
+/* Its stdout so far (malloc'd). */
+char *ivmt_proc_output(const ivmt_proc_t *p);
+
+/* Wait until its stdout holds text; 0 on time-out or if it ended first. */
+int ivmt_wait_output(const ivmt_proc_t *p, const char *text, double timeout_s);
+
+/* Wait for it to end (killed after timeout_s) and collect the result. */
+void ivmt_finish(ivmt_proc_t *p, double timeout_s, ivmt_result_t *r);
+
 /* Run a PE program as a root PE of daemon d: argv = {prog, scenario, args...},
  * env IVM_SOCKET=<d's socket> IVM_AUTOSTART=0 plus env. */
 void ivmt_run_pe(const ivmt_daemon_t *d, const char *prog, const char *scenario,
                  const char *const *args, const char *const *env, double timeout_s,
                  ivmt_result_t *r);
 
-/* Assert that a PE run passed: no time-out, exit 0, "OK <scenario>" printed,
- * no "FAIL" line. The message shows the outputs and the daemon's log. */
+/* Assert that a PE run passed: no time-out, exit 0, an "OK <scenario>" line,
+ * no line starting with "FAIL ". The message shows the outputs and the daemon's log. */
 void ivmt_expect_pe_ok(const ivmt_daemon_t *d, const ivmt_result_t *r,
                        const char *scenario);
 

@@ -36,6 +36,52 @@ Test(api, cpu_devices_pinning)
     ivmt_scenario(IVMT_PE_API, "devices", NULL, env, 20);
 }
 
+static int have_cores_0_1(void)
+{
+    cpu_set_t set;
+
+    return sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_ISSET(0, &set) &&
+           CPU_ISSET(1, &set);
+}
+
+static void start_with_two_cpu_devices(void)
+{
+    static const char *const args[] = {"--cpu-devices", "0,1", NULL};
+
+    if (have_cores_0_1()) {
+        ivmt_daemon_start(&ivmt_d, args);
+    }
+}
+
+/* ivmd --cpu-devices: the default device table of the daemon's jobs. */
+Test(daemon_options, cpu_devices, .init = start_with_two_cpu_devices,
+     .fini = ivmt_fixture_stop, .timeout = 40)
+{
+    if (!have_cores_0_1()) {
+        cr_skip_test("needs cores 0 and 1");
+    }
+    ivmt_scenario(IVMT_PE_API, "devices", NULL, NULL, 20);
+}
+
+static void start_named(void)
+{
+    static const char *const args[] = {"--node", "alpha", NULL};
+
+    ivmt_daemon_start(&ivmt_d, args);
+}
+
+/* ivmd --node: the name ivmCreateDev knows this node by, and INFO reports. */
+Test(daemon_options, node_name, .init = start_named, .fini = ivmt_fixture_stop, .timeout = 40)
+{
+    static const char *const args[] = {"alpha", NULL};
+    ivm_msg_info_rep_t info;
+    const char *why = NULL;
+
+    cr_assert_eq(ivmt_info(ivmt_d.sock, &info, &why), 0, "%s", why);
+    cr_assert_str_eq(info.node, "alpha");
+    ivmt_scenario(IVMT_PE_API, "node_name", args, NULL, 20);
+}
+
 /* No daemon, IVM_AUTOSTART unset, a private IVM_SOCKET_DIR: the root PE
  * starts a private ivmd, creates a child, and no ivmd is left afterwards. */
 Test(singleton, autostart, .timeout = 40)

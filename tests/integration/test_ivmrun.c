@@ -13,27 +13,40 @@
 
 TestSuite(ivmrun, .timeout = 60);
 
-/* ivmrun ARGS... with a private socket directory; checks nothing is left. */
-static void ivmrun(const char *const *args, double timeout_s, ivmt_result_t *r)
-{
-    char dir[IVMT_PATH_MAX], dir_env[IVMT_PATH_MAX + 32];
-    const char *env[] = {dir_env, "XDG_RUNTIME_DIR", NULL};
-    const char *entries[] = {dir_env, NULL};
-    const char *argv[32];
-    pid_t pids[64];
-    int n = 0, argc = 0;
-    char *procs;
+/* One ivmrun run with a private socket directory. */
+typedef struct ivmrun_ctx {
+    char        dir[IVMT_PATH_MAX];
+    char        dir_env[IVMT_PATH_MAX + 32];
+    ivmt_proc_t proc;
+} ivmrun_ctx_t;
 
-    ivmt_make_tmpdir(dir, sizeof(dir));
-    snprintf(dir_env, sizeof(dir_env), "IVM_SOCKET_DIR=%s", dir);
+static void ivmrun_start(ivmrun_ctx_t *c, const char *const *args)
+{
+    const char *env[] = {c->dir_env, "XDG_RUNTIME_DIR", NULL};
+    const char *argv[32];
+    int argc = 0;
+
+    ivmt_make_tmpdir(c->dir, sizeof(c->dir));
+    snprintf(c->dir_env, sizeof(c->dir_env), "IVM_SOCKET_DIR=%s", c->dir);
     argv[argc++] = IVMT_IVMRUN;
     while (*args != NULL && argc < 31) {
         argv[argc++] = *args++;
     }
     argv[argc] = NULL;
-    ivmt_run(argv, env, timeout_s, r);
+    ivmt_start(argv, env, &c->proc);
+}
+
+/* Collect the run and check that nothing of it is left. */
+static void ivmrun_finish(ivmrun_ctx_t *c, double timeout_s, ivmt_result_t *r)
+{
+    const char *entries[] = {c->dir_env, NULL};
+    pid_t pids[64];
+    int n = 0;
+    char *procs;
+
+    ivmt_finish(&c->proc, timeout_s, r);
     for (double deadline = ivmt_now() + 5.0;; ivmt_sleep_ms(20)) {
-        n = ivmt_find_procs(0, 0, entries, dir, pids, 64);
+        n = ivmt_find_procs(0, 0, entries, c->dir, pids, 64);
         if (n == 0 || ivmt_now() > deadline) {
             break;
         }
@@ -42,13 +55,22 @@ static void ivmrun(const char *const *args, double timeout_s, ivmt_result_t *r)
     for (int i = 0; i < n; ++i) {
         kill(pids[i], SIGKILL);
     }
-    ivmt_remove_dir(dir);
+    ivmt_remove_dir(c->dir);
     if (n > 0) {
         char *why = ivmt_describe(NULL, r);
         cr_assert_fail("%d process(es) of the ivmrun run left 5 s after ivmrun returned: %s\n"
                        "ivmrun: %s", n, procs, why);
     }
     free(procs);
+}
+
+/* ivmrun ARGS... with a private socket directory; checks nothing is left. */
+static void ivmrun(const char *const *args, double timeout_s, ivmt_result_t *r)
+{
+    ivmrun_ctx_t c;
+
+    ivmrun_start(&c, args);
+    ivmrun_finish(&c, timeout_s, r);
 }
 
 static void expect_code(const ivmt_result_t *r, int code)
@@ -108,6 +130,57 @@ Test(ivmrun, timeout_kills_everything)
     cr_assert_eq(n, 2, "the program did not get to print its pids:\n%s\n%s", r.out, r.err);
     cr_assert_eq(ivmt_wait_pids_gone(pids, n, 1.0), 0,
                  "the root PE or its child survived ivmrun --timeout");
+    ivmt_result_free(&r);
+}
+
+/* SIGTERM to ivmrun: the job is torn down, ivmrun exits 128+15. */
+Test(ivmrun, sigterm_is_relayed_and_cleans_up)
+{
+    const char *args[] = {IVMT_PE_PROC, "sleep", NULL};
+    ivmrun_ctx_t c;
+    ivmt_result_t r;
+    pid_t pids[2];
+    char *out;
+    int n;
+
+    ivmrun_start(&c, args);
+    cr_assert(ivmt_wait_output(&c.proc, "PIDS ", 20), "the program never printed its pids");
+    ivmt_sleep_ms(100);
+    out = ivmt_proc_output(&c.proc);
+    n = ivmt_parse_pids(out, "PIDS", pids, 2);
+    free(out);
+    kill(c.proc.pid, SIGTERM);
+    ivmrun_finish(&c, 15, &r);
+    expect_code(&r, 128 + SIGTERM);
+    cr_assert_lt(r.seconds, 12.0);
+    cr_assert_eq(n, 2);
+    cr_assert_eq(ivmt_wait_pids_gone(pids, n, 1.0), 0, "PEs survived SIGTERM to ivmrun");
+    ivmt_result_free(&r);
+}
+
+Test(ivmrun, missing_program_is_127)
+{
+    const char *args[] = {"/nonexistent/ivm-test-program", NULL};
+    ivmt_result_t r;
+
+    ivmrun(args, 30, &r);
+    expect_code(&r, 127);
+    ivmt_result_free(&r);
+}
+
+Test(ivmrun, bad_option_is_2)
+{
+    const char *args[] = {"--no-such-option", IVMT_PE_PROC, "exit_code", "0", NULL};
+    const char *args2[] = {"--timeout", "soon", IVMT_PE_PROC, "exit_code", "0", NULL};
+    ivmt_result_t r;
+
+    ivmrun(args, 30, &r);
+    expect_code(&r, 2);
+    cr_assert(strstr(r.err, "no-such-option") != NULL, "the error names the option: %s",
+              r.err);
+    ivmt_result_free(&r);
+    ivmrun(args2, 30, &r);
+    expect_code(&r, 2);
     ivmt_result_free(&r);
 }
 

@@ -34,3 +34,8 @@ Test(mem, sync_on_own_copy_is_local)
 {
     ivmt_scenario(IVMT_PE_MEM, "sync_local", NULL, NULL, 20);
 }
+
+Test(mem, many_objects)
+{
+    ivmt_scenario(IVMT_PE_MEM, "many_objects", NULL, NULL, 25);
+}

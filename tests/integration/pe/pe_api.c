@@ -243,11 +243,35 @@ static int sc_devices(int argc, char **argv)
     return pe_ok();
 }
 
+/* The daemon's --node name is the name of this host. argv[2]: the name. */
+static int sc_node_name(int argc, char **argv)
+{
+    ivm_device d, dx = NULL;
+    ivm_pe pe;
+    int id = pe_enter();
+
+    if (id != 0) {
+        CHECK(ivmExit());
+        return 0;
+    }
+    ASSERT(argc > 2, "%s", "usage: node_name NAME");
+    CHECK(ivmCreateDev(argv[2], IVM_CPU, &d));
+    CHECK(ivmCreatePEs(d, 1, &pe));
+    CHECK(ivmWait(pe));
+    CHECK(ivmDestroyDev(d));
+    if (strcmp(argv[2], "node0") != 0) {
+        EXPECT(ivmCreateDev("node0", IVM_CPU, &dx), IVM_ERROR_NOT_FOUND);
+    }
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
 static const pe_scenario_entry_t scenarios[] = {
     {"enter", sc_enter},
     {"no_daemon", sc_no_daemon},
     {"dev", sc_dev},
     {"devices", sc_devices},
+    {"node_name", sc_node_name},
     {NULL, NULL},
 };
 

@@ -437,6 +437,43 @@ static int sc_sync_local(int argc, char **argv)
     return pe_ok();
 }
 
+/* Hundreds of objects: each created, mapped by another PE, freed. */
+static int sc_many_objects(int argc, char **argv)
+{
+    enum { N = 300 };
+    unsigned char *p[N], *q;
+    char name[32];
+    int id = pe_enter();
+
+    if (id != 0) {
+        for (int i = 0; i < N; ++i) {
+            snprintf(name, sizeof(name), "o%d", i);
+            CHECK(ivmMap(name, &q, 0));
+            ASSERT(q[0] == (unsigned char)i && q[4095 + i] == (unsigned char)(i + 1),
+                   "object %s has %d..%d", name, q[0], q[4095 + i]);
+            CHECK(ivmUnmap(q));
+        }
+        CHECK(ivmSignal());
+        CHECK(ivmExit());
+        return 0;
+    }
+    for (int i = 0; i < N; ++i) {
+        snprintf(name, sizeof(name), "o%d", i);
+        CHECK(ivmMalloc(name, &p[i], 4096 + (size_t)i));
+        p[i][0] = (unsigned char)i;
+        p[i][4095 + i] = (unsigned char)(i + 1);
+    }
+    ivm_pe c = spawn_one();
+    pe_stage = "the child maps every object";
+    CHECK(ivmWait(c));
+    for (int i = 0; i < N; ++i) {
+        CHECK(ivmFree(p[i]));
+    }
+    CHECK(ivmWait(c));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
 static const pe_scenario_entry_t scenarios[] = {
     {"malloc", sc_malloc},
     {"map", sc_map},
@@ -444,6 +481,7 @@ static const pe_scenario_entry_t scenarios[] = {
     {"free", sc_free},
     {"sync", sc_sync},
     {"sync_local", sc_sync_local},
+    {"many_objects", sc_many_objects},
     {NULL, NULL},
 };
 

@@ -2,7 +2,9 @@
  * the end of a job, and the programs the ivmrun tests launch. */
 #include "pe_util.h"
 
+#include <fcntl.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #define MAXPES 256
@@ -572,6 +574,7 @@ static int sc_hello(int argc, char **argv)
     int id = pe_enter();
 
     printf("hello from pe %d\n", id);
+    fprintf(stderr, "err from pe %d\n", id);
     if (id != 0) {
         CHECK(ivmExit());
         return 0;
@@ -582,6 +585,182 @@ static int sc_hello(int argc, char **argv)
     CHECK(ivmWait(c[1]));
     CHECK(ivmDestroyDev(dev));
     CHECK(ivmExit());
+    return pe_ok();
+}
+
+/* Any PE may wait on and kill any PE of its job: child A waits for its
+ * sibling B's signal, then kills B. */
+enum { ROLE_A = 1, ROLE_B = 2 };
+
+static int sc_sibling(int argc, char **argv)
+{
+    board_t *b;
+    int id = pe_enter();
+
+    if (id != 0) {
+        b = board_map(id);
+        if (board_role(b, id) == ROLE_A) {
+            ivm_pe sib = atomic_load(&b->flag[2]);
+            pe_stage = "A waits for B's signal";
+            CHECK(ivmWait(sib));
+            CHECK(ivmKillPEs(&sib, 1));
+            EXPECT(ivmWait(sib), IVM_ERROR_PE_FAILED);
+            CHECK(ivmUnmap(b));
+            CHECK(ivmExit());
+            return 0;
+        }
+        CHECK(ivmSignal());
+        pe_idle_forever();
+    }
+    b = board_create();
+    ivm_pe a = spawn(NULL, 0);
+    ivm_pe sib = spawn(b, ROLE_B);
+    atomic_store(&b->flag[2], sib);
+    atomic_store(&b->role[a], ROLE_A);
+    pe_stage = "root waits for A's exit";
+    CHECK(ivmWait(a));
+    pe_stage = "root waits on B, killed by A";
+    EXPECT(ivmWait(sib), IVM_ERROR_PE_FAILED);
+    CHECK(ivmFree(b));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
+/* ivmCreatePEs returns without waiting for the PE to run: the child sleeps
+ * before its ivmEnter. */
+static int sc_create_early(int argc, char **argv)
+{
+    int id, n;
+
+    if (getenv("IVM_PE_ID") != NULL) {
+        pe_sleep_ms(2000); /* a child (ivmd gives it its identity), slow to start */
+    }
+    id = pe_enter();
+    if (id != 0) {
+        CHECK(ivmSignal());
+        CHECK(ivmExit());
+        return 0;
+    }
+    double t0 = pe_now();
+    ivm_pe c = spawn(NULL, 0);
+    double dt = pe_now() - t0;
+    ASSERT(dt < 1.0, "ivmCreatePEs took %.2f s: it waited for the PE to start", dt);
+    CHECK(ivmGetNumPEs(&n));
+    ASSERT(n == 2, "a started PE that has not entered yet counts as alive: %d PEs", n);
+    pe_stage = "wait on a PE that has not entered yet";
+    CHECK(ivmWait(c));
+    ASSERT(pe_now() - t0 > 1.5, "%s", "the wait returned before the child could signal");
+    CHECK(ivmWait(c));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
+/* The daemon goes away while the root waits: the wait fails, no call hangs. */
+static int sc_daemon_lost(int argc, char **argv)
+{
+    board_t *b;
+    void *p = NULL;
+    int id = pe_enter(), rc, n;
+
+    if (id != 0) {
+        b = board_map(id);
+        CHECK(ivmSignal());
+        pe_idle_forever();
+    }
+    b = board_create();
+    ivm_pe c = spawn(NULL, 0);
+    CHECK(ivmWait(c));
+    printf("PIDS %d\n", b->pid[c]);
+    printf("READY\n");
+    pe_stage = "waiting while the daemon is terminated";
+    rc = ivmWait(c);
+    printf("WAIT %s\n", pe_status_name(rc));
+    ASSERT(rc != IVM_SUCCESS, "%s", "ivmWait succeeded although the daemon is gone");
+    pe_stage = "calls after the daemon is gone";
+    rc = ivmGetNumPEs(&n);
+    ASSERT(rc != IVM_SUCCESS, "ivmGetNumPEs returned %s without a daemon", pe_status_name(rc));
+    rc = ivmMalloc("after", &p, 64);
+    ASSERT(rc != IVM_SUCCESS, "ivmMalloc returned %s without a daemon", pe_status_name(rc));
+    rc = ivmSignal();
+    ASSERT(rc != IVM_SUCCESS, "ivmSignal returned %s without a daemon", pe_status_name(rc));
+    return pe_ok();
+}
+
+/* Two jobs on one daemon see neither each other's objects nor PEs.
+ * argv[2]: a directory for the two roots to meet in. */
+static int sc_iso_a(int argc, char **argv)
+{
+    char path[512], tmp[512];
+    unsigned char *p;
+    FILE *f;
+    int id = pe_enter(), gid;
+
+    if (id != 0) {
+        CHECK(ivmSignal());
+        pe_idle_forever();
+    }
+    ASSERT(argc > 2, "%s", "usage: iso_a DIR");
+    CHECK(ivmGetMyGroupId(&gid));
+    CHECK(ivmMalloc("iso", &p, 4096));
+    memset(p, 0xa5, 4096);
+    ivm_pe c = spawn(NULL, 0);
+    CHECK(ivmWait(c));
+    snprintf(tmp, sizeof(tmp), "%s/a.tmp", argv[2]);
+    snprintf(path, sizeof(path), "%s/a.txt", argv[2]);
+    f = fopen(tmp, "w");
+    ASSERT(f != NULL, "%s", tmp);
+    fprintf(f, "%d %d\n", gid, c);
+    fclose(f);
+    ASSERT(rename(tmp, path) == 0, "%s", path);
+    snprintf(path, sizeof(path), "%s/b.done", argv[2]);
+    pe_stage = "job A waits for job B";
+    for (double deadline = pe_now() + 30.0; access(path, F_OK) != 0; pe_sleep_ms(10)) {
+        ASSERT(pe_now() < deadline, "%s", "job B never finished");
+    }
+    for (int i = 0; i < 4096; ++i) {
+        ASSERT(p[i] == 0xa5, "job B changed job A's object at byte %d", i);
+    }
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
+static int sc_iso_b(int argc, char **argv)
+{
+    char path[512];
+    unsigned char *p, *q = NULL;
+    FILE *f = NULL;
+    int gid_a = -1, child_a = -1, gid, n;
+
+    ASSERT(argc > 2, "%s", "usage: iso_b DIR");
+    snprintf(path, sizeof(path), "%s/a.txt", argv[2]);
+    pe_stage = "job B waits for job A";
+    for (double deadline = pe_now() + 30.0; (f = fopen(path, "r")) == NULL; pe_sleep_ms(10)) {
+        ASSERT(pe_now() < deadline, "%s", "job A never got ready");
+    }
+    ASSERT(fscanf(f, "%d %d", &gid_a, &child_a) == 2, "%s", "a.txt");
+    fclose(f);
+    ASSERT(pe_enter() == 0, "%s", "a second job's first PE is its root PE");
+    CHECK(ivmGetMyGroupId(&gid));
+    ASSERT(gid != gid_a, "two jobs share the group id %d", gid);
+    CHECK(ivmGetNumPEs(&n));
+    ASSERT(n == 1, "job B counts %d PEs (job A's?)", n);
+    EXPECT(ivmMap("iso", &q, 0), IVM_ERROR_NOT_FOUND);
+    CHECK(ivmMalloc("iso", &p, 4096));
+    for (int i = 0; i < 4096; ++i) {
+        ASSERT(p[i] == 0, "job B's \"iso\" shows job A's data at byte %d", i);
+    }
+    memset(p, 0x5b, 4096);
+    EXPECT(ivmWait(child_a), IVM_ERROR_NOT_FOUND);
+    {
+        ivm_pe other = child_a;
+        EXPECT(ivmKillPEs(&other, 1), IVM_ERROR_NOT_FOUND);
+    }
+    CHECK(ivmFree(p));
+    CHECK(ivmExit());
+    snprintf(path, sizeof(path), "%s/b.done", argv[2]);
+    f = fopen(path, "w");
+    ASSERT(f != NULL, "%s", path);
+    fclose(f);
     return pe_ok();
 }
 
@@ -600,6 +779,11 @@ static const pe_scenario_entry_t scenarios[] = {
     {"sigkill", sc_sigkill},
     {"sleep", sc_sleep},
     {"hello", sc_hello},
+    {"sibling", sc_sibling},
+    {"create_early", sc_create_early},
+    {"daemon_lost", sc_daemon_lost},
+    {"iso_a", sc_iso_a},
+    {"iso_b", sc_iso_b},
     {NULL, NULL},
 };
 
