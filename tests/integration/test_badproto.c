@@ -4,13 +4,18 @@
 #include <criterion/criterion.h>
 
 #include <errno.h>
+#include <grp.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
+#include "sock.h"
 
 TestSuite(badproto, .init = ivmt_fixture_start, .fini = ivmt_fixture_stop, .timeout = 60);
 
@@ -361,5 +366,146 @@ Test(badproto, good_pe_beside_idle_bad_connections)
     ivmt_run_pe(&ivmt_d, IVMT_PE_PROC, "spawn_one", NULL, NULL, 20, &r);
     ivmt_expect_pe_ok(&ivmt_d, &r, "spawn_one");
     ivmt_result_free(&r);
+    ivmt_daemon_finish(&ivmt_d);
+}
+
+/* Send one message (with fds) on a fresh connection; 0 if the daemon refused
+ * it (dropped the connection or answered an error), 1 if it answered
+ * IVM_SUCCESS, 2 if it said nothing for 3 s. */
+static int try_request(const char *sock, const ivm_msg_hdr_t *h, const void *payload,
+                       const int *fds, int nfds)
+{
+    char buf[sizeof(ivm_msg_hdr_t) + sizeof(ivm_msg_status_t)];
+    size_t got = 0;
+    int32_t status;
+    int fd = ivm_sock_connect(sock);
+
+    if (fd < 0) {
+        return 0; /* not even connected: refused */
+    }
+    if (ivm_sock_send(fd, h, payload, fds, nfds) != IVM_SUCCESS) {
+        close(fd);
+        return 0;
+    }
+    while (got < sizeof(buf)) {
+        struct pollfd p = {fd, POLLIN, 0};
+        ssize_t n;
+        if (poll(&p, 1, 3000) != 1) {
+            close(fd);
+            return 2;
+        }
+        n = recv(fd, buf + got, sizeof(buf) - got, 0);
+        if (n <= 0) {
+            close(fd);
+            return 0;
+        }
+        got += (size_t)n;
+    }
+    close(fd);
+    memcpy(&status, buf + sizeof(ivm_msg_hdr_t), sizeof(status));
+    return status == IVM_SUCCESS ? 1 : 0;
+}
+
+/* A root ENTER as libivm sends it: exe, cwd, argv[0], no environment. */
+typedef struct root_enter {
+    ivm_msg_enter_req_t req;
+    char                blob[32];
+} root_enter_t;
+
+static uint32_t make_root_enter(root_enter_t *m)
+{
+    static const char blob[] = "/bin/true\0/\0true";
+
+    memset(m, 0, sizeof(*m));
+    m->req.flags = IVM_ENTER_ROOT;
+    m->req.pid = (uint32_t)getpid();
+    m->req.argc = 1;
+    m->req.blob_len = sizeof(blob);
+    memcpy(m->blob, blob, sizeof(blob));
+    return (uint32_t)(sizeof(m->req) + sizeof(blob));
+}
+
+/* PEs are accepted only from the daemon owner's uid (SO_PEERCRED): a client
+ * of another uid is refused even when the socket file lets it connect. */
+Test(badproto, other_uid_is_refused)
+{
+    ivm_msg_empty_t empty = {0};
+    ivm_msg_hdr_t h;
+    root_enter_t enter;
+    int results[2];
+
+    if (getuid() != 0) {
+        ivmt_daemon_finish(&ivmt_d);
+        cr_skip_test("needs root to act as another user");
+    }
+    cr_assert_eq(chmod(ivmt_d.dir, 0755), 0);
+    cr_assert_eq(chmod(ivmt_d.sock, 0777), 0);
+    for (int k = 0; k < 2; ++k) {
+        int status = 0;
+        pid_t pid = fork();
+        cr_assert_geq(pid, 0);
+        if (pid == 0) {
+            int fds[2] = {1, 2};
+            if (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0) {
+                _exit(3);
+            }
+            if (k == 0) {
+                ivm_proto_hdr_init(&h, IVM_MSG_INFO, sizeof(empty), 1);
+                _exit(try_request(ivmt_d.sock, &h, &empty, NULL, 0));
+            }
+            ivm_proto_hdr_init(&h, IVM_MSG_ENTER, make_root_enter(&enter), 1);
+            enter.req.pid = (uint32_t)getpid();
+            _exit(try_request(ivmt_d.sock, &h, &enter, fds, 2));
+        }
+        cr_assert_eq(waitpid(pid, &status, 0), pid);
+        cr_assert(WIFEXITED(status), "the probe crashed");
+        results[k] = WEXITSTATUS(status);
+    }
+    chmod(ivmt_d.dir, 0700);
+    if (results[0] == 3) {
+        ivmt_daemon_finish(&ivmt_d);
+        cr_skip_test("cannot switch to uid 65534 here");
+    }
+    cr_assert_neq(results[1], 1, "ivmd let another uid ENTER as a root PE");
+    cr_assert_eq(results[1], 0, "ivmd neither answered nor dropped another uid's ENTER");
+    cr_assert_eq(results[0], 0, "ivmd answered INFO to another uid (%s)",
+                 results[0] == 1 ? "served" : "no answer, connection kept");
+    expect_alive("another uid's connections");
+    ivmt_daemon_finish(&ivmt_d);
+}
+
+/* A child ENTER needs the token the daemon gave that PE: guessing it, or
+ * naming a PE that does not exist, in a running job is refused. */
+Test(badproto, forged_enter_into_a_running_job)
+{
+    ivmt_proc_t p;
+    ivmt_result_t r;
+    ivm_msg_enter_req_t e;
+    ivm_msg_hdr_t h;
+    pid_t pids[2];
+    char *out;
+
+    ivmt_start_pe(&ivmt_d, IVMT_PE_PROC, "sleep", NULL, NULL, &p);
+    cr_assert(ivmt_wait_output(&p, "PIDS ", 20), "the job never got ready");
+    out = ivmt_proc_output(&p);
+    cr_assert_eq(ivmt_parse_pids(out, "PIDS", pids, 2), 2, "%s", out);
+    free(out);
+    for (uint32_t job = 1; job <= 4; ++job) {
+        for (int pe = 0; pe <= 2; ++pe) {
+            memset(&e, 0, sizeof(e));
+            e.pid = (uint32_t)getpid();
+            e.job_id = job;
+            e.pe_id = pe;
+            e.token = 0x0123456789abcdefull ^ ((uint64_t)job << 32 | (uint64_t)pe);
+            ivm_proto_hdr_init(&h, IVM_MSG_ENTER, sizeof(e), 1);
+            cr_assert_eq(try_request(ivmt_d.sock, &h, &e, NULL, 0), 0,
+                         "a forged ENTER as PE %d of job %u was accepted (or hung)", pe, job);
+        }
+    }
+    kill(p.pid, SIGKILL); /* the root dies: the job ends */
+    ivmt_finish(&p, 10, &r);
+    ivmt_result_free(&r);
+    cr_assert_eq(ivmt_wait_pids_gone(&pids[1], 1, 3.0), 0, "the child PE outlived its root");
+    expect_alive("forged ENTERs");
     ivmt_daemon_finish(&ivmt_d);
 }
