@@ -1119,3 +1119,46 @@ void ivmt_scenario(const char *prog, const char *scenario, const char *const *ar
     ivmt_result_free(&r);
     ivmt_daemon_finish(&ivmt_d);
 }
+
+void ivmt_launch_start(const char *launcher, const char *const *args, ivmt_launch_t *c)
+{
+    const char *env[] = {c->dir_env, "XDG_RUNTIME_DIR", NULL};
+    const char *argv[32];
+    int argc = 0;
+
+    ivmt_make_tmpdir(c->dir, sizeof(c->dir));
+    snprintf(c->dir_env, sizeof(c->dir_env), "IVM_SOCKET_DIR=%s", c->dir);
+    argv[argc++] = launcher;
+    while (*args != NULL && argc < 31) {
+        argv[argc++] = *args++;
+    }
+    argv[argc] = NULL;
+    ivmt_start(argv, env, &c->proc);
+}
+
+void ivmt_launch_finish(ivmt_launch_t *c, double timeout_s, ivmt_result_t *r)
+{
+    const char *entries[] = {c->dir_env, NULL};
+    pid_t pids[64];
+    int n = 0;
+    char *procs;
+
+    ivmt_finish(&c->proc, timeout_s, r);
+    for (double deadline = ivmt_now() + 5.0;; ivmt_sleep_ms(20)) {
+        n = ivmt_find_procs(0, 0, entries, c->dir, pids, 64);
+        if (n == 0 || ivmt_now() > deadline) {
+            break;
+        }
+    }
+    procs = ivmt_describe_procs(pids, n);
+    for (int i = 0; i < n; ++i) {
+        kill(pids[i], SIGKILL);
+    }
+    ivmt_remove_dir(c->dir);
+    if (n > 0) {
+        char *why = ivmt_describe(NULL, r);
+        cr_assert_fail("%d process(es) of the launched run left 5 s after the launcher "
+                       "returned: %s\nlauncher: %s", n, procs, why);
+    }
+    free(procs);
+}

@@ -138,6 +138,20 @@ void ivmt_make_tmpdir(char *buf, size_t len);
 /* Remove a directory and the plain files/sockets directly in it. */
 void ivmt_remove_dir(const char *dir);
 
+/* A launcher (ivmrun) run with a private IVM_SOCKET_DIR. */
+typedef struct ivmt_launch {
+    char        dir[IVMT_PATH_MAX];
+    char        dir_env[IVMT_PATH_MAX + 32];
+    ivmt_proc_t proc;
+} ivmt_launch_t;
+
+/* Start `launcher args...` with IVM_SOCKET_DIR=<fresh dir>, no other IVM_*. */
+void ivmt_launch_start(const char *launcher, const char *const *args, ivmt_launch_t *c);
+
+/* Collect it; assert that no process of the run (environment or command line
+ * naming the directory) is left 5 s later. */
+void ivmt_launch_finish(ivmt_launch_t *c, double timeout_s, ivmt_result_t *r);
+
 /* Fixture of most tests: one daemon per test in ivmt_d. */
 extern ivmt_daemon_t ivmt_d;
 void ivmt_fixture_start(void);  /* .init: start ivmt_d with default options */

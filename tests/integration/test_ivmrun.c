@@ -13,64 +13,13 @@
 
 TestSuite(ivmrun, .timeout = 60);
 
-/* One ivmrun run with a private socket directory. */
-typedef struct ivmrun_ctx {
-    char        dir[IVMT_PATH_MAX];
-    char        dir_env[IVMT_PATH_MAX + 32];
-    ivmt_proc_t proc;
-} ivmrun_ctx_t;
-
-static void ivmrun_start(ivmrun_ctx_t *c, const char *const *args)
-{
-    const char *env[] = {c->dir_env, "XDG_RUNTIME_DIR", NULL};
-    const char *argv[32];
-    int argc = 0;
-
-    ivmt_make_tmpdir(c->dir, sizeof(c->dir));
-    snprintf(c->dir_env, sizeof(c->dir_env), "IVM_SOCKET_DIR=%s", c->dir);
-    argv[argc++] = IVMT_IVMRUN;
-    while (*args != NULL && argc < 31) {
-        argv[argc++] = *args++;
-    }
-    argv[argc] = NULL;
-    ivmt_start(argv, env, &c->proc);
-}
-
-/* Collect the run and check that nothing of it is left. */
-static void ivmrun_finish(ivmrun_ctx_t *c, double timeout_s, ivmt_result_t *r)
-{
-    const char *entries[] = {c->dir_env, NULL};
-    pid_t pids[64];
-    int n = 0;
-    char *procs;
-
-    ivmt_finish(&c->proc, timeout_s, r);
-    for (double deadline = ivmt_now() + 5.0;; ivmt_sleep_ms(20)) {
-        n = ivmt_find_procs(0, 0, entries, c->dir, pids, 64);
-        if (n == 0 || ivmt_now() > deadline) {
-            break;
-        }
-    }
-    procs = ivmt_describe_procs(pids, n);
-    for (int i = 0; i < n; ++i) {
-        kill(pids[i], SIGKILL);
-    }
-    ivmt_remove_dir(c->dir);
-    if (n > 0) {
-        char *why = ivmt_describe(NULL, r);
-        cr_assert_fail("%d process(es) of the ivmrun run left 5 s after ivmrun returned: %s\n"
-                       "ivmrun: %s", n, procs, why);
-    }
-    free(procs);
-}
-
 /* ivmrun ARGS... with a private socket directory; checks nothing is left. */
 static void ivmrun(const char *const *args, double timeout_s, ivmt_result_t *r)
 {
-    ivmrun_ctx_t c;
+    ivmt_launch_t c;
 
-    ivmrun_start(&c, args);
-    ivmrun_finish(&c, timeout_s, r);
+    ivmt_launch_start(IVMT_IVMRUN, args, &c);
+    ivmt_launch_finish(&c, timeout_s, r);
 }
 
 static void expect_code(const ivmt_result_t *r, int code)
@@ -137,20 +86,20 @@ Test(ivmrun, timeout_kills_everything)
 Test(ivmrun, sigterm_is_relayed_and_cleans_up)
 {
     const char *args[] = {IVMT_PE_PROC, "sleep", NULL};
-    ivmrun_ctx_t c;
+    ivmt_launch_t c;
     ivmt_result_t r;
     pid_t pids[2];
     char *out;
     int n;
 
-    ivmrun_start(&c, args);
+    ivmt_launch_start(IVMT_IVMRUN, args, &c);
     cr_assert(ivmt_wait_output(&c.proc, "PIDS ", 20), "the program never printed its pids");
     ivmt_sleep_ms(100);
     out = ivmt_proc_output(&c.proc);
     n = ivmt_parse_pids(out, "PIDS", pids, 2);
     free(out);
     kill(c.proc.pid, SIGTERM);
-    ivmrun_finish(&c, 15, &r);
+    ivmt_launch_finish(&c, 15, &r);
     expect_code(&r, 128 + SIGTERM);
     cr_assert_lt(r.seconds, 12.0);
     cr_assert_eq(n, 2);
