@@ -159,3 +159,75 @@ Test(singleton, autostart_off_no_daemon, .timeout = 30)
               r.out, r.err);
     ivmt_result_free(&r);
 }
+
+/* Two root PEs start at once with no daemon and the same socket directory:
+ * both run (one autostarts the daemon, the other uses it or its own), and no
+ * daemon is left afterwards. */
+Test(singleton, two_roots_at_once, .timeout = 60)
+{
+    char dir[IVMT_PATH_MAX], dir_env[IVMT_PATH_MAX + 32];
+    const char *env[] = {dir_env, "XDG_RUNTIME_DIR", NULL};
+    const char *entries[] = {dir_env, NULL};
+    const char *argv[] = {IVMT_PE_PROC, "spawn_one", NULL};
+    ivmt_proc_t a, b;
+    ivmt_result_t ra, rb;
+    pid_t pids[64];
+    int n;
+
+    ivmt_make_tmpdir(dir, sizeof(dir));
+    snprintf(dir_env, sizeof(dir_env), "IVM_SOCKET_DIR=%s", dir);
+    ivmt_start(argv, env, &a);
+    ivmt_start(argv, env, &b);
+    ivmt_finish(&a, 30, &ra);
+    ivmt_finish(&b, 30, &rb);
+    for (double deadline = ivmt_now() + 5.0;; ivmt_sleep_ms(20)) {
+        n = ivmt_find_procs(0, 0, entries, dir, pids, 64);
+        if (n == 0 || ivmt_now() > deadline) {
+            break;
+        }
+    }
+    for (int i = 0; i < n; ++i) {
+        kill(pids[i], SIGKILL);
+    }
+    ivmt_remove_dir(dir);
+    ivmt_expect_pe_ok(NULL, &ra, "spawn_one");
+    ivmt_expect_pe_ok(NULL, &rb, "spawn_one");
+    cr_assert_eq(n, 0, "%d process(es) left after two singleton roots", n);
+    ivmt_result_free(&ra);
+    ivmt_result_free(&rb);
+}
+
+/* With IVM_AUTOSTART unset and a daemon already serving the socket
+ * directory, the root PE uses that daemon instead of starting one. */
+Test(api, root_uses_the_running_daemon)
+{
+    char dir_env[IVMT_PATH_MAX + 64], *slash;
+    const char *env[] = {dir_env, "XDG_RUNTIME_DIR", NULL};
+    const char *argv[] = {IVMT_PE_PROC, "sleep", NULL};
+    ivm_msg_info_rep_t info;
+    const char *why = NULL;
+    ivmt_proc_t p;
+    ivmt_result_t r;
+    pid_t pids[8];
+    int n;
+
+    /* the fixture's daemon listens on <dir>/ivmd.sock: the default path there */
+    snprintf(dir_env, sizeof(dir_env), "IVM_SOCKET_DIR=%s", ivmt_d.sock);
+    slash = strrchr(dir_env, '/');
+    cr_assert_not_null(slash);
+    *slash = '\0';
+    ivmt_start(argv, env, &p);
+    if (!ivmt_wait_output(&p, "PIDS ", 20)) {
+        ivmt_finish(&p, 1, &r);
+        cr_assert_fail("the root PE never got going: %s", ivmt_describe(&ivmt_d, &r));
+    }
+    cr_assert_eq(ivmt_info(ivmt_d.sock, &info, &why), 0, "%s", why);
+    cr_assert_eq(info.jobs, 1, "the job did not run on the daemon already serving the "
+                 "socket directory");
+    n = ivmt_find_procs(0, ivmt_d.pid, NULL, ivmt_d.dir, pids, 8);
+    cr_assert_eq(n, 0, "another daemon was started: %s", ivmt_describe_procs(pids, n));
+    kill(p.pid, SIGKILL);
+    ivmt_finish(&p, 10, &r);
+    ivmt_result_free(&r);
+    ivmt_daemon_finish(&ivmt_d);
+}
