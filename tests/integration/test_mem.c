@@ -39,3 +39,8 @@ Test(mem, many_objects)
 {
     ivmt_scenario(IVMT_PE_MEM, "many_objects", NULL, NULL, 25);
 }
+
+Test(mem, big_object)
+{
+    ivmt_scenario(IVMT_PE_MEM, "big_object", NULL, NULL, 30);
+}

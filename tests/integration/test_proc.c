@@ -231,3 +231,13 @@ Test(proc, two_jobs_are_isolated)
     ivmt_result_free(&rb);
     ivmt_daemon_finish(&ivmt_d);
 }
+
+Test(proc, max_pes_id_is_job_wide)
+{
+    ivmt_scenario(IVMT_PE_PROC, "maxid_global", NULL, NULL, 25);
+}
+
+Test(proc, several_threads_wait_on_one_pe)
+{
+    ivmt_scenario(IVMT_PE_PROC, "multi_waiters", NULL, NULL, 25);
+}

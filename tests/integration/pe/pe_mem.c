@@ -474,6 +474,42 @@ static int sc_many_objects(int argc, char **argv)
     return pe_ok();
 }
 
+/* A 64 MiB object written by the root, checked and rewritten by a child. */
+static int sc_big_object(int argc, char **argv)
+{
+    const size_t size = 64u << 20;
+    uint64_t *p, *q;
+    const size_t n = size / sizeof(uint64_t);
+    int id = pe_enter();
+
+    if (id != 0) {
+        CHECK(ivmMap("big", &q, 0));
+        for (size_t i = 0; i < n; ++i) {
+            if (q[i] != i * 0x9e3779b97f4a7c15ull) {
+                pe_failf(__LINE__, "word %zu of the 64 MiB object is wrong", i);
+            }
+            q[i] = ~q[i];
+        }
+        CHECK(ivmSyncPut(q, size));
+        CHECK(ivmUnmap(q));
+        CHECK(ivmExit());
+        return 0;
+    }
+    CHECK(ivmMalloc("big", &p, size));
+    for (size_t i = 0; i < n; ++i) {
+        p[i] = i * 0x9e3779b97f4a7c15ull;
+    }
+    ivm_pe c = spawn_one();
+    pe_stage = "the child checks 64 MiB";
+    CHECK(ivmWait(c));
+    for (size_t i = 0; i < n; ++i) {
+        ASSERT(p[i] == ~(i * 0x9e3779b97f4a7c15ull), "word %zu not rewritten by the child", i);
+    }
+    CHECK(ivmFree(p));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
 static const pe_scenario_entry_t scenarios[] = {
     {"malloc", sc_malloc},
     {"map", sc_map},
@@ -482,6 +518,7 @@ static const pe_scenario_entry_t scenarios[] = {
     {"sync", sc_sync},
     {"sync_local", sc_sync_local},
     {"many_objects", sc_many_objects},
+    {"big_object", sc_big_object},
     {NULL, NULL},
 };
 

@@ -447,6 +447,66 @@ static int sc_maxid(int argc, char **argv)
     return pe_ok();
 }
 
+/* The max PE id is a job-wide attribute: a child PE sets it for everyone. */
+static int sc_maxid_global(int argc, char **argv)
+{
+    ivm_pe c, more[2];
+    int id = pe_enter();
+
+    if (id != 0) {
+        CHECK(ivmSetMaxPesId(id + 1));
+        CHECK(ivmSignal());
+        CHECK(ivmExit());
+        return 0;
+    }
+    c = spawn(NULL, 0);
+    CHECK(ivmWait(c));
+    more[0] = more[1] = 55;
+    CHECK(ivmCreatePEs(this_dev(), 2, more));
+    ASSERT(more[0] == c + 1 && more[1] == IVM_PE_NULL,
+           "after PE %d set the max id to %d the root got %d %d", c, c + 1, more[0], more[1]);
+    CHECK(ivmWait(c));
+    CHECK(ivmWait(more[0]));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
+/* Several threads of the root wait on one PE at once; its signals release
+ * them all (replies to one connection, out of order with other calls). */
+static int sc_multi_waiters(int argc, char **argv)
+{
+    waiter_arg_t w[3];
+    pthread_t th[3];
+    int id = pe_enter(), n;
+
+    if (id != 0) {
+        pe_sleep_ms(300);
+        for (int i = 0; i < 3; ++i) {
+            CHECK(ivmSignal());
+        }
+        CHECK(ivmWait(0));
+        CHECK(ivmExit());
+        return 0;
+    }
+    ivm_pe c = spawn(NULL, 0);
+    for (int i = 0; i < 3; ++i) {
+        w[i] = (waiter_arg_t){c, IVM_ERROR_INTERNAL, 0};
+        ASSERT(pthread_create(&th[i], NULL, waiter_main, &w[i]) == 0, "%s", "pthread");
+    }
+    pe_sleep_ms(100);
+    CHECK(ivmGetNumPEs(&n)); /* answered while three WAITs are pending */
+    ASSERT(n == 2, "%d PEs", n);
+    pe_stage = "three threads wait on one PE";
+    for (int i = 0; i < 3; ++i) {
+        pthread_join(th[i], NULL);
+        ASSERT(w[i].rc == IVM_SUCCESS, "waiter %d got %s", i, pe_status_name(w[i].rc));
+    }
+    CHECK(ivmSignal());
+    CHECK(ivmWait(c));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
 /* DS-LB: each PE starts its successor on its own device until the limit of
  * 200 stops the chain. */
 static int sc_chain(int argc, char **argv)
@@ -779,6 +839,8 @@ static const pe_scenario_entry_t scenarios[] = {
     {"sigkill", sc_sigkill},
     {"sleep", sc_sleep},
     {"hello", sc_hello},
+    {"maxid_global", sc_maxid_global},
+    {"multi_waiters", sc_multi_waiters},
     {"sibling", sc_sibling},
     {"create_early", sc_create_early},
     {"daemon_lost", sc_daemon_lost},
