@@ -559,7 +559,9 @@ static ivmError_t ivm_map_install(const ivm_msg_map_rep_t *rep, int fd, int allo
     close(fd);
     if (base == MAP_FAILED) {
         int err = errno;
-        ivm_call(IVM_MSG_UNMAP, &undo, sizeof(undo), &undo_rep, sizeof(undo_rep), NULL);
+        /* Undo what the daemon did: a failed ivmMalloc leaves no object behind. */
+        ivm_call(allocated ? IVM_MSG_FREE : IVM_MSG_UNMAP, &undo, sizeof(undo), &undo_rep,
+                 sizeof(undo_rep), NULL);
         IVM_FAIL(IVM_ERROR_NO_MEMORY, "mmap of %zu bytes failed: %s", len, strerror(err));
     }
     memset(&map, 0, sizeof(map));
@@ -573,7 +575,8 @@ static ivmError_t ivm_map_install(const ivm_msg_map_rep_t *rep, int fd, int allo
     map.allocated = allocated;
     if (ivm_maps_add(&map) != IVM_SUCCESS) {
         munmap(base, len);
-        ivm_call(IVM_MSG_UNMAP, &undo, sizeof(undo), &undo_rep, sizeof(undo_rep), NULL);
+        ivm_call(allocated ? IVM_MSG_FREE : IVM_MSG_UNMAP, &undo, sizeof(undo), &undo_rep,
+                 sizeof(undo_rep), NULL);
         IVM_FAIL(IVM_ERROR_NO_MEMORY, "out of memory recording a mapping");
     }
     memcpy(ptr_out, &map.ref, sizeof(void *));
