@@ -23,6 +23,8 @@
 
 #define IVMRUN_DAEMON_STOP_WAIT 5.0 /* seconds between SIGTERM and SIGKILL */
 #define IVMRUN_DAEMON_INFO_WAIT 1   /* seconds an INFO round trip may take */
+#define IVMRUN_DAEMON_LISTEN    "127.0.0.1:0" /* --listen of a simulated node */
+#define IVMRUN_READY_LINE_MAX   32  /* bytes of a readiness line ("R 65535\n") */
 
 int ivmrun_daemon_reap(ivmrun_daemon_t *d)
 {
@@ -107,7 +109,7 @@ static int ivmrun_daemon_wait_exit(ivmrun_daemon_t *d, int sigfd, double wait)
 }
 
 /* Kill and reap the daemon we started, without waiting for a clean exit. */
-static void ivmrun_daemon_kill(ivmrun_daemon_t *d)
+void ivmrun_daemon_kill(ivmrun_daemon_t *d)
 {
     if (d->pid > 0) {
         kill(d->pid, SIGKILL);
@@ -118,7 +120,7 @@ static void ivmrun_daemon_kill(ivmrun_daemon_t *d)
 }
 
 /* Remove the socket our daemon left behind, unless some daemon answers on it. */
-static void ivmrun_daemon_unlink(ivmrun_daemon_t *d)
+void ivmrun_daemon_unlink(ivmrun_daemon_t *d)
 {
     struct stat st;
     int fd;
@@ -138,19 +140,41 @@ static void ivmrun_daemon_unlink(ivmrun_daemon_t *d)
     }
 }
 
-/* Start ivmd on d->path and wait for its readiness byte. */
-static ivmError_t ivmrun_daemon_start(ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
-                                      int sigfd, const sigset_t *child_mask,
-                                      int *signo_p)
+/* The readiness line: "R" (single node) or "R PORT" (with --listen). Returns
+ * 0 and sets d->port, or -1 if the line does not fit. */
+static int ivmrun_daemon_ready_parse(ivmrun_daemon_t *d, char *line)
+{
+    unsigned long port;
+    char *end;
+
+    line[strcspn(line, "\n")] = '\0';
+    if (!d->listen) {
+        return 0; /* any line will do, as before --listen existed */
+    }
+    if (line[0] != 'R' || line[1] != ' ' || line[2] < '0' || line[2] > '9') {
+        return -1;
+    }
+    errno = 0;
+    port  = strtoul(line + 2, &end, 10);
+    if (errno != 0 || *end != '\0' || port == 0 || port > 65535) {
+        return -1;
+    }
+    d->port = (unsigned)port;
+    return 0;
+}
+
+ivmError_t ivmrun_daemon_start(ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
+                               int sigfd, const sigset_t *child_mask, int *signo_p)
 {
     char exe[PATH_MAX], dir[sizeof(d->path)], fdtext[16], why[64];
-    char *argv[9];
+    char line[IVMRUN_READY_LINE_MAX];
+    char *argv[16];
     int argc = 0, ready[2] = {-1, -1}, devnull = -1, err = 0, term;
     struct pollfd pfds[2];
     ivmrun_spawn_t spec;
     ivmError_t status;
     double deadline, left;
-    char byte;
+    size_t got = 0;
     ssize_t n;
 
     ivmrun_daemon_find(cfg, exe, sizeof(exe));
@@ -175,13 +199,26 @@ static ivmError_t ivmrun_daemon_start(ivmrun_daemon_t *d, const ivmrun_config_t 
     argv[argc++] = exe;
     argv[argc++] = "--socket";
     argv[argc++] = d->path;
+    if (d->node[0] != '\0') {
+        argv[argc++] = "--node";
+        argv[argc++] = d->node;
+    }
+    if (d->listen) {
+        argv[argc++] = "--listen";
+        argv[argc++] = IVMRUN_DAEMON_LISTEN;
+    }
     argv[argc++] = "--ready-fd";
     argv[argc++] = fdtext;
     if (cfg->log_level != NULL && cfg->log_level[0] != '\0') {
         argv[argc++] = "--log-level";
         argv[argc++] = cfg->log_level;
     }
+    if (d->cpu_devices != NULL && d->cpu_devices[0] != '\0') {
+        argv[argc++] = "--cpu-devices";
+        argv[argc++] = (char *)d->cpu_devices;
+    }
     argv[argc] = NULL;
+    d->port = 0;
 
     memset(&spec, 0, sizeof(spec));
     spec.file        = exe;
@@ -202,7 +239,12 @@ static ivmError_t ivmrun_daemon_start(ivmrun_daemon_t *d, const ivmrun_config_t 
         goto out_close_ready;
     }
     d->started = 1;
-    ivm_info("started ivmd '%s' (pid %d) on %s", exe, (int)d->pid, d->path);
+    if (d->node[0] != '\0') {
+        ivm_info("started ivmd '%s' (pid %d) for %s on %s", exe, (int)d->pid, d->node,
+                 d->path);
+    } else {
+        ivm_info("started ivmd '%s' (pid %d) on %s", exe, (int)d->pid, d->path);
+    }
 
     deadline = ivmrun_time_now() + cfg->daemon_wait;
     pfds[0].fd     = ready[0];
@@ -239,12 +281,32 @@ static ivmError_t ivmrun_daemon_start(ivmrun_daemon_t *d, const ivmrun_config_t 
             }
         }
         if (pfds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-            n = read(ready[0], &byte, 1);
+            n = read(ready[0], line + got, sizeof(line) - 1 - got);
             if (n < 0 && errno == EINTR) {
                 continue;
             }
-            if (n == 1) {
-                status = IVM_SUCCESS;
+            if (n > 0) {
+                got += (size_t)n;
+                line[got] = '\0';
+                if (memchr(line, '\n', got) == NULL && got < sizeof(line) - 1) {
+                    continue; /* the rest of the line, or EOF */
+                }
+            }
+            if (got > 0) {
+                if (ivmrun_daemon_ready_parse(d, line) == 0) {
+                    if (d->listen) {
+                        ivm_debug("ivmd (pid %d) on %s is ready, TCP port %u",
+                                  (int)d->pid, d->path, d->port);
+                    }
+                    status = IVM_SUCCESS;
+                    goto out_close_ready;
+                }
+                ivm_error("ivmd (pid %d) on %s sent the readiness line '%s', not "
+                          "'R PORT' (does it support --listen?); killing it",
+                          (int)d->pid, d->path, line);
+                ivmrun_daemon_kill(d);
+                ivmrun_daemon_unlink(d);
+                status = IVM_ERROR_PROTOCOL;
                 goto out_close_ready;
             }
             /* EOF: it closed the fd without a byte, almost always by exiting. */
@@ -333,6 +395,62 @@ void ivmrun_daemon_close(ivmrun_daemon_t *d, int sigfd)
     }
     ivmrun_daemon_unlink(d);
     d->started = 0;
+}
+
+ivmError_t ivmrun_daemon_request(const char *path, uint16_t type, const void *payload,
+                                 uint32_t len, int timeout_ms, char *detail,
+                                 size_t detail_len)
+{
+    struct timeval tv = {.tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000};
+    union {
+        ivm_msg_status_t rep;
+        char raw[sizeof(ivm_msg_status_t) + IVM_MSG_DETAIL_MAX + 1];
+    } rep;
+    const uint32_t seq = 1;
+    ivm_msg_hdr_t hdr;
+    ivmError_t status;
+    const char *why = NULL;
+    int fd;
+
+    detail[0] = '\0';
+    fd = ivm_sock_connect(path);
+    if (fd < 0) {
+        snprintf(detail, detail_len, "cannot connect to %s", path);
+        return (ivmError_t)fd;
+    }
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    ivm_proto_hdr_init(&hdr, type, len, seq);
+    if (ivm_sock_send(fd, &hdr, payload, NULL, 0) != IVM_SUCCESS ||
+        ivm_sock_recv(fd, &hdr, sizeof(hdr), NULL, NULL, 0) != IVM_SUCCESS) {
+        snprintf(detail, detail_len, "no reply to %s within %d ms",
+                 ivm_proto_type_name(type), timeout_ms);
+        status = IVM_ERROR_DAEMON_LOST;
+        goto out;
+    }
+    if (ivm_proto_check_hdr(&hdr, &why) != IVM_SUCCESS ||
+        ivm_proto_check_rep(&hdr, &why) != IVM_SUCCESS ||
+        hdr.type != (type | IVM_MSG_REPLY) || hdr.seq != seq ||
+        hdr.length > sizeof(rep.raw) - 1) {
+        snprintf(detail, detail_len, "bad reply to %s: %s", ivm_proto_type_name(type),
+                 why != NULL ? why : "not the reply to the request");
+        status = IVM_ERROR_PROTOCOL;
+        goto out;
+    }
+    if (ivm_sock_recv(fd, rep.raw, hdr.length, NULL, NULL, 0) != IVM_SUCCESS) {
+        snprintf(detail, detail_len, "the reply to %s was cut short",
+                 ivm_proto_type_name(type));
+        status = IVM_ERROR_DAEMON_LOST;
+        goto out;
+    }
+    rep.raw[hdr.length] = '\0';
+    status = (ivmError_t)rep.rep.status;
+    if (hdr.length > sizeof(rep.rep)) {
+        snprintf(detail, detail_len, "%s", rep.raw + sizeof(rep.rep));
+    }
+out:
+    close(fd);
+    return status;
 }
 
 int ivmrun_daemon_jobs(const ivmrun_daemon_t *d)

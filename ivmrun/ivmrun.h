@@ -1,13 +1,16 @@
 /*
- * ivmrun: the launcher. It finds or starts the node daemon, runs PROGRAM as
- * the root PE, forwards (and optionally tags) its output, enforces the
- * timeout, relays signals, returns the root's exit status and cleans up.
+ * ivmrun: the launcher. It finds or starts the node daemon (or, with
+ * --nodes N > 1, starts N fresh daemons and joins them into one cluster over
+ * loopback TCP), runs PROGRAM as the root PE, forwards (and optionally tags)
+ * its output, enforces the timeout, relays signals, returns the root's exit
+ * status and cleans up.
  */
 #ifndef IVMRUN_IVMRUN_H
 #define IVMRUN_IVMRUN_H
 
 #include <signal.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include <sys/un.h>
 
@@ -23,13 +26,15 @@
     X(timeout,     "timeout",     DOUBLE, "0",                                      \
       "kill the job after this many seconds and exit 124 (0 = no limit)")          \
     X(nodes,       "nodes",       INT,    "1",                                      \
-      "nodes to simulate on this machine (only 1 is implemented)")                 \
+      "nodes to simulate on this machine, 1-64 (N > 1: fresh daemons in a cluster)")\
+    X(node_cpu_devices, "node-cpu-devices", STRING, "",                             \
+      "one CPU device spec per node, ';'-separated, e.g. 0-3;4-5;6 (--nodes N > 1)") \
     X(log_level,   "log-level",   STRING, "",                                       \
       "error|warn|info|debug|trace, also given to the root PE (-v = info)")        \
     X(socket,      "socket",      STRING, "",                                       \
-      "daemon socket (default: <socket dir>/" "ivmd.sock)")                         \
+      "daemon socket with --nodes 1 (default: <socket dir>/" "ivmd.sock)")          \
     X(daemon,      "daemon",      STRING, "",                                       \
-      "ivmd to start when none runs (default: ivmd beside ivmrun, else PATH)")     \
+      "ivmd to start (default: ivmd beside ivmrun, else PATH)")                     \
     X(daemon_wait, "daemon-wait", DOUBLE, "10",                                     \
       "seconds to wait for a started ivmd to become ready")
 
@@ -64,13 +69,25 @@ double ivmrun_time_now(void);
 /* Write all of buf to fd (restarting on EINTR). 0 or -1 with errno. */
 int ivmrun_fd_write_all(int fd, const void *buf, size_t len);
 
+#define IVMRUN_MAX_NODES 64 /* --nodes */
+
 /* The node daemon as ivmrun sees it. */
 typedef struct ivmrun_daemon {
     char  path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* its socket */
+    char  node[IVM_HOST_MAX + 1]; /* --node given to it; "" = ivmd's default */
+    const char *cpu_devices; /* --cpu-devices given to it; NULL or "" = none */
+    int   listen;    /* start it with --listen 127.0.0.1:0 (a cluster node) */
+    unsigned port;   /* with listen: the TCP port from its readiness line */
     pid_t pid;       /* > 0 while a daemon we started is not yet reaped */
     int   started;   /* we started it, so we stop it */
     int   status;    /* its wait status once reaped */
 } ivmrun_daemon_t;
+
+/* Start ivmd on d->path (with d->node, d->listen, d->cpu_devices) and wait
+ * for its readiness line; with d->listen, d->port is the port it reports.
+ * sigfd and signo_p as for ivmrun_daemon_open. Errors are logged. */
+ivmError_t ivmrun_daemon_start(ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
+                               int sigfd, const sigset_t *child_mask, int *signo_p);
 
 /* Use the daemon listening on d->path, or start one. sigfd delivers SIGCHLD
  * and the terminating signals while waiting; if one of the latter arrives,
@@ -86,8 +103,51 @@ int ivmrun_daemon_reap(ivmrun_daemon_t *d);
  * its socket if it left it behind. A shared daemon is left alone. */
 void ivmrun_daemon_close(ivmrun_daemon_t *d, int sigfd);
 
+/* SIGKILL and reap the daemon we started, if it has not been reaped. */
+void ivmrun_daemon_kill(ivmrun_daemon_t *d);
+
+/* Remove the socket our daemon left behind, unless some daemon answers on it. */
+void ivmrun_daemon_unlink(ivmrun_daemon_t *d);
+
 /* Jobs the daemon holds now, or -1 if it cannot be asked. */
 int ivmrun_daemon_jobs(const ivmrun_daemon_t *d);
+
+/* Send one request (header type, payload) on a fresh connection to the
+ * daemon on path and wait at most timeout_ms for each step. For request types
+ * whose reply is an ivm_msg_status_t: returns the reply's status, with its
+ * detail text in detail ("" if none); if the exchange itself fails, the error
+ * (IVM_ERROR_NO_DAEMON, IVM_ERROR_DAEMON_LOST, IVM_ERROR_PROTOCOL) with what
+ * went wrong in detail. */
+ivmError_t ivmrun_daemon_request(const char *path, uint16_t type, const void *payload,
+                                 uint32_t len, int timeout_ms, char *detail,
+                                 size_t detail_len);
+
+/* The daemons of a run: one (--nodes 1, shared or started) or a cluster of
+ * fresh ones in a private run directory. nodes[0] serves the root PE. */
+typedef struct ivmrun_cluster {
+    int             n;      /* daemons in nodes[] */
+    int             multi;  /* n > 1: fresh daemons, run directory, CLUSTER */
+    char            dir[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* run directory, "" = none */
+    ivmrun_daemon_t nodes[IVMRUN_MAX_NODES];
+} ivmrun_cluster_t;
+
+/* Bring the daemons up. With c->n == 1, ivmrun_daemon_open on nodes[0]
+ * (whose path the caller set). With c->n > 1: a private run directory in the
+ * socket directory, n fresh daemons node0..node<n-1> on loopback TCP (node k
+ * gets specs[k] as --cpu-devices when specs is not NULL, else --cpu-devices),
+ * one CLUSTER table with a fresh secret sent to each, then a wait until each
+ * sees the n-1 others. On failure everything started is torn down again;
+ * signals as for ivmrun_daemon_open. Errors are logged. */
+ivmError_t ivmrun_cluster_open(ivmrun_cluster_t *c, const ivmrun_config_t *cfg,
+                               char *const *specs, int sigfd,
+                               const sigset_t *child_mask, int *signo_p);
+
+/* After a SIGCHLD: reap the daemons that exited, warning about each. */
+void ivmrun_cluster_reap(ivmrun_cluster_t *c);
+
+/* Stop the daemons we started (SIGTERM to all, SIGKILL after 5 s), remove
+ * their sockets and the run directory. */
+void ivmrun_cluster_close(ivmrun_cluster_t *c, int sigfd);
 
 /* Forwarding of one of the root PE's output pipes with "[pe 0] " tags. */
 #define IVMRUN_STREAM_BUF 65536

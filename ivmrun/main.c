@@ -32,7 +32,9 @@ const ivm_config_field_t ivmrun_config_fields[] = {
 /* All of the launcher's state. */
 typedef struct ivmrun {
     ivmrun_config_t cfg;
-    ivmrun_daemon_t daemon;
+    ivmrun_cluster_t cluster;   /* cluster.nodes[0] serves the root PE */
+    char           *node_specs_buf; /* --node-cpu-devices, split at ';' */
+    char           *node_specs[IVMRUN_MAX_NODES]; /* one spec per node, or none */
     sigset_t        child_mask; /* the signal mask ivmrun was started with */
     int             sigfd;      /* SIGCHLD, SIGINT, SIGTERM, SIGHUP */
     pid_t           root_pid;
@@ -57,6 +59,9 @@ static void ivmrun_usage(FILE *out)
             "usage: ivmrun [options] PROGRAM [ARGS...]\n"
             "Runs PROGRAM (looked up in PATH) as the root PE of an IVM job, using the\n"
             "ivmd that serves this user on this node or starting one for the job.\n"
+            "With --nodes N > 1 it starts N fresh daemons (node0..node<N-1>) in a\n"
+            "private directory, joins them into one cluster over loopback TCP, runs\n"
+            "PROGRAM on node0 and stops them all when it is done.\n"
             "\n"
             "Options (they stop at PROGRAM; each also reads the variable shown):\n"
             "  %-28s same as --log-level info\n"
@@ -128,24 +133,81 @@ static int ivmrun_args_parse(ivmrun_t *run, int argc, char **argv, int *first_p)
     return 0;
 }
 
+/* Split --node-cpu-devices at ';' into one spec per node and check each. */
+static int ivmrun_node_specs_parse(ivmrun_t *run)
+{
+    ivmrun_config_t *cfg = &run->cfg;
+    ivm_cpu_device_t devs[IVM_DEVSPEC_MAX_DEVICES];
+    char err[256], *p, *semi;
+    int count = 0, ndevs, k;
+    long ncpus = sysconf(_SC_NPROCESSORS_CONF);
+
+    if (cfg->nodes < 2) {
+        ivm_error("--node-cpu-devices is for --nodes N > 1 (for one node use "
+                  "--cpu-devices)");
+        return IVMRUN_EXIT_USAGE;
+    }
+    if (cfg->cpu_devices[0] != '\0') {
+        ivm_error("--node-cpu-devices and --cpu-devices (or IVM_CPU_DEVICES) cannot be "
+                  "combined: give one spec per node, or one spec for all nodes");
+        return IVMRUN_EXIT_USAGE;
+    }
+    run->node_specs_buf = strdup(cfg->node_cpu_devices);
+    if (run->node_specs_buf == NULL) {
+        ivm_error("out of memory");
+        return IVMRUN_EXIT_FAILURE;
+    }
+    for (p = run->node_specs_buf;; p = semi + 1) {
+        semi = strchr(p, ';');
+        if (semi != NULL) {
+            *semi = '\0';
+        }
+        if (count < IVMRUN_MAX_NODES) {
+            run->node_specs[count] = p;
+        }
+        ++count;
+        if (semi == NULL) {
+            break;
+        }
+    }
+    if (count != cfg->nodes) {
+        ivm_error("--node-cpu-devices '%s' has %d spec%s, but --nodes is %ld (give one "
+                  "spec per node, separated by ';')", cfg->node_cpu_devices, count,
+                  count == 1 ? "" : "s", cfg->nodes);
+        return IVMRUN_EXIT_USAGE;
+    }
+    for (k = 0; k < count; ++k) {
+        if (ivm_devspec_parse(run->node_specs[k], ncpus > 0 ? (int)ncpus : 0, devs,
+                              IVM_DEVSPEC_MAX_DEVICES, &ndevs, err,
+                              sizeof(err)) != IVM_SUCCESS) {
+            ivm_error("bad --node-cpu-devices spec '%s' for node%d: %s",
+                      run->node_specs[k], k, err);
+            return IVMRUN_EXIT_USAGE;
+        }
+    }
+    return 0;
+}
+
 /* Check the settings and prepare the root PE's environment entries. */
 static int ivmrun_config_check(ivmrun_t *run)
 {
     ivmrun_config_t *cfg = &run->cfg;
     ivm_cpu_device_t devs[IVM_DEVSPEC_MAX_DEVICES];
     char err[256];
-    int level, ndevs;
+    int level, ndevs, code;
     long ncpus;
 
     if (cfg->nodes < 1) {
         ivm_error("--nodes must be at least 1 (got %ld)", cfg->nodes);
         return IVMRUN_EXIT_USAGE;
     }
-    if (cfg->nodes > 1) {
-        ivm_error("--nodes %ld: multi-node is not implemented yet (use --nodes 1)",
-                  cfg->nodes);
+    if (cfg->nodes > IVMRUN_MAX_NODES) {
+        ivm_error("--nodes %ld: at most %d nodes can be simulated", cfg->nodes,
+                  IVMRUN_MAX_NODES);
         return IVMRUN_EXIT_USAGE;
     }
+    run->cluster.n     = (int)cfg->nodes;
+    run->cluster.multi = (cfg->nodes > 1);
     if (!(cfg->timeout >= 0) || isinf(cfg->timeout)) {
         ivm_error("--timeout must be a number of seconds >= 0 (got %g)", cfg->timeout);
         return IVMRUN_EXIT_USAGE;
@@ -182,21 +244,32 @@ static int ivmrun_config_check(ivmrun_t *run)
         snprintf(run->env_cpus, sizeof(run->env_cpus), "IVM_CPU_DEVICES=%s",
                  cfg->cpu_devices);
     }
+    if (cfg->node_cpu_devices[0] != '\0') {
+        code = ivmrun_node_specs_parse(run);
+        if (code != 0) {
+            return code;
+        }
+    }
+    if (run->cluster.multi) {
+        /* The nodes' sockets are named when the run directory exists;
+         * --socket (or an IVM_SOCKET inherited from a PE) names a shared
+         * daemon, which a multi-node run never uses. */
+        return 0;
+    }
     if (cfg->socket[0] != '\0') {
-        if (strlen(cfg->socket) >= sizeof(run->daemon.path)) {
+        if (strlen(cfg->socket) >= sizeof(run->cluster.nodes[0].path)) {
             ivm_error("daemon socket path '%s' (--socket or IVM_SOCKET) is too long for "
                       "a Unix socket", cfg->socket);
             return IVMRUN_EXIT_USAGE;
         }
-        snprintf(run->daemon.path, sizeof(run->daemon.path), "%s", cfg->socket);
-    } else if (ivm_sock_path(run->daemon.path, sizeof(run->daemon.path)) !=
-               IVM_SUCCESS) {
+        snprintf(run->cluster.nodes[0].path, sizeof(run->cluster.nodes[0].path), "%s",
+                 cfg->socket);
+    } else if (ivm_sock_path(run->cluster.nodes[0].path,
+                             sizeof(run->cluster.nodes[0].path)) != IVM_SUCCESS) {
         ivm_error("the daemon socket path (from IVM_SOCKET_DIR or XDG_RUNTIME_DIR) "
                   "is too long for a Unix socket");
         return IVMRUN_EXIT_USAGE;
     }
-    snprintf(run->env_socket, sizeof(run->env_socket), "IVM_SOCKET=%s",
-             run->daemon.path);
     return 0;
 }
 
@@ -267,17 +340,13 @@ static void ivmrun_root_reap(ivmrun_t *run)
 static void ivmrun_signals_handle(ivmrun_t *run)
 {
     struct signalfd_siginfo si;
-    char why[64];
     int signo;
 
     while (read(run->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
         signo = (int)si.ssi_signo;
         if (signo == SIGCHLD) {
             ivmrun_root_reap(run);
-            if (ivmrun_daemon_reap(&run->daemon)) {
-                ivmrun_proc_status_text(run->daemon.status, why, sizeof(why));
-                ivm_warn("the ivmd started for this job exited early (%s)", why);
-            }
+            ivmrun_cluster_reap(&run->cluster);
             continue;
         }
         if (run->signo == 0 && !run->timed_out) {
@@ -306,6 +375,8 @@ static int ivmrun_root_start(ivmrun_t *run, char **argv)
     env[nenv++] = run->env_socket;
     if (run->env_cpus[0] != '\0') {
         env[nenv++] = run->env_cpus;
+    } else if (run->node_specs[0] != NULL) {
+        env[nenv++] = "IVM_CPU_DEVICES"; /* each node's own table applies */
     }
     env[nenv++] = run->cfg.tag_output ? "IVM_TAG_OUTPUT=1" : "IVM_TAG_OUTPUT";
     if (run->env_log[0] != '\0') {
@@ -472,7 +543,7 @@ static void ivmrun_loop(ivmrun_t *run)
             }
         } else if (got_data) {
             run->quiet_since = now;
-        } else if (r == 0 && ivmrun_daemon_jobs(&run->daemon) == 0) {
+        } else if (r == 0 && ivmrun_daemon_jobs(&run->cluster.nodes[0]) == 0) {
             ivm_debug("the daemon holds no job any more; closing the output pipes");
             ivmrun_stream_drain(&run->out);
             ivmrun_stream_drain(&run->err);
@@ -528,11 +599,14 @@ int main(int argc, char **argv)
     if (code != 0) {
         goto out_close_sigfd;
     }
-    if (ivmrun_daemon_open(&run->daemon, &run->cfg, run->sigfd, &run->child_mask,
-                           &signo) != IVM_SUCCESS) {
+    if (ivmrun_cluster_open(&run->cluster, &run->cfg,
+                            run->node_specs[0] != NULL ? run->node_specs : NULL,
+                            run->sigfd, &run->child_mask, &signo) != IVM_SUCCESS) {
         code = (signo != 0) ? 128 + signo : IVMRUN_EXIT_FAILURE;
         goto out_close_sigfd;
     }
+    snprintf(run->env_socket, sizeof(run->env_socket), "IVM_SOCKET=%s",
+             run->cluster.nodes[0].path);
     code = ivmrun_root_start(run, argv + first);
     if (code != 0) {
         goto out_close_daemon;
@@ -546,13 +620,14 @@ int main(int argc, char **argv)
     ivmrun_stream_drain(&run->err);
 
 out_close_daemon:
-    ivmrun_daemon_close(&run->daemon, run->sigfd);
+    ivmrun_cluster_close(&run->cluster, run->sigfd);
 out_close_sigfd:
     if (run->sigfd >= 0) {
         close(run->sigfd);
     }
 out_release:
     ivm_config_release(ivmrun_config_fields, &run->cfg);
+    free(run->node_specs_buf);
     free(run);
     return code;
 }
