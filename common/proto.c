@@ -18,10 +18,12 @@ static const ivm_proto_type_info_t ivm_proto_types[IVM_MSG_LAST] = {
 
 typedef struct ivm_peer_type_info {
     const char *name;
-    uint32_t    size;
+    uint32_t    size;  /* fixed part */
+    uint32_t    tail;  /* largest variable part after it */
 } ivm_peer_type_info_t;
 
-#define IVM_PEER_INFO_ENTRY(name, value, type) [value - IVM_PEER_FIRST] = {#name, sizeof(type)},
+#define IVM_PEER_INFO_ENTRY(name, value, type, tail) \
+    [value - IVM_PEER_FIRST] = {#name, sizeof(type), tail},
 static const ivm_peer_type_info_t ivm_peer_types[IVM_PEER_LAST - IVM_PEER_FIRST] = {
     IVM_PEER_TABLE(IVM_PEER_INFO_ENTRY)
 };
@@ -41,7 +43,9 @@ ivmError_t ivm_proto_check_peer(const ivm_msg_hdr_t *hdr, const char **why_p)
         *why_p = "not a peer message type";
         return IVM_ERROR_PROTOCOL;
     }
-    if (hdr->length != ivm_peer_types[hdr->type - IVM_PEER_FIRST].size) {
+    if (hdr->length < ivm_peer_types[hdr->type - IVM_PEER_FIRST].size ||
+        hdr->length > ivm_peer_types[hdr->type - IVM_PEER_FIRST].size +
+                          ivm_peer_types[hdr->type - IVM_PEER_FIRST].tail) {
         *why_p = "wrong payload length for the peer message type";
         return IVM_ERROR_PROTOCOL;
     }

@@ -57,7 +57,8 @@ _Static_assert(offsetof(ivm_msg_hdr_t, length) == 8, "length at byte 8");
     X(FREE,        13, ivm_msg_obj_req_t,        ivm_msg_status_t,         0)   \
     X(INFO,        14, ivm_msg_empty_t,          ivm_msg_info_rep_t,       0)   \
     X(SHUTDOWN,    15, ivm_msg_empty_t,          ivm_msg_status_t,         0)   \
-    X(CLUSTER,     16, ivm_msg_cluster_req_t,    ivm_msg_status_t,         1)
+    X(CLUSTER,     16, ivm_msg_cluster_req_t,    ivm_msg_status_t,         1)   \
+    X(SYNC,        17, ivm_msg_sync_req_t,       ivm_msg_status_t,         0)
 
 #define IVM_MSG_ENUM_ENTRY(name, value, req, rep, var) IVM_MSG_##name = (value),
 typedef enum ivm_msg_type {
@@ -184,6 +185,19 @@ typedef struct ivm_msg_map_rep {
 
 #define IVM_MAP_MASTER 0x1u /* the fd is the master copy */
 
+/* SYNC: the sync calls on a mirror, and the group calls on any copy. */
+#define IVM_SYNC_PUT       1
+#define IVM_SYNC_GET       2
+#define IVM_SYNC_PUT_GROUP 3
+#define IVM_SYNC_GET_GROUP 4
+typedef struct ivm_msg_sync_req {
+    uint64_t obj_id;     /* from the MALLOC/MAP reply */
+    uint64_t offset;     /* bytes from the object's start */
+    uint64_t size;       /* bytes */
+    uint32_t op;         /* IVM_SYNC_* */
+    uint32_t reserved;   /* zero */
+} ivm_msg_sync_req_t;
+
 /* UNMAP and FREE. */
 typedef struct ivm_msg_obj_req {
     uint64_t obj_id;     /* from the MALLOC/MAP reply */
@@ -240,15 +254,30 @@ _Static_assert(sizeof(ivm_msg_cluster_req_t) == 40, "cluster request size");
  */
 #define IVM_PEER_NONCE_LEN 32
 
-/* X(name, value, struct) */
-#define IVM_PEER_TABLE(X)                              \
-    X(HELLO,     64, ivm_peer_hello_t)                 \
-    X(CHALLENGE, 65, ivm_peer_challenge_t)             \
-    X(AUTH,      66, ivm_peer_auth_t)                  \
-    X(PING,      67, ivm_peer_ping_t)                  \
-    X(PONG,      68, ivm_peer_ping_t)
+/* X(name, value, struct, largest tail after the struct in bytes) */
+#define IVM_PEER_TABLE(X)                                                   \
+    X(HELLO,      64, ivm_peer_hello_t,      0)                             \
+    X(CHALLENGE,  65, ivm_peer_challenge_t,  0)                             \
+    X(AUTH,       66, ivm_peer_auth_t,       0)                             \
+    X(PING,       67, ivm_peer_ping_t,       0)                             \
+    X(PONG,       68, ivm_peer_ping_t,       0)                             \
+    X(NODEINFO,   69, ivm_peer_nodeinfo_t,   0)                             \
+    X(FWD,        70, ivm_peer_fwd_t,        IVM_PEER_FWD_MAX)              \
+    X(FWD_REP,    71, ivm_peer_fwd_t,        IVM_PEER_FWD_MAX)              \
+    X(PE_STATE,   72, ivm_peer_pe_state_t,   0)                             \
+    X(SPAWN,      73, ivm_peer_spawn_t,      IVM_MSG_MAX_PAYLOAD / 2)       \
+    X(SPAWN_REP,  74, ivm_peer_spawn_rep_t,  0)                             \
+    X(JOB_END,    75, ivm_peer_job_t,        0)                             \
+    X(OUTPUT,     76, ivm_peer_output_t,     IVM_PEER_OUTPUT_MAX)           \
+    X(OBJ_REG,    77, ivm_peer_obj_t,        0)                             \
+    X(OBJ_LOOKUP, 78, ivm_peer_obj_t,        0)                             \
+    X(OBJ_REP,    79, ivm_peer_obj_t,        0)                             \
+    X(READ,       80, ivm_peer_xfer_t,       0)                             \
+    X(DATA,       81, ivm_peer_xfer_t,       IVM_PEER_CHUNK)                \
+    X(ACK,        82, ivm_peer_xfer_t,       0)                             \
+    X(GROUP,      83, ivm_peer_xfer_t,       0)
 
-#define IVM_PEER_ENUM_ENTRY(name, value, type) IVM_PEER_##name = (value),
+#define IVM_PEER_ENUM_ENTRY(name, value, type, tail) IVM_PEER_##name = (value),
 typedef enum ivm_peer_type {
     IVM_PEER_FIRST = 64,
     IVM_PEER_TABLE(IVM_PEER_ENUM_ENTRY)
@@ -274,7 +303,106 @@ typedef struct ivm_peer_ping {
     uint64_t sent_ns;    /* sender's CLOCK_MONOTONIC, nanoseconds */
 } ivm_peer_ping_t;
 
+/* A node's devices, sent once after authentication. */
+typedef struct ivm_peer_nodeinfo {
+    uint32_t ndevs;      /* CPU devices */
+    uint32_t reserved;   /* zero */
+    uint16_t ncores[64]; /* cores of each CPU device */
+} ivm_peer_nodeinfo_t;
+
+/* FWD: a PE request from a node daemon to the job's root daemon; FWD_REP: the
+ * reply, back. Followed by the PE message itself (header and payload). */
+#define IVM_PEER_FWD_MAX (16 + sizeof(ivm_msg_create_pes_rep_t) + IVM_MSG_DETAIL_MAX + 1024)
+typedef struct ivm_peer_fwd {
+    uint32_t job;        /* job id */
+    int32_t  pe;         /* the PE that sent the request */
+} ivm_peer_fwd_t;
+
+/* PE_STATE: a node daemon tells the root daemon what became of its PE. */
+#define IVM_PE_STATE_ENTERED 1
+#define IVM_PE_STATE_EXITED  2 /* called ivmExit */
+#define IVM_PE_STATE_FAILED  3 /* died without ivmExit, or could not start */
+#define IVM_PE_STATE_GONE    4 /* its process is reaped */
+typedef struct ivm_peer_pe_state {
+    uint32_t job;        /* job id */
+    int32_t  pe;         /* PE id */
+    uint32_t state;      /* IVM_PE_STATE_* */
+    uint32_t reserved;   /* zero */
+} ivm_peer_pe_state_t;
+
+/* SPAWN: root daemon -> node daemon: start PEs. Followed by n int32 PE ids,
+ * then blob_len bytes: exe, cwd, argc args, envc env strings, NUL-terminated. */
+#define IVM_SPAWN_TAG_OUTPUT 0x1u
+typedef struct ivm_peer_spawn {
+    uint64_t op;         /* the root daemon's operation, echoed in SPAWN_REP */
+    uint32_t job;        /* job id */
+    int32_t  devtype;    /* device of the new PEs */
+    int32_t  n;          /* PE ids that follow, 1 .. IVM_CREATE_PES_MAX */
+    uint32_t flags;      /* IVM_SPAWN_* */
+    uint32_t argc;       /* argument strings in the blob */
+    uint32_t envc;       /* environment strings in the blob */
+    uint32_t blob_len;   /* bytes after the ids */
+    uint32_t reserved;   /* zero */
+} ivm_peer_spawn_t;
+
+typedef struct ivm_peer_spawn_rep {
+    uint64_t op;         /* from SPAWN */
+    int32_t  status;     /* ivmError_t */
+    int32_t  started;    /* PEs started, in order; the rest failed */
+    char     detail[IVM_MSG_DETAIL_MAX]; /* why, if status != 0 */
+} ivm_peer_spawn_rep_t;
+
+typedef struct ivm_peer_job {
+    uint32_t job;        /* job id */
+    uint32_t reserved;   /* zero */
+} ivm_peer_job_t;
+
+/* OUTPUT: a remote PE's stdout (1) or stderr (2) bytes, for the root's streams. */
+#define IVM_PEER_OUTPUT_MAX 4096
+typedef struct ivm_peer_output {
+    uint32_t job;        /* job id */
+    int32_t  pe;         /* PE id */
+    uint32_t stream;     /* 1 or 2 */
+    uint32_t len;        /* bytes that follow */
+} ivm_peer_output_t;
+
+/* OBJ_REG (register a master made on a node), OBJ_LOOKUP (find by name) and
+ * OBJ_REP (the root daemon's answer). */
+typedef struct ivm_peer_obj {
+    uint64_t op;         /* the asking daemon's operation */
+    uint32_t job;        /* job id */
+    int32_t  status;     /* OBJ_REP: ivmError_t */
+    uint32_t master_node;/* index of the master's node in the cluster table */
+    uint32_t reserved;   /* zero */
+    uint64_t master_id;  /* object id at the master's daemon */
+    uint64_t size;       /* bytes */
+    char     name[IVM_NAME_MAX + 1]; /* object name */
+} ivm_peer_obj_t;
+
+/* READ (send me [off, off+len) of your object `obj`), DATA (bytes for the
+ * receiver's object `obj` at `off`; followed by len bytes), ACK (operation
+ * done), GROUP (master: scatter or gather [off, off+len) over the mirrors). */
+#define IVM_PEER_CHUNK     (256u * 1024u)
+#define IVM_XFER_HOLD      0x1u /* READ: the asker keeps a mirror of the range */
+#define IVM_XFER_LAST      0x2u /* DATA: last chunk of the operation */
+#define IVM_XFER_REPLY     0x4u /* DATA: answers the receiver's READ */
+#define IVM_XFER_SCATTER   0x8u /* GROUP: master to mirrors */
+#define IVM_XFER_GATHER    0x10u/* GROUP: mirrors to master */
+typedef struct ivm_peer_xfer {
+    uint64_t op;         /* the initiating daemon's operation */
+    uint32_t job;        /* job id */
+    uint32_t flags;      /* IVM_XFER_* */
+    uint64_t obj;        /* object id at the receiving daemon */
+    uint64_t dst;        /* READ: object id at the asker, for the DATA replies */
+    uint64_t off;        /* bytes from the object's start */
+    uint64_t len;        /* bytes */
+    int32_t  status;     /* ACK: ivmError_t */
+    uint32_t reserved;   /* zero */
+} ivm_peer_xfer_t;
+
 _Static_assert(sizeof(ivm_peer_hello_t) == 96, "hello size");
+_Static_assert(sizeof(ivm_peer_xfer_t) == 56, "xfer size");
+_Static_assert(sizeof(ivm_peer_obj_t) == 296, "obj size");
 _Static_assert(sizeof(ivm_peer_challenge_t) == 128, "challenge size");
 
 /* Bytes a peer may send before it is authenticated. */

@@ -62,7 +62,7 @@ ivmd_conn_t *ivmd_conn_open(ivmd_t *d, int fd, ivmd_conn_kind_t kind, uint32_t e
     c->kind       = kind;
     c->opened_ns  = ivmd_now_ns();
     c->last_rx_ns = c->last_tx_ns = c->opened_ns;
-    if (ivmd_loop_add(d, &c->h, events) != IVM_SUCCESS) {
+    if (fd >= 0 && ivmd_loop_add(d, &c->h, events) != IVM_SUCCESS) {
         close(fd);
         free(c);
         return NULL;
@@ -93,15 +93,18 @@ void ivmd_conn_close(ivmd_t *d, ivmd_conn_t *c, const char *why)
         return;
     }
     c->closed = 1;
-    if (c->kind == IVMD_CONN_PE) {
+    if (c->kind == IVMD_CONN_PEER) {
+        ivmd_peer_disconnect(d, c);
+    } else {
         ivm_debug("closing connection of pid %d: %s", (int)c->peer_pid, why);
         ivmd_handle_disconnect(d, c);
-    } else {
-        ivmd_peer_disconnect(d, c);
     }
-    ivmd_loop_del(d, &c->h);
-    close(c->h.fd);
-    c->h.fd = -1;
+    ivmd_cluster_conn_gone(d, c);
+    if (c->h.fd >= 0) {
+        ivmd_loop_del(d, &c->h);
+        close(c->h.fd);
+        c->h.fd = -1;
+    }
     ivmd_conn_drop_fds(c);
     while ((b = c->out_head) != NULL) {
         c->out_head = b->next;
@@ -210,6 +213,11 @@ static int ivmd_conn_read_some(ivmd_conn_t *c, const char **why_p)
                     if (status != IVM_SUCCESS) {
                         return -1;
                     }
+                    if (c->kind == IVMD_CONN_PEER && c->pstate != IVMD_PEER_UP &&
+                        c->hdr.type > IVM_PEER_AUTH) {
+                        *why_p = "message before authentication";
+                        return -1;
+                    }
                     if (c->hdr.length > c->payload_cap) {
                         char *p = realloc(c->payload, c->hdr.length);
                         if (p == NULL) {
@@ -292,8 +300,28 @@ void ivmd_conn_reply(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
 void ivmd_conn_send(ivmd_t *d, ivmd_conn_t *c, uint16_t type, const void *payload,
                     uint32_t len)
 {
+    ivmd_conn_send_parts(d, c, type, 0, payload, len, NULL, 0);
+}
+
+void ivmd_conn_send_parts(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
+                          const void *a, uint32_t alen, const void *b, uint32_t blen)
+{
+    char *buf;
+
     c->last_tx_ns = ivmd_now_ns();
-    ivmd_conn_queue(d, c, type, 0, payload, len, NULL, NULL, 0);
+    if (blen == 0) {
+        ivmd_conn_queue(d, c, type, seq, a, alen, NULL, NULL, 0);
+        return;
+    }
+    buf = malloc((size_t)alen + blen);
+    if (buf == NULL) {
+        ivmd_conn_close(d, c, "out of memory for a message");
+        return;
+    }
+    memcpy(buf, a, alen);
+    memcpy(buf + alen, b, blen);
+    ivmd_conn_queue(d, c, type, seq, buf, alen + blen, NULL, NULL, 0);
+    free(buf);
 }
 
 static void ivmd_conn_queue(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
@@ -327,6 +355,12 @@ static void ivmd_conn_queue(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t s
     b->off  = 0;
     b->next = NULL;
     b->nfds = 0;
+    if (c->kind == IVMD_CONN_REMOTE) {
+        /* A PE of another node: its reply travels through the peer link. */
+        ivmd_cluster_vconn_reply(d, c, b->data, (uint32_t)b->len);
+        free(b);
+        return;
+    }
     for (i = 0; i < nfds; ++i) {
         int dup_fd = fcntl(fds[i], F_DUPFD_CLOEXEC, 0);
         if (dup_fd < 0) {

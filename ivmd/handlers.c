@@ -16,8 +16,6 @@
 #include "log.h"
 #include "status.h"
 
-#define IVMD_DEFERRED 1
-
 typedef union ivmd_reply_body {
     ivm_msg_status_t         status;
     ivm_msg_enter_rep_t      enter;
@@ -68,6 +66,7 @@ void ivmd_job_data_free(ivmd_job_data_t *jd)
     free(jd->argv);
     free(jd->envp);
     free(jd->blob);
+    free(jd->spawn_blob);
     free(jd);
 }
 
@@ -80,7 +79,7 @@ void ivmd_job_collect(ivmd_t *d, ivmd_job_t *job)
         return;
     }
     for (i = 0; i < job->next_pe_id; ++i) {
-        if (!job->pes[i]->reaped) {
+        if (job->pes[i] != NULL && !job->pes[i]->reaped) {
             return;
         }
     }
@@ -104,7 +103,7 @@ void ivmd_job_grace_expired(ivmd_t *d, void *arg, uint32_t events)
         }
         for (i = 1; i < job->next_pe_id; ++i) {
             ivmd_pe_t *pe = job->pes[i];
-            if (pe->pid > 0 && !pe->reaped) {
+            if (pe != NULL && pe->pid > 0 && !pe->reaped) {
                 ivm_warn("job %u: pe %d still runs %d s after its job ended: killed",
                          job->id, pe->id, IVMD_EXIT_GRACE_S);
                 kill(pe->pid, SIGKILL);
@@ -121,9 +120,13 @@ void ivmd_job_terminate(ivmd_t *d, ivmd_job_t *job, const char *why)
     if (job->ending) {
         return;
     }
+    ivmd_cluster_job_ending(d, job);
     ivmd_job_end(&d->reg, job);
     for (i = 1; i < job->next_pe_id; ++i) {
         ivmd_pe_t *pe = job->pes[i];
+        if (pe == NULL) {
+            continue;
+        }
         if (pe->state == IVMD_PE_SPAWNED || pe->state == IVMD_PE_RUNNING) {
             if (pe->pid > 0 && !pe->reaped) {
                 kill(pe->pid, SIGKILL);
@@ -138,7 +141,9 @@ void ivmd_job_terminate(ivmd_t *d, ivmd_job_t *job, const char *why)
         struct itimerspec grace = {.it_value = {.tv_sec = IVMD_EXIT_GRACE_S}};
         timerfd_settime(d->timer_fd, 0, &grace, NULL);
     }
-    ivmd_pe_end(&d->reg, job->pes[0], 0);
+    if (!jd->proxy) {
+        ivmd_pe_end(&d->reg, job->pes[0], 0);
+    }
     if (jd->out_fd >= 0) {
         close(jd->out_fd);
         jd->out_fd = -1;
@@ -169,9 +174,15 @@ static void ivmd_on_obj_release(void *ctx, ivmd_obj_t *obj)
     }
 }
 
+static void ivmd_on_pe_ended(void *ctx, ivmd_pe_t *pe, int failed)
+{
+    ivmd_cluster_pe_ended(ctx, pe, failed);
+}
+
 const ivmd_job_ops_t ivmd_job_ops = {
     .wait_done   = ivmd_on_wait_done,
     .obj_release = ivmd_on_obj_release,
+    .pe_ended    = ivmd_on_pe_ended,
 };
 
 void ivmd_handle_disconnect(ivmd_t *d, ivmd_conn_t *c)
@@ -203,16 +214,20 @@ void ivmd_handle_disconnect(ivmd_t *d, ivmd_conn_t *c)
 
 /* ---------------------------------------------------------------- ENTER */
 
-/* Split the ENTER blob: exe, cwd, argc args, envc env strings. */
-static ivmError_t ivmd_enter_unpack(const ivm_msg_enter_req_t *req, ivmd_job_data_t *jd,
-                                    ivmd_reply_t *rep)
+/* Split a spawn blob (exe, cwd, argc args, envc env strings) into jd, keeping
+ * a copy to send to other nodes. */
+ivmError_t ivmd_job_data_unpack(ivmd_job_data_t *jd, const char *blob, uint32_t len,
+                                uint32_t argc, uint32_t envc)
 {
-    const char *p = (const char *)(req + 1), *end = p + req->blob_len;
-    uint32_t i, nstr = 2 + req->argc + req->envc;
+    static const char *const own[] = {"IVM_JOB_ID=", "IVM_PE_ID=", "IVM_PE_TOKEN=",
+                                      "IVM_SOCKET=", "IVM_NODE=", "OMP_NUM_THREADS=",
+                                      "IVM_DEVICE_CORES=", NULL};
+    const char *p = blob, *end = blob + len;
+    uint32_t i, n = 0, nstr = 2 + argc + envc;
     const char **strs;
+    char *copy;
 
-    if (req->argc < 1 || req->argc > 65536 || req->envc > 65536) {
-        ivmd_detail(rep, "ENTER: bad argument or environment count");
+    if (argc < 1 || argc > 65536 || envc > 65536) {
         return IVM_ERROR_PROTOCOL;
     }
     strs = calloc(nstr, sizeof(*strs));
@@ -220,57 +235,45 @@ static ivmError_t ivmd_enter_unpack(const ivm_msg_enter_req_t *req, ivmd_job_dat
         return IVM_ERROR_NO_MEMORY;
     }
     for (i = 0; i < nstr; ++i) {
-        const char *nul = memchr(p, '\0', (size_t)(end - p));
-        if (p >= end || nul == NULL) {
+        const char *nul = (p < end) ? memchr(p, '\0', (size_t)(end - p)) : NULL;
+        if (nul == NULL) {
             free(strs);
-            ivmd_detail(rep, "ENTER: blob holds fewer strings than announced");
             return IVM_ERROR_PROTOCOL;
         }
         strs[i] = p;
         p       = nul + 1;
     }
-    jd->exe  = strdup(strs[0]);
-    jd->cwd  = strdup(strs[1]);
-    jd->argv = calloc(req->argc + 1, sizeof(char *));
-    jd->envp = calloc(req->envc + 1, sizeof(char *));
-    if (!jd->exe || !jd->cwd || !jd->argv || !jd->envp) {
+    copy = malloc(len);
+    jd->spawn_blob = malloc(len);
+    jd->argv = calloc(argc + 1, sizeof(char *));
+    jd->envp = calloc(envc + 1, sizeof(char *));
+    jd->blob = copy;
+    if (copy == NULL || jd->spawn_blob == NULL || jd->argv == NULL || jd->envp == NULL) {
         free(strs);
         return IVM_ERROR_NO_MEMORY;
     }
-    /* argv/envp point into one copy of the strings after exe and cwd. */
-    {
-        size_t blob = (size_t)(end - strs[2]);
-        char *copy  = malloc(blob);
-        uint32_t n = 0;
-        if (copy == NULL) {
-            free(strs);
-            return IVM_ERROR_NO_MEMORY;
+    memcpy(copy, blob, len);
+    memcpy(jd->spawn_blob, blob, len);
+    jd->blob_len = len;
+    jd->argc     = argc;
+    jd->envc     = envc;
+    jd->exe      = strdup(strs[0]);
+    jd->cwd      = strdup(strs[1]);
+    for (i = 0; i < argc; ++i) {
+        jd->argv[i] = copy + (strs[2 + i] - blob);
+    }
+    for (i = 0; i < envc; ++i) {
+        const char *e = strs[2 + argc + i];
+        int skip = 0, k;
+        for (k = 0; own[k] != NULL; ++k) {
+            skip |= strncmp(e, own[k], strlen(own[k])) == 0;
         }
-        memcpy(copy, strs[2], blob);
-        for (i = 0; i < req->argc; ++i) {
-            jd->argv[i] = copy + (strs[2 + i] - strs[2]);
+        if (!skip) {
+            jd->envp[n++] = copy + (e - blob);
         }
-        for (i = 0; i < req->envc; ++i) {
-            const char *s = strs[2 + req->argc + i];
-            static const char *const own[] = {"IVM_JOB_ID=", "IVM_PE_ID=", "IVM_PE_TOKEN=",
-                                              "IVM_SOCKET=", "IVM_NODE=", "OMP_NUM_THREADS=",
-                                              "IVM_DEVICE_CORES=", NULL};
-            int skip = 0, k;
-            for (k = 0; own[k] != NULL; ++k) {
-                if (strncmp(s, own[k], strlen(own[k])) == 0) {
-                    skip = 1;
-                }
-            }
-            if (!skip) {
-                jd->envp[n++] = copy + (s - strs[2]);
-            }
-        }
-        jd->argv[req->argc] = NULL;
-        jd->envp[n] = NULL;
-        jd->blob    = copy;
     }
     free(strs);
-    return IVM_SUCCESS;
+    return (jd->exe != NULL && jd->cwd != NULL) ? IVM_SUCCESS : IVM_ERROR_NO_MEMORY;
 }
 
 static int ivmd_handle_enter_root(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_enter_req_t *req,
@@ -302,8 +305,10 @@ static int ivmd_handle_enter_root(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_enter
         return IVM_ERROR_NO_MEMORY;
     }
     jd->out_fd = jd->err_fd = -1;
-    status = ivmd_enter_unpack(req, jd, rep);
+    status = ivmd_job_data_unpack(jd, (const char *)(req + 1), req->blob_len, req->argc,
+                                  req->envc);
     if (status != IVM_SUCCESS) {
+        ivmd_detail(rep, "ENTER: malformed executable, argument or environment strings");
         ivmd_job_data_free(jd);
         return status;
     }
@@ -348,7 +353,7 @@ static int ivmd_handle_enter(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr
     }
     job = ivmd_job_find(&d->reg, req->job_id);
     pe  = (job != NULL) ? ivmd_pe_find(job, req->pe_id) : NULL;
-    if (pe == NULL || pe->id == 0 || pe->token != req->token) {
+    if (pe == NULL || pe->id == 0 || pe->pid == 0 || pe->token != req->token) {
         ivmd_detail(rep, "no PE %d awaits ivmEnter in job %u with this token", req->pe_id,
                     req->job_id);
         ivm_warn("pid %d: ENTER as job %u pe %d refused (unknown PE or bad token)",
@@ -364,6 +369,7 @@ static int ivmd_handle_enter(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr
     c->job = job;
     c->pe  = pe;
     ++((ivmd_job_data_t *)job->data)->nconns;
+    ivmd_cluster_pe_entered(d, pe);
     rep->body.enter.job_id  = job->id;
     rep->body.enter.pe_id   = pe->id;
     rep->body.enter.devtype = pe->devtype;
@@ -391,21 +397,49 @@ static int ivmd_handle_exit(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     return IVM_SUCCESS;
 }
 
-/* The node a request names: "" and our own name are this node. */
-static ivmError_t ivmd_check_host(ivmd_t *d, const char *host, ivmd_reply_t *rep)
+/* The node a request names: -1 for this one ("" or our name), else its index
+ * in the cluster table. */
+static ivmError_t ivmd_check_host(ivmd_t *d, const char *host, int *node_p, ivmd_reply_t *rep)
 {
+    uint32_t i;
+
+    *node_p = -1;
     if (host[0] == '\0' || strcmp(host, d->cfg.node) == 0) {
         return IVM_SUCCESS;
     }
-    ivmd_detail(rep, "unknown host '%s' (this cluster has: %s)", host, d->cfg.node);
+    for (i = 0; i < d->npeers; ++i) {
+        if (!d->peers[i].self && strcmp(d->peers[i].node, host) == 0) {
+            if (!d->peers[i].up) {
+                ivmd_detail(rep, "node %s is unreachable", host);
+                return IVM_ERROR_DAEMON_LOST;
+            }
+            *node_p = (int)i;
+            return IVM_SUCCESS;
+        }
+    }
+    ivmd_detail(rep, "unknown host '%s' (this cluster has %u node%s)", host,
+                d->npeers ? d->npeers : 1, d->npeers > 1 ? "s" : "");
     return IVM_ERROR_NOT_FOUND;
 }
 
-static ivmError_t ivmd_check_dev(ivmd_t *d, ivmd_conn_t *c, int devtype, int *resolved_p,
-                                 ivmd_reply_t *rep)
+/* Resolve and check a device of node `node` (-1: this one). */
+static ivmError_t ivmd_check_dev(ivmd_t *d, ivmd_conn_t *c, int node, int devtype,
+                                 int *resolved_p, uint32_t *ncores_p, ivmd_reply_t *rep)
 {
-    ivmError_t status = ivmd_job_resolve_dev(c->job, c->pe, devtype, resolved_p);
+    ivmError_t status;
 
+    if (node >= 0) {
+        const ivmd_peer_t *p = &d->peers[node];
+        if (devtype >= 0 && !IVM_DEV_IS_GPU(devtype) && devtype < p->ndevs) {
+            *resolved_p = devtype;
+            *ncores_p   = p->ncores[devtype];
+            return IVM_SUCCESS;
+        }
+        ivmd_detail(rep, "%s has no %s device %d", p->node,
+                    IVM_DEV_IS_GPU(devtype) ? "GPU" : "CPU", IVM_DEV_INDEX(devtype));
+        return IVM_ERROR_NOT_FOUND;
+    }
+    status = ivmd_job_resolve_dev(c->job, c->pe, devtype, resolved_p);
     if (status != IVM_SUCCESS) {
         if (IVM_DEV_IS_GPU(devtype)) {
             ivmd_detail(rep, "%s has no GPU %d (no GPU daemon serves this node)",
@@ -416,8 +450,10 @@ static ivmError_t ivmd_check_dev(ivmd_t *d, ivmd_conn_t *c, int devtype, int *re
             ivmd_detail(rep, "%s has no CPU device %d (it has %d)", d->cfg.node, devtype,
                         c->job->ndevs);
         }
+        return status;
     }
-    return status;
+    *ncores_p = IVM_DEV_IS_GPU(*resolved_p) ? 0 : (uint32_t)c->job->devs[*resolved_p].ncores;
+    return IVM_SUCCESS;
 }
 
 static int ivmd_handle_create_dev(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
@@ -425,24 +461,24 @@ static int ivmd_handle_create_dev(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t
 {
     const ivm_msg_create_dev_req_t *req = payload;
     ivmError_t status;
-    int devtype;
+    uint32_t ncores = 0;
+    int devtype, node;
 
     if (!ivm_proto_strok(req->host, sizeof(req->host))) {
         ivmd_detail(rep, "host name not terminated");
         return IVM_ERROR_INVALID_VALUE;
     }
-    status = ivmd_check_host(d, req->host, rep);
+    status = ivmd_check_host(d, req->host, &node, rep);
     if (status == IVM_SUCCESS) {
-        status = ivmd_check_dev(d, c, req->devtype, &devtype, rep);
+        status = ivmd_check_dev(d, c, node, req->devtype, &devtype, &ncores, rep);
     }
     if (status != IVM_SUCCESS) {
         return status;
     }
     rep->body.create_dev.devtype = devtype;
-    rep->body.create_dev.ncores  = IVM_DEV_IS_GPU(devtype)
-                                       ? 0 : (uint32_t)c->job->devs[devtype].ncores;
+    rep->body.create_dev.ncores  = ncores;
     ivm_proto_strset(rep->body.create_dev.host, sizeof(rep->body.create_dev.host),
-                     d->cfg.node);
+                     node < 0 ? d->cfg.node : d->peers[node].node);
     return IVM_SUCCESS;
 }
 
@@ -451,18 +487,20 @@ static int ivmd_handle_create_pes(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t
 {
     const ivm_msg_create_pes_req_t *req = payload;
     ivm_msg_create_pes_rep_t *out = &rep->body.create_pes;
+    ivmd_pe_t *remote[IVM_CREATE_PES_MAX];
     ivmError_t status;
+    uint32_t ncores;
     ivmd_pe_t *pe;
-    int devtype, i;
+    int devtype, node, nremote = 0, i;
 
     if (req->n < 0 || req->n > IVM_CREATE_PES_MAX ||
         !ivm_proto_strok(req->host, sizeof(req->host))) {
         ivmd_detail(rep, "PE count %d outside 0..%d", req->n, IVM_CREATE_PES_MAX);
         return IVM_ERROR_INVALID_VALUE;
     }
-    status = ivmd_check_host(d, req->host, rep);
+    status = ivmd_check_host(d, req->host, &node, rep);
     if (status == IVM_SUCCESS) {
-        status = ivmd_check_dev(d, c, req->devtype, &devtype, rep);
+        status = ivmd_check_dev(d, c, node, req->devtype, &devtype, &ncores, rep);
     }
     if (status != IVM_SUCCESS) {
         return status;
@@ -480,12 +518,33 @@ static int ivmd_handle_create_pes(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t
         if (pe == NULL) {
             break; /* beyond the max PE id: this and later slots stay NULL */
         }
+        if (node >= 0) {
+            pe->node = node;
+            remote[nremote++] = pe;
+            out->pes[i] = pe->id;
+            continue;
+        }
         status = ivmd_spawn_pe(d, c->job, pe, rep->detail, sizeof(rep->detail));
         if (status != IVM_SUCCESS) {
             ivmd_pe_unreserve(&d->reg, c->job, pe);
             return status;
         }
         out->pes[i] = pe->id;
+    }
+    if (nremote > 0) {
+        out->status = IVM_SUCCESS;
+        status = ivmd_cluster_spawn(d, c, hdr, node, devtype, remote, nremote, out, rep->detail,
+                                    sizeof(rep->detail));
+        if (status != IVMD_DEFERRED) {
+            for (i = 0; i < nremote; ++i) {
+                remote[i]->reaped = 1;
+                ivmd_pe_end(&d->reg, remote[i], 1);
+            }
+            for (i = 0; i < req->n; ++i) {
+                out->pes[i] = IVM_PE_NULL;
+            }
+        }
+        return status;
     }
     return IVM_SUCCESS;
 }
@@ -524,6 +583,9 @@ static int ivmd_handle_kill_pes(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *
             kill(pe->pid, SIGKILL);
         }
         ivm_info("job %u: pe %d killed by pe %d", job->id, pe->id, c->pe->id);
+        if (pe->node >= 0) {
+            ivmd_cluster_kill(d, pe);
+        }
         ivmd_pe_end(&d->reg, pe, 1);
     }
     if (kill_root) {
@@ -634,11 +696,22 @@ static int ivmd_handle_malloc(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hd
                                                : ivm_status_from_errno(err);
     }
     status = ivmd_obj_create(&d->reg, c->job, c->pe, req->name, req->size, fd, &obj);
-    if (status == IVM_SUCCESS) {
-        status = ivmd_obj_map(&d->reg, c->pe, obj);
-    }
     if (status != IVM_SUCCESS) {
         close(fd);
+        return status;
+    }
+    if (ivmd_cluster_is_proxy(c->job)) {
+        /* The name is the job's: the root daemon must accept it first. */
+        status = ivmd_cluster_register(d, c, hdr, obj);
+        if (status != IVMD_DEFERRED) {
+            ivmd_obj_free_name(&d->reg, c->job, obj);
+            ivmd_detail(rep, "the job's root daemon is unreachable");
+        }
+        return status;
+    }
+    status = ivmd_obj_map(&d->reg, c->pe, obj);
+    if (status != IVM_SUCCESS) {
+        ivmd_obj_free_name(&d->reg, c->job, obj);
         return status;
     }
     rep->body.map.flags    = IVM_MAP_MASTER;
@@ -652,6 +725,28 @@ static int ivmd_handle_malloc(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hd
     return IVM_SUCCESS;
 }
 
+void ivmd_reply_map(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
+                    ivmd_obj_t *obj, uint64_t off, uint64_t size)
+{
+    ivm_msg_map_rep_t rep;
+
+    if (c == NULL) {
+        return;
+    }
+    memset(&rep, 0, sizeof(rep));
+    if (c->pe == NULL || ivmd_obj_map(&d->reg, c->pe, obj) != IVM_SUCCESS) {
+        rep.status = IVM_ERROR_NO_MEMORY;
+        ivmd_conn_reply(d, c, type, seq, &rep, sizeof(rep), "out of memory", NULL, 0);
+        return;
+    }
+    rep.flags    = obj->master_node < 0 ? IVM_MAP_MASTER : 0;
+    rep.obj_id   = obj->id;
+    rep.obj_size = obj->size;
+    rep.offset   = off;
+    rep.size     = size;
+    ivmd_conn_reply(d, c, type, seq, &rep, sizeof(rep), NULL, &obj->fd, 1);
+}
+
 static int ivmd_handle_map(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                            const void *payload, ivmd_reply_t *rep)
 {
@@ -659,6 +754,7 @@ static int ivmd_handle_map(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     uint64_t size = req->size;
     ivmd_obj_t *obj;
     ivmError_t status;
+    int r;
 
     status = ivmd_check_name(req->name, rep);
     if (status != IVM_SUCCESS) {
@@ -666,6 +762,13 @@ static int ivmd_handle_map(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     }
     obj = ivmd_obj_find_name(c->job, req->name);
     if (obj == NULL) {
+        if (ivmd_cluster_is_proxy(c->job)) {
+            r = ivmd_cluster_lookup(d, c, hdr, req);
+            if (r != IVMD_DEFERRED) {
+                ivmd_detail(rep, "the job's root daemon is unreachable");
+            }
+            return r;
+        }
         ivmd_detail(rep, "no object named '%s' in job %u", req->name, c->job->id);
         return IVM_ERROR_NOT_FOUND;
     }
@@ -685,17 +788,34 @@ static int ivmd_handle_map(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                     (unsigned long long)obj->size);
         return IVM_ERROR_INVALID_VALUE;
     }
-    status = ivmd_obj_map(&d->reg, c->pe, obj);
-    if (status != IVM_SUCCESS) {
-        return status;
+    r = ivmd_cluster_map(d, c, hdr, req, obj, NULL);
+    if (r == IVMD_LOCAL) {
+        ivmd_reply_map(d, c, hdr->type, hdr->seq, obj, req->offset, size);
+        return IVMD_DEFERRED;
     }
-    rep->body.map.flags    = IVM_MAP_MASTER;
-    rep->body.map.obj_id   = obj->id;
-    rep->body.map.obj_size = obj->size;
-    rep->body.map.offset   = req->offset;
-    rep->body.map.size     = size;
-    rep->fd                = obj->fd;
-    return IVM_SUCCESS;
+    if (r == IVM_ERROR_DAEMON_LOST) {
+        ivmd_detail(rep, "the node holding the master of '%s' is unreachable", req->name);
+    }
+    return r;
+}
+
+static int ivmd_handle_sync(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                            const void *payload, ivmd_reply_t *rep)
+{
+    const ivm_msg_sync_req_t *req = payload;
+    ivmd_obj_t *obj = ivmd_obj_find_id(c->job, req->obj_id);
+    int r;
+
+    if (obj == NULL || req->op < IVM_SYNC_PUT || req->op > IVM_SYNC_GET_GROUP ||
+        req->offset > obj->size || req->size > obj->size - req->offset) {
+        ivmd_detail(rep, "no such object or range for a sync");
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    r = ivmd_cluster_sync(d, c, hdr, obj, req);
+    if (r == IVM_ERROR_DAEMON_LOST) {
+        ivmd_detail(rep, "the node holding the object's master is unreachable");
+    }
+    return r;
 }
 
 static int ivmd_handle_unmap(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
@@ -715,7 +835,14 @@ static int ivmd_handle_free(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                             const void *payload, ivmd_reply_t *rep)
 {
     const ivm_msg_obj_req_t *req = payload;
-    ivmError_t status = ivmd_obj_free(&d->reg, c->pe, req->obj_id);
+    ivmd_obj_t *obj = ivmd_obj_find_id(c->job, req->obj_id);
+    ivmError_t status;
+
+    if (obj != NULL && obj->name != NULL && obj->owner_pe == c->pe->id &&
+        ivmd_cluster_is_proxy(c->job) && obj->master_node < 0) {
+        ivmd_cluster_unregister(d, c->job, obj);
+    }
+    status = ivmd_obj_free(&d->reg, c->pe, req->obj_id);
 
     if (status == IVM_ERROR_PERMISSION) {
         ivmd_detail(rep, "only the PE that allocated an object may free it");
@@ -788,7 +915,13 @@ static const ivmd_msg_entry_t ivmd_msg_table[IVM_MSG_LAST] = {
     IVMD_ENTRY(INFO, ivmd_handle_info, ivm_msg_info_rep_t, 0),
     IVMD_ENTRY(SHUTDOWN, ivmd_handle_shutdown, ivm_msg_status_t, 0),
     IVMD_ENTRY(CLUSTER, ivmd_handle_cluster, ivm_msg_status_t, 0),
+    IVMD_ENTRY(SYNC, ivmd_handle_sync, ivm_msg_status_t, 1),
 };
+
+uint32_t ivmd_reply_size(uint16_t type)
+{
+    return (type < IVM_MSG_LAST) ? ivmd_msg_table[type].rep_size : sizeof(ivm_msg_status_t);
+}
 
 void ivmd_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                      const void *payload)
@@ -807,6 +940,10 @@ void ivmd_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     } else if (e->needs_pe && c->pe->state != IVMD_PE_RUNNING && hdr->type != IVM_MSG_EXIT) {
         ivmd_detail(&rep, "pe %d already ended", c->pe->id);
         status = IVM_ERROR_NOT_ENTERED;
+    } else if (c->kind == IVMD_CONN_PE && c->job != NULL && ivmd_cluster_is_proxy(c->job) &&
+               ivmd_cluster_forwards(hdr->type)) {
+        ivmd_cluster_forward(d, c, hdr, payload);
+        return;
     } else {
         status = e->fn(d, c, hdr, payload, &rep);
     }

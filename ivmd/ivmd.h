@@ -32,6 +32,7 @@
 IVM_CONFIG_STRUCT(ivmd_config, IVMD_CONFIG_TABLE);
 
 typedef struct ivmd ivmd_t;
+typedef struct ivmd_op ivmd_op_t;
 
 /* An fd watched by the loop. */
 typedef void (*ivmd_io_cb_t)(ivmd_t *d, void *arg, uint32_t events);
@@ -51,9 +52,17 @@ typedef struct ivmd_outbuf {
 } ivmd_outbuf_t;
 
 typedef enum ivmd_conn_kind {
-    IVMD_CONN_PE,   /* Unix socket: a PE or a tool of the daemon's user */
-    IVMD_CONN_PEER  /* TCP: another daemon of the cluster */
+    IVMD_CONN_PE,     /* Unix socket: a PE or a tool of the daemon's user */
+    IVMD_CONN_PEER,   /* TCP: another daemon of the cluster */
+    IVMD_CONN_REMOTE  /* no socket: a PE of another node, for its job's root daemon */
 } ivmd_conn_kind_t;
+
+/* Handler results besides an ivmError_t. */
+#define IVMD_DEFERRED 1 /* the reply comes later */
+#define IVMD_LOCAL    2 /* cluster layer: the object is here, answer as usual */
+
+/* Job ids carry their root daemon's node index in the top bits. */
+#define IVMD_JOB_NODE_SHIFT 20
 
 typedef enum ivmd_peer_state {
     IVMD_PEER_DOWN,        /* no connection */
@@ -100,6 +109,10 @@ typedef struct ivmd_job_data {
     char   **argv;      /* NULL-terminated */
     char   **envp;      /* NULL-terminated, without IVM identity variables */
     char    *blob;      /* the strings argv and envp point into */
+    char    *spawn_blob;/* exe, cwd, argv, envp as sent to other nodes */
+    uint32_t blob_len, argc, envc;
+    int      proxy;     /* the root daemon is elsewhere */
+    struct ivmd_peer *root_peer; /* proxy: the root daemon's node */
     int      out_fd;    /* root PE's stdout, -1 once the job ended */
     int      err_fd;    /* root PE's stderr */
     int      tag_output;
@@ -116,6 +129,8 @@ typedef struct ivmd_peer {
     int          dialer;     /* we dial it (our name sorts lower) */
     ivmd_conn_t *conn;       /* its authenticated connection, or the dial */
     int          up;
+    int          ndevs;      /* its CPU devices (NODEINFO) */
+    uint16_t     ncores[64];
     uint64_t     next_dial_ns;
     unsigned     failures;   /* consecutive failed dials, for backoff and logs */
 } ivmd_peer_t;
@@ -124,8 +139,10 @@ typedef struct ivmd_peer {
 typedef struct ivmd_fwd {
     ivmd_handler_t   h;
     struct ivmd_fwd *next;
-    int              target;  /* dup of the job's stdout or stderr */
+    int              target;  /* dup of the job's stdout or stderr; -1: remote */
     int              pe_id;
+    uint32_t         job_id;  /* remote: the job, to send OUTPUT to its root */
+    int              stream;  /* 1 stdout, 2 stderr */
     size_t           len;
     char             line[4096];
 } ivmd_fwd_t;
@@ -163,6 +180,9 @@ struct ivmd {
     uint8_t          secret[IVM_SECRET_LEN];
     ivmd_peer_t     *peers;
     uint32_t         npeers;
+    uint32_t         self_idx;     /* our index in peers */
+    struct ivmd_op  *ops;          /* cluster operations in flight */
+    uint64_t         tx_bytes, rx_bytes; /* object bytes sent to / received from peers */
 };
 
 /* Loop. */
@@ -218,6 +238,52 @@ ivmd_conn_t *ivmd_conn_open(ivmd_t *d, int fd, ivmd_conn_kind_t kind, uint32_t e
 /* Send a one-way message (peer protocol). */
 void ivmd_conn_send(ivmd_t *d, ivmd_conn_t *c, uint16_t type, const void *payload,
                     uint32_t len);
+
+/* Jobs across nodes (cluster.c). */
+void ivmd_conn_send_parts(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
+                          const void *a, uint32_t alen, const void *b, uint32_t blen);
+uint32_t ivmd_reply_size(uint16_t type);
+void ivmd_reply_map(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
+                    ivmd_obj_t *obj, uint64_t off, uint64_t size);
+ivmError_t ivmd_job_data_unpack(ivmd_job_data_t *jd, const char *blob, uint32_t len,
+                                uint32_t argc, uint32_t envc);
+int ivmd_cluster_self(const ivmd_t *d);
+ivmd_peer_t *ivmd_cluster_peer(ivmd_t *d, int node);
+int ivmd_cluster_root_node(const ivmd_t *d, uint32_t job_id);
+int ivmd_cluster_is_proxy(const ivmd_job_t *job);
+int ivmd_cluster_forwards(uint16_t type);
+void ivmd_cluster_forward(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                          const void *payload);
+void ivmd_cluster_vconn_reply(ivmd_t *d, ivmd_conn_t *c, const void *msg, uint32_t len);
+void ivmd_cluster_conn_gone(ivmd_t *d, ivmd_conn_t *c);
+/* Teardown: drop the operations still in flight. */
+void ivmd_cluster_close_all(ivmd_t *d);
+void ivmd_cluster_peer_up(ivmd_t *d, ivmd_peer_t *p);
+void ivmd_cluster_peer_lost(ivmd_t *d, ivmd_peer_t *p);
+void ivmd_cluster_handle_msg(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
+                             const void *payload);
+void ivmd_cluster_pe_ended(ivmd_t *d, ivmd_pe_t *pe, int failed);
+void ivmd_cluster_pe_entered(ivmd_t *d, ivmd_pe_t *pe);
+void ivmd_cluster_pe_reaped(ivmd_t *d, ivmd_pe_t *pe);
+void ivmd_cluster_job_ending(ivmd_t *d, ivmd_job_t *job);
+int ivmd_cluster_spawn(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, int node,
+                       int devtype, ivmd_pe_t **pes, int n, ivm_msg_create_pes_rep_t *rep,
+                       char *detail, size_t detail_len);
+void ivmd_cluster_output(ivmd_t *d, ivmd_job_t *job, int pe_id, int stream,
+                         const char *bytes, size_t len);
+int ivmd_cluster_register(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                          ivmd_obj_t *obj);
+void ivmd_cluster_unregister(ivmd_t *d, ivmd_job_t *job, ivmd_obj_t *obj);
+void ivmd_cluster_kill(ivmd_t *d, ivmd_pe_t *pe);
+int ivmd_cluster_lookup(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                        const ivm_msg_map_req_t *req);
+int ivmd_cluster_map(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                     const ivm_msg_map_req_t *req, ivmd_obj_t *obj, ivmd_op_t *op);
+int ivmd_cluster_sync(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ivmd_obj_t *obj,
+                      const ivm_msg_sync_req_t *req);
+/* Write a PE's output bytes to the job's stream fd, tagged if the job asks. */
+void ivmd_output_write_job(ivmd_t *d, ivmd_job_t *job, int pe_id, int fd, const char *bytes,
+                           size_t len);
 
 /* Spawner. */
 ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail,

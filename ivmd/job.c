@@ -48,6 +48,7 @@ static ivmd_pe_t *ivmd_pe_add(ivmd_job_t *job, int devtype)
     pe->id      = job->next_pe_id;
     pe->state   = IVMD_PE_SPAWNED;
     pe->devtype = devtype;
+    pe->node    = -1;
     pe->job     = job;
     job->pes[job->next_pe_id++] = pe;
     ++job->alive;
@@ -107,6 +108,12 @@ ivmd_job_t *ivmd_job_find(ivmd_registry_t *reg, uint32_t id)
     return NULL;
 }
 
+static void ivmd_obj_free_ranges(ivmd_obj_t *obj)
+{
+    free(obj->regions);
+    free(obj->holders);
+}
+
 static void ivmd_obj_release(ivmd_registry_t *reg, ivmd_job_t *job, ivmd_obj_t *obj)
 {
     ivmd_obj_t **link;
@@ -121,6 +128,7 @@ static void ivmd_obj_release(ivmd_registry_t *reg, ivmd_job_t *job, ivmd_obj_t *
     reg->obj_bytes -= obj->size;
     --reg->nobjs;
     --job->nobjs;
+    ivmd_obj_free_ranges(obj);
     free(obj->name);
     free(obj);
 }
@@ -132,7 +140,9 @@ void ivmd_job_end(ivmd_registry_t *reg, ivmd_job_t *job)
     job->ending = 1;
     /* Every object goes now: forget the PEs' references to them first. */
     for (i = 0; i < job->next_pe_id; ++i) {
-        job->pes[i]->nmaps = 0;
+        if (job->pes[i] != NULL) {
+            job->pes[i]->nmaps = 0;
+        }
     }
     while (job->objs != NULL) {
         ivmd_obj_release(reg, job, job->objs);
@@ -165,7 +175,9 @@ void ivmd_job_destroy(ivmd_registry_t *reg, ivmd_job_t *job)
         }
     }
     for (i = 0; i < job->next_pe_id; ++i) {
-        ivmd_pe_forget(reg, job->pes[i]);
+        if (job->pes[i] != NULL) {
+            ivmd_pe_forget(reg, job->pes[i]);
+        }
     }
     free(job->pes);
     free(job->devs);
@@ -291,6 +303,9 @@ void ivmd_waiter_cancel(ivmd_registry_t *reg, void *owner)
 
     for (job = reg->jobs; job != NULL; job = job->next) {
         for (i = 0; i < job->next_pe_id; ++i) {
+            if (job->pes[i] == NULL) {
+                continue;
+            }
             link = &job->pes[i]->waiters;
             while ((w = *link) != NULL) {
                 if (w->owner == owner) {
@@ -330,6 +345,9 @@ void ivmd_pe_end(ivmd_registry_t *reg, ivmd_pe_t *pe, int failed)
     pe->state = failed ? IVMD_PE_FAILED : IVMD_PE_EXITED;
     pe->conn  = NULL;
     --pe->job->alive;
+    if (reg->ops->pe_ended != NULL) {
+        reg->ops->pe_ended(reg->ctx, pe, failed);
+    }
     while ((w = pe->waiters) != NULL) {
         pe->waiters = w->next;
         reg->ops->wait_done(reg->ctx, w->owner, w->seq, status);
@@ -365,10 +383,11 @@ ivmError_t ivmd_obj_create(ivmd_registry_t *reg, ivmd_job_t *job, ivmd_pe_t *pe,
         free(obj);
         return IVM_ERROR_NO_MEMORY;
     }
-    obj->id       = reg->next_obj_id++;
-    obj->size     = size;
-    obj->fd       = fd;
-    obj->owner_pe = pe->id;
+    obj->id          = reg->next_obj_id++;
+    obj->size        = size;
+    obj->fd          = fd;
+    obj->owner_pe    = pe != NULL ? pe->id : -1;
+    obj->master_node = -1;
     obj->next     = job->objs;
     job->objs     = obj;
     ++job->nobjs;
@@ -466,4 +485,163 @@ ivmError_t ivmd_obj_free(ivmd_registry_t *reg, ivmd_pe_t *pe, uint64_t obj_id)
         ivmd_obj_release(reg, pe->job, obj);
     }
     return IVM_SUCCESS;
+}
+
+ivmError_t ivmd_job_create_proxy(ivmd_registry_t *reg, uint32_t id,
+                                 const ivm_cpu_device_t *devs, int ndevs,
+                                 ivmd_job_t **job_p)
+{
+    ivmd_job_t *job = calloc(1, sizeof(*job));
+
+    if (job == NULL) {
+        return IVM_ERROR_NO_MEMORY;
+    }
+    job->devs = malloc(sizeof(*devs) * (size_t)ndevs);
+    if (job->devs == NULL) {
+        free(job);
+        return IVM_ERROR_NO_MEMORY;
+    }
+    memcpy(job->devs, devs, sizeof(*devs) * (size_t)ndevs);
+    job->ndevs     = ndevs;
+    job->max_pe_id = INT_MAX;
+    job->id        = id;
+    job->next      = reg->jobs;
+    reg->jobs      = job;
+    ++reg->njobs;
+    *job_p = job;
+    return IVM_SUCCESS;
+}
+
+ivmd_pe_t *ivmd_pe_add_at(ivmd_job_t *job, int id, int devtype)
+{
+    ivmd_pe_t *pe;
+
+    if (id < 0 || (id < job->next_pe_id && job->pes[id] != NULL)) {
+        return NULL;
+    }
+    while (id >= job->pes_cap) {
+        if (ivmd_job_grow_pes(job) != IVM_SUCCESS) {
+            return NULL;
+        }
+    }
+    pe = calloc(1, sizeof(*pe));
+    if (pe == NULL) {
+        return NULL;
+    }
+    for (; job->next_pe_id <= id; ++job->next_pe_id) {
+        job->pes[job->next_pe_id] = NULL;
+    }
+    pe->id      = id;
+    pe->state   = IVMD_PE_SPAWNED;
+    pe->devtype = devtype;
+    pe->node    = -1;
+    pe->job     = job;
+    job->pes[id] = pe;
+    ++job->alive;
+    return pe;
+}
+
+int ivmd_obj_gaps(const ivmd_obj_t *obj, uint64_t off, uint64_t len, ivmd_range_t *gaps,
+                  int max)
+{
+    uint64_t pos = off, end = off + len;
+    uint32_t i;
+    int n = 0;
+
+    for (i = 0; i < obj->nregions && pos < end && n < max; ++i) {
+        const ivmd_range_t *r = &obj->regions[i];
+        if (r->off + r->len <= pos) {
+            continue;
+        }
+        if (r->off >= end) {
+            break;
+        }
+        if (r->off > pos) {
+            gaps[n].off = pos;
+            gaps[n].len = r->off - pos;
+            ++n;
+        }
+        pos = r->off + r->len;
+    }
+    if (pos < end && n < max) {
+        gaps[n].off = pos;
+        gaps[n].len = end - pos;
+        ++n;
+    }
+    return n;
+}
+
+ivmError_t ivmd_obj_hold(ivmd_obj_t *obj, uint64_t off, uint64_t len)
+{
+    uint64_t end = off + len;
+    uint32_t i, j;
+
+    if (obj->nregions == obj->regions_cap) {
+        uint32_t cap = obj->regions_cap ? obj->regions_cap * 2 : 4;
+        ivmd_range_t *r = realloc(obj->regions, sizeof(*r) * cap);
+        if (r == NULL) {
+            return IVM_ERROR_NO_MEMORY;
+        }
+        obj->regions     = r;
+        obj->regions_cap = cap;
+    }
+    /* Insert sorted, then merge touching or overlapping neighbours. */
+    for (i = 0; i < obj->nregions && obj->regions[i].off < off; ++i) {
+    }
+    memmove(&obj->regions[i + 1], &obj->regions[i],
+            sizeof(ivmd_range_t) * (obj->nregions - i));
+    memset(&obj->regions[i], 0, sizeof(ivmd_range_t));
+    obj->regions[i].off = off;
+    obj->regions[i].len = len;
+    ++obj->nregions;
+    for (i = 0, j = 0; i < obj->nregions; ++i) {
+        if (j > 0 && obj->regions[i].off <= obj->regions[j - 1].off + obj->regions[j - 1].len) {
+            uint64_t e = obj->regions[i].off + obj->regions[i].len;
+            if (e > obj->regions[j - 1].off + obj->regions[j - 1].len) {
+                obj->regions[j - 1].len = e - obj->regions[j - 1].off;
+            }
+        } else {
+            obj->regions[j++] = obj->regions[i];
+        }
+    }
+    obj->nregions = j;
+    (void)end;
+    return IVM_SUCCESS;
+}
+
+ivmError_t ivmd_obj_add_holder(ivmd_obj_t *obj, int node, uint64_t mirror_id, uint64_t off,
+                               uint64_t len)
+{
+    uint32_t i;
+
+    for (i = 0; i < obj->nholders; ++i) {
+        ivmd_range_t *h = &obj->holders[i];
+        if (h->node == node && h->off == off && h->len == len) {
+            return IVM_SUCCESS;
+        }
+    }
+    if (obj->nholders == obj->holders_cap) {
+        uint32_t cap = obj->holders_cap ? obj->holders_cap * 2 : 4;
+        ivmd_range_t *h = realloc(obj->holders, sizeof(*h) * cap);
+        if (h == NULL) {
+            return IVM_ERROR_NO_MEMORY;
+        }
+        obj->holders     = h;
+        obj->holders_cap = cap;
+    }
+    obj->holders[obj->nholders].off  = off;
+    obj->holders[obj->nholders].len  = len;
+    obj->holders[obj->nholders].node = node;
+    obj->holders[obj->nholders].obj  = mirror_id;
+    ++obj->nholders;
+    return IVM_SUCCESS;
+}
+
+void ivmd_obj_free_name(ivmd_registry_t *reg, ivmd_job_t *job, ivmd_obj_t *obj)
+{
+    free(obj->name);
+    obj->name = NULL;
+    if (obj->nmaps == 0) {
+        ivmd_obj_release(reg, job, obj);
+    }
 }

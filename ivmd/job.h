@@ -39,6 +39,7 @@ typedef struct ivmd_pe {
     int              id;
     ivmd_pe_state_t  state;
     int              devtype;   /* IVM_CPU_N / IVM_GPU_N */
+    int              node;      /* cluster index of its node, -1: this one */
     pid_t            pid;       /* 0 for the root PE (not our child) */
     int              reaped;    /* our child and waitpid'ed (or never ours) */
     uint64_t         token;     /* secret of its ivmEnter */
@@ -50,14 +51,28 @@ typedef struct ivmd_pe {
     ivmd_job_t      *job;
 } ivmd_pe_t;
 
+/* A byte range of an object; with the node and object id of a mirror. */
+typedef struct ivmd_range {
+    uint64_t off, len;
+    int      node;         /* holders: the mirror's node */
+    uint64_t obj;          /* holders: the mirror's object id there */
+} ivmd_range_t;
+
 struct ivmd_obj {
-    ivmd_obj_t *next;
-    uint64_t    id;        /* unique per daemon */
-    char       *name;      /* NULL once freed */
-    uint64_t    size;      /* bytes */
-    int         fd;        /* memory (memfd); owned by the registry's user */
-    int         owner_pe;  /* allocating PE */
-    uint32_t    nmaps;     /* live mappings, all PEs */
+    ivmd_obj_t   *next;
+    uint64_t      id;        /* unique per daemon */
+    char         *name;      /* NULL once freed */
+    uint64_t      size;      /* bytes */
+    int           fd;        /* memory (memfd), -1 if none yet; owned by the user */
+    int           owner_pe;  /* allocating PE */
+    uint32_t      nmaps;     /* live mappings, all PEs */
+    int           master_node; /* -1: the master is here; else its node's index */
+    uint64_t      master_id; /* object id at the master's daemon */
+    ivmd_range_t *regions;   /* mirror: ranges held here, sorted, disjoint */
+    uint32_t      nregions, regions_cap;
+    ivmd_range_t *holders;   /* master: mirrors elsewhere */
+    uint32_t      nholders, holders_cap;
+    uint32_t      fills;     /* mirror: fills from the master in flight */
 };
 
 struct ivmd_job {
@@ -81,6 +96,8 @@ typedef struct ivmd_job_ops {
     void (*wait_done)(void *ctx, void *owner, uint32_t seq, ivmError_t status);
     /* An object's memory is no longer needed (freed and unmapped, or job gone). */
     void (*obj_release)(void *ctx, ivmd_obj_t *obj);
+    /* A PE ended (called once, when its state becomes EXITED or FAILED). */
+    void (*pe_ended)(void *ctx, ivmd_pe_t *pe, int failed);
 } ivmd_job_ops_t;
 
 typedef struct ivmd_registry {
@@ -102,6 +119,22 @@ void ivmd_registry_cleanup(ivmd_registry_t *reg);
 /* New job with its root PE (id 0, RUNNING, devtype CPU 0). devs is copied. */
 ivmError_t ivmd_job_create(ivmd_registry_t *reg, const ivm_cpu_device_t *devs,
                            int ndevs, ivmd_job_t **job_p);
+
+/* A job whose root daemon is elsewhere, holding this node's PEs of it: no
+ * root PE here; PEs are added with their ids (ivmd_pe_add_at). */
+ivmError_t ivmd_job_create_proxy(ivmd_registry_t *reg, uint32_t id,
+                                 const ivm_cpu_device_t *devs, int ndevs,
+                                 ivmd_job_t **job_p);
+ivmd_pe_t *ivmd_pe_add_at(ivmd_job_t *job, int id, int devtype);
+
+/* Mirror regions: the gaps of [off, off+len) not held (at most max of them;
+ * returns the count), and recording a held range. */
+int ivmd_obj_gaps(const ivmd_obj_t *obj, uint64_t off, uint64_t len, ivmd_range_t *gaps,
+                  int max);
+ivmError_t ivmd_obj_hold(ivmd_obj_t *obj, uint64_t off, uint64_t len);
+/* Master: remember that node holds [off, off+len) in its object mirror_id. */
+ivmError_t ivmd_obj_add_holder(ivmd_obj_t *obj, int node, uint64_t mirror_id, uint64_t off,
+                               uint64_t len);
 
 ivmd_job_t *ivmd_job_find(ivmd_registry_t *reg, uint32_t id);
 
@@ -158,6 +191,9 @@ ivmError_t ivmd_obj_create(ivmd_registry_t *reg, ivmd_job_t *job, ivmd_pe_t *pe,
                            ivmd_obj_t **obj_p);
 ivmd_obj_t *ivmd_obj_find_name(ivmd_job_t *job, const char *name);
 ivmd_obj_t *ivmd_obj_find_id(ivmd_job_t *job, uint64_t id);
+
+/* Remove an object's name; its memory goes with its last mapping. */
+void ivmd_obj_free_name(ivmd_registry_t *reg, ivmd_job_t *job, ivmd_obj_t *obj);
 
 /* Count one more mapping of obj by pe. */
 ivmError_t ivmd_obj_map(ivmd_registry_t *reg, ivmd_pe_t *pe, ivmd_obj_t *obj);

@@ -215,7 +215,6 @@ static void ivmd_teardown(ivmd_t *d)
         ivmd_conn_close(d, d->conns, "daemon shutdown");
     }
     ivmd_conn_reap(d);
-    ivmd_peer_close_all(d);
     ivmd_output_close_all(d);
     /* Reap the PEs we killed, briefly, so none is left a zombie. */
     for (int tries = 0; tries < 100 && d->reg.njobs > 0; ++tries) {
@@ -228,6 +227,8 @@ static void ivmd_teardown(ivmd_t *d)
         ivmd_job_data_free(d->reg.jobs->data);
         ivmd_job_destroy(&d->reg, d->reg.jobs);
     }
+    ivmd_cluster_close_all(d);
+    ivmd_peer_close_all(d);
     if (d->signal_fd >= 0) {
         close(d->signal_fd);
     }

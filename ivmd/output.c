@@ -35,8 +35,48 @@ static void ivmd_output_write(int fd, const char *buf, size_t len)
     }
 }
 
-static void ivmd_output_emit(ivmd_fwd_t *f, const char *text, size_t len, int newline)
+void ivmd_output_write_job(ivmd_t *d, ivmd_job_t *job, int pe_id, int fd, const char *bytes,
+                           size_t len)
 {
+    ivmd_job_data_t *jd = job->data;
+    char prefix[32];
+    char *line;
+    int plen = 0;
+
+    if (fd < 0) {
+        return;
+    }
+    if (jd->tag_output) {
+        plen = snprintf(prefix, sizeof(prefix), "[pe %d] ", pe_id);
+    }
+    line = malloc((size_t)plen + len);
+    if (line == NULL) {
+        return;
+    }
+    memcpy(line, prefix, (size_t)plen);
+    memcpy(line + plen, bytes, len);
+    ivmd_output_write(fd, line, (size_t)plen + len);
+    free(line);
+}
+
+static void ivmd_output_emit(ivmd_t *d, ivmd_fwd_t *f, const char *text, size_t len,
+                             int newline)
+{
+    if (f->target < 0) {
+        /* A PE of a job rooted elsewhere: its root daemon writes the line. */
+        ivmd_job_t *job = ivmd_job_find(&d->reg, f->job_id);
+        char *line = malloc(len + 1);
+        if (job != NULL && line != NULL && job->data != NULL) {
+            memcpy(line, text, len);
+            if (newline) {
+                line[len++] = '\n';
+            }
+            ivmd_cluster_output(d, job, f->pe_id, f->stream, line, len);
+        }
+        free(line);
+        return;
+    }
+    {
     char prefix[32];
     int plen = snprintf(prefix, sizeof(prefix), "[pe %d] ", f->pe_id);
     char *line = malloc((size_t)plen + len + 1);
@@ -51,6 +91,7 @@ static void ivmd_output_emit(ivmd_fwd_t *f, const char *text, size_t len, int ne
     }
     ivmd_output_write(f->target, line, (size_t)plen + len);
     free(line);
+    }
 }
 
 static void ivmd_output_close(ivmd_t *d, ivmd_fwd_t *f)
@@ -58,12 +99,14 @@ static void ivmd_output_close(ivmd_t *d, ivmd_fwd_t *f)
     ivmd_fwd_t **link;
 
     if (f->len > 0) {
-        ivmd_output_emit(f, f->line, f->len, 1);
+        ivmd_output_emit(d, f, f->line, f->len, 1);
         f->len = 0;
     }
     ivmd_loop_del(d, &f->h);
     close(f->h.fd);
-    close(f->target);
+    if (f->target >= 0) {
+        close(f->target);
+    }
     for (link = &d->fwds; *link != NULL; link = &(*link)->next) {
         if (*link == f) {
             *link = f->next;
@@ -92,18 +135,19 @@ static void ivmd_output_on_event(ivmd_t *d, void *arg, uint32_t events)
         f->len += (size_t)n;
         while ((nl = memchr(f->line, '\n', f->len)) != NULL) {
             size_t take = (size_t)(nl - f->line);
-            ivmd_output_emit(f, f->line, take, 1);
+            ivmd_output_emit(d, f, f->line, take, 1);
             memmove(f->line, nl + 1, f->len - take - 1);
             f->len -= take + 1;
         }
         if (f->len == sizeof(f->line)) {
-            ivmd_output_emit(f, f->line, f->len, 1);
+            ivmd_output_emit(d, f, f->line, f->len, 1);
             f->len = 0;
         }
     }
 }
 
-static ivmError_t ivmd_output_add(ivmd_t *d, int target, int pe_id, int *write_end_p)
+static ivmError_t ivmd_output_add(ivmd_t *d, ivmd_job_t *job, int stream, int target,
+                                  int pe_id, int *write_end_p)
 {
     ivmd_fwd_t *f;
     int p[2];
@@ -116,16 +160,20 @@ static ivmError_t ivmd_output_add(ivmd_t *d, int target, int pe_id, int *write_e
     if (f == NULL) {
         goto err_close;
     }
-    f->target = fcntl(target, F_DUPFD_CLOEXEC, 0);
-    if (f->target < 0) {
+    f->target = (target >= 0) ? fcntl(target, F_DUPFD_CLOEXEC, 0) : -1;
+    if (target >= 0 && f->target < 0) {
         free(f);
         goto err_close;
     }
+    f->job_id = job->id;
+    f->stream = stream;
     fcntl(p[0], F_SETFL, O_NONBLOCK);
     f->pe_id = pe_id;
     f->h     = (ivmd_handler_t){.fd = p[0], .cb = ivmd_output_on_event, .arg = f};
     if (ivmd_loop_add(d, &f->h, EPOLLIN) != IVM_SUCCESS) {
-        close(f->target);
+        if (f->target >= 0) {
+            close(f->target);
+        }
         free(f);
         goto err_close;
     }
@@ -144,10 +192,10 @@ ivmError_t ivmd_output_open(ivmd_t *d, ivmd_job_t *job, int pe_id, int *out_p, i
 {
     ivmd_job_data_t *jd = job->data;
 
-    if (ivmd_output_add(d, jd->out_fd, pe_id, out_p) != IVM_SUCCESS) {
+    if (ivmd_output_add(d, job, 1, jd->out_fd, pe_id, out_p) != IVM_SUCCESS) {
         return IVM_ERROR_NO_MEMORY;
     }
-    if (ivmd_output_add(d, jd->err_fd, pe_id, err_p) != IVM_SUCCESS) {
+    if (ivmd_output_add(d, job, 2, jd->err_fd, pe_id, err_p) != IVM_SUCCESS) {
         close(*out_p);
         ivmd_output_close(d, d->fwds);
         return IVM_ERROR_NO_MEMORY;

@@ -280,6 +280,7 @@ static void ivmd_peer_up(ivmd_t *d, ivmd_peer_t *p, ivmd_conn_t *c)
     p->up       = 1;
     p->failures = 0;
     ivm_info("peer %s is up", p->node);
+    ivmd_cluster_peer_up(d, p);
 }
 
 static void ivmd_peer_refuse(ivmd_t *d, ivmd_conn_t *c, const char *why)
@@ -386,7 +387,11 @@ void ivmd_peer_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
         }
         return;
     default:
-        ivmd_peer_refuse(d, c, "unexpected message type");
+        if (c->pstate != IVMD_PEER_UP) {
+            ivmd_peer_refuse(d, c, "message before authentication");
+            return;
+        }
+        ivmd_cluster_handle_msg(d, c, hdr, payload);
     }
 }
 
@@ -405,6 +410,7 @@ void ivmd_peer_disconnect(ivmd_t *d, ivmd_conn_t *c)
         }
         p->up       = 0;
         p->failures = 0;
+        ivmd_cluster_peer_lost(d, p);
     } else {
         ++p->failures;
     }
@@ -530,7 +536,12 @@ ivmError_t ivmd_peer_set_cluster(ivmd_t *d, const ivm_msg_cluster_req_t *req,
     memcpy(d->secret, req->secret, sizeof(d->secret));
     d->peers        = peers;
     d->npeers       = req->n;
+    d->self_idx     = (uint32_t)self;
     d->have_cluster = 1;
+    if (d->reg.njobs == 0) {
+        /* Job ids name their root daemon's node: unique in the cluster. */
+        d->reg.next_job_id = ((uint32_t)self << IVMD_JOB_NODE_SHIFT) + 1;
+    }
     ivm_info("joined a cluster of %u nodes", req->n);
     for (i = 0; i < d->npeers; ++i) {
         if (d->peers[i].dialer) {

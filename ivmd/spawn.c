@@ -71,7 +71,7 @@ ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail
     }
     envp[nenv + IVMD_SPAWN_ENV_OWN] = NULL;
 
-    if (jd->tag_output && out_fd >= 0 &&
+    if ((jd->proxy || (jd->tag_output && out_fd >= 0)) &&
         ivmd_output_open(d, job, pe->id, &fwd_out, &fwd_err) == IVM_SUCCESS) {
         out_fd = fwd_out;
         err_fd = fwd_err;
@@ -130,7 +130,7 @@ static ivmd_pe_t *ivmd_spawn_find_pid(ivmd_t *d, pid_t pid)
 
     for (job = d->reg.jobs; job != NULL; job = job->next) {
         for (i = job->next_pe_id - 1; i > 0; --i) {
-            if (job->pes[i]->pid == pid && !job->pes[i]->reaped) {
+            if (job->pes[i] != NULL && job->pes[i]->pid == pid && !job->pes[i]->reaped) {
                 return job->pes[i];
             }
         }
@@ -160,6 +160,7 @@ void ivmd_spawn_reap(ivmd_t *d)
             }
             ivmd_pe_end(&d->reg, pe, 1);
         }
+        ivmd_cluster_pe_reaped(d, pe);
         ivmd_job_collect(d, pe->job);
     }
 }

@@ -702,10 +702,14 @@ IVM_API ivmError_t ivmFree(void *ptr)
     return IVM_SUCCESS;
 }
 
-/* The sync calls. On one node every PE maps the master copy itself, so they
- * move no data: a fence orders the caller's writes before what follows. */
-static ivmError_t ivm_sync(const char *fn, const void *addr, size_t size)
+/* The sync calls. Put and Get on the master copy itself (every PE of the
+ * master's node maps it) move no data and cost no round trip: a fence orders
+ * the caller's accesses. A mirror, and the group calls (which reach the other
+ * nodes' mirrors), go through the daemon, which moves the data. */
+static ivmError_t ivm_sync(const char *fn, uint32_t op, const void *addr, size_t size)
 {
+    ivm_msg_sync_req_t req;
+    ivm_msg_status_t rep;
     ivm_map_t map;
 
     if (__atomic_load_n(&ivm_ctx.state, __ATOMIC_ACQUIRE) != IVM_CTX_ENTERED) {
@@ -718,31 +722,36 @@ static ivmError_t ivm_sync(const char *fn, const void *addr, size_t size)
                  "%s: [%p, +%zu) does not lie inside one IVM mapping of this PE", fn, addr,
                  size);
     }
-    if (map.flags & IVM_MAP_MASTER) {
-        atomic_thread_fence(memory_order_seq_cst);
+    atomic_thread_fence(memory_order_seq_cst);
+    if ((map.flags & IVM_MAP_MASTER) && (op == IVM_SYNC_PUT || op == IVM_SYNC_GET)) {
         return IVM_SUCCESS;
     }
-    IVM_FAIL(IVM_ERROR_UNSUPPORTED, "%s: mirror copies need the multi-node runtime", fn);
+    memset(&req, 0, sizeof(req));
+    req.obj_id = map.obj_id;
+    req.offset = map.offset + (uint64_t)((const char *)addr - map.ref);
+    req.size   = size;
+    req.op     = op;
+    return ivm_call(IVM_MSG_SYNC, &req, sizeof(req), &rep, sizeof(rep), NULL);
 }
 
 IVM_API ivmError_t ivmSyncPut(const void *addr, size_t size)
 {
-    return ivm_sync("ivmSyncPut", addr, size);
+    return ivm_sync("ivmSyncPut", IVM_SYNC_PUT, addr, size);
 }
 
 IVM_API ivmError_t ivmSyncGet(void *addr, size_t size)
 {
-    return ivm_sync("ivmSyncGet", addr, size);
+    return ivm_sync("ivmSyncGet", IVM_SYNC_GET, addr, size);
 }
 
 IVM_API ivmError_t ivmSyncPutGroup(const void *addr, size_t size)
 {
-    return ivm_sync("ivmSyncPutGroup", addr, size);
+    return ivm_sync("ivmSyncPutGroup", IVM_SYNC_PUT_GROUP, addr, size);
 }
 
 IVM_API ivmError_t ivmSyncGetGroup(void *addr, size_t size)
 {
-    return ivm_sync("ivmSyncGetGroup", addr, size);
+    return ivm_sync("ivmSyncGetGroup", IVM_SYNC_GET_GROUP, addr, size);
 }
 
 IVM_API ivmError_t ivmHostPtr(const void *ref, void *host_ptr_out)

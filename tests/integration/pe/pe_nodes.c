@@ -44,7 +44,6 @@ static void expect_pat(const unsigned char *p, char tag, size_t off, size_t n, i
 
 /* The ctl block is a master on node0; children read it through their node's
  * mirror, so every read and write of it is synced explicitly. */
-static void ctl_get(ctl_t *c) { CHECK(ivmSyncGet(c, sizeof(*c))); }
 static void ctl_put_field(void *field, size_t len) { CHECK(ivmSyncPut(field, len)); }
 
 /* Children: wait until the root announces phase `step` (polling the master
@@ -94,8 +93,10 @@ static int sc_sync_nodes(int argc, char **argv)
         int k = id - 1;
         char node[IVM_HOST_MAX + 1] = "";
         const char *env_node = getenv("IVM_NODE");
+        /* The first map fills this node's copy. No whole-block ivmSyncGet here:
+         * both children share node1's one copy, and a Get would overwrite the
+         * other child's fields before it has put them. */
         CHECK(ivmMap("ctl", &c, 0));
-        ctl_get(c);
         c->pid[k] = (int)getpid();
         CHECK(ivmGetMyGroupId(&c->gid[k]));
         CHECK(ivmGetMyDevType(&c->devtype[k]));
