@@ -214,10 +214,12 @@ typedef struct ivm_msg_info_rep {
     char     node[IVM_HOST_MAX + 1]; /* node name */
     uint32_t peers;      /* peer daemons of the cluster */
     uint32_t peers_up;   /* of those, connected and authenticated */
+    uint64_t tx_bytes;   /* object bytes sent to other nodes' daemons */
+    uint64_t rx_bytes;   /* object bytes received from other nodes' daemons */
 } ivm_msg_info_rep_t;
 
 _Static_assert(sizeof(ivm_msg_map_rep_t) == 40, "map reply size");
-_Static_assert(sizeof(ivm_msg_info_rep_t) == 104, "info reply size");
+_Static_assert(sizeof(ivm_msg_info_rep_t) == 120, "info reply size");
 
 /*
  * CLUSTER (owner uid only, on the Unix socket): the cluster this daemon is
@@ -275,7 +277,8 @@ _Static_assert(sizeof(ivm_msg_cluster_req_t) == 40, "cluster request size");
     X(READ,       80, ivm_peer_xfer_t,       0)                             \
     X(DATA,       81, ivm_peer_xfer_t,       IVM_PEER_CHUNK)                \
     X(ACK,        82, ivm_peer_xfer_t,       0)                             \
-    X(GROUP,      83, ivm_peer_xfer_t,       0)
+    X(GROUP,      83, ivm_peer_xfer_t,       0)                             \
+    X(BYE,        84, ivm_peer_job_t,        0)
 
 #define IVM_PEER_ENUM_ENTRY(name, value, type, tail) IVM_PEER_##name = (value),
 typedef enum ivm_peer_type {

@@ -873,6 +873,8 @@ static int ivmd_handle_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     ivm_proto_strset(info->node, sizeof(info->node), d->cfg.node);
     info->peers    = d->npeers > 0 ? d->npeers - 1 : 0;
     info->peers_up = ivmd_peer_count_up(d);
+    info->tx_bytes = d->tx_bytes;
+    info->rx_bytes = d->rx_bytes;
     return IVM_SUCCESS;
 }
 

@@ -129,6 +129,7 @@ typedef struct ivmd_peer {
     int          dialer;     /* we dial it (our name sorts lower) */
     ivmd_conn_t *conn;       /* its authenticated connection, or the dial */
     int          up;
+    int          leaving;    /* said BYE: its end is no failure */
     int          ndevs;      /* its CPU devices (NODEINFO) */
     uint16_t     ncores[64];
     uint64_t     next_dial_ns;
@@ -223,6 +224,8 @@ void ivmd_job_grace_expired(ivmd_t *d, void *arg, uint32_t events);
 /* Peers (peer.c). */
 ivmError_t ivmd_peer_listen(ivmd_t *d);
 void ivmd_peer_close_all(ivmd_t *d);
+/* Shutdown: tell the peers, so they log our going as no failure. */
+void ivmd_peer_say_bye(ivmd_t *d);
 /* CLUSTER from the owner: the node table and secret. */
 ivmError_t ivmd_peer_set_cluster(ivmd_t *d, const ivm_msg_cluster_req_t *req,
                                  char *detail, size_t detail_len);

@@ -207,6 +207,7 @@ static void ivmd_teardown(ivmd_t *d)
 {
     ivmd_job_t *job, *next;
 
+    ivmd_peer_say_bye(d);
     for (job = d->reg.jobs; job != NULL; job = next) {
         next = job->next;
         ivmd_job_terminate(d, job, "the daemon is shutting down");

@@ -134,6 +134,18 @@ ivmError_t ivmd_peer_listen(ivmd_t *d)
     return ivmd_loop_add(d, &d->tick_h, EPOLLIN);
 }
 
+void ivmd_peer_say_bye(ivmd_t *d)
+{
+    ivm_peer_job_t bye = {0};
+    uint32_t i;
+
+    for (i = 0; i < d->npeers; ++i) {
+        if (d->peers[i].up && d->peers[i].conn != NULL) {
+            ivmd_conn_send(d, d->peers[i].conn, IVM_PEER_BYE, &bye, sizeof(bye));
+        }
+    }
+}
+
 void ivmd_peer_close_all(ivmd_t *d)
 {
     if (d->tcp_fd >= 0) {
@@ -376,6 +388,12 @@ void ivmd_peer_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
         ivmd_peer_up(d, c->peer, c);
         return;
     }
+    case IVM_PEER_BYE:
+        if (c->pstate == IVMD_PEER_UP) {
+            ivm_info("peer %s is shutting down", c->peer->node);
+            c->peer->leaving = 1;
+        }
+        return;
     case IVM_PEER_PING:
     case IVM_PEER_PONG:
         if (c->pstate != IVMD_PEER_UP) {
@@ -405,7 +423,9 @@ void ivmd_peer_disconnect(ivmd_t *d, ivmd_conn_t *c)
     }
     p->conn = NULL;
     if (p->up) {
-        if (!d->stopping) {
+        if (d->stopping || p->leaving) {
+            ivm_info("peer %s closed", p->node);
+        } else {
             ivm_warn("peer %s lost", p->node);
         }
         p->up       = 0;

@@ -30,8 +30,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "ivm-info: %s: %s\n", path, ivm_status_string(status));
         return 1;
     }
-    printf("node=%s\npid=%u\njobs=%u\npes=%u\nobjects=%u\nconnections=%u\nobject_bytes=%llu\n",
+    printf("node=%s\npid=%u\njobs=%u\npes=%u\nobjects=%u\nconnections=%u\nobject_bytes=%llu\n"
+           "peers=%u\npeers_up=%u\nsent_bytes=%llu\nreceived_bytes=%llu\n",
            info.node, info.pid, info.jobs, info.pes, info.objects, info.conns,
-           (unsigned long long)info.shm_bytes);
+           (unsigned long long)info.shm_bytes, info.peers, info.peers_up,
+           (unsigned long long)info.tx_bytes, (unsigned long long)info.rx_bytes);
     return 0;
 }
