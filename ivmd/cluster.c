@@ -868,21 +868,24 @@ static ivmError_t ivmd_cluster_send_data(ivmd_t *d, ivmd_peer_t *p, uint32_t job
                                          uint64_t dst, uint64_t off, uint64_t len)
 {
     ivm_peer_xfer_t x;
-    char *buf = malloc(IVM_PEER_CHUNK);
     uint64_t done = 0;
 
-    if (buf == NULL) {
-        return IVM_ERROR_NO_MEMORY;
-    }
-    if (p == NULL || !p->up) {
-        free(buf);
+    if (p == NULL || !p->up || p->conn == NULL) {
         return IVM_ERROR_DAEMON_LOST;
     }
     do {
         uint64_t n = len - done < IVM_PEER_CHUNK ? len - done : IVM_PEER_CHUNK;
-        ssize_t got = n > 0 ? pread(obj->fd, buf, n, (off_t)(off + done)) : 0;
-        if (got != (ssize_t)n) {
-            free(buf);
+        ivmd_outbuf_t *b = ivmd_conn_out_alloc(d, p->conn, IVM_PEER_DATA, 0,
+                                               (uint32_t)(sizeof(x) + n));
+        char *payload;
+
+        if (b == NULL) {
+            return IVM_ERROR_DAEMON_LOST;
+        }
+        payload = IVMD_OUTBUF_PAYLOAD(b);
+        /* The bytes go from the object's memory straight into the message. */
+        if (n > 0 && pread(obj->fd, payload + sizeof(x), n, (off_t)(off + done)) != (ssize_t)n) {
+            free(b);
             return IVM_ERROR_INTERNAL;
         }
         memset(&x, 0, sizeof(x));
@@ -892,12 +895,13 @@ static ivmError_t ivmd_cluster_send_data(ivmd_t *d, ivmd_peer_t *p, uint32_t job
         x.obj   = dst;
         x.off   = off + done;
         x.len   = n;
-        ivmd_peer_post(d, p, IVM_PEER_DATA, &x, sizeof(x), buf, (uint32_t)n);
+        memcpy(payload, &x, sizeof(x));
+        p->conn->last_tx_ns = ivmd_now_ns();
+        ivmd_conn_out_push(d, p->conn, b, NULL, 0);
         d->tx_bytes += n;
         done += n;
-    } while (done < len);
-    free(buf);
-    return IVM_SUCCESS;
+    } while (done < len && p->up && p->conn != NULL);
+    return done == len ? IVM_SUCCESS : IVM_ERROR_DAEMON_LOST;
 }
 
 static ivmError_t ivmd_cluster_read(ivmd_t *d, ivmd_op_t *op, int node, uint64_t obj_there,

@@ -306,55 +306,47 @@ void ivmd_conn_send(ivmd_t *d, ivmd_conn_t *c, uint16_t type, const void *payloa
 void ivmd_conn_send_parts(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
                           const void *a, uint32_t alen, const void *b, uint32_t blen)
 {
-    char *buf;
+    ivmd_outbuf_t *out;
 
     c->last_tx_ns = ivmd_now_ns();
-    if (blen == 0) {
-        ivmd_conn_queue(d, c, type, seq, a, alen, NULL, NULL, 0);
+    out = ivmd_conn_out_alloc(d, c, type, seq, alen + blen);
+    if (out == NULL) {
         return;
     }
-    buf = malloc((size_t)alen + blen);
-    if (buf == NULL) {
-        ivmd_conn_close(d, c, "out of memory for a message");
-        return;
+    memcpy(IVMD_OUTBUF_PAYLOAD(out), a, alen);
+    if (blen > 0) {
+        memcpy(IVMD_OUTBUF_PAYLOAD(out) + alen, b, blen);
     }
-    memcpy(buf, a, alen);
-    memcpy(buf + alen, b, blen);
-    ivmd_conn_queue(d, c, type, seq, buf, alen + blen, NULL, NULL, 0);
-    free(buf);
+    ivmd_conn_out_push(d, c, out, NULL, 0);
 }
 
-static void ivmd_conn_queue(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
-                            const void *rep, uint32_t len, const char *detail,
-                            const int *fds, int nfds)
+ivmd_outbuf_t *ivmd_conn_out_alloc(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
+                                   uint32_t payload_len)
 {
-    size_t dlen = (detail != NULL && *detail != '\0') ? strlen(detail) + 1 : 0;
-    ivmd_outbuf_t *b;
     ivm_msg_hdr_t hdr;
-    int i;
+    ivmd_outbuf_t *b;
 
     if (c->closed) {
-        return;
+        return NULL;
     }
-    if (dlen > IVM_MSG_DETAIL_MAX) {
-        dlen = IVM_MSG_DETAIL_MAX;
-    }
-    b = malloc(sizeof(*b) + sizeof(hdr) + len + dlen);
+    b = malloc(sizeof(*b) + sizeof(hdr) + payload_len);
     if (b == NULL) {
-        ivmd_conn_close(d, c, "out of memory for a reply");
-        return;
+        ivmd_conn_close(d, c, "out of memory for a message");
+        return NULL;
     }
-    ivm_proto_hdr_init(&hdr, type, (uint32_t)(len + dlen), seq);
+    ivm_proto_hdr_init(&hdr, type, payload_len, seq);
     memcpy(b->data, &hdr, sizeof(hdr));
-    memcpy(b->data + sizeof(hdr), rep, len);
-    if (dlen > 0) {
-        memcpy(b->data + sizeof(hdr) + len, detail, dlen - 1);
-        b->data[sizeof(hdr) + len + dlen - 1] = '\0';
-    }
-    b->len  = sizeof(hdr) + len + dlen;
+    b->len  = sizeof(hdr) + payload_len;
     b->off  = 0;
     b->next = NULL;
     b->nfds = 0;
+    return b;
+}
+
+void ivmd_conn_out_push(ivmd_t *d, ivmd_conn_t *c, ivmd_outbuf_t *b, const int *fds, int nfds)
+{
+    int i;
+
     if (c->kind == IVMD_CONN_REMOTE) {
         /* A PE of another node: its reply travels through the peer link. */
         ivmd_cluster_vconn_reply(d, c, b->data, (uint32_t)b->len);
@@ -376,6 +368,30 @@ static void ivmd_conn_queue(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t s
     }
     c->out_tail = b;
     ivmd_conn_flush(d, c);
+}
+
+static void ivmd_conn_queue(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
+                            const void *rep, uint32_t len, const char *detail,
+                            const int *fds, int nfds)
+{
+    size_t dlen = (detail != NULL && *detail != '\0') ? strlen(detail) + 1 : 0;
+    ivmd_outbuf_t *b;
+    char *p;
+
+    if (dlen > IVM_MSG_DETAIL_MAX) {
+        dlen = IVM_MSG_DETAIL_MAX;
+    }
+    b = ivmd_conn_out_alloc(d, c, type, seq, (uint32_t)(len + dlen));
+    if (b == NULL) {
+        return;
+    }
+    p = IVMD_OUTBUF_PAYLOAD(b);
+    memcpy(p, rep, len);
+    if (dlen > 0) {
+        memcpy(p + len, detail, dlen - 1);
+        p[len + dlen - 1] = '\0';
+    }
+    ivmd_conn_out_push(d, c, b, fds, nfds);
 }
 
 static void ivmd_conn_on_event(ivmd_t *d, void *arg, uint32_t events)

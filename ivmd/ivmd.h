@@ -242,6 +242,13 @@ ivmd_conn_t *ivmd_conn_open(ivmd_t *d, int fd, ivmd_conn_kind_t kind, uint32_t e
 void ivmd_conn_send(ivmd_t *d, ivmd_conn_t *c, uint16_t type, const void *payload,
                     uint32_t len);
 
+/* A message built in place: alloc (header filled, payload_len bytes to
+ * write at IVMD_OUTBUF_PAYLOAD), then push (queued and sent as possible). */
+ivmd_outbuf_t *ivmd_conn_out_alloc(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
+                                   uint32_t payload_len);
+void ivmd_conn_out_push(ivmd_t *d, ivmd_conn_t *c, ivmd_outbuf_t *b, const int *fds, int nfds);
+#define IVMD_OUTBUF_PAYLOAD(b) ((b)->data + sizeof(ivm_msg_hdr_t))
+
 /* Jobs across nodes (cluster.c). */
 void ivmd_conn_send_parts(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
                           const void *a, uint32_t alen, const void *b, uint32_t blen);
