@@ -55,6 +55,30 @@ static ivmd_pe_t *ivmd_pe_add(ivmd_job_t *job, int devtype)
     return pe;
 }
 
+/* A job with a copy of the device table and no PE, linked into reg. */
+static ivmd_job_t *ivmd_job_alloc(ivmd_registry_t *reg, uint32_t id,
+                                  const ivm_cpu_device_t *devs, int ndevs)
+{
+    ivmd_job_t *job = calloc(1, sizeof(*job));
+
+    if (job == NULL) {
+        return NULL;
+    }
+    job->devs = malloc(sizeof(*devs) * (size_t)ndevs);
+    if (job->devs == NULL) {
+        free(job);
+        return NULL;
+    }
+    memcpy(job->devs, devs, sizeof(*devs) * (size_t)ndevs);
+    job->ndevs     = ndevs;
+    job->max_pe_id = INT_MAX;
+    job->id        = id;
+    job->next      = reg->jobs;
+    reg->jobs      = job;
+    ++reg->njobs;
+    return job;
+}
+
 ivmError_t ivmd_job_create(ivmd_registry_t *reg, const ivm_cpu_device_t *devs,
                            int ndevs, ivmd_job_t **job_p)
 {
@@ -64,36 +88,20 @@ ivmError_t ivmd_job_create(ivmd_registry_t *reg, const ivm_cpu_device_t *devs,
     if (ndevs < 1) {
         return IVM_ERROR_INVALID_VALUE;
     }
-    job = calloc(1, sizeof(*job));
+    job = ivmd_job_alloc(reg, reg->next_job_id, devs, ndevs);
     if (job == NULL) {
         return IVM_ERROR_NO_MEMORY;
     }
-    job->devs = malloc(sizeof(*devs) * (size_t)ndevs);
-    if (job->devs == NULL) {
-        goto err_free_job;
-    }
-    memcpy(job->devs, devs, sizeof(*devs) * (size_t)ndevs);
-    job->ndevs     = ndevs;
-    job->max_pe_id = INT_MAX;
     root = ivmd_pe_add(job, IVM_CPU_N(0));
     if (root == NULL) {
-        goto err_free_devs;
+        ivmd_job_destroy(reg, job);
+        return IVM_ERROR_NO_MEMORY;
     }
     root->state  = IVMD_PE_RUNNING;
     root->reaped = 1;
-    job->id      = reg->next_job_id++;
-    job->next    = reg->jobs;
-    reg->jobs    = job;
-    ++reg->njobs;
+    ++reg->next_job_id;
     *job_p = job;
     return IVM_SUCCESS;
-
-err_free_devs:
-    free(job->pes);
-    free(job->devs);
-err_free_job:
-    free(job);
-    return IVM_ERROR_NO_MEMORY;
 }
 
 ivmd_job_t *ivmd_job_find(ivmd_registry_t *reg, uint32_t id)
@@ -491,23 +499,11 @@ ivmError_t ivmd_job_create_proxy(ivmd_registry_t *reg, uint32_t id,
                                  const ivm_cpu_device_t *devs, int ndevs,
                                  ivmd_job_t **job_p)
 {
-    ivmd_job_t *job = calloc(1, sizeof(*job));
+    ivmd_job_t *job = ivmd_job_alloc(reg, id, devs, ndevs);
 
     if (job == NULL) {
         return IVM_ERROR_NO_MEMORY;
     }
-    job->devs = malloc(sizeof(*devs) * (size_t)ndevs);
-    if (job->devs == NULL) {
-        free(job);
-        return IVM_ERROR_NO_MEMORY;
-    }
-    memcpy(job->devs, devs, sizeof(*devs) * (size_t)ndevs);
-    job->ndevs     = ndevs;
-    job->max_pe_id = INT_MAX;
-    job->id        = id;
-    job->next      = reg->jobs;
-    reg->jobs      = job;
-    ++reg->njobs;
     *job_p = job;
     return IVM_SUCCESS;
 }
