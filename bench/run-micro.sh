@@ -2,6 +2,9 @@
 # Run the micro-benchmarks under ivmrun and print their tables. Builds nothing.
 #   bench/run-micro.sh [BUILD_DIR (build)]
 # DPC_RUNS (200), SYNC_BATCHES (1000) and SYNC_CALLS (1000) set the sizes.
+# bench-dpc runs under --nodes DPC_NODES (2) so it prints both the local row
+# and the node1 row; DPC_NODES=1 gives the local row only.
+# Node-to-node sync: bench/run-remote.sh.
 set -eu
 
 build=${1:-${BUILD_DIR:-build}}
@@ -14,7 +17,7 @@ for prog in "$ivmrun" "$build/bin/bench-dpc" "$build/bin/bench-sync-local"; do
 done
 
 echo "== DPC latency =="
-"$ivmrun" "$build/bin/bench-dpc" -n "${DPC_RUNS:-200}"
+"$ivmrun" --nodes "${DPC_NODES:-2}" "$build/bin/bench-dpc" -n "${DPC_RUNS:-200}"
 echo
 echo "== local sync (master copy) =="
 "$ivmrun" "$build/bin/bench-sync-local" -b "${SYNC_BATCHES:-1000}" -c "${SYNC_CALLS:-1000}"

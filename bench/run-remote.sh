@@ -1,0 +1,139 @@
+#!/bin/sh
+# Node-to-node sync benchmark and its baselines, side by side. Builds nothing.
+#   bench/run-remote.sh [BUILD_DIR (build)]
+# Runs ROUNDS rounds of, in turn:
+#   IVM:  ivmrun --nodes 2 bench-sync-remote   (PE on node1, master on node0)
+#   TCP:  bench-tcp-baseline                   (two processes, loopback TCP)
+#   MPI:  mpirun ... bench-mpi-rma             (MPI_Put/Get + MPI_Win_flush,
+#         osc pt2pt over pml ob1 over btl tcp; skipped when bench-mpi-rma or
+#         mpirun is missing)
+# and prints, per figure, the median over the rounds of each run's median,
+# then the ratios and RESULT lines.
+# Environment: ROUNDS (5), MAX_MIB (64), LAT_CALLS (2000), WARMUP (200),
+# REPS (10), TCP_CHUNK_KIB (0: whole transfers in one send/recv call),
+# MPIRUN (mpirun), KEEP_LOGS (a directory to keep the raw outputs in).
+set -eu
+
+build=${1:-${BUILD_DIR:-build}}
+ivmrun=$build/bin/ivmrun
+for prog in "$ivmrun" "$build/bin/bench-sync-remote" "$build/bin/bench-tcp-baseline"; do
+    if [ ! -x "$prog" ]; then
+        echo "run-remote.sh: $prog not found; build first (cmake --build $build)" >&2
+        exit 1
+    fi
+done
+rounds=${ROUNDS:-5}
+args="-s ${MAX_MIB:-64} -l ${LAT_CALLS:-2000} -w ${WARMUP:-200} -r ${REPS:-10}"
+mpirun=${MPIRUN:-mpirun}
+have_mpi=no
+if [ -x "$build/bin/bench-mpi-rma" ] && command -v "$mpirun" >/dev/null 2>&1; then
+    have_mpi=yes
+else
+    echo "run-remote.sh: no bench-mpi-rma or no $mpirun: the MPI column stays empty" >&2
+fi
+
+logs=${KEEP_LOGS:-}
+if [ -z "$logs" ]; then
+    logs=$(mktemp -d "${TMPDIR:-/tmp}/ivm-run-remote.XXXXXX")
+    trap 'rm -rf "$logs"' EXIT
+else
+    mkdir -p "$logs"
+fi
+
+r=1
+while [ "$r" -le "$rounds" ]; do
+    echo "== round $r of $rounds =="
+    # shellcheck disable=SC2086
+    "$ivmrun" --nodes 2 --timeout 600 "$build/bin/bench-sync-remote" $args \
+        >"$logs/ivm.$r" 2>&1 || { cat "$logs/ivm.$r"; echo "run-remote.sh: IVM run failed" >&2; exit 1; }
+    # shellcheck disable=SC2086
+    "$build/bin/bench-tcp-baseline" $args -c "${TCP_CHUNK_KIB:-0}" >"$logs/tcp.$r" 2>&1 ||
+        { cat "$logs/tcp.$r"; echo "run-remote.sh: TCP baseline failed" >&2; exit 1; }
+    if [ "$have_mpi" = yes ]; then
+        # shellcheck disable=SC2086
+        timeout 600 "$mpirun" --allow-run-as-root --oversubscribe -np 2 --mca osc pt2pt \
+            --mca pml ob1 --mca btl self,tcp "$build/bin/bench-mpi-rma" $args \
+            >"$logs/mpi.$r" 2>&1 ||
+            { cat "$logs/mpi.$r"; echo "run-remote.sh: MPI baseline failed" >&2; exit 1; }
+    fi
+    if [ "$have_mpi" = yes ]; then
+        grep -h '^RESULT' "$logs/ivm.$r" "$logs/tcp.$r" "$logs/mpi.$r" | sed "s/^/  /"
+    else
+        grep -h '^RESULT' "$logs/ivm.$r" "$logs/tcp.$r" | sed "s/^/  /"
+    fi
+    r=$((r + 1))
+done
+echo
+echo "== last round's tables =="
+cat "$logs/ivm.$rounds" "$logs/tcp.$rounds"
+[ "$have_mpi" = yes ] && cat "$logs/mpi.$rounds"
+echo
+
+# Every RESULT line of every round -> "key value" pairs, then medians per key.
+cat "$logs"/*.[0-9]* | awk -v rounds="$rounds" -v have_mpi="$have_mpi" '
+function median(key,    n, i, j, v, t) {
+    n = cnt[key]
+    if (n == 0) return -1
+    for (i = 1; i <= n; i++) v[i] = vals[key, i]
+    for (i = 2; i <= n; i++) { t = v[i]; for (j = i - 1; j >= 1 && v[j] > t; j--) v[j + 1] = v[j]; v[j + 1] = t }
+    return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+}
+function add(key, val) { cnt[key]++; vals[key, cnt[key]] = val }
+function fmt(x, f) { return x < 0 ? "n/a" : sprintf(f, x) }
+function ratio(a, b) { return (a < 0 || b <= 0) ? -1 : a / b }
+/^RESULT / {
+    tag = $2; bytes = ""
+    for (i = 3; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "bytes") bytes = kv[2] }
+    if (bytes != "" && tag ~ /_bw$/) sizes[bytes] = 1
+    for (i = 3; i <= NF; i++) {
+        split($i, kv, "=")
+        if (kv[1] == "bytes" || kv[1] == "calls") continue
+        add(tag (bytes != "" ? "." bytes : "") "." kv[1], kv[2])
+    }
+}
+END {
+    printf "== IVM vs TCP vs MPI: median over %d rounds of each run'"'"'s median ==\n", rounds
+    printf "8-byte latency, us per blocking call (TCP: one 8-byte round trip)\n"
+    printf "%-6s %10s %10s %10s %10s %10s\n", "", "IVM", "TCP_rtt", "MPI", "IVM/MPI", "IVM/TCP"
+    ip = median("sync_remote_lat.put_median_us"); ig = median("sync_remote_lat.get_median_us")
+    tr = median("tcp_lat.rtt_median_us")
+    mp = median("mpi_lat.put_median_us"); mg = median("mpi_lat.get_median_us")
+    printf "%-6s %10s %10s %10s %10s %10s\n", "put", fmt(ip, "%.1f"), fmt(tr, "%.1f"),
+        fmt(mp, "%.1f"), fmt(ratio(ip, mp), "%.2f"), fmt(ratio(ip, tr), "%.2f")
+    printf "%-6s %10s %10s %10s %10s %10s\n", "get", fmt(ig, "%.1f"), fmt(tr, "%.1f"),
+        fmt(mg, "%.1f"), fmt(ratio(ig, mg), "%.2f"), fmt(ratio(ig, tr), "%.2f")
+    lr = median("sync_remote_ref.local_rtt_median_us"); fr = median("sync_remote_ref.forward_rtt_median_us")
+    printf "IVM reference round trips without data: PE<->node daemon %s us, PE->node1->node0 daemon and back %s us\n",
+        fmt(lr, "%.1f"), fmt(fr, "%.1f")
+    printf "\nbandwidth, MB/s (10^6 B/s) per blocking call\n"
+    printf "%-10s %9s %9s %9s %8s   %9s %9s %9s %8s\n", "bytes", "IVM_put", "TCP_put", "MPI_put",
+        "IVM/TCP", "IVM_get", "TCP_get", "MPI_get", "IVM/TCP"
+    n = 0
+    for (s in sizes) order[++n] = s + 0
+    for (i = 2; i <= n; i++) { t = order[i]; for (j = i - 1; j >= 1 && order[j] > t; j--) order[j + 1] = order[j]; order[j + 1] = t }
+    for (i = 1; i <= n; i++) {
+        s = order[i]
+        if (cnt["sync_remote_bw." s ".put_MBps"] == 0 && cnt["tcp_bw." s ".put_MBps"] == 0) continue
+        a = median("sync_remote_bw." s ".put_MBps"); b = median("tcp_bw." s ".put_MBps"); c = median("mpi_bw." s ".put_MBps")
+        d = median("sync_remote_bw." s ".get_MBps"); e = median("tcp_bw." s ".get_MBps"); f = median("mpi_bw." s ".get_MBps")
+        printf "%-10d %9s %9s %9s %8s   %9s %9s %9s %8s\n", s, fmt(a, "%.0f"), fmt(b, "%.0f"), fmt(c, "%.0f"),
+            fmt(ratio(a, b), "%.2f"), fmt(d, "%.0f"), fmt(e, "%.0f"), fmt(f, "%.0f"), fmt(ratio(d, e), "%.2f")
+        bwres = bwres sprintf("RESULT remote_bw bytes=%d ivm_put_MBps=%s tcp_put_MBps=%s mpi_put_MBps=%s put_ivm_tcp=%s ivm_get_MBps=%s tcp_get_MBps=%s mpi_get_MBps=%s get_ivm_tcp=%s\n",
+            s, fmt(a, "%.1f"), fmt(b, "%.1f"), fmt(c, "%.1f"), fmt(ratio(a, b), "%.3f"),
+            fmt(d, "%.1f"), fmt(e, "%.1f"), fmt(f, "%.1f"), fmt(ratio(d, e), "%.3f"))
+        if (s == 67108864) { big_put = ratio(a, b); big_get = ratio(d, e) }
+    }
+    fm = median("sync_remote_map.first_map_ms")
+    printf "IVM first ivmMap of the whole object on node1 (fills the node copy): %s ms\n\n", fmt(fm, "%.1f")
+    printf "%s", bwres
+    pl = ratio(ip, mp)
+    printf "RESULT remote_lat ivm_put_us=%s ivm_get_us=%s tcp_rtt_us=%s mpi_put_us=%s mpi_get_us=%s put_ivm_mpi=%s get_ivm_mpi=%s target=2.0 pass=%s\n",
+        fmt(ip, "%.2f"), fmt(ig, "%.2f"), fmt(tr, "%.2f"), fmt(mp, "%.2f"), fmt(mg, "%.2f"),
+        fmt(pl, "%.3f"), fmt(ratio(ig, mg), "%.3f"), pl < 0 ? "n/a" : (pl <= 2.0 ? "yes" : "no")
+    if (big_put == "")
+        printf "RESULT remote_bw64 pass=n/a (no 64 MiB figures; MAX_MIB < 64?)\n"
+    else
+        printf "RESULT remote_bw64 put_ivm_tcp=%s get_ivm_tcp=%s target=0.80 pass=%s\n",
+            fmt(big_put, "%.3f"), fmt(big_get, "%.3f"),
+            (big_put >= 0.8 && big_get >= 0.8) ? "yes" : "no"
+}'
