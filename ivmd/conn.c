@@ -263,7 +263,10 @@ static void ivmd_conn_flush(ivmd_t *d, ivmd_conn_t *c)
         n = sendmsg(c->h.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n < 0) {
             if (errno == EAGAIN || errno == EINTR) {
-                ivmd_loop_mod(d, &c->h, EPOLLIN | EPOLLRDHUP | EPOLLOUT);
+                if (!c->out_armed) {
+                    ivmd_loop_mod(d, &c->h, EPOLLIN | EPOLLRDHUP | EPOLLOUT);
+                    c->out_armed = 1;
+                }
                 return;
             }
             ivmd_conn_close(d, c, "write error");
@@ -278,7 +281,10 @@ static void ivmd_conn_flush(ivmd_t *d, ivmd_conn_t *c)
             c->out_head = b->next;
             if (c->out_head == NULL) {
                 c->out_tail = NULL;
-                ivmd_loop_mod(d, &c->h, EPOLLIN | EPOLLRDHUP);
+                if (c->out_armed) {
+                    ivmd_loop_mod(d, &c->h, EPOLLIN | EPOLLRDHUP);
+                    c->out_armed = 0;
+                }
             }
             free(b);
         }

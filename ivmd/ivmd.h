@@ -97,6 +97,7 @@ typedef struct ivmd_conn {
     int               nfds;
     /* writing */
     ivmd_outbuf_t    *out_head, *out_tail;
+    int               out_armed;   /* EPOLLOUT is being watched */
     /* identity once entered */
     ivmd_pe_t        *pe;
     ivmd_job_t       *job;

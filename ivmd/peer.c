@@ -270,6 +270,7 @@ void ivmd_peer_connected(ivmd_t *d, ivmd_conn_t *c)
         return;
     }
     ivmd_loop_mod(d, &c->h, EPOLLIN | EPOLLRDHUP);
+    c->out_armed = 0;
     memset(&hello, 0, sizeof(hello));
     ivm_proto_strset(hello.node, sizeof(hello.node), ivmd_peer_self(d));
     if (ivmd_peer_random(c->nonce_a, sizeof(c->nonce_a)) != 0) {
