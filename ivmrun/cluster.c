@@ -2,7 +2,8 @@
  * in a private run directory joined into one cluster over loopback TCP
  * (--nodes N): start each with --listen, send each the same CLUSTER table
  * with a fresh secret, wait until each sees the others; at the end stop them
- * all and remove their sockets and the directory. */
+ * all and remove their sockets and the directory. A real cluster (--hosts)
+ * is ivm-boot's work (hosts.c). */
 #include "ivmrun.h"
 
 #include <dirent.h>
@@ -61,6 +62,10 @@ void ivmrun_cluster_reap(ivmrun_cluster_t *c)
     char why[64];
     int k;
 
+    if (c->boot.nhosts > 0 && ivmrun_boot_reap(&c->boot)) {
+        ivmrun_proc_status_text(c->boot.status, why, sizeof(why));
+        ivm_warn("mpirun, which keeps the cluster's daemons, exited early (%s)", why);
+    }
     for (k = 0; k < c->n; ++k) {
         if (ivmrun_daemon_reap(&c->nodes[k])) {
             ivmrun_proc_status_text(c->nodes[k].status, why, sizeof(why));
@@ -114,6 +119,10 @@ void ivmrun_cluster_close(ivmrun_cluster_t *c, int sigfd)
     char why[64];
     int k;
 
+    if (c->boot.nhosts > 0) {
+        ivmrun_boot_close(&c->boot, sigfd);
+        return;
+    }
     if (!c->multi) {
         ivmrun_daemon_close(&c->nodes[0], sigfd);
         return;
@@ -350,6 +359,10 @@ ivmError_t ivmrun_cluster_open(ivmrun_cluster_t *c, const ivmrun_config_t *cfg,
     ivmError_t status;
     int k;
 
+    if (c->boot.nhosts > 0) {
+        return ivmrun_boot_open(&c->boot, &c->nodes[0], cfg, specs, sigfd, child_mask,
+                                signo_p);
+    }
     if (!c->multi) {
         return ivmrun_daemon_open(&c->nodes[0], cfg, sigfd, child_mask, signo_p);
     }

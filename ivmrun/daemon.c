@@ -23,7 +23,7 @@
 
 #define IVMRUN_DAEMON_STOP_WAIT 5.0 /* seconds between SIGTERM and SIGKILL */
 #define IVMRUN_DAEMON_INFO_WAIT 1   /* seconds an INFO round trip may take */
-#define IVMRUN_DAEMON_LISTEN    "127.0.0.1:0" /* --listen of a simulated node */
+#define IVMRUN_DAEMON_LISTEN    "127.0.0.1" /* --listen address of a simulated node */
 #define IVMRUN_READY_LINE_MAX   32  /* bytes of a readiness line ("R 65535\n") */
 
 int ivmrun_daemon_reap(ivmrun_daemon_t *d)
@@ -167,7 +167,8 @@ ivmError_t ivmrun_daemon_start(ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
                                int sigfd, const sigset_t *child_mask, int *signo_p)
 {
     char exe[PATH_MAX], dir[sizeof(d->path)], fdtext[16], why[64];
-    char line[IVMRUN_READY_LINE_MAX];
+    char line[IVMRUN_READY_LINE_MAX], listen[80];
+    const char *addr;
     char *argv[16];
     int argc = 0, ready[2] = {-1, -1}, devnull = -1, err = 0, term;
     struct pollfd pfds[2];
@@ -204,8 +205,12 @@ ivmError_t ivmrun_daemon_start(ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
         argv[argc++] = d->node;
     }
     if (d->listen) {
+        /* Port 0: any free one, which the readiness line reports. */
+        addr = (d->listen_addr != NULL) ? d->listen_addr : IVMRUN_DAEMON_LISTEN;
+        snprintf(listen, sizeof(listen), strchr(addr, ':') != NULL ? "[%s]:0" : "%s:0",
+                 addr);
         argv[argc++] = "--listen";
-        argv[argc++] = IVMRUN_DAEMON_LISTEN;
+        argv[argc++] = listen;
     }
     argv[argc++] = "--ready-fd";
     argv[argc++] = fdtext;
@@ -229,6 +234,8 @@ ivmError_t ivmrun_daemon_start(ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
     spec.keep_fd     = ready[1];
     spec.new_session = 1;
     spec.sigmask     = child_mask;
+    spec.pdeathsig   = d->pdeathsig;
+    spec.env         = d->env;
     status = ivmrun_proc_spawn(&spec, &d->pid, &err);
     close(ready[1]);
     if (status != IVM_SUCCESS) {

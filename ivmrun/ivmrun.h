@@ -1,9 +1,10 @@
 /*
  * ivmrun: the launcher. It finds or starts the node daemon (or, with
  * --nodes N > 1, starts N fresh daemons and joins them into one cluster over
- * loopback TCP), runs PROGRAM as the root PE, forwards (and optionally tags)
- * its output, enforces the timeout, relays signals, returns the root's exit
- * status and cleans up.
+ * loopback TCP; or, with --hosts/--hostfile/--slurm, has mpirun and ivm-boot
+ * start one daemon per host), runs PROGRAM as the root PE, forwards (and
+ * optionally tags) its output, enforces the timeout, relays signals, returns
+ * the root's exit status and cleans up.
  */
 #ifndef IVMRUN_IVMRUN_H
 #define IVMRUN_IVMRUN_H
@@ -28,7 +29,7 @@
     X(nodes,       "nodes",       INT,    "1",                                      \
       "nodes to simulate on this machine, 1-64 (N > 1: fresh daemons in a cluster)")\
     X(node_cpu_devices, "node-cpu-devices", STRING, "",                             \
-      "one CPU device spec per node, ';'-separated, e.g. 0-3;4-5;6 (--nodes N > 1)") \
+      "one CPU device spec per node, ';'-separated, e.g. 0-3;4-5;6 (several nodes)") \
     X(log_level,   "log-level",   STRING, "",                                       \
       "error|warn|info|debug|trace, also given to the root PE (-v = info)")        \
     X(socket,      "socket",      STRING, "",                                       \
@@ -36,7 +37,21 @@
     X(daemon,      "daemon",      STRING, "",                                       \
       "ivmd to start (default: ivmd beside ivmrun, else PATH)")                     \
     X(daemon_wait, "daemon-wait", DOUBLE, "10",                                     \
-      "seconds to wait for a started ivmd to become ready")
+      "seconds to wait for a started ivmd to become ready")                        \
+    X(hosts,       "hosts",       STRING, "",                                       \
+      "real cluster, one node per host: a,b,c (node0 = a = this machine)")         \
+    X(hostfile,    "hostfile",    STRING, "",                                       \
+      "real cluster, one node per line of an Open MPI hostfile")                   \
+    X(slurm,       "slurm",       BOOL,   "0",                                      \
+      "real cluster, one node per host of this Slurm allocation")                  \
+    X(mpirun,      "mpirun",      STRING, "mpirun",                                 \
+      "the Open MPI mpirun that starts ivm-boot on the hosts")                      \
+    X(mpirun_args, "mpirun-args", STRING, "",                                       \
+      "extra arguments for mpirun, separated by spaces")                            \
+    X(boot,        "boot",        STRING, "",                                       \
+      "ivm-boot to run on each host (default: ivm-boot beside ivmrun, else PATH)")  \
+    X(boot_wait,   "boot-wait",   DOUBLE, "60",                                     \
+      "seconds the hosts' daemons may take to form the cluster")
 
 IVM_CONFIG_STRUCT(ivmrun_config, IVMRUN_CONFIG_TABLE);
 
@@ -54,6 +69,7 @@ typedef struct ivmrun_spawn {
     int                new_pgroup;  /* own process group (ignored with new_session) */
     const sigset_t    *sigmask;  /* the child's signal mask */
     char *const       *env;      /* "NAME=VALUE" to set, "NAME" to unset; NULL-terminated or NULL */
+    int                pdeathsig; /* sent to the child when its parent dies; 0 = none */
 } ivmrun_spawn_t;
 
 /* Fork and exec spec. On success *pid_p is the child. If the exec fails, the
@@ -76,7 +92,10 @@ typedef struct ivmrun_daemon {
     char  path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* its socket */
     char  node[IVM_HOST_MAX + 1]; /* --node given to it; "" = ivmd's default */
     const char *cpu_devices; /* --cpu-devices given to it; NULL or "" = none */
-    int   listen;    /* start it with --listen 127.0.0.1:0 (a cluster node) */
+    int   listen;    /* start it with --listen ADDR:0 (a cluster node) */
+    const char *listen_addr; /* with listen: numeric ADDR; NULL = 127.0.0.1 */
+    int   pdeathsig; /* signal it gets if its starter dies; 0 = none */
+    char *const *env; /* changes to its environment, as ivmrun_spawn_t.env */
     unsigned port;   /* with listen: the TCP port from its readiness line */
     pid_t pid;       /* > 0 while a daemon we started is not yet reaped */
     int   started;   /* we started it, so we stop it */
@@ -122,14 +141,65 @@ ivmError_t ivmrun_daemon_request(const char *path, uint16_t type, const void *pa
                                  uint32_t len, int timeout_ms, char *detail,
                                  size_t detail_len);
 
-/* The daemons of a run: one (--nodes 1, shared or started) or a cluster of
- * fresh ones in a private run directory. nodes[0] serves the root PE. */
+/* A real cluster (--hosts, --hostfile, --slurm): mpirun runs ivm-boot once
+ * per host; ivm-boot starts that host's ivmd, joins the daemons into one
+ * cluster, prints node0's socket path and keeps the daemons until its stdin
+ * (that of rank 0, fed by mpirun) closes. */
+#define IVMRUN_BOOT_READY "IVM-BOOT READY " /* + node0's socket path: ivm-boot is up */
+
+typedef struct ivmrun_boot {
+    int    nhosts;   /* hosts[] entries; 0 = no real cluster */
+    char **hosts;    /* one node per entry, node<k> on hosts[k] */
+    char  *host_list;/* the hosts joined by ',' (for mpirun and ivm-boot) */
+    pid_t  pid;      /* mpirun, > 0 until reaped */
+    int    status;   /* its wait status once reaped */
+    int    in_fd;    /* write end of its stdin; -1 once closed */
+    int    out_fd;   /* read end of its stdout; -1 once closed */
+} ivmrun_boot_t;
+
+/* Build b's host list from --hosts, --hostfile or --slurm (exactly one).
+ * Returns 0, or an exit code after logging why. */
+int ivmrun_hosts_parse(ivmrun_boot_t *b, const ivmrun_config_t *cfg);
+
+/* Free the host list. */
+void ivmrun_hosts_release(ivmrun_boot_t *b);
+
+/* 1 if name is this machine: "localhost", this host's name, or a name that
+ * resolves to a loopback address or an address of one of its interfaces. */
+int ivmrun_host_is_local(const char *name);
+
+/* The numeric address (IPv4 preferred) at which the others reach this
+ * machine, found by resolving name (this host's name if NULL). If that gives
+ * only loopback addresses and external is set (the nodes are on several
+ * machines), the first IPv4 address of an interface that is up and not
+ * loopback. 0, or -1 after logging why. */
+int ivmrun_host_addr(const char *name, int external, char *buf, size_t len);
+
+/* The daemons of a run: one (--nodes 1, shared or started), a cluster of
+ * fresh ones in a private run directory (--nodes N), or a real cluster of
+ * daemons that ivm-boot started (boot.nhosts > 0: nodes[0] is node0's
+ * daemon, on this machine, which ivm-boot stops). nodes[0] serves the root PE. */
 typedef struct ivmrun_cluster {
     int             n;      /* daemons in nodes[] */
     int             multi;  /* n > 1: fresh daemons, run directory, CLUSTER */
     char            dir[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* run directory, "" = none */
+    ivmrun_boot_t   boot;   /* real cluster */
     ivmrun_daemon_t nodes[IVMRUN_MAX_NODES];
 } ivmrun_cluster_t;
+
+/* Start mpirun with ivm-boot on b's hosts and wait (--boot-wait) until it
+ * reports node0's socket, which goes to d->path. Signals as for
+ * ivmrun_daemon_open. On failure mpirun is stopped again. Errors are logged. */
+ivmError_t ivmrun_boot_open(ivmrun_boot_t *b, ivmrun_daemon_t *d,
+                            const ivmrun_config_t *cfg, char *const *specs,
+                            int sigfd, const sigset_t *child_mask, int *signo_p);
+
+/* Reap mpirun if it has exited (after a SIGCHLD). Returns 1 if reaped now. */
+int ivmrun_boot_reap(ivmrun_boot_t *b);
+
+/* Tell ivm-boot to stop (close its stdin), wait for mpirun; SIGTERM it after
+ * 10 s, SIGKILL after 5 s more. */
+void ivmrun_boot_close(ivmrun_boot_t *b, int sigfd);
 
 /* Bring the daemons up. With c->n == 1, ivmrun_daemon_open on nodes[0]
  * (whose path the caller set). With c->n > 1: a private run directory in the

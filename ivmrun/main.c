@@ -34,7 +34,7 @@ typedef struct ivmrun {
     ivmrun_config_t cfg;
     ivmrun_cluster_t cluster;   /* cluster.nodes[0] serves the root PE */
     char           *node_specs_buf; /* --node-cpu-devices, split at ';' */
-    char           *node_specs[IVMRUN_MAX_NODES]; /* one spec per node, or none */
+    char           *node_specs[IVM_CLUSTER_MAX_NODES]; /* one spec per node, or none */
     sigset_t        child_mask; /* the signal mask ivmrun was started with */
     int             sigfd;      /* SIGCHLD, SIGINT, SIGTERM, SIGHUP */
     pid_t           root_pid;
@@ -62,6 +62,9 @@ static void ivmrun_usage(FILE *out)
             "With --nodes N > 1 it starts N fresh daemons (node0..node<N-1>) in a\n"
             "private directory, joins them into one cluster over loopback TCP, runs\n"
             "PROGRAM on node0 and stops them all when it is done.\n"
+            "With --hosts, --hostfile or --slurm it starts one daemon per host through\n"
+            "Open MPI's mpirun and ivm-boot (node<k> on the k-th host) and runs PROGRAM\n"
+            "on node0: run ivmrun on the first host.\n"
             "\n"
             "Options (they stop at PROGRAM; each also reads the variable shown):\n"
             "  %-28s same as --log-level info\n"
@@ -133,18 +136,20 @@ static int ivmrun_args_parse(ivmrun_t *run, int argc, char **argv, int *first_p)
     return 0;
 }
 
-/* Split --node-cpu-devices at ';' into one spec per node and check each. */
+/* Split --node-cpu-devices at ';' into one spec per node and check each
+ * (the core numbers only against this machine's when the nodes are here). */
 static int ivmrun_node_specs_parse(ivmrun_t *run)
 {
     ivmrun_config_t *cfg = &run->cfg;
     ivm_cpu_device_t devs[IVM_DEVSPEC_MAX_DEVICES];
     char err[256], *p, *semi;
-    int count = 0, ndevs, k;
-    long ncpus = sysconf(_SC_NPROCESSORS_CONF);
+    int count = 0, ndevs, k, hosts = run->cluster.boot.nhosts;
+    int nodes = hosts > 0 ? hosts : (int)cfg->nodes;
+    long ncpus = hosts > 0 ? 0 : sysconf(_SC_NPROCESSORS_CONF);
 
-    if (cfg->nodes < 2) {
-        ivm_error("--node-cpu-devices is for --nodes N > 1 (for one node use "
-                  "--cpu-devices)");
+    if (nodes < 2) {
+        ivm_error("--node-cpu-devices is for several nodes (--nodes N > 1, --hosts, "
+                  "--hostfile, --slurm); for one node use --cpu-devices");
         return IVMRUN_EXIT_USAGE;
     }
     if (cfg->cpu_devices[0] != '\0') {
@@ -162,7 +167,7 @@ static int ivmrun_node_specs_parse(ivmrun_t *run)
         if (semi != NULL) {
             *semi = '\0';
         }
-        if (count < IVMRUN_MAX_NODES) {
+        if (count < IVM_CLUSTER_MAX_NODES) {
             run->node_specs[count] = p;
         }
         ++count;
@@ -170,10 +175,11 @@ static int ivmrun_node_specs_parse(ivmrun_t *run)
             break;
         }
     }
-    if (count != cfg->nodes) {
-        ivm_error("--node-cpu-devices '%s' has %d spec%s, but --nodes is %ld (give one "
-                  "spec per node, separated by ';')", cfg->node_cpu_devices, count,
-                  count == 1 ? "" : "s", cfg->nodes);
+    if (count != nodes) {
+        ivm_error("--node-cpu-devices '%s' has %d spec%s, but there %s %d node%s (give "
+                  "one spec per node, separated by ';')", cfg->node_cpu_devices, count,
+                  count == 1 ? "" : "s", nodes == 1 ? "is" : "are", nodes,
+                  nodes == 1 ? "" : "s");
         return IVMRUN_EXIT_USAGE;
     }
     for (k = 0; k < count; ++k) {
@@ -244,16 +250,34 @@ static int ivmrun_config_check(ivmrun_t *run)
         snprintf(run->env_cpus, sizeof(run->env_cpus), "IVM_CPU_DEVICES=%s",
                  cfg->cpu_devices);
     }
+    if (cfg->hosts[0] != '\0' || cfg->hostfile[0] != '\0' || cfg->slurm) {
+        if (cfg->nodes > 1) {
+            ivm_error("--nodes simulates nodes on this machine; it cannot be combined "
+                      "with --hosts, --hostfile or --slurm (one node per host)");
+            return IVMRUN_EXIT_USAGE;
+        }
+        if (!(cfg->boot_wait > 0) || isinf(cfg->boot_wait)) {
+            ivm_error("--boot-wait must be a number of seconds > 0 (got %g)",
+                      cfg->boot_wait);
+            return IVMRUN_EXIT_USAGE;
+        }
+        code = ivmrun_hosts_parse(&run->cluster.boot, cfg);
+        if (code != 0) {
+            return code;
+        }
+        run->cluster.n     = 1; /* nodes[0]: node0's daemon, reported by ivm-boot */
+        run->cluster.multi = 0;
+    }
     if (cfg->node_cpu_devices[0] != '\0') {
         code = ivmrun_node_specs_parse(run);
         if (code != 0) {
             return code;
         }
     }
-    if (run->cluster.multi) {
-        /* The nodes' sockets are named when the run directory exists;
-         * --socket (or an IVM_SOCKET inherited from a PE) names a shared
-         * daemon, which a multi-node run never uses. */
+    if (run->cluster.multi || run->cluster.boot.nhosts > 0) {
+        /* The nodes' sockets are named when the run directory exists (or
+         * by ivm-boot); --socket (or an IVM_SOCKET inherited from a PE)
+         * names a shared daemon, which a multi-node run never uses. */
         return 0;
     }
     if (cfg->socket[0] != '\0') {
@@ -627,6 +651,7 @@ out_close_sigfd:
     }
 out_release:
     ivm_config_release(ivmrun_config_fields, &run->cfg);
+    ivmrun_hosts_release(&run->cluster.boot);
     free(run->node_specs_buf);
     free(run);
     return code;

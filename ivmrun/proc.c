@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -53,11 +54,19 @@ int ivmrun_fd_write_all(int fd, const void *buf, size_t len)
 
 /* Runs in the child between fork and exec: only async-signal-safe work plus
  * setenv/unsetenv, which are safe here because ivmrun is single-threaded. */
-static void ivmrun_proc_child(const ivmrun_spawn_t *spec, int err_fd)
+static void ivmrun_proc_child(const ivmrun_spawn_t *spec, int err_fd, pid_t parent)
 {
     char *const *e;
     int err;
 
+    if (spec->pdeathsig != 0) {
+        if (prctl(PR_SET_PDEATHSIG, spec->pdeathsig) != 0) {
+            goto fail;
+        }
+        if (getppid() != parent) { /* the parent died before prctl */
+            _exit(127);
+        }
+    }
     signal(SIGPIPE, SIG_DFL);
     if (spec->sigmask != NULL) {
         sigprocmask(SIG_SETMASK, spec->sigmask, NULL);
@@ -95,8 +104,8 @@ ivmError_t ivmrun_proc_spawn(const ivmrun_spawn_t *spec, pid_t *pid_p, int *errn
 {
     int err_pipe[2];
     int child_err = 0;
+    pid_t self = getpid(), pid;
     ssize_t n;
-    pid_t pid;
 
     if (pipe2(err_pipe, O_CLOEXEC) != 0) {
         *errno_p = errno;
@@ -113,7 +122,7 @@ ivmError_t ivmrun_proc_spawn(const ivmrun_spawn_t *spec, pid_t *pid_p, int *errn
     }
     if (pid == 0) {
         close(err_pipe[0]);
-        ivmrun_proc_child(spec, err_pipe[1]);
+        ivmrun_proc_child(spec, err_pipe[1], self);
     }
     close(err_pipe[1]);
     if (!spec->new_session && spec->new_pgroup) {

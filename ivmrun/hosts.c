@@ -1,0 +1,763 @@
+/* Real clusters: the host list (--hosts, --hostfile, --slurm) and the
+ * bootstrap. ivmrun runs `mpirun ... ivm-boot` with one rank per host;
+ * ivm-boot starts the hosts' daemons, joins them into one cluster and prints
+ * node0's socket path; node0 is this machine (the first host), where the root
+ * PE runs. At the end ivmrun closes ivm-boot's stdin, which stops it. */
+#include "ivmrun.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "proto.h"
+#include "sock.h"
+#include "status.h"
+
+#define IVMRUN_EXIT_FAILURE   1
+#define IVMRUN_EXIT_USAGE     2
+#define IVMRUN_HOST_NAME_MAX  255   /* bytes of one host name */
+#define IVMRUN_BOOT_LINE_MAX  4096  /* bytes of one line of ivm-boot's output */
+#define IVMRUN_BOOT_STOP_WAIT 10.0  /* s from closing ivm-boot's stdin to SIGTERM */
+#define IVMRUN_BOOT_KILL_WAIT 5.0   /* s from SIGTERM to SIGKILL */
+#define IVMRUN_BOOT_INFO_WAIT 2000  /* ms for node0's INFO round trip */
+
+void ivmrun_hosts_release(ivmrun_boot_t *b)
+{
+    int k;
+
+    for (k = 0; k < b->nhosts; ++k) {
+        free(b->hosts[k]);
+    }
+    free(b->hosts);
+    free(b->host_list);
+    b->hosts     = NULL;
+    b->host_list = NULL;
+    b->nhosts    = 0;
+}
+
+/* Append one host name (len bytes at name). 0, or an exit code. */
+static int ivmrun_hosts_add(ivmrun_boot_t *b, const char *name, size_t len,
+                            const char *where)
+{
+    char **hosts;
+    size_t i;
+
+    if (len == 0 || len > IVMRUN_HOST_NAME_MAX) {
+        ivm_error("%s: %s host name", where, len == 0 ? "an empty" : "a too long");
+        return IVMRUN_EXIT_USAGE;
+    }
+    for (i = 0; i < len; ++i) {
+        /* mpirun reads "a:2" as two slots on a, and ',' separates hosts. */
+        if (isspace((unsigned char)name[i]) || name[i] == ',' || name[i] == ':' ||
+            !isprint((unsigned char)name[i])) {
+            ivm_error("%s: bad host name '%.*s' (one node per host: give a host once "
+                      "for each node on it, without ':N')", where, (int)len, name);
+            return IVMRUN_EXIT_USAGE;
+        }
+    }
+    if (b->nhosts >= IVM_CLUSTER_MAX_NODES) {
+        ivm_error("%s: more than %d hosts", where, IVM_CLUSTER_MAX_NODES);
+        return IVMRUN_EXIT_USAGE;
+    }
+    hosts = realloc(b->hosts, (size_t)(b->nhosts + 1) * sizeof(*hosts));
+    if (hosts == NULL) {
+        ivm_error("out of memory");
+        return IVMRUN_EXIT_FAILURE;
+    }
+    b->hosts = hosts;
+    b->hosts[b->nhosts] = strndup(name, len);
+    if (b->hosts[b->nhosts] == NULL) {
+        ivm_error("out of memory");
+        return IVMRUN_EXIT_FAILURE;
+    }
+    ++b->nhosts;
+    return 0;
+}
+
+/* --hosts a,b,c */
+static int ivmrun_hosts_from_list(ivmrun_boot_t *b, const char *list)
+{
+    const char *p = list, *comma;
+    int code;
+
+    for (;;) {
+        comma = strchr(p, ',');
+        code  = ivmrun_hosts_add(b, p, comma != NULL ? (size_t)(comma - p) : strlen(p),
+                                 "--hosts");
+        if (code != 0) {
+            return code;
+        }
+        if (comma == NULL) {
+            return 0;
+        }
+        p = comma + 1;
+    }
+}
+
+/* --hostfile F: Open MPI's syntax, "host [slots=N] [max_slots=N]" per line,
+ * '#' to the end of a line is a comment. One node per line. */
+static int ivmrun_hosts_from_file(ivmrun_boot_t *b, const char *path)
+{
+    char *line = NULL, *p, *word, where[PATH_MAX + 32];
+    size_t cap = 0, len;
+    int lineno = 0, code = 0;
+    FILE *f;
+
+    f = fopen(path, "r");
+    if (f == NULL) {
+        ivm_error("cannot open the hostfile %s: %m", path);
+        return IVMRUN_EXIT_USAGE;
+    }
+    while (code == 0 && getline(&line, &cap, f) >= 0) {
+        ++lineno;
+        line[strcspn(line, "#\r\n")] = '\0';
+        p = line + strspn(line, " \t");
+        if (*p == '\0') {
+            continue;
+        }
+        len = strcspn(p, " \t");
+        snprintf(where, sizeof(where), "%s:%d", path, lineno);
+        code = ivmrun_hosts_add(b, p, len, where);
+        /* What follows the name (slots=N, max_slots=N) is for placing MPI
+         * ranks; ivmrun places one node per line, so it only checks the form. */
+        for (word = p + len; code == 0;) {
+            word += strspn(word, " \t");
+            if (*word == '\0') {
+                break;
+            }
+            len = strcspn(word, " \t");
+            if (memchr(word, '=', len) == NULL) {
+                ivm_error("%s: expected NAME=VALUE after the host name, got '%.*s'",
+                          where, (int)len, word);
+                code = IVMRUN_EXIT_USAGE;
+            }
+            word += len;
+        }
+    }
+    if (code == 0 && ferror(f)) {
+        ivm_error("cannot read the hostfile %s: %m", path);
+        code = IVMRUN_EXIT_USAGE;
+    }
+    free(line);
+    fclose(f);
+    if (code == 0 && b->nhosts == 0) {
+        ivm_error("the hostfile %s names no host", path);
+        code = IVMRUN_EXIT_USAGE;
+    }
+    return code;
+}
+
+/* --slurm: `scontrol show hostnames $SLURM_JOB_NODELIST`, this machine first. */
+static int ivmrun_hosts_from_slurm(ivmrun_boot_t *b)
+{
+    const char *list = getenv("SLURM_JOB_NODELIST"), *self = getenv("SLURMD_NODENAME");
+    char *argv[] = {"scontrol", "show", "hostnames", (char *)list, NULL};
+    char *out = NULL, *p, *nl, *tmp;
+    size_t len = 0, cap = 0;
+    int pipefd[2], err = 0, status = 0, code = 0, k, local = -1;
+    ivmrun_spawn_t spec;
+    pid_t pid;
+    ssize_t n;
+
+    if (list == NULL || list[0] == '\0') {
+        ivm_error("--slurm: SLURM_JOB_NODELIST is not set (run ivmrun inside a Slurm "
+                  "allocation: sbatch, salloc)");
+        return IVMRUN_EXIT_USAGE;
+    }
+    if (pipe2(pipefd, O_CLOEXEC) != 0) {
+        ivm_error("cannot create a pipe for scontrol: %m");
+        return IVMRUN_EXIT_FAILURE;
+    }
+    memset(&spec, 0, sizeof(spec));
+    spec.file    = argv[0];
+    spec.argv    = argv;
+    spec.fd_in   = -1;
+    spec.fd_out  = pipefd[1];
+    spec.fd_err  = -1;
+    spec.keep_fd = -1;
+    if (ivmrun_proc_spawn(&spec, &pid, &err) != IVM_SUCCESS) {
+        ivm_error("--slurm: cannot run scontrol: %s", strerror(err));
+        close(pipefd[0]);
+        close(pipefd[1]);
+        return IVMRUN_EXIT_FAILURE;
+    }
+    close(pipefd[1]);
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            cap = (cap == 0) ? 8192 : 2 * cap;
+            tmp = realloc(out, cap);
+            if (tmp == NULL) {
+                ivm_error("out of memory");
+                code = IVMRUN_EXIT_FAILURE;
+                break;
+            }
+            out = tmp;
+        }
+        n = read(pipefd[0], out + len, cap - len - 1);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            break;
+        }
+        len += (size_t)n;
+    }
+    close(pipefd[0]);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (code == 0 && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
+        ivm_error("--slurm: 'scontrol show hostnames %s' failed", list);
+        code = IVMRUN_EXIT_FAILURE;
+    }
+    if (code == 0) {
+        out[len] = '\0';
+        for (p = out; *p != '\0' && code == 0; p = nl) {
+            nl = p + strcspn(p, "\n");
+            if (nl > p) {
+                code = ivmrun_hosts_add(b, p, (size_t)(nl - p), "--slurm");
+            }
+            nl += (*nl == '\n');
+        }
+    }
+    free(out);
+    if (code != 0) {
+        return code;
+    }
+    if (b->nhosts == 0) {
+        ivm_error("--slurm: the allocation %s has no host", list);
+        return IVMRUN_EXIT_FAILURE;
+    }
+    /* The root PE runs here, so this machine must be node0. */
+    for (k = 0; k < b->nhosts && local < 0; ++k) {
+        if (self != NULL && strcmp(b->hosts[k], self) == 0) {
+            local = k;
+        }
+    }
+    for (k = 0; k < b->nhosts && local < 0; ++k) {
+        if (ivmrun_host_is_local(b->hosts[k])) {
+            local = k;
+        }
+    }
+    if (local < 0) {
+        ivm_error("--slurm: this machine is not one of the allocation's hosts (%s); "
+                  "run ivmrun on one of them", list);
+        return IVMRUN_EXIT_FAILURE;
+    }
+    tmp = b->hosts[local];
+    memmove(b->hosts + 1, b->hosts, (size_t)local * sizeof(*b->hosts));
+    b->hosts[0] = tmp;
+    return 0;
+}
+
+/* items[0..n) joined by sep, in a new string; NULL when out of memory. */
+static char *ivmrun_join(char *const *items, int n, char sep)
+{
+    size_t len = 1, pos = 0, l;
+    char *out;
+    int k;
+
+    for (k = 0; k < n; ++k) {
+        len += strlen(items[k]) + 1;
+    }
+    out = malloc(len);
+    if (out == NULL) {
+        return NULL;
+    }
+    for (k = 0; k < n; ++k) {
+        if (k > 0) {
+            out[pos++] = sep;
+        }
+        l = strlen(items[k]);
+        memcpy(out + pos, items[k], l);
+        pos += l;
+    }
+    out[pos] = '\0';
+    return out;
+}
+
+int ivmrun_hosts_parse(ivmrun_boot_t *b, const ivmrun_config_t *cfg)
+{
+    int given = (cfg->hosts[0] != '\0') + (cfg->hostfile[0] != '\0') + (cfg->slurm != 0);
+    int code;
+
+    if (given > 1) {
+        ivm_error("give only one of --hosts, --hostfile and --slurm");
+        return IVMRUN_EXIT_USAGE;
+    }
+    if (cfg->hosts[0] != '\0') {
+        code = ivmrun_hosts_from_list(b, cfg->hosts);
+    } else if (cfg->hostfile[0] != '\0') {
+        code = ivmrun_hosts_from_file(b, cfg->hostfile);
+    } else {
+        code = ivmrun_hosts_from_slurm(b);
+    }
+    if (code != 0) {
+        ivmrun_hosts_release(b);
+        return code;
+    }
+    if (!ivmrun_host_is_local(b->hosts[0])) {
+        ivm_error("the first host, %s, is not this machine: ivmrun runs the root PE "
+                  "on node0, the first host, so run ivmrun there", b->hosts[0]);
+        ivmrun_hosts_release(b);
+        return IVMRUN_EXIT_USAGE;
+    }
+    b->host_list = ivmrun_join(b->hosts, b->nhosts, ',');
+    if (b->host_list == NULL) {
+        ivm_error("out of memory");
+        ivmrun_hosts_release(b);
+        return IVMRUN_EXIT_FAILURE;
+    }
+    ivm_debug("hosts: %s", b->host_list);
+    return 0;
+}
+
+int ivmrun_boot_reap(ivmrun_boot_t *b)
+{
+    int status;
+    pid_t r;
+
+    if (b->pid <= 0) {
+        return 0;
+    }
+    do {
+        r = waitpid(b->pid, &status, WNOHANG);
+    } while (r < 0 && errno == EINTR);
+    if (r != b->pid) {
+        return 0;
+    }
+    b->status = status;
+    b->pid    = 0;
+    return 1;
+}
+
+/* ivm-boot: --boot, else beside this executable, else "ivm-boot" from PATH.
+ * Rank 0 runs here, so it must be here too: -1 (logged) if it is not. */
+static int ivmrun_boot_find(const ivmrun_config_t *cfg, char *buf, size_t len)
+{
+    char self[PATH_MAX], path[PATH_MAX + 16];
+    const char *dirs, *colon;
+    ssize_t n;
+    int dlen;
+
+    if (cfg->boot != NULL && cfg->boot[0] != '\0') {
+        snprintf(buf, len, "%s", cfg->boot);
+        if (strchr(buf, '/') != NULL && access(buf, X_OK) != 0) {
+            ivm_error("--boot %s: %m", buf);
+            return -1;
+        }
+        if (strchr(buf, '/') != NULL) {
+            return 0;
+        }
+    } else {
+        n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        if (n > 0) {
+            self[n] = '\0';
+            if ((size_t)snprintf(buf, len, "%s/ivm-boot", dirname(self)) < len &&
+                access(buf, X_OK) == 0) {
+                return 0;
+            }
+        }
+        snprintf(buf, len, "ivm-boot");
+    }
+    dirs = getenv("PATH");
+    for (; dirs != NULL && *dirs != '\0'; dirs = colon + 1) {
+        colon = strchr(dirs, ':');
+        dlen  = (int)(colon != NULL ? colon - dirs : (ptrdiff_t)strlen(dirs));
+        if (dlen > 0 &&
+            (size_t)snprintf(path, sizeof(path), "%.*s/%s", dlen, dirs, buf) < sizeof(path) &&
+            access(path, X_OK) == 0) {
+            return 0; /* mpirun looks it up the same way on each host */
+        }
+        if (colon == NULL) {
+            break;
+        }
+    }
+    ivm_error("%s not found beside ivmrun or in PATH: it is built only where CMake "
+              "finds MPI (install Open MPI's development files and rebuild), or name "
+              "it with --boot", buf);
+    return -1;
+}
+
+/* Read what sigfd holds: reap mpirun on SIGCHLD; returns the first
+ * terminating signal, 0 if none. */
+static int ivmrun_boot_signals(ivmrun_boot_t *b, int sigfd)
+{
+    struct signalfd_siginfo si;
+    int term = 0;
+
+    while (read(sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+        if (si.ssi_signo == SIGCHLD) {
+            ivmrun_boot_reap(b);
+        } else if (term == 0) {
+            term = (int)si.ssi_signo;
+        }
+    }
+    return term;
+}
+
+/* Read ivm-boot's stdout while it stops: nothing but a late ready line
+ * (when ivmrun gave up before it came) can arrive there now; drop it. */
+static void ivmrun_boot_drain(ivmrun_boot_t *b)
+{
+    char buf[4096];
+    ssize_t n;
+
+    if (b->out_fd < 0) {
+        return;
+    }
+    while ((n = read(b->out_fd, buf, sizeof(buf))) > 0 ||
+           (n < 0 && errno == EINTR)) {
+    }
+    if (n == 0) {
+        close(b->out_fd);
+        b->out_fd = -1;
+    }
+}
+
+void ivmrun_boot_close(ivmrun_boot_t *b, int sigfd)
+{
+    struct pollfd pfds[2];
+    double start = ivmrun_time_now(), left, deadline;
+    int sent_term = 0, nfds, waited = (b->pid > 0);
+    char why[64];
+
+    if (b->in_fd >= 0) {
+        ivm_info("stopping the cluster's daemons (closing ivm-boot's input)");
+        close(b->in_fd); /* EOF on rank 0's stdin: ivm-boot stops every node */
+        b->in_fd = -1;
+    }
+    deadline = start + IVMRUN_BOOT_STOP_WAIT;
+    /* Terminating signals read here are dropped: teardown is under way. */
+    while (b->pid > 0) {
+        ivmrun_boot_reap(b);
+        if (b->pid <= 0) {
+            break;
+        }
+        left = deadline - ivmrun_time_now();
+        if (left <= 0) {
+            if (!sent_term) {
+                ivm_warn("mpirun (pid %d) still runs %g s after ivm-boot was told to "
+                         "stop; sending it SIGTERM", (int)b->pid, IVMRUN_BOOT_STOP_WAIT);
+                kill(b->pid, SIGTERM);
+                sent_term = 1;
+                deadline  = ivmrun_time_now() + IVMRUN_BOOT_KILL_WAIT;
+                continue;
+            }
+            ivm_warn("mpirun (pid %d) did not exit %g s after SIGTERM; killing it",
+                     (int)b->pid, IVMRUN_BOOT_KILL_WAIT);
+            kill(-b->pid, SIGKILL); /* its process group */
+            kill(b->pid, SIGKILL);
+            while (waitpid(b->pid, &b->status, 0) < 0 && errno == EINTR) {
+            }
+            b->pid = 0;
+            break;
+        }
+        nfds           = 0;
+        pfds[nfds].fd     = sigfd;
+        pfds[nfds++].events = POLLIN;
+        if (b->out_fd >= 0) {
+            pfds[nfds].fd       = b->out_fd;
+            pfds[nfds++].events = POLLIN;
+        }
+        if (poll(pfds, (nfds_t)nfds, (int)(left * 1000) + 1) > 0) {
+            if (pfds[0].revents & POLLIN) {
+                ivmrun_boot_signals(b, sigfd);
+            }
+            if (nfds > 1 && pfds[1].revents != 0) {
+                ivmrun_boot_drain(b);
+            }
+        }
+    }
+    if (b->out_fd >= 0) {
+        ivmrun_boot_drain(b);
+        if (b->out_fd >= 0) {
+            close(b->out_fd);
+            b->out_fd = -1;
+        }
+    }
+    if (!waited) {
+        return; /* it ended before, and that was reported then */
+    }
+    if (sent_term || !WIFEXITED(b->status) || WEXITSTATUS(b->status) != 0) {
+        ivmrun_proc_status_text(b->status, why, sizeof(why));
+        ivm_warn("mpirun (the cluster's bootstrap) ended with %s", why);
+    } else {
+        ivm_info("the cluster's daemons are stopped (%.0f ms)",
+                 (ivmrun_time_now() - start) * 1000);
+    }
+}
+
+/* Split --mpirun-args at spaces into argv[*argc_p..max). 0, or -1 if too many. */
+static int ivmrun_boot_split(char *args, char **argv, int *argc_p, int max)
+{
+    char *save = NULL, *word;
+
+    for (word = strtok_r(args, " \t", &save); word != NULL;
+         word = strtok_r(NULL, " \t", &save)) {
+        if (*argc_p >= max) {
+            return -1;
+        }
+        argv[(*argc_p)++] = word;
+    }
+    return 0;
+}
+
+/* Check that node0's daemon answers here and heads the whole cluster. */
+static ivmError_t ivmrun_boot_check(const ivmrun_boot_t *b, ivmrun_daemon_t *d)
+{
+    ivm_msg_info_rep_t info;
+    ivmError_t status = ivm_sock_info(d->path, IVMRUN_BOOT_INFO_WAIT, &info);
+
+    if (status != IVM_SUCCESS) {
+        ivm_error("node0's daemon (%s) does not answer on this machine (%s): rank 0 "
+                  "of ivm-boot must run here, on the first host (%s); check the "
+                  "host names and the mpirun options", d->path,
+                  ivm_status_string(status), b->hosts[0]);
+        return status;
+    }
+    if ((int)info.peers != b->nhosts - 1 || (int)info.peers_up != b->nhosts - 1) {
+        ivm_error("node0's daemon (%s) sees %u of %d peers up", d->path, info.peers_up,
+                  b->nhosts - 1);
+        return IVM_ERROR_INTERNAL;
+    }
+    return IVM_SUCCESS;
+}
+
+ivmError_t ivmrun_boot_open(ivmrun_boot_t *b, ivmrun_daemon_t *d,
+                            const ivmrun_config_t *cfg, char *const *specs,
+                            int sigfd, const sigset_t *child_mask, int *signo_p)
+{
+    enum { MAX_ARGS = 96 };
+    char exe[PATH_MAX], np[16], dwait[32], uwait[32], line[IVMRUN_BOOT_LINE_MAX];
+    char *argv[MAX_ARGS], *extra = NULL, *specs_arg = NULL, why[64];
+    int argc = 0, in_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1}, err = 0, term, k;
+    double start = ivmrun_time_now(), deadline = start + cfg->boot_wait, left;
+    size_t got = 0, rlen;
+    struct pollfd pfds[2];
+    ivmError_t status = IVM_ERROR_INTERNAL;
+    ivmrun_spawn_t spec;
+    char *nl;
+    ssize_t n;
+
+    b->pid    = 0;
+    b->in_fd  = -1;
+    b->out_fd = -1;
+    if (ivmrun_boot_find(cfg, exe, sizeof(exe)) != 0) {
+        return IVM_ERROR_NO_DAEMON;
+    }
+    snprintf(np, sizeof(np), "%d", b->nhosts);
+    snprintf(dwait, sizeof(dwait), "%g", cfg->daemon_wait);
+    /* ivm-boot gives up first, saying which node misses which peers. */
+    snprintf(uwait, sizeof(uwait), "%g", cfg->boot_wait * 0.8);
+
+    argv[argc++] = cfg->mpirun;
+    if (geteuid() == 0) {
+        argv[argc++] = "--allow-run-as-root";
+    }
+    /* One rank per entry: --map-by node places rank k on the k-th host, and
+     * a host named n times holds n ranks; no binding, as ivmd pins PEs itself. */
+    argv[argc++] = "-np";
+    argv[argc++] = np;
+    argv[argc++] = "--host";
+    argv[argc++] = b->host_list;
+    argv[argc++] = "--map-by";
+    argv[argc++] = "node";
+    argv[argc++] = "--bind-to";
+    argv[argc++] = "none";
+    if (getenv("IVM_SOCKET_DIR") != NULL) {
+        argv[argc++] = "-x";
+        argv[argc++] = "IVM_SOCKET_DIR";
+    }
+    if (cfg->mpirun_args[0] != '\0') {
+        extra = strdup(cfg->mpirun_args);
+        if (extra == NULL || ivmrun_boot_split(extra, argv, &argc, MAX_ARGS - 24) != 0) {
+            ivm_error(extra == NULL ? "out of memory" : "--mpirun-args: too many words");
+            goto out;
+        }
+    }
+    argv[argc++] = exe;
+    argv[argc++] = "--hosts";
+    argv[argc++] = b->host_list;
+    argv[argc++] = "--daemon-wait";
+    argv[argc++] = dwait;
+    argv[argc++] = "--up-wait";
+    argv[argc++] = uwait;
+    if (cfg->daemon[0] != '\0') {
+        argv[argc++] = "--daemon";
+        argv[argc++] = cfg->daemon;
+    }
+    if (cfg->log_level[0] != '\0') {
+        argv[argc++] = "--log-level";
+        argv[argc++] = cfg->log_level;
+    }
+    if (specs != NULL) {
+        specs_arg = ivmrun_join(specs, b->nhosts, ';');
+        if (specs_arg == NULL) {
+            ivm_error("out of memory");
+            goto out;
+        }
+        argv[argc++] = "--node-cpu-devices";
+        argv[argc++] = specs_arg;
+    } else if (cfg->cpu_devices[0] != '\0') {
+        argv[argc++] = "--cpu-devices";
+        argv[argc++] = cfg->cpu_devices;
+    }
+    argv[argc] = NULL;
+
+    if (pipe2(in_pipe, O_CLOEXEC) != 0 || pipe2(out_pipe, O_CLOEXEC) != 0) {
+        ivm_error("cannot create the pipes for mpirun: %m");
+        goto out;
+    }
+    memset(&spec, 0, sizeof(spec));
+    spec.file       = cfg->mpirun;
+    spec.argv       = argv;
+    spec.fd_in      = in_pipe[0];
+    spec.fd_out     = out_pipe[1];
+    spec.fd_err     = -1;
+    spec.keep_fd    = -1;
+    spec.new_pgroup = 1; /* the terminal's ^C is for ivmrun, which stops it in order */
+    spec.sigmask    = child_mask;
+    if (ivmrun_proc_spawn(&spec, &b->pid, &err) != IVM_SUCCESS) {
+        ivm_error("cannot run '%s' to start the cluster's daemons: %s%s", cfg->mpirun,
+                  strerror(err),
+                  err == ENOENT ? " (install Open MPI, or name it with --mpirun)" : "");
+        b->pid = 0;
+        goto out;
+    }
+    close(in_pipe[0]);
+    close(out_pipe[1]);
+    in_pipe[0] = out_pipe[1] = -1;
+    b->in_fd   = in_pipe[1];
+    b->out_fd  = out_pipe[0];
+    in_pipe[1] = out_pipe[0] = -1;
+    ivm_info("started %s (pid %d): ivm-boot '%s' on %d host%s (%s)", cfg->mpirun,
+             (int)b->pid, exe, b->nhosts, b->nhosts == 1 ? "" : "s", b->host_list);
+
+    pfds[0].fd     = b->out_fd;
+    pfds[0].events = POLLIN;
+    pfds[1].fd     = sigfd;
+    pfds[1].events = POLLIN;
+    for (;;) {
+        left = deadline - ivmrun_time_now();
+        if (left <= 0) {
+            ivm_error("the cluster's daemons did not come up within %g s (--boot-wait); "
+                      "stopping them", cfg->boot_wait);
+            status = IVM_ERROR_TIMEOUT;
+            goto fail;
+        }
+        if (poll(pfds, 2, (int)(left * 1000) + 1) < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            ivm_error("poll failed while waiting for ivm-boot: %m");
+            goto fail;
+        }
+        if (pfds[1].revents & POLLIN) {
+            term = ivmrun_boot_signals(b, sigfd);
+            if (term != 0) {
+                ivm_info("got signal %d while the cluster was forming; stopping it",
+                         term);
+                *signo_p = term;
+                goto fail;
+            }
+        }
+        if (!(pfds[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+            continue;
+        }
+        n = read(b->out_fd, line + got, sizeof(line) - 1 - got);
+        if (n < 0) {
+            if (errno == EINTR || errno == EAGAIN) {
+                continue;
+            }
+            ivm_error("cannot read ivm-boot's output: %m");
+            goto fail;
+        }
+        if (n == 0) {
+            /* mpirun is ending: ivm-boot failed (it said why) or did not start. */
+            if (got > 0) {
+                (void)ivmrun_fd_write_all(STDOUT_FILENO, line, got);
+            }
+            close(b->out_fd);
+            b->out_fd = -1;
+            while (b->pid > 0) {
+                while (waitpid(b->pid, &b->status, 0) < 0 && errno == EINTR) {
+                }
+                b->pid = 0;
+            }
+            ivmrun_proc_status_text(b->status, why, sizeof(why));
+            ivm_error("the cluster's daemons did not come up: mpirun ended with %s "
+                      "(see the messages above)", why);
+            status = IVM_ERROR_NO_DAEMON;
+            goto fail;
+        }
+        got += (size_t)n;
+        line[got] = '\0';
+        while ((nl = memchr(line, '\n', got)) != NULL) {
+            *nl  = '\0';
+            rlen = strlen(IVMRUN_BOOT_READY);
+            if (strncmp(line, IVMRUN_BOOT_READY, rlen) == 0) {
+                if (strlen(line + rlen) >= sizeof(d->path)) {
+                    ivm_error("ivm-boot reported a socket path that is too long: %s",
+                              line + rlen);
+                    goto fail;
+                }
+                snprintf(d->path, sizeof(d->path), "%s", line + rlen);
+                snprintf(d->node, sizeof(d->node), "node0");
+                d->pid     = 0;
+                d->started = 0; /* ivm-boot stops it */
+                status = ivmrun_boot_check(b, d);
+                if (status != IVM_SUCCESS) {
+                    goto fail;
+                }
+                ivm_info("cluster of %d node%s is up (%.0f ms); node0's daemon is %s",
+                         b->nhosts, b->nhosts == 1 ? "" : "s",
+                         (ivmrun_time_now() - start) * 1000, d->path);
+                /* Anything after the line is passed on at the end. */
+                got -= (size_t)(nl + 1 - line);
+                if (got > 0) {
+                    (void)ivmrun_fd_write_all(STDOUT_FILENO, nl + 1, got);
+                }
+                fcntl(b->out_fd, F_SETFL, O_NONBLOCK);
+                status = IVM_SUCCESS;
+                goto out;
+            }
+            /* Not ours: somebody's output, passed on. */
+            *nl = '\n';
+            (void)ivmrun_fd_write_all(STDOUT_FILENO, line, (size_t)(nl + 1 - line));
+            got -= (size_t)(nl + 1 - line);
+            memmove(line, nl + 1, got);
+            line[got] = '\0';
+        }
+        if (got == sizeof(line) - 1) { /* a line too long to be ours */
+            (void)ivmrun_fd_write_all(STDOUT_FILENO, line, got);
+            got = 0;
+        }
+    }
+
+fail:
+    ivmrun_boot_close(b, sigfd);
+out:
+    for (k = 0; k < 2; ++k) {
+        if (in_pipe[k] >= 0) {
+            close(in_pipe[k]);
+        }
+        if (out_pipe[k] >= 0) {
+            close(out_pipe[k]);
+        }
+    }
+    free(extra);
+    free(specs_arg);
+    return status;
+}

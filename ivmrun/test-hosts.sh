@@ -1,0 +1,185 @@
+#!/bin/sh
+# ivmrun --hosts / --hostfile on this machine: three "hosts" that are all
+# localhost, brought up by mpirun and ivm-boot.
+#   sh ivmrun/test-hosts.sh BIN_DIR
+# BIN_DIR holds ivmrun, ivm-boot, ivmd, ivm-info (and vecadd, if built).
+# Exit status: 0 passed, 1 failed, 77 skipped (no mpirun, or no ivm-boot
+# because MPI was not found at build time).
+#
+# Checks: the daemons form one cluster (ivm-info on node0 sees peers_up=2),
+# an example program runs, PROGRAM's exit status passes through, --hostfile,
+# --timeout, SIGTERM, a failed bring-up, a first host that is not this
+# machine; and after every run nothing is left: no process of the run (none
+# has this run's IVM_SOCKET_DIR in its environment: ivmd, mpirun, ivm-boot)
+# and no run directory or socket.
+
+BIN=${1:?usage: test-hosts.sh BIN_DIR}
+BIN=$(cd "$BIN" && pwd) || exit 1
+
+if ! command -v "${IVM_MPIRUN:-mpirun}" >/dev/null 2>&1; then
+    echo "SKIP: mpirun not found (install Open MPI to test ivmrun --hosts)"
+    exit 77
+fi
+if [ ! -x "$BIN/ivm-boot" ]; then
+    echo "SKIP: $BIN/ivm-boot not built (MPI was not found when configuring)"
+    exit 77
+fi
+for prog in ivmrun ivmd ivm-info; do
+    if [ ! -x "$BIN/$prog" ]; then
+        echo "FAIL: $BIN/$prog missing"
+        exit 1
+    fi
+done
+
+# A private socket directory: it names this test's processes and files.
+SOCKDIR=$(mktemp -d "${TMPDIR:-/tmp}/ivm-hosts.XXXXXX") || exit 1
+chmod 700 "$SOCKDIR"
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/ivm-hosts-work.XXXXXX") || exit 1
+trap 'rm -rf "$WORK"; rmdir "$SOCKDIR" 2>/dev/null' EXIT
+failures=0
+
+fail() {
+    echo "FAIL: $*"
+    failures=$((failures + 1))
+}
+
+# The processes that carry this test's socket directory in their environment.
+leftovers() {
+    for f in /proc/[0-9]*/environ; do
+        if grep -q -z -x -F "IVM_SOCKET_DIR=$SOCKDIR" "$f" 2>/dev/null; then
+            pid=${f#/proc/}
+            pid=${pid%/environ}
+            echo "$pid $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)"
+        fi
+    done
+}
+
+# After a run: nothing of it may remain (a few seconds' grace for exits).
+check_clean() {
+    what=$1
+    tries=0
+    while :; do
+        procs=$(leftovers)
+        files=$(ls -A "$SOCKDIR")
+        if [ -z "$procs" ] && [ -z "$files" ]; then
+            return 0
+        fi
+        tries=$((tries + 1))
+        if [ $tries -ge 30 ]; then
+            break
+        fi
+        sleep 0.1
+    done
+    [ -n "$procs" ] && fail "$what: processes left: $procs"
+    [ -n "$files" ] && fail "$what: files left in $SOCKDIR: $files"
+    return 1
+}
+
+# ivmrun OPTIONS... PROGRAM...: output in $WORK/out, status in $rc.
+run() {
+    IVM_SOCKET_DIR=$SOCKDIR "$BIN/ivmrun" --timeout 120 "$@" >"$WORK/out" 2>"$WORK/err"
+    rc=$?
+}
+
+expect_rc() {
+    if [ "$rc" -ne "$1" ]; then
+        fail "$2: exit status $rc, expected $1"
+        sed 's/^/  | /' "$WORK/out" "$WORK/err"
+        return 1
+    fi
+    return 0
+}
+
+HOSTS=localhost,localhost,localhost
+
+# 1. One cluster of three daemons: node0 (where PROGRAM runs) sees two peers up.
+run --hosts "$HOSTS" "$BIN/ivm-info"
+if expect_rc 0 "ivm-info on node0"; then
+    for want in node=node0 peers=2 peers_up=2; do
+        grep -q -x "$want" "$WORK/out" || fail "ivm-info on node0: no '$want' in: $(tr '\n' ' ' <"$WORK/out")"
+    done
+fi
+check_clean "ivm-info run"
+
+# 2. Each node is its own daemon: ask node1 and node2 through node0's socket
+#    directory layout (boot-node<k>-*/node<k>.sock).
+run --hosts "$HOSTS" sh -c '
+    for k in 0 1 2; do
+        s=$(ls -d "$IVM_SOCKET_DIR"/boot-node$k-*/node$k.sock) || exit 10
+        "$0" "$s" | grep -x -e "node=node$k" -e "peers_up=2" | tr "\n" " "; echo
+    done' "$BIN/ivm-info"
+if expect_rc 0 "every node's daemon"; then
+    for k in 0 1 2; do
+        grep -q -x "node=node$k peers_up=2 " "$WORK/out" ||
+            fail "node$k's daemon is not up with two peers: $(tr '\n' '|' <"$WORK/out")"
+    done
+fi
+check_clean "per-node run"
+
+# 3. An example program.
+if [ -x "$BIN/vecadd" ]; then
+    run --hosts "$HOSTS" "$BIN/vecadd"
+    expect_rc 0 "vecadd" && { grep -q "OK" "$WORK/out" || fail "vecadd printed no OK"; }
+    check_clean "vecadd run"
+else
+    echo "note: $BIN/vecadd not built; example run left out"
+fi
+
+# 4. PROGRAM's exit status passes through.
+run --hosts "$HOSTS" sh -c 'exit 7'
+expect_rc 7 "exit status pass-through"
+check_clean "exit 7 run"
+
+# 5. --hostfile, Open MPI syntax: comments, slots=N, blank lines.
+cat >"$WORK/hostfile" <<EOF
+# three nodes on this machine
+localhost slots=2    # node0: ivmrun runs here
+
+localhost max_slots=4
+   localhost
+EOF
+run --hostfile "$WORK/hostfile" "$BIN/ivm-info"
+expect_rc 0 "--hostfile" && { grep -q -x "peers_up=2" "$WORK/out" || fail "--hostfile: peers_up is not 2"; }
+check_clean "--hostfile run"
+
+# 6. --timeout: 124, and the cluster is stopped.
+IVM_SOCKET_DIR=$SOCKDIR "$BIN/ivmrun" --hosts "$HOSTS" --timeout 3 sleep 60 \
+    >"$WORK/out" 2>"$WORK/err"
+rc=$?
+expect_rc 124 "--timeout"
+check_clean "--timeout run"
+
+# 7. SIGTERM to ivmrun while PROGRAM runs: 143, and the cluster is stopped.
+IVM_SOCKET_DIR=$SOCKDIR "$BIN/ivmrun" --hosts "$HOSTS" sh -c 'touch "$0"; sleep 60' \
+    "$WORK/started" >"$WORK/out" 2>"$WORK/err" &
+pid=$!
+tries=0
+while [ ! -e "$WORK/started" ] && [ $tries -lt 600 ]; do
+    sleep 0.1
+    tries=$((tries + 1))
+done
+[ -e "$WORK/started" ] || fail "SIGTERM: PROGRAM did not start within 60 s"
+kill -TERM $pid
+wait $pid
+rc=$?
+expect_rc 143 "SIGTERM"
+check_clean "SIGTERM run"
+
+# 8. A bring-up that fails (no ivmd): 1, and nothing left.
+run --hosts "$HOSTS" --daemon /nonexistent/ivmd true
+expect_rc 1 "missing ivmd"
+grep -q "did not come up" "$WORK/err" || fail "missing ivmd: no 'did not come up' message"
+check_clean "missing-ivmd run"
+
+# 9. The first host must be this machine (the root PE runs on node0).
+run --hosts nonexistent-host.invalid,localhost true
+expect_rc 2 "remote first host"
+grep -q "is not this machine" "$WORK/err" || fail "remote first host: no message saying why"
+check_clean "remote-first-host run"
+
+if [ $failures -ne 0 ]; then
+    echo "test-hosts: $failures failure(s)"
+    exit 1
+fi
+echo "test-hosts: all passed"
+exit 0
