@@ -5,7 +5,8 @@
 # fails. Set IVM_SKIP_DEPS=1 to skip the check altogether.
 set -euo pipefail
 
-packages=(build-essential cmake pkg-config libcriterion-dev libnuma-dev procps iproute2)
+packages=(build-essential cmake pkg-config libcriterion-dev libnuma-dev procps iproute2
+          openmpi-bin libopenmpi-dev)
 
 if [[ "${IVM_SKIP_DEPS:-0}" == 1 ]]; then
     exit 0
