@@ -17,8 +17,18 @@
  * A portion's work: the sum over its range of [0, N_ELEMS) of (i+t)^2
  * modulo 2^64 (t = iteration), checked by the root against a serial loop.
  *
- * Run:  ivmrun ./dslb [portions (50)] [iterations (1)]
+ * With --all-nodes the root starts one chain on every CPU device of every
+ * node of the cluster (it probes the hosts node0, node1, ... until one is
+ * unknown), not only on its own node's. A chain stays on its node: each
+ * child starts its successor on its own device of its own node. Children on
+ * other nodes reach the flags and results through their node's copies, so
+ * each one pushes exactly its own record and flag with ivmSyncPut (the other
+ * fields of those copies are stale, and other PEs of that node share them).
+ * A child learns its node from IVM_NODE, which ivmd sets for the PEs it starts.
+ *
+ * Run:  ivmrun ./dslb [portions (50)] [iterations (1)] [--all-nodes]
  *       ivmrun --cpu-devices 0,1 ./dslb 100 3     (two CPU devices)
+ *       ivmrun --nodes 3 ./dslb 100 1 --all-nodes (chains on three nodes)
  * Prints the portions each device did and "dslb: OK", exit 0; exit 1 on error.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -35,6 +45,7 @@
 
 #define N_ELEMS       (1u << 26)     /* elements of the whole computation */
 #define MAX_DEVS      64             /* CPU devices probed at most */
+#define MAX_NODES     64             /* nodes probed at most (--all-nodes) */
 #define POLL_NS       100000L        /* root's flag polling period: 100 us */
 #define LIVENESS_NS   100000000L     /* root checks the PE count every 100 ms */
 #define GRACE_S       5.0            /* no child alive this long: chain broken */
@@ -59,7 +70,7 @@ typedef struct {
     int32_t devtype;    /* device type of the PE that computed it */
     int32_t pe;         /* id of that PE */
     int32_t iteration;  /* iteration it belongs to */
-    int32_t reserved;
+    int32_t node;       /* k of the node "node<k>" it ran on, -1 if unknown */
 } portion_rec_t;
 
 static double now_s(void)
@@ -93,6 +104,41 @@ static void devtype_name(int devtype, char *buf, size_t len)
 {
     snprintf(buf, len, "%s%d", IVM_DEV_IS_GPU(devtype) ? "gpu" : "cpu",
              IVM_DEV_INDEX(devtype));
+}
+
+/* k of this PE's node "node<k>" (IVM_NODE, set by ivmd for the PEs it
+   starts), -1 if unknown. */
+static int my_node_index(void)
+{
+    const char *node = getenv("IVM_NODE");
+    char *end;
+    long k;
+
+    if (node == NULL || strncmp(node, "node", 4) != 0 || node[4] == '\0')
+        return -1;
+    k = strtol(node + 4, &end, 10);
+    return (*end == '\0' && k >= 0 && k < INT_MAX) ? (int)k : -1;
+}
+
+/* One device handle per CPU device of `host` (IVM_THIS_HOST: the caller's
+   node), appended to devs[*ndevs..MAX_DEVS) with its type and node index.
+   Returns how many were added (0: the host is unknown or has none). */
+static int probe_cpu_devices(const char *host, int node, ivm_device *devs, int *types,
+                             int *nodes, int *ndevs)
+{
+    int added = 0;
+
+    for (int k = 0; *ndevs < MAX_DEVS; k++) {
+        ivmError_t rc = ivmCreateDev(host, IVM_CPU_N(k), &devs[*ndevs]);
+        if (rc == IVM_ERROR_NOT_FOUND || rc == IVM_ERROR_NO_DEVICE)
+            break;
+        CHECK(rc);
+        types[*ndevs] = IVM_CPU_N(k);
+        nodes[*ndevs] = node;
+        ++*ndevs;
+        ++added;
+    }
+    return added;
 }
 
 static int parse_int(const char *s, const char *what, int *out)
@@ -155,33 +201,44 @@ static int root_wait_flags(atomic_int *sync, int P, int iter)
     }
 }
 
-static int run_root(int P, int iters)
+static int run_root(int P, int iters, int all_nodes)
 {
     atomic_int *sync;
     portion_rec_t *res;
     ivm_device devs[MAX_DEVS];
-    int ndevs = 0;
-    int dev_types[MAX_DEVS], dev_counts[MAX_DEVS] = { 0 };
+    int ndevs = 0, nnodes = 0;
+    int dev_types[MAX_DEVS], dev_nodes[MAX_DEVS], dev_counts[MAX_DEVS] = { 0 };
     double total = 0.0;
-    char name[32];
+    char name[32 + IVM_HOST_MAX];
 
     CHECK(ivmMalloc("sync", &sync, (size_t)P * sizeof(*sync)));
     CHECK(ivmMalloc("result", &res, (size_t)P * sizeof(*res)));
 
-    /* One device handle per CPU device of this node. */
-    for (int k = 0; k < MAX_DEVS; k++) {
-        ivmError_t rc = ivmCreateDev(IVM_THIS_HOST, IVM_CPU_N(k), &devs[ndevs]);
-        if (rc == IVM_ERROR_NOT_FOUND || rc == IVM_ERROR_NO_DEVICE)
-            break;
-        CHECK(rc);
-        dev_types[ndevs++] = IVM_CPU_N(k);
+    if (all_nodes) {
+        /* One device handle per CPU device of node0, node1, ... up to the
+           first unknown host. */
+        for (int h = 0; h < MAX_NODES && ndevs < MAX_DEVS; h++) {
+            char host[IVM_HOST_MAX + 1];
+            snprintf(host, sizeof(host), "node%d", h);
+            if (probe_cpu_devices(host, h, devs, dev_types, dev_nodes, &ndevs) == 0)
+                break;
+            nnodes++;
+        }
+    } else {
+        /* One device handle per CPU device of this node. */
+        probe_cpu_devices(IVM_THIS_HOST, -1, devs, dev_types, dev_nodes, &ndevs);
     }
     if (ndevs == 0) {
-        fprintf(stderr, "dslb: no CPU device found\n");
+        fprintf(stderr, "dslb: no CPU device found%s\n",
+                all_nodes ? " (no host named node0?)" : "");
         return 1;
     }
-    printf("dslb: %d portions x %d iteration(s) on %d CPU device(s), %u elements\n",
-           P, iters, ndevs, N_ELEMS);
+    if (all_nodes)
+        printf("dslb: %d portions x %d iteration(s) on %d CPU device(s) of %d node(s), "
+               "%u elements\n", P, iters, ndevs, nnodes, N_ELEMS);
+    else
+        printf("dslb: %d portions x %d iteration(s) on %d CPU device(s), %u elements\n",
+               P, iters, ndevs, N_ELEMS);
 
     for (int iter = 0; iter < iters; iter++) {
         memset(res, 0, (size_t)P * sizeof(*res));
@@ -219,11 +276,12 @@ static int run_root(int P, int iters)
                 return 1;
             }
             int d;
-            for (d = 0; d < ndevs && dev_types[d] != res[p].devtype; d++)
+            for (d = 0; d < ndevs && (dev_types[d] != res[p].devtype ||
+                                      (all_nodes && dev_nodes[d] != res[p].node)); d++)
                 ;
             if (d == ndevs) {
-                fprintf(stderr, "dslb: portion %d done on unknown device type %d\n",
-                        p, res[p].devtype);
+                fprintf(stderr, "dslb: portion %d done on unknown device type %d "
+                        "(node index %d)\n", p, res[p].devtype, res[p].node);
                 return 1;
             }
             dev_counts[d]++;
@@ -232,7 +290,12 @@ static int run_root(int P, int iters)
     }
 
     for (int d = 0; d < ndevs; d++) {
-        devtype_name(dev_types[d], name, sizeof(name));
+        char dev[16];
+        devtype_name(dev_types[d], dev, sizeof(dev));
+        if (all_nodes)
+            snprintf(name, sizeof(name), "node%d:%s", dev_nodes[d], dev);
+        else
+            snprintf(name, sizeof(name), "%s", dev);
         printf("dslb: %-6s %d portions\n", name, dev_counts[d]);
         CHECK(ivmDestroyDev(devs[d]));
     }
@@ -274,6 +337,7 @@ static int run_child(int id, int P, int iters)
     rec->devtype = devtype;
     rec->pe = id;
     rec->iteration = iter;
+    rec->node = my_node_index();
     CHECK(ivmSyncPut(rec, sizeof(*rec)));
     atomic_store_explicit(&sync[portion], 1, memory_order_release);
     CHECK(ivmSyncPut(&sync[portion], sizeof(sync[portion])));
@@ -285,11 +349,23 @@ static int run_child(int id, int P, int iters)
 
 int main(int argc, char **argv)
 {
-    int P = 50, iters = 1, id, ret;
+    int P = 50, iters = 1, all_nodes = 0, npos = 0, id, ret, bad = 0;
 
-    if (argc > 3 || (argc > 1 && parse_int(argv[1], "portions", &P) != 0) ||
-        (argc > 2 && parse_int(argv[2], "iterations", &iters) != 0)) {
-        fprintf(stderr, "usage: %s [portions (50)] [iterations (1)]\n", argv[0]);
+    /* Every PE parses the same arguments: the children need P and iters. */
+    for (int i = 1; i < argc && !bad; i++) {
+        if (strcmp(argv[i], "--all-nodes") == 0) {
+            all_nodes = 1;
+        } else if (npos < 2 && argv[i][0] != '-') {
+            bad = parse_int(argv[i], npos == 0 ? "portions" : "iterations",
+                            npos == 0 ? &P : &iters) != 0;
+            npos++;
+        } else {
+            bad = 1;
+        }
+    }
+    if (bad) {
+        fprintf(stderr, "usage: %s [portions (50)] [iterations (1)] [--all-nodes]\n",
+                argv[0]);
         return 2;
     }
     if ((long long)P * iters > INT_MAX) {
@@ -299,7 +375,7 @@ int main(int argc, char **argv)
 
     CHECK(ivmEnter());
     CHECK(ivmGetMyId(&id));
-    ret = id == 0 ? run_root(P, iters) : run_child(id, P, iters);
+    ret = id == 0 ? run_root(P, iters, all_nodes) : run_child(id, P, iters);
     CHECK(ivmExit());
     return ret;
 }

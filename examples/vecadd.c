@@ -12,9 +12,13 @@
  * device 0 again). With --gpu the second PE goes to GPU device 0; this C
  * example has no CUDA kernel, so a GPU PE adds on the host view of its
  * mapping (ivmHostPtr) and pushes that. The applications under apps/ show
- * real GPU kernels.
+ * real GPU kernels. With --host NAME both devices are those of node NAME
+ * (default: the root's own node): the children then map their halves into
+ * that node's copies, which the first map fills from the masters on the
+ * root's node, and their ivmSyncPut sends C's halves back.
  *
- * Run:  ivmrun ./vecadd [--gpu]      or just ./vecadd (singleton mode)
+ * Run:  ivmrun ./vecadd [--gpu] [--host NAME]   or just ./vecadd (singleton mode)
+ *       ivmrun --nodes 2 ./vecadd --host node1  (children on another node)
  * Prints "vecadd: OK" and exits 0, or prints the first mismatch and exits 1.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -47,7 +51,7 @@ static size_t half_start(int k)
     return (size_t)k * VECSIZE / NCHILDREN;
 }
 
-static int run_root(int use_gpu)
+static int run_root(int use_gpu, const char *host)
 {
     int *vecA, *vecB, *vecC;
     const size_t bytes = VECSIZE * sizeof(int);
@@ -63,13 +67,14 @@ static int run_root(int use_gpu)
         vecB[i] = 3 * i + 7;
     }
 
-    CHECK(ivmCreateDev(IVM_THIS_HOST, IVM_CPU_N(0), &dev[0]));
+    /* host is IVM_THIS_HOST (NULL) unless --host named a node. */
+    CHECK(ivmCreateDev(host, IVM_CPU_N(0), &dev[0]));
     if (use_gpu) {
-        CHECK(ivmCreateDev(IVM_THIS_HOST, IVM_GPU_N(0), &dev[1]));
+        CHECK(ivmCreateDev(host, IVM_GPU_N(0), &dev[1]));
     } else {
-        rc = ivmCreateDev(IVM_THIS_HOST, IVM_CPU_N(1), &dev[1]);
+        rc = ivmCreateDev(host, IVM_CPU_N(1), &dev[1]);
         if (rc == IVM_ERROR_NOT_FOUND || rc == IVM_ERROR_NO_DEVICE)
-            CHECK(ivmCreateDev(IVM_THIS_HOST, IVM_CPU_N(0), &dev[1]));
+            CHECK(ivmCreateDev(host, IVM_CPU_N(0), &dev[1]));
         else
             CHECK(rc);
     }
@@ -140,19 +145,22 @@ static int run_child(int id)
 int main(int argc, char **argv)
 {
     int use_gpu = 0, id, ret;
+    const char *host = IVM_THIS_HOST;
 
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--gpu") == 0) {
             use_gpu = 1;
+        } else if (strcmp(argv[i], "--host") == 0 && i + 1 < argc && argv[i + 1][0] != '\0') {
+            host = argv[++i];
         } else {
-            fprintf(stderr, "usage: %s [--gpu]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--gpu] [--host NAME]\n", argv[0]);
             return 2;
         }
     }
 
     CHECK(ivmEnter());
     CHECK(ivmGetMyId(&id));
-    ret = id == 0 ? run_root(use_gpu) : run_child(id);
+    ret = id == 0 ? run_root(use_gpu, host) : run_child(id);
     CHECK(ivmExit());
     return ret;
 }

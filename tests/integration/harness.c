@@ -1136,12 +1136,38 @@ void ivmt_launch_start(const char *launcher, const char *const *args, ivmt_launc
     ivmt_start(argv, env, &c->proc);
 }
 
-void ivmt_launch_finish(ivmt_launch_t *c, double timeout_s, ivmt_result_t *r)
+/* The entries of dir, "name (type)" per line (malloc'd, "" if empty). */
+static char *ivmt_dir_entries(const char *dir)
+{
+    DIR *dp = opendir(dir);
+    struct dirent *de;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+
+    cr_assert_not_null(f, "open_memstream: %s", strerror(errno));
+    if (dp != NULL) {
+        while ((de = readdir(dp)) != NULL) {
+            if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) {
+                continue;
+            }
+            fprintf(f, "%s/%s (%s)\n", dir, de->d_name,
+                    de->d_type == DT_DIR ? "directory" :
+                    de->d_type == DT_SOCK ? "socket" : "file");
+        }
+        closedir(dp);
+    }
+    fclose(f);
+    return text;
+}
+
+static void ivmt_launch_collect(ivmt_launch_t *c, double timeout_s, ivmt_result_t *r,
+                                int expect_empty_dir)
 {
     const char *entries[] = {c->dir_env, NULL};
     pid_t pids[64];
     int n = 0;
-    char *procs;
+    char *procs, *left = NULL;
 
     ivmt_finish(&c->proc, timeout_s, r);
     for (double deadline = ivmt_now() + 5.0;; ivmt_sleep_ms(20)) {
@@ -1154,6 +1180,9 @@ void ivmt_launch_finish(ivmt_launch_t *c, double timeout_s, ivmt_result_t *r)
     for (int i = 0; i < n; ++i) {
         kill(pids[i], SIGKILL);
     }
+    if (expect_empty_dir) {
+        left = ivmt_dir_entries(c->dir);
+    }
     ivmt_remove_dir(c->dir);
     if (n > 0) {
         char *why = ivmt_describe(NULL, r);
@@ -1161,4 +1190,20 @@ void ivmt_launch_finish(ivmt_launch_t *c, double timeout_s, ivmt_result_t *r)
                        "returned: %s\nlauncher: %s", n, procs, why);
     }
     free(procs);
+    if (left != NULL && left[0] != '\0') {
+        char *why = ivmt_describe(NULL, r);
+        cr_assert_fail("the launcher left entries in its private IVM_SOCKET_DIR:\n%s"
+                       "launcher: %s", left, why);
+    }
+    free(left);
+}
+
+void ivmt_launch_finish(ivmt_launch_t *c, double timeout_s, ivmt_result_t *r)
+{
+    ivmt_launch_collect(c, timeout_s, r, 0);
+}
+
+void ivmt_launch_finish_clean(ivmt_launch_t *c, double timeout_s, ivmt_result_t *r)
+{
+    ivmt_launch_collect(c, timeout_s, r, 1);
 }

@@ -152,6 +152,10 @@ void ivmt_launch_start(const char *launcher, const char *const *args, ivmt_launc
  * naming the directory) is left 5 s later. */
 void ivmt_launch_finish(ivmt_launch_t *c, double timeout_s, ivmt_result_t *r);
 
+/* ivmt_launch_finish, and the private IVM_SOCKET_DIR must then be empty: no
+ * run directory, socket or file of the run left in it. */
+void ivmt_launch_finish_clean(ivmt_launch_t *c, double timeout_s, ivmt_result_t *r);
+
 /* Fixture of most tests: one daemon per test in ivmt_d. */
 extern ivmt_daemon_t ivmt_d;
 void ivmt_fixture_start(void);  /* .init: start ivmt_d with default options */

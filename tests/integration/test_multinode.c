@@ -1,21 +1,71 @@
-/* Integration: two simulated nodes through ivmrun --nodes 2 (SPEC sections 1-3):
- * node copies and the four sync directions, tile reuse, PEs across nodes.
- * Each run has a private socket directory; nothing may be left after it. */
+/* Integration: simulated nodes through ivmrun --nodes N (SPEC sections 1-4):
+ * node copies and the four sync directions, scatter and gather over subset
+ * mirrors, tile reuse, PEs across nodes, the examples across nodes, spawn
+ * errors on another node, the loss of a node's daemon. Each run has a private
+ * socket directory; no process of the run may be left after it, and the
+ * directory must be empty (no run directory or socket left). */
 #include <criterion/criterion.h>
 
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "harness.h"
 
 TestSuite(multinode, .timeout = 90);
 
-static void run_nodes(const char *scenario, ivmt_result_t *r)
+/* ivmrun --nodes N --timeout 60 ARGS...; collected with the no-leftover checks. */
+static void ivmrun_nodes(const char *nodes, const char *const *args, ivmt_result_t *r)
 {
-    const char *args[] = {"--nodes", "2", "--timeout", "60", IVMT_PE_NODES, scenario, NULL};
+    const char *argv[32] = {"--nodes", nodes, "--timeout", "60"};
+    int argc = 4;
     ivmt_launch_t c;
 
-    ivmt_launch_start(IVMT_IVMRUN, args, &c);
-    ivmt_launch_finish(&c, 75, r);
+    while (*args != NULL && argc < 31) {
+        argv[argc++] = *args++;
+    }
+    argv[argc] = NULL;
+    ivmt_launch_start(IVMT_IVMRUN, argv, &c);
+    ivmt_launch_finish_clean(&c, 75, r);
+}
+
+static void run_nodes_n(const char *nodes, const char *scenario, ivmt_result_t *r)
+{
+    const char *args[] = {IVMT_PE_NODES, scenario, NULL};
+
+    ivmrun_nodes(nodes, args, r);
+}
+
+static void run_nodes(const char *scenario, ivmt_result_t *r)
+{
+    run_nodes_n("2", scenario, r);
+}
+
+static void expect_code(const ivmt_result_t *r, int code)
+{
+    char *why = ivmt_describe(NULL, r);
+
+    cr_assert(!r->timed_out && r->exited && r->code == code, "expected ivmrun to exit %d: %s",
+              code, why);
+    free(why);
+}
+
+static int count_lines_starting(const char *text, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    int count = 0;
+
+    for (const char *line = text; line != NULL && *line != '\0';) {
+        const char *nl = strchr(line, '\n');
+        count += strncmp(line, prefix, n) == 0;
+        line = nl != NULL ? nl + 1 : NULL;
+    }
+    return count;
 }
 
 Test(multinode, sync_directions_between_nodes)
@@ -27,6 +77,7 @@ Test(multinode, sync_directions_between_nodes)
     ivmt_result_free(&r);
 }
 
+/* By data patterns and by node1's received-byte counter. */
 Test(multinode, second_map_of_a_held_region_moves_no_data)
 {
     ivmt_result_t r;
@@ -48,3 +99,161 @@ Test(multinode, pes_across_nodes)
                  "PEs on node1 outlived the job's root PE");
     ivmt_result_free(&r);
 }
+
+Test(multinode, putgroup_scatter_getgroup_gather_over_subset_mirrors_of_three_nodes)
+{
+    ivmt_result_t r;
+
+    run_nodes_n("3", "scatter_nodes", &r);
+    ivmt_expect_pe_ok(NULL, &r, "scatter_nodes");
+    ivmt_result_free(&r);
+}
+
+/* The root runs from a copy of the PE program and deletes it before
+ * ivmCreatePEs on node1 (and on node0). */
+Test(multinode, spawn_of_a_missing_executable_on_another_node_fails_cleanly)
+{
+    char dir[IVMT_PATH_MAX], copy[IVMT_PATH_MAX + 64], buf[65536];
+    const char *args[] = {copy, "spawn_missing", copy, NULL};
+    ivmt_result_t r;
+    struct stat st;
+    int in, out;
+    ssize_t n;
+
+    ivmt_make_tmpdir(dir, sizeof(dir));
+    snprintf(copy, sizeof(copy), "%s/spawn-missing-copy", dir);
+    in = open(IVMT_PE_NODES, O_RDONLY | O_CLOEXEC);
+    cr_assert_geq(in, 0, "open %s: %s", IVMT_PE_NODES, strerror(errno));
+    out = open(copy, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0700);
+    cr_assert_geq(out, 0, "create %s: %s", copy, strerror(errno));
+    while ((n = read(in, buf, sizeof(buf))) > 0) {
+        cr_assert_eq(write(out, buf, (size_t)n), n, "write %s: %s", copy, strerror(errno));
+    }
+    cr_assert_eq(n, 0, "read %s: %s", IVMT_PE_NODES, strerror(errno));
+    close(in);
+    cr_assert_eq(close(out), 0, "close %s: %s", copy, strerror(errno));
+
+    ivmrun_nodes("2", args, &r);
+    ivmt_expect_pe_ok(NULL, &r, "spawn_missing");
+    cr_assert_neq(stat(copy, &st), 0, "the root did not delete %s", copy);
+    ivmt_remove_dir(dir);
+    ivmt_result_free(&r);
+}
+
+/* 1 once pid has exited (gone, or a zombie: an orphan whose daemon died is
+ * reaped by the system's init, outside IVM, maybe a while later), 0 if it
+ * still runs after timeout_s. */
+static int wait_exited(pid_t pid, double timeout_s)
+{
+    for (double deadline = ivmt_now() + timeout_s;; ivmt_sleep_ms(20)) {
+        char path[64], buf[512], *rp;
+        FILE *f;
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+        f = fopen(path, "r");
+        if (f == NULL) {
+            return 1;
+        }
+        rp = fgets(buf, sizeof(buf), f);
+        fclose(f);
+        rp = rp != NULL ? strrchr(buf, ')') : NULL; /* "pid (comm) S ..." */
+        if (rp == NULL || (rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X'))) {
+            return 1;
+        }
+        if (ivmt_now() > deadline) {
+            return 0;
+        }
+    }
+}
+
+/* The root kills node1's ivmd with SIGKILL; see sc_daemon_lost. The run must
+ * end with exit 0; the child on node1 must have seen IVM_ERROR_DAEMON_LOST and
+ * exited, the killed daemon must be reaped. */
+Test(multinode, daemon_killed_mid_run_fails_its_pes_and_objects_and_the_job_ends)
+{
+    char dir[IVMT_PATH_MAX], path[IVMT_PATH_MAX + 32], rc[64] = "";
+    const char *args[] = {IVMT_PE_NODES, "daemon_lost", dir, NULL};
+    ivmt_result_t r;
+    pid_t pids[2];
+    FILE *f = NULL;
+
+    ivmt_make_tmpdir(dir, sizeof(dir));
+    ivmrun_nodes("2", args, &r);
+    ivmt_expect_pe_ok(NULL, &r, "daemon_lost");
+    cr_assert_eq(ivmt_parse_pids(r.out, "PIDS", pids, 2), 2, "%s", r.out);
+    cr_assert_eq(ivmt_wait_pids_gone(&pids[1], 1, 3.0), 0,
+                 "node1's killed daemon (pid %d) was not reaped", (int)pids[1]);
+    if (!wait_exited(pids[0], 5.0)) {
+        kill(pids[0], SIGKILL);
+        cr_assert_fail("the child on node1 (pid %d) still runs 5 s after the job ended",
+                       (int)pids[0]);
+    }
+    snprintf(path, sizeof(path), "%s/child-rc", dir);
+    f = fopen(path, "r");
+    cr_assert_not_null(f, "the child on node1 did not record what its blocked ivmWait "
+                       "returned (%s: %s)", path, strerror(errno));
+    cr_assert_not_null(fgets(rc, sizeof(rc), f), "%s is empty", path);
+    fclose(f);
+    cr_assert_str_eq(rc, "IVM_ERROR_DAEMON_LOST\n",
+                     "the child's ivmWait(0) returned %s once its daemon was killed", rc);
+    ivmt_remove_dir(dir);
+    ivmt_result_free(&r);
+}
+
+#ifdef IVMT_VECADD
+/* Listing 5-1 with both children on node1: their first maps fill node1's
+ * copies from node0's masters, their puts send C's halves back. */
+Test(multinode, vecadd_with_children_on_another_node)
+{
+    const char *args[] = {IVMT_VECADD, "--host", "node1", NULL};
+    const char *bad[] = {IVMT_VECADD, "--host", "node2", NULL};
+    ivmt_result_t r;
+    char *why;
+
+    ivmrun_nodes("2", args, &r);
+    expect_code(&r, 0);
+    why = ivmt_describe(NULL, &r);
+    cr_assert_eq(count_lines_starting(r.out, "vecadd: OK"), 1, "%s", why);
+    free(why);
+    ivmt_result_free(&r);
+
+    /* The option reaches ivmCreateDev: a node the run does not have. */
+    ivmrun_nodes("2", bad, &r);
+    expect_code(&r, 1);
+    why = ivmt_describe(NULL, &r);
+    cr_assert(strstr(r.err, "node2") != NULL, "%s", why);
+    cr_assert_eq(count_lines_starting(r.out, "vecadd: OK"), 0, "%s", why);
+    free(why);
+    ivmt_result_free(&r);
+}
+#endif
+
+#ifdef IVMT_DSLB
+/* DS-LB with 100 PEs: one chain per node of three, each chain on its node. */
+Test(multinode, dslb_chains_on_three_nodes)
+{
+    const char *args[] = {IVMT_DSLB, "100", "1", "--all-nodes", NULL};
+    ivmt_result_t r;
+    int counts[3] = {0, 0, 0}, total = 0;
+    char *why;
+
+    ivmrun_nodes("3", args, &r);
+    expect_code(&r, 0);
+    why = ivmt_describe(NULL, &r);
+    cr_assert_eq(count_lines_starting(r.out, "dslb: OK"), 1, "%s", why);
+    cr_assert_eq(count_lines_starting(r.out, "dslb: node"), 3,
+                 "one summary line per node expected: %s", why);
+    for (int k = 0; k < 3; ++k) {
+        char key[32];
+        const char *line;
+        snprintf(key, sizeof(key), "dslb: node%d:cpu0 ", k);
+        line = strstr(r.out, key);
+        cr_assert_not_null(line, "no summary for node%d: %s", k, why);
+        cr_assert_eq(sscanf(line + strlen(key), "%d portions", &counts[k]), 1, "%s", why);
+        cr_assert_gt(counts[k], 0, "node%d did no portion: %s", k, why);
+        total += counts[k];
+    }
+    cr_assert_eq(total, 100, "%d portions counted: %s", total, why);
+    free(why);
+    ivmt_result_free(&r);
+}
+#endif

@@ -1,9 +1,20 @@
-/* PE program for multi-node runs (ivmrun --nodes 2): node copies (mirrors)
- * and the four sync directions of SPEC section 2, and PE management across
- * nodes. The root runs on node0 and starts its children on node1. */
+/* PE program for multi-node runs (ivmrun --nodes N): node copies (mirrors)
+ * and the four sync directions of SPEC section 2, scatter and gather over
+ * subset mirrors, PE management across nodes, spawn errors and the loss of
+ * a node's daemon. The root runs on node0 and starts its children on node1
+ * (and node2).
+ *
+ * Byte counts: a daemon's INFO reports the object bytes it received from and
+ * sent to other nodes (rx_bytes, tx_bytes). ivmrun --nodes puts every node's
+ * socket in one run directory, <dir>/node<k>.sock, and gives each PE its own
+ * node's socket in IVM_SOCKET, so a PE can ask any node of its run. */
 #include "pe_util.h"
 
+#include <libgen.h>
+#include <limits.h>
 #include <stdint.h>
+
+#include "sock.h"
 
 #define OBJ_SIZE (64u * 1024u)
 #define HALF     (OBJ_SIZE / 2)
@@ -45,6 +56,41 @@ static void expect_pat(const unsigned char *p, char tag, size_t off, size_t n, i
 /* The ctl block is a master on node0; children read it through their node's
  * mirror, so every read and write of it is synced explicitly. */
 static void ctl_put_field(void *field, size_t len) { CHECK(ivmSyncPut(field, len)); }
+
+/* INFO of the daemon of `node` of this run (NULL: this PE's own node). */
+static void node_info(const char *node, ivm_msg_info_rep_t *info)
+{
+    const char *own = getenv("IVM_SOCKET");
+    char dir[PATH_MAX], path[PATH_MAX + 80];
+
+    ASSERT(own != NULL && own[0] == '/', "IVM_SOCKET is '%s'", own ? own : "(unset)");
+    if (node == NULL) {
+        snprintf(path, sizeof(path), "%s", own);
+    } else {
+        snprintf(dir, sizeof(dir), "%s", own);
+        snprintf(path, sizeof(path), "%s/%s.sock", dirname(dir), node);
+    }
+    memset(info, 0, sizeof(*info));
+    EXPECT(ivm_sock_info(path, 5000, info), IVM_SUCCESS);
+    ASSERT(node == NULL || strcmp(info->node, node) == 0, "%s answers as node '%s'", path,
+           info->node);
+}
+
+static uint64_t node_rx(const char *node)
+{
+    ivm_msg_info_rep_t info;
+
+    node_info(node, &info);
+    return info.rx_bytes;
+}
+
+static uint64_t node_tx(const char *node)
+{
+    ivm_msg_info_rep_t info;
+
+    node_info(node, &info);
+    return info.tx_bytes;
+}
 
 /* Children: wait until the root announces phase `step` (polling the master
  * through this node's copy: each read is an explicit ivmSyncGet). */
@@ -210,14 +256,26 @@ static int sc_reuse_nodes(int argc, char **argv)
     int id = pe_enter();
 
     if (id != 0) {
+        /* The only PE of node1: every object byte node1's daemon receives
+         * meanwhile is for this PE. */
+        uint64_t rx0 = node_rx(NULL), rx1, rx2, rx3;
         CHECK(ivmMapSubset("t", &q, 4096, 4096));
+        rx1 = node_rx(NULL);
+        ASSERT(rx1 - rx0 == 4096, "the first map of a 4096-byte tile made node1 receive %llu "
+               "bytes", (unsigned long long)(rx1 - rx0));
         expect_pat(q, 'A', 4096, 4096, __LINE__, "first map");
         CHECK(ivmSignal());
         CHECK(ivmWait(0));
         CHECK(ivmMapSubset("t", &q2, 4096, 4096));
+        rx2 = node_rx(NULL);
+        ASSERT(rx2 == rx1, "the second map of a held tile made node1 receive %llu bytes "
+               "(tile reuse moves none)", (unsigned long long)(rx2 - rx1));
         expect_pat(q2, 'A', 4096, 4096, __LINE__,
                    "a second map of a held region (no data may move: the tile is reused)");
         CHECK(ivmSyncGet(q2, 4096));
+        rx3 = node_rx(NULL);
+        ASSERT(rx3 - rx2 == 4096, "ivmSyncGet of 4096 bytes made node1 receive %llu bytes",
+               (unsigned long long)(rx3 - rx2));
         expect_pat(q2, 'B', 4096, 4096, __LINE__, "after ivmSyncGet");
         expect_pat(q, 'B', 4096, 4096, __LINE__, "one node copy under both mappings");
         CHECK(ivmUnmap(q2));
@@ -276,10 +334,289 @@ static int sc_procs_nodes(int argc, char **argv)
     return pe_ok();
 }
 
+/* PutGroup scatter and GetGroup gather over subset mirrors on three nodes
+ * (ivmrun --nodes 3). Object v of OBJ_SIZE bytes, master on node0 (the root);
+ * child 0 on node1 maps [0, HALF), child 1 on node2 maps [HALF, OBJ_SIZE),
+ * child 2 on node2 maps the middle [HALF - Q, HALF + Q), so node1 holds
+ * [0, HALF) and node2 [HALF - Q, OBJ_SIZE): the two node copies overlap in
+ * [HALF - Q, HALF).
+ *  - PutGroup of the whole object from the master: node1 receives exactly
+ *    HALF bytes, node2 exactly HALF + Q (byte counters), and every child sees
+ *    the new pattern in its whole subset.
+ *  - Each child writes its own pattern into its own part (no Put): child 0
+ *    [0, HALF - Q), child 2 [HALF, HALF + Q), child 1 [HALF + Q, OBJ_SIZE);
+ *    nobody writes the overlap, which both copies hold unchanged, so the
+ *    gather's result is defined everywhere. GetGroup of the whole object
+ *    brings each part into the master (node0 receives each copy's holding).
+ * Phases are announced in the ctl block (polled with ivmSyncGet), except
+ * around the measured PutGroup: then the children are blocked in ivmWait(0),
+ * so no other object byte moves. */
+#define SG_Q (OBJ_SIZE / 8)
+
+static const struct {
+    const char *node;
+    size_t      map_off, map_len;     /* the child's subset mapping */
+    size_t      write_off, write_len; /* what it writes before the gather */
+    char        tag;
+} sg_kids[3] = {
+    {"node1", 0, HALF, 0, HALF - SG_Q, 'E'},
+    {"node2", HALF, HALF, HALF + SG_Q, HALF - SG_Q, 'F'},
+    {"node2", HALF - SG_Q, 2 * SG_Q, HALF, SG_Q, 'G'},
+};
+
+static int sc_scatter_nodes(int argc, char **argv)
+{
+    unsigned char *p, *q;
+    ctl_t *c;
+    int id = pe_enter();
+
+    if (id != 0) {
+        int k = id - 1;
+        const char *node = getenv("IVM_NODE");
+        ASSERT(k >= 0 && k < 3, "unexpected id %d", id);
+        ASSERT(node != NULL && strcmp(node, sg_kids[k].node) == 0, "child %d runs on '%s'", k,
+               node ? node : "(unset)");
+        size_t off = sg_kids[k].map_off, len = sg_kids[k].map_len;
+        CHECK(ivmMap("ctl", &c, 0));
+        CHECK(ivmMapSubset("v", &q, off, len));
+        expect_pat(q, 'A', off, len, __LINE__, "first map of the subset");
+        child_done(c, k, 1);
+        /* phase 2: the root's PutGroup, while every child is blocked here */
+        pe_stage = "child waits for the root's PutGroup";
+        CHECK(ivmWait(0));
+        expect_pat(q, 'D', off, len, __LINE__, "subset after the root's ivmSyncPutGroup");
+        child_done(c, k, 2);
+        /* phase 3: write this child's part (node copy only) */
+        child_phase(c, 3);
+        fill(q + (sg_kids[k].write_off - off), sg_kids[k].tag, sg_kids[k].write_off,
+             sg_kids[k].write_len);
+        child_done(c, k, 3);
+        /* phase 4: the root has gathered; keep the mappings until then */
+        child_phase(c, 4);
+        CHECK(ivmUnmap(q));
+        CHECK(ivmUnmap(c));
+        CHECK(ivmExit());
+        return 0;
+    }
+
+    ivm_device d1, d2;
+    ivm_pe kids[3];
+    uint64_t rx1, rx2, tx0, rx0, d_rx1, d_rx2, d_tx0, d_rx0;
+
+    CHECK(ivmMalloc("ctl", &c, sizeof(*c)));
+    CHECK(ivmMalloc("v", &p, OBJ_SIZE));
+    fill(p, 'A', 0, OBJ_SIZE);
+    CHECK(ivmCreateDev("node1", IVM_CPU, &d1));
+    CHECK(ivmCreateDev("node2", IVM_CPU, &d2));
+    CHECK(ivmCreatePEs(d1, 1, &kids[0]));
+    CHECK(ivmCreatePEs(d2, 2, &kids[1]));
+    ASSERT(kids[0] == 1 && kids[1] == 2 && kids[2] == 3, "ids %d %d %d", kids[0], kids[1],
+           kids[2]);
+    pe_stage = "phase 1: subset maps on node1 and node2";
+    for (int k = 0; k < 3; ++k) {
+        CHECK(ivmWait(kids[k]));
+        ASSERT(atomic_load(&c->done[k]) == 1, "child %d phase %d", k, atomic_load(&c->done[k]));
+    }
+
+    pe_stage = "phase 2: PutGroup scatters into the subset mirrors";
+    rx1 = node_rx("node1");
+    rx2 = node_rx("node2");
+    tx0 = node_tx("node0");
+    fill(p, 'D', 0, OBJ_SIZE);
+    CHECK(ivmSyncPutGroup(p, OBJ_SIZE));
+    d_rx1 = node_rx("node1") - rx1;
+    d_rx2 = node_rx("node2") - rx2;
+    d_tx0 = node_tx("node0") - tx0;
+    ASSERT(d_rx1 == HALF, "node1 holds %u bytes of v but received %llu from the PutGroup",
+           HALF, (unsigned long long)d_rx1);
+    ASSERT(d_rx2 == HALF + SG_Q, "node2 holds %u bytes of v but received %llu from the "
+           "PutGroup", HALF + SG_Q, (unsigned long long)d_rx2);
+    ASSERT(d_tx0 == OBJ_SIZE + SG_Q, "node0 sent %llu bytes for the PutGroup, expected %u",
+           (unsigned long long)d_tx0, OBJ_SIZE + SG_Q);
+    atomic_store(&c->step, 2);
+    for (int k = 0; k < 3; ++k) {
+        CHECK(ivmSignal()); /* one per child, each waits once */
+    }
+    for (int k = 0; k < 3; ++k) {
+        CHECK(ivmWait(kids[k]));
+        ASSERT(atomic_load(&c->done[k]) == 2, "child %d phase %d", k, atomic_load(&c->done[k]));
+    }
+    expect_pat(p, 'D', 0, OBJ_SIZE, __LINE__, "master after its own PutGroup");
+
+    pe_stage = "phase 3: the children write their parts";
+    root_phase(c, kids, 3, 3);
+    expect_pat(p, 'D', 0, OBJ_SIZE, __LINE__, "master before the GetGroup (nobody put)");
+
+    pe_stage = "phase 4: GetGroup gathers the parts";
+    rx0 = node_rx("node0");
+    CHECK(ivmSyncGetGroup(p, OBJ_SIZE));
+    d_rx0 = node_rx("node0") - rx0;
+    expect_pat(p, 'E', 0, HALF - SG_Q, __LINE__, "master: child 0's part (node1)");
+    expect_pat(p + HALF - SG_Q, 'D', HALF - SG_Q, SG_Q, __LINE__,
+               "master: the overlap of node1's and node2's copies (written by nobody)");
+    expect_pat(p + HALF, 'G', HALF, SG_Q, __LINE__, "master: child 2's part (node2)");
+    expect_pat(p + HALF + SG_Q, 'F', HALF + SG_Q, HALF - SG_Q, __LINE__,
+               "master: child 1's part (node2)");
+    ASSERT(d_rx0 == OBJ_SIZE + SG_Q, "node0 received %llu bytes for the GetGroup, expected "
+           "%u (each copy's holding)", (unsigned long long)d_rx0, OBJ_SIZE + SG_Q);
+    root_phase(c, kids, 0, 4); /* announce only: the children unmap and exit */
+    for (int k = 0; k < 3; ++k) {
+        CHECK(ivmWait(kids[k]));
+    }
+    CHECK(ivmDestroyDev(d2));
+    CHECK(ivmDestroyDev(d1));
+    CHECK(ivmFree(p));
+    CHECK(ivmFree(c));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
+/* ivmCreatePEs of a program whose executable is gone: IVM_ERROR_SPAWN (no
+ * hang), every slot IVM_PE_NULL, the message names the path; on node1 and on
+ * the root's own node. The test runs a copy of this binary, named by argv[2]
+ * (it must be this process's executable, and a copy: the root deletes it). */
+static int sc_spawn_missing(int argc, char **argv)
+{
+    char exe[PATH_MAX];
+    const char *hosts[2] = {"node1", IVM_THIS_HOST};
+    ssize_t n;
+    int id = pe_enter();
+
+    ASSERT(id == 0, "PE %d was started from an executable that was deleted", id);
+    ASSERT(argc > 2 && strstr(argv[2], "spawn-missing-copy") != NULL,
+           "usage: spawn_missing PATH-OF-A-COPY-OF-THIS-PROGRAM");
+    n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    ASSERT(n > 0, "readlink /proc/self/exe: %s", strerror(errno));
+    exe[n] = '\0';
+    ASSERT(strcmp(exe, argv[2]) == 0, "running %s, not the copy %s", exe, argv[2]);
+    ASSERT(unlink(exe) == 0, "unlink %s: %s", exe, strerror(errno));
+
+    for (int h = 0; h < 2; ++h) {
+        ivm_device d;
+        ivm_pe kids[2] = {12345, 12345};
+        const char *msg;
+        double t0;
+        int npes = -1;
+
+        pe_stage = h == 0 ? "ivmCreatePEs on node1 from a deleted executable"
+                          : "ivmCreatePEs on node0 from a deleted executable";
+        CHECK(ivmCreateDev(hosts[h], IVM_CPU, &d));
+        t0 = pe_now();
+        EXPECT(ivmCreatePEs(d, 2, kids), IVM_ERROR_SPAWN);
+        ASSERT(pe_now() - t0 < 10.0, "ivmCreatePEs took %.1f s", pe_now() - t0);
+        msg = ivmGetLastErrorMessage();
+        ASSERT(msg != NULL && strstr(msg, exe) != NULL,
+               "the message of ivmCreatePEs on %s does not name %s: '%s'",
+               hosts[h] ? hosts[h] : "this node", exe, msg ? msg : "(null)");
+        ASSERT(kids[0] == IVM_PE_NULL && kids[1] == IVM_PE_NULL,
+               "slots after a failed spawn on %s: %d %d", hosts[h] ? hosts[h] : "this node",
+               kids[0], kids[1]);
+        CHECK(ivmGetNumPEs(&npes));
+        ASSERT(npes == 1, "ivmGetNumPEs counts %d PEs after the failed spawn", npes);
+        CHECK(ivmDestroyDev(d));
+    }
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
+/* node1's daemon is killed (SIGKILL) while the job runs. The child on node1
+ * allocated "n1obj" (master on node1) and blocks in ivmWait(0) (the root never
+ * signals); the root maps part of n1obj (node0's mirror), kills node1's ivmd
+ * (its pid from node1's INFO), then: ivmWait(child) fails with
+ * IVM_ERROR_PE_FAILED within 10 s, Put and Get on n1obj and a map of a part
+ * node0 does not hold fail with IVM_ERROR_DAEMON_LOST, and the job goes on
+ * and ends normally. The child's blocked call fails once its daemon is gone
+ * (IVM_ERROR_DAEMON_LOST) and it exits; its output went through node1's
+ * daemon, so it writes what the call returned to the file argv[2]/child-rc
+ * instead. The test checks that file and that the child's pid and the
+ * daemon's ("PIDS child daemon") are gone. */
+static int sc_daemon_lost(int argc, char **argv)
+{
+    unsigned char *p, *q, *q2 = NULL;
+    ctl_t *c;
+    int id = pe_enter();
+
+    if (id != 0) {
+        ivmError_t rc;
+        char path[PATH_MAX];
+        FILE *f;
+        ASSERT(argc > 2, "usage: daemon_lost DIR");
+        CHECK(ivmMap("ctl", &c, 0));
+        c->pid[0] = (int)getpid();
+        ctl_put_field(&c->pid[0], sizeof(c->pid[0]));
+        CHECK(ivmMalloc("n1obj", &p, OBJ_SIZE));
+        fill(p, 'K', 0, OBJ_SIZE);
+        CHECK(ivmSignal());
+        pe_stage = "child blocked in ivmWait(0) until its daemon dies";
+        rc = ivmWait(0);
+        snprintf(path, sizeof(path), "%s/child-rc", argv[2]);
+        f = fopen(path, "w");
+        if (f != NULL) {
+            fprintf(f, "%s\n", pe_status_name(rc));
+            fclose(f);
+        }
+        if (rc == IVM_ERROR_DAEMON_LOST) {
+            _exit(0);
+        }
+        pe_failf(__LINE__, "ivmWait(0) returned %s (%d) on node1, expected "
+                 "IVM_ERROR_DAEMON_LOST once node1's daemon was killed",
+                 pe_status_name(rc), rc);
+    }
+
+    ivm_device d1;
+    ivm_pe kid;
+    ivm_msg_info_rep_t info;
+    ivmError_t rc;
+    double t0, dt;
+    int npes = -1;
+
+    CHECK(ivmMalloc("ctl", &c, sizeof(*c)));
+    CHECK(ivmCreateDev("node1", IVM_CPU, &d1));
+    CHECK(ivmCreatePEs(d1, 1, &kid));
+    pe_stage = "the child allocates n1obj on node1";
+    CHECK(ivmWait(kid));
+    ASSERT(c->pid[0] > 0, "the child's pid %d", c->pid[0]);
+    CHECK(ivmMapSubset("n1obj", &q, 0, HALF));
+    expect_pat(q, 'K', 0, HALF, __LINE__, "node0's copy of an object mastered on node1");
+
+    node_info("node1", &info);
+    ASSERT(info.pid > 1 && (pid_t)info.pid != getpid(), "node1's daemon pid %u", info.pid);
+    printf("PIDS %d %u\n", c->pid[0], info.pid);
+    pe_stage = "killing node1's daemon";
+    ASSERT(kill((pid_t)info.pid, SIGKILL) == 0, "kill %u: %s", info.pid, strerror(errno));
+
+    pe_stage = "ivmWait on a PE of the lost node";
+    t0 = pe_now();
+    EXPECT(ivmWait(kid), IVM_ERROR_PE_FAILED);
+    dt = pe_now() - t0;
+    ASSERT(dt < 10.0, "ivmWait on a PE of the lost node returned after %.1f s", dt);
+
+    pe_stage = "syncs of an object mastered on the lost node";
+    EXPECT(ivmSyncGet(q, 4096), IVM_ERROR_DAEMON_LOST);
+    EXPECT(ivmSyncPut(q, 4096), IVM_ERROR_DAEMON_LOST);
+    pe_stage = "a map that needs the lost master";
+    EXPECT(ivmMapSubset("n1obj", &q2, HALF, 4096), IVM_ERROR_DAEMON_LOST);
+    pe_stage = "a PutGroup of an object with a mirror on the lost node";
+    rc = ivmSyncPutGroup(c, sizeof(*c));
+    ASSERT(rc == IVM_SUCCESS || rc == IVM_ERROR_DAEMON_LOST,
+           "ivmSyncPutGroup of the root's object with a mirror on the lost node returned "
+           "%s (%d) [%s]", pe_status_name(rc), rc, ivmGetLastErrorMessage());
+    CHECK(ivmGetNumPEs(&npes));
+    ASSERT(npes == 1, "ivmGetNumPEs counts %d PEs once node1 was lost", npes);
+    pe_stage = "the end of the job";
+    CHECK(ivmUnmap(q));
+    CHECK(ivmFree(c));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
 static const pe_scenario_entry_t scenarios[] = {
     {"sync_nodes", sc_sync_nodes},
     {"reuse_nodes", sc_reuse_nodes},
     {"procs_nodes", sc_procs_nodes},
+    {"scatter_nodes", sc_scatter_nodes},
+    {"spawn_missing", sc_spawn_missing},
+    {"daemon_lost", sc_daemon_lost},
     {NULL, NULL},
 };
 
