@@ -28,43 +28,20 @@
 
 int ivmrun_daemon_reap(ivmrun_daemon_t *d)
 {
-    int status;
-    pid_t r;
-
-    if (d->pid <= 0) {
-        return 0;
-    }
-    do {
-        r = waitpid(d->pid, &status, WNOHANG);
-    } while (r < 0 && errno == EINTR);
-    if (r != d->pid) {
-        return 0;
-    }
-    d->status = status;
-    d->pid    = 0;
-    return 1;
+    return ivmrun_proc_reap(&d->pid, &d->status);
 }
 
 /* The ivmd to start: --daemon/IVM_DAEMON, else ivmd beside this executable,
  * else "ivmd" from PATH. */
 static void ivmrun_daemon_find(const ivmrun_config_t *cfg, char *buf, size_t len)
 {
-    char self[PATH_MAX];
-    ssize_t n;
-
     if (cfg->daemon != NULL && cfg->daemon[0] != '\0') {
         snprintf(buf, len, "%s", cfg->daemon);
         return;
     }
-    n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (n > 0) {
-        self[n] = '\0';
-        if ((size_t)snprintf(buf, len, "%s/ivmd", dirname(self)) < len &&
-            access(buf, X_OK) == 0) {
-            return;
-        }
+    if (!ivmrun_proc_beside_self("ivmd", buf, len)) {
+        snprintf(buf, len, "ivmd");
     }
-    snprintf(buf, len, "ivmd");
 }
 
 /* Read pending signals from sigfd; reap the daemon on SIGCHLD. Returns the

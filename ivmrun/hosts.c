@@ -325,30 +325,15 @@ int ivmrun_hosts_parse(ivmrun_boot_t *b, const ivmrun_config_t *cfg)
 
 int ivmrun_boot_reap(ivmrun_boot_t *b)
 {
-    int status;
-    pid_t r;
-
-    if (b->pid <= 0) {
-        return 0;
-    }
-    do {
-        r = waitpid(b->pid, &status, WNOHANG);
-    } while (r < 0 && errno == EINTR);
-    if (r != b->pid) {
-        return 0;
-    }
-    b->status = status;
-    b->pid    = 0;
-    return 1;
+    return ivmrun_proc_reap(&b->pid, &b->status);
 }
 
 /* ivm-boot: --boot, else beside this executable, else "ivm-boot" from PATH.
  * Rank 0 runs here, so it must be here too: -1 (logged) if it is not. */
 static int ivmrun_boot_find(const ivmrun_config_t *cfg, char *buf, size_t len)
 {
-    char self[PATH_MAX], path[PATH_MAX + 16];
+    char path[PATH_MAX + 16];
     const char *dirs, *colon;
-    ssize_t n;
     int dlen;
 
     if (cfg->boot != NULL && cfg->boot[0] != '\0') {
@@ -360,15 +345,9 @@ static int ivmrun_boot_find(const ivmrun_config_t *cfg, char *buf, size_t len)
         if (strchr(buf, '/') != NULL) {
             return 0;
         }
+    } else if (ivmrun_proc_beside_self("ivm-boot", buf, len)) {
+        return 0;
     } else {
-        n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-        if (n > 0) {
-            self[n] = '\0';
-            if ((size_t)snprintf(buf, len, "%s/ivm-boot", dirname(self)) < len &&
-                access(buf, X_OK) == 0) {
-                return 0;
-            }
-        }
         snprintf(buf, len, "ivm-boot");
     }
     dirs = getenv("PATH");

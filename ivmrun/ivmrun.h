@@ -79,6 +79,13 @@ ivmError_t ivmrun_proc_spawn(const ivmrun_spawn_t *spec, pid_t *pid_p, int *errn
 /* Describe a wait status: "exit status 3", "signal 9 (Killed)". */
 void ivmrun_proc_status_text(int status, char *buf, size_t len);
 
+/* Reap *pid_p if it has ended (no wait): 1 with *status_p set and *pid_p = 0,
+ * else 0 (also when *pid_p <= 0). */
+int ivmrun_proc_reap(pid_t *pid_p, int *status_p);
+
+/* buf = "<directory of this executable>/name" if that is executable: 1, else 0. */
+int ivmrun_proc_beside_self(const char *name, char *buf, size_t len);
+
 /* Monotonic clock, in seconds. */
 double ivmrun_time_now(void);
 

@@ -1,6 +1,8 @@
 #include "ivmrun.h"
 
 #include <errno.h>
+#include <libgen.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -140,4 +142,36 @@ ivmError_t ivmrun_proc_spawn(const ivmrun_spawn_t *spec, pid_t *pid_p, int *errn
     }
     *pid_p = pid;
     return IVM_SUCCESS;
+}
+
+int ivmrun_proc_reap(pid_t *pid_p, int *status_p)
+{
+    int status;
+    pid_t r;
+
+    if (*pid_p <= 0) {
+        return 0;
+    }
+    do {
+        r = waitpid(*pid_p, &status, WNOHANG);
+    } while (r < 0 && errno == EINTR);
+    if (r != *pid_p) {
+        return 0;
+    }
+    *status_p = status;
+    *pid_p    = 0;
+    return 1;
+}
+
+int ivmrun_proc_beside_self(const char *name, char *buf, size_t len)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+    if (n <= 0) {
+        return 0;
+    }
+    self[n] = '\0';
+    return (size_t)snprintf(buf, len, "%s/%s", dirname(self), name) < len &&
+           access(buf, X_OK) == 0;
 }
