@@ -68,9 +68,10 @@ cpu_devices() {
 # run_demo TITLE PROGRAM [ARGS...]: run one program as the root PE under ivmrun.
 failures=0
 run_demo() {
-    local title=$1 program=$2
-    shift 2
-    local -a cmd=("$bin/ivmrun" --tag-output --cpu-devices "$devices" "$bin/$program" "$@")
+    local title=$1 nodes=$2 program=$3
+    shift 3
+    local -a cmd=("$bin/ivmrun" --nodes "$nodes" --tag-output --cpu-devices "$devices"
+                  "$bin/$program" "$@")
     printf '\n=== %s ===\n$ %s\n' "$title" "${cmd[*]}"
     if [[ ! -x "$bin/$program" ]]; then
         echo "run-demo: $bin/$program was not built" >&2
@@ -97,9 +98,12 @@ cmake --build "$build_dir" -j"$(nproc)"
 devices=${IVM_CPU_DEVICES:-$(cpu_devices)}
 step "running the demo on CPU devices $devices"
 
-# The demos. To change the demo, change these lines.
-run_demo "Listing 5-1: vector addition by two child PEs (vecadd)" vecadd
-run_demo "DS-LB: a chain of PEs that each spawn the next (dslb)" dslb
+# The demos, on simulated nodes (one ivmd each, joined over loopback TCP).
+# To change the demo, change these lines: TITLE NODES PROGRAM [ARGS].
+run_demo "Listing 5-1: vector addition by two child PEs on node1 (vecadd)" 2 vecadd \
+    --host node1
+run_demo "DS-LB over 3 nodes: chains of PEs that each spawn the next (dslb)" 3 dslb \
+    60 2 --all-nodes
 
 if ((failures > 0)); then
     step "$failures demo(s) failed"
