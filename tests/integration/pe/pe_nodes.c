@@ -610,6 +610,102 @@ static int sc_daemon_lost(int argc, char **argv)
     return pe_ok();
 }
 
+/* A PE of node1 is SIGKILLed in the middle of moving a large object. Child 1
+ * (node1) maps "big" (BIG_SIZE bytes, master on node0) and loops
+ * ivmSyncPut/ivmSyncGet of the whole object, counting rounds in the ctl block
+ * (done[0], pid[0]); the root waits for two rounds, kills it (SIGKILL) and
+ * then: ivmWait on it returns IVM_ERROR_PE_FAILED; a new child 2 on node1
+ * maps "big", puts pattern 'P' over all of it and gets it back intact; the
+ * master then holds 'P'; node0's and node1's daemons still answer INFO; the
+ * job ends normally. The root prints "PIDS killed second" for the test. */
+#define BIG_SIZE (64u * 1024u * 1024u)
+
+static int sc_kill_mid_transfer(int argc, char **argv)
+{
+    unsigned char *p, *q;
+    ctl_t *c;
+    int id = pe_enter();
+
+    if (id == 1) {
+        CHECK(ivmMap("ctl", &c, 0));
+        c->pid[0] = (int)getpid();
+        ctl_put_field(&c->pid[0], sizeof(c->pid[0]));
+        CHECK(ivmMap("big", &q, 0));
+        pe_stage = "child 1 loops Put/Get of the whole object until killed";
+        for (int round = 1;; ++round) {
+            memset(q, round & 0xff, 4096);
+            CHECK(ivmSyncPut(q, BIG_SIZE));
+            CHECK(ivmSyncGet(q, BIG_SIZE));
+            atomic_store(&c->done[0], round);
+            ctl_put_field(&c->done[0], sizeof(c->done[0]));
+        }
+    }
+    if (id == 2) {
+        CHECK(ivmMap("ctl", &c, 0));
+        c->pid[1] = (int)getpid();
+        ctl_put_field(&c->pid[1], sizeof(c->pid[1]));
+        pe_stage = "child 2 maps the object after child 1 was killed";
+        CHECK(ivmMap("big", &q, 0));
+        fill(q, 'P', 0, BIG_SIZE);
+        pe_stage = "child 2 puts the whole object";
+        CHECK(ivmSyncPut(q, BIG_SIZE));
+        memset(q, 0, BIG_SIZE);
+        pe_stage = "child 2 gets the whole object";
+        CHECK(ivmSyncGet(q, BIG_SIZE));
+        expect_pat(q, 'P', 0, BIG_SIZE, __LINE__, "node1's copy after a Put/Get round trip");
+        CHECK(ivmUnmap(q));
+        CHECK(ivmUnmap(c));
+        CHECK(ivmSignal());
+        CHECK(ivmExit());
+        return 0;
+    }
+    ASSERT(id == 0, "unexpected id %d", id);
+
+    ivm_device d1;
+    ivm_pe kid, kid2;
+    ivm_msg_info_rep_t info;
+    pid_t victim;
+    double t0;
+
+    CHECK(ivmMalloc("ctl", &c, sizeof(*c)));
+    CHECK(ivmMalloc("big", &p, BIG_SIZE));
+    fill(p, 'A', 0, BIG_SIZE);
+    CHECK(ivmCreateDev("node1", IVM_CPU, &d1));
+    CHECK(ivmCreatePEs(d1, 1, &kid));
+    ASSERT(kid == 1, "id %d", kid);
+    t0 = pe_now();
+    pe_stage = "waiting for child 1's transfer rounds";
+    pe_wait_flag(&c->done[0], 2, 60.0, "two Put/Get rounds of child 1");
+    victim = (pid_t)c->pid[0];
+    ASSERT(victim > 1 && victim != getpid(), "child 1's pid %d", (int)victim);
+    /* the child is now inside the next round's Put or Get (each moves 64 MiB) */
+    pe_sleep_ms(5 + (int)(getpid() % 20));
+    ASSERT(kill(victim, SIGKILL) == 0, "kill %d: %s", (int)victim, strerror(errno));
+    printf("KILLED after %d rounds (%.3f s per round)\n", atomic_load(&c->done[0]),
+           (pe_now() - t0) / atomic_load(&c->done[0]));
+
+    pe_stage = "ivmWait on the killed PE";
+    t0 = pe_now();
+    EXPECT(ivmWait(kid), IVM_ERROR_PE_FAILED);
+    ASSERT(pe_now() - t0 < 10.0, "ivmWait on the killed PE took %.1f s", pe_now() - t0);
+
+    pe_stage = "a new child on node1 after the kill";
+    CHECK(ivmCreatePEs(d1, 1, &kid2));
+    ASSERT(kid2 == 2, "id %d", kid2);
+    CHECK(ivmWait(kid2));
+    expect_pat(p, 'P', 0, BIG_SIZE, __LINE__, "master after child 2's ivmSyncPut");
+    printf("PIDS %d %d\n", (int)victim, c->pid[1]);
+
+    pe_stage = "the daemons still answer INFO";
+    node_info("node0", &info);
+    node_info("node1", &info);
+    CHECK(ivmDestroyDev(d1));
+    CHECK(ivmFree(p));
+    CHECK(ivmFree(c));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
 static const pe_scenario_entry_t scenarios[] = {
     {"sync_nodes", sc_sync_nodes},
     {"reuse_nodes", sc_reuse_nodes},
@@ -617,6 +713,7 @@ static const pe_scenario_entry_t scenarios[] = {
     {"scatter_nodes", sc_scatter_nodes},
     {"spawn_missing", sc_spawn_missing},
     {"daemon_lost", sc_daemon_lost},
+    {"kill_mid_transfer", sc_kill_mid_transfer},
     {NULL, NULL},
 };
 
