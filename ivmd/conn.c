@@ -269,7 +269,7 @@ static void ivmd_conn_flush(ivmd_t *d, ivmd_conn_t *c)
                 }
                 return;
             }
-            ivmd_conn_close(d, c, "write error");
+            ivmd_conn_doom(c, "write error");
             return;
         }
         if (b->off == 0 && b->nfds > 0) {
@@ -326,18 +326,38 @@ void ivmd_conn_send_parts(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq
     ivmd_conn_out_push(d, c, out, NULL, 0);
 }
 
+void ivmd_conn_doom(ivmd_conn_t *c, const char *why)
+{
+    if (c->doomed == NULL) {
+        c->doomed = why;
+    }
+}
+
+void ivmd_conn_close_doomed(ivmd_t *d)
+{
+    ivmd_conn_t *c, *next;
+
+    for (c = d->conns; c != NULL; c = next) {
+        next = c->next;
+        if (c->doomed != NULL) {
+            ivmd_conn_close(d, c, c->doomed);
+            next = d->conns; /* closing may have closed others */
+        }
+    }
+}
+
 ivmd_outbuf_t *ivmd_conn_out_alloc(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
                                    uint32_t payload_len)
 {
     ivm_msg_hdr_t hdr;
     ivmd_outbuf_t *b;
 
-    if (c->closed) {
+    if (c->closed || c->doomed != NULL) {
         return NULL;
     }
     b = malloc(sizeof(*b) + sizeof(hdr) + payload_len);
     if (b == NULL) {
-        ivmd_conn_close(d, c, "out of memory for a message");
+        ivmd_conn_doom(c, "out of memory for a message");
         return NULL;
     }
     ivm_proto_hdr_init(&hdr, type, payload_len, seq);

@@ -98,6 +98,7 @@ typedef struct ivmd_conn {
     /* writing */
     ivmd_outbuf_t    *out_head, *out_tail;
     int               out_armed;   /* EPOLLOUT is being watched */
+    const char       *doomed;      /* to be closed by the loop, and why */
     /* identity once entered */
     ivmd_pe_t        *pe;
     ivmd_job_t       *job;
@@ -201,6 +202,11 @@ void ivmd_conn_reply(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
                      const void *rep, uint32_t len, const char *detail,
                      const int *fds, int nfds);
 void ivmd_conn_close(ivmd_t *d, ivmd_conn_t *c, const char *why);
+/* A send failed deep inside some operation: mark the connection, and let the
+ * loop close it between two event batches (closing at once could free state
+ * the caller is still using). */
+void ivmd_conn_doom(ivmd_conn_t *c, const char *why);
+void ivmd_conn_close_doomed(ivmd_t *d);
 void ivmd_conn_reap(ivmd_t *d);
 
 /* Handlers. */

@@ -35,6 +35,7 @@ void ivmd_loop_del(ivmd_t *d, ivmd_handler_t *h)
  * batches, so that no event of the current batch points at freed memory. */
 static void ivmd_loop_before_sleep(ivmd_t *d)
 {
+    ivmd_conn_close_doomed(d);
     ivmd_conn_reap(d);
     ivmd_output_reap(d);
 }
