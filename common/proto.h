@@ -58,7 +58,8 @@ _Static_assert(offsetof(ivm_msg_hdr_t, length) == 8, "length at byte 8");
     X(INFO,        14, ivm_msg_empty_t,          ivm_msg_info_rep_t,       0)   \
     X(SHUTDOWN,    15, ivm_msg_empty_t,          ivm_msg_status_t,         0)   \
     X(CLUSTER,     16, ivm_msg_cluster_req_t,    ivm_msg_status_t,         1)   \
-    X(SYNC,        17, ivm_msg_sync_req_t,       ivm_msg_status_t,         0)
+    X(SYNC,        17, ivm_msg_sync_req_t,       ivm_msg_status_t,         0)   \
+    X(OBJ_INFO,    18, ivm_msg_obj_info_req_t,   ivm_msg_obj_info_rep_t,   0)
 
 #define IVM_MSG_ENUM_ENTRY(name, value, req, rep, var) IVM_MSG_##name = (value),
 typedef enum ivm_msg_type {
@@ -197,6 +198,28 @@ typedef struct ivm_msg_sync_req {
     uint32_t op;         /* IVM_SYNC_* */
     uint32_t reserved;   /* zero */
 } ivm_msg_sync_req_t;
+
+/* OBJ_INFO (no ivmEnter needed): this node's copy of a job's object, and the
+ * bytes of it this daemon sent to and received from other nodes. */
+typedef struct ivm_msg_obj_info_req {
+    uint32_t job;        /* job id */
+    uint32_t reserved;   /* zero */
+    char     name[IVM_NAME_MAX + 1]; /* object name */
+} ivm_msg_obj_info_req_t;
+
+#define IVM_OBJ_INFO_MASTER 0x1u /* this node holds the master */
+typedef struct ivm_msg_obj_info_rep {
+    int32_t  status;     /* ivmError_t */
+    uint32_t flags;      /* IVM_OBJ_INFO_* */
+    uint64_t size;       /* bytes of the object */
+    uint64_t held;       /* bytes held here (the whole size for a master) */
+    uint64_t tx_bytes;   /* bytes of it sent to other nodes */
+    uint64_t rx_bytes;   /* bytes of it received from other nodes */
+    uint32_t mirrors;    /* master: mirror regions recorded elsewhere */
+    uint32_t reserved;   /* zero */
+} ivm_msg_obj_info_rep_t;
+
+_Static_assert(sizeof(ivm_msg_obj_info_rep_t) == 48, "obj info reply size");
 
 /* UNMAP and FREE. */
 typedef struct ivm_msg_obj_req {

@@ -210,14 +210,11 @@ void ivm_sock_close_fds(const int *fds, int n)
     }
 }
 
-ivmError_t ivm_sock_info(const char *path, int timeout_ms, ivm_msg_info_rep_t *info)
+ivmError_t ivm_sock_request(const char *path, int timeout_ms, uint16_t type, const void *req,
+                            uint32_t req_len, void *rep, uint32_t rep_len)
 {
     struct timeval tv = {.tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000};
-    union {
-        ivm_msg_info_rep_t rep;
-        char raw[sizeof(ivm_msg_info_rep_t) + IVM_MSG_DETAIL_MAX];
-    } rep;
-    ivm_msg_empty_t req = {0};
+    char buf[sizeof(ivm_msg_create_pes_rep_t) + IVM_MSG_DETAIL_MAX];
     ivm_msg_hdr_t hdr;
     ivmError_t status = IVM_ERROR_PROTOCOL;
     const char *why;
@@ -229,27 +226,38 @@ ivmError_t ivm_sock_info(const char *path, int timeout_ms, ivm_msg_info_rep_t *i
     }
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    ivm_proto_hdr_init(&hdr, IVM_MSG_INFO, sizeof(req), 1);
-    if (ivm_sock_send(fd, &hdr, &req, NULL, 0) != IVM_SUCCESS ||
+    ivm_proto_hdr_init(&hdr, type, req_len, 1);
+    if (ivm_sock_send(fd, &hdr, req, NULL, 0) != IVM_SUCCESS ||
         ivm_sock_recv(fd, &hdr, sizeof(hdr), NULL, NULL, 0) != IVM_SUCCESS) {
         status = IVM_ERROR_DAEMON_LOST;
         goto out;
     }
     if (ivm_proto_check_hdr(&hdr, &why) != IVM_SUCCESS ||
-        hdr.type != (IVM_MSG_INFO | IVM_MSG_REPLY) ||
-        ivm_proto_check_rep(&hdr, &why) != IVM_SUCCESS) {
+        hdr.type != (type | IVM_MSG_REPLY) || ivm_proto_check_rep(&hdr, &why) != IVM_SUCCESS ||
+        hdr.length > sizeof(buf) || hdr.length < rep_len) {
         goto out;
     }
-    if (ivm_sock_recv(fd, rep.raw, hdr.length, NULL, NULL, 0) != IVM_SUCCESS) {
+    if (ivm_sock_recv(fd, buf, hdr.length, NULL, NULL, 0) != IVM_SUCCESS) {
         status = IVM_ERROR_DAEMON_LOST;
         goto out;
     }
-    status = (ivmError_t)rep.rep.status;
+    memcpy(&status, buf, sizeof(int32_t));
     if (status == IVM_SUCCESS) {
-        rep.rep.node[sizeof(rep.rep.node) - 1] = '\0';
-        *info = rep.rep;
+        memcpy(rep, buf, rep_len);
     }
 out:
     close(fd);
+    return status;
+}
+
+ivmError_t ivm_sock_info(const char *path, int timeout_ms, ivm_msg_info_rep_t *info)
+{
+    ivm_msg_empty_t req = {0};
+    ivmError_t status = ivm_sock_request(path, timeout_ms, IVM_MSG_INFO, &req, sizeof(req),
+                                         info, sizeof(*info));
+
+    if (status == IVM_SUCCESS) {
+        info->node[sizeof(info->node) - 1] = '\0';
+    }
     return status;
 }

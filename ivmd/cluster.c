@@ -864,7 +864,7 @@ static void ivmd_cluster_on_obj_rep(ivmd_t *d, ivmd_conn_t *pc, const void *payl
 /* Send [off, off+len) of obj (local fd) as DATA chunks to peer p, for its
  * object `dst`, as part of operation op_id. */
 static ivmError_t ivmd_cluster_send_data(ivmd_t *d, ivmd_peer_t *p, uint32_t job,
-                                         uint64_t op_id, uint32_t flags, const ivmd_obj_t *obj,
+                                         uint64_t op_id, uint32_t flags, ivmd_obj_t *obj,
                                          uint64_t dst, uint64_t off, uint64_t len)
 {
     ivm_peer_xfer_t x;
@@ -899,6 +899,7 @@ static ivmError_t ivmd_cluster_send_data(ivmd_t *d, ivmd_peer_t *p, uint32_t job
         p->conn->last_tx_ns = ivmd_now_ns();
         ivmd_conn_out_push(d, p->conn, b, NULL, 0);
         d->tx_bytes += n;
+        obj->tx_bytes += n;
         done += n;
     } while (done < len && p->up && p->conn != NULL);
     return done == len ? IVM_SUCCESS : IVM_ERROR_DAEMON_LOST;
@@ -1259,6 +1260,9 @@ static void ivmd_cluster_on_xfer(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t
             obj = NULL;
         }
         d->rx_bytes += x->len;
+        if (obj != NULL) {
+            obj->rx_bytes += x->len;
+        }
         if (x->flags & IVM_XFER_REPLY) {
             op = ivmd_op_find(d, x->op);
             if (op == NULL) {

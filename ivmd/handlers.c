@@ -24,6 +24,7 @@ typedef union ivmd_reply_body {
     ivm_msg_value_rep_t      value;
     ivm_msg_map_rep_t        map;
     ivm_msg_info_rep_t       info;
+    ivm_msg_obj_info_rep_t   obj_info;
 } ivmd_reply_body_t;
 
 typedef struct ivmd_reply {
@@ -878,6 +879,37 @@ static int ivmd_handle_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     return IVM_SUCCESS;
 }
 
+static int ivmd_handle_obj_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                const void *payload, ivmd_reply_t *rep)
+{
+    const ivm_msg_obj_info_req_t *req = payload;
+    ivm_msg_obj_info_rep_t *out = &rep->body.obj_info;
+    ivmd_job_t *job = ivmd_job_find(&d->reg, req->job);
+    ivmd_obj_t *obj;
+    uint32_t i;
+
+    if (!ivm_proto_strok(req->name, sizeof(req->name))) {
+        ivmd_detail(rep, "object name not terminated");
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    obj = job != NULL ? ivmd_obj_find_name(job, req->name) : NULL;
+    if (obj == NULL) {
+        ivmd_detail(rep, "no object named '%s' in job %u on %s", req->name, req->job,
+                    d->cfg.node);
+        return IVM_ERROR_NOT_FOUND;
+    }
+    out->flags    = obj->master_node < 0 ? IVM_OBJ_INFO_MASTER : 0;
+    out->size     = obj->size;
+    out->tx_bytes = obj->tx_bytes;
+    out->rx_bytes = obj->rx_bytes;
+    out->mirrors  = obj->nholders;
+    out->held     = obj->master_node < 0 ? obj->size : 0;
+    for (i = 0; obj->master_node >= 0 && i < obj->nregions; ++i) {
+        out->held += obj->regions[i].len;
+    }
+    return IVM_SUCCESS;
+}
+
 static int ivmd_handle_cluster(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                                const void *payload, ivmd_reply_t *rep)
 {
@@ -918,6 +950,7 @@ static const ivmd_msg_entry_t ivmd_msg_table[IVM_MSG_LAST] = {
     IVMD_ENTRY(SHUTDOWN, ivmd_handle_shutdown, ivm_msg_status_t, 0),
     IVMD_ENTRY(CLUSTER, ivmd_handle_cluster, ivm_msg_status_t, 0),
     IVMD_ENTRY(SYNC, ivmd_handle_sync, ivm_msg_status_t, 1),
+    IVMD_ENTRY(OBJ_INFO, ivmd_handle_obj_info, ivm_msg_obj_info_rep_t, 0),
 };
 
 uint32_t ivmd_reply_size(uint16_t type)

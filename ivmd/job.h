@@ -73,6 +73,8 @@ struct ivmd_obj {
     ivmd_range_t *holders;   /* master: mirrors elsewhere */
     uint32_t      nholders, holders_cap;
     uint32_t      fills;     /* mirror: fills from the master in flight */
+    uint64_t      tx_bytes;  /* bytes of it sent to other nodes */
+    uint64_t      rx_bytes;  /* bytes of it received from other nodes */
 };
 
 struct ivmd_job {

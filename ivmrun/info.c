@@ -1,5 +1,7 @@
-/* ivm-info: what a node daemon holds (jobs, PEs, objects, connections, bytes). */
+/* ivm-info: what a node daemon holds (jobs, PEs, objects, connections, bytes),
+ * or, with --object JOB NAME, its copy of one object and the bytes it moved. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/un.h>
 
@@ -7,33 +9,78 @@
 #include "sock.h"
 #include "status.h"
 
+static int ivm_info_usage(FILE *out, int rc)
+{
+    fprintf(out, "usage: ivm-info [--object JOB NAME] [SOCKET]\n"
+                 "Prints what the IVM daemon on SOCKET (default: $IVM_SOCKET, else the\n"
+                 "per-user socket) holds, as key=value lines; with --object, its copy of\n"
+                 "object NAME of job JOB and the bytes of it sent to / received from\n"
+                 "other nodes.\n");
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-    ivm_msg_info_rep_t info;
+    const char *obj_job = NULL, *obj_name = NULL, *sock = NULL;
     ivmError_t status;
+    int i;
 
-    if (argc > 2 || (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")))) {
-        printf("usage: ivm-info [SOCKET]\n"
-               "Prints what the IVM daemon on SOCKET (default: $IVM_SOCKET, else the\n"
-               "per-user socket) holds, as key=value lines.\n");
-        return argc == 2 ? 0 : 2;
+    for (i = 1; i < argc; ++i) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            return ivm_info_usage(stdout, 0);
+        } else if (!strcmp(argv[i], "--object") && i + 2 < argc) {
+            obj_job  = argv[++i];
+            obj_name = argv[++i];
+        } else if (argv[i][0] != '-' && sock == NULL) {
+            sock = argv[i];
+        } else {
+            return ivm_info_usage(stderr, 2);
+        }
     }
-    if (argc == 2) {
-        snprintf(path, sizeof(path), "%s", argv[1]);
+    if (sock != NULL) {
+        snprintf(path, sizeof(path), "%s", sock);
     } else if (ivm_sock_path(path, sizeof(path)) != IVM_SUCCESS) {
         fprintf(stderr, "ivm-info: the socket path is too long\n");
         return 2;
     }
-    status = ivm_sock_info(path, 2000, &info);
-    if (status != IVM_SUCCESS) {
-        fprintf(stderr, "ivm-info: %s: %s\n", path, ivm_status_string(status));
-        return 1;
+    if (obj_name != NULL) {
+        ivm_msg_obj_info_req_t req;
+        ivm_msg_obj_info_rep_t rep;
+
+        memset(&req, 0, sizeof(req));
+        req.job = (uint32_t)strtoul(obj_job, NULL, 0);
+        if (ivm_proto_strset(req.name, sizeof(req.name), obj_name) != 0) {
+            fprintf(stderr, "ivm-info: object name too long\n");
+            return 2;
+        }
+        status = ivm_sock_request(path, 2000, IVM_MSG_OBJ_INFO, &req, sizeof(req), &rep,
+                                  sizeof(rep));
+        if (status != IVM_SUCCESS) {
+            fprintf(stderr, "ivm-info: %s: object '%s' of job %s: %s\n", path, obj_name,
+                    obj_job, ivm_status_string(status));
+            return 1;
+        }
+        printf("copy=%s\nsize=%llu\nheld_bytes=%llu\nsent_bytes=%llu\nreceived_bytes=%llu\n"
+               "mirror_regions=%u\n", (rep.flags & IVM_OBJ_INFO_MASTER) ? "master" : "mirror",
+               (unsigned long long)rep.size, (unsigned long long)rep.held,
+               (unsigned long long)rep.tx_bytes, (unsigned long long)rep.rx_bytes,
+               rep.mirrors);
+        return 0;
     }
-    printf("node=%s\npid=%u\njobs=%u\npes=%u\nobjects=%u\nconnections=%u\nobject_bytes=%llu\n"
-           "peers=%u\npeers_up=%u\nsent_bytes=%llu\nreceived_bytes=%llu\n",
-           info.node, info.pid, info.jobs, info.pes, info.objects, info.conns,
-           (unsigned long long)info.shm_bytes, info.peers, info.peers_up,
-           (unsigned long long)info.tx_bytes, (unsigned long long)info.rx_bytes);
+    {
+        ivm_msg_info_rep_t info;
+        status = ivm_sock_info(path, 2000, &info);
+        if (status != IVM_SUCCESS) {
+            fprintf(stderr, "ivm-info: %s: %s\n", path, ivm_status_string(status));
+            return 1;
+        }
+        printf("node=%s\npid=%u\njobs=%u\npes=%u\nobjects=%u\nconnections=%u\n"
+               "object_bytes=%llu\npeers=%u\npeers_up=%u\nsent_bytes=%llu\n"
+               "received_bytes=%llu\n",
+               info.node, info.pid, info.jobs, info.pes, info.objects, info.conns,
+               (unsigned long long)info.shm_bytes, info.peers, info.peers_up,
+               (unsigned long long)info.tx_bytes, (unsigned long long)info.rx_bytes);
+    }
     return 0;
 }

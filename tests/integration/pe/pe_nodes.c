@@ -76,6 +76,22 @@ static void node_info(const char *node, ivm_msg_info_rep_t *info)
            info->node);
 }
 
+/* This node's OBJ_INFO of object `name` of our job. */
+static void obj_info(const char *name, ivm_msg_obj_info_rep_t *rep)
+{
+    ivm_msg_obj_info_req_t req;
+    int gid;
+
+    CHECK(ivmGetMyGroupId(&gid));
+    memset(&req, 0, sizeof(req));
+    req.job = (uint32_t)gid;
+    snprintf(req.name, sizeof(req.name), "%s", name);
+    memset(rep, 0, sizeof(*rep));
+    EXPECT(ivm_sock_request(getenv("IVM_SOCKET"), 5000, IVM_MSG_OBJ_INFO, &req, sizeof(req),
+                            rep, sizeof(*rep)),
+           IVM_SUCCESS);
+}
+
 static uint64_t node_rx(const char *node)
 {
     ivm_msg_info_rep_t info;
@@ -276,6 +292,16 @@ static int sc_reuse_nodes(int argc, char **argv)
         rx3 = node_rx(NULL);
         ASSERT(rx3 - rx2 == 4096, "ivmSyncGet of 4096 bytes made node1 receive %llu bytes",
                (unsigned long long)(rx3 - rx2));
+        {
+            /* The same, counted for the object itself on node1. */
+            ivm_msg_obj_info_rep_t oi;
+            obj_info("t", &oi);
+            ASSERT(!(oi.flags & IVM_OBJ_INFO_MASTER) && oi.size == 3 * 4096 &&
+                       oi.held == 4096 && oi.rx_bytes == 2 * 4096 && oi.tx_bytes == 0,
+                   "node1's copy of 't': flags %u size %llu held %llu rx %llu tx %llu",
+                   oi.flags, (unsigned long long)oi.size, (unsigned long long)oi.held,
+                   (unsigned long long)oi.rx_bytes, (unsigned long long)oi.tx_bytes);
+        }
         expect_pat(q2, 'B', 4096, 4096, __LINE__, "after ivmSyncGet");
         expect_pat(q, 'B', 4096, 4096, __LINE__, "one node copy under both mappings");
         CHECK(ivmUnmap(q2));
