@@ -44,23 +44,6 @@ static void ivmrun_daemon_find(const ivmrun_config_t *cfg, char *buf, size_t len
     }
 }
 
-/* Read pending signals from sigfd; reap the daemon on SIGCHLD. Returns the
- * first terminating signal seen, 0 if none. */
-static int ivmrun_daemon_signals(ivmrun_daemon_t *d, int sigfd)
-{
-    struct signalfd_siginfo si;
-    int term = 0;
-
-    while (read(sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-        if (si.ssi_signo == SIGCHLD) {
-            ivmrun_daemon_reap(d);
-        } else if (term == 0) {
-            term = (int)si.ssi_signo;
-        }
-    }
-    return term;
-}
-
 /* Wait until the daemon we started exits, at most wait seconds. Returns 1 if
  * it was reaped. */
 static int ivmrun_daemon_wait_exit(ivmrun_daemon_t *d, int sigfd, double wait)
@@ -79,7 +62,7 @@ static int ivmrun_daemon_wait_exit(ivmrun_daemon_t *d, int sigfd, double wait)
         }
         /* Terminating signals read here are dropped: teardown is under way. */
         if (poll(&pfd, 1, (int)(left * 1000) + 1) > 0) {
-            ivmrun_daemon_signals(d, sigfd);
+            ivmrun_proc_signals(sigfd, &d->pid, &d->status);
         }
     }
     return 1;
@@ -255,7 +238,7 @@ ivmError_t ivmrun_daemon_start(ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
             goto out_close_ready;
         }
         if (pfds[1].revents & POLLIN) {
-            term = ivmrun_daemon_signals(d, sigfd);
+            term = ivmrun_proc_signals(sigfd, &d->pid, &d->status);
             if (term != 0) {
                 ivm_info("got signal %d while starting ivmd; stopping it", term);
                 *signo_p = term;

@@ -369,23 +369,6 @@ static int ivmrun_boot_find(const ivmrun_config_t *cfg, char *buf, size_t len)
     return -1;
 }
 
-/* Read what sigfd holds: reap mpirun on SIGCHLD; returns the first
- * terminating signal, 0 if none. */
-static int ivmrun_boot_signals(ivmrun_boot_t *b, int sigfd)
-{
-    struct signalfd_siginfo si;
-    int term = 0;
-
-    while (read(sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-        if (si.ssi_signo == SIGCHLD) {
-            ivmrun_boot_reap(b);
-        } else if (term == 0) {
-            term = (int)si.ssi_signo;
-        }
-    }
-    return term;
-}
-
 /* Read ivm-boot's stdout while it stops: nothing but a late ready line
  * (when ivmrun gave up before it came) can arrive there now; drop it. */
 static void ivmrun_boot_drain(ivmrun_boot_t *b)
@@ -452,7 +435,7 @@ void ivmrun_boot_close(ivmrun_boot_t *b, int sigfd)
         }
         if (poll(pfds, (nfds_t)nfds, (int)(left * 1000) + 1) > 0) {
             if (pfds[0].revents & POLLIN) {
-                ivmrun_boot_signals(b, sigfd);
+                ivmrun_proc_signals(sigfd, &b->pid, &b->status);
             }
             if (nfds > 1 && pfds[1].revents != 0) {
                 ivmrun_boot_drain(b);
@@ -644,7 +627,7 @@ ivmError_t ivmrun_boot_open(ivmrun_boot_t *b, ivmrun_daemon_t *d,
             goto fail;
         }
         if (pfds[1].revents & POLLIN) {
-            term = ivmrun_boot_signals(b, sigfd);
+            term = ivmrun_proc_signals(sigfd, &b->pid, &b->status);
             if (term != 0) {
                 ivm_info("got signal %d while the cluster was forming; stopping it",
                          term);

@@ -83,6 +83,10 @@ void ivmrun_proc_status_text(int status, char *buf, size_t len);
  * else 0 (also when *pid_p <= 0). */
 int ivmrun_proc_reap(pid_t *pid_p, int *status_p);
 
+/* Drain sigfd (a signalfd): on SIGCHLD reap *pid_p as ivmrun_proc_reap does.
+ * Returns the first terminating signal read, 0 if none. */
+int ivmrun_proc_signals(int sigfd, pid_t *pid_p, int *status_p);
+
 /* buf = "<directory of this executable>/name" if that is executable: 1, else 0. */
 int ivmrun_proc_beside_self(const char *name, char *buf, size_t len);
 

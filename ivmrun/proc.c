@@ -1,6 +1,7 @@
 #include "ivmrun.h"
 
 #include <errno.h>
+#include <sys/signalfd.h>
 #include <libgen.h>
 #include <limits.h>
 #include <fcntl.h>
@@ -174,4 +175,19 @@ int ivmrun_proc_beside_self(const char *name, char *buf, size_t len)
     self[n] = '\0';
     return (size_t)snprintf(buf, len, "%s/%s", dirname(self), name) < len &&
            access(buf, X_OK) == 0;
+}
+
+int ivmrun_proc_signals(int sigfd, pid_t *pid_p, int *status_p)
+{
+    struct signalfd_siginfo si;
+    int term = 0;
+
+    while (read(sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+        if (si.ssi_signo == SIGCHLD) {
+            ivmrun_proc_reap(pid_p, status_p);
+        } else if (term == 0) {
+            term = (int)si.ssi_signo;
+        }
+    }
+    return term;
 }
