@@ -1207,3 +1207,72 @@ void ivmt_launch_finish_clean(ivmt_launch_t *c, double timeout_s, ivmt_result_t 
 {
     ivmt_launch_collect(c, timeout_s, r, 1);
 }
+
+pid_t ivmt_peer_daemon_start(const char *netns, const char *node, const char *sock,
+                             const char *log, const char *listen, uint16_t *port_p)
+{
+    char fdarg[16], line[64];
+    struct pollfd pfd;
+    ssize_t got = 0;
+    int ready[2], logfd;
+    pid_t pid;
+
+    cr_assert_eq(pipe(ready), 0);
+    pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        close(ready[0]);
+        logfd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(logfd, 1);
+        dup2(logfd, 2);
+        snprintf(fdarg, sizeof(fdarg), "%d", ready[1]);
+        if (netns != NULL) {
+            execlp("ip", "ip", "netns", "exec", netns, IVMT_IVMD, "--socket", sock, "--node",
+                   node, "--listen", listen, "--ready-fd", fdarg, "--log-level", "info",
+                   (char *)NULL);
+        } else {
+            execl(IVMT_IVMD, "ivmd", "--socket", sock, "--node", node, "--listen", listen,
+                  "--ready-fd", fdarg, "--log-level", "info", (char *)NULL);
+        }
+        _exit(127);
+    }
+    close(ready[1]);
+    pfd = (struct pollfd){.fd = ready[0], .events = POLLIN};
+    while (got < (ssize_t)sizeof(line) - 1 && poll(&pfd, 1, 10000) == 1) {
+        ssize_t r = read(ready[0], line + got, sizeof(line) - 1 - (size_t)got);
+        if (r <= 0) {
+            break;
+        }
+        got += r;
+    }
+    close(ready[0]);
+    line[got > 0 ? got : 0] = '\0';
+    cr_assert(line[0] == 'R' && line[1] == ' ', "%s%s%s: no readiness line (got '%s')", node,
+              netns ? " in " : "", netns ? netns : "", line);
+    *port_p = (uint16_t)atoi(line + 2);
+    cr_assert_gt(*port_p, 0);
+    return pid;
+}
+
+int ivmt_unix_call(const char *sock, uint16_t type, const void *payload, uint32_t len,
+                   char *detail, size_t detail_len)
+{
+    char rep[sizeof(ivm_msg_info_rep_t) + IVM_MSG_DETAIL_MAX + 1];
+    ivm_msg_hdr_t hdr;
+    int fd = ivm_sock_connect(sock), status;
+
+    cr_assert_geq(fd, 0, "cannot connect to %s", sock);
+    ivm_proto_hdr_init(&hdr, type, len, 7);
+    cr_assert_eq(ivm_sock_send(fd, &hdr, payload, NULL, 0), IVM_SUCCESS);
+    cr_assert_eq(ivm_sock_recv(fd, &hdr, sizeof(hdr), NULL, NULL, 0), IVM_SUCCESS);
+    cr_assert_leq(hdr.length, sizeof(rep) - 1);
+    cr_assert_eq(ivm_sock_recv(fd, rep, hdr.length, NULL, NULL, 0), IVM_SUCCESS);
+    close(fd);
+    memcpy(&status, rep, sizeof(status));
+    rep[hdr.length] = '\0';
+    if (detail != NULL) {
+        snprintf(detail, detail_len, "%.*s", (int)detail_len,
+                 hdr.length > sizeof(ivm_msg_status_t) ? rep + sizeof(ivm_msg_status_t) : "");
+    }
+    return status;
+}

@@ -10,6 +10,7 @@
 #define IVMT_HARNESS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "proto.h"
@@ -164,6 +165,18 @@ void ivmt_fixture_stop(void);   /* .fini: abandon ivmt_d if a test left it runni
 /* Run a scenario against ivmt_d, expect it to pass, then the teardown checks. */
 void ivmt_scenario(const char *prog, const char *scenario, const char *const *args,
                    const char *const *env, double timeout_s);
+
+/* Start an ivmd accepting peers: node name `node`, Unix socket `sock`, output to
+ * `log`, --listen `listen` (e.g. "127.0.0.1:0"), inside network namespace `netns`
+ * (through `ip netns exec`) unless it is NULL. Reads the "R PORT" readiness line
+ * into *port_p (asserts). Returns its pid. */
+pid_t ivmt_peer_daemon_start(const char *netns, const char *node, const char *sock,
+                             const char *log, const char *listen, uint16_t *port_p);
+
+/* One request on a fresh connection to sock (asserts the transport); returns
+ * the reply's status and copies its detail text, if any, into detail. */
+int ivmt_unix_call(const char *sock, uint16_t type, const void *payload, uint32_t len,
+                   char *detail, size_t detail_len);
 
 double ivmt_now(void);
 void ivmt_sleep_ms(int ms);

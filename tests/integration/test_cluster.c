@@ -34,54 +34,17 @@ static char tmpdir[IVMT_PATH_MAX];
 static node_t nodes[NODES_MAX];
 static int nnodes;
 
-/* Start ivmd nodeK listening on 127.0.0.1:0; read "R PORT" from its ready fd. */
-static void node_start(int k)
-{
-    node_t *n = &nodes[k];
-    char name[16], fdarg[16], line[64];
-    struct pollfd pfd;
-    ssize_t got = 0;
-    int ready[2], logfd;
-
-    snprintf(name, sizeof(name), "node%d", k);
-    snprintf(n->sock, sizeof(n->sock), "%s/%s.sock", tmpdir, name);
-    snprintf(n->log, sizeof(n->log), "%s/%s.log", tmpdir, name);
-    cr_assert_eq(pipe(ready), 0);
-    n->pid = fork();
-    cr_assert_geq(n->pid, 0);
-    if (n->pid == 0) {
-        close(ready[0]);
-        logfd = open(n->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        dup2(logfd, 1);
-        dup2(logfd, 2);
-        snprintf(fdarg, sizeof(fdarg), "%d", ready[1]);
-        execl(IVMT_IVMD, "ivmd", "--socket", n->sock, "--node", name, "--listen",
-              "127.0.0.1:0", "--ready-fd", fdarg, "--log-level", "info", (char *)NULL);
-        _exit(127);
-    }
-    close(ready[1]);
-    pfd = (struct pollfd){.fd = ready[0], .events = POLLIN};
-    while (got < (ssize_t)sizeof(line) - 1 && poll(&pfd, 1, 10000) == 1) {
-        ssize_t r = read(ready[0], line + got, sizeof(line) - 1 - (size_t)got);
-        if (r <= 0) {
-            break;
-        }
-        got += r;
-    }
-    close(ready[0]);
-    line[got > 0 ? got : 0] = '\0';
-    cr_assert(line[0] == 'R' && line[1] == ' ', "%s: no readiness line (got '%s')", name,
-              line);
-    n->port = (uint16_t)atoi(line + 2);
-    cr_assert_gt(n->port, 0);
-}
-
 static void cluster_setup(int count)
 {
     ivmt_make_tmpdir(tmpdir, sizeof(tmpdir));
     nnodes = count;
     for (int k = 0; k < count; ++k) {
-        node_start(k);
+        char name[16];
+        snprintf(name, sizeof(name), "node%d", k);
+        snprintf(nodes[k].sock, sizeof(nodes[k].sock), "%s/%s.sock", tmpdir, name);
+        snprintf(nodes[k].log, sizeof(nodes[k].log), "%s/%s.log", tmpdir, name);
+        nodes[k].pid = ivmt_peer_daemon_start(NULL, name, nodes[k].sock, nodes[k].log,
+                                              "127.0.0.1:0", &nodes[k].port);
     }
 }
 
@@ -114,31 +77,6 @@ static void cluster_stop_clean(void)
     }
 }
 
-/* Send one request on a fresh Unix connection; return the reply status and
- * copy its detail text. */
-static int unix_call(const char *sock, uint16_t type, const void *payload, uint32_t len,
-                     char *detail, size_t detail_len)
-{
-    char rep[sizeof(ivm_msg_info_rep_t) + IVM_MSG_DETAIL_MAX + 1];
-    ivm_msg_hdr_t hdr;
-    int fd = ivm_sock_connect(sock), status;
-
-    cr_assert_geq(fd, 0, "cannot connect to %s", sock);
-    ivm_proto_hdr_init(&hdr, type, len, 7);
-    cr_assert_eq(ivm_sock_send(fd, &hdr, payload, NULL, 0), IVM_SUCCESS);
-    cr_assert_eq(ivm_sock_recv(fd, &hdr, sizeof(hdr), NULL, NULL, 0), IVM_SUCCESS);
-    cr_assert_leq(hdr.length, sizeof(rep) - 1);
-    cr_assert_eq(ivm_sock_recv(fd, rep, hdr.length, NULL, NULL, 0), IVM_SUCCESS);
-    close(fd);
-    memcpy(&status, rep, sizeof(status));
-    rep[hdr.length] = '\0';
-    if (detail != NULL) {
-        snprintf(detail, detail_len, "%.*s", (int)detail_len,
-                 hdr.length > sizeof(ivm_msg_status_t) ? rep + sizeof(ivm_msg_status_t) : "");
-    }
-    return status;
-}
-
 /* CLUSTER for node k: every node of the cluster, with `secret`. */
 static int send_cluster(int k, int count, const char *secret_fill, char *detail,
                         size_t detail_len)
@@ -155,7 +93,7 @@ static int send_cluster(int k, int count, const char *secret_fill, char *detail,
         snprintf(ent[j].addr, sizeof(ent[j].addr), "127.0.0.1");
         ent[j].port = j < nnodes ? nodes[j].port : 1;
     }
-    status = unix_call(nodes[k].sock, IVM_MSG_CLUSTER, req, (uint32_t)len, detail,
+    status = ivmt_unix_call(nodes[k].sock, IVM_MSG_CLUSTER, req, (uint32_t)len, detail,
                        detail_len);
     free(req);
     return status;
@@ -264,19 +202,19 @@ Test(cluster, cluster_table_is_validated)
     snprintf(ent->node, sizeof(ent->node), "elsewhere");
     snprintf(ent->addr, sizeof(ent->addr), "127.0.0.1");
     ent->port = nodes[0].port;
-    cr_assert_eq(unix_call(nodes[0].sock, IVM_MSG_CLUSTER, req, (uint32_t)len, detail,
+    cr_assert_eq(ivmt_unix_call(nodes[0].sock, IVM_MSG_CLUSTER, req, (uint32_t)len, detail,
                            sizeof(detail)),
                  IVM_ERROR_INVALID_VALUE);
     cr_assert(strstr(detail, "does not name this node") != NULL, "detail: %s", detail);
     /* A non-numeric address. */
     snprintf(ent->node, sizeof(ent->node), "node0");
     snprintf(ent->addr, sizeof(ent->addr), "localhost");
-    cr_assert_eq(unix_call(nodes[0].sock, IVM_MSG_CLUSTER, req, (uint32_t)len, NULL, 0),
+    cr_assert_eq(ivmt_unix_call(nodes[0].sock, IVM_MSG_CLUSTER, req, (uint32_t)len, NULL, 0),
                  IVM_ERROR_INVALID_VALUE);
     /* The wrong port for this node. */
     snprintf(ent->addr, sizeof(ent->addr), "127.0.0.1");
     ent->port = (uint16_t)(nodes[0].port + 1);
-    cr_assert_eq(unix_call(nodes[0].sock, IVM_MSG_CLUSTER, req, (uint32_t)len, NULL, 0),
+    cr_assert_eq(ivmt_unix_call(nodes[0].sock, IVM_MSG_CLUSTER, req, (uint32_t)len, NULL, 0),
                  IVM_ERROR_INVALID_VALUE);
     free(req);
     cr_assert_eq(node_info(0).peers, 0);

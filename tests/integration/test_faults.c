@@ -127,62 +127,13 @@ static const char *ns_setup(void)
 static void ns_node_start(int k)
 {
     nsnode_t *n = &ns_nodes[k];
-    char name[16], fdarg[16], listen[48], line[64];
-    struct pollfd pfd;
-    ssize_t got = 0;
-    int ready[2], logfd;
+    char name[16], listen[48];
 
     snprintf(name, sizeof(name), "node%d", k);
     snprintf(n->sock, sizeof(n->sock), "%s/%s.sock", ns_tmpdir, name);
     snprintf(n->log, sizeof(n->log), "%s/%s.log", ns_tmpdir, name);
     snprintf(listen, sizeof(listen), "%s:0", n->addr);
-    cr_assert_eq(pipe(ready), 0);
-    n->pid = fork();
-    cr_assert_geq(n->pid, 0);
-    if (n->pid == 0) {
-        close(ready[0]);
-        logfd = open(n->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        dup2(logfd, 1);
-        dup2(logfd, 2);
-        snprintf(fdarg, sizeof(fdarg), "%d", ready[1]);
-        execlp("ip", "ip", "netns", "exec", n->ns, IVMT_IVMD, "--socket", n->sock, "--node",
-               name, "--listen", listen, "--ready-fd", fdarg, "--log-level", "info",
-               (char *)NULL);
-        _exit(127);
-    }
-    close(ready[1]);
-    pfd = (struct pollfd){.fd = ready[0], .events = POLLIN};
-    while (got < (ssize_t)sizeof(line) - 1 && poll(&pfd, 1, 10000) == 1) {
-        ssize_t r = read(ready[0], line + got, sizeof(line) - 1 - (size_t)got);
-        if (r <= 0) {
-            break;
-        }
-        got += r;
-    }
-    close(ready[0]);
-    line[got > 0 ? got : 0] = '\0';
-    cr_assert(line[0] == 'R' && line[1] == ' ', "%s in %s: no readiness line (got '%s')", name,
-              n->ns, line);
-    n->port = (uint16_t)atoi(line + 2);
-    cr_assert_gt(n->port, 0);
-}
-
-/* One request on a fresh Unix connection; the reply's status. */
-static int unix_call(const char *sock, uint16_t type, const void *payload, uint32_t len)
-{
-    char rep[sizeof(ivm_msg_info_rep_t) + IVM_MSG_DETAIL_MAX + 1];
-    ivm_msg_hdr_t hdr;
-    int fd = ivm_sock_connect(sock), status;
-
-    cr_assert_geq(fd, 0, "cannot connect to %s", sock);
-    ivm_proto_hdr_init(&hdr, type, len, 7);
-    cr_assert_eq(ivm_sock_send(fd, &hdr, payload, NULL, 0), IVM_SUCCESS);
-    cr_assert_eq(ivm_sock_recv(fd, &hdr, sizeof(hdr), NULL, NULL, 0), IVM_SUCCESS);
-    cr_assert_leq(hdr.length, sizeof(rep) - 1);
-    cr_assert_eq(ivm_sock_recv(fd, rep, hdr.length, NULL, NULL, 0), IVM_SUCCESS);
-    close(fd);
-    memcpy(&status, rep, sizeof(status));
-    return status;
+    n->pid = ivmt_peer_daemon_start(n->ns, name, n->sock, n->log, listen, &n->port);
 }
 
 static int ns_send_cluster(int k)
@@ -199,7 +150,7 @@ static int ns_send_cluster(int k)
         snprintf(ent[j].addr, sizeof(ent[j].addr), "%s", ns_nodes[j].addr);
         ent[j].port = ns_nodes[j].port;
     }
-    status = unix_call(ns_nodes[k].sock, IVM_MSG_CLUSTER, req, (uint32_t)len);
+    status = ivmt_unix_call(ns_nodes[k].sock, IVM_MSG_CLUSTER, req, (uint32_t)len, NULL, 0);
     free(req);
     return status;
 }
