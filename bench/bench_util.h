@@ -82,4 +82,19 @@ static inline bench_stats_t bench_stats(double *v, int n)
     return s;
 }
 
+/* The bandwidth table shared by the node-to-node benchmarks and their
+ * baselines: per size, put and get MB/s (10^6 B/s) of the median and the
+ * fastest repetition; bw[s][1] is put, bw[s][0] get, times in ns. */
+static inline void bench_print_bw_table(const size_t *sizes, int nsizes,
+                                        const bench_stats_t (*bw)[2])
+{
+    printf("%-10s %12s %12s %12s %12s\n", "bytes", "put_MBps", "put_best", "get_MBps",
+           "get_best");
+    for (int s = 0; s < nsizes; s++) {
+        double b = (double)sizes[s] * 1e3;
+        printf("%-10zu %12.1f %12.1f %12.1f %12.1f\n", sizes[s], b / bw[s][1].median,
+               b / bw[s][1].min, b / bw[s][0].median, b / bw[s][0].min);
+    }
+}
+
 #endif /* IVM_BENCH_UTIL_H */

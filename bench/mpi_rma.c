@@ -117,13 +117,7 @@ int main(int argc, char **argv)
                    lat[put].median * 1e-3, lat[put].p90 * 1e-3, lat[put].min * 1e-3);
         printf("bandwidth, MB/s = 10^6 B / median time (best = fastest), %d reps "
                "(%d below 1 MiB)\n", reps, 10 * reps);
-        printf("%-10s %12s %12s %12s %12s\n", "bytes", "put_MBps", "put_best", "get_MBps",
-               "get_best");
-        for (int s = 0; s < nsizes; s++) {
-            double b = (double)bw_sizes[s] * 1e3;
-            printf("%-10zu %12.1f %12.1f %12.1f %12.1f\n", bw_sizes[s], b / bw[s][1].median,
-                   b / bw[s][1].min, b / bw[s][0].median, b / bw[s][0].min);
-        }
+        bench_print_bw_table(bw_sizes, nsizes, (const bench_stats_t(*)[2])bw);
         printf("RESULT mpi_lat put_median_us=%.2f put_p90_us=%.2f get_median_us=%.2f "
                "get_p90_us=%.2f calls=%d\n", lat[1].median * 1e-3, lat[1].p90 * 1e-3,
                lat[0].median * 1e-3, lat[0].p90 * 1e-3, lat_calls);

@@ -174,12 +174,7 @@ static int run_child(const opts_t *o)
            ref[0].p90 * 1e-3, ref[0].min * 1e-3);
     printf("bandwidth, MB/s = 10^6 B / median time (best = fastest call), %d reps "
            "(%d below 1 MiB)\n", o->reps, 10 * o->reps);
-    printf("%-10s %12s %12s %12s %12s\n", "bytes", "put_MBps", "put_best", "get_MBps",
-           "get_best");
-    for (int s = 0; s < nsizes; s++)
-        printf("%-10zu %12.1f %12.1f %12.1f %12.1f\n", bw_sizes[s],
-               mbps(bw_sizes[s], bw[s][1].median), mbps(bw_sizes[s], bw[s][1].min),
-               mbps(bw_sizes[s], bw[s][0].median), mbps(bw_sizes[s], bw[s][0].min));
+    bench_print_bw_table(bw_sizes, nsizes, (const bench_stats_t(*)[2])bw);
     printf("RESULT sync_remote_lat put_median_us=%.2f put_p90_us=%.2f get_median_us=%.2f "
            "get_p90_us=%.2f calls=%d\n", lat[1].median * 1e-3, lat[1].p90 * 1e-3,
            lat[0].median * 1e-3, lat[0].p90 * 1e-3, o->lat_calls);

@@ -310,13 +310,7 @@ int main(int argc, char **argv)
            lat.p90 * 0.5e-3, lat.min * 0.5e-3);
     printf("bandwidth, MB/s = 10^6 B / median time (best = fastest), %d reps (%d below "
            "1 MiB); put = send + 8-byte ack, get = request + receive\n", reps, 10 * reps);
-    printf("%-10s %12s %12s %12s %12s\n", "bytes", "put_MBps", "put_best", "get_MBps",
-           "get_best");
-    for (int s = 0; s < nsizes; s++) {
-        double b = (double)bw_sizes[s] * 1e3;
-        printf("%-10zu %12.1f %12.1f %12.1f %12.1f\n", bw_sizes[s], b / bw[s][1].median,
-               b / bw[s][1].min, b / bw[s][0].median, b / bw[s][0].min);
-    }
+    bench_print_bw_table(bw_sizes, nsizes, (const bench_stats_t(*)[2])bw);
     printf("RESULT tcp_lat rtt_median_us=%.2f rtt_p90_us=%.2f half_rtt_median_us=%.2f "
            "calls=%d\n", lat.median * 1e-3, lat.p90 * 1e-3, lat.median * 0.5e-3, lat_calls);
     for (int s = 0; s < nsizes; s++) {
