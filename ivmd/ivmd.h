@@ -57,6 +57,9 @@ typedef enum ivmd_conn_kind {
     IVMD_CONN_REMOTE  /* no socket: a PE of another node, for its job's root daemon */
 } ivmd_conn_kind_t;
 
+/* Bytes a peer connection reads at once (peer links carry no fds). */
+#define IVMD_CONN_RBUF (64u * 1024u)
+
 /* Handler results besides an ivmError_t. */
 #define IVMD_DEFERRED 1 /* the reply comes later */
 #define IVMD_LOCAL    2 /* cluster layer: the object is here, answer as usual */
@@ -93,6 +96,9 @@ typedef struct ivmd_conn {
     size_t            hdr_got;
     char             *payload;
     size_t            payload_cap, payload_got;
+    char             *rbuf;        /* peer links: staged bytes (IVMD_CONN_RBUF) */
+    size_t            rbuf_off, rbuf_len;
+    int               rbuf_short;  /* the last recv did not fill rbuf */
     int               fds[IVM_MSG_MAX_FDS];
     int               nfds;
     /* writing */
