@@ -274,6 +274,25 @@ static ivmError_t ivm_connect(int is_root)
     return status;
 }
 
+/* IVM_SPIN_US: microseconds a call polls for its reply before it sleeps. */
+static uint64_t ivm_spin_from_env(void)
+{
+    const char *env = getenv("IVM_SPIN_US");
+    char *end;
+    unsigned long us;
+
+    if (env == NULL || *env == '\0') {
+        return IVM_SPIN_US_DEFAULT * 1000u;
+    }
+    us = strtoul(env, &end, 10);
+    if (*end != '\0' || us > 1000000u) {
+        ivm_warn("IVM_SPIN_US=%s is not a number of microseconds up to 1000000; using %u",
+                 env, IVM_SPIN_US_DEFAULT);
+        return IVM_SPIN_US_DEFAULT * 1000u;
+    }
+    return (uint64_t)us * 1000u;
+}
+
 IVM_API ivmError_t ivmEnter(void)
 {
     const char *pe_env = getenv("IVM_PE_ID");
@@ -293,6 +312,7 @@ IVM_API ivmError_t ivmEnter(void)
     }
     ivm_log_init_from_env();
     ivm_log_set_prefix("pe");
+    ivm_ctx.spin_ns = ivm_spin_from_env();
     status = ivm_connect(is_root);
     if (status == IVM_SUCCESS) {
         memset(&rep, 0, sizeof(rep));

@@ -33,6 +33,7 @@ typedef struct ivm_ctx {
     int              lost;        /* connection broken */
     int              reading;     /* a thread is reading replies */
     uint32_t         next_seq;
+    uint64_t         spin_ns;     /* poll this long for a reply before sleeping */
     ivm_pending_t   *pending;
     /* identity */
     uint32_t         job_id;
@@ -45,6 +46,9 @@ typedef struct ivm_ctx {
     ivm_map_t       *maps;
     size_t           nmaps, maps_cap;
 } ivm_ctx_t;
+
+/* Microseconds a call polls for its reply before it sleeps (IVM_SPIN_US). */
+#define IVM_SPIN_US_DEFAULT 50u
 
 enum { IVM_CTX_NEW = 0, IVM_CTX_ENTERED = 1, IVM_CTX_EXITED = 2 };
 
