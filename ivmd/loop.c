@@ -1,5 +1,6 @@
 #include <errno.h>
 #include <sys/epoll.h>
+#include <time.h>
 
 #include "ivmd.h"
 #include "log.h"
@@ -40,6 +41,24 @@ static void ivmd_loop_before_sleep(ivmd_t *d)
     ivmd_output_reap(d);
 }
 
+/* epoll_wait, for at most IVMD_POOL_IDLE_US when idle_wait is set, else for
+ * ever. */
+static int ivmd_loop_wait(ivmd_t *d, struct epoll_event *events, int max, int idle_wait)
+{
+#if defined(__GLIBC__) && __GLIBC_PREREQ(2, 35)
+    static const struct timespec idle = {0, IVMD_POOL_IDLE_US * 1000L};
+    int n;
+
+    if (idle_wait) {
+        n = epoll_pwait2(d->epfd, events, max, &idle, NULL);
+        if (n >= 0 || errno != ENOSYS) {
+            return n;
+        }
+    }
+#endif
+    return epoll_wait(d->epfd, events, max, idle_wait ? 1 : -1);
+}
+
 int ivmd_loop_run(ivmd_t *d)
 {
     struct epoll_event events[64];
@@ -52,7 +71,13 @@ int ivmd_loop_run(ivmd_t *d)
             ivm_info("idle: no job and no client left, exiting");
             break;
         }
-        n = epoll_wait(d->epfd, events, 64, -1);
+        /* Pools are filled only once the daemon was idle a while: never on
+         * the path of a request or of a PE that was just handed out. */
+        n = ivmd_loop_wait(d, events, 64, ivmd_pool_wanted(d));
+        if (n == 0) {
+            ivmd_pool_fill(d);
+            continue;
+        }
         if (n < 0) {
             if (errno == EINTR) {
                 continue;

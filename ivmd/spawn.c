@@ -147,6 +147,7 @@ void ivmd_spawn_reap(ivmd_t *d)
     while ((pid = waitpid(-1, &wstatus, WNOHANG)) > 0) {
         pe = ivmd_spawn_find_pid(d, pid);
         if (pe == NULL) {
+            ivmd_pool_reaped(d, pid, wstatus);
             continue;
         }
         pe->reaped = 1;

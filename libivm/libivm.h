@@ -46,6 +46,10 @@ typedef struct ivm_ctx {
     size_t           nmaps, maps_cap;
 } ivm_ctx_t;
 
+/* Parked processes per CPU device of a job whose root PE has no IVM_PE_POOL
+ * (see docs/user-guide.md for why this value). */
+#define IVM_PE_POOL_DEFAULT 0
+
 enum { IVM_CTX_NEW = 0, IVM_CTX_ENTERED = 1, IVM_CTX_EXITED = 2 };
 
 extern ivm_ctx_t ivm_ctx;
