@@ -247,7 +247,7 @@ typedef struct ivm_msg_info_rep {
     uint64_t tx_bytes;   /* object bytes sent to other nodes' daemons */
     uint64_t rx_bytes;   /* object bytes received from other nodes' daemons */
     uint32_t parked;     /* warm-pool processes parked in ivmEnter, all jobs (no PEs) */
-    uint32_t reserved;   /* zero */
+    uint32_t pooled;     /* PEs started from a warm pool since the daemon started */
 } ivm_msg_info_rep_t;
 
 _Static_assert(sizeof(ivm_msg_map_rep_t) == 40, "map reply size");

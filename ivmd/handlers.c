@@ -898,6 +898,7 @@ static int ivmd_handle_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     info->tx_bytes = d->tx_bytes;
     info->rx_bytes = d->rx_bytes;
     info->parked   = ivmd_pool_count(d);
+    info->pooled   = d->pooled;
     return IVM_SUCCESS;
 }
 

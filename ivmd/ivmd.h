@@ -191,6 +191,7 @@ struct ivmd {
     uint32_t         self_idx;     /* our index in peers */
     struct ivmd_op  *ops;          /* cluster operations in flight */
     uint64_t         tx_bytes, rx_bytes; /* object bytes sent to / received from peers */
+    uint32_t         pooled;       /* PEs handed out by warm pools (INFO) */
 };
 
 /* Loop. */
@@ -315,12 +316,17 @@ void ivmd_spawn_reap(ivmd_t *d);
 
 /* The warm PE pool (pool.c): per job and CPU device, pe_pool processes of the
  * job's executable parked in ivmEnter, handed a PE identity by CREATE_PES. */
-/* Non-zero while some job's pool is short: the loop then fills it when idle. */
+/* Whether some job's pool is short: 0 (no), IVMD_POOL_SHORT (fewer parked
+ * processes than wanted: the loop fills it once idle for IVMD_POOL_IDLE_US)
+ * or IVMD_POOL_EMPTY (none left: the next CREATE_PES would be cold, so the
+ * loop fills it as soon as no event is pending). */
 int ivmd_pool_wanted(const ivmd_t *d);
-/* Start one parked process where a pool is short (called when the loop was
- * idle for IVMD_POOL_IDLE_US, so never on a caller's path). */
-void ivmd_pool_fill(ivmd_t *d);
+#define IVMD_POOL_SHORT   1
+#define IVMD_POOL_EMPTY   2
 #define IVMD_POOL_IDLE_US 200
+/* Start one parked process where a pool is shortest (called from the loop
+ * when nothing else is to be done, so never on a caller's path). */
+void ivmd_pool_fill(ivmd_t *d);
 /* ENTER with IVM_ENTER_POOL: validate and park the connection (IVMD_DEFERRED)
  * or refuse (an ivmError_t, with detail). */
 int ivmd_pool_enter(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
@@ -338,6 +344,12 @@ void ivmd_pool_job_end(ivmd_t *d, ivmd_job_t *job);
 int ivmd_pool_busy(const ivmd_job_t *job);
 void ivmd_pool_free(ivmd_job_data_t *jd);
 uint32_t ivmd_pool_count(const ivmd_t *d);
+/* Start a parked process (pool slot): fork, then in the child the stdio,
+ * cwd, signal defaults, process group and affinity posix_spawn would give a
+ * PE, and execve. The daemon does not wait for the exec (posix_spawn would).
+ * Returns 0 or an errno value. */
+int ivmd_pool_exec(ivmd_t *d, const ivmd_job_data_t *jd, char *const *envp, int out_fd,
+                   int err_fd, const ivm_cpu_device_t *dev, pid_t *pid_p);
 /* GPU hook: called once a parked process's device is known, before it is
  * handed out; a GPU pool would have it create its primary context there. */
 void ivmd_pool_on_parked(ivmd_t *d, ivmd_job_t *job, struct ivmd_parked *p);

@@ -41,22 +41,23 @@ static void ivmd_loop_before_sleep(ivmd_t *d)
     ivmd_output_reap(d);
 }
 
-/* epoll_wait, for at most IVMD_POOL_IDLE_US when idle_wait is set, else for
- * ever. */
-static int ivmd_loop_wait(ivmd_t *d, struct epoll_event *events, int max, int idle_wait)
+/* epoll_wait: for ever, or (pool short) for at most IVMD_POOL_IDLE_US, or
+ * (pool empty) only for what is pending now. */
+static int ivmd_loop_wait(ivmd_t *d, struct epoll_event *events, int max, int pool)
 {
+    if (pool == IVMD_POOL_EMPTY) {
+        return epoll_wait(d->epfd, events, max, 0);
+    }
 #if defined(__GLIBC__) && __GLIBC_PREREQ(2, 35)
-    static const struct timespec idle = {0, IVMD_POOL_IDLE_US * 1000L};
-    int n;
-
-    if (idle_wait) {
-        n = epoll_pwait2(d->epfd, events, max, &idle, NULL);
+    if (pool == IVMD_POOL_SHORT) {
+        static const struct timespec idle = {0, IVMD_POOL_IDLE_US * 1000L};
+        int n = epoll_pwait2(d->epfd, events, max, &idle, NULL);
         if (n >= 0 || errno != ENOSYS) {
             return n;
         }
     }
 #endif
-    return epoll_wait(d->epfd, events, max, idle_wait ? 1 : -1);
+    return epoll_wait(d->epfd, events, max, pool ? 1 : -1);
 }
 
 int ivmd_loop_run(ivmd_t *d)

@@ -9,12 +9,16 @@
  * not counted by NUM_PES, and never handed out once they died or were killed.
  * The loop refills pools only after it was idle for IVMD_POOL_IDLE_US.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "ivmd.h"
 #include "log.h"
@@ -32,6 +36,57 @@ typedef struct ivmd_parked {
     uint32_t            seq;   /* that ENTER's sequence number */
     int                 dead;  /* killed or disconnected: awaits reaping, never handed out */
 } ivmd_parked_t;
+
+/* In the forked child: only async-signal-safe calls until execve. */
+static void ivmd_pool_child_fd(int fd, int target)
+{
+    if (fd == target) {
+        fcntl(fd, F_SETFD, 0);
+    } else if (dup2(fd, target) < 0) {
+        _exit(127);
+    }
+}
+
+int ivmd_pool_exec(ivmd_t *d, const ivmd_job_data_t *jd, char *const *envp, int out_fd,
+                   int err_fd, const ivm_cpu_device_t *dev, pid_t *pid_p)
+{
+    static const int defaults[] = {SIGPIPE, SIGCHLD, SIGTERM, SIGINT, SIGHUP};
+    struct sigaction dfl;
+    sigset_t none;
+    pid_t pid;
+    size_t i;
+
+    memset(&dfl, 0, sizeof(dfl));
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&none);
+    if (access(jd->exe, X_OK) != 0) {
+        return errno;
+    }
+    pid = fork();
+    if (pid < 0) {
+        return errno;
+    }
+    if (pid == 0) {
+        for (i = 0; i < sizeof(defaults) / sizeof(defaults[0]); ++i) {
+            sigaction(defaults[i], &dfl, NULL);
+        }
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        setpgid(0, 0);
+        if (dev != NULL) {
+            sched_setaffinity(0, sizeof(dev->cores), &dev->cores);
+        }
+        ivmd_pool_child_fd(d->devnull, 0);
+        ivmd_pool_child_fd(out_fd >= 0 ? out_fd : d->devnull, 1);
+        ivmd_pool_child_fd(err_fd >= 0 ? err_fd : d->devnull, 2);
+        if (chdir(jd->cwd) != 0) {
+            _exit(127);
+        }
+        execve(jd->exe, jd->argv, envp);
+        _exit(127);
+    }
+    *pid_p = pid;
+    return 0;
+}
 
 static int ivmd_pool_active(const ivmd_job_t *job)
 {
@@ -52,25 +107,28 @@ static uint32_t ivmd_pool_live(const ivmd_job_data_t *jd, int dev)
     return n;
 }
 
-/* The first (job, device) whose pool is short; 0 if none. */
+/* The (job, device) whose pool is shortest: IVMD_POOL_EMPTY if one has no
+ * process left, IVMD_POOL_SHORT if one has fewer than wanted, else 0. */
 static int ivmd_pool_short(const ivmd_t *d, ivmd_job_t **job_p, int *dev_p)
 {
     ivmd_job_t *job;
-    int k;
+    int k, best = 0;
 
     for (job = d->reg.jobs; job != NULL; job = job->next) {
         if (!ivmd_pool_active(job)) {
             continue;
         }
         for (k = 0; k < job->ndevs; ++k) {
-            if (ivmd_pool_live(job->data, k) < ((ivmd_job_data_t *)job->data)->pe_pool) {
+            uint32_t live = ivmd_pool_live(job->data, k);
+            int level = live == 0 ? IVMD_POOL_EMPTY : IVMD_POOL_SHORT;
+            if (live < ((ivmd_job_data_t *)job->data)->pe_pool && level > best) {
+                best   = level;
                 *job_p = job;
                 *dev_p = k;
-                return 1;
             }
         }
     }
-    return 0;
+    return best;
 }
 
 int ivmd_pool_wanted(const ivmd_t *d)
@@ -230,6 +288,7 @@ int ivmd_pool_take(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe)
     rep.ncores  = (uint32_t)job->devs[pe->devtype].ncores;
     ivm_proto_strset(rep.node, sizeof(rep.node), d->cfg.node);
     ivmd_conn_reply(d, c, IVM_MSG_ENTER, p->seq, &rep, sizeof(rep), NULL, NULL, 0);
+    ++d->pooled;
     ivm_debug("job %u: pe %d is parked process pid %d (warm)", job->id, pe->id,
               (int)pe->pid);
     free(p);
