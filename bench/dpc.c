@@ -13,9 +13,19 @@
  *   Target for node1-cpu: median <= 10 ms.
  * Baseline, in the same process: posix_spawn of this same binary, told by an
  * environment variable to exit at once, and waitpid.
- * Runs alternate between the variants; each reports median and p90.
+ * Runs alternate between the variants; each reports median and p90. These
+ * "cold" rows run in a job without a warm PE pool (IVM_PE_POOL=0).
  *
- * Run:  ivmrun [--nodes 2] bench-dpc [-n RUNS (200)] [-w WARMUP (5)]
+ * Warm rows (-p POOL > 0, default 2): then the root starts this binary again
+ * as the root of a second job on the same daemon(s), with IVM_PE_POOL=POOL,
+ * which measures the same two variants with PEs taken from the pool (the
+ * root daemon's pool for local-cpu, node1's daemon's pool for node1-cpu).
+ * Before each warm run it leaves the daemons idle for WARM_REFILL_MS, so the
+ * pools refill (they fill only while the daemon is idle, see ivmd/pool.c).
+ * Their ratio column is cold median / warm median of the same run.
+ * Target for warm local-cpu: median <= 0.1 ms.
+ *
+ * Run:  ivmrun [--nodes 2] bench-dpc [-n RUNS (200)] [-w WARMUP (5)] [-p POOL (2)]
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -37,6 +47,8 @@
 #define EXIT_TIMEOUT_S 10.0
 #define REMOTE_NODE "node1"
 #define REMOTE_TARGET_MS 10.0
+#define WARM_TARGET_MS 0.1
+#define WARM_REFILL_MS 20
 
 extern char **environ;
 
@@ -89,11 +101,16 @@ static void wait_children_gone(void)
     }
 }
 
-/* One IVM DPC run: ms from ivmCreatePEs until the first signal is seen. */
-static double dpc_once(ivm_device dev)
+/* One IVM DPC run: ms from ivmCreatePEs until the first signal is seen.
+ * warm: first leave the daemons idle so that their pools refill. */
+static double dpc_once(ivm_device dev, int warm)
 {
     ivm_pe pe;
-    double t0 = bench_now_ms();
+    double t0;
+
+    if (warm)
+        bench_sleep_ns(WARM_REFILL_MS * 1000000L);
+    t0 = bench_now_ms();
 
     BENCH_CHECK(ivmCreatePEs(dev, 1, &pe));
     BENCH_CHECK(ivmWait(pe));
@@ -121,7 +138,111 @@ static int make_spawn_env(void)
     return 0;
 }
 
-static int run_root(int runs, int warmup)
+/* The warm rows: this binary as the root of a second job with a pool. */
+static int run_warm_job(int runs, int warmup, int pool, double cold_local,
+                        double cold_remote)
+{
+    char a_runs[16], a_warm[16], a_pool[16], a_cl[32], a_cr[32], env_pool[32];
+    char *argv[] = { self_path, "-W", "-n", a_runs, "-w", a_warm, "-p", a_pool,
+                     "-c", a_cl, "-r", a_cr, NULL };
+    char **env;
+    size_t n = 0, k = 0;
+    pid_t pid;
+    int status, err;
+
+    snprintf(a_runs, sizeof(a_runs), "%d", runs);
+    snprintf(a_warm, sizeof(a_warm), "%d", warmup);
+    snprintf(a_pool, sizeof(a_pool), "%d", pool);
+    snprintf(a_cl, sizeof(a_cl), "%.6f", cold_local);
+    snprintf(a_cr, sizeof(a_cr), "%.6f", cold_remote);
+    snprintf(env_pool, sizeof(env_pool), "IVM_PE_POOL=%d", pool);
+    while (environ[n] != NULL)
+        n++;
+    env = calloc(n + 2, sizeof(*env));
+    if (env == NULL)
+        return 1;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], "IVM_PE_POOL=", 12) != 0 &&
+            strncmp(environ[i], "IVM_PE_ID=", 10) != 0 &&
+            strncmp(environ[i], "IVM_JOB_ID=", 11) != 0 &&
+            strncmp(environ[i], "IVM_PE_TOKEN=", 13) != 0)
+            env[k++] = environ[i];
+    env[k++] = env_pool;
+    fflush(stdout);
+    err = posix_spawn(&pid, self_path, NULL, NULL, argv, env);
+    free(env);
+    if (err != 0) {
+        fprintf(stderr, "bench-dpc: posix_spawn of the warm job: %s\n", strerror(err));
+        return 1;
+    }
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) {
+            perror("bench-dpc: waitpid");
+            return 1;
+        }
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+/* Root of the warm job: the warm rows. */
+static int run_warm(int runs, int warmup, int pool, double cold_local, double cold_remote)
+{
+    ivm_device dev, rdev = NULL;
+    double *loc = calloc((size_t)runs, sizeof(double));
+    double *rem = calloc((size_t)runs, sizeof(double));
+    ivmError_t rc;
+
+    if (loc == NULL || rem == NULL) {
+        fprintf(stderr, "bench-dpc: out of memory\n");
+        return 1;
+    }
+    BENCH_CHECK(ivmCreateDev(IVM_THIS_HOST, IVM_CPU_N(0), &dev));
+    rc = ivmCreateDev(REMOTE_NODE, IVM_CPU_N(0), &rdev);
+    if (rc == IVM_ERROR_NOT_FOUND)
+        rdev = NULL;
+    else
+        BENCH_CHECK(rc);
+    for (int i = 0; i < warmup; i++) {
+        dpc_once(dev, 1);
+        if (rdev != NULL)
+            dpc_once(rdev, 1);
+    }
+    for (int i = 0; i < runs; i++) {
+        loc[i] = dpc_once(dev, 1);
+        if (rdev != NULL)
+            rem[i] = dpc_once(rdev, 1);
+    }
+    BENCH_CHECK(ivmDestroyDev(dev));
+    if (rdev != NULL)
+        BENCH_CHECK(ivmDestroyDev(rdev));
+
+    bench_stats_t s_loc = bench_stats(loc, runs);
+    bench_stats_t s_rem = rdev != NULL ? bench_stats(rem, runs) : (bench_stats_t){ 0 };
+    double lratio = s_loc.median > 0 ? cold_local / s_loc.median : 0.0;
+    double rratio = s_rem.median > 0 ? cold_remote / s_rem.median : 0.0;
+    int pass = s_loc.median <= WARM_TARGET_MS;
+
+    printf("%-5s %-10s %10.3f %10.3f   %-11s %10.3f %10s   %7.1f\n", "warm",
+           "local-cpu", s_loc.median, s_loc.p90, "cold dpc", cold_local, "", lratio);
+    if (rdev != NULL)
+        printf("%-5s %-10s %10.3f %10.3f   %-11s %10.3f %10s   %7.1f\n", "warm",
+               REMOTE_NODE "-cpu", s_rem.median, s_rem.p90, "cold dpc", cold_remote, "",
+               rratio);
+    printf("target: warm local-cpu median <= %.3f ms (IVM_PE_POOL=%d): %s\n",
+           WARM_TARGET_MS, pool, pass ? "met" : "NOT met");
+    printf("RESULT dpc warm-local median_ms=%.3f p90_ms=%.3f cold_median_ms=%.3f "
+           "speedup=%.1f target_ms=%.3f pass=%s pool=%d runs=%d\n", s_loc.median,
+           s_loc.p90, cold_local, lratio, WARM_TARGET_MS, pass ? "yes" : "no", pool, runs);
+    if (rdev != NULL)
+        printf("RESULT dpc warm-remote median_ms=%.3f p90_ms=%.3f cold_median_ms=%.3f "
+               "speedup=%.1f pool=%d runs=%d\n", s_rem.median, s_rem.p90, cold_remote,
+               rratio, pool, runs);
+    free(rem);
+    free(loc);
+    return 0;
+}
+
+static int run_root(int runs, int warmup, int pool)
 {
     ivm_device dev, rdev = NULL;
     double *dpc = calloc((size_t)runs, sizeof(double));
@@ -147,19 +268,19 @@ static int run_root(int runs, int warmup)
         BENCH_CHECK(rc);
 
     for (int i = 0; i < warmup; i++) {
-        dpc_once(dev);
+        dpc_once(dev, 0);
         if (spawn_once() < 0)
             return 1;
         if (rdev != NULL)
-            dpc_once(rdev);
+            dpc_once(rdev, 0);
     }
     for (int i = 0; i < runs; i++) {
-        dpc[i] = dpc_once(dev);
+        dpc[i] = dpc_once(dev, 0);
         spw[i] = spawn_once();
         if (spw[i] < 0)
             return 1;
         if (rdev != NULL)
-            rem[i] = dpc_once(rdev);
+            rem[i] = dpc_once(rdev, 0);
     }
     BENCH_CHECK(ivmDestroyDev(dev));
     if (rdev != NULL)
@@ -195,36 +316,48 @@ static int run_root(int runs, int warmup)
         printf("RESULT dpc remote median_ms=%.3f p90_ms=%.3f spawn_median_ms=%.3f "
                "ratio=%.2f target_ms=%.0f pass=%s runs=%d\n", s_rem.median, s_rem.p90,
                s_spw.median, rratio, REMOTE_TARGET_MS, rpass ? "yes" : "no", runs);
+    int ret = pool > 0 ? run_warm_job(runs, warmup, pool, s_dpc.median, s_rem.median) : 0;
     free(rem);
     free(spawn_env);
     free(spw);
     free(dpc);
-    return 0;
+    return ret;
 }
 
 int main(int argc, char **argv)
 {
-    int runs = 200, warmup = 5, opt, id, ret;
+    int runs = 200, warmup = 5, pool = 2, warm = 0, opt, id, ret;
+    double cold_local = 0.0, cold_remote = 0.0;
 
     if (getenv(SPAWN_ENV) != NULL)
         return 0;                       /* the posix_spawn baseline's child */
 
-    while ((opt = getopt(argc, argv, "n:w:")) != -1) {
+    while ((opt = getopt(argc, argv, "n:w:p:Wc:r:")) != -1) {
         switch (opt) {
         case 'n': runs = bench_parse_int(optarg, 1); break;
         case 'w': warmup = bench_parse_int(optarg, 0); break;
+        case 'p': pool = bench_parse_int(optarg, 0); break;
+        case 'W': warm = 1; break;      /* internal: root of the warm job */
+        case 'c': cold_local = atof(optarg); break;
+        case 'r': cold_remote = atof(optarg); break;
         default: runs = -1; break;
         }
     }
-    if (runs < 0 || warmup < 0 || optind < argc) {
-        fprintf(stderr, "usage: %s [-n RUNS (200)] [-w WARMUP (5)]\n", argv[0]);
+    if (runs < 0 || warmup < 0 || pool < 0 || optind < argc) {
+        fprintf(stderr, "usage: %s [-n RUNS (200)] [-w WARMUP (5)] [-p POOL (2)]\n",
+                argv[0]);
         return 2;
     }
+    /* The cold rows' job has no pool (its PEs inherit this setting too). */
+    if (!warm && getenv("IVM_PE_ID") == NULL)
+        setenv("IVM_PE_POOL", "0", 1);
 
     BENCH_CHECK(ivmEnter());
     BENCH_CHECK(ivmGetMyId(&id));
-    if (id == 0)
-        ret = run_root(runs, warmup);
+    if (id == 0 && warm)
+        ret = run_warm(runs, warmup, pool, cold_local, cold_remote);
+    else if (id == 0)
+        ret = run_root(runs, warmup, pool);
     else
         ret = ivmSignal() == IVM_SUCCESS ? 0 : 1;
     BENCH_CHECK(ivmExit());

@@ -90,9 +90,15 @@ typedef struct ivm_msg_status {
  * SCM_RIGHTS fds (children are started with them).
  * Child PE: job_id, pe_id and token come from the environment the daemon
  * prepared (IVM_JOB_ID, IVM_PE_ID, IVM_PE_TOKEN); blob_len is 0.
+ * Parked process of the warm PE pool (flags & IVM_ENTER_POOL): the daemon
+ * started it with a negative IVM_PE_ID (its pool slot) and a token; the reply
+ * is deferred until the daemon hands it a PE identity (ivmCreatePEs), and then
+ * names that PE as for a spawned child.
  */
 #define IVM_ENTER_ROOT       0x1u
 #define IVM_ENTER_TAG_OUTPUT 0x2u /* prefix children's output lines with [pe N] */
+#define IVM_ENTER_POOL       0x4u /* a parked process of the warm PE pool */
+#define IVM_PE_POOL_MAX      64   /* parked processes per job and device, at most */
 typedef struct ivm_msg_enter_req {
     uint32_t flags;      /* IVM_ENTER_* */
     uint32_t pid;        /* caller's pid, checked against SO_PEERCRED */
@@ -102,7 +108,8 @@ typedef struct ivm_msg_enter_req {
     uint32_t argc;       /* root: argument strings in the blob */
     uint32_t envc;       /* root: environment strings in the blob */
     uint32_t blob_len;   /* bytes following this struct */
-    uint32_t reserved;   /* zero */
+    uint32_t pe_pool;    /* root: parked processes per CPU device (IVM_PE_POOL),
+                            0 .. IVM_PE_POOL_MAX; others: zero */
     char     cpu_devices[128]; /* root: --cpu-devices spec for the job, "" = default */
 } ivm_msg_enter_req_t;
 
@@ -239,10 +246,12 @@ typedef struct ivm_msg_info_rep {
     uint32_t peers_up;   /* of those, connected and authenticated */
     uint64_t tx_bytes;   /* object bytes sent to other nodes' daemons */
     uint64_t rx_bytes;   /* object bytes received from other nodes' daemons */
+    uint32_t parked;     /* warm-pool processes parked in ivmEnter, all jobs (no PEs) */
+    uint32_t pooled;     /* PEs started from a warm pool since the daemon started */
 } ivm_msg_info_rep_t;
 
 _Static_assert(sizeof(ivm_msg_map_rep_t) == 40, "map reply size");
-_Static_assert(sizeof(ivm_msg_info_rep_t) == 120, "info reply size");
+_Static_assert(sizeof(ivm_msg_info_rep_t) == 128, "info reply size");
 
 /*
  * CLUSTER (owner uid only, on the Unix socket): the cluster this daemon is
@@ -368,7 +377,8 @@ typedef struct ivm_peer_spawn {
     uint32_t argc;       /* argument strings in the blob */
     uint32_t envc;       /* environment strings in the blob */
     uint32_t blob_len;   /* bytes after the ids */
-    uint32_t reserved;   /* zero */
+    uint32_t pe_pool;    /* parked processes per CPU device the node keeps for the
+                            job, 0 .. IVM_PE_POOL_MAX */
 } ivm_peer_spawn_t;
 
 typedef struct ivm_peer_spawn_rep {

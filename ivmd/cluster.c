@@ -531,6 +531,7 @@ int ivmd_cluster_spawn(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, int 
     sp.argc     = jd->argc;
     sp.envc     = jd->envc;
     sp.blob_len = (uint32_t)blob_len;
+    sp.pe_pool  = jd->pe_pool;
     ivmd_peer_post(d, p, IVM_PEER_SPAWN, &sp, sizeof(sp), tail,
                    (uint32_t)(ids_len + blob_len));
     free(tail);
@@ -577,6 +578,7 @@ static void ivmd_cluster_on_spawn(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_
         jd->proxy      = 1;
         jd->root_peer  = pc->peer;
         jd->tag_output = (sp->flags & IVM_SPAWN_TAG_OUTPUT) != 0;
+        jd->pe_pool    = sp->pe_pool <= IVM_PE_POOL_MAX ? sp->pe_pool : IVM_PE_POOL_MAX;
         job->data      = jd;
     } else if (!ivmd_cluster_is_proxy(job) || job->ending) {
         rep.status = IVM_ERROR_INVALID_VALUE;
@@ -588,6 +590,10 @@ static void ivmd_cluster_on_spawn(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_
             rep.status = IVM_ERROR_INVALID_VALUE;
             snprintf(rep.detail, sizeof(rep.detail), "PE id %d is not new", ids[i]);
             break;
+        }
+        if (ivmd_pool_take(d, job, pe)) {
+            ++rep.started;
+            continue;
         }
         rep.status = ivmd_spawn_pe(d, job, pe, rep.detail, sizeof(rep.detail));
         if (rep.status != IVM_SUCCESS) {

@@ -68,6 +68,7 @@ void ivmd_job_data_free(ivmd_job_data_t *jd)
     free(jd->envp);
     free(jd->blob);
     free(jd->spawn_blob);
+    ivmd_pool_free(jd);
     free(jd);
 }
 
@@ -76,7 +77,7 @@ void ivmd_job_collect(ivmd_t *d, ivmd_job_t *job)
     ivmd_job_data_t *jd = job->data;
     int i;
 
-    if (!job->ending || jd->nconns > 0) {
+    if (!job->ending || jd->nconns > 0 || ivmd_pool_busy(job)) {
         return;
     }
     for (i = 0; i < job->next_pe_id; ++i) {
@@ -123,6 +124,7 @@ void ivmd_job_terminate(ivmd_t *d, ivmd_job_t *job, const char *why)
     }
     ivmd_cluster_job_ending(d, job);
     ivmd_job_end(&d->reg, job);
+    ivmd_pool_job_end(d, job);
     for (i = 1; i < job->next_pe_id; ++i) {
         ivmd_pe_t *pe = job->pes[i];
         if (pe == NULL) {
@@ -192,6 +194,9 @@ void ivmd_handle_disconnect(ivmd_t *d, ivmd_conn_t *c)
     ivmd_pe_t *pe   = c->pe;
 
     ivmd_waiter_cancel(&d->reg, c);
+    if (c->parked != NULL) {
+        ivmd_pool_disconnect(d, c);
+    }
     if (job == NULL) {
         return;
     }
@@ -288,6 +293,10 @@ static int ivmd_handle_enter_root(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_enter
     ivmError_t status;
     char err[160];
 
+    if (req->pe_pool > IVM_PE_POOL_MAX) {
+        ivmd_detail(rep, "IVM_PE_POOL %u is above %d", req->pe_pool, IVM_PE_POOL_MAX);
+        return IVM_ERROR_INVALID_VALUE;
+    }
     if (req->cpu_devices[0] != '\0') {
         status = ivm_devspec_parse(req->cpu_devices, (int)sysconf(_SC_NPROCESSORS_CONF),
                                    devs, IVM_DEVSPEC_MAX_DEVICES, &ndevs, err, sizeof(err));
@@ -324,6 +333,7 @@ static int ivmd_handle_enter_root(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_enter
     jd->tag_output = (req->flags & IVM_ENTER_TAG_OUTPUT) != 0;
     jd->root_pid   = c->peer_pid;
     jd->nconns     = 1;
+    jd->pe_pool    = req->pe_pool;
     job->data      = jd;
     c->job         = job;
     c->pe          = job->pes[0];
@@ -349,8 +359,15 @@ static int ivmd_handle_enter(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr
         ivmd_detail(rep, "this connection already entered as pe %d", c->pe->id);
         return IVM_ERROR_INVALID_VALUE;
     }
+    if (c->parked != NULL) {
+        ivmd_detail(rep, "this connection is parked in the warm pool");
+        return IVM_ERROR_INVALID_VALUE;
+    }
     if (req->flags & IVM_ENTER_ROOT) {
         return ivmd_handle_enter_root(d, c, req, rep);
+    }
+    if (req->flags & IVM_ENTER_POOL) {
+        return ivmd_pool_enter(d, c, hdr, req, rep->detail, sizeof(rep->detail));
     }
     job = ivmd_job_find(&d->reg, req->job_id);
     pe  = (job != NULL) ? ivmd_pe_find(job, req->pe_id) : NULL;
@@ -522,6 +539,10 @@ static int ivmd_handle_create_pes(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t
         if (node >= 0) {
             pe->node = node;
             remote[nremote++] = pe;
+            out->pes[i] = pe->id;
+            continue;
+        }
+        if (ivmd_pool_take(d, c->job, pe)) {
             out->pes[i] = pe->id;
             continue;
         }
@@ -876,6 +897,8 @@ static int ivmd_handle_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     info->peers_up = ivmd_peer_count_up(d);
     info->tx_bytes = d->tx_bytes;
     info->rx_bytes = d->rx_bytes;
+    info->parked   = ivmd_pool_count(d);
+    info->pooled   = d->pooled;
     return IVM_SUCCESS;
 }
 

@@ -108,6 +108,7 @@ typedef struct ivmd_conn {
     /* identity once entered */
     ivmd_pe_t        *pe;
     ivmd_job_t       *job;
+    struct ivmd_parked *parked;    /* a warm-pool process parked in ivmEnter */
 } ivmd_conn_t;
 
 /* What the daemon keeps per job beside the registry (ivmd_job_t.data). */
@@ -126,6 +127,10 @@ typedef struct ivmd_job_data {
     int      tag_output;
     uint32_t nconns;    /* connections bound to the job */
     pid_t    root_pid;
+    uint32_t pe_pool;   /* parked processes wanted per CPU device (pool.c) */
+    struct ivmd_parked *parked; /* the job's warm-pool processes */
+    uint32_t pool_slots;        /* pool slots used (negative IVM_PE_IDs) */
+    int      pool_early_deaths; /* parked processes in a row that died before ENTER */
 } ivmd_job_data_t;
 
 /* A node of the cluster, as the CLUSTER message named it. */
@@ -192,6 +197,7 @@ struct ivmd {
     uint32_t         self_idx;     /* our index in peers */
     struct ivmd_op  *ops;          /* cluster operations in flight */
     uint64_t         tx_bytes, rx_bytes; /* object bytes sent to / received from peers */
+    uint32_t         pooled;       /* PEs handed out by warm pools (INFO) */
 };
 
 /* Loop. */
@@ -314,10 +320,52 @@ ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail
 /* SIGCHLD: reap children and end their PEs. */
 void ivmd_spawn_reap(ivmd_t *d);
 
+/* The warm PE pool (pool.c): per job and CPU device, pe_pool processes of the
+ * job's executable parked in ivmEnter, handed a PE identity by CREATE_PES. */
+/* Whether some job's pool is short: 0 (no), IVMD_POOL_SHORT (fewer parked
+ * processes than wanted: the loop fills it once idle for IVMD_POOL_IDLE_US)
+ * or IVMD_POOL_EMPTY (none left: the next CREATE_PES would be cold, so the
+ * loop fills it as soon as no event is pending). */
+int ivmd_pool_wanted(const ivmd_t *d);
+#define IVMD_POOL_SHORT   1
+#define IVMD_POOL_EMPTY   2
+#define IVMD_POOL_IDLE_US 200
+/* Start one parked process where a pool is shortest (called from the loop
+ * when nothing else is to be done, so never on a caller's path). */
+void ivmd_pool_fill(ivmd_t *d);
+/* ENTER with IVM_ENTER_POOL: validate and park the connection (IVMD_DEFERRED)
+ * or refuse (an ivmError_t, with detail). */
+int ivmd_pool_enter(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                    const ivm_msg_enter_req_t *req, char *detail, size_t detail_len);
+/* Hand a parked process of pe's device the identity of pe (reserved, not yet
+ * started): 1 if one was handed out (pe is then RUNNING), 0 if none is ready. */
+int ivmd_pool_take(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe);
+/* A parked process's connection closed: kill it (it is replaced). */
+void ivmd_pool_disconnect(ivmd_t *d, ivmd_conn_t *c);
+/* SIGCHLD: 1 if pid was a parked process (forgotten, replaced later). */
+int ivmd_pool_reaped(ivmd_t *d, pid_t pid, int wstatus);
+/* The job ends: kill its parked processes (reaped as usual). */
+void ivmd_pool_job_end(ivmd_t *d, ivmd_job_t *job);
+/* Parked processes of the job not reaped yet (the job waits for them). */
+int ivmd_pool_busy(const ivmd_job_t *job);
+void ivmd_pool_free(ivmd_job_data_t *jd);
+uint32_t ivmd_pool_count(const ivmd_t *d);
+/* Start a parked process (pool slot): fork, then in the child the stdio,
+ * cwd, signal defaults, process group and affinity posix_spawn would give a
+ * PE, and execve. The daemon does not wait for the exec (posix_spawn would).
+ * Returns 0 or an errno value. */
+int ivmd_pool_exec(ivmd_t *d, const ivmd_job_data_t *jd, char *const *envp, int out_fd,
+                   int err_fd, const ivm_cpu_device_t *dev, pid_t *pid_p);
+/* GPU hook: called once a parked process's device is known, before it is
+ * handed out; a GPU pool would have it create its primary context there. */
+void ivmd_pool_on_parked(ivmd_t *d, ivmd_job_t *job, struct ivmd_parked *p);
+
 /* Output forwarding. Returns the write ends in *out_p / *err_p. */
 ivmError_t ivmd_output_open(ivmd_t *d, ivmd_job_t *job, int pe_id, int *out_p,
                             int *err_p);
 void ivmd_output_reap(ivmd_t *d);
 void ivmd_output_close_all(ivmd_t *d);
+/* The forwarders of job's pe `from` (a pool slot) now speak for pe `to`. */
+void ivmd_output_retag(ivmd_t *d, uint32_t job_id, int from, int to);
 
 #endif /* IVMD_IVMD_H */

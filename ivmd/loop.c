@@ -1,5 +1,6 @@
 #include <errno.h>
 #include <sys/epoll.h>
+#include <time.h>
 
 #include "ivmd.h"
 #include "log.h"
@@ -40,6 +41,25 @@ static void ivmd_loop_before_sleep(ivmd_t *d)
     ivmd_output_reap(d);
 }
 
+/* epoll_wait: for ever, or (pool short) for at most IVMD_POOL_IDLE_US, or
+ * (pool empty) only for what is pending now. */
+static int ivmd_loop_wait(ivmd_t *d, struct epoll_event *events, int max, int pool)
+{
+    if (pool == IVMD_POOL_EMPTY) {
+        return epoll_wait(d->epfd, events, max, 0);
+    }
+#if defined(__GLIBC__) && __GLIBC_PREREQ(2, 35)
+    if (pool == IVMD_POOL_SHORT) {
+        static const struct timespec idle = {0, IVMD_POOL_IDLE_US * 1000L};
+        int n = epoll_pwait2(d->epfd, events, max, &idle, NULL);
+        if (n >= 0 || errno != ENOSYS) {
+            return n;
+        }
+    }
+#endif
+    return epoll_wait(d->epfd, events, max, pool ? 1 : -1);
+}
+
 int ivmd_loop_run(ivmd_t *d)
 {
     struct epoll_event events[64];
@@ -52,7 +72,13 @@ int ivmd_loop_run(ivmd_t *d)
             ivm_info("idle: no job and no client left, exiting");
             break;
         }
-        n = epoll_wait(d->epfd, events, 64, -1);
+        /* Pools are filled only once the daemon was idle a while: never on
+         * the path of a request or of a PE that was just handed out. */
+        n = ivmd_loop_wait(d, events, 64, ivmd_pool_wanted(d));
+        if (n == 0) {
+            ivmd_pool_fill(d);
+            continue;
+        }
         if (n < 0) {
             if (errno == EINTR) {
                 continue;

@@ -78,7 +78,8 @@ static void ivmd_output_emit(ivmd_t *d, ivmd_fwd_t *f, const char *text, size_t 
     }
     {
     char prefix[32];
-    int plen = snprintf(prefix, sizeof(prefix), "[pe %d] ", f->pe_id);
+    int plen = f->pe_id >= 0 ? snprintf(prefix, sizeof(prefix), "[pe %d] ", f->pe_id)
+                             : snprintf(prefix, sizeof(prefix), "[parked] ");
     char *line = malloc((size_t)plen + len + 1);
 
     if (line == NULL) {
@@ -210,6 +211,17 @@ void ivmd_output_reap(ivmd_t *d)
     while ((f = d->dead_fwds) != NULL) {
         d->dead_fwds = f->next;
         free(f);
+    }
+}
+
+void ivmd_output_retag(ivmd_t *d, uint32_t job_id, int from, int to)
+{
+    ivmd_fwd_t *f;
+
+    for (f = d->fwds; f != NULL; f = f->next) {
+        if (f->job_id == job_id && f->pe_id == from) {
+            f->pe_id = to;
+        }
     }
 }
 

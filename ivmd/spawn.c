@@ -95,14 +95,20 @@ ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
                                         POSIX_SPAWN_SETPGROUP);
 
-    /* The child inherits the affinity: pin ourselves, spawn, restore. The
-     * daemon is single-threaded, so nothing else runs meanwhile. */
-    if (dev != NULL && sched_setaffinity(0, sizeof(dev->cores), &dev->cores) != 0) {
-        ivm_warn("cannot pin pe %d to its device's cores: %m", pe->id);
-    }
-    rc = posix_spawn(&pid, jd->exe, &fa, &attr, jd->argv, envp);
-    if (dev != NULL) {
-        sched_setaffinity(0, sizeof(d->own_affinity), &d->own_affinity);
+    if (pe->id < -1) {
+        /* A parked process of the warm pool (pool.c): started with fork, so
+         * that the daemon does not wait for its exec. */
+        rc = ivmd_pool_exec(d, jd, envp, out_fd, err_fd, dev, &pid);
+    } else {
+        /* The child inherits the affinity: pin ourselves, spawn, restore. The
+         * daemon is single-threaded, so nothing else runs meanwhile. */
+        if (dev != NULL && sched_setaffinity(0, sizeof(dev->cores), &dev->cores) != 0) {
+            ivm_warn("cannot pin pe %d to its device's cores: %m", pe->id);
+        }
+        rc = posix_spawn(&pid, jd->exe, &fa, &attr, jd->argv, envp);
+        if (dev != NULL) {
+            sched_setaffinity(0, sizeof(d->own_affinity), &d->own_affinity);
+        }
     }
     posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&fa);
@@ -147,6 +153,7 @@ void ivmd_spawn_reap(ivmd_t *d)
     while ((pid = waitpid(-1, &wstatus, WNOHANG)) > 0) {
         pe = ivmd_spawn_find_pid(d, pid);
         if (pe == NULL) {
+            ivmd_pool_reaped(d, pid, wstatus);
             continue;
         }
         pe->reaped = 1;

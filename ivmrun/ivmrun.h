@@ -24,6 +24,8 @@
       "CPU devices of the job, e.g. 0-7,8-11,12 (default: the daemon's table)")    \
     X(tag_output,  "tag-output",  BOOL,   "0",                                      \
       "prefix every output line with \"[pe N] \"")                                  \
+    X(pe_pool,     "pe-pool",     INT,    "-1",                                     \
+      "processes per CPU device kept parked for ivmCreatePEs, 0-64 (-1: libivm's)") \
     X(timeout,     "timeout",     DOUBLE, "0",                                      \
       "kill the job after this many seconds and exit 124 (0 = no limit)")          \
     X(nodes,       "nodes",       INT,    "1",                                      \

@@ -51,6 +51,7 @@ typedef struct ivmrun {
     char            env_cpus[sizeof("IVM_CPU_DEVICES=") +
                              sizeof(((ivm_msg_enter_req_t *)0)->cpu_devices)];
     char            env_log[64];
+    char            env_pool[32];   /* IVM_PE_POOL=N for the root PE */
 } ivmrun_t;
 
 static void ivmrun_usage(FILE *out)
@@ -234,6 +235,13 @@ static int ivmrun_config_check(ivmrun_t *run)
         snprintf(run->env_log, sizeof(run->env_log), "IVM_LOG_LEVEL=%s",
                  cfg->log_level);
     }
+    if (cfg->pe_pool > IVM_PE_POOL_MAX || cfg->pe_pool < -1) {
+        ivm_error("--pe-pool must be 0..%d (got %d)", IVM_PE_POOL_MAX, (int)cfg->pe_pool);
+        return IVMRUN_EXIT_USAGE;
+    }
+    if (cfg->pe_pool >= 0) {
+        snprintf(run->env_pool, sizeof(run->env_pool), "IVM_PE_POOL=%d", (int)cfg->pe_pool);
+    }
     if (cfg->cpu_devices[0] != '\0') {
         ncpus = sysconf(_SC_NPROCESSORS_CONF);
         if (ivm_devspec_parse(cfg->cpu_devices, ncpus > 0 ? (int)ncpus : 0, devs,
@@ -391,7 +399,7 @@ static void ivmrun_signals_handle(ivmrun_t *run)
 /* Start PROGRAM as the root PE. Returns 0 or an exit code. */
 static int ivmrun_root_start(ivmrun_t *run, char **argv)
 {
-    char *env[10];
+    char *env[12];
     int nenv = 0, out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1}, err = 0;
     ivmrun_spawn_t spec;
     int code = 0;
@@ -405,6 +413,9 @@ static int ivmrun_root_start(ivmrun_t *run, char **argv)
     env[nenv++] = run->cfg.tag_output ? "IVM_TAG_OUTPUT=1" : "IVM_TAG_OUTPUT";
     if (run->env_log[0] != '\0') {
         env[nenv++] = run->env_log;
+    }
+    if (run->env_pool[0] != '\0') {
+        env[nenv++] = run->env_pool;
     }
     /* PROGRAM is always a root PE, even when ivmrun runs inside a PE. */
     env[nenv++] = "IVM_JOB_ID";

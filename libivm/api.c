@@ -120,6 +120,26 @@ static uint32_t ivm_count_strings(const char *buf, size_t len)
     return n;
 }
 
+/* IVM_PE_POOL of a root PE: parked processes per CPU device of its job. */
+static ivmError_t ivm_pe_pool_setting(uint32_t *pool_p)
+{
+    const char *env = getenv("IVM_PE_POOL");
+    char *end;
+    long n;
+
+    if (env == NULL || *env == '\0') {
+        *pool_p = IVM_PE_POOL_DEFAULT;
+        return IVM_SUCCESS;
+    }
+    n = strtol(env, &end, 10);
+    if (*end != '\0' || n < 0 || n > IVM_PE_POOL_MAX) {
+        IVM_FAIL(IVM_ERROR_INVALID_VALUE, "ivmEnter: IVM_PE_POOL='%s' is not a number "
+                 "0..%d", env, IVM_PE_POOL_MAX);
+    }
+    *pool_p = (uint32_t)n;
+    return IVM_SUCCESS;
+}
+
 /* Root PE: exe, cwd, argv and environment travel in the ENTER blob. */
 static ivmError_t ivm_enter_root(ivm_msg_enter_rep_t *rep)
 {
@@ -133,9 +153,14 @@ static ivmError_t ivm_enter_root(ivm_msg_enter_rep_t *rep)
     ivm_rpc_reply_t reply = {.buf = rep, .len = sizeof(*rep), .fd = -1};
     int fds[2] = {1, 2};
     int null_fd = -1, i;
+    uint32_t pe_pool;
     ivmError_t status;
     ssize_t n;
 
+    status = ivm_pe_pool_setting(&pe_pool);
+    if (status != IVM_SUCCESS) {
+        return status;
+    }
     n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
     if (n <= 0 || getcwd(cwd, sizeof(cwd)) == NULL) {
         IVM_FAIL(IVM_ERROR_INTERNAL, "ivmEnter: cannot read /proc/self/exe or the cwd");
@@ -163,7 +188,8 @@ static ivmError_t ivm_enter_root(ivm_msg_enter_rep_t *rep)
         free(args);
         return IVM_ERROR_NO_MEMORY;
     }
-    req->flags = IVM_ENTER_ROOT;
+    req->flags   = IVM_ENTER_ROOT;
+    req->pe_pool = pe_pool;
     if (tag != NULL && strcmp(tag, "1") == 0) {
         req->flags |= IVM_ENTER_TAG_OUTPUT;
     }
@@ -209,6 +235,15 @@ static ivmError_t ivm_enter_root(ivm_msg_enter_rep_t *rep)
     return status;
 }
 
+/* A parked process of the warm pool is about to block in its ENTER. The GPU
+ * pool hooks in here to create and keep its device's primary context; CPU
+ * parked processes need nothing. */
+static void ivm_pool_park_prepare(void)
+{
+}
+
+/* Child PE, or (negative IVM_PE_ID) a parked process of the warm pool: its
+ * ENTER is answered once the daemon hands it a PE identity. */
 static ivmError_t ivm_enter_child(ivm_msg_enter_rep_t *rep, const char *pe_env)
 {
     ivm_msg_enter_req_t req;
@@ -224,6 +259,10 @@ static ivmError_t ivm_enter_child(ivm_msg_enter_rep_t *rep, const char *pe_env)
     req.job_id = (uint32_t)strtoul(job, NULL, 10);
     req.pe_id  = (int32_t)strtol(pe_env, NULL, 10);
     req.token  = strtoull(token, NULL, 10);
+    if (req.pe_id < 0) {
+        req.flags = IVM_ENTER_POOL;
+        ivm_pool_park_prepare();
+    }
     /* Programs this PE starts are not this PE: they begin jobs of their own. */
     unsetenv("IVM_PE_ID");
     unsetenv("IVM_PE_TOKEN");

@@ -50,6 +50,10 @@ typedef struct ivm_ctx {
 /* Microseconds a call polls for its reply before it sleeps (IVM_SPIN_US). */
 #define IVM_SPIN_US_DEFAULT 50u
 
+/* Parked processes per CPU device of a job whose root PE has no IVM_PE_POOL
+ * (see docs/user-guide.md for why this value). */
+#define IVM_PE_POOL_DEFAULT 0
+
 enum { IVM_CTX_NEW = 0, IVM_CTX_ENTERED = 1, IVM_CTX_EXITED = 2 };
 
 extern ivm_ctx_t ivm_ctx;

@@ -187,9 +187,12 @@ char *ivmt_shm_listing(void)
         return sb_take(&b);
     }
     while ((de = readdir(dp)) != NULL) {
-        /* bxfi_*: Criterion's own (BoxFort) test-worker segments. */
+        /* bxfi_*: Criterion's own (BoxFort) test-worker segments;
+         * vader_segment.*: Open MPI's shared memory, of MPI runs (the apps'
+         * baselines) that may run beside a test. */
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
-            strncmp(de->d_name, "bxfi_", 5) == 0) {
+            strncmp(de->d_name, "bxfi_", 5) == 0 ||
+            strncmp(de->d_name, "vader_segment.", 14) == 0) {
             continue;
         }
         if (n == cap) {
@@ -404,7 +407,8 @@ int ivmt_parse_pids(const char *out, const char *key, pid_t *pids, int max)
     return 0;
 }
 
-/* Environment for a child: ours minus IVM_* minus overridden names, plus env. */
+/* Environment for a child: ours minus IVM_* (but IVM_PE_POOL, which ctest sets
+ * for the _pool runs of the suite) minus overridden names, plus env. */
 static char **build_env(const char *const *env)
 {
     size_t n = 0, k = 0, extra = 0;
@@ -422,7 +426,7 @@ static char **build_env(const char *const *env)
         const char *e = environ[i];
         const char *eq = strchr(e, '=');
         size_t nlen = eq ? (size_t)(eq - e) : strlen(e);
-        int drop = strncmp(e, "IVM_", 4) == 0;
+        int drop = strncmp(e, "IVM_", 4) == 0 && strncmp(e, "IVM_PE_POOL=", 12) != 0;
         for (size_t j = 0; !drop && j < extra; ++j) {
             const char *x = env[j];
             const char *xeq = strchr(x, '=');

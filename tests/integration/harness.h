@@ -62,7 +62,7 @@ int ivmt_info(const char *sock, ivm_msg_info_rep_t *info, const char **why_p);
 int ivmt_connect(const ivmt_daemon_t *d);
 
 /* Run argv (argv[0] an absolute path) with the test's environment minus every
- * IVM_* variable, plus env entries ("NAME=value"; "NAME" alone removes it),
+ * IVM_* variable but IVM_PE_POOL (the suite's _pool runs), plus env entries ("NAME=value"; "NAME" alone removes it),
  * each NULL-terminated (env may be NULL). The child gets /dev/null as stdin,
  * its stdout and stderr are captured, it dies with the test process, and it
  * is killed after timeout_s. */
@@ -146,7 +146,8 @@ typedef struct ivmt_launch {
     ivmt_proc_t proc;
 } ivmt_launch_t;
 
-/* Start `launcher args...` with IVM_SOCKET_DIR=<fresh dir>, no other IVM_*. */
+/* Start `launcher args...` with IVM_SOCKET_DIR=<fresh dir>, no other IVM_*
+ * but IVM_PE_POOL. */
 void ivmt_launch_start(const char *launcher, const char *const *args, ivmt_launch_t *c);
 
 /* Collect it; assert that no process of the run (environment or command line

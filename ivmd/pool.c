@@ -1,0 +1,397 @@
+/*
+ * The warm PE pool: per job and CPU device, jd->pe_pool processes of the job's
+ * executable, started like a PE of that device (argv, env, cwd, affinity,
+ * output wiring) but with a negative pool slot as IVM_PE_ID. Each connects and
+ * sends ENTER with IVM_ENTER_POOL and its token; the daemon holds the reply.
+ * CREATE_PES hands a parked process the identity of a reserved PE by answering
+ * that ENTER, so no exec, dynamic linking or library start-up is on the
+ * caller's path. Parked processes are no PEs: they are not in the registry,
+ * not counted by NUM_PES, and never handed out once they died or were killed.
+ * The loop refills pools only after it was idle for IVMD_POOL_IDLE_US.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ivmd.h"
+#include "log.h"
+#include "status.h"
+
+/* Consecutive parked processes that may die before their ivmEnter before the
+ * job's pool is switched off (a program that exits before ivmEnter). */
+#define IVMD_POOL_MAX_EARLY_DEATHS 3
+
+typedef struct ivmd_parked {
+    struct ivmd_parked *next;
+    ivmd_pe_t           slot;  /* what the spawner sees: id = pool slot (< -1), devtype,
+                                  pid, token */
+    ivmd_conn_t        *conn;  /* its connection once its ENTER arrived */
+    uint32_t            seq;   /* that ENTER's sequence number */
+    int                 dead;  /* killed or disconnected: awaits reaping, never handed out */
+} ivmd_parked_t;
+
+/* In the forked child: only async-signal-safe calls until execve. */
+static void ivmd_pool_child_fd(int fd, int target)
+{
+    if (fd == target) {
+        fcntl(fd, F_SETFD, 0);
+    } else if (dup2(fd, target) < 0) {
+        _exit(127);
+    }
+}
+
+int ivmd_pool_exec(ivmd_t *d, const ivmd_job_data_t *jd, char *const *envp, int out_fd,
+                   int err_fd, const ivm_cpu_device_t *dev, pid_t *pid_p)
+{
+    static const int defaults[] = {SIGPIPE, SIGCHLD, SIGTERM, SIGINT, SIGHUP};
+    struct sigaction dfl;
+    sigset_t none;
+    pid_t pid;
+    size_t i;
+
+    memset(&dfl, 0, sizeof(dfl));
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&none);
+    if (access(jd->exe, X_OK) != 0) {
+        return errno;
+    }
+    pid = fork();
+    if (pid < 0) {
+        return errno;
+    }
+    if (pid == 0) {
+        for (i = 0; i < sizeof(defaults) / sizeof(defaults[0]); ++i) {
+            sigaction(defaults[i], &dfl, NULL);
+        }
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        setpgid(0, 0);
+        if (dev != NULL) {
+            sched_setaffinity(0, sizeof(dev->cores), &dev->cores);
+        }
+        ivmd_pool_child_fd(d->devnull, 0);
+        ivmd_pool_child_fd(out_fd >= 0 ? out_fd : d->devnull, 1);
+        ivmd_pool_child_fd(err_fd >= 0 ? err_fd : d->devnull, 2);
+        if (chdir(jd->cwd) != 0) {
+            _exit(127);
+        }
+        execve(jd->exe, jd->argv, envp);
+        _exit(127);
+    }
+    *pid_p = pid;
+    return 0;
+}
+
+static int ivmd_pool_active(const ivmd_job_t *job)
+{
+    const ivmd_job_data_t *jd = job->data;
+
+    return jd != NULL && !job->ending && jd->pe_pool > 0;
+}
+
+/* Live parked (or starting) processes of job on CPU device dev. */
+static uint32_t ivmd_pool_live(const ivmd_job_data_t *jd, int dev)
+{
+    const ivmd_parked_t *p;
+    uint32_t n = 0;
+
+    for (p = jd->parked; p != NULL; p = p->next) {
+        n += (!p->dead && p->slot.devtype == dev);
+    }
+    return n;
+}
+
+/* The (job, device) whose pool is shortest: IVMD_POOL_EMPTY if one has no
+ * process left, IVMD_POOL_SHORT if one has fewer than wanted, else 0. */
+static int ivmd_pool_short(const ivmd_t *d, ivmd_job_t **job_p, int *dev_p)
+{
+    ivmd_job_t *job;
+    int k, best = 0;
+
+    for (job = d->reg.jobs; job != NULL; job = job->next) {
+        if (!ivmd_pool_active(job)) {
+            continue;
+        }
+        for (k = 0; k < job->ndevs; ++k) {
+            uint32_t live = ivmd_pool_live(job->data, k);
+            int level = live == 0 ? IVMD_POOL_EMPTY : IVMD_POOL_SHORT;
+            if (live < ((ivmd_job_data_t *)job->data)->pe_pool && level > best) {
+                best   = level;
+                *job_p = job;
+                *dev_p = k;
+            }
+        }
+    }
+    return best;
+}
+
+int ivmd_pool_wanted(const ivmd_t *d)
+{
+    ivmd_job_t *job;
+    int dev;
+
+    return ivmd_pool_short(d, &job, &dev);
+}
+
+void ivmd_pool_fill(ivmd_t *d)
+{
+    char detail[IVM_MSG_DETAIL_MAX];
+    ivmd_job_data_t *jd;
+    ivmd_parked_t *p;
+    ivmd_job_t *job;
+    int dev;
+
+    if (!ivmd_pool_short(d, &job, &dev)) {
+        return;
+    }
+    jd = job->data;
+    p  = calloc(1, sizeof(*p));
+    if (p == NULL) {
+        ivm_error("job %u: out of memory for a parked process; pool off", job->id);
+        jd->pe_pool = 0;
+        return;
+    }
+    p->slot.id      = -2 - (int)(jd->pool_slots++ % 0x40000000u);
+    p->slot.devtype = dev;
+    p->slot.node    = -1;
+    p->slot.state   = IVMD_PE_SPAWNED;
+    p->slot.job     = job;
+    if (ivmd_spawn_pe(d, job, &p->slot, detail, sizeof(detail)) != IVM_SUCCESS) {
+        ivm_warn("job %u: cannot start a parked process (%s); pool off", job->id, detail);
+        jd->pe_pool = 0;
+        free(p);
+        return;
+    }
+    p->next    = jd->parked;
+    jd->parked = p;
+    ivm_debug("job %u: parked process pid %d started for device %d (slot %d)", job->id,
+              (int)p->slot.pid, dev, p->slot.id);
+}
+
+int ivmd_pool_enter(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                    const ivm_msg_enter_req_t *req, char *detail, size_t detail_len)
+{
+    ivmd_job_t *job = ivmd_job_find(&d->reg, req->job_id);
+    ivmd_parked_t *p = NULL;
+
+    if (c->parked != NULL) {
+        snprintf(detail, detail_len, "this connection is already parked");
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    if (job != NULL && job->data != NULL) {
+        for (p = ((ivmd_job_data_t *)job->data)->parked; p != NULL; p = p->next) {
+            if (p->slot.id == req->pe_id) {
+                break;
+            }
+        }
+    }
+    if (p == NULL || p->dead || p->conn != NULL || p->slot.token != req->token ||
+        p->slot.pid != c->peer_pid || job->ending) {
+        snprintf(detail, detail_len, "no parked process %d awaits ivmEnter in job %u with "
+                 "this token and pid", req->pe_id, req->job_id);
+        ivm_warn("pid %d: pool ENTER as job %u slot %d refused (unknown slot, bad token "
+                 "or pid)", (int)c->peer_pid, req->job_id, req->pe_id);
+        return IVM_ERROR_PERMISSION;
+    }
+    p->conn   = c;
+    p->seq    = hdr->seq;
+    c->parked = p;
+    ((ivmd_job_data_t *)job->data)->pool_early_deaths = 0;
+    ivmd_pool_on_parked(d, job, p);
+    ivm_debug("job %u: pid %d parked for device %d", job->id, (int)c->peer_pid,
+              p->slot.devtype);
+    return IVMD_DEFERRED;
+}
+
+void ivmd_pool_on_parked(ivmd_t *d, ivmd_job_t *job, ivmd_parked_t *p)
+{
+    /* CPU devices need nothing more. The GPU pool hooks in here (and in
+     * libivm's ivm_pool_park_prepare) to keep a device context warm. */
+    (void)d;
+    (void)job;
+    (void)p;
+}
+
+static void ivmd_pool_unlink(ivmd_job_data_t *jd, ivmd_parked_t *p)
+{
+    ivmd_parked_t **link;
+
+    for (link = &jd->parked; *link != NULL; link = &(*link)->next) {
+        if (*link == p) {
+            *link = p->next;
+            return;
+        }
+    }
+}
+
+static void ivmd_pool_kill(ivmd_parked_t *p)
+{
+    if (!p->dead) {
+        p->dead = 1;
+        kill(p->slot.pid, SIGKILL);
+    }
+}
+
+/* A parked connection that shows EOF or an error belongs to a process that
+ * is gone (or going): a parked process never sends after its ENTER. */
+static int ivmd_pool_gone(const ivmd_parked_t *p)
+{
+    struct pollfd pfd = {.fd = p->conn->h.fd, .events = POLLIN | POLLRDHUP};
+
+    return p->conn->closed || p->conn->doomed != NULL || poll(&pfd, 1, 0) != 0;
+}
+
+int ivmd_pool_take(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe)
+{
+    ivmd_job_data_t *jd = job->data;
+    ivm_msg_enter_rep_t rep;
+    ivmd_parked_t *p;
+    ivmd_conn_t *c;
+
+    if (jd == NULL || IVM_DEV_IS_GPU(pe->devtype) || pe->node >= 0) {
+        return 0;
+    }
+    for (p = jd->parked; p != NULL; p = p->next) {
+        if (p->dead || p->conn == NULL || p->slot.devtype != pe->devtype) {
+            continue;
+        }
+        if (ivmd_pool_gone(p)) {
+            ivmd_pool_kill(p);
+            continue;
+        }
+        break;
+    }
+    if (p == NULL) {
+        return 0;
+    }
+    c = p->conn;
+    ivmd_pool_unlink(jd, p);
+    c->parked  = NULL;
+    pe->pid    = p->slot.pid;
+    pe->token  = p->slot.token;
+    ivmd_pe_enter(pe, c);
+    c->job = job;
+    c->pe  = pe;
+    ++jd->nconns;
+    ivmd_output_retag(d, job->id, p->slot.id, pe->id);
+    ivmd_cluster_pe_entered(d, pe);
+    memset(&rep, 0, sizeof(rep));
+    rep.job_id  = job->id;
+    rep.pe_id   = pe->id;
+    rep.devtype = pe->devtype;
+    rep.ncores  = (uint32_t)job->devs[pe->devtype].ncores;
+    ivm_proto_strset(rep.node, sizeof(rep.node), d->cfg.node);
+    ivmd_conn_reply(d, c, IVM_MSG_ENTER, p->seq, &rep, sizeof(rep), NULL, NULL, 0);
+    ++d->pooled;
+    ivm_debug("job %u: pe %d is parked process pid %d (warm)", job->id, pe->id,
+              (int)pe->pid);
+    free(p);
+    return 1;
+}
+
+void ivmd_pool_disconnect(ivmd_t *d, ivmd_conn_t *c)
+{
+    ivmd_parked_t *p = c->parked;
+
+    c->parked = NULL;
+    p->conn   = NULL;
+    if (!p->dead) {
+        ivm_info("job %u: parked process pid %d disconnected; it is replaced",
+                 p->slot.job->id, (int)p->slot.pid);
+    }
+    ivmd_pool_kill(p);
+}
+
+int ivmd_pool_reaped(ivmd_t *d, pid_t pid, int wstatus)
+{
+    ivmd_job_data_t *jd;
+    ivmd_parked_t *p = NULL;
+    ivmd_job_t *job;
+
+    for (job = d->reg.jobs; job != NULL && p == NULL; job = job->next) {
+        jd = job->data;
+        for (p = (jd != NULL) ? jd->parked : NULL; p != NULL; p = p->next) {
+            if (p->slot.pid == pid) {
+                break;
+            }
+        }
+        if (p != NULL) {
+            break;
+        }
+    }
+    if (p == NULL) {
+        return 0;
+    }
+    jd = job->data;
+    if (!p->dead && p->conn == NULL && !job->ending) {
+        if (++jd->pool_early_deaths >= IVMD_POOL_MAX_EARLY_DEATHS && jd->pe_pool > 0) {
+            ivm_warn("job %u: %d parked processes ended before ivmEnter (last status "
+                     "0x%x): the program does not park; warm pool off for this job",
+                     job->id, jd->pool_early_deaths, wstatus);
+            jd->pe_pool = 0;
+        }
+    } else if (!p->dead) {
+        ivm_info("job %u: parked process pid %d died; it is replaced", job->id, (int)pid);
+    }
+    if (p->conn != NULL) {
+        ivmd_conn_t *c = p->conn;
+        c->parked = NULL;
+        p->conn   = NULL;
+        ivmd_conn_close(d, c, "parked process ended");
+    }
+    ivmd_pool_unlink(jd, p);
+    free(p);
+    ivmd_job_collect(d, job);
+    return 1;
+}
+
+void ivmd_pool_job_end(ivmd_t *d, ivmd_job_t *job)
+{
+    ivmd_job_data_t *jd = job->data;
+    ivmd_parked_t *p;
+
+    for (p = (jd != NULL) ? jd->parked : NULL; p != NULL; p = p->next) {
+        ivmd_pool_kill(p);
+    }
+}
+
+int ivmd_pool_busy(const ivmd_job_t *job)
+{
+    const ivmd_job_data_t *jd = job->data;
+
+    return jd != NULL && jd->parked != NULL;
+}
+
+void ivmd_pool_free(ivmd_job_data_t *jd)
+{
+    ivmd_parked_t *p;
+
+    while ((p = jd->parked) != NULL) {
+        jd->parked = p->next;
+        if (p->conn != NULL) {
+            p->conn->parked = NULL;
+        }
+        free(p);
+    }
+}
+
+uint32_t ivmd_pool_count(const ivmd_t *d)
+{
+    const ivmd_job_t *job;
+    const ivmd_parked_t *p;
+    uint32_t n = 0;
+
+    for (job = d->reg.jobs; job != NULL; job = job->next) {
+        const ivmd_job_data_t *jd = job->data;
+        for (p = (jd != NULL) ? jd->parked : NULL; p != NULL; p = p->next) {
+            n += (!p->dead && p->conn != NULL);
+        }
+    }
+    return n;
+}

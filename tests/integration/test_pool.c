@@ -1,0 +1,106 @@
+/* Integration: the warm PE pool (IVM_PE_POOL, ivmrun --pe-pool). PEs taken
+ * from the pool keep the semantics of cold ones; parked processes are no PEs,
+ * die with their job, are replaced when killed and never handed out then; a
+ * DS-LB chain of 500 PEs runs with the pool; the node daemon of a remote
+ * node keeps its own pool. The fixture checks that nothing is left behind. */
+#include <criterion/criterion.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+TestSuite(pool, .init = ivmt_fixture_start, .fini = ivmt_fixture_stop, .timeout = 60);
+
+static const char *const pool2[] = {"IVM_PE_POOL=2", NULL};
+
+Test(pool, warm_pes_keep_ids_groups_waits_and_death_reports)
+{
+    ivmt_scenario(IVMT_PE_POOL, "semantics", NULL, pool2, 30);
+}
+
+Test(pool, parked_processes_killed_are_replaced_never_handed_out)
+{
+    ivmt_scenario(IVMT_PE_POOL, "kill_parked", NULL, pool2, 30);
+}
+
+Test(pool, program_that_does_not_park_turns_its_pool_off)
+{
+    ivmt_scenario(IVMT_PE_POOL, "no_park", NULL, pool2, 30);
+}
+
+Test(pool, bad_pool_setting_is_refused)
+{
+    ivmt_scenario(IVMT_PE_POOL, "bad_setting", NULL, NULL, 30);
+}
+
+Test(pool, warm_pe_output_is_tagged_with_its_pe_id)
+{
+    static const char *const env[] = {"IVM_PE_POOL=2", "IVM_TAG_OUTPUT=1", NULL};
+    ivmt_result_t r;
+
+    ivmt_run_pe(&ivmt_d, IVMT_PE_POOL, "tagged", NULL, env, 30, &r);
+    ivmt_expect_pe_ok(&ivmt_d, &r, "tagged");
+    cr_assert(strstr(r.out, "[pe 1] hello from pe 1\n") != NULL &&
+                  strstr(r.out, "[pe 2] hello from pe 2\n") != NULL,
+              "warm PEs' lines are not tagged with their ids:\n%s", r.out);
+    ivmt_result_free(&r);
+    ivmt_daemon_finish(&ivmt_d);
+}
+
+Test(pool, forged_pool_enter_is_refused)
+{
+    ivm_msg_enter_req_t req;
+
+    memset(&req, 0, sizeof(req));
+    req.flags  = IVM_ENTER_POOL;
+    req.pid    = (uint32_t)getpid();
+    req.job_id = 1;
+    req.pe_id  = -2;
+    req.token  = 12345;
+    cr_assert_eq(ivmt_unix_call(ivmt_d.sock, IVM_MSG_ENTER, &req, sizeof(req), NULL, 0),
+                 IVM_ERROR_PERMISSION, "a pool ENTER with a made-up token was accepted");
+    ivmt_daemon_finish(&ivmt_d);
+}
+
+#ifdef IVMT_DSLB
+/* DS-LB (examples/dslb) with a chain of 500 PEs, pool on. */
+Test(pool, dslb_chain_of_500_with_the_pool, .timeout = 90)
+{
+    static const char *const args[] = {"1", NULL};
+    ivm_msg_info_rep_t info;
+    const char *why = "";
+    ivmt_result_t r;
+
+    ivmt_run_pe(&ivmt_d, IVMT_DSLB, "500", args, pool2, 60, &r);
+    char *desc = ivmt_describe(&ivmt_d, &r);
+    cr_assert(!r.timed_out && r.exited && r.code == 0 && strstr(r.out, "dslb: OK") != NULL,
+              "dslb 500 with IVM_PE_POOL=2 failed: %s", desc);
+    free(desc);
+    cr_assert_eq(ivmt_info(ivmt_d.sock, &info, &why), 0, "INFO: %s", why);
+    cr_assert_gt(info.pooled, 0, "no PE of the chain came from the pool");
+    cr_log_info("dslb 500: %u of 500 PEs from the pool", info.pooled);
+    ivmt_result_free(&r);
+    ivmt_daemon_finish(&ivmt_d);
+}
+
+/* node1's daemon keeps a pool for SPAWN (ivmrun --nodes 2 --pe-pool 2). */
+Test(pool, remote_node_keeps_its_own_pool)
+{
+    const char *argv[] = {"--nodes", "2", "--pe-pool", "2", "--timeout", "40",
+                          IVMT_PE_POOL, "remote", NULL};
+    ivmt_launch_t c;
+    ivmt_result_t r;
+
+    ivmt_launch_start(IVMT_IVMRUN, argv, &c);
+    ivmt_launch_finish_clean(&c, 50, &r);
+    char *desc = ivmt_describe(NULL, &r);
+    cr_assert(!r.timed_out && r.exited && r.code == 0 && strstr(r.out, "OK remote") != NULL,
+              "remote pool run failed: %s", desc);
+    free(desc);
+    ivmt_result_free(&r);
+    ivmt_daemon_finish(&ivmt_d);
+}
+#endif
