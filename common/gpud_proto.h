@@ -1,6 +1,9 @@
 /*
- * The protocol between ivmd and ivm-gpud, on the socketpair whose gpud end is
- * `ivm-gpud --ctl-fd N` (see docs/design-gpu.md).
+ * The protocol between ivmd and ivm-gpud, on the socketpair(AF_UNIX,
+ * SOCK_STREAM) whose gpud end is `ivm-gpud --ctl-fd N` (docs/design-gpu.md).
+ * A stream, not SOCK_SEQPACKET: gpud reads each message exactly (header, then
+ * payload) so that the fds of a message never arrive with another's bytes;
+ * senders attach fds to the first byte of their message (ivm_sock_send does).
  *
  * Same 16-byte ivm_msg_hdr_t as common/proto.h (magic, version, type, length,
  * seq); gpud types start at 128 and never mix with the PE or peer types. The
