@@ -297,8 +297,8 @@ static gpud_try_t gpud_acquire_try(gpud_t *g, uint32_t seq, const ivm_gpud_acqui
     gpud_copy_region(g, req, &offset, &size, &alloc);
     verdict = gpud_admit_check(g->admit, req->gpu, alloc);
     if (verdict == GPUD_ADMIT_TOO_LARGE) {
-        gpud_reply_no_room(g, seq, req, alloc, "ever (larger than the GPU)");
         gpud_obj_put(g, obj);
+        gpud_reply_no_room(g, seq, req, alloc, "ever (larger than the GPU)");
         return GPUD_TRY_DONE;
     }
     if (!head || verdict == GPUD_ADMIT_WAIT) {
@@ -313,10 +313,10 @@ static gpud_try_t gpud_acquire_try(gpud_t *g, uint32_t seq, const ivm_gpud_acqui
     }
     status = gpud_copy_create(g, req, obj, &c);
     if (status != IVM_SUCCESS) {
+        gpud_obj_put(g, obj);
         gpud_reply_error(g, IVM_GPUD_ACQUIRE, seq, status,
                          "GPU %u: allocating or filling %llu bytes failed (%s)", req->gpu,
                          (unsigned long long)alloc, g->ops->name);
-        gpud_obj_put(g, obj);
         return GPUD_TRY_DONE;
     }
     gpud_acquire_reply(g, seq, c, 0);
@@ -369,8 +369,8 @@ static void gpud_acquire_queue(gpud_t *g, uint32_t seq, const ivm_gpud_acquire_r
     uint64_t offset, size, alloc;
 
     if (p == NULL) {
-        gpud_reply_error(g, IVM_GPUD_ACQUIRE, seq, IVM_ERROR_NO_MEMORY, "out of host memory");
         gpud_obj_put(g, obj);
+        gpud_reply_error(g, IVM_GPUD_ACQUIRE, seq, IVM_ERROR_NO_MEMORY, "out of host memory");
         return;
     }
     gpud_copy_region(g, req, &offset, &size, &alloc);
@@ -472,9 +472,9 @@ static void gpud_on_job_end(gpud_t *g, uint32_t seq, const ivm_gpud_job_req_t *r
         pnext = p->next;
         if (p->req.job == req->job) {
             gpud_pending_unlink(g, p);
+            gpud_obj_put(g, p->obj);
             gpud_reply_error(g, IVM_GPUD_ACQUIRE, p->seq, IVM_ERROR_NOT_FOUND,
                              "job %u ended while this ACQUIRE waited", req->job);
-            gpud_obj_put(g, p->obj);
             free(p);
         }
     }
@@ -564,8 +564,8 @@ int gpud_expire(gpud_t *g)
         while ((w = gpud_admit_wait_expired(g->admit, i, now)) != NULL) {
             p = GPUD_CONTAINER(w, gpud_pending_t, wait);
             gpud_pending_unlink(g, p);
-            gpud_reply_no_room(g, p->seq, &p->req, w->size, "after the admission time-out");
             gpud_obj_put(g, p->obj);
+            gpud_reply_no_room(g, p->seq, &p->req, w->size, "after the admission time-out");
             free(p);
         }
         gpud_queue_run(g, i); /* a head that timed out may have blocked others */
