@@ -139,7 +139,8 @@ static ivmError_t gpud_backend_open(gpud_t *g)
             g->ngpus = 0;
             return IVM_SUCCESS;
         }
-        ivm_error("backend %s could not start: %s", g->ops->desc, ivm_status_string(status));
+        ivm_error("--backend %s: %s could not start (%s); see above", want, g->ops->desc,
+                  ivm_status_string(status));
         g->ops = NULL;
         return status;
     }
