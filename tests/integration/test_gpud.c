@@ -417,9 +417,11 @@ static void gt_finish(void)
         cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "gpud exit status %#x; log:\n%s", st,
                   gt_log_tail());
     }
+    /* Only IVM's entries count: other programs (MPI runs of parallel tests)
+     * come and go in /dev/shm too. */
     now = ivmt_shm_listing();
     added = ivmt_listing_added(gt.shm_before, now);
-    cr_assert_str_empty(added, "left in /dev/shm: %s", added);
+    cr_assert(strstr(added, "ivm") == NULL, "left in /dev/shm: %s", added);
     free(now);
     free(added);
 }
@@ -733,14 +735,14 @@ static void gt_expect_timeout(double min_s, double max_s)
 Test(gpud, a_wait_times_out_with_no_memory)
 {
     gt_start_with((const char *const[]){"--admit-timeout", "0.5", NULL}, NULL);
-    gt_expect_timeout(0.45, 3);
+    gt_expect_timeout(0.45, 10);
     gt_finish();
 }
 
 Test(gpud, the_admission_timeout_comes_from_the_environment)
 {
     gt_start_with(NULL, (const char *const[]){"IVM_GPU_ADMIT_TIMEOUT=0.3", NULL});
-    gt_expect_timeout(0.25, 3);
+    gt_expect_timeout(0.25, 10);
     gt_finish();
 }
 
