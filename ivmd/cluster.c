@@ -53,6 +53,7 @@ struct ivmd_op {
     ivm_msg_map_req_t map;     /* LOOKUP/FILL: the request */
     ivm_msg_create_pes_rep_t *pes; /* SPAWN: the reply being built */
     int             first_slot, nslots;
+    uint64_t        gsync;     /* SYNC/GROUP for a GPU sync: resume it, answer nobody */
 };
 
 static uint64_t ivmd_op_next = 1;
@@ -125,10 +126,24 @@ void ivmd_cluster_conn_gone(ivmd_t *d, ivmd_conn_t *c)
 /* Answer a PE request with a plain status. */
 static void ivmd_op_answer(ivmd_t *d, ivmd_op_t *op, int status, const char *detail)
 {
-    ivm_msg_status_t rep = {.status = status};
+    /* The reply has its type's full size (a MAP reply is no bare status). */
+    static union {
+        ivm_msg_status_t         status;
+        ivm_msg_create_pes_rep_t largest;
+        ivm_msg_map_rep_t        map;
+    } rep;
 
+    if (op->gsync != 0) {
+        uint64_t gsync = op->gsync;
+        op->gsync = 0;
+        ivmd_gpu_sync_resume(d, gsync, status);
+        return;
+    }
     if (op->conn != NULL) {
-        ivmd_conn_reply(d, op->conn, op->type, op->seq, &rep, sizeof(rep),
+        uint32_t len = ivmd_reply_size(op->type);
+        memset(&rep, 0, len);
+        rep.status.status = status;
+        ivmd_conn_reply(d, op->conn, op->type, op->seq, &rep, len,
                         status != IVM_SUCCESS ? detail : NULL, NULL, 0);
     }
 }
@@ -178,6 +193,7 @@ void ivmd_cluster_peer_up(ivmd_t *d, ivmd_peer_t *p)
 
     memset(&info, 0, sizeof(info));
     info.ndevs = (uint32_t)d->ndevs;
+    info.ngpus = ivmd_gpu_alive(d) ? ivmd_gpu_count(d) : 0;
     for (i = 0; i < d->ndevs && i < 64; ++i) {
         info.ncores[i] = (uint16_t)d->devs[i].ncores;
     }
@@ -551,10 +567,11 @@ static void ivmd_cluster_on_spawn(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_
     rep.op = sp->op;
     if (sp->n < 1 || sp->n > IVM_CREATE_PES_MAX ||
         hdr->length != sizeof(*sp) + sizeof(int32_t) * (size_t)sp->n + sp->blob_len ||
-        IVM_DEV_IS_GPU(sp->devtype) || sp->devtype < 0 || sp->devtype >= d->ndevs) {
+        (IVM_DEV_IS_GPU(sp->devtype) ? (uint32_t)IVM_DEV_INDEX(sp->devtype) >= ivmd_gpu_count(d)
+                                     : (sp->devtype < 0 || sp->devtype >= d->ndevs))) {
         rep.status = IVM_ERROR_INVALID_VALUE;
-        snprintf(rep.detail, sizeof(rep.detail), "%s cannot start PEs on device %d",
-                 d->cfg.node, sp->devtype);
+        snprintf(rep.detail, sizeof(rep.detail), "%s cannot start PEs on device 0x%x",
+                 d->cfg.node, (unsigned)sp->devtype);
         goto out;
     }
     job = ivmd_job_find(&d->reg, sp->job);
@@ -1154,6 +1171,15 @@ static void ivmd_cluster_group(ivmd_t *d, ivmd_op_t *op, ivmd_obj_t *obj, int ga
 int ivmd_cluster_sync(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ivmd_obj_t *obj,
                       const ivm_msg_sync_req_t *req)
 {
+    return ivmd_cluster_sync_op(d, c, hdr, c->job->id, obj, req->op, req->offset, req->size, 0);
+}
+
+int ivmd_cluster_sync_op(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, uint32_t job,
+                         ivmd_obj_t *obj, uint32_t sync_op, uint64_t off, uint64_t len,
+                         uint64_t gsync)
+{
+    ivm_msg_sync_req_t rq = {.offset = off, .size = len, .op = sync_op};
+    const ivm_msg_sync_req_t *req = &rq;
     ivmd_op_t *op;
     int is_master = obj->master_node < 0;
 
@@ -1167,9 +1193,11 @@ int ivmd_cluster_sync(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ivmd_
     if (op == NULL) {
         return IVM_ERROR_NO_MEMORY;
     }
-    op->obj = obj->id;
-    op->off = req->offset;
-    op->len = req->size;
+    op->job   = job;
+    op->gsync = gsync;
+    op->obj   = obj->id;
+    op->off   = req->offset;
+    op->len   = req->size;
     if (is_master) {
         ivmd_cluster_group(d, op, obj, req->op == IVM_SYNC_GET_GROUP, -1);
         return IVMD_DEFERRED;
@@ -1322,6 +1350,7 @@ void ivmd_cluster_handle_msg(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hd
     case IVM_PEER_NODEINFO: {
         const ivm_peer_nodeinfo_t *m = payload;
         pc->peer->ndevs = m->ndevs > 64 ? 64 : (int)m->ndevs;
+        pc->peer->ngpus = m->ngpus > 64 ? 64 : (int)m->ngpus;
         for (int i = 0; i < pc->peer->ndevs; ++i) {
             pc->peer->ncores[i] = m->ncores[i];
         }
