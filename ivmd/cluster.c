@@ -1255,9 +1255,81 @@ static ivmd_obj_t *ivmd_cluster_xfer_obj(ivmd_t *d, const ivm_peer_xfer_t *x)
     return obj;
 }
 
+/* Device copies in the group calls across nodes. A node that receives
+ * scattered bytes refreshes its device copies of them before it ACKs; a
+ * mirror asked to give bytes for a gather, and the master before it gathers,
+ * first pull their device copies of the range into the node copy. What is to
+ * be done after the device copies is kept in an ivmd_xfer_later_t. */
+typedef struct ivmd_xfer_later {
+    ivm_peer_xfer_t x;     /* the message that asked */
+    int             node;  /* the peer that sent it */
+    uint64_t        op;    /* GROUP: the operation made for it */
+    int             gather;
+    int             skip;
+} ivmd_xfer_later_t;
+
+/* Scatter: the device copies have the bytes: ACK. */
+static void ivmd_cluster_later_ack(ivmd_t *d, void *arg, int status)
+{
+    ivmd_xfer_later_t *l = arg;
+    ivm_peer_xfer_t ack = {.op = l->x.op, .job = l->x.job, .status = status};
+
+    ivmd_peer_post(d, ivmd_cluster_peer(d, l->node), IVM_PEER_ACK, &ack, sizeof(ack), NULL, 0);
+    free(l);
+}
+
+/* Gather at a mirror: the node copy has the device copies' bytes: send. */
+static void ivmd_cluster_later_send(ivmd_t *d, void *arg, int status)
+{
+    ivmd_xfer_later_t *l = arg;
+    ivmd_obj_t *obj = ivmd_cluster_xfer_obj(d, &l->x);
+    ivmd_peer_t *p = ivmd_cluster_peer(d, l->node);
+
+    if (obj == NULL || status != IVM_SUCCESS) {
+        ivm_peer_xfer_t ack = {.op = l->x.op, .job = l->x.job,
+                               .status = obj == NULL ? IVM_ERROR_NOT_FOUND : status};
+        ivmd_peer_post(d, p, IVM_PEER_ACK, &ack, sizeof(ack), NULL, 0);
+    } else {
+        ivmd_cluster_send_data(d, p, l->x.job, l->x.op, IVM_XFER_REPLY, obj, l->x.dst, l->x.off,
+                               l->x.len);
+    }
+    free(l);
+}
+
+/* GROUP at the master: this node's device copies are done; now the mirrors. */
+static void ivmd_cluster_later_group(ivmd_t *d, void *arg, int status)
+{
+    ivmd_xfer_later_t *l = arg;
+    ivmd_op_t *op = ivmd_op_find(d, l->op);
+    ivmd_obj_t *obj = ivmd_cluster_xfer_obj(d, &l->x);
+
+    if (op != NULL) {
+        if (obj == NULL || status != IVM_SUCCESS) {
+            op->status = obj == NULL ? IVM_ERROR_NOT_FOUND : status;
+            op->pending = 0;
+            ivmd_cluster_op_done(d, op);
+        } else {
+            ivmd_cluster_group(d, op, obj, l->gather, l->skip);
+        }
+    }
+    free(l);
+}
+
+static ivmd_xfer_later_t *ivmd_cluster_later(const ivm_peer_xfer_t *x, int node)
+{
+    ivmd_xfer_later_t *l = calloc(1, sizeof(*l));
+
+    if (l != NULL) {
+        l->x    = *x;
+        l->node = node;
+    }
+    return l;
+}
+
 static void ivmd_cluster_on_xfer(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
                                  const void *payload)
 {
+    ivmd_xfer_later_t *later;
     const ivm_peer_xfer_t *x = payload;
     int node = (int)(pc->peer - d->peers);
     ivmd_obj_t *obj;
@@ -1273,6 +1345,16 @@ static void ivmd_cluster_on_xfer(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t
         }
         if (x->flags & IVM_XFER_HOLD) {
             ivmd_obj_add_holder(obj, node, x->dst, x->off, x->len);
+        }
+        if (obj->master_node >= 0 && !(x->flags & IVM_XFER_HOLD) &&
+            ivmd_gpu_has_copies(d, x->job, obj->id, x->off, x->len) &&
+            (later = ivmd_cluster_later(x, node)) != NULL) {
+            /* A gather from this mirror: its device copies first. */
+            if (ivmd_gpu_group_refresh(d, x->job, obj->id, x->off, x->len, 1, 0,
+                                       ivmd_cluster_later_send, later)) {
+                return;
+            }
+            free(later);
         }
         ivmd_cluster_send_data(d, pc->peer, x->job, x->op, IVM_XFER_REPLY, obj, x->dst, x->off,
                                x->len);
@@ -1305,6 +1387,17 @@ static void ivmd_cluster_on_xfer(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t
             if (x->flags & IVM_XFER_LAST) {
                 ivmd_cluster_op_step(d, op, IVM_SUCCESS);
             }
+        } else if (obj != NULL && obj->master_node >= 0 && ivmd_gpu_alive(d) &&
+                   !(x->flags & IVM_XFER_LAST)) {
+            /* A scatter into this mirror: refresh the device copies. */
+            ivmd_gpu_group_refresh(d, x->job, obj->id, x->off, x->len, 0, 0, NULL, NULL);
+        } else if (obj != NULL && obj->master_node >= 0 && ivmd_gpu_alive(d) &&
+                   (later = ivmd_cluster_later(x, node)) != NULL) {
+            /* Its last chunk: ACK once the device copies have every chunk. */
+            if (!ivmd_gpu_group_refresh(d, x->job, obj->id, x->off, x->len, 0, 1,
+                                        ivmd_cluster_later_ack, later)) {
+                ivmd_cluster_later_ack(d, later, IVM_SUCCESS);
+            }
         } else if (x->flags & IVM_XFER_LAST) {
             ivm_peer_xfer_t ack = {.op = x->op, .job = x->job,
                                    .status = obj != NULL ? IVM_SUCCESS : IVM_ERROR_NOT_FOUND};
@@ -1332,6 +1425,19 @@ static void ivmd_cluster_on_xfer(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t
         op->len        = x->len;
         op->reply_peer = pc->peer;
         op->reply_op   = x->op;
+        if (ivmd_gpu_has_copies(d, x->job, obj->id, x->off, x->len) &&
+            (later = ivmd_cluster_later(x, node)) != NULL) {
+            /* The master's node first pulls its device copies (gather) or
+             * refreshes them with what the put brought (scatter). */
+            later->op     = op->id;
+            later->gather = (x->flags & IVM_XFER_GATHER) != 0;
+            later->skip   = later->gather ? -1 : node;
+            if (ivmd_gpu_group_refresh(d, x->job, obj->id, x->off, x->len, later->gather, 0,
+                                       ivmd_cluster_later_group, later)) {
+                return;
+            }
+            free(later);
+        }
         ivmd_cluster_group(d, op, obj, (x->flags & IVM_XFER_GATHER) != 0,
                            (x->flags & IVM_XFER_GATHER) ? -1 : node);
         return;

@@ -185,28 +185,41 @@ Test(gpu, create_dev_on_a_missing_gpu, .fini = gpu_fini)
     gpu_env_scenario("nodev", none);
 }
 
-/* The chain with the GPU PE on node1 of two simulated nodes. */
-Test(gpu, sync_chain_two_nodes, .fini = gpu_fini)
+/* ivmrun --nodes 2 with GPUs on both nodes, running a pe_gpu scenario. */
+static void gpu_two_nodes(const char *scenario, const char *arg)
 {
     const char *argv[] = {"--nodes", "2", "--timeout", "60",
                           gpu_cuda() ? "--gpus" : "--emu-gpus",
                           gpu_cuda() ? "all" : "1:64M",
-                          IVMT_PE_GPU, "chain", "node1", gpu_cuda() ? "cuda" : "emu",
-                          NULL};
+                          IVMT_PE_GPU, scenario, arg, gpu_cuda() ? "cuda" : "emu", NULL};
     ivmt_launch_t c;
     ivmt_result_t r;
+    char *why;
 
+    ivmt_launch_start(IVMT_IVMRUN, argv, &c);
+    ivmt_launch_finish_clean(&c, 75, &r);
+    why = ivmt_describe(NULL, &r);
+    cr_assert(!r.timed_out && r.exited && r.code == 0 && strstr(r.out, "OK ") &&
+                  !strstr(r.out, "FAIL"),
+              "ivmrun --nodes 2 %s %s: %s", scenario, arg, why);
+    free(why);
+    ivmt_result_free(&r);
+}
+
+/* The chain with the GPU PE on node1 of two simulated nodes. */
+Test(gpu, sync_chain_two_nodes, .fini = gpu_fini)
+{
     if (gpu_skip(0)) {
         return;
     }
-    ivmt_launch_start(IVMT_IVMRUN, argv, &c);
-    ivmt_launch_finish_clean(&c, 75, &r);
-    {
-        char *why = ivmt_describe(NULL, &r);
-        cr_assert(!r.timed_out && r.exited && r.code == 0 && strstr(r.out, "OK chain") &&
-                      !strstr(r.out, "FAIL"),
-                  "ivmrun --nodes 2 chain node1: %s", why);
-        free(why);
+    gpu_two_nodes("chain", "node1");
+}
+
+/* PutGroup and GetGroup reaching device copies on both nodes. */
+Test(gpu, group_across_two_nodes, .fini = gpu_fini)
+{
+    if (gpu_skip(0)) {
+        return;
     }
-    ivmt_result_free(&r);
+    gpu_two_nodes("group2", "-");
 }

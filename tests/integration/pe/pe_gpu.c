@@ -405,6 +405,92 @@ static int sc_group(int argc, char **argv)
     return pe_ok();
 }
 
+/* The group calls across two nodes, a GPU PE on each: A on node0 (the
+ * master's node) maps [0, 128K), B on node1 [64K, 256K) (node1 holds a mirror
+ * of it). Nobody calls ivmSyncGet: the group calls themselves must reach the
+ * device copies.
+ *  1. A writes X at [64K, 96K), PutGroup: node1 refreshes B's copy (scatter).
+ *  2. B writes Y at [96K, 128K), PutGroup: the master's node refreshes A's.
+ *  3. B writes V at [160K, 192K); the root's GetGroup makes node1 pull B's
+ *     copy before it gives the bytes (gather). */
+static void turn2(atomic_int *ref, atomic_int *host, int step)
+{
+    pe_stage = "waiting for my turn";
+    for (double deadline = pe_now() + 30;; pe_sleep_ms(2)) {
+        CHECK(ivmSyncGet(ref, sizeof(*ref)));
+        if (atomic_load(host) >= step) {
+            return;
+        }
+        ASSERT(pe_now() < deadline, "turn %d never came (at %d)", step, atomic_load(host));
+    }
+}
+
+static int sc_group2(int argc, char **argv)
+{
+    const size_t size = 1 * MB;
+    int me = pe_enter();
+    atomic_int *ctl, *ref;
+    ivm_pe a, b;
+    char *m, *dev;
+
+    if (me != 0) {
+        CHECK(ivmMap("ctl", &ref, 0));
+        CHECK(ivmHostPtr(ref, &ctl));
+        if (me == 1) {
+            CHECK(ivmMapSubset("g", &dev, 0, 128 * KB));
+            CHECK(ivmSignal());
+            turn2(ref, ctl, 1);
+            dev_fill(dev + 64 * KB, 'X', 32 * KB);
+            CHECK(ivmSyncPutGroup(dev + 64 * KB, 32 * KB));
+            CHECK(ivmSignal());
+            turn2(ref, ctl, 3);
+            dev_expect(dev + 96 * KB, 'Y', 32 * KB, "A's copy after B's PutGroup from node1");
+            CHECK(ivmSignal());
+        } else {
+            CHECK(ivmMapSubset("g", &dev, 64 * KB, 192 * KB));
+            CHECK(ivmSignal());
+            turn2(ref, ctl, 2);
+            dev_expect(dev, 'X', 32 * KB, "B's copy on node1 after A's PutGroup");
+            dev_fill(dev + 32 * KB, 'Y', 32 * KB);
+            CHECK(ivmSyncPutGroup(dev + 32 * KB, 32 * KB));
+            CHECK(ivmSignal());
+            turn2(ref, ctl, 4);
+            dev_fill(dev + 96 * KB, 'V', 32 * KB);
+            CHECK(ivmSignal());
+        }
+        turn2(ref, ctl, 5);
+        CHECK(ivmUnmap(dev));
+        CHECK(ivmUnmap(ref));
+        CHECK(ivmExit());
+        return 0;
+    }
+    CHECK(ivmMalloc("ctl", &ctl, sizeof(*ctl)));
+    CHECK(ivmMalloc("g", &m, size));
+    create_on(IVM_THIS_HOST, IVM_GPU_0, 1, &a);
+    CHECK(ivmWait(a));
+    create_on("node1", IVM_GPU_0, 1, &b);
+    CHECK(ivmWait(b));
+    atomic_store(ctl, 1);
+    CHECK(ivmWait(a));
+    host_expect(m + 64 * KB, 'X', 32 * KB, "master after A's PutGroup");
+    atomic_store(ctl, 2);
+    CHECK(ivmWait(b));
+    host_expect(m + 96 * KB, 'Y', 32 * KB, "master after B's PutGroup");
+    atomic_store(ctl, 3);
+    CHECK(ivmWait(a));
+    atomic_store(ctl, 4);
+    CHECK(ivmWait(b));
+    host_expect(m + 160 * KB, 0, 32 * KB, "master before the gather");
+    CHECK(ivmSyncGetGroup(m + 128 * KB, 128 * KB));
+    host_expect(m + 160 * KB, 'V', 32 * KB, "master after the root's GetGroup");
+    atomic_store(ctl, 5);
+    CHECK(ivmWait(a));
+    CHECK(ivmWait(b));
+    CHECK(ivmFree(m));
+    CHECK(ivmFree(ctl));
+    return pe_ok();
+}
+
 /* Admission: GPU 0 has 4 MiB; A maps 3 MiB; B's map of another 3 MiB waits
  * (nothing to evict) until A unmaps, then evicts A's cached copy and gets
  * its memory. */
@@ -681,6 +767,7 @@ int main(int argc, char **argv)
 {
     static const pe_scenario_entry_t table[] = {
         {"dedup", sc_dedup},     {"chain", sc_chain},     {"group", sc_group},
+        {"group2", sc_group2},
         {"admit", sc_admit},     {"evict", sc_evict},     {"timeout", sc_timeout},
         {"crash", sc_crash},     {"gpud_dead", sc_gpud_dead}, {"nodev", sc_nodev},
         {NULL, NULL}};
