@@ -185,6 +185,39 @@ Test(gpu, create_dev_on_a_missing_gpu, .fini = gpu_fini)
     gpu_env_scenario("nodev", none);
 }
 
+/* ivm-info shows the node's GPUs and one GPU's figures. */
+Test(gpu, ivm_info_reports_gpus, .fini = gpu_fini)
+{
+    const char *all[] = {IVMT_IVM_INFO, NULL, NULL};
+    const char *one[] = {IVMT_IVM_INFO, "--gpu", "1", NULL, NULL};
+    const char *bad[] = {IVMT_IVM_INFO, "--gpu", "2", NULL, NULL};
+    ivmt_result_t r;
+
+    if (gpu_skip(1)) {
+        return;
+    }
+    gpu_daemon("2:16M", NULL);
+    all[1] = ivmt_d.sock;
+    one[3] = ivmt_d.sock;
+    bad[3] = ivmt_d.sock;
+    ivmt_run(all, NULL, 10, &r);
+    cr_assert(r.exited && r.code == 0 && strstr(r.out, "gpus=2\n") &&
+                  strstr(r.out, "gpu_backend=emu\n") && strstr(r.out, "gpud_alive=1\n"),
+              "ivm-info: %s%s", r.out, r.err);
+    ivmt_result_free(&r);
+    ivmt_run(one, NULL, 10, &r);
+    cr_assert(r.exited && r.code == 0 && strstr(r.out, "gpu=1\n") &&
+                  strstr(r.out, "capacity_bytes=16777216\n") &&
+                  strstr(r.out, "allocations=0\n") && strstr(r.out, "copies=0\n"),
+              "ivm-info --gpu 1: %s%s", r.out, r.err);
+    ivmt_result_free(&r);
+    ivmt_run(bad, NULL, 10, &r);
+    cr_assert(r.exited && r.code == 1 && strstr(r.err, "no such object, PE, host or device"),
+              "ivm-info --gpu 2 of two GPUs: exit %d: %s%s", r.code, r.out, r.err);
+    ivmt_result_free(&r);
+    ivmt_daemon_finish(&ivmt_d);
+}
+
 /* ivmrun --nodes 2 with GPUs on both nodes, running a pe_gpu scenario. */
 static void gpu_two_nodes(const char *scenario, const char *arg)
 {
