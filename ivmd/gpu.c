@@ -1095,6 +1095,11 @@ int ivmd_gpu_sync(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ivmd_obj_
     int max;
 
     if (req->gpu_ref != 0) {
+        if (d->gpu == NULL || c->pe == NULL || !IVM_DEV_IS_GPU(c->pe->devtype)) {
+            snprintf(detail, detail_len, "a sync names a device copy, but pe %d is no GPU PE",
+                     c->pe != NULL ? c->pe->id : -1);
+            return IVM_ERROR_INVALID_VALUE;
+        }
         if (!ivmd_gpu_alive(d)) {
             snprintf(detail, detail_len, "the GPU daemon (ivm-gpud) of this node is gone");
             return IVM_ERROR_DAEMON_LOST;
