@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "gpud_proto.h"
 #include "ivmd.h"
 #include "log.h"
 #include "sock.h"
@@ -95,11 +96,14 @@ void ivmd_conn_close(ivmd_t *d, ivmd_conn_t *c, const char *why)
     c->closed = 1;
     if (c->kind == IVMD_CONN_PEER) {
         ivmd_peer_disconnect(d, c);
+    } else if (c->kind == IVMD_CONN_GPUD) {
+        ivmd_gpu_lost(d, c, why);
     } else {
         ivm_debug("closing connection of pid %d: %s", (int)c->peer_pid, why);
         ivmd_handle_disconnect(d, c);
     }
     ivmd_cluster_conn_gone(d, c);
+    ivmd_gpu_conn_gone(d, c);
     if (c->h.fd >= 0) {
         ivmd_loop_del(d, &c->h);
         close(c->h.fd);
@@ -152,8 +156,9 @@ static int ivmd_conn_advance(ivmd_conn_t *c, size_t n, const char **why_p)
     if (c->hdr_got < sizeof(c->hdr)) {
         return 0;
     }
-    status = (c->kind == IVMD_CONN_PE) ? ivm_proto_check_hdr(&c->hdr, why_p)
-                                       : ivm_proto_check_peer(&c->hdr, why_p);
+    status = (c->kind == IVMD_CONN_PE)     ? ivm_proto_check_hdr(&c->hdr, why_p)
+             : (c->kind == IVMD_CONN_GPUD) ? ivm_gpud_check_hdr(&c->hdr, why_p)
+                                           : ivm_proto_check_peer(&c->hdr, why_p);
     if (status != IVM_SUCCESS) {
         return -1;
     }
@@ -527,6 +532,10 @@ static void ivmd_conn_on_event(ivmd_t *d, void *arg, uint32_t events)
                     ivm_warn("pid %d sent a malformed message (%s, type %s, length %u): "
                              "connection dropped", (int)c->peer_pid, why,
                              ivm_proto_type_name(c->hdr.type), (unsigned)c->hdr.length);
+                } else if (c->kind == IVMD_CONN_GPUD) {
+                    ivm_error("ivm-gpud sent a malformed message (%s, type %u, length %u): "
+                              "its socket is closed", why, (unsigned)c->hdr.type,
+                              (unsigned)c->hdr.length);
                 } else {
                     ivm_warn("peer %s sent a malformed message (%s, type %u, length %u): "
                              "connection dropped", c->peer ? c->peer->node : "(unknown)",
@@ -541,6 +550,8 @@ static void ivmd_conn_on_event(ivmd_t *d, void *arg, uint32_t events)
         }
         if (c->kind == IVMD_CONN_PEER) {
             ivmd_peer_handle_msg(d, c, &c->hdr, c->payload);
+        } else if (c->kind == IVMD_CONN_GPUD) {
+            ivmd_gpu_handle_msg(d, c, &c->hdr, c->payload);
         } else if (ivm_proto_check_req(&c->hdr, c->payload, &type_why) != IVM_SUCCESS) {
             ivm_warn("pid %d sent a malformed %s request (%s): connection dropped",
                      (int)c->peer_pid, ivm_proto_type_name(c->hdr.type), type_why);

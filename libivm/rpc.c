@@ -155,7 +155,12 @@ static ivmError_t ivm_rpc_read_one(uint64_t spin_ns)
     }
     if (nfds > 0) {
         p->rep->fd = fds[0];
-        ivm_sock_close_fds(fds + 1, nfds - 1);
+    }
+    if (nfds > 1) {
+        p->rep->fd2 = fds[1];
+    }
+    if (nfds > 2) {
+        ivm_sock_close_fds(fds + 2, nfds - 2);
     }
     p->transport = IVM_SUCCESS;
     p->done      = 1;
@@ -187,8 +192,9 @@ ivmError_t ivm_rpc_call(uint16_t type, const void *req, uint32_t req_len,
 
     memset(&me, 0, sizeof(me));
     me.type = type;
-    me.rep  = rep;
-    rep->fd = -1;
+    me.rep   = rep;
+    rep->fd  = -1;
+    rep->fd2 = -1;
     pthread_mutex_lock(&ivm_ctx.lock);
     if (ivm_ctx.lost || ivm_ctx.fd < 0) {
         pthread_mutex_unlock(&ivm_ctx.lock);
