@@ -53,7 +53,7 @@ _Static_assert(offsetof(omlb_plan_t, hash) == 24 + 32 * OMLB_MAX_PES, "omlb_plan
 /* A PE's answer to one plan ("omlb.rep", one per PE); valid when hash matches. */
 typedef struct omlb_report {
     uint64_t seq;      /* the plan answered */
-    double   time_s;   /* RUN: the step's seconds, slowdown included */
+    double   time_s;   /* RUN: the step's computation seconds, slowdown included */
     double   value;    /* RUN: the step's value */
     int32_t  status;   /* 0 = done, -1 = the PE failed */
     int32_t  reserved;
@@ -631,17 +631,17 @@ int omlb_child_run(const omlb_ops_t *ops, void *ctx)
         part.fresh = 0;
 
         if (pl.phase == OMLB_RUN) {
-            /* The time reported is the step's only: loading a new share
-               says nothing about the device's speed. */
+            /* The time reported is the step's computation: loading a new
+               share says nothing about the device's speed. */
             if (!loaded || pl.fresh) {
                 rc = ops->load(ctx, &part);
                 loaded = rc == 0;
                 part.fresh = 1;
             }
             if (rc == 0) {
-                double t0 = app_now_s();
-                rc = ops->step(ctx, &part, &value);
-                t = omlb_slow_apply(me->slow, app_now_s() - t0);
+                double compute = 0.0;
+                rc = ops->step(ctx, &part, &value, &compute);
+                t = omlb_slow_apply(me->slow, compute);
             }
         } else if (loaded) {
             rc = ops->store(ctx, &part);

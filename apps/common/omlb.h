@@ -4,8 +4,9 @@
  *
  * The work is `units` units in a row (HIMENO: Z planes). The root PE starts
  * one PE per device; each PE owns a contiguous share [lo, hi) of the units,
- * in device order. Every iteration each PE runs the app's step on its share,
- * times it and reports the time (and one number the root sums, e.g. gosa).
+ * in device order. Every iteration each PE runs the app's step on its share
+ * and reports the step's computation time (and one number the root sums,
+ * e.g. gosa).
  * After every window of iterations (at least 3 iterations and 3 ms of the
  * slowest PEs, not counting the first iteration after a change) the root
  *   - takes each device's time per unit, cost[d] = (slowest PE of d) /
@@ -34,8 +35,8 @@
  *
  * Test knob: IVM_OMLB_SLOW="D:F[,D:F...]" (read by the root) makes the PEs of
  * device D (index in the root's device table, printed at start) F times slower:
- * after each step they sleep (F-1) times the step's time and report F times
- * it. The MPI baselines apply the same knob to rank D (omlb_slow_factor), so
+ * after each step they sleep (F-1) times the step's computation time and
+ * report F times it. The MPI baselines apply the same knob to rank D (omlb_slow_factor), so
  * both versions see the same slowed device.
  */
 #ifndef IVM_APPS_OMLB_H
@@ -69,8 +70,10 @@ typedef struct omlb_ops {
        of a PE, and every RUN after a FLUSH). */
     int (*load)(void *ctx, const omlb_part_t *part);
     /* One iteration on the share (halo exchange included); *value_p is
-       summed by the root over the PEs. */
-    int (*step)(void *ctx, const omlb_part_t *part, double *value_p);
+       summed by the root over the PEs; *compute_s_p is the seconds of the
+       computation alone, which the root balances (a halo exchange costs a PE
+       the same whatever its share, so moving units cannot even it out). */
+    int (*step)(void *ctx, const omlb_part_t *part, double *value_p, double *compute_s_p);
     /* Write the share's state back to the app's shared objects. */
     int (*store)(void *ctx, const omlb_part_t *part);
 } omlb_ops_t;

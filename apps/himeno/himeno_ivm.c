@@ -93,7 +93,8 @@ static int himeno_child_load(void *ctx, const omlb_part_t *part)
     return c->ops->load(c->k, part->lo, part->hi, planes);
 }
 
-static int himeno_child_step(void *ctx, const omlb_part_t *part, double *value_p)
+static int himeno_child_step(void *ctx, const omlb_part_t *part, double *value_p,
+                             double *compute_s_p)
 {
     himeno_child_t *c = ctx;
     size_t P = himeno_plane(&c->g);
@@ -115,8 +116,10 @@ static int himeno_child_step(void *ctx, const omlb_part_t *part, double *value_p
             return -1;
     }
     c->ops->threads_set(c->k, part->threads);
+    double t0 = app_now_s();
     if (c->ops->step(c->k, value_p) != 0)
         return -1;
+    *compute_s_p = app_now_s() - t0;
     mine = himeno_halo_slot(c, part->iter, part->pos, 0);
     if (c->ops->edges_get(c->k, mine, mine + P) != 0)
         return -1;
