@@ -24,6 +24,7 @@ static void app_usage(const app_args_t *a, const char *extra)
     fprintf(stderr,
             "usage: %s [--size N] [--seed S] [--portions P] [--iters I]\n"
             "       [--threshold T] [--max-per-dev K] [--local] [--verify] [--serial]\n"
+            "       [--gpu-ranks K]  (MPI baselines: ranks 0..K-1 run the CUDA kernel)\n"
             "  defaults: size %lld, seed %llu, portions %d, iters %d, threshold %g,"
             " max-per-dev %d\n",
             a->app, a->size, (unsigned long long)a->seed, a->portions, a->iters,
@@ -100,6 +101,10 @@ int app_args_parse(int argc, char **argv, app_args_t *args, const char *usage_ex
             bad = app_parse_ll(val, 1, 1024, &v);
             if (!bad)
                 args->max_per_dev = (int)v;
+        } else if (strcmp(opt, "--gpu-ranks") == 0) {
+            bad = app_parse_ll(val, 0, 1 << 20, &v);
+            if (!bad)
+                args->gpu_ranks = (int)v;
         } else if (strcmp(opt, "--threshold") == 0) {
             bad = app_parse_double(val, 1.0, &args->threshold);
         } else {
@@ -184,6 +189,25 @@ int app_kernel_pick_mine(app_kernel_t *kernel_p)
 
     APP_TRY(ivmGetMyDevType(&devtype));
     return app_kernel_pick(devtype, kernel_p);
+}
+
+int app_kernel_pick_rank(const app_args_t *args, int rank, app_kernel_t *kernel_p)
+{
+    if (rank >= args->gpu_ranks) {
+        *kernel_p = APP_KERNEL_CPU;
+        return 0;
+    }
+    if (!app_have_cuda()) {
+        fprintf(stderr, "%s: --gpu-ranks needs the apps built with CUDA "
+                "(IVM_ENABLE_CUDA=ON)\n", app_name);
+        return -1;
+    }
+#ifdef APP_HAVE_CUDA
+    if (app_cuda_use_rank(rank) != 0)
+        return -1;
+#endif
+    *kernel_p = APP_KERNEL_CUDA;
+    return 0;
 }
 
 uint64_t app_fnv1a(const void *data, size_t len)

@@ -43,7 +43,8 @@ typedef struct app_args {
     int max_per_dev;        /* --max-per-dev K: PEs at once on one device (default 1) */
     int local;              /* --local: only the devices of the root's node */
     int verify;             /* --verify: check against the serial reference */
-    int serial;             /* --serial: run only the serial reference (version=serial) */
+    int serial;             /* --serial: the CPU kernel in one process (version=serial) */
+    int gpu_ranks;          /* --gpu-ranks K: MPI ranks 0..K-1 run the CUDA kernel */
 } app_args_t;
 
 /* Kernel flavour a PE runs. */
@@ -92,6 +93,20 @@ int app_kernel_pick(int devtype, app_kernel_t *kernel_p);
 int app_kernel_pick_mine(app_kernel_t *kernel_p);
 /* Non-zero if the apps were built with their CUDA kernels. */
 int app_have_cuda(void);
+
+/* CUDA buffers for the MPI baselines (ranks of --gpu-ranks), defined only
+   when APP_HAVE_CUDA: pick GPU rank % visible GPUs, allocate, copy, free.
+   0, or -1 after printing the CUDA error. */
+int app_cuda_use_rank(int rank);
+int app_cuda_alloc(void **dev_p, size_t bytes);
+int app_cuda_upload(void *dev, const void *host, size_t bytes);
+int app_cuda_download(void *host, const void *dev, size_t bytes);
+void app_cuda_free(void *dev);
+
+/* MPI baselines: the kernel rank `rank` runs (CUDA for ranks below
+   --gpu-ranks). 0, or -1 with a message (--gpu-ranks in a build without
+   CUDA). */
+int app_kernel_pick_rank(const app_args_t *args, int rank, app_kernel_t *kernel_p);
 
 /* Checksums. Integers: FNV-1a of the bytes, printed as 16 hex digits.
    Floats: sum of x[i] * (1 + i % 8) in double, printed %.9e (the same

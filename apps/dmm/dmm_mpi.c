@@ -5,7 +5,11 @@
  * seed; the tiles meet on rank 0 by an MPI_Reduce (sum) of the tile-major C,
  * exact as every element is non-zero on one rank only.
  *
+ * With --gpu-ranks K, ranks 0..K-1 run the CUDA kernel on a GPU (rank % the
+ * visible GPUs): A and Bt are copied there once, C comes back after the tiles.
+ *
  * Run:  mpirun -np R dmm-mpi [--size N] [--portions M*M] [--iters I] [--verify]
+ *                            [--gpu-ranks K]
  */
 #include <math.h>
 #include <mpi.h>
@@ -45,6 +49,22 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     dmm_init(a.seed, n, A, Bt);
+    app_kernel_t kernel;
+#ifdef APP_HAVE_CUDA
+    float *dA = NULL, *dBt = NULL, *dC = NULL;
+#endif
+    if (app_kernel_pick_rank(&a, rank, &kernel) != 0)
+        MPI_Abort(MPI_COMM_WORLD, 1);
+#ifdef APP_HAVE_CUDA
+    if (kernel == APP_KERNEL_CUDA &&
+        (app_cuda_alloc((void **)&dA, nn * sizeof(float)) != 0 ||
+         app_cuda_alloc((void **)&dBt, nn * sizeof(float)) != 0 ||
+         app_cuda_alloc((void **)&dC, nn * sizeof(float)) != 0 ||
+         app_cuda_upload(dA, A, nn * sizeof(float)) != 0 ||
+         app_cuda_upload(dBt, Bt, nn * sizeof(float)) != 0 ||
+         app_cuda_upload(dC, C, nn * sizeof(float)) != 0))
+        MPI_Abort(MPI_COMM_WORLD, 1);
+#endif
 
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = app_now_s();
@@ -52,9 +72,22 @@ int main(int argc, char **argv)
         for (int k = P * rank / nranks; k < P * (rank + 1) / nranks; k++) {
             int j = k / M, i = k % M;
             int r0 = dmm_lo(n, M, i), c0 = dmm_lo(n, M, j);
-            dmm_tile_cpu(A + (size_t)r0 * n, Bt + (size_t)c0 * n, C + dmm_tile_off(n, M, i, j),
-                         n, dmm_lo(n, M, i + 1) - r0, dmm_lo(n, M, j + 1) - c0);
+            int rows = dmm_lo(n, M, i + 1) - r0, cols = dmm_lo(n, M, j + 1) - c0;
+            size_t off = dmm_tile_off(n, M, i, j);
+            if (kernel == APP_KERNEL_CPU) {
+                dmm_tile_cpu(A + (size_t)r0 * n, Bt + (size_t)c0 * n, C + off, n, rows, cols);
+            } else {
+#ifdef APP_HAVE_CUDA
+                if (dmm_tile_cuda(dA + (size_t)r0 * n, dBt + (size_t)c0 * n, dC + off, n, rows,
+                                  cols) != 0)
+                    MPI_Abort(MPI_COMM_WORLD, 1);
+#endif
+            }
         }
+#ifdef APP_HAVE_CUDA
+        if (kernel == APP_KERNEL_CUDA && app_cuda_download(C, dC, nn * sizeof(float)) != 0)
+            MPI_Abort(MPI_COMM_WORLD, 1);
+#endif
         MPI_Reduce(C, Cr, (int)nn, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD);
     }
     double seconds = app_now_s() - t0;
@@ -93,6 +126,11 @@ int main(int argc, char **argv)
         app_result_print(stdout, &r);
         free(rowmajor);
     }
+#ifdef APP_HAVE_CUDA
+    app_cuda_free(dC);
+    app_cuda_free(dBt);
+    app_cuda_free(dA);
+#endif
     free(Cr);
     free(C);
     free(Bt);

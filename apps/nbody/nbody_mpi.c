@@ -4,7 +4,12 @@
  * particle ranges as the IVM portions), then all ranks exchange the new
  * positions (MPI_Allgatherv). Rank 0 prints the result line.
  *
+ * With --gpu-ranks K, ranks 0..K-1 run the CUDA kernel on a GPU (rank % the
+ * visible GPUs): positions and velocities stay on the GPU, each step's new
+ * positions of the other ranks are copied in after the exchange.
+ *
  * Run:  mpirun -np R nbody-mpi [--size N] [--portions P] [--iters I] [--verify]
+ *                              [--gpu-ranks K]
  */
 #include <mpi.h>
 #include <stdlib.h>
@@ -45,14 +50,42 @@ int main(int argc, char **argv)
     int lo = displs[rank] / (int)sizeof(nbody_vec_t);
     int hi = lo + counts[rank] / (int)sizeof(nbody_vec_t);
     nbody_init(a.seed, n, pos, vel);
+    app_kernel_t kernel;
+#ifdef APP_HAVE_CUDA
+    nbody_vec_t *dpos = NULL, *dvel = NULL;
+    size_t vsz = sizeof(nbody_vec_t);
+#endif
+    if (app_kernel_pick_rank(&a, rank, &kernel) != 0)
+        MPI_Abort(MPI_COMM_WORLD, 1);
+#ifdef APP_HAVE_CUDA
+    if (kernel == APP_KERNEL_CUDA &&
+        (app_cuda_alloc((void **)&dpos, 2 * (size_t)n * vsz) != 0 ||
+         app_cuda_alloc((void **)&dvel, (size_t)n * vsz) != 0 ||
+         app_cuda_upload(dpos, pos, (size_t)n * vsz) != 0 ||
+         app_cuda_upload(dvel, vel, (size_t)n * vsz) != 0))
+        MPI_Abort(MPI_COMM_WORLD, 1);
+#endif
 
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = app_now_s();
     for (int t = 0; t < a.iters; t++) {
-        nbody_vec_t *pin = pos + (size_t)(t % 2) * n, *pout = pos + (size_t)(1 - t % 2) * n;
-        nbody_step_cpu(pin, pout + lo, vel + lo, n, lo, hi);
+        size_t in = (size_t)(t % 2) * n, out = (size_t)(1 - t % 2) * n;
+        nbody_vec_t *pout = pos + out;
+        if (kernel == APP_KERNEL_CPU) {
+            nbody_step_cpu(pos + in, pout + lo, vel + lo, n, lo, hi);
+        } else {
+#ifdef APP_HAVE_CUDA
+            if (nbody_step_cuda(dpos + in, dpos + out + lo, dvel + lo, n, lo, hi) != 0 ||
+                app_cuda_download(pout + lo, dpos + out + lo, (size_t)(hi - lo) * vsz) != 0)
+                MPI_Abort(MPI_COMM_WORLD, 1);
+#endif
+        }
         MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_BYTE, pout, counts, displs, MPI_BYTE,
                        MPI_COMM_WORLD);
+#ifdef APP_HAVE_CUDA
+        if (kernel == APP_KERNEL_CUDA && app_cuda_upload(dpos + out, pout, (size_t)n * vsz) != 0)
+            MPI_Abort(MPI_COMM_WORLD, 1);
+#endif
     }
     double seconds = app_now_s() - t0;
 
@@ -82,6 +115,10 @@ int main(int argc, char **argv)
     } else {
         ret = 0;
     }
+#ifdef APP_HAVE_CUDA
+    app_cuda_free(dvel);
+    app_cuda_free(dpos);
+#endif
     free(displs);
     free(counts);
     free(vel);

@@ -3,7 +3,11 @@
  * statically scores the pairs of portions [P*r/R, P*(r+1)/R), and the scores
  * meet on rank 0 (MPI_Gatherv).
  *
+ * With --gpu-ranks K, ranks 0..K-1 run the CUDA kernel on a GPU (rank % the
+ * visible GPUs): the sequences are copied there once, the scores come back.
+ *
  * Run:  mpirun -np R nw-mpi [--size PAIRS] [--portions P] [--iters I] [--verify]
+ *                           [--gpu-ranks K]
  */
 #include <mpi.h>
 #include <stdlib.h>
@@ -50,11 +54,34 @@ int main(int argc, char **argv)
         counts[r] = nw_portion_lo(n, P, P * (r + 1) / nranks) - displs[r];
     }
 
+    app_kernel_t kernel;
+#ifdef APP_HAVE_CUDA
+    char *dseq = NULL;
+    int32_t *dscore = NULL;
+#endif
+    if (app_kernel_pick_rank(&a, rank, &kernel) != 0)
+        MPI_Abort(MPI_COMM_WORLD, 1);
+#ifdef APP_HAVE_CUDA
+    if (kernel == APP_KERNEL_CUDA &&
+        (app_cuda_alloc((void **)&dseq, total) != 0 ||
+         app_cuda_alloc((void **)&dscore, (size_t)counts[rank] * sizeof(int32_t)) != 0 ||
+         app_cuda_upload(dseq, seq, total) != 0))
+        MPI_Abort(MPI_COMM_WORLD, 1);
+#endif
+
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = app_now_s();
     for (int t = 0; t < a.iters; t++) {
-        nw_pairs_cpu(seq, off, la, lb, score + displs[rank], displs[rank],
-                     displs[rank] + counts[rank]);
+        int lo = displs[rank], hi = displs[rank] + counts[rank];
+        if (kernel == APP_KERNEL_CPU) {
+            nw_pairs_cpu(seq, off, la, lb, score + lo, lo, hi);
+        } else {
+#ifdef APP_HAVE_CUDA
+            if (nw_pairs_cuda(dseq, off, la, lb, dscore, lo, hi) != 0 ||
+                app_cuda_download(score + lo, dscore, (size_t)(hi - lo) * sizeof(int32_t)) != 0)
+                MPI_Abort(MPI_COMM_WORLD, 1);
+#endif
+        }
         if (rank == 0)
             MPI_Gatherv(MPI_IN_PLACE, 0, MPI_INT32_T, score, counts, displs, MPI_INT32_T, 0,
                         MPI_COMM_WORLD);
@@ -88,6 +115,10 @@ int main(int argc, char **argv)
         }
         app_result_print(stdout, &r);
     }
+#ifdef APP_HAVE_CUDA
+    app_cuda_free(dscore);
+    app_cuda_free(dseq);
+#endif
     free(seq);
     free(score);
     free(displs);
