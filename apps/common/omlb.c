@@ -16,7 +16,8 @@
 
 #define OMLB_PLAN_OBJ  "omlb.plan"
 #define OMLB_REP_OBJ   "omlb.rep"
-#define OMLB_POLL_NS   20000L  /* polling period of plans and reports: 20 us */
+#define OMLB_POLL_MIN_S 20e-6  /* polling period of plans and reports: 20 us ... */
+#define OMLB_POLL_MAX_S 500e-6 /* ... growing to 500 us as the wait goes on */
 #define OMLB_WAIT_S    120.0   /* longest wait for one plan or one round of reports */
 #define OMLB_GRACE_S   5.0     /* reports missing this long with a PE gone: failed */
 #define OMLB_LIVE_S    0.1     /* the root counts the live PEs this often */
@@ -84,11 +85,14 @@ static void omlb_sleep(double s)
         ;
 }
 
-static void omlb_nap(void)
+/* Sleep a tenth of the time waited so far (20 us .. 500 us): the waiters
+   neither hold back a round by more than a tenth nor steal the cores of the
+   PEs that compute. */
+static void omlb_nap(double waited_s)
 {
-    struct timespec ts = { .tv_sec = 0, .tv_nsec = OMLB_POLL_NS };
+    double s = waited_s / 10.0;
 
-    nanosleep(&ts, NULL);
+    omlb_sleep(s < OMLB_POLL_MIN_S ? OMLB_POLL_MIN_S : s > OMLB_POLL_MAX_S ? OMLB_POLL_MAX_S : s);
 }
 
 static uint64_t omlb_hash(const void *buf, size_t len)
@@ -149,7 +153,7 @@ void omlb_config_init(omlb_config_t *cfg)
     memset(cfg, 0, sizeof(*cfg));
     cfg->threshold = 2.0;
     cfg->cap = 4;
-    cfg->balance_tol = 0.10;
+    cfg->balance_tol = 0.20;
     cfg->record = stdout;
 }
 
@@ -217,6 +221,7 @@ typedef struct omlb_root {
     int                  dev_units[OMLB_MAX_DEVS];
     double               slow[OMLB_MAX_DEVS];
     uint64_t             seq;
+    double               move_s; /* what moving the shares costs, estimated */
     omlb_report_t        got[OMLB_MAX_PES];    /* the last round's reports */
 } omlb_root_t;
 
@@ -315,7 +320,7 @@ static int omlb_root_collect(omlb_root_t *r)
                 missing_since = -1.0;
             }
         }
-        omlb_nap();
+        omlb_nap(t - start);
     }
     return 0;
 fail:
@@ -361,9 +366,11 @@ static void omlb_root_record(omlb_root_t *r, int iter, double tmax, double tstd)
 /* After a window of iterations (cost_in: each device's least time per unit
    in the window, its slowest PE's time / its units; noise from other
    processes only adds time, so the least is the device's speed): the spawn
-   rule and the proportional split. Sets *changed when the shares (or the
+   rule and the proportional split, the latter only when it pays for itself
+   over the `remaining` iterations. Sets *changed when the shares (or the
    PEs) differ from the last round's. */
-static int omlb_root_adjust(omlb_root_t *r, const double *cost_in, int max_pes, int *changed)
+static int omlb_root_adjust(omlb_root_t *r, const double *cost_in, int max_pes, int remaining,
+                            int *changed)
 {
     const omlb_config_t *cfg = r->cfg;
     double cost[OMLB_MAX_DEVS], cmin = INFINITY, cmax = 0.0, tmin = INFINITY, tmax = 0.0;
@@ -388,8 +395,17 @@ static int omlb_root_adjust(omlb_root_t *r, const double *cost_in, int max_pes, 
         }
     }
     *changed = spawned > 0;
-    if (!spawned && tmax / tmin <= 1.0 + cfg->balance_tol)
-        return 0;
+    if (!spawned) {
+        /* Worth moving only if the iterations left would save more than the
+           move costs: from the slowest device's time to the balanced one. */
+        double balanced = 0.0;
+        for (int d = 0; d < cfg->ndevs; d++)
+            balanced += 1.0 / cost[d];
+        balanced = cfg->units / balanced;
+        if (tmax / tmin <= 1.0 + cfg->balance_tol ||
+            (tmax - balanced) * remaining <= r->move_s)
+            return 0;
+    }
 
     /* Every PE at least one unit; the rest in proportion to speed, largest
        remainders first. */
@@ -462,8 +478,8 @@ int omlb_root_run(const omlb_config_t *cfg, omlb_result_t *res)
        (at least OMLB_WINDOW iterations and OMLB_WINDOW_S seconds of the
        slowest device), so that one noisy iteration neither spawns nor moves
        work; the first iteration after a change (cold caches) is left out. */
-    double win_cost[OMLB_MAX_DEVS], win_time = 0.0;
-    int nwin = 0, warm = 1;
+    double win_cost[OMLB_MAX_DEVS], est_cost[OMLB_MAX_DEVS], win_time = 0.0;
+    int nwin = 0, warm = 1, nest = 0;
 
     for (int d = 0; d < cfg->ndevs; d++)
         win_cost[d] = INFINITY;
@@ -473,8 +489,11 @@ int omlb_root_run(const omlb_config_t *cfg, omlb_result_t *res)
         double dev_time[OMLB_MAX_DEVS] = { 0 }, tmax = 0.0, tsum = 0.0, tsq = 0.0;
         int changed;
 
+        double round = app_now_s();
         if (omlb_root_publish(&r, OMLB_RUN, it, fresh) != 0 || omlb_root_collect(&r) != 0)
             goto fail_objs;
+        if (it == 0)
+            r.move_s = app_now_s() - round; /* the first loads, until a FLUSH is seen */
         fresh = 0;
         value = 0.0;
         for (int k = 0; k < r.plan->nparts; k++) {
@@ -498,7 +517,13 @@ int omlb_root_run(const omlb_config_t *cfg, omlb_result_t *res)
         warm = 0;
         if (nwin < OMLB_WINDOW || win_time < OMLB_WINDOW_S)
             continue;
-        if (omlb_root_adjust(&r, win_cost, max_pes, &changed) != 0)
+        /* A device's cost per unit does not depend on its share: average the
+           windows (half the weight on the newest) so noise does not move
+           the work back and forth. */
+        for (int d = 0; d < cfg->ndevs; d++)
+            est_cost[d] = nest ? 0.5 * est_cost[d] + 0.5 * win_cost[d] : win_cost[d];
+        nest++;
+        if (omlb_root_adjust(&r, est_cost, max_pes, cfg->iterations - 1 - it, &changed) != 0)
             goto fail_objs;
         for (int d = 0; d < cfg->ndevs; d++)
             win_cost[d] = INFINITY;
@@ -509,8 +534,10 @@ int omlb_root_run(const omlb_config_t *cfg, omlb_result_t *res)
         warm = 1;
         /* The PEs of the last round store their shares; then every PE
            (the new ones too) loads its new share. */
+        round = app_now_s();
         if (omlb_root_publish(&r, OMLB_FLUSH, it, 0) != 0 || omlb_root_collect(&r) != 0)
             goto fail_objs;
+        r.move_s = 2.0 * (app_now_s() - round); /* the stores, and as much to load */
         omlb_root_parts(&r);
         fresh = 1;
         rebalances++;
@@ -562,11 +589,12 @@ static int omlb_child_wait(const omlb_plan_t *plan, uint64_t last_seq, omlb_plan
         memcpy(out, plan, sizeof(*out));
         if (out->seq > last_seq && out->hash == omlb_hash(out, offsetof(omlb_plan_t, hash)))
             return 0;
-        if (app_now_s() - start > OMLB_WAIT_S) {
+        double waited = app_now_s() - start;
+        if (waited > OMLB_WAIT_S) {
             fprintf(stderr, "omlb: no plan from the root PE for %.0f s\n", OMLB_WAIT_S);
             return -1;
         }
-        omlb_nap();
+        omlb_nap(waited);
     }
 }
 

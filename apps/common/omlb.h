@@ -11,17 +11,20 @@
  * slowest PEs, not counting the first iteration after a change) the root
  *   - takes each device's time per unit, cost[d] = (slowest PE of d) /
  *     (units of d), at its least over the window (other processes' noise
- *     only adds time);
+ *     only adds time), averaged with the earlier windows (half weight on
+ *     the newest);
  *   - spawns: when the devices differ (max cost / min cost >= threshold), it
  *     adds one PE on every device d with cost[d] / min cost < threshold (the
  *     fast ones, the dissertation's rule time[j]/min(time) < threshold), at
  *     most `cap` PEs per device;
- *   - rebalances: when PEs were added, or the slowest device took more than
- *     (1 + balance_tol) times the fastest, the units are dealt to the devices
- *     in proportion to their speed 1/cost[d] and evenly among the PEs of a
- *     device. A rebalance is a FLUSH round (every PE stores its share into
- *     the app's shared objects) followed by a RUN whose PEs load their new
- *     shares first.
+ *   - rebalances: when PEs were added, or when the slowest device takes
+ *     more than (1 + balance_tol) times the fastest and the iterations left
+ *     would save more time than the move costs (measured: twice the last
+ *     FLUSH round; before any, the first round with its loads), the units
+ *     are dealt to the devices in proportion to their speed 1/cost[d] and
+ *     evenly among the PEs of a device. A rebalance is a FLUSH round (every
+ *     PE stores its share into the app's shared objects) followed by a RUN
+ *     whose PEs load their new shares first.
  * The root prints one record line per iteration (for Figure 5-6):
  *   OMLB iter=<i> pes=<n0>,<n1>,.. units=<u0>,<u1>,.. tmax=<s> tstd=<s>
  * (PEs and units per device, the slowest PE's time and the standard
@@ -84,7 +87,7 @@ typedef struct omlb_config {
     int         iterations;  /* >= 1 */
     double      threshold;   /* spawn rule threshold (default 2) */
     int         cap;         /* PEs per device at most (default 4) */
-    double      balance_tol; /* rebalance when tmax/tmin > 1 + tol (default 0.10) */
+    double      balance_tol; /* rebalance when tmax/tmin > 1 + tol (default 0.20) */
     int         ndevs;
     ivm_device  devs[OMLB_MAX_DEVS];
     char        names[OMLB_MAX_DEVS][OMLB_NAME_MAX];
@@ -102,7 +105,7 @@ typedef struct omlb_result {
     int    rebalances;
 } omlb_result_t;
 
-/* Defaults for cfg (threshold 2, cap 4, tol 0.10, no devices, record stdout). */
+/* Defaults for cfg (threshold 2, cap 4, tol 0.20, no devices, record stdout). */
 void omlb_config_init(omlb_config_t *cfg);
 
 /* Fill cfg's device table with every CPU and GPU device of the nodes node0,
