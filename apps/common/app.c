@@ -210,6 +210,45 @@ int app_kernel_pick_rank(const app_args_t *args, int rank, app_kernel_t *kernel_
     return 0;
 }
 
+double app_slow_factor(const char *env, int index)
+{
+    const char *spec = getenv(env), *p = spec;
+
+    if (spec == NULL || *spec == '\0')
+        return 1.0;
+    while (*p != '\0') {
+        char *end;
+        long d = strtol(p, &end, 10);
+        double f;
+        if (end == p || *end != ':' || d < 0)
+            goto bad;
+        p = end + 1;
+        f = strtod(p, &end);
+        if (end == p || !(f >= 1.0) || !isfinite(f) || (*end != ',' && *end != '\0'))
+            goto bad;
+        if (d == index)
+            return f;
+        p = *end == ',' ? end + 1 : end;
+    }
+    return 1.0;
+bad:
+    fprintf(stderr, "%s: %s='%s': expected D:F[,D:F...] with F >= 1\n", app_name, env, spec);
+    return -1.0;
+}
+
+void app_slow_apply(double factor, double seconds)
+{
+    double extra = (factor - 1.0) * seconds;
+    struct timespec ts;
+
+    if (!(extra > 0.0))
+        return;
+    ts.tv_sec = (time_t)extra;
+    ts.tv_nsec = (long)((extra - (double)ts.tv_sec) * 1e9);
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
 uint64_t app_fnv1a(const void *data, size_t len)
 {
     const unsigned char *p = data;

@@ -108,6 +108,14 @@ void app_cuda_free(void *dev);
    CUDA). */
 int app_kernel_pick_rank(const app_args_t *args, int rank, app_kernel_t *kernel_p);
 
+/* Test knob that emulates slower devices on a homogeneous machine: the
+   variable `env` holds "D:F[,D:F...]"; returns F for index D (a DS-LB
+   device index, or an MPI rank), 1 when not listed, -1 (printed) when the
+   variable is malformed or F < 1. */
+double app_slow_factor(const char *env, int index);
+/* Sleep (factor - 1) x seconds: a device `factor` times slower did the work. */
+void app_slow_apply(double factor, double seconds);
+
 /* Checksums. Integers: FNV-1a of the bytes, printed as 16 hex digits.
    Floats: sum of x[i] * (1 + i % 8) in double, printed %.9e (the same
    kernel on the same split of elements gives the same bits, whatever the

@@ -16,12 +16,14 @@
 #define DSLB_LIVENESS_S  0.02          /* root checks the PE count every 20 ms */
 #define DSLB_TIMEOUT_S   600.0         /* bound on one iteration */
 #define DSLB_CTL_MAGIC   0x44534c42u   /* "DSLB" */
+#define DSLB_SLOW_ENV    "IVM_DSLB_SLOW" /* test knob, see dslb.h */
 
 /* One device of the run ("dslb.ctl"). */
 typedef struct {
     char host[IVM_HOST_MAX + 1];   /* node name; "" with --local (any node) */
     int32_t devtype;
     int32_t reserved;
+    double slow;                   /* IVM_DSLB_SLOW factor (test knob), 1 = none */
 } dslb_dev_t;
 
 /* "dslb.ctl": written by the root before the first PE starts, read-only after. */
@@ -117,6 +119,11 @@ static int dslb_probe(dslb_ctl_t *ctl, const app_args_t *args)
     if (ctl->ndev == 0) {
         fprintf(stderr, "%s: no device found\n", args->app);
         return -1;
+    }
+    for (int d = 0; d < ctl->ndev; d++) {
+        ctl->dev[d].slow = app_slow_factor(DSLB_SLOW_ENV, d);
+        if (ctl->dev[d].slow < 1.0)
+            return -1;
     }
     return 0;
 }
@@ -236,6 +243,15 @@ static int dslb_root(const app_args_t *args, const dslb_app_ops_t *ops, void *ct
     ctl->iters = iters;
     if (dslb_probe(ctl, args) != 0)
         goto out_free;
+    printf("dslb: devices");
+    for (int d = 0; d < ctl->ndev; d++) {
+        char name[APP_NAME_MAX];
+        app_dev_name(ctl->dev[d].host, ctl->dev[d].devtype, name, sizeof(name));
+        printf(" %d=%s", d, name);
+        if (ctl->dev[d].slow > 1.0)
+            printf("(slowed x%g by %s)", ctl->dev[d].slow, DSLB_SLOW_ENV);
+    }
+    printf("\n");
 
     for (int iter = 0; iter < iters; iter++) {
         double t0 = app_now_s();
@@ -377,6 +393,7 @@ static int dslb_child_run(const app_args_t *args, const dslb_app_ops_t *ops, voi
     double t0 = app_now_s();
     if (ops->child_portion(ctx, &w) != 0)
         return -1;
+    app_slow_apply(ctl->dev[me].slow, app_now_s() - t0);
     double dt = app_now_s() - t0;
     double work = dslb_work(ops, ctx, args, w.portion);
 

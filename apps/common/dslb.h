@@ -22,6 +22,12 @@
  * flag = iteration + 1), "dslb.dev" (per-device statistics: portions, time,
  * work; each written only by the PEs of its node). The root reads the
  * records for the share of work per device.
+ *
+ * Test knob: IVM_DSLB_SLOW="D:F[,D:F...]" (read by the root) makes device D
+ * (index in the device table, printed at start as "dslb: devices 0=... 1=...")
+ * F times slower: after each portion its PE sleeps (F - 1) times the
+ * portion's time and reports F times it. The MPI baselines apply the same
+ * knob to rank D, so heterogeneous devices can be emulated on one machine.
  */
 #ifndef IVM_APP_DSLB_H
 #define IVM_APP_DSLB_H

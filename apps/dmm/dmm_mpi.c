@@ -66,9 +66,14 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 1);
 #endif
 
+    double slow = app_slow_factor("IVM_DSLB_SLOW", rank);
+    if (slow < 1.0)
+        MPI_Abort(MPI_COMM_WORLD, 2);
+
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = app_now_s();
     for (int t = 0; t < a.iters; t++) {
+        double ts = app_now_s();
         for (int k = P * rank / nranks; k < P * (rank + 1) / nranks; k++) {
             int j = k / M, i = k % M;
             int r0 = dmm_lo(n, M, i), c0 = dmm_lo(n, M, j);
@@ -88,6 +93,7 @@ int main(int argc, char **argv)
         if (kernel == APP_KERNEL_CUDA && app_cuda_download(C, dC, nn * sizeof(float)) != 0)
             MPI_Abort(MPI_COMM_WORLD, 1);
 #endif
+        app_slow_apply(slow, app_now_s() - ts);
         MPI_Reduce(C, Cr, (int)nn, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD);
     }
     double seconds = app_now_s() - t0;

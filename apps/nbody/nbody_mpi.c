@@ -66,11 +66,16 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 1);
 #endif
 
+    double slow = app_slow_factor("IVM_DSLB_SLOW", rank);
+    if (slow < 1.0)
+        MPI_Abort(MPI_COMM_WORLD, 2);
+
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = app_now_s();
     for (int t = 0; t < a.iters; t++) {
         size_t in = (size_t)(t % 2) * n, out = (size_t)(1 - t % 2) * n;
         nbody_vec_t *pout = pos + out;
+        double ts = app_now_s();
         if (kernel == APP_KERNEL_CPU) {
             nbody_step_cpu(pos + in, pout + lo, vel + lo, n, lo, hi);
         } else {
@@ -80,6 +85,7 @@ int main(int argc, char **argv)
                 MPI_Abort(MPI_COMM_WORLD, 1);
 #endif
         }
+        app_slow_apply(slow, app_now_s() - ts);
         MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_BYTE, pout, counts, displs, MPI_BYTE,
                        MPI_COMM_WORLD);
 #ifdef APP_HAVE_CUDA

@@ -69,10 +69,15 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 1);
 #endif
 
+    double slow = app_slow_factor("IVM_DSLB_SLOW", rank);
+    if (slow < 1.0)
+        MPI_Abort(MPI_COMM_WORLD, 2);
+
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = app_now_s();
     for (int t = 0; t < a.iters; t++) {
         int lo = displs[rank], hi = displs[rank] + counts[rank];
+        double ts = app_now_s();
         if (kernel == APP_KERNEL_CPU) {
             nw_pairs_cpu(seq, off, la, lb, score + lo, lo, hi);
         } else {
@@ -82,6 +87,7 @@ int main(int argc, char **argv)
                 MPI_Abort(MPI_COMM_WORLD, 1);
 #endif
         }
+        app_slow_apply(slow, app_now_s() - ts);
         if (rank == 0)
             MPI_Gatherv(MPI_IN_PLACE, 0, MPI_INT32_T, score, counts, displs, MPI_INT32_T, 0,
                         MPI_COMM_WORLD);

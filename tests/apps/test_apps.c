@@ -288,6 +288,54 @@ Test(apps, dmm_second_map_of_a_strip_moves_no_bytes)
     ivmt_result_free(&r);
 }
 
+/* Share of device `name` in a RESULT share list; -1 if not listed. */
+static double share_of(const char *share, const char *name)
+{
+    size_t n = strlen(name);
+
+    for (const char *p = share; p != NULL && *p != '\0';) {
+        if (strncmp(p, name, n) == 0 && p[n] == ':')
+            return strtod(p + n + 1, NULL);
+        p = strchr(p, ',');
+        p = p != NULL ? p + 1 : NULL;
+    }
+    return -1.0;
+}
+
+/* DS-LB load balancing: node1 made 4x slower (IVM_DSLB_SLOW test knob) is
+   above the threshold (2) of the fastest, so its chain stops after the one
+   portion the root gives it per iteration and node0 takes the rest. */
+Test(apps, dslb_moves_work_off_a_slowed_device)
+{
+    const char *args[] = {"/usr/bin/env", "IVM_DSLB_SLOW=1:4", IVMT_NW, "--size", "96",
+                          "--portions", "12", "--iters", "2", "--verify", NULL};
+    ivmt_result_t r;
+    result_t res;
+    char *why;
+
+    run_ivm(args[0], args + 1, 0, &r);
+    why = ivmt_describe(NULL, &r);
+    cr_assert_not_null(strstr(r.out, "dslb: devices 0=node0.cpu0 1=node1.cpu0(slowed x4 by "
+                                     "IVM_DSLB_SLOW)"), "%s", why);
+    parse_result(r.out, why, &res);
+    cr_assert_str_eq(res.verified, "yes", "%s", why);
+    cr_assert_eq(res.pes, 24, "%s", why);
+    double s0 = share_of(res.share, "node0.cpu0"), s1 = share_of(res.share, "node1.cpu0");
+    cr_assert(s1 > 0.0 && s1 < 0.3 && s0 > 0.7, "shares node0 %f node1 %f: %s", s0, s1, why);
+    free(why);
+    ivmt_result_free(&r);
+
+    /* A malformed knob is refused with a message. */
+    const char *bad[] = {"/usr/bin/env", "IVM_DSLB_SLOW=one:4", IVMT_NW, "--size", "8",
+                         "--portions", "2", NULL};
+    run_ivm(bad[0], bad + 1, 1, &r);
+    why = ivmt_describe(NULL, &r);
+    cr_assert_not_null(strstr(r.err, "IVM_DSLB_SLOW='one:4'"), "%s", why);
+    cr_assert_null(strstr(r.out, "RESULT"), "%s", why);
+    free(why);
+    ivmt_result_free(&r);
+}
+
 /* Bad arguments: exit 2 with a message, before any PE starts. */
 Test(apps, bad_arguments_exit_2)
 {
