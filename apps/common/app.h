@@ -31,6 +31,16 @@
         }                                                                      \
     } while (0)
 
+/* The same, jumping to `label` (cleanup) instead of returning. */
+#define APP_TRY_GOTO(call, label)                                              \
+    do {                                                                       \
+        ivmError_t app_try_rc_ = (call);                                       \
+        if (app_try_rc_ != IVM_SUCCESS) {                                      \
+            app_ivm_error(app_try_rc_, #call, __FILE__, __LINE__);             \
+            goto label;                                                        \
+        }                                                                      \
+    } while (0)
+
 /* The options every app takes (app_args_parse). Each app gives its defaults
    in the same struct and says in its usage what size and portions mean. */
 typedef struct app_args {

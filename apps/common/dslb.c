@@ -233,11 +233,8 @@ static int dslb_root(const app_args_t *args, const dslb_app_ops_t *ops, void *ct
     if (ops->root_setup(ctx, args) != 0)
         return -1;
     APP_TRY(ivmMalloc(DSLB_CTL, &ctl, sizeof(*ctl)));
-    if (ivmMalloc(DSLB_REC, &rec, (size_t)P * sizeof(*rec)) != IVM_SUCCESS ||
-        ivmMalloc(DSLB_DEV, &st, APP_MAX_DEVS * sizeof(*st)) != IVM_SUCCESS) {
-        app_ivm_error(IVM_ERROR_NO_MEMORY, "ivmMalloc(dslb objects)", __FILE__, __LINE__);
-        goto out_free;
-    }
+    APP_TRY_GOTO(ivmMalloc(DSLB_REC, &rec, (size_t)P * sizeof(*rec)), out_free);
+    APP_TRY_GOTO(ivmMalloc(DSLB_DEV, &st, APP_MAX_DEVS * sizeof(*st)), out_free);
     ctl->magic = DSLB_CTL_MAGIC;
     ctl->portions = P;
     ctl->iters = iters;
@@ -257,10 +254,7 @@ static int dslb_root(const app_args_t *args, const dslb_app_ops_t *ops, void *ct
         double t0 = app_now_s();
         ivm_pe first = IVM_PE_NULL;
 
-        if (ivmSetMaxPesId(P * (iter + 1)) != IVM_SUCCESS) {
-            app_ivm_error(IVM_ERROR_INTERNAL, "ivmSetMaxPesId", __FILE__, __LINE__);
-            goto out_free;
-        }
+        APP_TRY_GOTO(ivmSetMaxPesId(P * (iter + 1)), out_free);
         for (int k = 0; k < args->max_per_dev; k++) {
             for (int d = 0; d < ctl->ndev; d++) {
                 ivm_pe pe;

@@ -125,11 +125,8 @@ static int dmm_child_portion(void *vctx, const dslb_portion_t *w)
     if (dmm_map_strip("dmm.A", &as, n, r0, rows, w->pe, i) != 0 ||
         dmm_map_strip("dmm.Bt", &bs, n, c0, cols, w->pe, j) != 0)
         goto out;
-    if (ivmMapSubset("dmm.C", &ct, dmm_tile_off(n, M, i, j) * sizeof(float),
-                     (size_t)rows * cols * sizeof(float)) != IVM_SUCCESS) {
-        app_ivm_error(IVM_ERROR_NOT_FOUND, "ivmMapSubset(dmm.C)", __FILE__, __LINE__);
-        goto out;
-    }
+    APP_TRY_GOTO(ivmMapSubset("dmm.C", &ct, dmm_tile_off(n, M, i, j) * sizeof(float),
+                              (size_t)rows * cols * sizeof(float)), out);
     if (w->kernel == APP_KERNEL_CUDA) {
 #ifdef APP_HAVE_CUDA
         if (dmm_tile_cuda(as, bs, ct, n, rows, cols) != 0)
@@ -138,10 +135,7 @@ static int dmm_child_portion(void *vctx, const dslb_portion_t *w)
     } else {
         dmm_tile_cpu(as, bs, ct, n, rows, cols);
     }
-    if (ivmSyncPut(ct, (size_t)rows * cols * sizeof(float)) != IVM_SUCCESS) {
-        app_ivm_error(IVM_ERROR_INTERNAL, "ivmSyncPut(dmm tile)", __FILE__, __LINE__);
-        goto out;
-    }
+    APP_TRY_GOTO(ivmSyncPut(ct, (size_t)rows * cols * sizeof(float)), out);
     ret = 0;
 out:
     if (ct != NULL)

@@ -74,25 +74,18 @@ static int nbody_child_portion(void *vctx, const dslb_portion_t *w)
     int lo = nbody_portion_lo(n, a->portions, w->portion);
     int hi = nbody_portion_lo(n, a->portions, w->portion + 1);
     size_t vsz = sizeof(nbody_vec_t);
-    nbody_vec_t *pos, *vel;
+    nbody_vec_t *pos = NULL, *vel = NULL;
     int ret = -1;
 
     (void)vctx;
     if (hi == lo)
         return 0;
     APP_TRY(ivmMap("nbody.pos", &pos, 0));
-    if (ivmMapSubset("nbody.vel", &vel, (size_t)lo * vsz, (size_t)(hi - lo) * vsz) !=
-        IVM_SUCCESS) {
-        app_ivm_error(IVM_ERROR_NOT_FOUND, "ivmMapSubset(nbody.vel)", __FILE__, __LINE__);
-        ivmUnmap(pos);
-        return -1;
-    }
+    APP_TRY_GOTO(ivmMapSubset("nbody.vel", &vel, (size_t)lo * vsz, (size_t)(hi - lo) * vsz),
+                 out);
     nbody_vec_t *pin = pos + (size_t)in * n, *pout = pos + (size_t)out * n + lo;
-    if (ivmSyncGet(pin, (size_t)n * vsz) != IVM_SUCCESS ||
-        ivmSyncGet(vel, (size_t)(hi - lo) * vsz) != IVM_SUCCESS) {
-        app_ivm_error(IVM_ERROR_INTERNAL, "ivmSyncGet(nbody input)", __FILE__, __LINE__);
-        goto out;
-    }
+    APP_TRY_GOTO(ivmSyncGet(pin, (size_t)n * vsz), out);
+    APP_TRY_GOTO(ivmSyncGet(vel, (size_t)(hi - lo) * vsz), out);
     if (w->kernel == APP_KERNEL_CUDA) {
 #ifdef APP_HAVE_CUDA
         if (nbody_step_cuda(pin, pout, vel, n, lo, hi) != 0)
@@ -101,14 +94,12 @@ static int nbody_child_portion(void *vctx, const dslb_portion_t *w)
     } else {
         nbody_step_cpu(pin, pout, vel, n, lo, hi);
     }
-    if (ivmSyncPut(pout, (size_t)(hi - lo) * vsz) != IVM_SUCCESS ||
-        ivmSyncPut(vel, (size_t)(hi - lo) * vsz) != IVM_SUCCESS) {
-        app_ivm_error(IVM_ERROR_INTERNAL, "ivmSyncPut(nbody output)", __FILE__, __LINE__);
-        goto out;
-    }
+    APP_TRY_GOTO(ivmSyncPut(pout, (size_t)(hi - lo) * vsz), out);
+    APP_TRY_GOTO(ivmSyncPut(vel, (size_t)(hi - lo) * vsz), out);
     ret = 0;
 out:
-    ivmUnmap(vel);
+    if (vel != NULL)
+        ivmUnmap(vel);
     ivmUnmap(pos);
     return ret;
 }

@@ -82,11 +82,7 @@ static int nw_child_portion(void *vctx, const dslb_portion_t *w)
     if (hi == lo)
         return 0;
     APP_TRY(ivmMap("nw.seq", &seq, 0));
-    if (ivmMapSubset("nw.score", &score, (size_t)lo * sizeof(int32_t), bytes) !=
-        IVM_SUCCESS) {
-        app_ivm_error(IVM_ERROR_NOT_FOUND, "ivmMapSubset(nw.score)", __FILE__, __LINE__);
-        goto out;
-    }
+    APP_TRY_GOTO(ivmMapSubset("nw.score", &score, (size_t)lo * sizeof(int32_t), bytes), out);
     if (w->kernel == APP_KERNEL_CUDA) {
 #ifdef APP_HAVE_CUDA
         if (nw_pairs_cuda(seq, ctx->off, ctx->la, ctx->lb, score, lo, hi) != 0)
@@ -95,10 +91,7 @@ static int nw_child_portion(void *vctx, const dslb_portion_t *w)
     } else {
         nw_pairs_cpu(seq, ctx->off, ctx->la, ctx->lb, score, lo, hi);
     }
-    if (ivmSyncPut(score, bytes) != IVM_SUCCESS) {
-        app_ivm_error(IVM_ERROR_INTERNAL, "ivmSyncPut(nw scores)", __FILE__, __LINE__);
-        goto out;
-    }
+    APP_TRY_GOTO(ivmSyncPut(score, bytes), out);
     ret = 0;
 out:
     if (score != NULL)
