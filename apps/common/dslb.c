@@ -338,8 +338,9 @@ static int dslb_my_dev(const dslb_ctl_t *ctl, int devtype)
     return -1;
 }
 
-/* Driver objects are read and written on the host copy: on a GPU PE of the
-   cuda backend the reference is a device pointer, so use its host view. */
+/* Driver objects are read on the node copy: on a GPU PE of the cuda backend
+   the reference is a device pointer, so reads use its host view (ivmHostPtr)
+   after an ivmSyncGet of the reference. */
 static void *dslb_host(void *ref, app_kernel_t kernel)
 {
     void *host = ref;
@@ -347,6 +348,23 @@ static void *dslb_host(void *ref, app_kernel_t kernel)
     if (kernel == APP_KERNEL_CUDA && ivmHostPtr(ref, &host) != IVM_SUCCESS)
         return NULL;
     return host;
+}
+
+/* Write `size` bytes at reference `ref` and push them to the master. A cuda
+   GPU PE writes its GPU copy (the reference) and pushes from there, so the
+   push never carries a stale device copy over the node copy. */
+static int dslb_put(app_kernel_t kernel, void *ref, const void *val, size_t size)
+{
+    if (kernel == APP_KERNEL_CUDA) {
+#ifdef APP_HAVE_CUDA
+        if (app_cuda_upload(ref, val, size) != 0)
+            return -1;
+#endif
+    } else {
+        memcpy(ref, val, size);
+    }
+    APP_TRY(ivmSyncPut(ref, size));
+    return 0;
 }
 
 static int dslb_child_run(const app_args_t *args, const dslb_app_ops_t *ops, void *ctx,
@@ -391,18 +409,27 @@ static int dslb_child_run(const app_args_t *args, const dslb_app_ops_t *ops, voi
     double dt = app_now_s() - t0;
     double work = dslb_work(ops, ctx, args, w.portion);
 
-    /* My device's statistics: node-local atomics, then pushed. */
-    atomic_fetch_add(&st[me].portions, 1);
-    atomic_fetch_add(&st[me].ns, (int64_t)(dt * 1e9));
-    atomic_fetch_add(&st[me].micro_work, (int64_t)(work * 1e6));
-    APP_TRY(ivmSyncPut(&st[me], sizeof(st[me])));
+    /* My device's statistics: node-local atomics on the node copy, then
+       pushed (a cuda GPU PE writes through its GPU copy; PEs sharing that
+       GPU may then lose an update of these heuristic figures). */
+    if (w.kernel == APP_KERNEL_CUDA) {
+        int64_t upd[3] = { st[me].portions + 1, st[me].ns + (int64_t)(dt * 1e9),
+                           st[me].micro_work + (int64_t)(work * 1e6) };
+        if (dslb_put(w.kernel, &(*st_ref)[me], upd, sizeof(upd)) != 0)
+            return -1;
+    } else {
+        atomic_fetch_add(&st[me].portions, 1);
+        atomic_fetch_add(&st[me].ns, (int64_t)(dt * 1e9));
+        atomic_fetch_add(&st[me].micro_work, (int64_t)(work * 1e6));
+        APP_TRY(ivmSyncPut(&st[me], sizeof(st[me])));
+    }
 
     /* The other nodes' devices: pull their records one by one (a pull of the
        whole array could undo a concurrent update of this node's). */
     const char *node = getenv("IVM_NODE");
     for (int d = 0; d < ctl->ndev; d++) {
         if (ctl->dev[d].host[0] != '\0' && (node == NULL || strcmp(node, ctl->dev[d].host) != 0))
-            APP_TRY(ivmSyncGet(&st[d], sizeof(st[d])));
+            APP_TRY(ivmSyncGet(&(*st_ref)[d], sizeof(dslb_stat_t)));
     }
     double mine = dslb_rate(&st[me]), best = dslb_rate(&st[dslb_fastest(st, ctl->ndev)]);
 
@@ -419,6 +446,16 @@ static int dslb_child_run(const app_args_t *args, const dslb_app_ops_t *ops, voi
         APP_TRY(rc);
     }
 
+    /* The record's body first, its flag last (each push completes before
+       the call returns). */
+    if (w.kernel == APP_KERNEL_CUDA) {
+        dslb_rec_t body = { .pe = id, .dev = me, .seconds = dt, .work = work };
+        int32_t flag = w.iter + 1;
+        if (dslb_put(w.kernel, *rec_ref, &body, offsetof(dslb_rec_t, done_iter)) != 0 ||
+            dslb_put(w.kernel, &(*rec_ref)->done_iter, &flag, sizeof(flag)) != 0)
+            return -1;
+        return 0;
+    }
     rec->pe = id;
     rec->dev = me;
     rec->seconds = dt;
