@@ -107,45 +107,6 @@ static uint64_t omlb_hash(const void *buf, size_t len)
     return h;
 }
 
-/* ------------------------------------------------------------------ knobs */
-
-double omlb_slow_factor(int d)
-{
-    const char *s = getenv("IVM_OMLB_SLOW");
-    double factor = 1.0;
-
-    if (s == NULL || *s == '\0')
-        return 1.0;
-    while (*s != '\0') {
-        char *end;
-        long dev = strtol(s, &end, 10);
-        double f;
-
-        if (end == s || *end != ':' || dev < 0)
-            goto bad;
-        s = end + 1;
-        f = strtod(s, &end);
-        if (end == s || !(f >= 1.0) || f > 1000.0 || (*end != ',' && *end != '\0'))
-            goto bad;
-        if (dev == d)
-            factor = f;
-        s = *end == ',' ? end + 1 : end;
-    }
-    return factor;
-
-bad:
-    fprintf(stderr, "omlb: bad IVM_OMLB_SLOW '%s' (D:F[,D:F...], device index D >= 0, "
-            "factor 1 <= F <= 1000)\n", getenv("IVM_OMLB_SLOW"));
-    return -1.0;
-}
-
-double omlb_slow_apply(double factor, double seconds)
-{
-    if (factor > 1.0)
-        omlb_sleep((factor - 1.0) * seconds);
-    return factor * seconds;
-}
-
 /* ---------------------------------------------------------------- devices */
 
 void omlb_config_init(omlb_config_t *cfg)
@@ -457,7 +418,7 @@ int omlb_root_run(const omlb_config_t *cfg, omlb_result_t *res)
     if (max_pes > cfg->units)
         max_pes = cfg->units;
     for (int d = 0; d < cfg->ndevs; d++) {
-        r.slow[d] = omlb_slow_factor(d);
+        r.slow[d] = app_slow_factor("IVM_OMLB_SLOW", d);
         if (r.slow[d] < 0)
             return -1;
         if (cfg->record != NULL)
@@ -669,7 +630,8 @@ int omlb_child_run(const omlb_ops_t *ops, void *ctx)
             if (rc == 0) {
                 double compute = 0.0;
                 rc = ops->step(ctx, &part, &value, &compute);
-                t = omlb_slow_apply(me->slow, compute);
+                app_slow_apply(me->slow, compute);
+                t = (me->slow > 1.0 ? me->slow : 1.0) * compute;
             }
         } else if (loaded) {
             rc = ops->store(ctx, &part);

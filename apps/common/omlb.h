@@ -39,8 +39,9 @@
  * Test knob: IVM_OMLB_SLOW="D:F[,D:F...]" (read by the root) makes the PEs of
  * device D (index in the root's device table, printed at start) F times slower:
  * after each step they sleep (F-1) times the step's computation time and
- * report F times it. The MPI baselines apply the same knob to rank D (omlb_slow_factor), so
- * both versions see the same slowed device.
+ * report F times it (app.h's app_slow_factor and app_slow_apply). The MPI
+ * baselines apply the same knob to rank D, so both versions see the same
+ * slowed device.
  */
 #ifndef IVM_APPS_OMLB_H
 #define IVM_APPS_OMLB_H
@@ -124,12 +125,5 @@ int omlb_root_run(const omlb_config_t *cfg, omlb_result_t *res);
 /* Child: map the control objects and serve the root's plans until DONE.
    0 or -1 (printed). */
 int omlb_child_run(const omlb_ops_t *ops, void *ctx);
-
-/* The IVM_OMLB_SLOW factor of device (or MPI rank) d: >= 1, 1 = not slowed.
-   -1 when the variable is malformed (printed). */
-double omlb_slow_factor(int d);
-
-/* Sleep (factor - 1) * seconds; returns factor * seconds. */
-double omlb_slow_apply(double factor, double seconds);
 
 #endif /* IVM_APPS_OMLB_H */

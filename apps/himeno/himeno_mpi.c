@@ -22,7 +22,6 @@
 
 #include "app.h"
 #include "himeno.h"
-#include "omlb.h"
 
 static const char himeno_mpi_usage[] =
     "  himeno-mpi: --size N is the grid N x N x (2N-1) (33: 33x33x65); --iters I Jacobi\n"
@@ -55,7 +54,7 @@ static int himeno_mpi_run(const app_args_t *a, const himeno_grid_t *g, int rank,
     const int hi = himeno_mpi_lo(units, rank + 1, nranks);
     const int n = hi - lo, up = rank + 1 < nranks ? rank + 1 : MPI_PROC_NULL,
               down = rank > 0 ? rank - 1 : MPI_PROC_NULL;
-    double slow = omlb_slow_factor(rank), gosa = 0.0, t0, seconds;
+    double slow = app_slow_factor("IVM_OMLB_SLOW", rank), gosa = 0.0, t0, seconds;
     float *planes = NULL, *first, *last, *below, *above, *grid = NULL;
     int *counts = NULL, *displs = NULL, ret = -1, ok = 1;
     himeno_kernel_t *k = NULL;
@@ -96,7 +95,7 @@ static int himeno_mpi_run(const app_args_t *a, const himeno_grid_t *g, int rank,
         }
         ts = app_now_s();
         ops->step(k, &local);
-        omlb_slow_apply(slow, app_now_s() - ts);
+        app_slow_apply(slow, app_now_s() - ts);
         MPI_Allreduce(&local, &gosa, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     }
 

@@ -198,6 +198,6 @@ Test(himeno, bad_size_and_bad_knob_fail_with_a_message)
 
     ivmrun_two_nodes(knob, &r);
     expect_code(&r, 1);
-    cr_assert(strstr(r.err, "bad IVM_OMLB_SLOW") != NULL, "%s", r.err);
+    cr_assert(strstr(r.err, "IVM_OMLB_SLOW='zero:4'") != NULL, "%s", r.err);
     ivmt_result_free(&r);
 }
