@@ -83,15 +83,16 @@ typedef struct himeno_kernel_ops {
     /* A kernel for slabs of at most max_units units (its buffers). */
     int (*create)(const himeno_grid_t *g, int max_units, int threads, himeno_kernel_t **k_p);
     void (*destroy)(himeno_kernel_t *k);
-    /* Load planes lo .. hi+1 from host memory (the whole slab with halos). */
+    /* Load planes lo .. hi+1 (the whole slab with halos). The CUDA kernel
+       takes host or device pointers here and below (cudaMemcpyDefault). */
     int (*load)(himeno_kernel_t *k, int lo, int hi, const float *planes);
     /* Replace the halo planes (plane lo from below, hi+1 from above; NULL = keep). */
     int (*halo_set)(himeno_kernel_t *k, const float *below, const float *above);
     /* One iteration on units [lo, hi); *gosa_p its gosa. */
     int (*step)(himeno_kernel_t *k, double *gosa_p);
-    /* Copy the first and the last unit planes (lo+1 and hi) out to host memory. */
+    /* Copy the first and the last unit planes (lo+1 and hi) out. */
     int (*edges_get)(himeno_kernel_t *k, float *first, float *last);
-    /* Copy the unit planes lo+1 .. hi out to host memory. */
+    /* Copy the unit planes lo+1 .. hi out. */
     int (*store)(himeno_kernel_t *k, float *planes);
     /* Threads to use from now on (CPU; ignored by CUDA). */
     void (*threads_set)(himeno_kernel_t *k, int threads);

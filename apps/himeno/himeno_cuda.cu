@@ -3,7 +3,8 @@
  * and its work copy live in device memory; one thread per point computes the
  * same float expression as the CPU kernel (the compiler may contract it to
  * FMAs, hence the tolerance), gosa is reduced per block in double and added
- * with atomicAdd.
+ * with atomicAdd. Copies in and out use cudaMemcpyDefault: a GPU PE hands
+ * its GPU mirror's (device) pointers, a CPU caller host pointers.
  */
 #include <cuda_runtime.h>
 
@@ -134,7 +135,7 @@ static int cuda_load(himeno_kernel_t *k, int lo, int hi, const float *planes)
     k->lo = lo;
     k->hi = hi;
     HIMENO_CUDA_TRY(cudaMemcpy(k->slab, planes, (size_t)(hi - lo + 2) * P * sizeof(float),
-                               cudaMemcpyHostToDevice));
+                               cudaMemcpyDefault));
     return 0;
 }
 
@@ -143,10 +144,10 @@ static int cuda_halo_set(himeno_kernel_t *k, const float *below, const float *ab
     size_t P = himeno_plane(&k->g);
 
     if (below != NULL)
-        HIMENO_CUDA_TRY(cudaMemcpy(k->slab, below, P * sizeof(float), cudaMemcpyHostToDevice));
+        HIMENO_CUDA_TRY(cudaMemcpy(k->slab, below, P * sizeof(float), cudaMemcpyDefault));
     if (above != NULL)
         HIMENO_CUDA_TRY(cudaMemcpy(k->slab + (size_t)(k->hi - k->lo + 1) * P, above,
-                                   P * sizeof(float), cudaMemcpyHostToDevice));
+                                   P * sizeof(float), cudaMemcpyDefault));
     return 0;
 }
 
@@ -169,9 +170,9 @@ static int cuda_edges_get(himeno_kernel_t *k, float *first, float *last)
 {
     size_t P = himeno_plane(&k->g);
 
-    HIMENO_CUDA_TRY(cudaMemcpy(first, k->slab + P, P * sizeof(float), cudaMemcpyDeviceToHost));
+    HIMENO_CUDA_TRY(cudaMemcpy(first, k->slab + P, P * sizeof(float), cudaMemcpyDefault));
     HIMENO_CUDA_TRY(cudaMemcpy(last, k->slab + (size_t)(k->hi - k->lo) * P, P * sizeof(float),
-                               cudaMemcpyDeviceToHost));
+                               cudaMemcpyDefault));
     return 0;
 }
 
@@ -180,7 +181,7 @@ static int cuda_store(himeno_kernel_t *k, float *planes)
     size_t P = himeno_plane(&k->g);
 
     HIMENO_CUDA_TRY(cudaMemcpy(planes, k->slab + P, (size_t)(k->hi - k->lo) * P * sizeof(float),
-                               cudaMemcpyDeviceToHost));
+                               cudaMemcpyDefault));
     return 0;
 }
 

@@ -43,11 +43,14 @@ static const char himeno_usage[] =
     "  iterations; --max-per-dev K caps OM-LB's PEs per device (default 4);\n"
     "  --portions is not used. IVM_OMLB_SLOW=D:F slows device D by F (test knob).";
 
-/* A child's state: the mapped objects (host views) and its kernel. */
+/* A child's state: the mapped objects and its kernel. The references are
+   the PE's own copies (host memory for a CPU PE, the GPU mirror for a GPU PE):
+   the kernel copies between them and its slab (the CUDA kernel with
+   cudaMemcpyDefault), and the syncs push and pull those copies. */
 typedef struct himeno_child {
     himeno_grid_t              g;
-    float                     *p;     /* "himeno.p", host view */
-    float                     *halo;  /* "himeno.halo", host view */
+    float                     *p;     /* "himeno.p" */
+    float                     *halo;  /* "himeno.halo" */
     int                        maxpos;
     const himeno_kernel_ops_t *ops;
     himeno_kernel_t           *k;
@@ -148,7 +151,6 @@ static const omlb_ops_t himeno_omlb_ops = {
 static int himeno_child(const himeno_grid_t *g)
 {
     himeno_child_t c = { .g = *g, .maxpos = himeno_maxpos(g), .ops = &himeno_cpu_ops };
-    void *p_ref = NULL, *halo_ref = NULL;
     app_kernel_t kernel;
     int ret;
 
@@ -158,14 +160,12 @@ static int himeno_child(const himeno_grid_t *g)
     if (kernel == APP_KERNEL_CUDA)
         c.ops = &himeno_cuda_ops;
 #endif
-    APP_TRY(ivmMap(HIMENO_P_OBJ, &p_ref, 0));
-    APP_TRY(ivmMap(HIMENO_HALO_OBJ, &halo_ref, 0));
-    APP_TRY(ivmHostPtr(p_ref, &c.p));
-    APP_TRY(ivmHostPtr(halo_ref, &c.halo));
+    APP_TRY(ivmMap(HIMENO_P_OBJ, &c.p, 0));
+    APP_TRY(ivmMap(HIMENO_HALO_OBJ, &c.halo, 0));
     ret = omlb_child_run(&himeno_omlb_ops, &c);
     c.ops->destroy(c.k);
-    APP_TRY(ivmUnmap(halo_ref));
-    APP_TRY(ivmUnmap(p_ref));
+    APP_TRY(ivmUnmap(c.halo));
+    APP_TRY(ivmUnmap(c.p));
     return ret;
 }
 
