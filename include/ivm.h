@@ -167,7 +167,8 @@ IVM_API ivmError_t ivmDestroyDev(ivm_device dev);
  * job. A slot whose id would exceed the limit of ivmSetMaxPesId() gets
  * ::IVM_PE_NULL and no PE; the call still succeeds.
  *
- * A PE on IVM_GPU_N(k) is bound to that GPU: its environment has IVM_GPU=k
+ * A PE on IVM_GPU_N(k) is bound to that GPU: its environment has IVM_GPU=k,
+ * IVM_GPU_BACKEND=emu (emulated GPU: references are host memory) or cuda
  * and, on real GPUs, CUDA_VISIBLE_DEVICES naming that GPU only (it is device
  * 0 of the PE); its host threads run on the node's first CPU device.
  *

@@ -389,6 +389,11 @@ int ivmd_gpu_alive(const ivmd_t *d)
     return d->gpu != NULL && d->gpu->alive;
 }
 
+const char *ivmd_gpu_backend_name(const ivmd_t *d)
+{
+    return d->gpu != NULL ? d->gpu->backend_name : "none";
+}
+
 const char *ivmd_gpu_visible(const ivmd_t *d, int gpu)
 {
     if (d->gpu == NULL || d->gpu->backend != IVM_GPUD_BACKEND_CUDA || gpu < 0 ||

@@ -335,6 +335,8 @@ void ivmd_gpu_stop(ivmd_t *d);
 uint32_t ivmd_gpu_count(const ivmd_t *d);
 int ivmd_gpu_alive(const ivmd_t *d);
 /* CUDA_VISIBLE_DEVICES for a PE on GPU k (cuda backend), else NULL. */
+/* The GPU backend's name ("emu", "cuda"), "none" without ivm-gpud. */
+const char *ivmd_gpu_backend_name(const ivmd_t *d);
 const char *ivmd_gpu_visible(const ivmd_t *d, int gpu);
 /* SIGCHLD: 1 if pid was ivm-gpud. */
 int ivmd_gpu_reaped(ivmd_t *d, pid_t pid, int wstatus);

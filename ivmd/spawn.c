@@ -16,7 +16,7 @@
 #include "log.h"
 #include "status.h"
 
-#define IVMD_SPAWN_ENV_OWN 9
+#define IVMD_SPAWN_ENV_OWN 10
 
 static uint64_t ivmd_spawn_token(void)
 {
@@ -81,6 +81,7 @@ ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail
     nown = 7;
     if (IVM_DEV_IS_GPU(pe->devtype)) {
         snprintf(own[nown++], sizeof(own[0]), "IVM_GPU=%d", IVM_DEV_INDEX(pe->devtype));
+        snprintf(own[nown++], sizeof(own[0]), "IVM_GPU_BACKEND=%s", ivmd_gpu_backend_name(d));
         if (gpu_visible != NULL) {
             /* The PE sees its own GPU only, as device 0. */
             snprintf(own[nown++], sizeof(own[0]), "CUDA_VISIBLE_DEVICES=%s", gpu_visible);

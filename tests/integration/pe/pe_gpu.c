@@ -149,6 +149,10 @@ static void expect_gpu_pe(int k)
     ASSERT(devtype == IVM_GPU_N(k), "device type 0x%x, expected GPU %d", devtype, k);
     ASSERT(getenv("IVM_GPU") != NULL && atoi(getenv("IVM_GPU")) == k, "IVM_GPU is '%s'",
            getenv("IVM_GPU") ? getenv("IVM_GPU") : "(unset)");
+    ASSERT(getenv("IVM_GPU_BACKEND") != NULL &&
+               strcmp(getenv("IVM_GPU_BACKEND"), dev_cuda() ? "cuda" : "emu") == 0,
+           "IVM_GPU_BACKEND is '%s'",
+           getenv("IVM_GPU_BACKEND") ? getenv("IVM_GPU_BACKEND") : "(unset)");
 }
 
 static void wait_all(const ivm_pe *pes, int n)
