@@ -457,6 +457,17 @@ void ivmd_gpu_stop(ivmd_t *d)
         return;
     }
     if (g->conn != NULL) {
+        /* Let ivm-gpud answer what it was sent (JOB_END of the jobs just
+         * ended), then see its EOF: it exits without a broken pipe. */
+        struct pollfd pfd = {.fd = g->conn->h.fd, .events = POLLIN};
+        char scratch[4096];
+        double left_ms = 2000;
+        uint64_t t0 = ivmd_now_ns();
+        shutdown(g->conn->h.fd, SHUT_WR);
+        while (left_ms > 0 && poll(&pfd, 1, (int)left_ms) == 1 &&
+               read(g->conn->h.fd, scratch, sizeof(scratch)) > 0) {
+            left_ms = 2000 - (double)(ivmd_now_ns() - t0) / 1e6;
+        }
         ivmd_conn_close(d, g->conn, "daemon shutdown");
     }
     /* ivm-gpud exits on EOF of its socket. */

@@ -763,11 +763,66 @@ static int sc_nodev(int argc, char **argv)
     return pe_ok();
 }
 
+/* Figures (not a test): a GPU PE's cold start, its first map of 64 MiB, and
+ * SyncPut/SyncGet bandwidth of the whole object beside memcpy of the same bytes
+ * in the same process. */
+static int sc_bench(int argc, char **argv)
+{
+    const size_t size = 64 * MB;
+    const int reps = 5;
+    char *m, *dev, *h, *buf;
+    double t0, t_put, t_get, t_cpy, t_map;
+    ivm_pe pe;
+
+    if (pe_enter() != 0) {
+        CHECK(ivmSignal()); /* entered */
+        t0 = pe_now();
+        CHECK(ivmMap("b", &dev, 0));
+        t_map = pe_now() - t0;
+        CHECK(ivmHostPtr(dev, &h));
+        CHECK(ivmSyncPut(dev, size)); /* warm */
+        t0 = pe_now();
+        for (int i = 0; i < reps; ++i) {
+            CHECK(ivmSyncPut(dev, size));
+        }
+        t_put = (pe_now() - t0) / reps;
+        t0 = pe_now();
+        for (int i = 0; i < reps; ++i) {
+            CHECK(ivmSyncGet(dev, size));
+        }
+        t_get = (pe_now() - t0) / reps;
+        buf = malloc(size);
+        ASSERT(buf != NULL, "malloc");
+        memcpy(buf, h, size);
+        t0 = pe_now();
+        for (int i = 0; i < reps; ++i) {
+            dev_read(buf, dev, size);
+        }
+        t_cpy = (pe_now() - t0) / reps;
+        free(buf);
+        printf("bench first_map_ms %.2f put_gbs %.2f get_gbs %.2f copy_gbs %.2f "
+               "(64 MiB, %s)\n", t_map * 1e3, size / t_put / 1e9, size / t_get / 1e9,
+               size / t_cpy / 1e9, dev_cuda() ? "cuda" : "emu");
+        CHECK(ivmUnmap(dev));
+        CHECK(ivmExit());
+        return 0;
+    }
+    CHECK(ivmMalloc("b", &m, size));
+    memset(m, 1, size);
+    t0 = pe_now();
+    create_on(IVM_THIS_HOST, IVM_GPU_0, 1, &pe);
+    CHECK(ivmWait(pe));
+    printf("bench gpu_pe_cold_start_ms %.2f\n", (pe_now() - t0) * 1e3);
+    CHECK(ivmWait(pe));
+    CHECK(ivmFree(m));
+    return pe_ok();
+}
+
 int main(int argc, char **argv)
 {
     static const pe_scenario_entry_t table[] = {
         {"dedup", sc_dedup},     {"chain", sc_chain},     {"group", sc_group},
-        {"group2", sc_group2},
+        {"group2", sc_group2},   {"bench", sc_bench},
         {"admit", sc_admit},     {"evict", sc_evict},     {"timeout", sc_timeout},
         {"crash", sc_crash},     {"gpud_dead", sc_gpud_dead}, {"nodev", sc_nodev},
         {NULL, NULL}};
