@@ -329,9 +329,13 @@ ivmError_t ivmd_gpu_start(ivmd_t *d)
     free(envp);
     close(sv[1]);
     if (rc != 0) {
-        ivm_error("cannot start %s: %s; this node has no GPU device", exe, strerror(rc));
         close(sv[0]);
         free(g);
+        if (d->cfg.emu_gpus[0] != '\0') {
+            ivm_error("cannot start %s for --emu-gpus: %s", exe, strerror(rc));
+            return IVM_ERROR_SPAWN;
+        }
+        ivm_error("cannot start %s: %s; this node has no GPU device", exe, strerror(rc));
         return IVM_SUCCESS;
     }
     g->pid = pid;
@@ -339,8 +343,9 @@ ivmError_t ivmd_gpu_start(ivmd_t *d)
     status = ivmd_gpu_hello(sv[0], &hello, detail, sizeof(detail));
     if (status != IVM_SUCCESS || hello.ngpus == 0) {
         if (status != IVM_SUCCESS) {
-            ivm_error("ivm-gpud (pid %d, %s backend): %s; this node has no GPU device",
-                      (int)pid, backend, detail);
+            ivm_error("ivm-gpud (pid %d, %s backend): %s; %s", (int)pid, backend, detail,
+                      d->cfg.emu_gpus[0] != '\0' ? "the emulated GPUs asked for are missing"
+                                                  : "this node has no GPU device");
             kill(pid, SIGKILL);
         } else {
             ivm_info("ivm-gpud (%s backend) found no GPU; this node has none", backend);

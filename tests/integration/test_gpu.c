@@ -185,6 +185,33 @@ Test(gpu, create_dev_on_a_missing_gpu, .fini = gpu_fini)
     gpu_env_scenario("nodev", none);
 }
 
+/* Emulated GPUs asked for but impossible: ivmd says why and exits 1. */
+Test(gpu, bad_emu_gpus_stop_ivmd_with_a_reason)
+{
+    char dir[IVMT_PATH_MAX], sock[IVMT_PATH_MAX + 16];
+    const char *nogpud[] = {IVMT_IVMD, "--socket", sock, "--emu-gpus", "1:1M", "--gpud",
+                            "/nonexistent/ivm-gpud", NULL};
+    const char *badspec[] = {IVMT_IVMD, "--socket", sock, "--emu-gpus", "abc", NULL};
+    ivmt_result_t r;
+
+    if (gpu_skip(1)) {
+        return;
+    }
+    ivmt_make_tmpdir(dir, sizeof(dir));
+    snprintf(sock, sizeof(sock), "%s/s.sock", dir);
+    ivmt_run(nogpud, NULL, 20, &r);
+    cr_assert(r.exited && r.code == 1 &&
+                  strstr(r.err, "cannot start /nonexistent/ivm-gpud for --emu-gpus"),
+              "ivmd --gpud /nonexistent: exit %d: %s", r.code, r.err);
+    ivmt_result_free(&r);
+    ivmt_run(badspec, NULL, 20, &r);
+    cr_assert(r.exited && r.code == 1 && strstr(r.err, "--emu-gpus 'abc'") &&
+                  strstr(r.err, "emulated GPUs asked for are missing"),
+              "ivmd --emu-gpus abc: exit %d: %s", r.code, r.err);
+    ivmt_result_free(&r);
+    ivmt_remove_dir(dir);
+}
+
 /* ivm-info shows the node's GPUs and one GPU's figures. */
 Test(gpu, ivm_info_reports_gpus, .fini = gpu_fini)
 {
