@@ -54,6 +54,7 @@ struct ivmd_gpu_req {
     uint64_t        obj;      /* ACQUIRE: object id */
     uint64_t        off, len; /* ACQUIRE: the range the PE maps */
     uint64_t        gsync;    /* COPY: the sync it is a step of */
+    uint32_t        gpu;      /* GSTATS: the GPU asked about */
 };
 
 /* One GPU PE mapping: a reference on a device copy. */
@@ -1229,11 +1230,12 @@ static void ivmd_gpu_on_stats(ivmd_t *d, ivmd_gpu_req_t *r, int status, const vo
     memset(&rep, 0, sizeof(rep));
     rep.status   = status;
     rep.ngpus    = g->ngpus;
+    rep.granularity = g->gpus[r->gpu < g->ngpus ? r->gpu : 0].granularity;
     rep.gpud_pid = (uint32_t)g->pid;
     snprintf(rep.backend, sizeof(rep.backend), "%s", g->backend_name);
     if (status == IVM_SUCCESS && s != NULL) {
         rep.flags         = IVM_GPU_INFO_ALIVE;
-        snprintf(rep.name, sizeof(rep.name), "%s", g->gpus[s->gpu < g->ngpus ? s->gpu : 0].name);
+        snprintf(rep.name, sizeof(rep.name), "%s", g->gpus[r->gpu < g->ngpus ? r->gpu : 0].name);
         rep.capacity      = s->capacity;
         rep.used          = s->used;
         rep.cached_bytes  = s->cached_bytes;
@@ -1269,6 +1271,8 @@ int ivmd_gpu_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     rep->gpud_pid = (uint32_t)g->pid;
     snprintf(rep->backend, sizeof(rep->backend), "%s", g->backend_name);
     snprintf(rep->name, sizeof(rep->name), "%s", g->gpus[req->gpu].name);
+    rep->granularity = g->gpus[req->gpu].granularity;
+    rep->capacity    = g->gpus[req->gpu].capacity;
     if (!g->alive) {
         return IVM_SUCCESS; /* flags without IVM_GPU_INFO_ALIVE */
     }
@@ -1279,6 +1283,7 @@ int ivmd_gpu_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     r->conn    = c;
     r->pe_type = hdr->type;
     r->pe_seq  = hdr->seq;
+    r->gpu     = req->gpu;
     memset(&sreq, 0, sizeof(sreq));
     sreq.gpu = req->gpu;
     if (ivmd_gpu_send(d, r, &sreq, sizeof(sreq), NULL, 0) != IVM_SUCCESS) {

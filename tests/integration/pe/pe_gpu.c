@@ -119,6 +119,18 @@ static void gpu_info(int gpu, ivm_msg_gpu_info_rep_t *rep)
            IVM_SUCCESS);
 }
 
+/* The GPU's allocation granularity: the geometry unit of the group scenarios,
+ * so that regions stay distinct device copies on any backend. */
+static size_t gpu_unit(void)
+{
+    ivm_msg_gpu_info_rep_t g;
+
+    gpu_info(0, &g);
+    ASSERT(g.granularity > 0 && g.granularity <= 64 * MB, "granularity %llu",
+           (unsigned long long)g.granularity);
+    return (size_t)g.granularity;
+}
+
 static void print_info(const char *when, const ivm_msg_gpu_info_rep_t *g)
 {
     printf("gpu-info %s: backend %s alive %d used %llu cached %llu copies %u refs %u "
@@ -206,8 +218,9 @@ static int sc_dedup(int argc, char **argv)
     ASSERT(g.allocations == 1 && g.copies == 1 && g.mapped_refs == (uint32_t)k,
            "%d PEs mapping one object: %llu allocations, %u copies, %u references", k,
            (unsigned long long)g.allocations, g.copies, g.mapped_refs);
-    ASSERT(g.used >= size && g.used < 2 * size, "%llu bytes used for one %zu-byte object",
-           (unsigned long long)g.used, size);
+    ASSERT(g.used >= size && g.used < size + g.granularity,
+           "%llu bytes used for one %zu-byte object (granularity %llu)",
+           (unsigned long long)g.used, size, (unsigned long long)g.granularity);
     signal_n(k);
     wait_all(pes, k);
     gpu_info(0, &g);
@@ -296,9 +309,9 @@ static int sc_chain(int argc, char **argv)
 }
 
 /* Group calls with two GPU PEs on GPU 0 holding two different device copies
- * (overlapping regions) and a CPU PE:
- *  - PE A writes [64K, 96K) and PutGroups it: master and PE B's copy get it;
- *  - PE B writes [160K, 192K) (outside A's copy); a CPU PE's GetGroup gathers
+ * (overlapping regions; U = the GPU's granularity) and a CPU PE:
+ *  - PE A writes [U, 1.5U) and PutGroups it: master and PE B's copy get it;
+ *  - PE B writes [2.5U, 3U) (outside A's copy); a CPU PE's GetGroup gathers
  *    it into the master.
  * The PEs take turns through `ctl` (an object whose node copy is the master:
  * everybody reads the same bytes, GPU PEs through ivmHostPtr). */
@@ -328,7 +341,7 @@ static void group_root_step(atomic_int *ctl, int step, ivm_pe who)
 
 static int sc_group(int argc, char **argv)
 {
-    const size_t size = 1 * MB;
+    const size_t U = gpu_unit(), size = 16 * U;
     ivm_msg_gpu_info_rep_t g;
     ivm_pe gpus[2], cpu;
     int me = pe_enter();
@@ -343,31 +356,31 @@ static int sc_group(int argc, char **argv)
             /* The CPU PE: gathers B's bytes, sees them in the master. */
             CHECK(ivmMap("g", &m, 0));
             group_turn(ctl, 3);
-            host_expect(m + 160 * KB, 0, 32 * KB, "master before the gather");
-            CHECK(ivmSyncGetGroup(m + 128 * KB, 128 * KB));
-            host_expect(m + 160 * KB, 'Y', 32 * KB, "master after the CPU PE's GetGroup");
-            host_expect(m + 64 * KB, 'X', 32 * KB, "master bytes A put");
+            host_expect(m + 5 * U / 2, 0, U / 2, "master before the gather");
+            CHECK(ivmSyncGetGroup(m + 2 * U, 2 * U));
+            host_expect(m + 5 * U / 2, 'Y', U / 2, "master after the CPU PE's GetGroup");
+            host_expect(m + U, 'X', U / 2, "master bytes A put");
             CHECK(ivmUnmap(m));
             CHECK(ivmSignal());
             CHECK(ivmExit());
             return 0;
         }
-        /* GPU PEs: A (pe 1) maps [0, 128K), B (pe 2) [64K, 256K). */
+        /* GPU PEs: A (pe 1) maps [0, 2U), B (pe 2) [U, 4U). */
         if (me == 1) {
-            CHECK(ivmMapSubset("g", &dev, 0, 128 * KB));
+            CHECK(ivmMapSubset("g", &dev, 0, 2 * U));
             CHECK(ivmSignal());
             group_turn(ctl, 1);
-            dev_fill(dev + 64 * KB, 'X', 32 * KB);
-            CHECK(ivmSyncPutGroup(dev + 64 * KB, 32 * KB));
+            dev_fill(dev + U, 'X', U / 2);
+            CHECK(ivmSyncPutGroup(dev + U, U / 2));
             CHECK(ivmSignal());
         } else {
-            CHECK(ivmMapSubset("g", &dev, 64 * KB, 192 * KB));
+            CHECK(ivmMapSubset("g", &dev, U, 3 * U));
             CHECK(ivmSignal());
             group_turn(ctl, 2);
-            /* dev points at object byte 64K: A's bytes landed here unasked. */
-            dev_expect(dev, 'X', 32 * KB, "B's device copy after A's PutGroup");
-            dev_expect(dev + 32 * KB, 0, 32 * KB, "B's bytes beside A's range");
-            dev_fill(dev + 96 * KB, 'Y', 32 * KB); /* object [160K, 192K) */
+            /* dev points at object byte U: A's bytes landed here unasked. */
+            dev_expect(dev, 'X', U / 2, "B's device copy after A's PutGroup");
+            dev_expect(dev + U / 2, 0, U / 2, "B's bytes beside A's range");
+            dev_fill(dev + 3 * U / 2, 'Y', U / 2); /* object [2.5U, 3U) */
             CHECK(ivmSignal());
         }
         group_turn(ctl, 4);
@@ -388,15 +401,15 @@ static int sc_group(int argc, char **argv)
            g.copies, g.mapped_refs);
     create_on(IVM_THIS_HOST, IVM_CPU, 1, &cpu);
     group_root_step(ctl, 1, gpus[0]); /* A: write and PutGroup */
-    host_expect(m + 64 * KB, 'X', 32 * KB, "master after A's PutGroup");
-    host_expect(m, 0, 64 * KB, "master below A's range");
+    host_expect(m + U, 'X', U / 2, "master after A's PutGroup");
+    host_expect(m, 0, U, "master below A's range");
     group_root_step(ctl, 2, gpus[1]); /* B: check, write */
-    host_expect(m + 160 * KB, 0, 32 * KB, "master before any gather");
+    host_expect(m + 5 * U / 2, 0, U / 2, "master before any gather");
     group_root_step(ctl, 3, cpu);     /* the CPU PE gathers */
     /* The root's own GetGroup over the whole object: the master keeps it all. */
     CHECK(ivmSyncGetGroup(m, size));
-    host_expect(m + 160 * KB, 'Y', 32 * KB, "master after the root's GetGroup");
-    host_expect(m + 64 * KB, 'X', 32 * KB, "master after the root's GetGroup");
+    host_expect(m + 5 * U / 2, 'Y', U / 2, "master after the root's GetGroup");
+    host_expect(m + U, 'X', U / 2, "master after the root's GetGroup");
     atomic_store(ctl, 4);
     wait_all(gpus, 2);
     CHECK(ivmWait(cpu));
@@ -405,13 +418,13 @@ static int sc_group(int argc, char **argv)
     return pe_ok();
 }
 
-/* The group calls across two nodes, a GPU PE on each: A on node0 (the
- * master's node) maps [0, 128K), B on node1 [64K, 256K) (node1 holds a mirror
- * of it). Nobody calls ivmSyncGet: the group calls themselves must reach the
+/* The group calls across two nodes (U = the GPU's granularity), a GPU PE on
+ * each: A on node0 (the master's node) maps [0, 2U), B on node1 [U, 4U)
+ * (node1 holds a mirror of it). Nobody calls ivmSyncGet: the group calls themselves must reach the
  * device copies.
- *  1. A writes X at [64K, 96K), PutGroup: node1 refreshes B's copy (scatter).
- *  2. B writes Y at [96K, 128K), PutGroup: the master's node refreshes A's.
- *  3. B writes V at [160K, 192K); the root's GetGroup makes node1 pull B's
+ *  1. A writes X at [U, 1.5U), PutGroup: node1 refreshes B's copy (scatter).
+ *  2. B writes Y at [1.5U, 2U), PutGroup: the master's node refreshes A's.
+ *  3. B writes V at [2.5U, 3U); the root's GetGroup makes node1 pull B's
  *     copy before it gives the bytes (gather). */
 static void turn2(atomic_int *ref, atomic_int *host, int step)
 {
@@ -427,7 +440,7 @@ static void turn2(atomic_int *ref, atomic_int *host, int step)
 
 static int sc_group2(int argc, char **argv)
 {
-    const size_t size = 1 * MB;
+    const size_t U = gpu_unit(), size = 16 * U;
     int me = pe_enter();
     atomic_int *ctl, *ref;
     ivm_pe a, b;
@@ -437,25 +450,25 @@ static int sc_group2(int argc, char **argv)
         CHECK(ivmMap("ctl", &ref, 0));
         CHECK(ivmHostPtr(ref, &ctl));
         if (me == 1) {
-            CHECK(ivmMapSubset("g", &dev, 0, 128 * KB));
+            CHECK(ivmMapSubset("g", &dev, 0, 2 * U));
             CHECK(ivmSignal());
             turn2(ref, ctl, 1);
-            dev_fill(dev + 64 * KB, 'X', 32 * KB);
-            CHECK(ivmSyncPutGroup(dev + 64 * KB, 32 * KB));
+            dev_fill(dev + U, 'X', U / 2);
+            CHECK(ivmSyncPutGroup(dev + U, U / 2));
             CHECK(ivmSignal());
             turn2(ref, ctl, 3);
-            dev_expect(dev + 96 * KB, 'Y', 32 * KB, "A's copy after B's PutGroup from node1");
+            dev_expect(dev + 3 * U / 2, 'Y', U / 2, "A's copy after B's PutGroup from node1");
             CHECK(ivmSignal());
         } else {
-            CHECK(ivmMapSubset("g", &dev, 64 * KB, 192 * KB));
+            CHECK(ivmMapSubset("g", &dev, U, 3 * U));
             CHECK(ivmSignal());
             turn2(ref, ctl, 2);
-            dev_expect(dev, 'X', 32 * KB, "B's copy on node1 after A's PutGroup");
-            dev_fill(dev + 32 * KB, 'Y', 32 * KB);
-            CHECK(ivmSyncPutGroup(dev + 32 * KB, 32 * KB));
+            dev_expect(dev, 'X', U / 2, "B's copy on node1 after A's PutGroup");
+            dev_fill(dev + U / 2, 'Y', U / 2);
+            CHECK(ivmSyncPutGroup(dev + U / 2, U / 2));
             CHECK(ivmSignal());
             turn2(ref, ctl, 4);
-            dev_fill(dev + 96 * KB, 'V', 32 * KB);
+            dev_fill(dev + 3 * U / 2, 'V', U / 2);
             CHECK(ivmSignal());
         }
         turn2(ref, ctl, 5);
@@ -472,17 +485,17 @@ static int sc_group2(int argc, char **argv)
     CHECK(ivmWait(b));
     atomic_store(ctl, 1);
     CHECK(ivmWait(a));
-    host_expect(m + 64 * KB, 'X', 32 * KB, "master after A's PutGroup");
+    host_expect(m + U, 'X', U / 2, "master after A's PutGroup");
     atomic_store(ctl, 2);
     CHECK(ivmWait(b));
-    host_expect(m + 96 * KB, 'Y', 32 * KB, "master after B's PutGroup");
+    host_expect(m + 3 * U / 2, 'Y', U / 2, "master after B's PutGroup");
     atomic_store(ctl, 3);
     CHECK(ivmWait(a));
     atomic_store(ctl, 4);
     CHECK(ivmWait(b));
-    host_expect(m + 160 * KB, 0, 32 * KB, "master before the gather");
-    CHECK(ivmSyncGetGroup(m + 128 * KB, 128 * KB));
-    host_expect(m + 160 * KB, 'V', 32 * KB, "master after the root's GetGroup");
+    host_expect(m + 5 * U / 2, 0, U / 2, "master before the gather");
+    CHECK(ivmSyncGetGroup(m + 2 * U, 2 * U));
+    host_expect(m + 5 * U / 2, 'V', U / 2, "master after the root's GetGroup");
     atomic_store(ctl, 5);
     CHECK(ivmWait(a));
     CHECK(ivmWait(b));
