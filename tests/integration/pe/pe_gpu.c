@@ -275,7 +275,13 @@ static int sc_chain(int argc, char **argv)
         CHECK(ivmSignal());
         CHECK(ivmWait(0));
         CHECK(ivmFree(c));
+        /* Not ours to free, not a mapping's start: refused, the mapping intact. */
+        EXPECT(ivmFree(dev), IVM_ERROR_PERMISSION);
+        EXPECT(ivmUnmap(dev + 1), IVM_ERROR_INVALID_VALUE);
+        CHECK(ivmSyncGet(dev, 4096));
+        dev_expect(dev, 'C', 4096, "device copy after the refused free");
         CHECK(ivmUnmap(dev));
+        EXPECT(ivmSyncGet(dev, 4096), IVM_ERROR_INVALID_VALUE);
         CHECK(ivmExit());
         return 0;
     }
