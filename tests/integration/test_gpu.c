@@ -119,6 +119,24 @@ Test(gpu, admission_waits_for_an_unmap, .fini = gpu_fini)
     gpu_env_scenario("admit", NULL);
 }
 
+Test(gpu, pe_killed_while_its_map_waits, .fini = gpu_fini)
+{
+    if (gpu_skip(1)) {
+        return;
+    }
+    gpu_daemon("1:4M", NULL);
+    gpu_env_scenario("admit_dead", NULL);
+}
+
+Test(gpu, one_allocation_per_gpu, .fini = gpu_fini)
+{
+    if (gpu_skip(1)) {
+        return;
+    }
+    gpu_daemon("2:64M", NULL);
+    gpu_env_scenario("dedup2", NULL);
+}
+
 Test(gpu, eviction_least_recently_released_first, .fini = gpu_fini)
 {
     if (gpu_skip(1)) {

@@ -574,6 +574,94 @@ static int sc_admit(int argc, char **argv)
     return pe_ok();
 }
 
+/* A GPU PE killed while its map waits for memory: once the memory is there
+ * the copy made for it is released at once (no reference is left). */
+static int sc_admit_dead(int argc, char **argv)
+{
+    ivm_msg_gpu_info_rep_t g;
+    ivm_pe a, b;
+    char *pa, *pb, *dev;
+    int me = pe_enter();
+
+    if (me != 0) {
+        if (me == 1) {
+            CHECK(ivmMap("a", &dev, 0));
+            CHECK(ivmSignal());
+            CHECK(ivmWait(0));
+            CHECK(ivmUnmap(dev));
+            CHECK(ivmSignal());
+            CHECK(ivmExit());
+            return 0;
+        }
+        pe_stage = "B maps (waits for memory until killed)";
+        ivmMap("b", &dev, 0);
+        pe_idle_forever();
+    }
+    CHECK(ivmMalloc("a", &pa, 3 * MB));
+    CHECK(ivmMalloc("b", &pb, 3 * MB));
+    create_on(IVM_THIS_HOST, IVM_GPU_0, 1, &a);
+    CHECK(ivmWait(a));
+    create_on(IVM_THIS_HOST, IVM_GPU_0, 1, &b);
+    for (double deadline = pe_now() + 10;; pe_sleep_ms(20)) {
+        gpu_info(0, &g);
+        if (g.waiting == 1) {
+            break;
+        }
+        ASSERT(pe_now() < deadline, "B's map never queued");
+    }
+    CHECK(ivmKillPEs(&b, 1));
+    EXPECT(ivmWait(b), IVM_ERROR_PE_FAILED);
+    CHECK(ivmSignal()); /* A unmaps: B's request is granted, for nobody */
+    CHECK(ivmWait(a));
+    CHECK(ivmWait(a));
+    for (double deadline = pe_now() + 10;; pe_sleep_ms(20)) {
+        gpu_info(0, &g);
+        if (g.waiting == 0 && g.mapped_refs == 0) {
+            break;
+        }
+        ASSERT(pe_now() < deadline, "%u waiting, %u references left after the dead PE's "
+               "map was granted", g.waiting, g.mapped_refs);
+    }
+    print_info("dead PE's grant released", &g);
+    return pe_ok();
+}
+
+/* PEs on two GPUs of a node: one device copy (one allocation) per GPU. */
+static int sc_dedup2(int argc, char **argv)
+{
+    ivm_msg_gpu_info_rep_t g0, g1;
+    ivm_pe pes[4];
+    char *v, *dev;
+
+    if (pe_enter() != 0) {
+        int devtype;
+        CHECK(ivmGetMyDevType(&devtype));
+        CHECK(ivmMap("v", &dev, 0));
+        dev_expect(dev, 7, MB, "device copy");
+        CHECK(ivmSignal());
+        CHECK(ivmWait(0));
+        CHECK(ivmExit());
+        return 0;
+    }
+    CHECK(ivmMalloc("v", &v, MB));
+    memset(v, 7, MB);
+    create_on(IVM_THIS_HOST, IVM_GPU_0, 2, pes);
+    create_on(IVM_THIS_HOST, IVM_GPU_1, 2, pes + 2);
+    wait_all(pes, 4);
+    gpu_info(0, &g0);
+    gpu_info(1, &g1);
+    print_info("GPU 0", &g0);
+    print_info("GPU 1", &g1);
+    ASSERT(g0.allocations == 1 && g0.mapped_refs == 2 && g1.allocations == 1 &&
+               g1.mapped_refs == 2,
+           "GPU 0: %llu allocations, %u references; GPU 1: %llu, %u",
+           (unsigned long long)g0.allocations, g0.mapped_refs,
+           (unsigned long long)g1.allocations, g1.mapped_refs);
+    signal_n(4);
+    wait_all(pes, 4);
+    return pe_ok();
+}
+
 /* Eviction order: GPU 0 has 4 MiB; a, b, c (1 MiB each) are mapped and
  * unmapped in the order b, a, c; d fills the GPU; e needs room: b (least
  * recently released) goes, so a comes back without an allocation and b needs
@@ -841,7 +929,8 @@ int main(int argc, char **argv)
 {
     static const pe_scenario_entry_t table[] = {
         {"dedup", sc_dedup},     {"chain", sc_chain},     {"group", sc_group},
-        {"group2", sc_group2},   {"bench", sc_bench},
+        {"group2", sc_group2},   {"bench", sc_bench},     {"admit_dead", sc_admit_dead},
+        {"dedup2", sc_dedup2},
         {"admit", sc_admit},     {"evict", sc_evict},     {"timeout", sc_timeout},
         {"crash", sc_crash},     {"gpud_dead", sc_gpud_dead}, {"nodev", sc_nodev},
         {NULL, NULL}};
