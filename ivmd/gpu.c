@@ -114,6 +114,7 @@ struct ivmd_gpu {
     uint64_t        next_ref;
     ivmd_gsync_t   *syncs;
     uint64_t        next_sync;
+    int             closing;    /* ivmd_gpu_stop closes the socket: no failure */
 };
 
 /* ------------------------------------------------------------ start, stop */
@@ -410,7 +411,7 @@ int ivmd_gpu_reaped(ivmd_t *d, pid_t pid, int wstatus)
         return 0;
     }
     d->gpu->pid = 0;
-    if (!d->stopping) {
+    if (!d->stopping && !d->gpu->closing) {
         if (WIFSIGNALED(wstatus)) {
             ivm_warn("ivm-gpud (pid %d) was killed by signal %d", (int)pid, WTERMSIG(wstatus));
         } else {
@@ -435,12 +436,12 @@ void ivmd_gpu_lost(ivmd_t *d, ivmd_conn_t *c, const char *why)
     }
     g->conn  = NULL;
     g->alive = 0;
-    if (!d->stopping) {
+    if (!d->stopping && !g->closing) {
         ivm_warn("ivm-gpud (pid %d) is gone (%s): GPU maps, syncs and GPU PEs now fail "
                  "with IVM_ERROR_DAEMON_LOST; CPU PEs are served as before",
                  (int)g->pid, why);
     }
-    if (g->pid > 0 && !d->stopping) {
+    if (g->pid > 0 && !d->stopping && !g->closing) {
         kill(g->pid, SIGKILL); /* if it still runs (a malformed message) */
     }
     while ((r = g->reqs) != NULL) {
@@ -462,6 +463,7 @@ void ivmd_gpu_stop(ivmd_t *d)
     if (g == NULL) {
         return;
     }
+    g->closing = 1;
     if (g->conn != NULL) {
         /* Let ivm-gpud answer what it was sent (JOB_END of the jobs just
          * ended), then see its EOF: it exits without a broken pipe. */

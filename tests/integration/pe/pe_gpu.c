@@ -113,6 +113,7 @@ static void gpu_info(int gpu, ivm_msg_gpu_info_rep_t *rep)
 {
     ivm_msg_gpu_info_req_t req = {.gpu = (uint32_t)gpu};
 
+    ASSERT(getenv("IVM_SOCKET") != NULL, "GPU_INFO needs IVM_SOCKET (not singleton mode)");
     memset(rep, 0, sizeof(*rep));
     EXPECT(ivm_sock_request(getenv("IVM_SOCKET"), 5000, IVM_MSG_GPU_INFO, &req, sizeof(req),
                             rep, sizeof(*rep)),
