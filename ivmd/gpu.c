@@ -1125,8 +1125,8 @@ int ivmd_gpu_sync(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ivmd_obj_
         }
         own = ivmd_gpu_ref_find(d, req->gpu_ref);
         if (own == NULL || own->job != c->job->id || own->pe != c->pe->id ||
-            own->obj != obj->id || !ivmd_gpu_clip(own, off, len, &lo, &n) || lo != off ||
-            n != len) {
+            own->obj != obj->id ||
+            (len > 0 && (!ivmd_gpu_clip(own, off, len, &lo, &n) || lo != off || n != len))) {
             snprintf(detail, detail_len, "no device copy of this PE holds the range");
             return IVM_ERROR_INVALID_VALUE;
         }

@@ -268,6 +268,8 @@ static int sc_chain(int argc, char **argv)
         dev_fill(dev + 8192, 'D', 100);
         CHECK(ivmSyncPut(hv, 100));
         EXPECT(ivmSyncPut(dev + size - 10, 20), IVM_ERROR_INVALID_VALUE);
+        CHECK(ivmSyncPut(dev + 100, 0));
+        CHECK(ivmSyncGetGroup(dev + 100, 0));
         /* A GPU PE's own object: a device pointer, the master on its node. */
         CHECK(ivmMalloc("own", &c, 64 * KB));
         dev_expect(c, 0, 64 * KB, "fresh object in a GPU PE");
