@@ -241,9 +241,10 @@ typedef struct ivm_msg_gpu_info_rep {
     uint32_t mapped_refs;  /* references held on them, summed */
     uint32_t waiting;      /* maps waiting for memory now */
     uint32_t wait_timeouts;/* maps that timed out waiting, since start */
+    uint64_t granularity;  /* bytes; device copies are multiples of it */
 } ivm_msg_gpu_info_rep_t;
 
-_Static_assert(sizeof(ivm_msg_gpu_info_rep_t) == 152, "gpu info reply size");
+_Static_assert(sizeof(ivm_msg_gpu_info_rep_t) == 160, "gpu info reply size");
 
 /* OBJ_INFO (no ivmEnter needed): this node's copy of a job's object, and the
  * bytes of it this daemon sent to and received from other nodes. */

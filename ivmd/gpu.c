@@ -54,6 +54,7 @@ struct ivmd_gpu_req {
     uint64_t        obj;      /* ACQUIRE: object id */
     uint64_t        off, len; /* ACQUIRE: the range the PE maps */
     uint64_t        gsync;    /* COPY: the sync it is a step of */
+    uint32_t        gpu;      /* GSTATS: the GPU asked about */
 };
 
 /* One GPU PE mapping: a reference on a device copy. */
@@ -113,6 +114,7 @@ struct ivmd_gpu {
     uint64_t        next_ref;
     ivmd_gsync_t   *syncs;
     uint64_t        next_sync;
+    int             closing;    /* ivmd_gpu_stop closes the socket: no failure */
 };
 
 /* ------------------------------------------------------------ start, stop */
@@ -329,9 +331,13 @@ ivmError_t ivmd_gpu_start(ivmd_t *d)
     free(envp);
     close(sv[1]);
     if (rc != 0) {
-        ivm_error("cannot start %s: %s; this node has no GPU device", exe, strerror(rc));
         close(sv[0]);
         free(g);
+        if (d->cfg.emu_gpus[0] != '\0') {
+            ivm_error("cannot start %s for --emu-gpus: %s", exe, strerror(rc));
+            return IVM_ERROR_SPAWN;
+        }
+        ivm_error("cannot start %s: %s; this node has no GPU device", exe, strerror(rc));
         return IVM_SUCCESS;
     }
     g->pid = pid;
@@ -339,8 +345,9 @@ ivmError_t ivmd_gpu_start(ivmd_t *d)
     status = ivmd_gpu_hello(sv[0], &hello, detail, sizeof(detail));
     if (status != IVM_SUCCESS || hello.ngpus == 0) {
         if (status != IVM_SUCCESS) {
-            ivm_error("ivm-gpud (pid %d, %s backend): %s; this node has no GPU device",
-                      (int)pid, backend, detail);
+            ivm_error("ivm-gpud (pid %d, %s backend): %s; %s", (int)pid, backend, detail,
+                      d->cfg.emu_gpus[0] != '\0' ? "the emulated GPUs asked for are missing"
+                                                  : "this node has no GPU device");
             kill(pid, SIGKILL);
         } else {
             ivm_info("ivm-gpud (%s backend) found no GPU; this node has none", backend);
@@ -409,7 +416,7 @@ int ivmd_gpu_reaped(ivmd_t *d, pid_t pid, int wstatus)
         return 0;
     }
     d->gpu->pid = 0;
-    if (!d->stopping) {
+    if (!d->stopping && !d->gpu->closing) {
         if (WIFSIGNALED(wstatus)) {
             ivm_warn("ivm-gpud (pid %d) was killed by signal %d", (int)pid, WTERMSIG(wstatus));
         } else {
@@ -434,12 +441,12 @@ void ivmd_gpu_lost(ivmd_t *d, ivmd_conn_t *c, const char *why)
     }
     g->conn  = NULL;
     g->alive = 0;
-    if (!d->stopping) {
+    if (!d->stopping && !g->closing) {
         ivm_warn("ivm-gpud (pid %d) is gone (%s): GPU maps, syncs and GPU PEs now fail "
                  "with IVM_ERROR_DAEMON_LOST; CPU PEs are served as before",
                  (int)g->pid, why);
     }
-    if (g->pid > 0 && !d->stopping) {
+    if (g->pid > 0 && !d->stopping && !g->closing) {
         kill(g->pid, SIGKILL); /* if it still runs (a malformed message) */
     }
     while ((r = g->reqs) != NULL) {
@@ -461,7 +468,19 @@ void ivmd_gpu_stop(ivmd_t *d)
     if (g == NULL) {
         return;
     }
+    g->closing = 1;
     if (g->conn != NULL) {
+        /* Let ivm-gpud answer what it was sent (JOB_END of the jobs just
+         * ended), then see its EOF: it exits without a broken pipe. */
+        struct pollfd pfd = {.fd = g->conn->h.fd, .events = POLLIN};
+        char scratch[4096];
+        double left_ms = 2000;
+        uint64_t t0 = ivmd_now_ns();
+        shutdown(g->conn->h.fd, SHUT_WR);
+        while (left_ms > 0 && poll(&pfd, 1, (int)left_ms) == 1 &&
+               read(g->conn->h.fd, scratch, sizeof(scratch)) > 0) {
+            left_ms = 2000 - (double)(ivmd_now_ns() - t0) / 1e6;
+        }
         ivmd_conn_close(d, g->conn, "daemon shutdown");
     }
     /* ivm-gpud exits on EOF of its socket. */
@@ -1111,8 +1130,8 @@ int ivmd_gpu_sync(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ivmd_obj_
         }
         own = ivmd_gpu_ref_find(d, req->gpu_ref);
         if (own == NULL || own->job != c->job->id || own->pe != c->pe->id ||
-            own->obj != obj->id || !ivmd_gpu_clip(own, off, len, &lo, &n) || lo != off ||
-            n != len) {
+            own->obj != obj->id ||
+            (len > 0 && (!ivmd_gpu_clip(own, off, len, &lo, &n) || lo != off || n != len))) {
             snprintf(detail, detail_len, "no device copy of this PE holds the range");
             return IVM_ERROR_INVALID_VALUE;
         }
@@ -1218,11 +1237,12 @@ static void ivmd_gpu_on_stats(ivmd_t *d, ivmd_gpu_req_t *r, int status, const vo
     memset(&rep, 0, sizeof(rep));
     rep.status   = status;
     rep.ngpus    = g->ngpus;
+    rep.granularity = g->gpus[r->gpu < g->ngpus ? r->gpu : 0].granularity;
     rep.gpud_pid = (uint32_t)g->pid;
     snprintf(rep.backend, sizeof(rep.backend), "%s", g->backend_name);
     if (status == IVM_SUCCESS && s != NULL) {
         rep.flags         = IVM_GPU_INFO_ALIVE;
-        snprintf(rep.name, sizeof(rep.name), "%s", g->gpus[s->gpu < g->ngpus ? s->gpu : 0].name);
+        snprintf(rep.name, sizeof(rep.name), "%s", g->gpus[r->gpu < g->ngpus ? r->gpu : 0].name);
         rep.capacity      = s->capacity;
         rep.used          = s->used;
         rep.cached_bytes  = s->cached_bytes;
@@ -1258,6 +1278,8 @@ int ivmd_gpu_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     rep->gpud_pid = (uint32_t)g->pid;
     snprintf(rep->backend, sizeof(rep->backend), "%s", g->backend_name);
     snprintf(rep->name, sizeof(rep->name), "%s", g->gpus[req->gpu].name);
+    rep->granularity = g->gpus[req->gpu].granularity;
+    rep->capacity    = g->gpus[req->gpu].capacity;
     if (!g->alive) {
         return IVM_SUCCESS; /* flags without IVM_GPU_INFO_ALIVE */
     }
@@ -1268,6 +1290,7 @@ int ivmd_gpu_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     r->conn    = c;
     r->pe_type = hdr->type;
     r->pe_seq  = hdr->seq;
+    r->gpu     = req->gpu;
     memset(&sreq, 0, sizeof(sreq));
     sreq.gpu = req->gpu;
     if (ivmd_gpu_send(d, r, &sreq, sizeof(sreq), NULL, 0) != IVM_SUCCESS) {

@@ -212,10 +212,10 @@ static void ivmd_teardown(ivmd_t *d)
         next = job->next;
         ivmd_job_terminate(d, job, "the daemon is shutting down");
     }
+    ivmd_gpu_stop(d);
     while (d->conns != NULL) {
         ivmd_conn_close(d, d->conns, "daemon shutdown");
     }
-    ivmd_gpu_stop(d);
     ivmd_conn_reap(d);
     ivmd_output_close_all(d);
     /* Reap the PEs we killed, briefly, so none is left a zombie. */

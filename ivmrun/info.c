@@ -68,12 +68,13 @@ int main(int argc, char **argv)
         printf("gpu=%lu\nname=%s\nbackend=%s\ngpus=%u\ngpud_pid=%u\ngpud_alive=%d\n"
                "capacity_bytes=%llu\nused_bytes=%llu\ncached_bytes=%llu\ncopies=%u\n"
                "mapped_refs=%u\nallocations=%llu\nevictions=%llu\nwaiting=%u\n"
-               "wait_timeouts=%u\n",
+               "wait_timeouts=%u\ngranularity_bytes=%llu\n",
                k, grep.name, grep.backend, grep.ngpus, grep.gpud_pid,
                (grep.flags & IVM_GPU_INFO_ALIVE) != 0, (unsigned long long)grep.capacity,
                (unsigned long long)grep.used, (unsigned long long)grep.cached_bytes,
                grep.copies, grep.mapped_refs, (unsigned long long)grep.allocations,
-               (unsigned long long)grep.evictions, grep.waiting, grep.wait_timeouts);
+               (unsigned long long)grep.evictions, grep.waiting, grep.wait_timeouts,
+               (unsigned long long)grep.granularity);
         return 0;
     }
     if (obj_name != NULL) {

@@ -119,6 +119,24 @@ Test(gpu, admission_waits_for_an_unmap, .fini = gpu_fini)
     gpu_env_scenario("admit", NULL);
 }
 
+Test(gpu, pe_killed_while_its_map_waits, .fini = gpu_fini)
+{
+    if (gpu_skip(1)) {
+        return;
+    }
+    gpu_daemon("1:4M", NULL);
+    gpu_env_scenario("admit_dead", NULL);
+}
+
+Test(gpu, one_allocation_per_gpu, .fini = gpu_fini)
+{
+    if (gpu_skip(1)) {
+        return;
+    }
+    gpu_daemon("2:64M", NULL);
+    gpu_env_scenario("dedup2", NULL);
+}
+
 Test(gpu, eviction_least_recently_released_first, .fini = gpu_fini)
 {
     if (gpu_skip(1)) {
@@ -183,6 +201,70 @@ Test(gpu, create_dev_on_a_missing_gpu, .fini = gpu_fini)
     /* A daemon without GPUs starts no ivm-gpud and has no GPU device. */
     ivmt_daemon_start(&ivmt_d, NULL);
     gpu_env_scenario("nodev", none);
+}
+
+/* Singleton mode: IVM_EMU_GPUS reaches the private daemon, GPU PEs work,
+ * and nothing (ivmd, ivm-gpud, socket) is left afterwards. */
+Test(gpu, singleton_mode_with_emulated_gpus)
+{
+    char dir[IVMT_PATH_MAX], dir_env[IVMT_PATH_MAX + 32];
+    const char *env[] = {dir_env, "XDG_RUNTIME_DIR", "IVM_EMU_GPUS=1:64M", NULL};
+    const char *entries[] = {dir_env, NULL};
+    const char *argv[] = {IVMT_PE_GPU, "chain", NULL};
+    ivmt_result_t r;
+    pid_t pids[16];
+    int n = 0;
+
+    if (gpu_skip(1)) {
+        return;
+    }
+    ivmt_make_tmpdir(dir, sizeof(dir));
+    snprintf(dir_env, sizeof(dir_env), "IVM_SOCKET_DIR=%s", dir);
+    ivmt_run(argv, env, 30, &r);
+    for (double deadline = ivmt_now() + 5.0;; ivmt_sleep_ms(20)) {
+        n = ivmt_find_procs(0, 0, entries, dir, pids, 16);
+        if (n == 0 || ivmt_now() > deadline) {
+            break;
+        }
+    }
+    {
+        char *procs = ivmt_describe_procs(pids, n);
+        for (int i = 0; i < n; ++i) {
+            kill(pids[i], SIGKILL);
+        }
+        ivmt_remove_dir(dir);
+        ivmt_expect_pe_ok(NULL, &r, "chain");
+        cr_assert_eq(n, 0, "singleton mode left %d process(es): %s", n, procs);
+        free(procs);
+    }
+    ivmt_result_free(&r);
+}
+
+/* Emulated GPUs asked for but impossible: ivmd says why and exits 1. */
+Test(gpu, bad_emu_gpus_stop_ivmd_with_a_reason)
+{
+    char dir[IVMT_PATH_MAX], sock[IVMT_PATH_MAX + 16];
+    const char *nogpud[] = {IVMT_IVMD, "--socket", sock, "--emu-gpus", "1:1M", "--gpud",
+                            "/nonexistent/ivm-gpud", NULL};
+    const char *badspec[] = {IVMT_IVMD, "--socket", sock, "--emu-gpus", "abc", NULL};
+    ivmt_result_t r;
+
+    if (gpu_skip(1)) {
+        return;
+    }
+    ivmt_make_tmpdir(dir, sizeof(dir));
+    snprintf(sock, sizeof(sock), "%s/s.sock", dir);
+    ivmt_run(nogpud, NULL, 20, &r);
+    cr_assert(r.exited && r.code == 1 &&
+                  strstr(r.err, "cannot start /nonexistent/ivm-gpud for --emu-gpus"),
+              "ivmd --gpud /nonexistent: exit %d: %s", r.code, r.err);
+    ivmt_result_free(&r);
+    ivmt_run(badspec, NULL, 20, &r);
+    cr_assert(r.exited && r.code == 1 && strstr(r.err, "--emu-gpus 'abc'") &&
+                  strstr(r.err, "emulated GPUs asked for are missing"),
+              "ivmd --emu-gpus abc: exit %d: %s", r.code, r.err);
+    ivmt_result_free(&r);
+    ivmt_remove_dir(dir);
 }
 
 /* ivm-info shows the node's GPUs and one GPU's figures. */

@@ -113,10 +113,23 @@ static void gpu_info(int gpu, ivm_msg_gpu_info_rep_t *rep)
 {
     ivm_msg_gpu_info_req_t req = {.gpu = (uint32_t)gpu};
 
+    ASSERT(getenv("IVM_SOCKET") != NULL, "GPU_INFO needs IVM_SOCKET (not singleton mode)");
     memset(rep, 0, sizeof(*rep));
     EXPECT(ivm_sock_request(getenv("IVM_SOCKET"), 5000, IVM_MSG_GPU_INFO, &req, sizeof(req),
                             rep, sizeof(*rep)),
            IVM_SUCCESS);
+}
+
+/* The GPU's allocation granularity: the geometry unit of the group scenarios,
+ * so that regions stay distinct device copies on any backend. */
+static size_t gpu_unit(void)
+{
+    ivm_msg_gpu_info_rep_t g;
+
+    gpu_info(0, &g);
+    ASSERT(g.granularity > 0 && g.granularity <= 64 * MB, "granularity %llu",
+           (unsigned long long)g.granularity);
+    return (size_t)g.granularity;
 }
 
 static void print_info(const char *when, const ivm_msg_gpu_info_rep_t *g)
@@ -210,8 +223,9 @@ static int sc_dedup(int argc, char **argv)
     ASSERT(g.allocations == 1 && g.copies == 1 && g.mapped_refs == (uint32_t)k,
            "%d PEs mapping one object: %llu allocations, %u copies, %u references", k,
            (unsigned long long)g.allocations, g.copies, g.mapped_refs);
-    ASSERT(g.used >= size && g.used < 2 * size, "%llu bytes used for one %zu-byte object",
-           (unsigned long long)g.used, size);
+    ASSERT(g.used >= size && g.used < size + g.granularity,
+           "%llu bytes used for one %zu-byte object (granularity %llu)",
+           (unsigned long long)g.used, size, (unsigned long long)g.granularity);
     signal_n(k);
     wait_all(pes, k);
     gpu_info(0, &g);
@@ -258,6 +272,8 @@ static int sc_chain(int argc, char **argv)
         dev_fill(dev + 8192, 'D', 100);
         CHECK(ivmSyncPut(hv, 100));
         EXPECT(ivmSyncPut(dev + size - 10, 20), IVM_ERROR_INVALID_VALUE);
+        CHECK(ivmSyncPut(dev + 100, 0));
+        CHECK(ivmSyncGetGroup(dev + 100, 0));
         /* A GPU PE's own object: a device pointer, the master on its node. */
         CHECK(ivmMalloc("own", &c, 64 * KB));
         dev_expect(c, 0, 64 * KB, "fresh object in a GPU PE");
@@ -266,7 +282,13 @@ static int sc_chain(int argc, char **argv)
         CHECK(ivmSignal());
         CHECK(ivmWait(0));
         CHECK(ivmFree(c));
+        /* Not ours to free, not a mapping's start: refused, the mapping intact. */
+        EXPECT(ivmFree(dev), IVM_ERROR_PERMISSION);
+        EXPECT(ivmUnmap(dev + 1), IVM_ERROR_INVALID_VALUE);
+        CHECK(ivmSyncGet(dev, 4096));
+        dev_expect(dev, 'C', 4096, "device copy after the refused free");
         CHECK(ivmUnmap(dev));
+        EXPECT(ivmSyncGet(dev, 4096), IVM_ERROR_INVALID_VALUE);
         CHECK(ivmExit());
         return 0;
     }
@@ -300,9 +322,9 @@ static int sc_chain(int argc, char **argv)
 }
 
 /* Group calls with two GPU PEs on GPU 0 holding two different device copies
- * (overlapping regions) and a CPU PE:
- *  - PE A writes [64K, 96K) and PutGroups it: master and PE B's copy get it;
- *  - PE B writes [160K, 192K) (outside A's copy); a CPU PE's GetGroup gathers
+ * (overlapping regions; U = the GPU's granularity) and a CPU PE:
+ *  - PE A writes [U, 1.5U) and PutGroups it: master and PE B's copy get it;
+ *  - PE B writes [2.5U, 3U) (outside A's copy); a CPU PE's GetGroup gathers
  *    it into the master.
  * The PEs take turns through `ctl` (an object whose node copy is the master:
  * everybody reads the same bytes, GPU PEs through ivmHostPtr). */
@@ -332,7 +354,7 @@ static void group_root_step(atomic_int *ctl, int step, ivm_pe who)
 
 static int sc_group(int argc, char **argv)
 {
-    const size_t size = 1 * MB;
+    const size_t U = gpu_unit(), size = 16 * U;
     ivm_msg_gpu_info_rep_t g;
     ivm_pe gpus[2], cpu;
     int me = pe_enter();
@@ -347,31 +369,31 @@ static int sc_group(int argc, char **argv)
             /* The CPU PE: gathers B's bytes, sees them in the master. */
             CHECK(ivmMap("g", &m, 0));
             group_turn(ctl, 3);
-            host_expect(m + 160 * KB, 0, 32 * KB, "master before the gather");
-            CHECK(ivmSyncGetGroup(m + 128 * KB, 128 * KB));
-            host_expect(m + 160 * KB, 'Y', 32 * KB, "master after the CPU PE's GetGroup");
-            host_expect(m + 64 * KB, 'X', 32 * KB, "master bytes A put");
+            host_expect(m + 5 * U / 2, 0, U / 2, "master before the gather");
+            CHECK(ivmSyncGetGroup(m + 2 * U, 2 * U));
+            host_expect(m + 5 * U / 2, 'Y', U / 2, "master after the CPU PE's GetGroup");
+            host_expect(m + U, 'X', U / 2, "master bytes A put");
             CHECK(ivmUnmap(m));
             CHECK(ivmSignal());
             CHECK(ivmExit());
             return 0;
         }
-        /* GPU PEs: A (pe 1) maps [0, 128K), B (pe 2) [64K, 256K). */
+        /* GPU PEs: A (pe 1) maps [0, 2U), B (pe 2) [U, 4U). */
         if (me == 1) {
-            CHECK(ivmMapSubset("g", &dev, 0, 128 * KB));
+            CHECK(ivmMapSubset("g", &dev, 0, 2 * U));
             CHECK(ivmSignal());
             group_turn(ctl, 1);
-            dev_fill(dev + 64 * KB, 'X', 32 * KB);
-            CHECK(ivmSyncPutGroup(dev + 64 * KB, 32 * KB));
+            dev_fill(dev + U, 'X', U / 2);
+            CHECK(ivmSyncPutGroup(dev + U, U / 2));
             CHECK(ivmSignal());
         } else {
-            CHECK(ivmMapSubset("g", &dev, 64 * KB, 192 * KB));
+            CHECK(ivmMapSubset("g", &dev, U, 3 * U));
             CHECK(ivmSignal());
             group_turn(ctl, 2);
-            /* dev points at object byte 64K: A's bytes landed here unasked. */
-            dev_expect(dev, 'X', 32 * KB, "B's device copy after A's PutGroup");
-            dev_expect(dev + 32 * KB, 0, 32 * KB, "B's bytes beside A's range");
-            dev_fill(dev + 96 * KB, 'Y', 32 * KB); /* object [160K, 192K) */
+            /* dev points at object byte U: A's bytes landed here unasked. */
+            dev_expect(dev, 'X', U / 2, "B's device copy after A's PutGroup");
+            dev_expect(dev + U / 2, 0, U / 2, "B's bytes beside A's range");
+            dev_fill(dev + 3 * U / 2, 'Y', U / 2); /* object [2.5U, 3U) */
             CHECK(ivmSignal());
         }
         group_turn(ctl, 4);
@@ -392,15 +414,15 @@ static int sc_group(int argc, char **argv)
            g.copies, g.mapped_refs);
     create_on(IVM_THIS_HOST, IVM_CPU, 1, &cpu);
     group_root_step(ctl, 1, gpus[0]); /* A: write and PutGroup */
-    host_expect(m + 64 * KB, 'X', 32 * KB, "master after A's PutGroup");
-    host_expect(m, 0, 64 * KB, "master below A's range");
+    host_expect(m + U, 'X', U / 2, "master after A's PutGroup");
+    host_expect(m, 0, U, "master below A's range");
     group_root_step(ctl, 2, gpus[1]); /* B: check, write */
-    host_expect(m + 160 * KB, 0, 32 * KB, "master before any gather");
+    host_expect(m + 5 * U / 2, 0, U / 2, "master before any gather");
     group_root_step(ctl, 3, cpu);     /* the CPU PE gathers */
     /* The root's own GetGroup over the whole object: the master keeps it all. */
     CHECK(ivmSyncGetGroup(m, size));
-    host_expect(m + 160 * KB, 'Y', 32 * KB, "master after the root's GetGroup");
-    host_expect(m + 64 * KB, 'X', 32 * KB, "master after the root's GetGroup");
+    host_expect(m + 5 * U / 2, 'Y', U / 2, "master after the root's GetGroup");
+    host_expect(m + U, 'X', U / 2, "master after the root's GetGroup");
     atomic_store(ctl, 4);
     wait_all(gpus, 2);
     CHECK(ivmWait(cpu));
@@ -409,13 +431,13 @@ static int sc_group(int argc, char **argv)
     return pe_ok();
 }
 
-/* The group calls across two nodes, a GPU PE on each: A on node0 (the
- * master's node) maps [0, 128K), B on node1 [64K, 256K) (node1 holds a mirror
- * of it). Nobody calls ivmSyncGet: the group calls themselves must reach the
+/* The group calls across two nodes (U = the GPU's granularity), a GPU PE on
+ * each: A on node0 (the master's node) maps [0, 2U), B on node1 [U, 4U)
+ * (node1 holds a mirror of it). Nobody calls ivmSyncGet: the group calls themselves must reach the
  * device copies.
- *  1. A writes X at [64K, 96K), PutGroup: node1 refreshes B's copy (scatter).
- *  2. B writes Y at [96K, 128K), PutGroup: the master's node refreshes A's.
- *  3. B writes V at [160K, 192K); the root's GetGroup makes node1 pull B's
+ *  1. A writes X at [U, 1.5U), PutGroup: node1 refreshes B's copy (scatter).
+ *  2. B writes Y at [1.5U, 2U), PutGroup: the master's node refreshes A's.
+ *  3. B writes V at [2.5U, 3U); the root's GetGroup makes node1 pull B's
  *     copy before it gives the bytes (gather). */
 static void turn2(atomic_int *ref, atomic_int *host, int step)
 {
@@ -431,7 +453,7 @@ static void turn2(atomic_int *ref, atomic_int *host, int step)
 
 static int sc_group2(int argc, char **argv)
 {
-    const size_t size = 1 * MB;
+    const size_t U = gpu_unit(), size = 16 * U;
     int me = pe_enter();
     atomic_int *ctl, *ref;
     ivm_pe a, b;
@@ -441,25 +463,25 @@ static int sc_group2(int argc, char **argv)
         CHECK(ivmMap("ctl", &ref, 0));
         CHECK(ivmHostPtr(ref, &ctl));
         if (me == 1) {
-            CHECK(ivmMapSubset("g", &dev, 0, 128 * KB));
+            CHECK(ivmMapSubset("g", &dev, 0, 2 * U));
             CHECK(ivmSignal());
             turn2(ref, ctl, 1);
-            dev_fill(dev + 64 * KB, 'X', 32 * KB);
-            CHECK(ivmSyncPutGroup(dev + 64 * KB, 32 * KB));
+            dev_fill(dev + U, 'X', U / 2);
+            CHECK(ivmSyncPutGroup(dev + U, U / 2));
             CHECK(ivmSignal());
             turn2(ref, ctl, 3);
-            dev_expect(dev + 96 * KB, 'Y', 32 * KB, "A's copy after B's PutGroup from node1");
+            dev_expect(dev + 3 * U / 2, 'Y', U / 2, "A's copy after B's PutGroup from node1");
             CHECK(ivmSignal());
         } else {
-            CHECK(ivmMapSubset("g", &dev, 64 * KB, 192 * KB));
+            CHECK(ivmMapSubset("g", &dev, U, 3 * U));
             CHECK(ivmSignal());
             turn2(ref, ctl, 2);
-            dev_expect(dev, 'X', 32 * KB, "B's copy on node1 after A's PutGroup");
-            dev_fill(dev + 32 * KB, 'Y', 32 * KB);
-            CHECK(ivmSyncPutGroup(dev + 32 * KB, 32 * KB));
+            dev_expect(dev, 'X', U / 2, "B's copy on node1 after A's PutGroup");
+            dev_fill(dev + U / 2, 'Y', U / 2);
+            CHECK(ivmSyncPutGroup(dev + U / 2, U / 2));
             CHECK(ivmSignal());
             turn2(ref, ctl, 4);
-            dev_fill(dev + 96 * KB, 'V', 32 * KB);
+            dev_fill(dev + 3 * U / 2, 'V', U / 2);
             CHECK(ivmSignal());
         }
         turn2(ref, ctl, 5);
@@ -476,17 +498,17 @@ static int sc_group2(int argc, char **argv)
     CHECK(ivmWait(b));
     atomic_store(ctl, 1);
     CHECK(ivmWait(a));
-    host_expect(m + 64 * KB, 'X', 32 * KB, "master after A's PutGroup");
+    host_expect(m + U, 'X', U / 2, "master after A's PutGroup");
     atomic_store(ctl, 2);
     CHECK(ivmWait(b));
-    host_expect(m + 96 * KB, 'Y', 32 * KB, "master after B's PutGroup");
+    host_expect(m + 3 * U / 2, 'Y', U / 2, "master after B's PutGroup");
     atomic_store(ctl, 3);
     CHECK(ivmWait(a));
     atomic_store(ctl, 4);
     CHECK(ivmWait(b));
-    host_expect(m + 160 * KB, 0, 32 * KB, "master before the gather");
-    CHECK(ivmSyncGetGroup(m + 128 * KB, 128 * KB));
-    host_expect(m + 160 * KB, 'V', 32 * KB, "master after the root's GetGroup");
+    host_expect(m + 5 * U / 2, 0, U / 2, "master before the gather");
+    CHECK(ivmSyncGetGroup(m + 2 * U, 2 * U));
+    host_expect(m + 5 * U / 2, 'V', U / 2, "master after the root's GetGroup");
     atomic_store(ctl, 5);
     CHECK(ivmWait(a));
     CHECK(ivmWait(b));
@@ -556,6 +578,94 @@ static int sc_admit(int argc, char **argv)
            (unsigned long long)g.evictions, (unsigned long long)g.allocations, g.waiting,
            g.wait_timeouts);
     CHECK(ivmWait(b));
+    return pe_ok();
+}
+
+/* A GPU PE killed while its map waits for memory: once the memory is there
+ * the copy made for it is released at once (no reference is left). */
+static int sc_admit_dead(int argc, char **argv)
+{
+    ivm_msg_gpu_info_rep_t g;
+    ivm_pe a, b;
+    char *pa, *pb, *dev;
+    int me = pe_enter();
+
+    if (me != 0) {
+        if (me == 1) {
+            CHECK(ivmMap("a", &dev, 0));
+            CHECK(ivmSignal());
+            CHECK(ivmWait(0));
+            CHECK(ivmUnmap(dev));
+            CHECK(ivmSignal());
+            CHECK(ivmExit());
+            return 0;
+        }
+        pe_stage = "B maps (waits for memory until killed)";
+        ivmMap("b", &dev, 0);
+        pe_idle_forever();
+    }
+    CHECK(ivmMalloc("a", &pa, 3 * MB));
+    CHECK(ivmMalloc("b", &pb, 3 * MB));
+    create_on(IVM_THIS_HOST, IVM_GPU_0, 1, &a);
+    CHECK(ivmWait(a));
+    create_on(IVM_THIS_HOST, IVM_GPU_0, 1, &b);
+    for (double deadline = pe_now() + 10;; pe_sleep_ms(20)) {
+        gpu_info(0, &g);
+        if (g.waiting == 1) {
+            break;
+        }
+        ASSERT(pe_now() < deadline, "B's map never queued");
+    }
+    CHECK(ivmKillPEs(&b, 1));
+    EXPECT(ivmWait(b), IVM_ERROR_PE_FAILED);
+    CHECK(ivmSignal()); /* A unmaps: B's request is granted, for nobody */
+    CHECK(ivmWait(a));
+    CHECK(ivmWait(a));
+    for (double deadline = pe_now() + 10;; pe_sleep_ms(20)) {
+        gpu_info(0, &g);
+        if (g.waiting == 0 && g.mapped_refs == 0) {
+            break;
+        }
+        ASSERT(pe_now() < deadline, "%u waiting, %u references left after the dead PE's "
+               "map was granted", g.waiting, g.mapped_refs);
+    }
+    print_info("dead PE's grant released", &g);
+    return pe_ok();
+}
+
+/* PEs on two GPUs of a node: one device copy (one allocation) per GPU. */
+static int sc_dedup2(int argc, char **argv)
+{
+    ivm_msg_gpu_info_rep_t g0, g1;
+    ivm_pe pes[4];
+    char *v, *dev;
+
+    if (pe_enter() != 0) {
+        int devtype;
+        CHECK(ivmGetMyDevType(&devtype));
+        CHECK(ivmMap("v", &dev, 0));
+        dev_expect(dev, 7, MB, "device copy");
+        CHECK(ivmSignal());
+        CHECK(ivmWait(0));
+        CHECK(ivmExit());
+        return 0;
+    }
+    CHECK(ivmMalloc("v", &v, MB));
+    memset(v, 7, MB);
+    create_on(IVM_THIS_HOST, IVM_GPU_0, 2, pes);
+    create_on(IVM_THIS_HOST, IVM_GPU_1, 2, pes + 2);
+    wait_all(pes, 4);
+    gpu_info(0, &g0);
+    gpu_info(1, &g1);
+    print_info("GPU 0", &g0);
+    print_info("GPU 1", &g1);
+    ASSERT(g0.allocations == 1 && g0.mapped_refs == 2 && g1.allocations == 1 &&
+               g1.mapped_refs == 2,
+           "GPU 0: %llu allocations, %u references; GPU 1: %llu, %u",
+           (unsigned long long)g0.allocations, g0.mapped_refs,
+           (unsigned long long)g1.allocations, g1.mapped_refs);
+    signal_n(4);
+    wait_all(pes, 4);
     return pe_ok();
 }
 
@@ -767,11 +877,67 @@ static int sc_nodev(int argc, char **argv)
     return pe_ok();
 }
 
+/* Figures (not a test): a GPU PE's cold start, its first map of 64 MiB, and
+ * SyncPut/SyncGet bandwidth of the whole object beside memcpy of the same bytes
+ * in the same process. */
+static int sc_bench(int argc, char **argv)
+{
+    const size_t size = 64 * MB;
+    const int reps = 5;
+    char *m, *dev, *h, *buf;
+    double t0, t_put, t_get, t_cpy, t_map;
+    ivm_pe pe;
+
+    if (pe_enter() != 0) {
+        CHECK(ivmSignal()); /* entered */
+        t0 = pe_now();
+        CHECK(ivmMap("b", &dev, 0));
+        t_map = pe_now() - t0;
+        CHECK(ivmHostPtr(dev, &h));
+        CHECK(ivmSyncPut(dev, size)); /* warm */
+        t0 = pe_now();
+        for (int i = 0; i < reps; ++i) {
+            CHECK(ivmSyncPut(dev, size));
+        }
+        t_put = (pe_now() - t0) / reps;
+        t0 = pe_now();
+        for (int i = 0; i < reps; ++i) {
+            CHECK(ivmSyncGet(dev, size));
+        }
+        t_get = (pe_now() - t0) / reps;
+        buf = malloc(size);
+        ASSERT(buf != NULL, "malloc");
+        memcpy(buf, h, size);
+        t0 = pe_now();
+        for (int i = 0; i < reps; ++i) {
+            dev_read(buf, dev, size);
+        }
+        t_cpy = (pe_now() - t0) / reps;
+        free(buf);
+        printf("bench first_map_ms %.2f put_gbs %.2f get_gbs %.2f copy_gbs %.2f "
+               "(64 MiB, %s)\n", t_map * 1e3, size / t_put / 1e9, size / t_get / 1e9,
+               size / t_cpy / 1e9, dev_cuda() ? "cuda" : "emu");
+        CHECK(ivmUnmap(dev));
+        CHECK(ivmExit());
+        return 0;
+    }
+    CHECK(ivmMalloc("b", &m, size));
+    memset(m, 1, size);
+    t0 = pe_now();
+    create_on(IVM_THIS_HOST, IVM_GPU_0, 1, &pe);
+    CHECK(ivmWait(pe));
+    printf("bench gpu_pe_cold_start_ms %.2f\n", (pe_now() - t0) * 1e3);
+    CHECK(ivmWait(pe));
+    CHECK(ivmFree(m));
+    return pe_ok();
+}
+
 int main(int argc, char **argv)
 {
     static const pe_scenario_entry_t table[] = {
         {"dedup", sc_dedup},     {"chain", sc_chain},     {"group", sc_group},
-        {"group2", sc_group2},
+        {"group2", sc_group2},   {"bench", sc_bench},     {"admit_dead", sc_admit_dead},
+        {"dedup2", sc_dedup2},
         {"admit", sc_admit},     {"evict", sc_evict},     {"timeout", sc_timeout},
         {"crash", sc_crash},     {"gpud_dead", sc_gpud_dead}, {"nodev", sc_nodev},
         {NULL, NULL}};
