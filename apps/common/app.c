@@ -183,6 +183,21 @@ int app_kernel_pick(int devtype, app_kernel_t *kernel_p)
     return 0;
 }
 
+int app_kernel_pick_ref(int devtype, const void *ref, app_kernel_t *kernel_p)
+{
+    const char *backend = getenv("IVM_GPU_BACKEND");
+
+    if (!IVM_DEV_IS_GPU(devtype) || (backend != NULL && *backend != '\0'))
+        return app_kernel_pick(devtype, kernel_p);
+#ifdef APP_HAVE_CUDA
+    *kernel_p = app_cuda_is_device_ptr(ref) ? APP_KERNEL_CUDA : APP_KERNEL_CPU;
+#else
+    (void)ref;
+    *kernel_p = APP_KERNEL_CPU;
+#endif
+    return 0;
+}
+
 int app_kernel_pick_mine(app_kernel_t *kernel_p)
 {
     int devtype;
