@@ -24,6 +24,7 @@
 #define OMLB_MAX_NODES 64      /* nodes probed at most */
 #define OMLB_WINDOW    3       /* iterations watched before the root acts, at least */
 #define OMLB_WINDOW_S  0.003   /* seconds (slowest PEs) watched before it acts, at least */
+#define OMLB_STREAK    2       /* windows in a row the spawn rule must choose a device */
 
 enum { OMLB_RUN = 1, OMLB_FLUSH = 2, OMLB_DONE = 3 };
 
@@ -183,6 +184,7 @@ typedef struct omlb_root {
     double               slow[OMLB_MAX_DEVS];
     uint64_t             seq;
     double               move_s; /* what moving the shares costs, estimated */
+    int                  streak[OMLB_MAX_DEVS]; /* windows in a row the rule chose d */
     omlb_report_t        got[OMLB_MAX_PES];    /* the last round's reports */
 } omlb_root_t;
 
@@ -402,11 +404,20 @@ static int omlb_root_adjust(omlb_root_t *r, const double *cost_in, int max_pes, 
 
     for (int d = 0; d < cfg->ndevs; d++)
         cost[d] = cost_in[d] > 1e-12 ? cost_in[d] : 1e-12;
-    spawned = omlb_rule_spawn(cfg->ndevs, cost, cfg->threshold, r->dev_pes, cfg->cap,
-                              max_pes - r->npes, add);
-    for (int d = 0; d < cfg->ndevs; d++)
-        if (add[d] && omlb_root_spawn(r, d) != 0)
+    /* A device gets its PE when the rule chose it in two windows in a row:
+       one window slowed by another job does not spawn. */
+    omlb_rule_spawn(cfg->ndevs, cost, cfg->threshold, r->dev_pes, cfg->cap, max_pes - r->npes,
+                    add);
+    spawned = 0;
+    for (int d = 0; d < cfg->ndevs; d++) {
+        r->streak[d] = add[d] ? r->streak[d] + 1 : 0;
+        if (r->streak[d] < OMLB_STREAK)
+            continue;
+        if (omlb_root_spawn(r, d) != 0)
             return -1;
+        r->streak[d] = 0;
+        spawned++;
+    }
     *changed = spawned > 0;
     if (!spawned && !omlb_rule_worth(cfg->ndevs, cfg->units, r->dev_units, cost,
                                      cfg->balance_tol, remaining, r->move_s))

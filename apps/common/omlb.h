@@ -16,7 +16,8 @@
  *   - spawns: when the devices differ (max cost / min cost >= threshold), it
  *     adds one PE on every device d with cost[d] / min cost < threshold (the
  *     fast ones, the dissertation's rule time[j]/min(time) < threshold), at
- *     most `cap` PEs per device;
+ *     most `cap` PEs per device, once the rule has chosen that device in two
+ *     windows in a row;
  *   - rebalances: when PEs were added, or when the slowest device takes
  *     more than (1 + balance_tol) times the fastest and the iterations left
  *     would save more time than the move costs (measured: twice the last
