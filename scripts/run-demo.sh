@@ -119,10 +119,15 @@ run_demo "DS-LB over 3 nodes: chains of PEs that each spawn the next (dslb)" 3 d
 # device at every iteration, the RESULT line the share of the work per device.
 demo_devices=${devices/,/;}
 [[ $demo_devices == *";"* ]] || demo_devices="$devices;$devices"
-export IVM_OMLB_SLOW=1:3
-run_demo "OM-LB HIMENO on 2 nodes, node1's device slowed 3x (himeno)" 2 himeno \
-    --size 49 --iters 24 --verify
-unset IVM_OMLB_SLOW
+if [[ -x $bin/himeno ]]; then
+    export IVM_OMLB_SLOW=1:3
+    run_demo "OM-LB HIMENO on 2 nodes, node1's device slowed 3x (himeno)" 2 himeno \
+        --size 49 --iters 24 --verify
+    unset IVM_OMLB_SLOW
+else
+    echo "run-demo: $bin/himeno was not built (IVM_BUILD_APPS=OFF, or no OpenMP): HIMENO" \
+         "demo skipped" >&2
+fi
 demo_devices=""
 
 if ((failures > 0)); then

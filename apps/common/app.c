@@ -183,6 +183,21 @@ int app_kernel_pick(int devtype, app_kernel_t *kernel_p)
     return 0;
 }
 
+int app_kernel_pick_ref(int devtype, const void *ref, app_kernel_t *kernel_p)
+{
+    const char *backend = getenv("IVM_GPU_BACKEND");
+
+    if (!IVM_DEV_IS_GPU(devtype) || (backend != NULL && *backend != '\0'))
+        return app_kernel_pick(devtype, kernel_p);
+#ifdef APP_HAVE_CUDA
+    *kernel_p = app_cuda_is_device_ptr(ref) ? APP_KERNEL_CUDA : APP_KERNEL_CPU;
+#else
+    (void)ref;
+    *kernel_p = APP_KERNEL_CPU;
+#endif
+    return 0;
+}
+
 int app_kernel_pick_mine(app_kernel_t *kernel_p)
 {
     int devtype;
@@ -213,10 +228,12 @@ int app_kernel_pick_rank(const app_args_t *args, int rank, app_kernel_t *kernel_
 double app_slow_factor(const char *env, int index)
 {
     const char *spec = getenv(env), *p = spec;
+    double found = 1.0;
 
     if (spec == NULL || *spec == '\0')
         return 1.0;
-    while (*p != '\0') {
+    /* The whole value is checked, whichever index is asked. */
+    for (;;) {
         char *end;
         long d = strtol(p, &end, 10);
         double f;
@@ -227,10 +244,11 @@ double app_slow_factor(const char *env, int index)
         if (end == p || !(f >= 1.0) || !isfinite(f) || (*end != ',' && *end != '\0'))
             goto bad;
         if (d == index)
-            return f;
-        p = *end == ',' ? end + 1 : end;
+            found = f;
+        if (*end == '\0')
+            return found;
+        p = end + 1;
     }
-    return 1.0;
 bad:
     fprintf(stderr, "%s: %s='%s': expected D:F[,D:F...] with F >= 1\n", app_name, env, spec);
     return -1.0;

@@ -101,6 +101,11 @@ double app_rand_unit(uint64_t seed, uint64_t i);
 int app_kernel_pick(int devtype, app_kernel_t *kernel_p);
 /* app_kernel_pick for the calling PE (ivmGetMyDevType). */
 int app_kernel_pick_mine(app_kernel_t *kernel_p);
+/* The same, and when IVM_GPU_BACKEND is unset on a GPU PE, decided by what
+   the reference `ref` of a mapped object is: CUDA device memory (asked to
+   the CUDA runtime, in a build with CUDA) or not. Robust where the user's
+   CUDA_VISIBLE_DEVICES reaches emulated-GPU PEs. */
+int app_kernel_pick_ref(int devtype, const void *ref, app_kernel_t *kernel_p);
 /* Non-zero if the apps were built with their CUDA kernels. */
 int app_have_cuda(void);
 
@@ -108,6 +113,7 @@ int app_have_cuda(void);
    when APP_HAVE_CUDA: pick GPU rank % visible GPUs, allocate, copy, free.
    0, or -1 after printing the CUDA error. */
 int app_cuda_use_rank(int rank);
+int app_cuda_is_device_ptr(const void *ptr);    /* 1: CUDA device memory */
 int app_cuda_alloc(void **dev_p, size_t bytes);
 int app_cuda_upload(void *dev, const void *host, size_t bytes);
 int app_cuda_download(void *host, const void *dev, size_t bytes);

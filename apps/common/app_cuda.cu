@@ -30,6 +30,17 @@ extern "C" int app_cuda_use_rank(int rank)
     return app_cuda_check(cudaSetDevice(rank % count), "cudaSetDevice");
 }
 
+extern "C" int app_cuda_is_device_ptr(const void *ptr)
+{
+    cudaPointerAttributes attr;
+
+    if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
+        cudaGetLastError();     /* no driver, or not a CUDA pointer: clear it */
+        return 0;
+    }
+    return attr.type == cudaMemoryTypeDevice;
+}
+
 extern "C" int app_cuda_alloc(void **dev_p, size_t bytes)
 {
     return app_cuda_check(cudaMalloc(dev_p, bytes > 0 ? bytes : 1), "cudaMalloc");

@@ -377,7 +377,7 @@ static int dslb_child_run(const app_args_t *args, const dslb_app_ops_t *ops, voi
     dslb_stat_t *st;
 
     APP_TRY(ivmGetMyDevType(&devtype));
-    if (app_kernel_pick(devtype, &w.kernel) != 0)
+    if (app_kernel_pick_ref(devtype, ctl, &w.kernel) != 0)
         return -1;
     w.devtype = devtype;
     ctl = dslb_host(ctl, w.kernel);

@@ -24,6 +24,7 @@
 #define OMLB_MAX_NODES 64      /* nodes probed at most */
 #define OMLB_WINDOW    3       /* iterations watched before the root acts, at least */
 #define OMLB_WINDOW_S  0.003   /* seconds (slowest PEs) watched before it acts, at least */
+#define OMLB_STREAK    2       /* windows in a row the spawn rule must choose a device */
 
 enum { OMLB_RUN = 1, OMLB_FLUSH = 2, OMLB_DONE = 3 };
 
@@ -183,6 +184,7 @@ typedef struct omlb_root {
     double               slow[OMLB_MAX_DEVS];
     uint64_t             seq;
     double               move_s; /* what moving the shares costs, estimated */
+    int                  streak[OMLB_MAX_DEVS]; /* windows in a row the rule chose d */
     omlb_report_t        got[OMLB_MAX_PES];    /* the last round's reports */
 } omlb_root_t;
 
@@ -324,6 +326,69 @@ static void omlb_root_record(omlb_root_t *r, int iter, double tmax, double tstd)
     fflush(f);
 }
 
+int omlb_rule_spawn(int ndevs, const double *cost, double threshold, const int *dev_pes,
+                    int cap, int room, int *add)
+{
+    double cmin = INFINITY, cmax = 0.0;
+    int n = 0;
+
+    for (int d = 0; d < ndevs; d++) {
+        add[d] = 0;
+        cmin = fmin(cmin, cost[d]);
+        cmax = fmax(cmax, cost[d]);
+    }
+    if (!(cmin > 0.0) || cmax / cmin < threshold)
+        return 0;
+    for (int d = 0; d < ndevs && n < room; d++) {
+        if (cost[d] / cmin < threshold && dev_pes[d] < cap) {
+            add[d] = 1;
+            n++;
+        }
+    }
+    return n;
+}
+
+void omlb_rule_split(int ndevs, int units, const int *dev_pes, const double *cost, int *alloc)
+{
+    double speed_sum = 0.0, want[OMLB_MAX_DEVS];
+    int rest = units, dealt = 0;
+
+    /* Every PE at least one unit; the rest in proportion to speed, largest
+       remainders first. */
+    for (int d = 0; d < ndevs; d++) {
+        speed_sum += 1.0 / cost[d];
+        rest -= dev_pes[d];
+    }
+    for (int d = 0; d < ndevs; d++) {
+        want[d] = rest * (1.0 / cost[d]) / speed_sum;
+        alloc[d] = dev_pes[d] + (int)floor(want[d]);
+        want[d] -= floor(want[d]);
+        dealt += alloc[d] - dev_pes[d];
+    }
+    for (; dealt < rest; dealt++) {
+        int best = 0;
+        for (int d = 1; d < ndevs; d++)
+            if (want[d] > want[best])
+                best = d;
+        alloc[best]++;
+        want[best] = -1.0;
+    }
+}
+
+int omlb_rule_worth(int ndevs, int units, const int *dev_units, const double *cost,
+                    double tol, int remaining, double move_s)
+{
+    double tmin = INFINITY, tmax = 0.0, balanced = 0.0;
+
+    for (int d = 0; d < ndevs; d++) {
+        tmin = fmin(tmin, cost[d] * dev_units[d]);
+        tmax = fmax(tmax, cost[d] * dev_units[d]);
+        balanced += 1.0 / cost[d];
+    }
+    balanced = units / balanced;
+    return tmax / tmin > 1.0 + tol && (tmax - balanced) * remaining > move_s;
+}
+
 /* After a window of iterations (cost_in: each device's least time per unit
    in the window, its slowest PE's time / its units; noise from other
    processes only adds time, so the least is the device's speed): the spawn
@@ -334,61 +399,30 @@ static int omlb_root_adjust(omlb_root_t *r, const double *cost_in, int max_pes, 
                             int *changed)
 {
     const omlb_config_t *cfg = r->cfg;
-    double cost[OMLB_MAX_DEVS], cmin = INFINITY, cmax = 0.0, tmin = INFINITY, tmax = 0.0;
-    double speed_sum = 0.0, want[OMLB_MAX_DEVS];
-    int alloc[OMLB_MAX_DEVS], spawned = 0, rest = cfg->units;
+    double cost[OMLB_MAX_DEVS];
+    int alloc[OMLB_MAX_DEVS], add[OMLB_MAX_DEVS], spawned;
 
-    for (int d = 0; d < cfg->ndevs; d++) {
+    for (int d = 0; d < cfg->ndevs; d++)
         cost[d] = cost_in[d] > 1e-12 ? cost_in[d] : 1e-12;
-        cmin = fmin(cmin, cost[d]);
-        cmax = fmax(cmax, cost[d]);
-        tmin = fmin(tmin, cost[d] * r->dev_units[d]);
-        tmax = fmax(tmax, cost[d] * r->dev_units[d]);
-    }
-    if (cmax / cmin >= cfg->threshold) {
-        for (int d = 0; d < cfg->ndevs; d++) {
-            if (cost[d] / cmin < cfg->threshold && r->dev_pes[d] < cfg->cap &&
-                r->npes < max_pes) {
-                if (omlb_root_spawn(r, d) != 0)
-                    return -1;
-                spawned++;
-            }
-        }
+    /* A device gets its PE when the rule chose it in two windows in a row:
+       one window slowed by another job does not spawn. */
+    omlb_rule_spawn(cfg->ndevs, cost, cfg->threshold, r->dev_pes, cfg->cap, max_pes - r->npes,
+                    add);
+    spawned = 0;
+    for (int d = 0; d < cfg->ndevs; d++) {
+        r->streak[d] = add[d] ? r->streak[d] + 1 : 0;
+        if (r->streak[d] < OMLB_STREAK)
+            continue;
+        if (omlb_root_spawn(r, d) != 0)
+            return -1;
+        r->streak[d] = 0;
+        spawned++;
     }
     *changed = spawned > 0;
-    if (!spawned) {
-        /* Worth moving only if the iterations left would save more than the
-           move costs: from the slowest device's time to the balanced one. */
-        double balanced = 0.0;
-        for (int d = 0; d < cfg->ndevs; d++)
-            balanced += 1.0 / cost[d];
-        balanced = cfg->units / balanced;
-        if (tmax / tmin <= 1.0 + cfg->balance_tol ||
-            (tmax - balanced) * remaining <= r->move_s)
-            return 0;
-    }
-
-    /* Every PE at least one unit; the rest in proportion to speed, largest
-       remainders first. */
-    for (int d = 0; d < cfg->ndevs; d++) {
-        speed_sum += 1.0 / cost[d];
-        rest -= r->dev_pes[d];
-    }
-    int dealt = 0;
-    for (int d = 0; d < cfg->ndevs; d++) {
-        want[d] = rest * (1.0 / cost[d]) / speed_sum;
-        alloc[d] = r->dev_pes[d] + (int)floor(want[d]);
-        want[d] -= floor(want[d]);
-        dealt += alloc[d] - r->dev_pes[d];
-    }
-    for (; dealt < rest; dealt++) {
-        int best = 0;
-        for (int d = 1; d < cfg->ndevs; d++)
-            if (want[d] > want[best])
-                best = d;
-        alloc[best]++;
-        want[best] = -1.0;
-    }
+    if (!spawned && !omlb_rule_worth(cfg->ndevs, cfg->units, r->dev_units, cost,
+                                     cfg->balance_tol, remaining, r->move_s))
+        return 0;
+    omlb_rule_split(cfg->ndevs, cfg->units, r->dev_pes, cost, alloc);
     for (int d = 0; d < cfg->ndevs; d++) {
         if (alloc[d] != r->dev_units[d])
             *changed = 1;

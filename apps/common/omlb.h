@@ -16,7 +16,8 @@
  *   - spawns: when the devices differ (max cost / min cost >= threshold), it
  *     adds one PE on every device d with cost[d] / min cost < threshold (the
  *     fast ones, the dissertation's rule time[j]/min(time) < threshold), at
- *     most `cap` PEs per device;
+ *     most `cap` PEs per device, once the rule has chosen that device in two
+ *     windows in a row;
  *   - rebalances: when PEs were added, or when the slowest device takes
  *     more than (1 + balance_tol) times the fastest and the iterations left
  *     would save more time than the move costs (measured: twice the last
@@ -125,5 +126,24 @@ int omlb_root_run(const omlb_config_t *cfg, omlb_result_t *res);
 /* Child: map the control objects and serve the root's plans until DONE.
    0 or -1 (printed). */
 int omlb_child_run(const omlb_ops_t *ops, void *ctx);
+
+/* The root's rules, apart for the unit tests (cost[d]: device d's seconds
+   per unit, > 0). */
+
+/* The spawn rule: when max cost / min cost >= threshold, add[d] = 1 for each
+   device with cost[d] / min cost < threshold and fewer than cap PEs, at most
+   `room` of them in device order; else add[] all 0. Returns how many. */
+int omlb_rule_spawn(int ndevs, const double *cost, double threshold, const int *dev_pes,
+                    int cap, int room, int *add);
+
+/* The split: units to devices in proportion to 1/cost, every PE at least
+   one unit (units >= the PEs), largest remainders first; alloc sums to units. */
+void omlb_rule_split(int ndevs, int units, const int *dev_pes, const double *cost, int *alloc);
+
+/* Whether moving the shares pays: the slowest device's time (cost x its
+   units) is more than (1 + tol) times the fastest's, and the iterations left
+   would save more than move_s seconds going from it to the balanced time. */
+int omlb_rule_worth(int ndevs, int units, const int *dev_units, const double *cost,
+                    double tol, int remaining, double move_s);
 
 #endif /* IVM_APPS_OMLB_H */

@@ -154,14 +154,17 @@ static int himeno_child(const himeno_grid_t *g)
     app_kernel_t kernel;
     int ret;
 
-    if (app_kernel_pick_mine(&kernel) != 0)
+    int devtype;
+
+    APP_TRY(ivmGetMyDevType(&devtype));
+    APP_TRY(ivmMap(HIMENO_P_OBJ, &c.p, 0));
+    APP_TRY(ivmMap(HIMENO_HALO_OBJ, &c.halo, 0));
+    if (app_kernel_pick_ref(devtype, c.p, &kernel) != 0)
         return -1;
 #ifdef APP_HAVE_CUDA
     if (kernel == APP_KERNEL_CUDA)
         c.ops = &himeno_cuda_ops;
 #endif
-    APP_TRY(ivmMap(HIMENO_P_OBJ, &c.p, 0));
-    APP_TRY(ivmMap(HIMENO_HALO_OBJ, &c.halo, 0));
     ret = omlb_child_run(&himeno_omlb_ops, &c);
     c.ops->destroy(c.k);
     APP_TRY(ivmUnmap(c.halo));

@@ -7,7 +7,9 @@
  * version's OM-LB loop (first iteration to the final store).
  *
  * Each rank's OpenMP threads: OMP_NUM_THREADS when set, else the cores the
- * rank is bound to (mpirun --bind-to core / --cpu-set / a rankfile).
+ * rank is bound to (mpirun --bind-to core / --cpu-set / a rankfile). With
+ * --gpu-ranks K, ranks 0..K-1 run the CUDA kernel (MPI+CUDA; the halo planes
+ * go through host memory).
  * IVM_OMLB_SLOW=D:F slows rank D by F, as it slows device D of the IVM version.
  *
  * Run:  mpirun -np 2 himeno-mpi --size 33 --iters 20 --verify
@@ -25,7 +27,8 @@
 
 static const char himeno_mpi_usage[] =
     "  himeno-mpi: --size N is the grid N x N x (2N-1) (33: 33x33x65); --iters I Jacobi\n"
-    "  iterations; --portions, --threshold, --max-per-dev and --local are not used.\n"
+    "  iterations; --gpu-ranks K: ranks 0..K-1 run the CUDA kernel; --portions,\n"
+    "  --threshold, --max-per-dev and --local are not used.\n"
     "  IVM_OMLB_SLOW=D:F slows rank D by F (test knob).";
 
 static int himeno_mpi_threads(void)
@@ -55,30 +58,46 @@ static int himeno_mpi_run(const app_args_t *a, const himeno_grid_t *g, int rank,
     const int n = hi - lo, up = rank + 1 < nranks ? rank + 1 : MPI_PROC_NULL,
               down = rank > 0 ? rank - 1 : MPI_PROC_NULL;
     double slow = app_slow_factor("IVM_OMLB_SLOW", rank), gosa = 0.0, t0, seconds;
-    float *planes = NULL, *first, *last, *below, *above, *grid = NULL;
+    float *planes = NULL, *first = NULL, *last = NULL, *below = NULL, *above = NULL;
+    float *grid = NULL;
     int *counts = NULL, *displs = NULL, ret = -1, ok = 1;
     himeno_kernel_t *k = NULL;
     const himeno_kernel_ops_t *ops = &himeno_cpu_ops;
+    app_kernel_t kernel = APP_KERNEL_CPU;
+    int ready = 0, all_ready;
 
-    if (slow < 0)
-        return -1;
+    /* Set-up; every rank learns whether all got through before any
+       collective (a rank that gave up would leave the others waiting). */
     if (units < nranks) {
         if (rank == 0)
             fprintf(stderr, "himeno-mpi: %d interior planes for %d ranks (one each at least)\n",
                     units, nranks);
-        return -1;
+        goto agree;
     }
+    if (slow < 0 || app_kernel_pick_rank(a, rank, &kernel) != 0)
+        goto agree;
+#ifdef APP_HAVE_CUDA
+    if (kernel == APP_KERNEL_CUDA) {
+        if (app_cuda_use_rank(rank) != 0)
+            goto agree;
+        ops = &himeno_cuda_ops;
+    }
+#endif
     planes = malloc((size_t)(n + 2) * P * 4 * sizeof(float));
     if (planes == NULL || ops->create(g, n, himeno_mpi_threads(), &k) != 0) {
         fprintf(stderr, "himeno-mpi: rank %d: no memory for its slab\n", rank);
-        goto out;
+        goto agree;
     }
     first = planes + (size_t)(n + 2) * P;
     last = first + P;
     below = last + P;
     above = below + P;
     himeno_init(g, lo, n + 2, planes);
-    ops->load(k, lo, hi, planes);
+    ready = ops->load(k, lo, hi, planes) == 0;
+agree:
+    MPI_Allreduce(&ready, &all_ready, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all_ready)
+        goto out;
 
     MPI_Barrier(MPI_COMM_WORLD);
     t0 = app_now_s();

@@ -18,8 +18,9 @@
 #
 # A scenario is a bash file of settings: NODES, NODE_CPU_DEVICES (ivmrun's
 # --node-cpu-devices: "0-7;8-11;12-13" is three nodes of one device each),
-# MIN_CORES, REQUIRES_GPU, IVMRUN_EXTRA, MPI_EXTRA_CPUSETS (ranks for devices
-# NODE_CPU_DEVICES does not list, e.g. a GPU's), VERIFY (1: --verify),
+# MIN_CORES, REQUIRES_GPU, IVMRUN_EXTRA, MPI_GPU_CPUSETS (one MPI+CUDA rank
+# per GPU device, bound to these cores; they come first and get the apps'
+# --gpu-ranks), VERIFY (1: --verify),
 # <APP>_ARGS (both versions), <APP>_PORTIONS / HIMENO_MAX_PER_DEV (the sweep),
 # OMLB_SLOW (IVM_OMLB_SLOW for HIMENO, both versions), DESCRIPTION.
 #
@@ -77,7 +78,7 @@ out=${out:-$build/bench-apps/$name}
 
 # The scenario's settings.
 DESCRIPTION="" MIN_CORES=1 REQUIRES_GPU=0 NODES=1 NODE_CPU_DEVICES="" IVMRUN_EXTRA=""
-MPI_EXTRA_CPUSETS="" VERIFY=0 OMLB_SLOW=""
+MPI_GPU_CPUSETS="" VERIFY=0 OMLB_SLOW=""
 NBODY_ARGS="" NBODY_PORTIONS="" DMM_ARGS="" DMM_PORTIONS="" NW_ARGS="" NW_PORTIONS=""
 HIMENO_ARGS="" HIMENO_MAX_PER_DEV=""
 # shellcheck source=/dev/null
@@ -110,17 +111,21 @@ if ! command -v mpirun >/dev/null; then
     have_mpi=0
 fi
 
-# Devices in order (node0's first): one MPI rank each, bound to its cores.
+# One MPI rank per device, bound to its cores: the GPU ranks first (the
+# apps' --gpu-ranks K makes ranks 0..K-1 MPI+CUDA), then the CPU devices in
+# node order.
 cpusets=()
+gpu_ranks=0
+for extra in $MPI_GPU_CPUSETS; do
+    cpusets+=("$extra")
+    gpu_ranks=$((gpu_ranks + 1))
+done
 IFS=';' read -ra node_specs <<<"$NODE_CPU_DEVICES"
 for spec in "${node_specs[@]}"; do
     IFS=',' read -ra devs <<<"$spec"
     for dev in "${devs[@]}"; do
         cpusets+=("${dev//+/,}")
     done
-done
-for extra in $MPI_EXTRA_CPUSETS; do
-    cpusets+=("$extra")
 done
 ndevs=${#cpusets[@]}
 if ((ndevs == 0)); then
@@ -219,8 +224,10 @@ for app in $apps; do
     # The MPI baseline: one rank per device, the static equal split.
     mpi_log=$out/logs/$app-mpi.log
     mpi_s="" mpi_ok=0
+    mpi_args=("${args[@]}")
+    ((gpu_ranks > 0)) && mpi_args+=(--gpu-ranks "$gpu_ranks")
     if ((have_mpi)) && [[ -x $bin/$app-mpi ]]; then
-        if run_one "$mpi_log" "${mpirun_cmd[@]}" "$bin/$app-mpi" "${args[@]}"; then
+        if run_one "$mpi_log" "${mpirun_cmd[@]}" "$bin/$app-mpi" "${mpi_args[@]}"; then
             mpi_s=$(field "$mpi_log" seconds)
             mpi_ok=1
         else
