@@ -102,6 +102,13 @@ double ivmrun_time_now(void);
 /* Write all of buf to fd (restarting on EINTR). 0 or -1 with errno. */
 int ivmrun_fd_write_all(int fd, const void *buf, size_t len);
 
+/* The order in which the n daemons node0..node<n-1> of a cluster get the
+ * CLUSTER table: names from the highest down (strcmp). The node whose name
+ * sorts lower dials, so every daemon learns the table after each daemon it
+ * will dial has it, and no first dial is refused (a refused dial is retried,
+ * but only after 200 ms or more). order[] gets the n node indices. */
+void ivmrun_join_order(int n, int *order);
+
 #define IVMRUN_MAX_NODES 64 /* --nodes */
 
 /* The node daemon as ivmrun sees it. */
