@@ -259,6 +259,8 @@ static int ivmrun_hosts_from_slurm(ivmrun_boot_t *b)
     tmp = b->hosts[local];
     memmove(b->hosts + 1, b->hosts, (size_t)local * sizeof(*b->hosts));
     b->hosts[0] = tmp;
+    /* A Slurm node name need not be a host name that resolves here. */
+    b->self_known = (self != NULL && strcmp(b->hosts[0], self) == 0);
     return 0;
 }
 
@@ -307,7 +309,7 @@ int ivmrun_hosts_parse(ivmrun_boot_t *b, const ivmrun_config_t *cfg)
         ivmrun_hosts_release(b);
         return code;
     }
-    if (!ivmrun_host_is_local(b->hosts[0])) {
+    if (!b->self_known && !ivmrun_host_is_local(b->hosts[0])) {
         ivm_error("the first host, %s, is not this machine: ivmrun runs the root PE "
                   "on node0, the first host, so run ivmrun there", b->hosts[0]);
         ivmrun_hosts_release(b);

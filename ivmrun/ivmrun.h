@@ -199,6 +199,7 @@ typedef struct ivmrun_boot {
     char **hosts;    /* one node per entry, node<k> on hosts[k] */
     char  *host_list;/* the hosts joined by ',' (for mpirun and ivm-boot) */
     const char *launcher; /* "mpirun" or "srun" (--slurm), for messages */
+    int    self_known; /* --slurm: hosts[0] is SLURMD_NODENAME, this machine */
     pid_t  pid;      /* mpirun or srun, > 0 until reaped */
     int    status;   /* its wait status once reaped */
     int    in_fd;    /* write end of its stdin; -1 once closed */

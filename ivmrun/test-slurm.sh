@@ -69,7 +69,7 @@ cleanup() {
             scancel --quiet --user=root 2>/dev/null
     fi
     pids=
-    for f in "$SL/slurmd.pid" "$SL/slurmctld.pid" "$SL/munge/munged.pid"; do
+    for f in "$SL"/slurmd-*.pid "$SL/slurmctld.pid" "$SL/munge/munged.pid"; do
         p=$(pid_of "$f") && kill -TERM "$p" 2>/dev/null && pids="$pids $p"
     done
     tries=0
@@ -97,9 +97,13 @@ free_port() {
         fi
     done
 }
-CTLD_PORT=$(free_port)
-SLURMD_PORT=$(free_port)
-while [ "$SLURMD_PORT" = "$CTLD_PORT" ]; do SLURMD_PORT=$(free_port); done
+PORTS=
+while [ $(echo $PORTS | wc -w) -lt 4 ]; do
+    p=$(free_port)
+    case " $PORTS " in *" $p "*) ;; *) PORTS="$PORTS $p" ;; esac
+done
+set -- $PORTS
+CTLD_PORT=$1 SLURMD_PORT=$2 N1_PORT=$3 N2_PORT=$4
 
 PLUGINDIR=
 for d in /usr/lib/x86_64-linux-gnu/slurm-wlm /usr/lib/aarch64-linux-gnu/slurm-wlm \
@@ -114,18 +118,17 @@ cat >"$SL/slurm.conf" <<EOF
 ClusterName=ivmtest
 SlurmctldHost=$HOST
 SlurmctldPort=$CTLD_PORT
-SlurmdPort=$SLURMD_PORT
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 AuthInfo=socket=$SL/munge/munge.sock
 CredType=cred/munge
 StateSaveLocation=$SL/state
-SlurmdSpoolDir=$SL/spool
+SlurmdSpoolDir=$SL/spool-%n
 SlurmctldPidFile=$SL/slurmctld.pid
-SlurmdPidFile=$SL/slurmd.pid
+SlurmdPidFile=$SL/slurmd-%n.pid
 SlurmctldLogFile=$SL/log/slurmctld.log
-SlurmdLogFile=$SL/log/slurmd.log
+SlurmdLogFile=$SL/log/slurmd-%n.log
 $PLUGINDIR_LINE
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
@@ -141,8 +144,11 @@ JobAcctGatherType=jobacct_gather/none
 InactiveLimit=0
 KillWait=5
 MinJobAge=5
-NodeName=$HOST CPUs=2 State=UNKNOWN
+NodeName=$HOST CPUs=2 Port=$SLURMD_PORT State=UNKNOWN
+NodeName=ivm-n1 NodeHostname=$HOST CPUs=2 Port=$N1_PORT State=UNKNOWN
+NodeName=ivm-n2 NodeHostname=$HOST CPUs=2 Port=$N2_PORT State=UNKNOWN
 PartitionName=ivm Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
+PartitionName=ivm3 Nodes=$HOST,ivm-n1,ivm-n2 MaxTime=INFINITE State=UP
 EOF
 export SLURM_CONF=$SL/slurm.conf
 
@@ -152,12 +158,16 @@ if ! munged --socket="$SL/munge/munge.sock" --key-file="$SL/munge/munge.key" \
     fail "munged did not start: $(tail -n 5 "$SL/munge/munged.log" 2>/dev/null)"
     exit 1
 fi
-if ! slurmctld -c -f "$SLURM_CONF" || ! slurmd -f "$SLURM_CONF"; then
+if ! slurmctld -c -f "$SLURM_CONF" || ! slurmd -f "$SLURM_CONF" -N "$HOST"; then
     fail "slurmctld or slurmd did not start: $(tail -n 5 "$SL"/log/*.log 2>/dev/null)"
     exit 1
 fi
+# Two more nodes on this machine (one slurmd each) for a three-node run; a
+# Slurm built without support for several slurmd per host leaves them out.
+slurmd -f "$SLURM_CONF" -N ivm-n1 2>/dev/null
+slurmd -f "$SLURM_CONF" -N ivm-n2 2>/dev/null
 tries=0
-until [ "$(sinfo -h -o %t 2>/dev/null)" = "idle" ]; do
+until [ "$(sinfo -h -p ivm -o %t 2>/dev/null)" = "idle" ]; do
     tries=$((tries + 1))
     if [ $tries -ge 200 ]; then
         fail "the Slurm node did not become idle within 20 s: $(sinfo 2>&1)"
@@ -312,6 +322,39 @@ expect_rc 2 "--slurm outside an allocation"
 grep -q "SLURM_JOB_NODELIST is not set" "$WORK/err" ||
     fail "--slurm outside an allocation: no message saying why"
 check_clean "no-allocation run"
+
+# 8. Three nodes (this machine under three Slurm node names): one ivm-boot-srun
+#    task and one ivmd per node, each daemon sees the two others, and the
+#    example runs on the cluster.
+tries=0
+while [ "$(sinfo -h -N -p ivm3 -o %t 2>/dev/null | grep -c -x idle)" != 3 ] &&
+      [ $tries -lt 100 ]; do
+    sleep 0.1
+    tries=$((tries + 1))
+done
+if [ "$(sinfo -h -N -p ivm3 -o %t 2>/dev/null | grep -c -x idle)" = 3 ]; then
+    IVM_SOCKET_DIR=$SOCKDIR salloc --quiet -p ivm3 -N3 "$BIN/ivmrun" --slurm --timeout 60 \
+        sh -c '
+        for k in 0 1 2; do
+            s=$(ls -d "$IVM_SOCKET_DIR"/boot-node$k-*/node$k.sock) || exit 10
+            "$0" "$s" | grep -x -e "node=node$k" -e "peers_up=2" | tr "\n" " "; echo
+        done
+        [ -x "$1" ] && "$1"' "$BIN/ivm-info" "$BIN/vecadd" >"$WORK/out" 2>"$WORK/err"
+    rc=$?
+    if expect_rc 0 "three nodes"; then
+        for k in 0 1 2; do
+            grep -q -x "node=node$k peers_up=2 " "$WORK/out" ||
+                fail "three nodes: node$k's daemon is not up with two peers: $(tr '\n' '|' <"$WORK/out")"
+        done
+        if [ -x "$BIN/vecadd" ]; then
+            grep -q "OK" "$WORK/out" || fail "three nodes: vecadd printed no OK"
+        fi
+    fi
+    check_clean "three-node run"
+else
+    echo "note: the nodes ivm-n1 and ivm-n2 did not come up (a Slurm without several" \
+         "slurmd per host?); three-node run left out: $(sinfo -N -p ivm3 2>&1 | tr '\n' '|')"
+fi
 
 echo "note: whole test $(( $(date +%s) - T0 )) s"
 if [ $failures -ne 0 ]; then
