@@ -1,8 +1,8 @@
 /*
  * ivmrun: the launcher. It finds or starts the node daemon (or, with
  * --nodes N > 1, starts N fresh daemons and joins them into one cluster over
- * loopback TCP; or, with --hosts/--hostfile/--slurm, has mpirun and ivm-boot
- * start one daemon per host), runs PROGRAM as the root PE, forwards (and
+ * loopback TCP; or, with --hosts/--hostfile, has mpirun and ivm-boot, with
+ * --slurm srun and ivm-boot-srun, start one daemon per host), runs PROGRAM as the root PE, forwards (and
  * optionally tags) its output, enforces the timeout, relays signals, returns
  * the root's exit status and cleans up.
  */
@@ -170,7 +170,7 @@ ivmError_t ivmrun_daemon_request(const char *path, uint16_t type, const void *pa
                                  uint32_t len, int timeout_ms, char *detail,
                                  size_t detail_len);
 
-/* A real cluster (--hosts, --hostfile, --slurm): mpirun runs ivm-boot once
+/* A real cluster (--hosts, --hostfile): mpirun runs ivm-boot once
  * per host; ivm-boot starts that host's ivmd, joins the daemons into one
  * cluster, prints node0's socket path and keeps the daemons until its stdin
  * (that of rank 0, fed by mpirun) closes. */
@@ -236,9 +236,10 @@ typedef struct ivmrun_cluster {
     ivmrun_daemon_t nodes[IVMRUN_MAX_NODES];
 } ivmrun_cluster_t;
 
-/* Start mpirun with ivm-boot on b's hosts and wait (--boot-wait) until it
- * reports node0's socket, which goes to d->path. Signals as for
- * ivmrun_daemon_open. On failure mpirun is stopped again. Errors are logged. */
+/* Start mpirun with ivm-boot on b's hosts (with --slurm: ivmrun_srun_open)
+ * and wait (--boot-wait) until it reports node0's socket, which goes to
+ * d->path. Signals as for ivmrun_daemon_open. On failure mpirun is stopped
+ * again. Errors are logged. */
 ivmError_t ivmrun_boot_open(ivmrun_boot_t *b, ivmrun_daemon_t *d,
                             const ivmrun_config_t *cfg, char *const *specs,
                             int sigfd, const sigset_t *child_mask, int *signo_p);
