@@ -308,6 +308,32 @@ rc=$?
 expect_rc 143 "SIGTERM"
 check_clean "SIGTERM run"
 
+# 5b. SIGTERM to the ivm-boot-srun task itself (what scancel does): it stops
+#     its daemon and removes its run directory while PROGRAM still runs.
+cat >"$WORK/term-task.sh" <<'EOF'
+task=
+for f in /proc/[0-9]*/environ; do
+    grep -q -z -x -F "IVM_SOCKET_DIR=$IVM_SOCKET_DIR" "$f" 2>/dev/null || continue
+    d=${f%/environ}
+    [ "$(cat "$d/comm" 2>/dev/null)" = ivm-boot-srun ] && task=${d#/proc/}
+done
+[ -n "$task" ] || { echo "no task"; exit 10; }
+ls -d "$IVM_SOCKET_DIR"/boot-node0-* >/dev/null 2>&1 || { echo "no run dir"; exit 11; }
+kill -TERM "$task"
+tries=0
+while ls -d "$IVM_SOCKET_DIR"/boot-node0-* >/dev/null 2>&1 || kill -0 "$task" 2>/dev/null; do
+    tries=$((tries + 1))
+    [ $tries -ge 100 ] && { echo "task or run dir still there 10 s after SIGTERM"; exit 12; }
+    sleep 0.1
+done
+echo "task gone"
+EOF
+run sh "$WORK/term-task.sh"
+if expect_rc 0 "SIGTERM to the task"; then
+    grep -q -x "task gone" "$WORK/out" || fail "SIGTERM to the task: $(tr '\n' '|' <"$WORK/out")"
+fi
+check_clean "task SIGTERM run"
+
 # 6. A bring-up that fails (no ivmd): 1, and nothing left.
 run --daemon /nonexistent/ivmd true
 expect_rc 1 "missing ivmd"
