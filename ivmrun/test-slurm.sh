@@ -1,25 +1,84 @@
 #!/bin/sh
-# ivmrun --slurm on this machine: a private one-node Slurm cluster (munged,
-# slurmctld, slurmd with their own state directories and ports, the node being
-# this machine under its real host name), and `salloc -N1 ivmrun --slurm ...`
-# inside it, which starts the node's ivmd through srun and ivm-boot-srun.
+# ivmrun --slurm on this machine: a private Slurm cluster (munged, slurmctld,
+# one slurmd per node name, with their own state directories and ports; the
+# node "ivm" partition is this machine under its real host name, the "ivm3"
+# partition adds it under two more names), and `salloc -N1 ivmrun --slurm ...`
+# inside it, which starts the ivmd through srun and ivm-boot-srun.
 #   sh ivmrun/test-slurm.sh BIN_DIR
 # BIN_DIR holds ivmrun, ivm-boot-srun, ivmd, ivm-info (and vecadd, if built).
 # Exit status: 0 passed, 1 failed, 77 skipped (not root, or Slurm's
 # slurmctld/slurmd/srun/salloc or munged missing).
 #
-# Checks: the daemon comes up through srun (an ivm-boot-srun task of a Slurm
-# step keeps it, no mpirun), with no secret in any command line or
-# environment; an example program runs; PROGRAM's exit status passes through
-# salloc; SIGTERM to ivmrun; a failed bring-up; --slurm outside an
-# allocation; and after every run nothing is left: no process of the run
-# (none has this run's IVM_SOCKET_DIR in its environment: ivmd, srun,
-# ivm-boot-srun), no run directory or socket, no job in the queue. At the end
-# the Slurm daemons are stopped and their state removed.
+# First, without Slurm: ivm-boot-srun alone, driven through its stdin/stdout
+# (a whole exchange; malformed input). Then, under Slurm: the daemon comes up
+# through srun (an ivm-boot-srun task of a Slurm step keeps it, no mpirun),
+# with no secret in any command line or environment; an example program runs;
+# PROGRAM's exit status passes through salloc; SIGTERM to ivmrun and to the
+# task; a failed bring-up; --slurm outside an allocation; three nodes; and
+# after every run nothing is left: no process of the run (none has this run's
+# IVM_SOCKET_DIR in its environment: ivmd, srun, ivm-boot-srun), no run
+# directory or socket, no job in the queue. At the end the Slurm daemons are
+# stopped and their state removed.
 
 BIN=${1:?usage: test-slurm.sh BIN_DIR}
 BIN=$(cd "$BIN" && pwd) || exit 1
 PATH=$PATH:/usr/sbin:/sbin
+
+for prog in ivmrun ivm-boot-srun ivmd ivm-info; do
+    if [ ! -x "$BIN/$prog" ]; then
+        echo "FAIL: $BIN/$prog missing"
+        exit 1
+    fi
+done
+
+# 0. Without Slurm: ivm-boot-srun as one task (the SLURM_* variables set by
+#    hand), driven through its stdin and stdout as ivmrun drives it: a whole
+#    exchange ends with UP and, at the end of input, exit 0; malformed input
+#    ends it with 1 and a message. Nothing is left either way.
+pre_fail=0
+PRE=$(mktemp -d "${TMPDIR:-/tmp}/ivm-slurm-pre.XXXXXX") || exit 1
+chmod 700 "$PRE"
+mkdir "$PRE/sock" && chmod 700 "$PRE/sock"
+task() {
+    IVM_SOCKET_DIR=$PRE/sock SLURMD_NODENAME=localhost SLURM_PROCID=0 SLURM_NTASKS=1 \
+        timeout 30 "$BIN/ivm-boot-srun" --hosts localhost "$@"
+}
+for bad in "garbage" "IVM-BOOT SECRET 0123" "IVM-BOOT NODE 7 127.0.0.1 1" "IVM-BOOT JOIN 0" ""; do
+    printf '%s\n' "$bad" | task >"$PRE/out" 2>"$PRE/err"
+    rc=$?
+    if [ $rc -ne 1 ] || ! grep -q "error:" "$PRE/err"; then
+        echo "FAIL: ivm-boot-srun given '$bad': exit status $rc, stderr: $(cat "$PRE/err")"
+        pre_fail=1
+    fi
+done
+mkfifo "$PRE/in"
+task <"$PRE/in" >"$PRE/out" 2>"$PRE/err" &
+tpid=$!
+exec 3>"$PRE/in"
+tries=0
+until grep -q "^IVM-BOOT NODE 0 " "$PRE/out" || [ $tries -ge 100 ]; do
+    sleep 0.1
+    tries=$((tries + 1))
+done
+node=$(grep "^IVM-BOOT NODE 0 " "$PRE/out")
+printf 'IVM-BOOT SECRET %s\n%s\nIVM-BOOT JOIN 0\n' \
+    "$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')" "$node" >&3
+tries=0
+until grep -q "^IVM-BOOT UP 0 /" "$PRE/out" || [ $tries -ge 100 ]; do
+    sleep 0.1
+    tries=$((tries + 1))
+done
+grep -q "^IVM-BOOT JOINED 0$" "$PRE/out" && grep -q "^IVM-BOOT UP 0 /" "$PRE/out" ||
+    { echo "FAIL: ivm-boot-srun by hand: no JOINED/UP: $(cat "$PRE/out" "$PRE/err")"; pre_fail=1; }
+exec 3>&-
+wait $tpid
+rc=$?
+[ $rc -eq 0 ] || { echo "FAIL: ivm-boot-srun by hand: exit status $rc at the end of input: $(cat "$PRE/err")"; pre_fail=1; }
+[ -z "$(ls -A "$PRE/sock")" ] || { echo "FAIL: ivm-boot-srun left $(ls -A "$PRE/sock")"; pre_fail=1; }
+rm -rf "$PRE"
+if [ $pre_fail -ne 0 ]; then
+    exit 1
+fi
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "SKIP: not root (the test starts its own munged, slurmctld and slurmd)"
@@ -29,12 +88,6 @@ for prog in slurmctld slurmd srun salloc sinfo squeue scancel munged; do
     if ! command -v $prog >/dev/null 2>&1; then
         echo "SKIP: $prog not found (install slurm-wlm and munge to test ivmrun --slurm)"
         exit 77
-    fi
-done
-for prog in ivmrun ivm-boot-srun ivmd ivm-info; do
-    if [ ! -x "$BIN/$prog" ]; then
-        echo "FAIL: $BIN/$prog missing"
-        exit 1
     fi
 done
 
