@@ -1,7 +1,7 @@
 #!/bin/sh
 # ivmrun --slurm on this machine: a private Slurm cluster (munged, slurmctld,
 # one slurmd per node name, with their own state directories and ports; the
-# node "ivm" partition is this machine under its real host name, the "ivm3"
+# "ivm" partition is this machine under its real host name, the "ivm3"
 # partition adds it under two more names), and `salloc -N1 ivmrun --slurm ...`
 # inside it, which starts the ivmd through srun and ivm-boot-srun.
 #   sh ivmrun/test-slurm.sh BIN_DIR
