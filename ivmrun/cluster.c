@@ -64,7 +64,8 @@ void ivmrun_cluster_reap(ivmrun_cluster_t *c)
 
     if (c->boot.nhosts > 0 && ivmrun_boot_reap(&c->boot)) {
         ivmrun_proc_status_text(c->boot.status, why, sizeof(why));
-        ivm_warn("mpirun, which keeps the cluster's daemons, exited early (%s)", why);
+        ivm_warn("%s, which keeps the cluster's daemons, exited early (%s)",
+                 c->boot.launcher, why);
     }
     for (k = 0; k < c->n; ++k) {
         if (ivmrun_daemon_reap(&c->nodes[k])) {

@@ -1,8 +1,9 @@
 /* Real clusters: the host list (--hosts, --hostfile, --slurm) and the
- * bootstrap. ivmrun runs `mpirun ... ivm-boot` with one rank per host;
- * ivm-boot starts the hosts' daemons, joins them into one cluster and prints
- * node0's socket path; node0 is this machine (the first host), where the root
- * PE runs. At the end ivmrun closes ivm-boot's stdin, which stops it. */
+ * bootstrap. With --hosts/--hostfile ivmrun runs `mpirun ... ivm-boot` with
+ * one rank per host; ivm-boot starts the hosts' daemons, joins them into one
+ * cluster and prints node0's socket path; node0 is this machine (the first
+ * host), where the root PE runs. At the end ivmrun closes ivm-boot's stdin,
+ * which stops it. With --slurm, srun and ivm-boot-srun do it (srun.c). */
 #include "ivmrun.h"
 
 #include <ctype.h>
@@ -258,11 +259,12 @@ static int ivmrun_hosts_from_slurm(ivmrun_boot_t *b)
     tmp = b->hosts[local];
     memmove(b->hosts + 1, b->hosts, (size_t)local * sizeof(*b->hosts));
     b->hosts[0] = tmp;
+    /* A Slurm node name need not be a host name that resolves here. */
+    b->self_known = (self != NULL && strcmp(b->hosts[0], self) == 0);
     return 0;
 }
 
-/* items[0..n) joined by sep, in a new string; NULL when out of memory. */
-static char *ivmrun_join(char *const *items, int n, char sep)
+char *ivmrun_join(char *const *items, int n, char sep)
 {
     size_t len = 1, pos = 0, l;
     char *out;
@@ -307,12 +309,13 @@ int ivmrun_hosts_parse(ivmrun_boot_t *b, const ivmrun_config_t *cfg)
         ivmrun_hosts_release(b);
         return code;
     }
-    if (!ivmrun_host_is_local(b->hosts[0])) {
+    if (!b->self_known && !ivmrun_host_is_local(b->hosts[0])) {
         ivm_error("the first host, %s, is not this machine: ivmrun runs the root PE "
                   "on node0, the first host, so run ivmrun there", b->hosts[0]);
         ivmrun_hosts_release(b);
         return IVMRUN_EXIT_USAGE;
     }
+    b->launcher  = cfg->slurm ? "srun" : "mpirun";
     b->host_list = ivmrun_join(b->hosts, b->nhosts, ',');
     if (b->host_list == NULL) {
         ivm_error("out of memory");
@@ -328,9 +331,7 @@ int ivmrun_boot_reap(ivmrun_boot_t *b)
     return ivmrun_proc_reap(&b->pid, &b->status);
 }
 
-/* ivm-boot: --boot, else beside this executable, else "ivm-boot" from PATH.
- * Rank 0 runs here, so it must be here too: -1 (logged) if it is not. */
-static int ivmrun_boot_find(const ivmrun_config_t *cfg, char *buf, size_t len)
+int ivmrun_boot_find(const ivmrun_config_t *cfg, const char *name, char *buf, size_t len)
 {
     char path[PATH_MAX + 16];
     const char *dirs, *colon;
@@ -345,10 +346,10 @@ static int ivmrun_boot_find(const ivmrun_config_t *cfg, char *buf, size_t len)
         if (strchr(buf, '/') != NULL) {
             return 0;
         }
-    } else if (ivmrun_proc_beside_self("ivm-boot", buf, len)) {
+    } else if (ivmrun_proc_beside_self(name, buf, len)) {
         return 0;
     } else {
-        snprintf(buf, len, "ivm-boot");
+        snprintf(buf, len, "%s", name);
     }
     dirs = getenv("PATH");
     for (; dirs != NULL && *dirs != '\0'; dirs = colon + 1) {
@@ -357,15 +358,19 @@ static int ivmrun_boot_find(const ivmrun_config_t *cfg, char *buf, size_t len)
         if (dlen > 0 &&
             (size_t)snprintf(path, sizeof(path), "%.*s/%s", dlen, dirs, buf) < sizeof(path) &&
             access(path, X_OK) == 0) {
-            return 0; /* mpirun looks it up the same way on each host */
+            return 0; /* mpirun and srun look it up the same way on each host */
         }
         if (colon == NULL) {
             break;
         }
     }
-    ivm_error("%s not found beside ivmrun or in PATH: it is built only where CMake "
-              "finds MPI (install Open MPI's development files and rebuild), or name "
-              "it with --boot", buf);
+    if (strcmp(name, "ivm-boot") == 0) {
+        ivm_error("%s not found beside ivmrun or in PATH: it is built only where CMake "
+                  "finds MPI (install Open MPI's development files and rebuild), or "
+                  "name it with --boot", buf);
+    } else {
+        ivm_error("%s not found beside ivmrun or in PATH (name it with --boot)", buf);
+    }
     return -1;
 }
 
@@ -396,8 +401,8 @@ void ivmrun_boot_close(ivmrun_boot_t *b, int sigfd)
     char why[64];
 
     if (b->in_fd >= 0) {
-        ivm_info("stopping the cluster's daemons (closing ivm-boot's input)");
-        close(b->in_fd); /* EOF on rank 0's stdin: ivm-boot stops every node */
+        ivm_info("stopping the cluster's daemons (closing %s's input)", b->launcher);
+        close(b->in_fd); /* EOF on the bootstrap's stdin stops every node */
         b->in_fd = -1;
     }
     deadline = start + IVMRUN_BOOT_STOP_WAIT;
@@ -410,15 +415,16 @@ void ivmrun_boot_close(ivmrun_boot_t *b, int sigfd)
         left = deadline - ivmrun_time_now();
         if (left <= 0) {
             if (!sent_term) {
-                ivm_warn("mpirun (pid %d) still runs %g s after ivm-boot was told to "
-                         "stop; sending it SIGTERM", (int)b->pid, IVMRUN_BOOT_STOP_WAIT);
+                ivm_warn("%s (pid %d) still runs %g s after the bootstrap was told to "
+                         "stop; sending it SIGTERM", b->launcher, (int)b->pid,
+                         IVMRUN_BOOT_STOP_WAIT);
                 kill(b->pid, SIGTERM);
                 sent_term = 1;
                 deadline  = ivmrun_time_now() + IVMRUN_BOOT_KILL_WAIT;
                 continue;
             }
-            ivm_warn("mpirun (pid %d) did not exit %g s after SIGTERM; killing it",
-                     (int)b->pid, IVMRUN_BOOT_KILL_WAIT);
+            ivm_warn("%s (pid %d) did not exit %g s after SIGTERM; killing it",
+                     b->launcher, (int)b->pid, IVMRUN_BOOT_KILL_WAIT);
             kill(-b->pid, SIGKILL); /* its process group */
             kill(b->pid, SIGKILL);
             while (waitpid(b->pid, &b->status, 0) < 0 && errno == EINTR) {
@@ -454,15 +460,14 @@ void ivmrun_boot_close(ivmrun_boot_t *b, int sigfd)
     }
     if (sent_term || !WIFEXITED(b->status) || WEXITSTATUS(b->status) != 0) {
         ivmrun_proc_status_text(b->status, why, sizeof(why));
-        ivm_warn("mpirun (the cluster's bootstrap) ended with %s", why);
+        ivm_warn("%s (the cluster's bootstrap) ended with %s", b->launcher, why);
     } else {
         ivm_info("the cluster's daemons are stopped (%.0f ms)",
                  (ivmrun_time_now() - start) * 1000);
     }
 }
 
-/* Split --mpirun-args at spaces into argv[*argc_p..max). 0, or -1 if too many. */
-static int ivmrun_boot_split(char *args, char **argv, int *argc_p, int max)
+int ivmrun_boot_split(char *args, char **argv, int *argc_p, int max)
 {
     char *save = NULL, *word;
 
@@ -476,17 +481,16 @@ static int ivmrun_boot_split(char *args, char **argv, int *argc_p, int max)
     return 0;
 }
 
-/* Check that node0's daemon answers here and heads the whole cluster. */
-static ivmError_t ivmrun_boot_check(const ivmrun_boot_t *b, ivmrun_daemon_t *d)
+ivmError_t ivmrun_boot_check(const ivmrun_boot_t *b, ivmrun_daemon_t *d)
 {
     ivm_msg_info_rep_t info;
     ivmError_t status = ivm_sock_info(d->path, IVMRUN_BOOT_INFO_WAIT, &info);
 
     if (status != IVM_SUCCESS) {
-        ivm_error("node0's daemon (%s) does not answer on this machine (%s): rank 0 "
-                  "of ivm-boot must run here, on the first host (%s); check the "
-                  "host names and the mpirun options", d->path,
-                  ivm_status_string(status), b->hosts[0]);
+        ivm_error("node0's daemon (%s) does not answer on this machine (%s): node0's "
+                  "bootstrap must run here, on the first host (%s); check the "
+                  "host names and the %s options", d->path,
+                  ivm_status_string(status), b->hosts[0], b->launcher);
         return status;
     }
     if ((int)info.peers != b->nhosts - 1 || (int)info.peers_up != b->nhosts - 1) {
@@ -495,6 +499,56 @@ static ivmError_t ivmrun_boot_check(const ivmrun_boot_t *b, ivmrun_daemon_t *d)
         return IVM_ERROR_INTERNAL;
     }
     return IVM_SUCCESS;
+}
+
+/* Append the per-host bring-up program (exe) and its options, the same for
+ * ivm-boot under mpirun and ivm-boot-srun under srun; NULL-terminates argv.
+ * *specs_arg_p is allocated when per-node CPU devices are given (the caller
+ * frees it). Needs IVMRUN_BOOT_NODE_ARGS free slots. */
+int ivmrun_boot_node_args(const ivmrun_boot_t *b, const ivmrun_config_t *cfg,
+                          char *const *specs, char *exe, char *dwait, char *uwait,
+                          char **argv, int *argc_p, char **specs_arg_p)
+{
+    int argc = *argc_p;
+
+    argv[argc++] = exe;
+    argv[argc++] = "--hosts";
+    argv[argc++] = b->host_list;
+    argv[argc++] = "--daemon-wait";
+    argv[argc++] = dwait;
+    argv[argc++] = "--up-wait";
+    argv[argc++] = uwait;
+    if (cfg->daemon[0] != '\0') {
+        argv[argc++] = "--daemon";
+        argv[argc++] = (char *)cfg->daemon;
+    }
+    if (cfg->log_level[0] != '\0') {
+        argv[argc++] = "--log-level";
+        argv[argc++] = (char *)cfg->log_level;
+    }
+    if (cfg->emu_gpus[0] != '\0') {
+        argv[argc++] = "--emu-gpus";
+        argv[argc++] = (char *)cfg->emu_gpus;
+    }
+    if (cfg->gpus[0] != '\0') {
+        argv[argc++] = "--gpus";
+        argv[argc++] = (char *)cfg->gpus;
+    }
+    if (specs != NULL) {
+        *specs_arg_p = ivmrun_join(specs, b->nhosts, ';');
+        if (*specs_arg_p == NULL) {
+            ivm_error("out of memory");
+            return -1;
+        }
+        argv[argc++] = "--node-cpu-devices";
+        argv[argc++] = *specs_arg_p;
+    } else if (cfg->cpu_devices[0] != '\0') {
+        argv[argc++] = "--cpu-devices";
+        argv[argc++] = (char *)cfg->cpu_devices;
+    }
+    argv[argc] = NULL;
+    *argc_p = argc;
+    return 0;
 }
 
 ivmError_t ivmrun_boot_open(ivmrun_boot_t *b, ivmrun_daemon_t *d,
@@ -513,10 +567,14 @@ ivmError_t ivmrun_boot_open(ivmrun_boot_t *b, ivmrun_daemon_t *d,
     char *nl;
     ssize_t n;
 
-    b->pid    = 0;
-    b->in_fd  = -1;
-    b->out_fd = -1;
-    if (ivmrun_boot_find(cfg, exe, sizeof(exe)) != 0) {
+    if (cfg->slurm) {
+        return ivmrun_srun_open(b, d, cfg, specs, sigfd, child_mask, signo_p);
+    }
+    b->pid      = 0;
+    b->in_fd    = -1;
+    b->out_fd   = -1;
+    b->launcher = "mpirun";
+    if (ivmrun_boot_find(cfg, "ivm-boot", exe, sizeof(exe)) != 0) {
         return IVM_ERROR_NO_DAEMON;
     }
     snprintf(np, sizeof(np), "%d", b->nhosts);
@@ -544,47 +602,15 @@ ivmError_t ivmrun_boot_open(ivmrun_boot_t *b, ivmrun_daemon_t *d,
     }
     if (cfg->mpirun_args[0] != '\0') {
         extra = strdup(cfg->mpirun_args);
-        if (extra == NULL || ivmrun_boot_split(extra, argv, &argc, MAX_ARGS - 24) != 0) {
+        if (extra == NULL || ivmrun_boot_split(extra, argv, &argc, MAX_ARGS - IVMRUN_BOOT_NODE_ARGS) != 0) {
             ivm_error(extra == NULL ? "out of memory" : "--mpirun-args: too many words");
             goto out;
         }
     }
-    argv[argc++] = exe;
-    argv[argc++] = "--hosts";
-    argv[argc++] = b->host_list;
-    argv[argc++] = "--daemon-wait";
-    argv[argc++] = dwait;
-    argv[argc++] = "--up-wait";
-    argv[argc++] = uwait;
-    if (cfg->daemon[0] != '\0') {
-        argv[argc++] = "--daemon";
-        argv[argc++] = cfg->daemon;
+    if (ivmrun_boot_node_args(b, cfg, specs, exe, dwait, uwait, argv, &argc,
+                              &specs_arg) != 0) {
+        goto out;
     }
-    if (cfg->log_level[0] != '\0') {
-        argv[argc++] = "--log-level";
-        argv[argc++] = cfg->log_level;
-    }
-    if (cfg->emu_gpus[0] != '\0') {
-        argv[argc++] = "--emu-gpus";
-        argv[argc++] = cfg->emu_gpus;
-    }
-    if (cfg->gpus[0] != '\0') {
-        argv[argc++] = "--gpus";
-        argv[argc++] = cfg->gpus;
-    }
-    if (specs != NULL) {
-        specs_arg = ivmrun_join(specs, b->nhosts, ';');
-        if (specs_arg == NULL) {
-            ivm_error("out of memory");
-            goto out;
-        }
-        argv[argc++] = "--node-cpu-devices";
-        argv[argc++] = specs_arg;
-    } else if (cfg->cpu_devices[0] != '\0') {
-        argv[argc++] = "--cpu-devices";
-        argv[argc++] = cfg->cpu_devices;
-    }
-    argv[argc] = NULL;
 
     if (pipe2(in_pipe, O_CLOEXEC) != 0 || pipe2(out_pipe, O_CLOEXEC) != 0) {
         ivm_error("cannot create the pipes for mpirun: %m");

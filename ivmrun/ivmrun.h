@@ -1,8 +1,8 @@
 /*
  * ivmrun: the launcher. It finds or starts the node daemon (or, with
  * --nodes N > 1, starts N fresh daemons and joins them into one cluster over
- * loopback TCP; or, with --hosts/--hostfile/--slurm, has mpirun and ivm-boot
- * start one daemon per host), runs PROGRAM as the root PE, forwards (and
+ * loopback TCP; or, with --hosts/--hostfile, has mpirun and ivm-boot, with
+ * --slurm srun and ivm-boot-srun, start one daemon per host), runs PROGRAM as the root PE, forwards (and
  * optionally tags) its output, enforces the timeout, relays signals, returns
  * the root's exit status and cleans up.
  */
@@ -54,8 +54,13 @@
       "the Open MPI mpirun that starts ivm-boot on the hosts")                      \
     X(mpirun_args, "mpirun-args", STRING, "",                                       \
       "extra arguments for mpirun, separated by spaces")                            \
+    X(srun,        "srun",        STRING, "srun",                                   \
+      "the Slurm srun that starts ivm-boot-srun on the hosts (--slurm)")           \
+    X(srun_args,   "srun-args",   STRING, "",                                       \
+      "extra arguments for srun, separated by spaces (--slurm)")                   \
     X(boot,        "boot",        STRING, "",                                       \
-      "ivm-boot to run on each host (default: ivm-boot beside ivmrun, else PATH)")  \
+      "ivm-boot (--slurm: ivm-boot-srun) to run on each host (default: beside "     \
+      "ivmrun, else PATH)")                                                         \
     X(boot_wait,   "boot-wait",   DOUBLE, "60",                                     \
       "seconds the hosts' daemons may take to form the cluster")
 
@@ -101,6 +106,13 @@ double ivmrun_time_now(void);
 
 /* Write all of buf to fd (restarting on EINTR). 0 or -1 with errno. */
 int ivmrun_fd_write_all(int fd, const void *buf, size_t len);
+
+/* The order in which the n daemons node0..node<n-1> of a cluster get the
+ * CLUSTER table: names from the highest down (strcmp). The node whose name
+ * sorts lower dials, so every daemon learns the table after each daemon it
+ * will dial has it, and no first dial is refused (a refused dial is retried,
+ * but only after 200 ms or more). order[] gets the n node indices. */
+void ivmrun_join_order(int n, int *order);
 
 #define IVMRUN_MAX_NODES 64 /* --nodes */
 
@@ -158,17 +170,37 @@ ivmError_t ivmrun_daemon_request(const char *path, uint16_t type, const void *pa
                                  uint32_t len, int timeout_ms, char *detail,
                                  size_t detail_len);
 
-/* A real cluster (--hosts, --hostfile, --slurm): mpirun runs ivm-boot once
+/* A real cluster (--hosts, --hostfile): mpirun runs ivm-boot once
  * per host; ivm-boot starts that host's ivmd, joins the daemons into one
  * cluster, prints node0's socket path and keeps the daemons until its stdin
  * (that of rank 0, fed by mpirun) closes. */
 #define IVMRUN_BOOT_READY "IVM-BOOT READY " /* + node0's socket path: ivm-boot is up */
 
+/* --slurm: `srun ... ivm-boot-srun --hosts LIST` runs one task per host, and
+ * ivmrun itself is the hub of the exchange, in lines on srun's stdout (from
+ * the tasks, merged) and stdin (to every task, --input=all):
+ *   task k -> ivmrun  "IVM-BOOT NODE k ADDR PORT"   its daemon listens there
+ *   ivmrun -> tasks   "IVM-BOOT SECRET HEX"         the cluster secret (64 hex)
+ *   ivmrun -> tasks   "IVM-BOOT NODE k ADDR PORT"   the whole table, n lines
+ *   ivmrun -> tasks   "IVM-BOOT JOIN k"             node k's turn (join order)
+ *   task k -> ivmrun  "IVM-BOOT JOINED k"           its daemon has the table
+ *   task k -> ivmrun  "IVM-BOOT UP k SOCKET"        its daemon sees every peer;
+ *                                                   SOCKET: its path (node0's is used)
+ * End of srun's stdin stops every task (daemon stopped, run dir removed). */
+#define IVMRUN_SRUN_NODE   "IVM-BOOT NODE "
+#define IVMRUN_SRUN_SECRET "IVM-BOOT SECRET "
+#define IVMRUN_SRUN_JOIN   "IVM-BOOT JOIN "
+#define IVMRUN_SRUN_JOINED "IVM-BOOT JOINED "
+#define IVMRUN_SRUN_UP     "IVM-BOOT UP "
+#define IVMRUN_SRUN_LINE_MAX 512 /* bytes of one such line, newline included */
+
 typedef struct ivmrun_boot {
     int    nhosts;   /* hosts[] entries; 0 = no real cluster */
     char **hosts;    /* one node per entry, node<k> on hosts[k] */
     char  *host_list;/* the hosts joined by ',' (for mpirun and ivm-boot) */
-    pid_t  pid;      /* mpirun, > 0 until reaped */
+    const char *launcher; /* "mpirun" or "srun" (--slurm), for messages */
+    int    self_known; /* --slurm: hosts[0] is SLURMD_NODENAME, this machine */
+    pid_t  pid;      /* mpirun or srun, > 0 until reaped */
     int    status;   /* its wait status once reaped */
     int    in_fd;    /* write end of its stdin; -1 once closed */
     int    out_fd;   /* read end of its stdout; -1 once closed */
@@ -204,18 +236,46 @@ typedef struct ivmrun_cluster {
     ivmrun_daemon_t nodes[IVMRUN_MAX_NODES];
 } ivmrun_cluster_t;
 
-/* Start mpirun with ivm-boot on b's hosts and wait (--boot-wait) until it
- * reports node0's socket, which goes to d->path. Signals as for
- * ivmrun_daemon_open. On failure mpirun is stopped again. Errors are logged. */
+/* Start mpirun with ivm-boot on b's hosts (with --slurm: ivmrun_srun_open)
+ * and wait (--boot-wait) until it reports node0's socket, which goes to
+ * d->path. Signals as for ivmrun_daemon_open. On failure mpirun is stopped
+ * again. Errors are logged. */
 ivmError_t ivmrun_boot_open(ivmrun_boot_t *b, ivmrun_daemon_t *d,
                             const ivmrun_config_t *cfg, char *const *specs,
                             int sigfd, const sigset_t *child_mask, int *signo_p);
 
-/* Reap mpirun if it has exited (after a SIGCHLD). Returns 1 if reaped now. */
+/* --slurm: the same through srun and ivm-boot-srun (srun.c), ivmrun being the
+ * hub of the exchange (the IVMRUN_SRUN_* lines). */
+ivmError_t ivmrun_srun_open(ivmrun_boot_t *b, ivmrun_daemon_t *d,
+                            const ivmrun_config_t *cfg, char *const *specs,
+                            int sigfd, const sigset_t *child_mask, int *signo_p);
+
+/* The bootstrap program name: --boot, else beside this executable, else
+ * name from PATH. node0's runs here, so it must be here too: 0, or -1
+ * (logged) if it is not. */
+int ivmrun_boot_find(const ivmrun_config_t *cfg, const char *name, char *buf, size_t len);
+
+/* Check that node0's daemon (d->path) answers here and heads the whole
+ * cluster (b->nhosts nodes, all up). Errors are logged. */
+ivmError_t ivmrun_boot_check(const ivmrun_boot_t *b, ivmrun_daemon_t *d);
+
+/* Split args at spaces and tabs (in place) into argv[*argc_p..max). 0, or -1
+ * if there are too many words. */
+int ivmrun_boot_split(char *args, char **argv, int *argc_p, int max);
+/* The per-host bring-up program and its options (hosts.c), for mpirun and srun. */
+#define IVMRUN_BOOT_NODE_ARGS 24
+int ivmrun_boot_node_args(const ivmrun_boot_t *b, const ivmrun_config_t *cfg,
+                          char *const *specs, char *exe, char *dwait, char *uwait,
+                          char **argv, int *argc_p, char **specs_arg_p);
+
+/* items[0..n) joined by sep, in a new string; NULL when out of memory. */
+char *ivmrun_join(char *const *items, int n, char sep);
+
+/* Reap mpirun (srun) if it has exited (after a SIGCHLD). Returns 1 if reaped now. */
 int ivmrun_boot_reap(ivmrun_boot_t *b);
 
-/* Tell ivm-boot to stop (close its stdin), wait for mpirun; SIGTERM it after
- * 10 s, SIGKILL after 5 s more. */
+/* Tell the bootstrap to stop (close its stdin), wait for mpirun (srun);
+ * SIGTERM it after 10 s, SIGKILL after 5 s more. */
 void ivmrun_boot_close(ivmrun_boot_t *b, int sigfd);
 
 /* Bring the daemons up. With c->n == 1, ivmrun_daemon_open on nodes[0]

@@ -191,3 +191,21 @@ int ivmrun_proc_signals(int sigfd, pid_t *pid_p, int *status_p)
     }
     return term;
 }
+
+void ivmrun_join_order(int n, int *order)
+{
+    char a[16], b[16];
+    int k, pos;
+
+    for (k = 0; k < n; ++k) {
+        snprintf(a, sizeof(a), "node%d", k);
+        for (pos = k; pos > 0; --pos) {
+            snprintf(b, sizeof(b), "node%d", order[pos - 1]);
+            if (strcmp(b, a) >= 0) {
+                break;
+            }
+            order[pos] = order[pos - 1];
+        }
+        order[pos] = k;
+    }
+}
