@@ -65,6 +65,19 @@ Test(pool, forged_pool_enter_is_refused)
     ivmt_daemon_finish(&ivmt_d);
 }
 
+/* ivmrun --pe-pool outside 0..64: usage error, exit 2, with the reason. */
+Test(pool, ivmrun_refuses_a_bad_pe_pool)
+{
+    const char *argv[] = {IVMT_IVMRUN, "--pe-pool", "65", "/bin/true", NULL};
+    ivmt_result_t r;
+
+    ivmt_run(argv, NULL, 20, &r);
+    cr_assert(r.exited && r.code == 2 && strstr(r.err, "--pe-pool") != NULL,
+              "ivmrun --pe-pool 65: exit %d, stderr: %s", r.code, r.err);
+    ivmt_result_free(&r);
+    ivmt_daemon_finish(&ivmt_d);
+}
+
 #ifdef IVMT_DSLB
 /* DS-LB (examples/dslb) with a chain of 500 PEs, pool on. */
 Test(pool, dslb_chain_of_500_with_the_pool, .timeout = 90)
