@@ -184,6 +184,11 @@ int ivmd_pool_enter(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
         snprintf(detail, detail_len, "this connection is already parked");
         return IVM_ERROR_INVALID_VALUE;
     }
+    if (req->blob_len != 0 || req->pe_id >= -1 || req->pe_pool != 0) {
+        snprintf(detail, detail_len, "a pool ENTER names a pool slot (< -1) and carries "
+                 "no blob and no pool size");
+        return IVM_ERROR_INVALID_VALUE;
+    }
     if (job != NULL && job->data != NULL) {
         for (p = ((ivmd_job_data_t *)job->data)->parked; p != NULL; p = p->next) {
             if (p->slot.id == req->pe_id) {

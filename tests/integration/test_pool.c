@@ -62,6 +62,9 @@ Test(pool, forged_pool_enter_is_refused)
     req.token  = 12345;
     cr_assert_eq(ivmt_unix_call(ivmt_d.sock, IVM_MSG_ENTER, &req, sizeof(req), NULL, 0),
                  IVM_ERROR_PERMISSION, "a pool ENTER with a made-up token was accepted");
+    req.pe_id = 3;
+    cr_assert_eq(ivmt_unix_call(ivmt_d.sock, IVM_MSG_ENTER, &req, sizeof(req), NULL, 0),
+                 IVM_ERROR_INVALID_VALUE, "a pool ENTER naming a PE id was not refused");
     ivmt_daemon_finish(&ivmt_d);
 }
 
