@@ -45,18 +45,19 @@ static void wait_parked(uint32_t n, double seconds)
     }
 }
 
-/* Parked processes of job gid: their pids (at most max). */
+/* Parked processes of job gid of our daemon: their pids (at most max). */
 static int parked_pids(int gid, pid_t *pids, int max)
 {
-    char want[32], path[300], env[8192];
+    char want[32], sock[4200], path[300], env[8192];
     struct dirent *e;
     DIR *dir = opendir("/proc");
     int n = 0;
 
     ASSERT(dir != NULL, "%s", "cannot list /proc");
     snprintf(want, sizeof(want), "IVM_JOB_ID=%d", gid);
+    snprintf(sock, sizeof(sock), "IVM_SOCKET=%s", getenv("IVM_SOCKET"));
     while ((e = readdir(dir)) != NULL && n < max) {
-        int parked = 0, ours = 0;
+        int parked = 0, ours = 0, here = 0;
         ssize_t len;
         FILE *f;
 
@@ -74,8 +75,9 @@ static int parked_pids(int gid, pid_t *pids, int max)
             env[len] = '\0';
             parked |= strncmp(env + off, "IVM_PE_ID=-", 11) == 0;
             ours |= strcmp(env + off, want) == 0;
+            here |= strcmp(env + off, sock) == 0;
         }
-        if (parked && ours) {
+        if (parked && ours && here) {
             pids[n++] = (pid_t)atoi(e->d_name);
         }
     }
