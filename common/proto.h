@@ -59,7 +59,8 @@ _Static_assert(offsetof(ivm_msg_hdr_t, length) == 8, "length at byte 8");
     X(SHUTDOWN,    15, ivm_msg_empty_t,          ivm_msg_status_t,         0)   \
     X(CLUSTER,     16, ivm_msg_cluster_req_t,    ivm_msg_status_t,         1)   \
     X(SYNC,        17, ivm_msg_sync_req_t,       ivm_msg_status_t,         0)   \
-    X(OBJ_INFO,    18, ivm_msg_obj_info_req_t,   ivm_msg_obj_info_rep_t,   0)
+    X(OBJ_INFO,    18, ivm_msg_obj_info_req_t,   ivm_msg_obj_info_rep_t,   0)   \
+    X(GPU_INFO,    19, ivm_msg_gpu_info_req_t,   ivm_msg_gpu_info_rep_t,   0)
 
 #define IVM_MSG_ENUM_ENTRY(name, value, req, rep, var) IVM_MSG_##name = (value),
 typedef enum ivm_msg_type {
@@ -181,7 +182,9 @@ typedef struct ivm_msg_map_req {
     char     name[IVM_NAME_MAX + 1]; /* object name */
 } ivm_msg_map_req_t;
 
-/* Reply to MALLOC and MAP, with the object's memory fd as SCM_RIGHTS. */
+/* Reply to MALLOC and MAP, with the object's memory fd as SCM_RIGHTS. For a
+ * GPU PE (flag IVM_MAP_GPU_*) two fds: the node copy, then the device copy
+ * (gpu_size bytes holding the object from byte gpu_offset on). */
 typedef struct ivm_msg_map_rep {
     int32_t  status;     /* ivmError_t */
     uint32_t flags;      /* IVM_MAP_* */
@@ -189,9 +192,15 @@ typedef struct ivm_msg_map_rep {
     uint64_t obj_size;   /* bytes of the whole object */
     uint64_t offset;     /* bytes: first byte mapped */
     uint64_t size;       /* bytes mapped (resolved when the request said 0) */
+    uint64_t gpu_ref;    /* GPU PE: the daemon's id of this device-copy reference; else 0 */
+    uint64_t gpu_offset; /* GPU PE: object offset of the device copy's first byte */
+    uint64_t gpu_size;   /* GPU PE: bytes of the device allocation (to import and map) */
 } ivm_msg_map_rep_t;
 
-#define IVM_MAP_MASTER 0x1u /* the fd is the master copy */
+#define IVM_MAP_MASTER   0x1u /* the (node copy) fd is the master copy */
+#define IVM_MAP_GPU_EMU  0x2u /* device copy on an emulated GPU: a memfd to mmap */
+#define IVM_MAP_GPU_CUDA 0x4u /* device copy on a CUDA GPU: a POSIX-fd shareable handle */
+#define IVM_MAP_GPU (IVM_MAP_GPU_EMU | IVM_MAP_GPU_CUDA)
 
 /* SYNC: the sync calls on a mirror, and the group calls on any copy. */
 #define IVM_SYNC_PUT       1
@@ -204,7 +213,38 @@ typedef struct ivm_msg_sync_req {
     uint64_t size;       /* bytes */
     uint32_t op;         /* IVM_SYNC_* */
     uint32_t reserved;   /* zero */
+    uint64_t gpu_ref;    /* GPU PE: the mapping's gpu_ref (its device copy); else 0 */
 } ivm_msg_sync_req_t;
+
+_Static_assert(sizeof(ivm_msg_sync_req_t) == 40, "sync request size");
+
+/* GPU_INFO (no ivmEnter needed): ivm-gpud's figures for one GPU of this node. */
+typedef struct ivm_msg_gpu_info_req {
+    uint32_t gpu;        /* GPU index on this node */
+    uint32_t reserved;   /* zero */
+} ivm_msg_gpu_info_req_t;
+
+#define IVM_GPU_INFO_ALIVE 0x1u /* ivm-gpud runs (else it was lost) */
+typedef struct ivm_msg_gpu_info_rep {
+    int32_t  status;       /* ivmError_t */
+    uint32_t flags;        /* IVM_GPU_INFO_* */
+    uint32_t ngpus;        /* GPUs of this node */
+    uint32_t gpud_pid;     /* ivm-gpud's pid */
+    char     backend[16];  /* "emu" or "cuda" */
+    char     name[64];     /* the GPU's name */
+    uint64_t capacity;     /* bytes of device memory handed out at most */
+    uint64_t used;         /* bytes allocated now (mapped and cached copies) */
+    uint64_t cached_bytes; /* bytes of copies no PE maps (evictable) */
+    uint64_t allocations;  /* device allocations made since ivm-gpud started */
+    uint64_t evictions;    /* cached copies freed to make room */
+    uint32_t copies;       /* device copies alive */
+    uint32_t mapped_refs;  /* references held on them, summed */
+    uint32_t waiting;      /* maps waiting for memory now */
+    uint32_t wait_timeouts;/* maps that timed out waiting, since start */
+    uint64_t granularity;  /* bytes; device copies are multiples of it */
+} ivm_msg_gpu_info_rep_t;
+
+_Static_assert(sizeof(ivm_msg_gpu_info_rep_t) == 160, "gpu info reply size");
 
 /* OBJ_INFO (no ivmEnter needed): this node's copy of a job's object, and the
  * bytes of it this daemon sent to and received from other nodes. */
@@ -231,6 +271,7 @@ _Static_assert(sizeof(ivm_msg_obj_info_rep_t) == 48, "obj info reply size");
 /* UNMAP and FREE. */
 typedef struct ivm_msg_obj_req {
     uint64_t obj_id;     /* from the MALLOC/MAP reply */
+    uint64_t gpu_ref;    /* GPU PE: the mapping's gpu_ref; else 0 */
 } ivm_msg_obj_req_t;
 
 typedef struct ivm_msg_info_rep {
@@ -250,7 +291,7 @@ typedef struct ivm_msg_info_rep {
     uint32_t pooled;     /* PEs started from a warm pool since the daemon started */
 } ivm_msg_info_rep_t;
 
-_Static_assert(sizeof(ivm_msg_map_rep_t) == 40, "map reply size");
+_Static_assert(sizeof(ivm_msg_map_rep_t) == 64, "map reply size");
 _Static_assert(sizeof(ivm_msg_info_rep_t) == 128, "info reply size");
 
 /*
@@ -341,7 +382,7 @@ typedef struct ivm_peer_ping {
 /* A node's devices, sent once after authentication. */
 typedef struct ivm_peer_nodeinfo {
     uint32_t ndevs;      /* CPU devices */
-    uint32_t reserved;   /* zero */
+    uint32_t ngpus;      /* GPU devices (ivm-gpud's GPUs; 0 without it) */
     uint16_t ncores[64]; /* cores of each CPU device */
 } ivm_peer_nodeinfo_t;
 

@@ -144,12 +144,18 @@ IVM_API ivmError_t ivmExit(void);
 /**
  * @brief Make a handle for device @p devtype of node @p host.
  *
+ * A node's GPU devices are the GPUs its GPU daemon (ivm-gpud) reports:
+ * real ones (ivmd --gpus), or emulated ones backed by host memory
+ * (ivmd/ivmrun --emu-gpus N[:MEM]). A node without either has none.
+ *
  * @param host    node name as the launcher names it (node0, ...), or
  *                ::IVM_THIS_HOST for the caller's node.
  * @param devtype IVM_CPU_N(k), IVM_GPU_N(k) or ::IVM_THIS_DEV.
  * @param dev     receives the handle; release it with ivmDestroyDev().
  * @return ::IVM_SUCCESS, ::IVM_ERROR_NOT_FOUND (unknown host or device
- *         index), ::IVM_ERROR_INVALID_VALUE (NULL @p dev, bad devtype).
+ *         index, e.g. a GPU the node lacks), ::IVM_ERROR_INVALID_VALUE (NULL
+ *         @p dev, bad devtype), ::IVM_ERROR_DAEMON_LOST (a GPU of a node whose
+ *         GPU daemon has died).
  */
 IVM_API ivmError_t ivmCreateDev(const char *host, int devtype, ivm_device *dev);
 
@@ -172,12 +178,18 @@ IVM_API ivmError_t ivmDestroyDev(ivm_device dev);
  * job. A slot whose id would exceed the limit of ivmSetMaxPesId() gets
  * ::IVM_PE_NULL and no PE; the call still succeeds.
  *
+ * A PE on IVM_GPU_N(k) is bound to that GPU: its environment has IVM_GPU=k,
+ * IVM_GPU_BACKEND=emu (emulated GPU: references are host memory) or cuda
+ * and, on real GPUs, CUDA_VISIBLE_DEVICES naming that GPU only (it is device
+ * 0 of the PE); its host threads run on the node's first CPU device.
+ *
  * @param dev device handle.
  * @param n   number of PEs (>= 0).
  * @param pes receives the n PE ids; may be NULL.
  * @return ::IVM_SUCCESS, ::IVM_ERROR_INVALID_VALUE, ::IVM_ERROR_NOT_FOUND,
  *         ::IVM_ERROR_SPAWN (the executable could not be started; slots not
- *         started are ::IVM_PE_NULL).
+ *         started are ::IVM_PE_NULL), ::IVM_ERROR_DAEMON_LOST (GPU PEs on a
+ *         node whose GPU daemon has died).
  */
 IVM_API ivmError_t ivmCreatePEs(ivm_device dev, int n, ivm_pe *pes);
 
@@ -231,14 +243,16 @@ IVM_API ivmError_t ivmSignal(void);
 /**
  * @brief Create a zero-filled object named @p name of @p size bytes.
  *
- * The master copy lives on the caller's node.
+ * The master copy lives on the caller's node (in host memory, also for a GPU
+ * PE, which gets a device copy of it as by ivmMap()).
  *
  * @param name    unique within the job, at most ::IVM_NAME_MAX bytes.
  * @param ptr_out address of the caller's pointer variable (e.g. &vec with
  *                int *vec); receives the caller's reference.
  * @param size    bytes, > 0.
  * @return ::IVM_SUCCESS, ::IVM_ERROR_EXISTS, ::IVM_ERROR_INVALID_VALUE,
- *         ::IVM_ERROR_NO_MEMORY.
+ *         ::IVM_ERROR_NO_MEMORY (also: a GPU PE's device copy did not fit,
+ *         see ivmMap(); no object is left then), ::IVM_ERROR_DAEMON_LOST.
  */
 IVM_API ivmError_t ivmMalloc(const char *name, void *ptr_out, size_t size);
 
@@ -253,8 +267,22 @@ IVM_API ivmError_t ivmFree(void *ptr);
 
 /**
  * @brief Map bytes [0, size) of object @p name (size 0: the whole object).
+ *
+ * In a GPU PE the reference is a device pointer, usable in kernels, into
+ * the GPU's copy of the region: every PE of one GPU mapping a region shares
+ * one device copy (made and filled from the node copy on the first map;
+ * later maps of a region inside it move no data). ivmHostPtr() gives the
+ * node copy's view. A device copy that does not fit waits until memory is
+ * released (copies no PE maps any more are evicted first, least recently
+ * released first); after the admission time-out (60 s; ivmd
+ * --gpu-admit-timeout, IVM_GPU_ADMIT_TIMEOUT) it fails, and at once if it is
+ * larger than the GPU.
+ *
  * @return ::IVM_SUCCESS, ::IVM_ERROR_NOT_FOUND, ::IVM_ERROR_INVALID_VALUE
- *         (range outside the object, NULL arguments).
+ *         (range outside the object, NULL arguments), ::IVM_ERROR_NO_MEMORY
+ *         (GPU PE: no device memory after the time-out, or more than the
+ *         GPU has), ::IVM_ERROR_DAEMON_LOST (GPU PE: the node's GPU daemon
+ *         died).
  */
 IVM_API ivmError_t ivmMap(const char *name, void *ptr_out, size_t size);
 
@@ -277,24 +305,32 @@ IVM_API ivmError_t ivmUnmap(void *ptr);
  *
  * Costs nothing (no data moved, no daemon round trip) when the caller's copy
  * is the master. Blocking: on return the data is in the master copy.
+ * A GPU PE's copy is its device copy: the bytes go device copy -> node copy
+ * -> master (if the node copy is a mirror). Its syncs accept a device
+ * reference or the host view from ivmHostPtr(), and always cost a round
+ * trip to the daemon.
  * @return ::IVM_SUCCESS, ::IVM_ERROR_INVALID_VALUE (range not inside one
- *         mapping of the caller).
+ *         mapping of the caller), ::IVM_ERROR_DAEMON_LOST (the master's node
+ *         or, for a GPU PE, the GPU daemon is gone).
  */
 IVM_API ivmError_t ivmSyncPut(const void *addr, size_t size);
 
-/** @brief Pull [addr, addr+size) from the master copy into the caller's copy. */
+/** @brief Pull [addr, addr+size) from the master copy into the caller's copy
+ * (for a GPU PE: master -> node copy -> device copy). */
 IVM_API ivmError_t ivmSyncGet(void *addr, size_t size);
 
 /**
  * @brief Write the range to the master (if the caller holds a mirror), then
  * from the master to every mirror covering any part of it (broadcast;
- * scatter when mirrors are subsets).
+ * scatter when mirrors are subsets). The mirrors include the device copies
+ * that PEs map on any node (a GPU PE's own copy is the source).
  */
 IVM_API ivmError_t ivmSyncPutGroup(const void *addr, size_t size);
 
 /**
  * @brief Gather: write every mirror's intersection with the range into the
- * master. Where mirrors overlap, which one wins is unspecified.
+ * master, the device copies that PEs map on any node included. Where
+ * mirrors overlap, which one wins is unspecified.
  */
 IVM_API ivmError_t ivmSyncGetGroup(void *addr, size_t size);
 
@@ -318,7 +354,9 @@ IVM_API ivmError_t ivmGetNumPEs(int *n);
 
 /**
  * @brief Host view of a reference: for a GPU PE the node copy's host pointer
- * for the same byte; for a CPU PE @p ref itself.
+ * for the same byte; for a CPU PE @p ref itself. The host view and the
+ * device copy are separate copies: ivmSyncPut()/ivmSyncGet() move bytes
+ * between them (and the master).
  * @return ::IVM_SUCCESS or ::IVM_ERROR_INVALID_VALUE (not inside a mapping).
  */
 IVM_API ivmError_t ivmHostPtr(const void *ref, void *host_ptr_out);

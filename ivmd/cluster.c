@@ -53,6 +53,7 @@ struct ivmd_op {
     ivm_msg_map_req_t map;     /* LOOKUP/FILL: the request */
     ivm_msg_create_pes_rep_t *pes; /* SPAWN: the reply being built */
     int             first_slot, nslots;
+    uint64_t        gsync;     /* SYNC/GROUP for a GPU sync: resume it, answer nobody */
 };
 
 static uint64_t ivmd_op_next = 1;
@@ -125,10 +126,24 @@ void ivmd_cluster_conn_gone(ivmd_t *d, ivmd_conn_t *c)
 /* Answer a PE request with a plain status. */
 static void ivmd_op_answer(ivmd_t *d, ivmd_op_t *op, int status, const char *detail)
 {
-    ivm_msg_status_t rep = {.status = status};
+    /* The reply has its type's full size (a MAP reply is no bare status). */
+    static union {
+        ivm_msg_status_t         status;
+        ivm_msg_create_pes_rep_t largest;
+        ivm_msg_map_rep_t        map;
+    } rep;
 
+    if (op->gsync != 0) {
+        uint64_t gsync = op->gsync;
+        op->gsync = 0;
+        ivmd_gpu_sync_resume(d, gsync, status);
+        return;
+    }
     if (op->conn != NULL) {
-        ivmd_conn_reply(d, op->conn, op->type, op->seq, &rep, sizeof(rep),
+        uint32_t len = ivmd_reply_size(op->type);
+        memset(&rep, 0, len);
+        rep.status.status = status;
+        ivmd_conn_reply(d, op->conn, op->type, op->seq, &rep, len,
                         status != IVM_SUCCESS ? detail : NULL, NULL, 0);
     }
 }
@@ -178,6 +193,7 @@ void ivmd_cluster_peer_up(ivmd_t *d, ivmd_peer_t *p)
 
     memset(&info, 0, sizeof(info));
     info.ndevs = (uint32_t)d->ndevs;
+    info.ngpus = ivmd_gpu_alive(d) ? ivmd_gpu_count(d) : 0;
     for (i = 0; i < d->ndevs && i < 64; ++i) {
         info.ncores[i] = (uint16_t)d->devs[i].ncores;
     }
@@ -552,10 +568,11 @@ static void ivmd_cluster_on_spawn(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_
     rep.op = sp->op;
     if (sp->n < 1 || sp->n > IVM_CREATE_PES_MAX ||
         hdr->length != sizeof(*sp) + sizeof(int32_t) * (size_t)sp->n + sp->blob_len ||
-        IVM_DEV_IS_GPU(sp->devtype) || sp->devtype < 0 || sp->devtype >= d->ndevs) {
+        (IVM_DEV_IS_GPU(sp->devtype) ? (uint32_t)IVM_DEV_INDEX(sp->devtype) >= ivmd_gpu_count(d)
+                                     : (sp->devtype < 0 || sp->devtype >= d->ndevs))) {
         rep.status = IVM_ERROR_INVALID_VALUE;
-        snprintf(rep.detail, sizeof(rep.detail), "%s cannot start PEs on device %d",
-                 d->cfg.node, sp->devtype);
+        snprintf(rep.detail, sizeof(rep.detail), "%s cannot start PEs on device 0x%x",
+                 d->cfg.node, (unsigned)sp->devtype);
         goto out;
     }
     job = ivmd_job_find(&d->reg, sp->job);
@@ -1160,6 +1177,15 @@ static void ivmd_cluster_group(ivmd_t *d, ivmd_op_t *op, ivmd_obj_t *obj, int ga
 int ivmd_cluster_sync(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ivmd_obj_t *obj,
                       const ivm_msg_sync_req_t *req)
 {
+    return ivmd_cluster_sync_op(d, c, hdr, c->job->id, obj, req->op, req->offset, req->size, 0);
+}
+
+int ivmd_cluster_sync_op(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, uint32_t job,
+                         ivmd_obj_t *obj, uint32_t sync_op, uint64_t off, uint64_t len,
+                         uint64_t gsync)
+{
+    ivm_msg_sync_req_t rq = {.offset = off, .size = len, .op = sync_op};
+    const ivm_msg_sync_req_t *req = &rq;
     ivmd_op_t *op;
     int is_master = obj->master_node < 0;
 
@@ -1173,9 +1199,11 @@ int ivmd_cluster_sync(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ivmd_
     if (op == NULL) {
         return IVM_ERROR_NO_MEMORY;
     }
-    op->obj = obj->id;
-    op->off = req->offset;
-    op->len = req->size;
+    op->job   = job;
+    op->gsync = gsync;
+    op->obj   = obj->id;
+    op->off   = req->offset;
+    op->len   = req->size;
     if (is_master) {
         ivmd_cluster_group(d, op, obj, req->op == IVM_SYNC_GET_GROUP, -1);
         return IVMD_DEFERRED;
@@ -1233,9 +1261,81 @@ static ivmd_obj_t *ivmd_cluster_xfer_obj(ivmd_t *d, const ivm_peer_xfer_t *x)
     return obj;
 }
 
+/* Device copies in the group calls across nodes. A node that receives
+ * scattered bytes refreshes its device copies of them before it ACKs; a
+ * mirror asked to give bytes for a gather, and the master before it gathers,
+ * first pull their device copies of the range into the node copy. What is to
+ * be done after the device copies is kept in an ivmd_xfer_later_t. */
+typedef struct ivmd_xfer_later {
+    ivm_peer_xfer_t x;     /* the message that asked */
+    int             node;  /* the peer that sent it */
+    uint64_t        op;    /* GROUP: the operation made for it */
+    int             gather;
+    int             skip;
+} ivmd_xfer_later_t;
+
+/* Scatter: the device copies have the bytes: ACK. */
+static void ivmd_cluster_later_ack(ivmd_t *d, void *arg, int status)
+{
+    ivmd_xfer_later_t *l = arg;
+    ivm_peer_xfer_t ack = {.op = l->x.op, .job = l->x.job, .status = status};
+
+    ivmd_peer_post(d, ivmd_cluster_peer(d, l->node), IVM_PEER_ACK, &ack, sizeof(ack), NULL, 0);
+    free(l);
+}
+
+/* Gather at a mirror: the node copy has the device copies' bytes: send. */
+static void ivmd_cluster_later_send(ivmd_t *d, void *arg, int status)
+{
+    ivmd_xfer_later_t *l = arg;
+    ivmd_obj_t *obj = ivmd_cluster_xfer_obj(d, &l->x);
+    ivmd_peer_t *p = ivmd_cluster_peer(d, l->node);
+
+    if (obj == NULL || status != IVM_SUCCESS) {
+        ivm_peer_xfer_t ack = {.op = l->x.op, .job = l->x.job,
+                               .status = obj == NULL ? IVM_ERROR_NOT_FOUND : status};
+        ivmd_peer_post(d, p, IVM_PEER_ACK, &ack, sizeof(ack), NULL, 0);
+    } else {
+        ivmd_cluster_send_data(d, p, l->x.job, l->x.op, IVM_XFER_REPLY, obj, l->x.dst, l->x.off,
+                               l->x.len);
+    }
+    free(l);
+}
+
+/* GROUP at the master: this node's device copies are done; now the mirrors. */
+static void ivmd_cluster_later_group(ivmd_t *d, void *arg, int status)
+{
+    ivmd_xfer_later_t *l = arg;
+    ivmd_op_t *op = ivmd_op_find(d, l->op);
+    ivmd_obj_t *obj = ivmd_cluster_xfer_obj(d, &l->x);
+
+    if (op != NULL) {
+        if (obj == NULL || status != IVM_SUCCESS) {
+            op->status = obj == NULL ? IVM_ERROR_NOT_FOUND : status;
+            op->pending = 0;
+            ivmd_cluster_op_done(d, op);
+        } else {
+            ivmd_cluster_group(d, op, obj, l->gather, l->skip);
+        }
+    }
+    free(l);
+}
+
+static ivmd_xfer_later_t *ivmd_cluster_later(const ivm_peer_xfer_t *x, int node)
+{
+    ivmd_xfer_later_t *l = calloc(1, sizeof(*l));
+
+    if (l != NULL) {
+        l->x    = *x;
+        l->node = node;
+    }
+    return l;
+}
+
 static void ivmd_cluster_on_xfer(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
                                  const void *payload)
 {
+    ivmd_xfer_later_t *later;
     const ivm_peer_xfer_t *x = payload;
     int node = (int)(pc->peer - d->peers);
     ivmd_obj_t *obj;
@@ -1251,6 +1351,16 @@ static void ivmd_cluster_on_xfer(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t
         }
         if (x->flags & IVM_XFER_HOLD) {
             ivmd_obj_add_holder(obj, node, x->dst, x->off, x->len);
+        }
+        if (obj->master_node >= 0 && !(x->flags & IVM_XFER_HOLD) &&
+            ivmd_gpu_has_copies(d, x->job, obj->id, x->off, x->len) &&
+            (later = ivmd_cluster_later(x, node)) != NULL) {
+            /* A gather from this mirror: its device copies first. */
+            if (ivmd_gpu_group_refresh(d, x->job, obj->id, x->off, x->len, 1, 0,
+                                       ivmd_cluster_later_send, later)) {
+                return;
+            }
+            free(later);
         }
         ivmd_cluster_send_data(d, pc->peer, x->job, x->op, IVM_XFER_REPLY, obj, x->dst, x->off,
                                x->len);
@@ -1283,6 +1393,17 @@ static void ivmd_cluster_on_xfer(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t
             if (x->flags & IVM_XFER_LAST) {
                 ivmd_cluster_op_step(d, op, IVM_SUCCESS);
             }
+        } else if (obj != NULL && obj->master_node >= 0 && ivmd_gpu_alive(d) &&
+                   !(x->flags & IVM_XFER_LAST)) {
+            /* A scatter into this mirror: refresh the device copies. */
+            ivmd_gpu_group_refresh(d, x->job, obj->id, x->off, x->len, 0, 0, NULL, NULL);
+        } else if (obj != NULL && obj->master_node >= 0 && ivmd_gpu_alive(d) &&
+                   (later = ivmd_cluster_later(x, node)) != NULL) {
+            /* Its last chunk: ACK once the device copies have every chunk. */
+            if (!ivmd_gpu_group_refresh(d, x->job, obj->id, x->off, x->len, 0, 1,
+                                        ivmd_cluster_later_ack, later)) {
+                ivmd_cluster_later_ack(d, later, IVM_SUCCESS);
+            }
         } else if (x->flags & IVM_XFER_LAST) {
             ivm_peer_xfer_t ack = {.op = x->op, .job = x->job,
                                    .status = obj != NULL ? IVM_SUCCESS : IVM_ERROR_NOT_FOUND};
@@ -1310,6 +1431,19 @@ static void ivmd_cluster_on_xfer(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t
         op->len        = x->len;
         op->reply_peer = pc->peer;
         op->reply_op   = x->op;
+        if (ivmd_gpu_has_copies(d, x->job, obj->id, x->off, x->len) &&
+            (later = ivmd_cluster_later(x, node)) != NULL) {
+            /* The master's node first pulls its device copies (gather) or
+             * refreshes them with what the put brought (scatter). */
+            later->op     = op->id;
+            later->gather = (x->flags & IVM_XFER_GATHER) != 0;
+            later->skip   = later->gather ? -1 : node;
+            if (ivmd_gpu_group_refresh(d, x->job, obj->id, x->off, x->len, later->gather, 0,
+                                       ivmd_cluster_later_group, later)) {
+                return;
+            }
+            free(later);
+        }
         ivmd_cluster_group(d, op, obj, (x->flags & IVM_XFER_GATHER) != 0,
                            (x->flags & IVM_XFER_GATHER) ? -1 : node);
         return;
@@ -1328,6 +1462,7 @@ void ivmd_cluster_handle_msg(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hd
     case IVM_PEER_NODEINFO: {
         const ivm_peer_nodeinfo_t *m = payload;
         pc->peer->ndevs = m->ndevs > 64 ? 64 : (int)m->ndevs;
+        pc->peer->ngpus = m->ngpus > 64 ? 64 : (int)m->ngpus;
         for (int i = 0; i < pc->peer->ndevs; ++i) {
             pc->peer->ncores[i] = m->ncores[i];
         }

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "gpud_proto.h"
 #include "ivmd.h"
 #include "log.h"
 #include "sock.h"
@@ -95,11 +96,14 @@ void ivmd_conn_close(ivmd_t *d, ivmd_conn_t *c, const char *why)
     c->closed = 1;
     if (c->kind == IVMD_CONN_PEER) {
         ivmd_peer_disconnect(d, c);
+    } else if (c->kind == IVMD_CONN_GPUD) {
+        ivmd_gpu_lost(d, c, why);
     } else {
         ivm_debug("closing connection of pid %d: %s", (int)c->peer_pid, why);
         ivmd_handle_disconnect(d, c);
     }
     ivmd_cluster_conn_gone(d, c);
+    ivmd_gpu_conn_gone(d, c);
     if (c->h.fd >= 0) {
         ivmd_loop_del(d, &c->h);
         close(c->h.fd);
@@ -133,8 +137,98 @@ void ivmd_conn_reap(ivmd_t *d)
     while ((c = d->dead_conns) != NULL) {
         d->dead_conns = c->next;
         free(c->payload);
+        free(c->rbuf);
         free(c);
     }
+}
+
+/* n bytes landed at the read position: advance it, and once the header is
+ * complete check it and make room for the payload. Returns 0, or -1 (*why_p). */
+static int ivmd_conn_advance(ivmd_conn_t *c, size_t n, const char **why_p)
+{
+    ivmError_t status;
+
+    if (c->hdr_got >= sizeof(c->hdr)) {
+        c->payload_got += n;
+        return 0;
+    }
+    c->hdr_got += n;
+    if (c->hdr_got < sizeof(c->hdr)) {
+        return 0;
+    }
+    status = (c->kind == IVMD_CONN_PE)     ? ivm_proto_check_hdr(&c->hdr, why_p)
+             : (c->kind == IVMD_CONN_GPUD) ? ivm_gpud_check_hdr(&c->hdr, why_p)
+                                           : ivm_proto_check_peer(&c->hdr, why_p);
+    if (status != IVM_SUCCESS) {
+        return -1;
+    }
+    if (c->kind == IVMD_CONN_PEER && c->pstate != IVMD_PEER_UP &&
+        c->hdr.type > IVM_PEER_AUTH) {
+        *why_p = "message before authentication";
+        return -1;
+    }
+    if (c->hdr.length > c->payload_cap) {
+        char *p = realloc(c->payload, c->hdr.length);
+        if (p == NULL) {
+            *why_p = "out of memory for the payload";
+            return -1;
+        }
+        c->payload     = p;
+        c->payload_cap = c->hdr.length;
+    }
+    c->payload_got = 0;
+    return 0;
+}
+
+/* n > 0 bytes arrived: count them; too many before authentication is an error. */
+static int ivmd_conn_count_rx(ivmd_conn_t *c, ssize_t n, const char **why_p)
+{
+    c->rx_bytes  += (uint64_t)n;
+    c->last_rx_ns = ivmd_now_ns();
+    if (c->kind == IVMD_CONN_PEER && c->pstate != IVMD_PEER_UP &&
+        c->rx_bytes > IVM_PEER_PREAUTH_MAX) {
+        *why_p = "too many bytes before authentication";
+        return -1;
+    }
+    return 0;
+}
+
+/* recv/recvmsg returned n <= 0: 0 to wait for more (EAGAIN), -1 to close. */
+static int ivmd_conn_read_failed(const ivmd_conn_t *c, ssize_t n, const char **why_p)
+{
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+        return 0;
+    }
+    if (n < 0) {
+        *why_p = "read error";
+    } else {
+        *why_p = (c->hdr_got == 0) ? "end of stream" : "end of stream inside a message";
+    }
+    return -1;
+}
+
+/* Peer links carry no fds, so they are read in bulk: one recv stages as many
+ * messages as have arrived, and headers and small payloads are taken from
+ * the staging buffer (a large payload is read straight into place once the
+ * staged bytes are used up). Returns 1 when bytes were staged, else as
+ * ivmd_conn_read_failed. */
+static int ivmd_conn_stage(ivmd_conn_t *c, const char **why_p)
+{
+    ssize_t n;
+
+    if (c->rbuf == NULL && (c->rbuf = malloc(IVMD_CONN_RBUF)) == NULL) {
+        *why_p = "out of memory for the receive buffer";
+        return -1;
+    }
+    c->rbuf_off = 0;
+    c->rbuf_len = 0;
+    n = recv(c->h.fd, c->rbuf, IVMD_CONN_RBUF, MSG_DONTWAIT);
+    if (n <= 0) {
+        return ivmd_conn_read_failed(c, n, why_p);
+    }
+    c->rbuf_len   = (size_t)n;
+    c->rbuf_short = (size_t)n < IVMD_CONN_RBUF;
+    return ivmd_conn_count_rx(c, n, why_p) < 0 ? -1 : 1;
 }
 
 /* Read what is available; returns 1 when a whole message is buffered, 0 when
@@ -143,8 +237,7 @@ static int ivmd_conn_read_some(ivmd_conn_t *c, const char **why_p)
 {
     char *dst;
     size_t want;
-    ivmError_t status;
-    int nfds_before = c->nfds;
+    int rc;
 
     for (;;) {
         if (c->hdr_got < sizeof(c->hdr)) {
@@ -155,6 +248,29 @@ static int ivmd_conn_read_some(ivmd_conn_t *c, const char **why_p)
             want = c->hdr.length - c->payload_got;
         } else {
             return 1;
+        }
+        if (c->kind == IVMD_CONN_PEER) {
+            if (c->rbuf_off == c->rbuf_len && c->hdr_got == 0 && c->rbuf_short) {
+                /* The last recv drained the socket: let epoll say when more comes. */
+                c->rbuf_short = 0;
+                return 0;
+            }
+            if (c->rbuf_off == c->rbuf_len && want <= IVMD_CONN_RBUF / 2 &&
+                (rc = ivmd_conn_stage(c, why_p)) <= 0) {
+                return rc;
+            }
+            if (c->rbuf_off < c->rbuf_len) {
+                size_t take = c->rbuf_len - c->rbuf_off;
+                if (take > want) {
+                    take = want;
+                }
+                memcpy(dst, c->rbuf + c->rbuf_off, take);
+                c->rbuf_off += take;
+                if (ivmd_conn_advance(c, take, why_p) < 0) {
+                    return -1;
+                }
+                continue;
+            }
         }
         {
             union {
@@ -168,22 +284,10 @@ static int ivmd_conn_read_some(ivmd_conn_t *c, const char **why_p)
             struct cmsghdr *cmsg;
             ssize_t n = recvmsg(c->h.fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
 
-            if (n < 0) {
-                if (errno == EAGAIN || errno == EINTR) {
-                    return 0;
-                }
-                *why_p = "read error";
-                return -1;
+            if (n <= 0) {
+                return ivmd_conn_read_failed(c, n, why_p);
             }
-            if (n == 0) {
-                *why_p = (c->hdr_got == 0) ? "end of stream" : "end of stream inside a message";
-                return -1;
-            }
-            c->rx_bytes  += (uint64_t)n;
-            c->last_rx_ns = ivmd_now_ns();
-            if (c->kind == IVMD_CONN_PEER && c->pstate != IVMD_PEER_UP &&
-                c->rx_bytes > IVM_PEER_PREAUTH_MAX) {
-                *why_p = "too many bytes before authentication";
+            if (ivmd_conn_count_rx(c, n, why_p) < 0) {
                 return -1;
             }
             for (cmsg = CMSG_FIRSTHDR(&msg); cmsg; cmsg = CMSG_NXTHDR(&msg, cmsg)) {
@@ -204,33 +308,8 @@ static int ivmd_conn_read_some(ivmd_conn_t *c, const char **why_p)
                 *why_p = "too many file descriptors in one message";
                 return -1;
             }
-            (void)nfds_before;
-            if (c->hdr_got < sizeof(c->hdr)) {
-                c->hdr_got += (size_t)n;
-                if (c->hdr_got == sizeof(c->hdr)) {
-                    status = (c->kind == IVMD_CONN_PE) ? ivm_proto_check_hdr(&c->hdr, why_p)
-                                                       : ivm_proto_check_peer(&c->hdr, why_p);
-                    if (status != IVM_SUCCESS) {
-                        return -1;
-                    }
-                    if (c->kind == IVMD_CONN_PEER && c->pstate != IVMD_PEER_UP &&
-                        c->hdr.type > IVM_PEER_AUTH) {
-                        *why_p = "message before authentication";
-                        return -1;
-                    }
-                    if (c->hdr.length > c->payload_cap) {
-                        char *p = realloc(c->payload, c->hdr.length);
-                        if (p == NULL) {
-                            *why_p = "out of memory for the payload";
-                            return -1;
-                        }
-                        c->payload     = p;
-                        c->payload_cap = c->hdr.length;
-                    }
-                    c->payload_got = 0;
-                }
-            } else {
-                c->payload_got += (size_t)n;
+            if (ivmd_conn_advance(c, (size_t)n, why_p) < 0) {
+                return -1;
             }
         }
     }
@@ -453,6 +532,10 @@ static void ivmd_conn_on_event(ivmd_t *d, void *arg, uint32_t events)
                     ivm_warn("pid %d sent a malformed message (%s, type %s, length %u): "
                              "connection dropped", (int)c->peer_pid, why,
                              ivm_proto_type_name(c->hdr.type), (unsigned)c->hdr.length);
+                } else if (c->kind == IVMD_CONN_GPUD) {
+                    ivm_error("ivm-gpud sent a malformed message (%s, type %u, length %u): "
+                              "its socket is closed", why, (unsigned)c->hdr.type,
+                              (unsigned)c->hdr.length);
                 } else {
                     ivm_warn("peer %s sent a malformed message (%s, type %u, length %u): "
                              "connection dropped", c->peer ? c->peer->node : "(unknown)",
@@ -467,6 +550,8 @@ static void ivmd_conn_on_event(ivmd_t *d, void *arg, uint32_t events)
         }
         if (c->kind == IVMD_CONN_PEER) {
             ivmd_peer_handle_msg(d, c, &c->hdr, c->payload);
+        } else if (c->kind == IVMD_CONN_GPUD) {
+            ivmd_gpu_handle_msg(d, c, &c->hdr, c->payload);
         } else if (ivm_proto_check_req(&c->hdr, c->payload, &type_why) != IVM_SUCCESS) {
             ivm_warn("pid %d sent a malformed %s request (%s): connection dropped",
                      (int)c->peer_pid, ivm_proto_type_name(c->hdr.type), type_why);
@@ -481,5 +566,8 @@ static void ivmd_conn_on_event(ivmd_t *d, void *arg, uint32_t events)
         }
         c->hdr_got     = 0;
         c->payload_got = 0;
+        if (c->kind == IVMD_CONN_PE) {
+            return; /* one request per wakeup: epoll says if another waits */
+        }
     }
 }

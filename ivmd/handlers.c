@@ -25,6 +25,7 @@ typedef union ivmd_reply_body {
     ivm_msg_map_rep_t        map;
     ivm_msg_info_rep_t       info;
     ivm_msg_obj_info_rep_t   obj_info;
+    ivm_msg_gpu_info_rep_t   gpu_info;
 } ivmd_reply_body_t;
 
 typedef struct ivmd_reply {
@@ -123,6 +124,7 @@ void ivmd_job_terminate(ivmd_t *d, ivmd_job_t *job, const char *why)
         return;
     }
     ivmd_cluster_job_ending(d, job);
+    ivmd_gpu_job_end(d, job);
     ivmd_job_end(&d->reg, job);
     ivmd_pool_job_end(d, job);
     for (i = 1; i < job->next_pe_id; ++i) {
@@ -179,6 +181,7 @@ static void ivmd_on_obj_release(void *ctx, ivmd_obj_t *obj)
 
 static void ivmd_on_pe_ended(void *ctx, ivmd_pe_t *pe, int failed)
 {
+    ivmd_gpu_pe_ended(ctx, pe);
     ivmd_cluster_pe_ended(ctx, pe, failed);
 }
 
@@ -227,7 +230,7 @@ ivmError_t ivmd_job_data_unpack(ivmd_job_data_t *jd, const char *blob, uint32_t 
 {
     static const char *const own[] = {"IVM_JOB_ID=", "IVM_PE_ID=", "IVM_PE_TOKEN=",
                                       "IVM_SOCKET=", "IVM_NODE=", "OMP_NUM_THREADS=",
-                                      "IVM_DEVICE_CORES=", NULL};
+                                      "IVM_DEVICE_CORES=", "IVM_GPU=", NULL};
     const char *p = blob, *end = blob + len;
     uint32_t i, n = 0, nstr = 2 + argc + envc;
     const char **strs;
@@ -453,9 +456,31 @@ static ivmError_t ivmd_check_dev(ivmd_t *d, ivmd_conn_t *c, int node, int devtyp
             *ncores_p   = p->ncores[devtype];
             return IVM_SUCCESS;
         }
-        ivmd_detail(rep, "%s has no %s device %d", p->node,
-                    IVM_DEV_IS_GPU(devtype) ? "GPU" : "CPU", IVM_DEV_INDEX(devtype));
+        if (IVM_DEV_IS_GPU(devtype) && IVM_DEV_INDEX(devtype) < p->ngpus) {
+            *resolved_p = devtype;
+            *ncores_p   = 0;
+            return IVM_SUCCESS;
+        }
+        ivmd_detail(rep, "%s has no %s device %d (it has %d)", p->node,
+                    IVM_DEV_IS_GPU(devtype) ? "GPU" : "CPU", IVM_DEV_INDEX(devtype),
+                    IVM_DEV_IS_GPU(devtype) ? p->ngpus : p->ndevs);
         return IVM_ERROR_NOT_FOUND;
+    }
+    if (IVM_DEV_IS_GPU(devtype) ||
+        (devtype == IVM_THIS_DEV && IVM_DEV_IS_GPU(c->pe->devtype))) {
+        int gpu = IVM_DEV_INDEX(devtype == IVM_THIS_DEV ? c->pe->devtype : devtype);
+        if ((uint32_t)gpu >= ivmd_gpu_count(d)) {
+            ivmd_detail(rep, "%s has no GPU %d (it has %u)", d->cfg.node, gpu,
+                        ivmd_gpu_count(d));
+            return IVM_ERROR_NOT_FOUND;
+        }
+        if (!ivmd_gpu_alive(d)) {
+            ivmd_detail(rep, "the GPU daemon (ivm-gpud) of %s is gone", d->cfg.node);
+            return IVM_ERROR_DAEMON_LOST;
+        }
+        *resolved_p = IVM_GPU_N(gpu);
+        *ncores_p   = 0;
+        return IVM_SUCCESS;
     }
     status = ivmd_job_resolve_dev(c->job, c->pe, devtype, resolved_p);
     if (status != IVM_SUCCESS) {
@@ -731,6 +756,11 @@ static int ivmd_handle_malloc(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hd
         }
         return status;
     }
+    if (IVM_DEV_IS_GPU(c->pe->devtype)) {
+        /* The master is the node copy; the PE gets a device copy of it. */
+        ivmd_gpu_map(d, c, hdr->type, hdr->seq, obj, 0, obj->size);
+        return IVMD_DEFERRED;
+    }
     status = ivmd_obj_map(&d->reg, c->pe, obj);
     if (status != IVM_SUCCESS) {
         ivmd_obj_free_name(&d->reg, c->job, obj);
@@ -753,6 +783,10 @@ void ivmd_reply_map(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
     ivm_msg_map_rep_t rep;
 
     if (c == NULL) {
+        return;
+    }
+    if (c->pe != NULL && IVM_DEV_IS_GPU(c->pe->devtype)) {
+        ivmd_gpu_map(d, c, type, seq, obj, off, size);
         return;
     }
     memset(&rep, 0, sizeof(rep));
@@ -833,6 +867,11 @@ static int ivmd_handle_sync(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
         ivmd_detail(rep, "no such object or range for a sync");
         return IVM_ERROR_INVALID_VALUE;
     }
+    if (req->gpu_ref != 0 ||
+        ((req->op == IVM_SYNC_PUT_GROUP || req->op == IVM_SYNC_GET_GROUP) &&
+         ivmd_gpu_has_copies(d, c->job->id, obj->id, req->offset, req->size))) {
+        return ivmd_gpu_sync(d, c, hdr, obj, req, rep->detail, sizeof(rep->detail));
+    }
     r = ivmd_cluster_sync(d, c, hdr, obj, req);
     if (r == IVM_ERROR_DAEMON_LOST) {
         ivmd_detail(rep, "the node holding the object's master is unreachable");
@@ -845,6 +884,11 @@ static int ivmd_handle_unmap(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr
 {
     const ivm_msg_obj_req_t *req = payload;
 
+    if (ivmd_gpu_unref(d, c->pe, req->gpu_ref, req->obj_id) != IVM_SUCCESS) {
+        ivmd_detail(rep, "pe %d has no GPU mapping %llu of object %llu", c->pe->id,
+                    (unsigned long long)req->gpu_ref, (unsigned long long)req->obj_id);
+        return IVM_ERROR_INVALID_VALUE;
+    }
     if (ivmd_obj_unmap(&d->reg, c->pe, req->obj_id) != IVM_SUCCESS) {
         ivmd_detail(rep, "pe %d has no mapping of object %llu", c->pe->id,
                     (unsigned long long)req->obj_id);
@@ -860,6 +904,21 @@ static int ivmd_handle_free(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     ivmd_obj_t *obj = ivmd_obj_find_id(c->job, req->obj_id);
     ivmError_t status;
 
+    /* A GPU mapping's reference goes only if the free is allowed. */
+    if (req->gpu_ref != 0 && obj != NULL && obj->name != NULL && obj->owner_pe != c->pe->id) {
+        ivmd_detail(rep, "only the PE that allocated an object may free it");
+        return IVM_ERROR_PERMISSION;
+    }
+    if (req->gpu_ref != 0 && (obj == NULL || obj->name == NULL)) {
+        ivmd_detail(rep, "object %llu is not a live object of job %u",
+                    (unsigned long long)req->obj_id, c->job->id);
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    if (ivmd_gpu_unref(d, c->pe, req->gpu_ref, req->obj_id) != IVM_SUCCESS) {
+        ivmd_detail(rep, "pe %d has no GPU mapping %llu of object %llu", c->pe->id,
+                    (unsigned long long)req->gpu_ref, (unsigned long long)req->obj_id);
+        return IVM_ERROR_INVALID_VALUE;
+    }
     if (obj != NULL && obj->name != NULL && obj->owner_pe == c->pe->id &&
         ivmd_cluster_is_proxy(c->job) && obj->master_node < 0) {
         ivmd_cluster_unregister(d, c->job, obj);
@@ -933,6 +992,13 @@ static int ivmd_handle_obj_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *
     return IVM_SUCCESS;
 }
 
+static int ivmd_handle_gpu_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                const void *payload, ivmd_reply_t *rep)
+{
+    return ivmd_gpu_info(d, c, hdr, payload, &rep->body.gpu_info, rep->detail,
+                         sizeof(rep->detail));
+}
+
 static int ivmd_handle_cluster(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                                const void *payload, ivmd_reply_t *rep)
 {
@@ -974,6 +1040,7 @@ static const ivmd_msg_entry_t ivmd_msg_table[IVM_MSG_LAST] = {
     IVMD_ENTRY(CLUSTER, ivmd_handle_cluster, ivm_msg_status_t, 0),
     IVMD_ENTRY(SYNC, ivmd_handle_sync, ivm_msg_status_t, 1),
     IVMD_ENTRY(OBJ_INFO, ivmd_handle_obj_info, ivm_msg_obj_info_rep_t, 0),
+    IVMD_ENTRY(GPU_INFO, ivmd_handle_gpu_info, ivm_msg_gpu_info_rep_t, 0),
 };
 
 uint32_t ivmd_reply_size(uint16_t type)

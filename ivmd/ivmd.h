@@ -27,7 +27,15 @@
       "HOST:PORT to accept peer daemons on over TCP (port 0: any); empty: none")     \
     X(exit_when_idle, "exit-when-idle", BOOL, "0",                                  \
       "exit once the last job ended and no client is connected")                   \
-    X(log_level, "log-level", STRING, "warn", "error, warn, info, debug or trace")
+    X(log_level, "log-level", STRING, "warn", "error, warn, info, debug or trace")    \
+    X(emu_gpus, "emu-gpus", STRING, "",                                             \
+      "emulate N GPUs of MEM bytes each (N[:MEM], e.g. 2:256M) with ivm-gpud's emu "  \
+      "backend (host memory)")                                                      \
+    X(gpus, "gpus", STRING, "all",                                                  \
+      "real GPUs for GPU PEs: all, none, or CUDA indices 0,2 (GPU k = k-th listed)") \
+    X(gpud, "gpud", STRING, "", "ivm-gpud to start (default: beside ivmd, else PATH)") \
+    X(gpu_admit_timeout, "gpu-admit-timeout", STRING, "",                           \
+      "seconds a GPU map may wait for device memory (default: ivm-gpud's, 60)")
 
 IVM_CONFIG_STRUCT(ivmd_config, IVMD_CONFIG_TABLE);
 
@@ -54,8 +62,12 @@ typedef struct ivmd_outbuf {
 typedef enum ivmd_conn_kind {
     IVMD_CONN_PE,     /* Unix socket: a PE or a tool of the daemon's user */
     IVMD_CONN_PEER,   /* TCP: another daemon of the cluster */
-    IVMD_CONN_REMOTE  /* no socket: a PE of another node, for its job's root daemon */
+    IVMD_CONN_REMOTE, /* no socket: a PE of another node, for its job's root daemon */
+    IVMD_CONN_GPUD    /* socketpair: this node's ivm-gpud */
 } ivmd_conn_kind_t;
+
+/* Bytes a peer connection reads at once (peer links carry no fds). */
+#define IVMD_CONN_RBUF (64u * 1024u)
 
 /* Handler results besides an ivmError_t. */
 #define IVMD_DEFERRED 1 /* the reply comes later */
@@ -93,6 +105,9 @@ typedef struct ivmd_conn {
     size_t            hdr_got;
     char             *payload;
     size_t            payload_cap, payload_got;
+    char             *rbuf;        /* peer links: staged bytes (IVMD_CONN_RBUF) */
+    size_t            rbuf_off, rbuf_len;
+    int               rbuf_short;  /* the last recv did not fill rbuf */
     int               fds[IVM_MSG_MAX_FDS];
     int               nfds;
     /* writing */
@@ -138,6 +153,7 @@ typedef struct ivmd_peer {
     int          up;
     int          leaving;    /* said BYE: its end is no failure */
     int          ndevs;      /* its CPU devices (NODEINFO) */
+    int          ngpus;      /* its GPU devices (NODEINFO) */
     uint16_t     ncores[64];
     uint64_t     next_dial_ns;
     unsigned     failures;   /* consecutive failed dials, for backoff and logs */
@@ -192,6 +208,7 @@ struct ivmd {
     struct ivmd_op  *ops;          /* cluster operations in flight */
     uint64_t         tx_bytes, rx_bytes; /* object bytes sent to / received from peers */
     uint32_t         pooled;       /* PEs handed out by warm pools (INFO) */
+    struct ivmd_gpu *gpu;          /* the ivm-gpud client, NULL without GPUs (gpu.c) */
 };
 
 /* Loop. */
@@ -307,6 +324,51 @@ int ivmd_cluster_sync(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ivmd_
 /* Write a PE's output bytes to the job's stream fd, tagged if the job asks. */
 void ivmd_output_write_job(ivmd_t *d, ivmd_job_t *job, int pe_id, int fd, const char *bytes,
                            size_t len);
+
+/* The ivm-gpud client (gpu.c). */
+typedef struct ivmd_gsync ivmd_gsync_t;
+typedef void (*ivmd_gsync_done_t)(ivmd_t *d, void *arg, int status);
+/* Start ivm-gpud if this node has GPUs (or --emu-gpus); learn them. */
+ivmError_t ivmd_gpu_start(ivmd_t *d);
+/* Close its socket, wait for it to exit. */
+void ivmd_gpu_stop(ivmd_t *d);
+uint32_t ivmd_gpu_count(const ivmd_t *d);
+int ivmd_gpu_alive(const ivmd_t *d);
+/* CUDA_VISIBLE_DEVICES for a PE on GPU k (cuda backend), else NULL. */
+/* The GPU backend's name ("emu", "cuda"), "none" without ivm-gpud. */
+const char *ivmd_gpu_backend_name(const ivmd_t *d);
+const char *ivmd_gpu_visible(const ivmd_t *d, int gpu);
+/* SIGCHLD: 1 if pid was ivm-gpud. */
+int ivmd_gpu_reaped(ivmd_t *d, pid_t pid, int wstatus);
+void ivmd_gpu_lost(ivmd_t *d, ivmd_conn_t *c, const char *why);
+void ivmd_gpu_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                         const void *payload);
+void ivmd_gpu_conn_gone(ivmd_t *d, ivmd_conn_t *c);
+/* A GPU PE's map of [off, off+size) of obj, whose node copy is ready:
+ * ACQUIRE, then the reply with both fds (or the error). */
+void ivmd_gpu_map(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq, ivmd_obj_t *obj,
+                  uint64_t off, uint64_t size);
+/* UNMAP/FREE of a GPU mapping: release its reference. */
+ivmError_t ivmd_gpu_unref(ivmd_t *d, ivmd_pe_t *pe, uint64_t gpu_ref, uint64_t obj_id);
+void ivmd_gpu_pe_ended(ivmd_t *d, ivmd_pe_t *pe);
+void ivmd_gpu_job_end(ivmd_t *d, ivmd_job_t *job);
+int ivmd_gpu_has_copies(const ivmd_t *d, uint32_t job, uint64_t obj, uint64_t off,
+                        uint64_t len);
+/* SYNC of a GPU mapping, or a group call meeting device copies of this node. */
+int ivmd_gpu_sync(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ivmd_obj_t *obj,
+                  const ivm_msg_sync_req_t *req, char *detail, size_t detail_len);
+/* A cluster step of such a sync ended. */
+void ivmd_gpu_sync_resume(ivmd_t *d, uint64_t gsync, int status);
+int ivmd_gpu_group_refresh(ivmd_t *d, uint32_t job, uint64_t obj, uint64_t off, uint64_t len,
+                           int pull, int fence, ivmd_gsync_done_t done, void *arg);
+int ivmd_gpu_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                  const ivm_msg_gpu_info_req_t *req, ivm_msg_gpu_info_rep_t *rep, char *detail,
+                  size_t detail_len);
+/* The cluster sync of the node copy on behalf of a GPU sync (c == NULL,
+ * gsync != 0: ivmd_gpu_sync_resume is called when it ends), or of a PE. */
+int ivmd_cluster_sync_op(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, uint32_t job,
+                         ivmd_obj_t *obj, uint32_t op, uint64_t off, uint64_t len,
+                         uint64_t gsync);
 
 /* Spawner. */
 ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail,

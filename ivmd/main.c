@@ -212,6 +212,7 @@ static void ivmd_teardown(ivmd_t *d)
         next = job->next;
         ivmd_job_terminate(d, job, "the daemon is shutting down");
     }
+    ivmd_gpu_stop(d);
     while (d->conns != NULL) {
         ivmd_conn_close(d, d->conns, "daemon shutdown");
     }
@@ -270,12 +271,12 @@ int main(int argc, char **argv)
         return 1;
     }
     if (ivmd_signals_open(d) != IVM_SUCCESS || ivmd_listen(d) != IVM_SUCCESS ||
-        ivmd_peer_listen(d) != IVM_SUCCESS) {
+        ivmd_peer_listen(d) != IVM_SUCCESS || ivmd_gpu_start(d) != IVM_SUCCESS) {
         ivmd_teardown(d);
         return 1;
     }
-    ivm_info("listening on %s (%d CPU device%s)", d->socket_path, d->ndevs,
-             d->ndevs == 1 ? "" : "s");
+    ivm_info("listening on %s (%d CPU device%s, %u GPU device%s)", d->socket_path, d->ndevs,
+             d->ndevs == 1 ? "" : "s", ivmd_gpu_count(d), ivmd_gpu_count(d) == 1 ? "" : "s");
     ivmd_ready(d);
     rc = ivmd_loop_run(d);
     ivmd_teardown(d);

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,6 +36,7 @@ typedef struct ivmd_parked {
     ivmd_conn_t        *conn;  /* its connection once its ENTER arrived */
     uint32_t            seq;   /* that ENTER's sequence number */
     int                 dead;  /* killed or disconnected: awaits reaping, never handed out */
+    struct stat         exe;   /* the job's executable when this process was started */
 } ivmd_parked_t;
 
 /* In the forked child: only async-signal-safe calls until execve. */
@@ -162,6 +164,9 @@ void ivmd_pool_fill(ivmd_t *d)
     p->slot.node    = -1;
     p->slot.state   = IVMD_PE_SPAWNED;
     p->slot.job     = job;
+    if (stat(jd->exe, &p->exe) != 0) {
+        memset(&p->exe, 0, sizeof(p->exe));
+    }
     if (ivmd_spawn_pe(d, job, &p->slot, detail, sizeof(detail)) != IVM_SUCCESS) {
         ivm_warn("job %u: cannot start a parked process (%s); pool off", job->id, detail);
         jd->pe_pool = 0;
@@ -252,6 +257,19 @@ static int ivmd_pool_gone(const ivmd_parked_t *p)
     return p->conn->closed || p->conn->doomed != NULL || poll(&pfd, 1, 0) != 0;
 }
 
+/* Whether the job's executable is still the file p was started from: a
+ * parked process of a program deleted or rebuilt since is never handed out
+ * (a cold spawn would fail, or run the new program). */
+static int ivmd_pool_exe_same(const ivmd_job_data_t *jd, const ivmd_parked_t *p)
+{
+    struct stat st;
+
+    return stat(jd->exe, &st) == 0 && st.st_dev == p->exe.st_dev &&
+           st.st_ino == p->exe.st_ino && st.st_size == p->exe.st_size &&
+           st.st_mtim.tv_sec == p->exe.st_mtim.tv_sec &&
+           st.st_mtim.tv_nsec == p->exe.st_mtim.tv_nsec;
+}
+
 int ivmd_pool_take(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe)
 {
     ivmd_job_data_t *jd = job->data;
@@ -264,6 +282,12 @@ int ivmd_pool_take(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe)
     }
     for (p = jd->parked; p != NULL; p = p->next) {
         if (p->dead || p->conn == NULL || p->slot.devtype != pe->devtype) {
+            continue;
+        }
+        if (!ivmd_pool_exe_same(jd, p)) {
+            ivm_info("job %u: %s changed or vanished since parked process pid %d started: "
+                     "not handed out", job->id, jd->exe, (int)p->slot.pid);
+            ivmd_pool_kill(p);
             continue;
         }
         if (ivmd_pool_gone(p)) {

@@ -16,7 +16,7 @@
 #include "log.h"
 #include "status.h"
 
-#define IVMD_SPAWN_ENV_OWN 7
+#define IVMD_SPAWN_ENV_OWN 10
 
 static uint64_t ivmd_spawn_token(void)
 {
@@ -37,10 +37,11 @@ ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail
     char own[IVMD_SPAWN_ENV_OWN][160];
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
-    const ivm_cpu_device_t *dev = NULL;
+    const ivm_cpu_device_t *dev = NULL, *cpu_for_gpu = NULL, *pin;
+    const char *gpu_visible = NULL;
     sigset_t none, defaults;
     char **envp;
-    size_t nenv = 0, i;
+    size_t nenv = 0, nown, i, k;
     int out_fd = jd->out_fd, err_fd = jd->err_fd;
     int fwd_out = -1, fwd_err = -1;
     ivmError_t status = IVM_SUCCESS;
@@ -49,6 +50,17 @@ ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail
 
     if (!IVM_DEV_IS_GPU(pe->devtype)) {
         dev = &job->devs[pe->devtype];
+    } else {
+        int gpu = IVM_DEV_INDEX(pe->devtype);
+        if ((uint32_t)gpu >= ivmd_gpu_count(d) || !ivmd_gpu_alive(d)) {
+            snprintf(detail, detail_len, "%s has no GPU %d%s", d->cfg.node, gpu,
+                     (uint32_t)gpu < ivmd_gpu_count(d) ? " (its GPU daemon is gone)" : "");
+            return (uint32_t)gpu < ivmd_gpu_count(d) ? IVM_ERROR_DAEMON_LOST
+                                                     : IVM_ERROR_NOT_FOUND;
+        }
+        gpu_visible = ivmd_gpu_visible(d, gpu);
+        /* Its host threads run on the job's first CPU device. */
+        cpu_for_gpu = &job->devs[0];
     }
     pe->token = ivmd_spawn_token();
     while (jd->envp[nenv] != NULL) {
@@ -66,10 +78,25 @@ ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail
     snprintf(own[4], sizeof(own[4]), "IVM_NODE=%s", d->cfg.node);
     snprintf(own[5], sizeof(own[5]), "OMP_NUM_THREADS=%d", dev ? dev->ncores : 1);
     snprintf(own[6], sizeof(own[6]), "IVM_DEVICE_CORES=%d", dev ? dev->ncores : 0);
-    for (i = 0; i < IVMD_SPAWN_ENV_OWN; ++i) {
+    nown = 7;
+    if (IVM_DEV_IS_GPU(pe->devtype)) {
+        snprintf(own[nown++], sizeof(own[0]), "IVM_GPU=%d", IVM_DEV_INDEX(pe->devtype));
+        snprintf(own[nown++], sizeof(own[0]), "IVM_GPU_BACKEND=%s", ivmd_gpu_backend_name(d));
+        if (gpu_visible != NULL) {
+            /* The PE sees its own GPU only, as device 0. */
+            snprintf(own[nown++], sizeof(own[0]), "CUDA_VISIBLE_DEVICES=%s", gpu_visible);
+            for (i = 0, k = 0; i < nenv; ++i) {
+                if (strncmp(envp[i], "CUDA_VISIBLE_DEVICES=", 21) != 0) {
+                    envp[k++] = envp[i];
+                }
+            }
+            nenv = k;
+        }
+    }
+    for (i = 0; i < nown; ++i) {
         envp[nenv + i] = own[i];
     }
-    envp[nenv + IVMD_SPAWN_ENV_OWN] = NULL;
+    envp[nenv + nown] = NULL;
 
     if ((jd->proxy || (jd->tag_output && out_fd >= 0)) &&
         ivmd_output_open(d, job, pe->id, &fwd_out, &fwd_err) == IVM_SUCCESS) {
@@ -95,18 +122,19 @@ ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
                                         POSIX_SPAWN_SETPGROUP);
 
+    pin = dev != NULL ? dev : cpu_for_gpu;
     if (pe->id < -1) {
         /* A parked process of the warm pool (pool.c): started with fork, so
          * that the daemon does not wait for its exec. */
-        rc = ivmd_pool_exec(d, jd, envp, out_fd, err_fd, dev, &pid);
+        rc = ivmd_pool_exec(d, jd, envp, out_fd, err_fd, pin, &pid);
     } else {
         /* The child inherits the affinity: pin ourselves, spawn, restore. The
          * daemon is single-threaded, so nothing else runs meanwhile. */
-        if (dev != NULL && sched_setaffinity(0, sizeof(dev->cores), &dev->cores) != 0) {
+        if (pin != NULL && sched_setaffinity(0, sizeof(pin->cores), &pin->cores) != 0) {
             ivm_warn("cannot pin pe %d to its device's cores: %m", pe->id);
         }
         rc = posix_spawn(&pid, jd->exe, &fa, &attr, jd->argv, envp);
-        if (dev != NULL) {
+        if (pin != NULL) {
             sched_setaffinity(0, sizeof(d->own_affinity), &d->own_affinity);
         }
     }
@@ -151,6 +179,9 @@ void ivmd_spawn_reap(ivmd_t *d)
     pid_t pid;
 
     while ((pid = waitpid(-1, &wstatus, WNOHANG)) > 0) {
+        if (ivmd_gpu_reaped(d, pid, wstatus)) {
+            continue;
+        }
         pe = ivmd_spawn_find_pid(d, pid);
         if (pe == NULL) {
             ivmd_pool_reaped(d, pid, wstatus);

@@ -62,6 +62,10 @@
       "CPU devices of every node's daemon (default: ivmd's)")                          \
     X(node_cpu_devices, "node-cpu-devices", STRING, "",                                \
       "one CPU device spec per node, ';'-separated: node<k> gets the k-th")            \
+    X(emu_gpus,    "emu-gpus",    STRING, "",                                          \
+      "N[:MEM] emulated GPUs for every node's daemon (ivmd --emu-gpus)")               \
+    X(gpus,        "gpus",        STRING, "",                                          \
+      "real GPUs of every node's daemon: all, none or CUDA indices (ivmd --gpus)")    \
     X(log_level,   "log-level",   STRING, "",                                          \
       "error|warn|info|debug|trace, also given to ivmd")
 
@@ -536,6 +540,8 @@ static int ivmboot_args(ivmboot_t *b, int argc, char **argv)
     b->dcfg.daemon      = b->cfg.daemon;
     b->dcfg.daemon_wait = b->cfg.daemon_wait;
     b->dcfg.log_level   = b->cfg.log_level;
+    b->dcfg.emu_gpus    = b->cfg.emu_gpus;
+    b->dcfg.gpus        = b->cfg.gpus;
     return 0;
 }
 

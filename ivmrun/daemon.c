@@ -129,7 +129,7 @@ ivmError_t ivmrun_daemon_start(ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
     char exe[PATH_MAX], dir[sizeof(d->path)], fdtext[16], why[64];
     char line[IVMRUN_READY_LINE_MAX], listen[80];
     const char *addr;
-    char *argv[16];
+    char *argv[24];
     int argc = 0, ready[2] = {-1, -1}, devnull = -1, err = 0, term;
     struct pollfd pfds[2];
     ivmrun_spawn_t spec;
@@ -181,6 +181,14 @@ ivmError_t ivmrun_daemon_start(ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
     if (d->cpu_devices != NULL && d->cpu_devices[0] != '\0') {
         argv[argc++] = "--cpu-devices";
         argv[argc++] = (char *)d->cpu_devices;
+    }
+    if (cfg->emu_gpus != NULL && cfg->emu_gpus[0] != '\0') {
+        argv[argc++] = "--emu-gpus";
+        argv[argc++] = cfg->emu_gpus;
+    }
+    if (cfg->gpus != NULL && cfg->gpus[0] != '\0') {
+        argv[argc++] = "--gpus";
+        argv[argc++] = cfg->gpus;
     }
     argv[argc] = NULL;
     d->port = 0;
@@ -316,6 +324,11 @@ ivmError_t ivmrun_daemon_open(ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
     if (fd >= 0) {
         close(fd);
         ivm_info("using the running ivmd on %s", d->path);
+        if (cfg->emu_gpus[0] != '\0' || cfg->gpus[0] != '\0') {
+            ivm_warn("using the running ivmd on %s: --emu-gpus and --gpus apply only to a "
+                     "daemon ivmrun starts (use --socket with a fresh path, or --nodes)",
+                     d->path);
+        }
         return IVM_SUCCESS;
     }
     if (fd == IVM_ERROR_PERMISSION) {

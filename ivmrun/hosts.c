@@ -564,6 +564,14 @@ ivmError_t ivmrun_boot_open(ivmrun_boot_t *b, ivmrun_daemon_t *d,
         argv[argc++] = "--log-level";
         argv[argc++] = cfg->log_level;
     }
+    if (cfg->emu_gpus[0] != '\0') {
+        argv[argc++] = "--emu-gpus";
+        argv[argc++] = cfg->emu_gpus;
+    }
+    if (cfg->gpus[0] != '\0') {
+        argv[argc++] = "--gpus";
+        argv[argc++] = cfg->gpus;
+    }
     if (specs != NULL) {
         specs_arg = ivmrun_join(specs, b->nhosts, ';');
         if (specs_arg == NULL) {

@@ -1,5 +1,6 @@
 /* ivm-info: what a node daemon holds (jobs, PEs, objects, connections, bytes),
- * or, with --object JOB NAME, its copy of one object and the bytes it moved. */
+ * or, with --object JOB NAME, its copy of one object and the bytes it moved,
+ * or, with --gpu K, the figures of the node's GPU K (ivm-gpud). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,24 +12,29 @@
 
 static int ivm_info_usage(FILE *out, int rc)
 {
-    fprintf(out, "usage: ivm-info [--object JOB NAME] [SOCKET]\n"
+    fprintf(out, "usage: ivm-info [--object JOB NAME | --gpu K] [SOCKET]\n"
                  "Prints what the IVM daemon on SOCKET (default: $IVM_SOCKET, else the\n"
                  "per-user socket) holds, as key=value lines; with --object, its copy of\n"
                  "object NAME of job JOB and the bytes of it sent to / received from\n"
-                 "other nodes.\n");
+                 "other nodes; with --gpu, the device memory and copies of the node's\n"
+                 "GPU K as its GPU daemon (ivm-gpud) counts them.\n");
     return rc;
 }
 
 int main(int argc, char **argv)
 {
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-    const char *obj_job = NULL, *obj_name = NULL, *sock = NULL;
+    const char *obj_job = NULL, *obj_name = NULL, *sock = NULL, *gpu = NULL;
+    ivm_msg_gpu_info_req_t greq;
+    ivm_msg_gpu_info_rep_t grep;
     ivmError_t status;
     int i;
 
     for (i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             return ivm_info_usage(stdout, 0);
+        } else if (!strcmp(argv[i], "--gpu") && i + 1 < argc) {
+            gpu = argv[++i];
         } else if (!strcmp(argv[i], "--object") && i + 2 < argc) {
             obj_job  = argv[++i];
             obj_name = argv[++i];
@@ -43,6 +49,33 @@ int main(int argc, char **argv)
     } else if (ivm_sock_path(path, sizeof(path)) != IVM_SUCCESS) {
         fprintf(stderr, "ivm-info: the socket path is too long\n");
         return 2;
+    }
+    if (gpu != NULL) {
+        char *end;
+        unsigned long k = strtoul(gpu, &end, 10);
+        if (*gpu == '\0' || *end != '\0' || k > 255) {
+            fprintf(stderr, "ivm-info: --gpu '%s' is not a GPU index\n", gpu);
+            return 2;
+        }
+        memset(&greq, 0, sizeof(greq));
+        greq.gpu = (uint32_t)k;
+        status = ivm_sock_request(path, 2000, IVM_MSG_GPU_INFO, &greq, sizeof(greq), &grep,
+                                  sizeof(grep));
+        if (status != IVM_SUCCESS) {
+            fprintf(stderr, "ivm-info: %s: GPU %lu: %s\n", path, k, ivm_status_string(status));
+            return 1;
+        }
+        printf("gpu=%lu\nname=%s\nbackend=%s\ngpus=%u\ngpud_pid=%u\ngpud_alive=%d\n"
+               "capacity_bytes=%llu\nused_bytes=%llu\ncached_bytes=%llu\ncopies=%u\n"
+               "mapped_refs=%u\nallocations=%llu\nevictions=%llu\nwaiting=%u\n"
+               "wait_timeouts=%u\ngranularity_bytes=%llu\n",
+               k, grep.name, grep.backend, grep.ngpus, grep.gpud_pid,
+               (grep.flags & IVM_GPU_INFO_ALIVE) != 0, (unsigned long long)grep.capacity,
+               (unsigned long long)grep.used, (unsigned long long)grep.cached_bytes,
+               grep.copies, grep.mapped_refs, (unsigned long long)grep.allocations,
+               (unsigned long long)grep.evictions, grep.waiting, grep.wait_timeouts,
+               (unsigned long long)grep.granularity);
+        return 0;
     }
     if (obj_name != NULL) {
         ivm_msg_obj_info_req_t req;
@@ -82,6 +115,14 @@ int main(int argc, char **argv)
                (unsigned long long)info.shm_bytes, info.peers, info.peers_up,
                (unsigned long long)info.tx_bytes, (unsigned long long)info.rx_bytes,
                info.parked, info.pooled);
+        memset(&greq, 0, sizeof(greq));
+        if (ivm_sock_request(path, 2000, IVM_MSG_GPU_INFO, &greq, sizeof(greq), &grep,
+                             sizeof(grep)) == IVM_SUCCESS) {
+            printf("gpus=%u\ngpu_backend=%s\ngpud_alive=%d\n", grep.ngpus, grep.backend,
+                   (grep.flags & IVM_GPU_INFO_ALIVE) != 0);
+        } else {
+            printf("gpus=0\n");
+        }
     }
     return 0;
 }

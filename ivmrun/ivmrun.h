@@ -30,6 +30,10 @@
       "kill the job after this many seconds and exit 124 (0 = no limit)")          \
     X(nodes,       "nodes",       INT,    "1",                                      \
       "nodes to simulate on this machine, 1-64 (N > 1: fresh daemons in a cluster)")\
+    X(emu_gpus,    "emu-gpus",    STRING, "",                                       \
+      "give every started ivmd N emulated GPUs of MEM bytes (N[:MEM], e.g. 2:256M)") \
+    X(gpus,        "gpus",        STRING, "",                                       \
+      "real GPUs of every started ivmd: all, none or CUDA indices 0,2 (default all)") \
     X(node_cpu_devices, "node-cpu-devices", STRING, "",                             \
       "one CPU device spec per node, ';'-separated, e.g. 0-3;4-5;6 (several nodes)") \
     X(log_level,   "log-level",   STRING, "",                                       \

@@ -116,6 +116,22 @@ if expect_rc 0 "every node's daemon"; then
 fi
 check_clean "per-node run"
 
+# 2b. --emu-gpus reaches every host's daemon (ivm-boot passes it to ivmd).
+if [ -x "$BIN/ivm-gpud" ]; then
+    run --hosts "$HOSTS" --emu-gpus 2:16M sh -c '
+        for k in 0 1 2; do
+            s=$(ls -d "$IVM_SOCKET_DIR"/boot-node$k-*/node$k.sock) || exit 10
+            "$0" "$s" | grep -x -e "node=node$k" -e "gpus=2" -e "gpud_alive=1" | tr "\n" " "; echo
+        done' "$BIN/ivm-info"
+    if expect_rc 0 "--emu-gpus on every node"; then
+        for k in 0 1 2; do
+            grep -q -x "node=node$k gpus=2 gpud_alive=1 " "$WORK/out" ||
+                fail "node$k's daemon has no two emulated GPUs: $(tr '\n' '|' <"$WORK/out")"
+        done
+    fi
+    check_clean "--emu-gpus run"
+fi
+
 # 3. An example program.
 if [ -x "$BIN/vecadd" ]; then
     run --hosts "$HOSTS" "$BIN/vecadd"

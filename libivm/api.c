@@ -53,11 +53,12 @@ IVM_API const char *ivmGetErrorString(ivmError_t err)
     return ivm_status_string(err);
 }
 
-/* A call's status: transport failure, or the first int32 of its reply. */
-static ivmError_t ivm_call(uint16_t type, const void *req, uint32_t req_len, void *rep,
-                           size_t rep_len, int *fd_p)
+/* A call's status: transport failure, or the first int32 of its reply. The
+ * fds it brought go to *fd_p and *fd2_p (closed where those are NULL). */
+static ivmError_t ivm_call_fds(uint16_t type, const void *req, uint32_t req_len, void *rep,
+                               size_t rep_len, int *fd_p, int *fd2_p)
 {
-    ivm_rpc_reply_t reply = {.buf = rep, .len = rep_len, .fd = -1};
+    ivm_rpc_reply_t reply = {.buf = rep, .len = rep_len, .fd = -1, .fd2 = -1};
     ivmError_t status;
 
     status = ivm_rpc_call(type, req, req_len, NULL, 0, &reply);
@@ -70,7 +71,18 @@ static ivmError_t ivm_call(uint16_t type, const void *req, uint32_t req_len, voi
     } else if (reply.fd >= 0) {
         close(reply.fd);
     }
+    if (fd2_p != NULL) {
+        *fd2_p = reply.fd2;
+    } else if (reply.fd2 >= 0) {
+        close(reply.fd2);
+    }
     return status;
+}
+
+static ivmError_t ivm_call(uint16_t type, const void *req, uint32_t req_len, void *rep,
+                           size_t rep_len, int *fd_p)
+{
+    return ivm_call_fds(type, req, req_len, rep, rep_len, fd_p, NULL);
 }
 
 /* ------------------------------------------------------------ enter/exit */
@@ -313,6 +325,25 @@ static ivmError_t ivm_connect(int is_root)
     return status;
 }
 
+/* IVM_SPIN_US: microseconds a call polls for its reply before it sleeps. */
+static uint64_t ivm_spin_from_env(void)
+{
+    const char *env = getenv("IVM_SPIN_US");
+    char *end;
+    unsigned long us;
+
+    if (env == NULL || *env == '\0') {
+        return IVM_SPIN_US_DEFAULT * 1000u;
+    }
+    us = strtoul(env, &end, 10);
+    if (*end != '\0' || us > 1000000u) {
+        ivm_warn("IVM_SPIN_US=%s is not a number of microseconds up to 1000000; using %u",
+                 env, IVM_SPIN_US_DEFAULT);
+        return IVM_SPIN_US_DEFAULT * 1000u;
+    }
+    return (uint64_t)us * 1000u;
+}
+
 IVM_API ivmError_t ivmEnter(void)
 {
     const char *pe_env = getenv("IVM_PE_ID");
@@ -332,6 +363,7 @@ IVM_API ivmError_t ivmEnter(void)
     }
     ivm_log_init_from_env();
     ivm_log_set_prefix("pe");
+    ivm_ctx.spin_ns = ivm_spin_from_env();
     status = ivm_connect(is_root);
     if (status == IVM_SUCCESS) {
         memset(&rep, 0, sizeof(rep));
@@ -582,26 +614,61 @@ IVM_API ivmError_t ivmGetNumPEs(int *n)
 
 /* ------------------------------------------------------------ memory */
 
-/* mmap the reply's fd over [offset, offset+size) and record the mapping. */
-static ivmError_t ivm_map_install(const ivm_msg_map_rep_t *rep, int fd, int allocated,
-                                  void *ptr_out)
+/* A failed map leaves nothing behind at the daemon (a failed ivmMalloc no
+ * object). */
+static void ivm_map_undo(const ivm_msg_map_rep_t *rep, int allocated)
+{
+    ivm_msg_obj_req_t undo = {.obj_id = rep->obj_id, .gpu_ref = rep->gpu_ref};
+    ivm_msg_status_t undo_rep;
+
+    ivm_call(allocated ? IVM_MSG_FREE : IVM_MSG_UNMAP, &undo, sizeof(undo), &undo_rep,
+             sizeof(undo_rep), NULL);
+}
+
+/* mmap the reply's fd over [offset, offset+size) and record the mapping. A
+ * GPU PE's reply also brings the device copy (fd2), which its backend imports:
+ * the reference is then the device pointer of byte `offset`. */
+static ivmError_t ivm_map_install(const ivm_msg_map_rep_t *rep, int fd, int fd2,
+                                  int allocated, void *ptr_out)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     uint64_t aligned = rep->offset & ~(uint64_t)(page - 1);
     size_t len = (size_t)(rep->size + (rep->offset - aligned));
+    const ivm_gpu_ops_t *gpu = ivm_gpu_ops_for(rep->flags);
     ivm_map_t map;
-    void *base;
-    ivm_msg_obj_req_t undo = {.obj_id = rep->obj_id};
-    ivm_msg_status_t undo_rep;
+    ivmError_t status;
+    void *base, *dev = NULL;
 
+    if (gpu != NULL && (fd2 < 0 || rep->offset < rep->gpu_offset ||
+                        rep->offset - rep->gpu_offset > rep->gpu_size ||
+                        rep->size > rep->gpu_size - (rep->offset - rep->gpu_offset))) {
+        close(fd);
+        if (fd2 >= 0) {
+            close(fd2);
+        }
+        ivm_map_undo(rep, allocated);
+        IVM_FAIL(IVM_ERROR_PROTOCOL, "the daemon sent no usable device copy for a GPU map");
+    }
     base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)aligned);
     close(fd);
     if (base == MAP_FAILED) {
         int err = errno;
-        /* Undo what the daemon did: a failed ivmMalloc leaves no object behind. */
-        ivm_call(allocated ? IVM_MSG_FREE : IVM_MSG_UNMAP, &undo, sizeof(undo), &undo_rep,
-                 sizeof(undo_rep), NULL);
+        if (fd2 >= 0) {
+            close(fd2);
+        }
+        ivm_map_undo(rep, allocated);
         IVM_FAIL(IVM_ERROR_NO_MEMORY, "mmap of %zu bytes failed: %s", len, strerror(err));
+    }
+    if (gpu != NULL) {
+        status = gpu->import(fd2, (size_t)rep->gpu_size, &dev);
+        close(fd2);
+        if (status != IVM_SUCCESS) {
+            munmap(base, len);
+            ivm_map_undo(rep, allocated);
+            return status; /* the backend said why */
+        }
+    } else if (fd2 >= 0) {
+        close(fd2);
     }
     memset(&map, 0, sizeof(map));
     map.ref       = (char *)base + (rep->offset - aligned);
@@ -612,10 +679,18 @@ static ivmError_t ivm_map_install(const ivm_msg_map_rep_t *rep, int fd, int allo
     map.offset    = rep->offset;
     map.flags     = rep->flags;
     map.allocated = allocated;
+    if (gpu != NULL) {
+        map.host      = map.ref;
+        map.host_base = base;
+        map.host_len  = len;
+        map.ref       = (char *)dev + (rep->offset - rep->gpu_offset);
+        map.map_base  = dev;
+        map.map_len   = (size_t)rep->gpu_size;
+        map.gpu_ref   = rep->gpu_ref;
+    }
     if (ivm_maps_add(&map) != IVM_SUCCESS) {
-        munmap(base, len);
-        ivm_call(allocated ? IVM_MSG_FREE : IVM_MSG_UNMAP, &undo, sizeof(undo), &undo_rep,
-                 sizeof(undo_rep), NULL);
+        ivm_map_release(&map);
+        ivm_map_undo(rep, allocated);
         IVM_FAIL(IVM_ERROR_NO_MEMORY, "out of memory recording a mapping");
     }
     memcpy(ptr_out, &map.ref, sizeof(void *));
@@ -640,7 +715,7 @@ IVM_API ivmError_t ivmMalloc(const char *name, void *ptr_out, size_t size)
     ivm_msg_malloc_req_t req;
     ivm_msg_map_rep_t rep;
     ivmError_t status;
-    int fd = -1;
+    int fd = -1, fd2 = -1;
 
     ivm_clear_error();
     IVM_CHECK_ENTERED();
@@ -655,14 +730,14 @@ IVM_API ivmError_t ivmMalloc(const char *name, void *ptr_out, size_t size)
     memset(&req, 0, sizeof(req));
     req.size = size;
     strcpy(req.name, name);
-    status = ivm_call(IVM_MSG_MALLOC, &req, sizeof(req), &rep, sizeof(rep), &fd);
+    status = ivm_call_fds(IVM_MSG_MALLOC, &req, sizeof(req), &rep, sizeof(rep), &fd, &fd2);
     if (status != IVM_SUCCESS) {
         return status;
     }
     if (fd < 0) {
         IVM_FAIL(IVM_ERROR_PROTOCOL, "ivmMalloc('%s'): the daemon sent no memory", name);
     }
-    return ivm_map_install(&rep, fd, 1, ptr_out);
+    return ivm_map_install(&rep, fd, fd2, 1, ptr_out);
 }
 
 IVM_API ivmError_t ivmMapSubset(const char *name, void *ptr_out, size_t offset, size_t size)
@@ -670,7 +745,7 @@ IVM_API ivmError_t ivmMapSubset(const char *name, void *ptr_out, size_t offset, 
     ivm_msg_map_req_t req;
     ivm_msg_map_rep_t rep;
     ivmError_t status;
-    int fd = -1;
+    int fd = -1, fd2 = -1;
 
     ivm_clear_error();
     IVM_CHECK_ENTERED();
@@ -685,14 +760,14 @@ IVM_API ivmError_t ivmMapSubset(const char *name, void *ptr_out, size_t offset, 
     req.offset = offset;
     req.size   = size;
     strcpy(req.name, name);
-    status = ivm_call(IVM_MSG_MAP, &req, sizeof(req), &rep, sizeof(rep), &fd);
+    status = ivm_call_fds(IVM_MSG_MAP, &req, sizeof(req), &rep, sizeof(rep), &fd, &fd2);
     if (status != IVM_SUCCESS) {
         return status;
     }
     if (fd < 0) {
         IVM_FAIL(IVM_ERROR_PROTOCOL, "ivmMap('%s'): the daemon sent no memory", name);
     }
-    return ivm_map_install(&rep, fd, 0, ptr_out);
+    return ivm_map_install(&rep, fd, fd2, 0, ptr_out);
 }
 
 IVM_API ivmError_t ivmMap(const char *name, void *ptr_out, size_t size)
@@ -712,8 +787,9 @@ IVM_API ivmError_t ivmUnmap(void *ptr)
         IVM_FAIL(IVM_ERROR_INVALID_VALUE,
                  "ivmUnmap: %p is not the start of a mapping of this PE", ptr);
     }
-    munmap(map.map_base, map.map_len);
-    req.obj_id = map.obj_id;
+    ivm_map_release(&map);
+    req.obj_id  = map.obj_id;
+    req.gpu_ref = map.gpu_ref;
     return ivm_call(IVM_MSG_UNMAP, &req, sizeof(req), &rep, sizeof(rep), NULL);
 }
 
@@ -730,13 +806,14 @@ IVM_API ivmError_t ivmFree(void *ptr)
         IVM_FAIL(IVM_ERROR_INVALID_VALUE,
                  "ivmFree: %p is not the start of a mapping of this PE", ptr);
     }
-    req.obj_id = map.obj_id;
+    req.obj_id  = map.obj_id;
+    req.gpu_ref = map.gpu_ref;
     status = ivm_call(IVM_MSG_FREE, &req, sizeof(req), &rep, sizeof(rep), NULL);
     if (status != IVM_SUCCESS) {
         return status;
     }
     if (ivm_maps_take(ptr, &map) == IVM_SUCCESS) {
-        munmap(map.map_base, map.map_len);
+        ivm_map_release(&map);
     }
     return IVM_SUCCESS;
 }
@@ -744,11 +821,14 @@ IVM_API ivmError_t ivmFree(void *ptr)
 /* The sync calls. Put and Get on the master copy itself (every PE of the
  * master's node maps it) move no data and cost no round trip: a fence orders
  * the caller's accesses. A mirror, and the group calls (which reach the other
- * nodes' mirrors), go through the daemon, which moves the data. */
+ * nodes' mirrors), go through the daemon, which moves the data. A GPU PE's
+ * syncs always go to the daemon (its device copy is never the master); they
+ * accept the device reference or the host view (ivmHostPtr). */
 static ivmError_t ivm_sync(const char *fn, uint32_t op, const void *addr, size_t size)
 {
     ivm_msg_sync_req_t req;
     ivm_msg_status_t rep;
+    uint64_t offset;
     ivm_map_t map;
 
     if (__atomic_load_n(&ivm_ctx.state, __ATOMIC_ACQUIRE) != IVM_CTX_ENTERED) {
@@ -756,20 +836,26 @@ static ivmError_t ivm_sync(const char *fn, uint32_t op, const void *addr, size_t
                                                                  : "called after ivmExit");
         return IVM_ERROR_NOT_ENTERED;
     }
-    if (addr == NULL || ivm_maps_lookup(addr, size, &map) != IVM_SUCCESS) {
+    if (addr != NULL && ivm_maps_lookup(addr, size, &map) == IVM_SUCCESS) {
+        offset = map.offset + (uint64_t)((const char *)addr - map.ref);
+    } else if (addr != NULL && ivm_maps_lookup_host(addr, size, &map) == IVM_SUCCESS) {
+        offset = map.offset + (uint64_t)((const char *)addr - map.host);
+    } else {
         IVM_FAIL(IVM_ERROR_INVALID_VALUE,
                  "%s: [%p, +%zu) does not lie inside one IVM mapping of this PE", fn, addr,
                  size);
     }
     atomic_thread_fence(memory_order_seq_cst);
-    if ((map.flags & IVM_MAP_MASTER) && (op == IVM_SYNC_PUT || op == IVM_SYNC_GET)) {
+    if ((map.flags & IVM_MAP_MASTER) && !(map.flags & IVM_MAP_GPU) &&
+        (op == IVM_SYNC_PUT || op == IVM_SYNC_GET)) {
         return IVM_SUCCESS;
     }
     memset(&req, 0, sizeof(req));
-    req.obj_id = map.obj_id;
-    req.offset = map.offset + (uint64_t)((const char *)addr - map.ref);
-    req.size   = size;
-    req.op     = op;
+    req.obj_id  = map.obj_id;
+    req.offset  = offset;
+    req.size    = size;
+    req.op      = op;
+    req.gpu_ref = map.gpu_ref;
     return ivm_call(IVM_MSG_SYNC, &req, sizeof(req), &rep, sizeof(rep), NULL);
 }
 
@@ -804,6 +890,11 @@ IVM_API ivmError_t ivmHostPtr(const void *ref, void *host_ptr_out)
                  host_ptr_out == NULL ? "host_ptr_out is NULL"
                                       : "ref is not inside an IVM mapping of this PE");
     }
-    memcpy(host_ptr_out, &ref, sizeof(void *));
+    if (map.flags & IVM_MAP_GPU) {
+        void *host = map.host + ((const char *)ref - map.ref);
+        memcpy(host_ptr_out, &host, sizeof(void *));
+    } else {
+        memcpy(host_ptr_out, &ref, sizeof(void *));
+    }
     return IVM_SUCCESS;
 }

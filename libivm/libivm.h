@@ -20,6 +20,12 @@ typedef struct ivm_map {
     uint64_t  offset;     /* of ref within the object */
     uint32_t  flags;      /* IVM_MAP_* */
     int       allocated;  /* made by ivmMalloc */
+    /* GPU PE (flags & IVM_MAP_GPU): ref/map_base are the device copy's, these
+     * the node copy's (what ivmHostPtr returns). */
+    char     *host;       /* node copy: byte `offset` of the object */
+    void     *host_base;  /* what mmap of the node copy returned */
+    size_t    host_len;
+    uint64_t  gpu_ref;    /* the daemon's id of the device-copy reference */
 } ivm_map_t;
 
 typedef struct ivm_pending ivm_pending_t;
@@ -33,6 +39,7 @@ typedef struct ivm_ctx {
     int              lost;        /* connection broken */
     int              reading;     /* a thread is reading replies */
     uint32_t         next_seq;
+    uint64_t         spin_ns;     /* poll this long for a reply before sleeping */
     ivm_pending_t   *pending;
     /* identity */
     uint32_t         job_id;
@@ -45,6 +52,9 @@ typedef struct ivm_ctx {
     ivm_map_t       *maps;
     size_t           nmaps, maps_cap;
 } ivm_ctx_t;
+
+/* Microseconds a call polls for its reply before it sleeps (IVM_SPIN_US). */
+#define IVM_SPIN_US_DEFAULT 50u
 
 /* Parked processes per CPU device of a job whose root PE has no IVM_PE_POOL
  * (see docs/user-guide.md for why this value). */
@@ -59,6 +69,7 @@ typedef struct ivm_rpc_reply {
     void   *buf;      /* reply payload (caller's buffer) */
     size_t  len;      /* its size */
     int     fd;       /* received fd or -1 */
+    int     fd2;      /* second received fd (a GPU map's device copy) or -1 */
 } ivm_rpc_reply_t;
 
 /* Connect to the daemon (fd in ivm_ctx). */
@@ -84,6 +95,23 @@ ivmError_t ivm_maps_lookup(const void *addr, size_t size, ivm_map_t *map_p);
 ivmError_t ivm_maps_take(const void *ref, ivm_map_t *map_p);
 /* Unmap and forget every mapping. */
 void ivm_maps_clear(void);
+
+/* Find the GPU mapping whose host (node copy) range holds [addr, addr+size). */
+ivmError_t ivm_maps_lookup_host(const void *addr, size_t size, ivm_map_t *map_p);
+
+/* GPU device copies seen from a PE (gpu.c): one ops table per backend. */
+typedef struct ivm_gpu_ops {
+    const char *name;
+    /* Import the device copy's fd (size bytes): *devptr_p is what kernels use. */
+    ivmError_t (*import)(int fd, size_t size, void **devptr_p);
+    /* Undo import. */
+    void (*release)(void *devptr, size_t size);
+} ivm_gpu_ops_t;
+
+/* The backend of a GPU mapping's flags (IVM_MAP_GPU_EMU / _CUDA), or NULL. */
+const ivm_gpu_ops_t *ivm_gpu_ops_for(uint32_t flags);
+/* Unmap a mapping's memory (host and device parts). */
+void ivm_map_release(const ivm_map_t *map);
 
 /* Start a private daemon on path (singleton mode). */
 ivmError_t ivm_singleton_start(const char *path);

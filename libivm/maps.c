@@ -85,13 +85,45 @@ ivmError_t ivm_maps_take(const void *ref, ivm_map_t *map_p)
     return status;
 }
 
+ivmError_t ivm_maps_lookup_host(const void *addr, size_t size, ivm_map_t *map_p)
+{
+    const char *a = addr;
+    ivmError_t status = IVM_ERROR_INVALID_VALUE;
+    size_t i;
+
+    pthread_rwlock_rdlock(&ivm_ctx.maps_lock);
+    for (i = 0; i < ivm_ctx.nmaps; ++i) {
+        const ivm_map_t *m = &ivm_ctx.maps[i];
+        if ((m->flags & IVM_MAP_GPU) && a >= m->host && size <= m->size &&
+            (size_t)(a - m->host) <= m->size - size) {
+            *map_p = *m;
+            status = IVM_SUCCESS;
+            break;
+        }
+    }
+    pthread_rwlock_unlock(&ivm_ctx.maps_lock);
+    return status;
+}
+
+void ivm_map_release(const ivm_map_t *map)
+{
+    const ivm_gpu_ops_t *ops = ivm_gpu_ops_for(map->flags);
+
+    if (ops != NULL) {
+        ops->release(map->map_base, map->map_len);
+        munmap(map->host_base, map->host_len);
+    } else {
+        munmap(map->map_base, map->map_len);
+    }
+}
+
 void ivm_maps_clear(void)
 {
     size_t i;
 
     pthread_rwlock_wrlock(&ivm_ctx.maps_lock);
     for (i = 0; i < ivm_ctx.nmaps; ++i) {
-        munmap(ivm_ctx.maps[i].map_base, ivm_ctx.maps[i].map_len);
+        ivm_map_release(&ivm_ctx.maps[i]);
     }
     free(ivm_ctx.maps);
     ivm_ctx.maps     = NULL;

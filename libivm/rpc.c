@@ -2,10 +2,12 @@
  * order (a WAIT is answered late). Whichever waiting thread finds no reader
  * becomes the reader, reads one reply, hands it to its owner and steps down,
  * so a thread blocked in ivmWait never holds up the others. */
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "libivm.h"
@@ -86,9 +88,26 @@ static void ivm_rpc_unlink(ivm_pending_t *me)
     }
 }
 
+/* Poll the socket for up to spin_ns before the read blocks: a reply that
+ * comes within that time costs no sleeping wake-up of this thread. */
+static void ivm_rpc_spin(uint64_t spin_ns)
+{
+    struct pollfd pfd = {.fd = ivm_ctx.fd, .events = POLLIN};
+    struct timespec t0, t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+        if (poll(&pfd, 1, 0) != 0) {
+            return;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while ((uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)t.tv_nsec -
+                 (uint64_t)t0.tv_nsec < spin_ns);
+}
+
 /* Read one message and deliver it; called without the lock held. Returns
  * IVM_SUCCESS or IVM_ERROR_DAEMON_LOST / IVM_ERROR_PROTOCOL. */
-static ivmError_t ivm_rpc_read_one(void)
+static ivmError_t ivm_rpc_read_one(uint64_t spin_ns)
 {
     char payload[sizeof(ivm_msg_create_pes_rep_t) + IVM_MSG_DETAIL_MAX];
     ivm_msg_hdr_t hdr;
@@ -98,6 +117,9 @@ static ivmError_t ivm_rpc_read_one(void)
     int fds[IVM_MSG_MAX_FDS];
     int nfds = 0;
 
+    if (spin_ns > 0) {
+        ivm_rpc_spin(spin_ns);
+    }
     status = ivm_sock_recv(ivm_ctx.fd, &hdr, sizeof(hdr), fds, &nfds, IVM_MSG_MAX_FDS);
     if (status != IVM_SUCCESS) {
         return status;
@@ -133,7 +155,12 @@ static ivmError_t ivm_rpc_read_one(void)
     }
     if (nfds > 0) {
         p->rep->fd = fds[0];
-        ivm_sock_close_fds(fds + 1, nfds - 1);
+    }
+    if (nfds > 1) {
+        p->rep->fd2 = fds[1];
+    }
+    if (nfds > 2) {
+        ivm_sock_close_fds(fds + 2, nfds - 2);
     }
     p->transport = IVM_SUCCESS;
     p->done      = 1;
@@ -165,8 +192,9 @@ ivmError_t ivm_rpc_call(uint16_t type, const void *req, uint32_t req_len,
 
     memset(&me, 0, sizeof(me));
     me.type = type;
-    me.rep  = rep;
-    rep->fd = -1;
+    me.rep   = rep;
+    rep->fd  = -1;
+    rep->fd2 = -1;
     pthread_mutex_lock(&ivm_ctx.lock);
     if (ivm_ctx.lost || ivm_ctx.fd < 0) {
         pthread_mutex_unlock(&ivm_ctx.lock);
@@ -195,7 +223,7 @@ ivmError_t ivm_rpc_call(uint16_t type, const void *req, uint32_t req_len,
         }
         ivm_ctx.reading = 1;
         pthread_mutex_unlock(&ivm_ctx.lock);
-        status = ivm_rpc_read_one();
+        status = ivm_rpc_read_one(type == IVM_MSG_WAIT ? 0 : ivm_ctx.spin_ns);
         pthread_mutex_lock(&ivm_ctx.lock);
         ivm_ctx.reading = 0;
         if (status != IVM_SUCCESS) {

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Build IVM and run its demo on this machine: Listing 5-1 (vecadd), then a
-# DS-LB chain (dslb) over two CPU devices made from the cores available.
+# DS-LB chain (dslb) over two CPU devices made from the cores available, then
+# the HIMENO application balanced by OM-LB over two simulated nodes of one
+# device each (its RESULT line and the load per device).
 # Installs the dependencies first when run as root on Debian 12.
 #   IVM_BUILD_DIR      build directory (default: build)
 #   IVM_SKIP_DEPS=1    do not check the dependencies
@@ -65,12 +67,17 @@ cpu_devices() {
                      "$(cores_to_ranges "${cores[@]:half}")"
 }
 
-# run_demo TITLE PROGRAM [ARGS...]: run one program as the root PE under ivmrun.
+# run_demo TITLE NODES PROGRAM [ARGS...]: run one program as the root PE under
+# ivmrun, every node with the CPU devices $devices (or, when demo_devices is
+# set, ivmrun's --node-cpu-devices demo_devices: one spec per node).
 failures=0
+demo_devices=""
 run_demo() {
     local title=$1 nodes=$2 program=$3
     shift 3
-    local -a cmd=("$bin/ivmrun" --nodes "$nodes" --tag-output --cpu-devices "$devices"
+    local -a devs=(--cpu-devices "$devices")
+    [[ -n $demo_devices ]] && devs=(--node-cpu-devices "$demo_devices")
+    local -a cmd=("$bin/ivmrun" --nodes "$nodes" --tag-output "${devs[@]}"
                   "$bin/$program" "$@")
     printf '\n=== %s ===\n$ %s\n' "$title" "${cmd[*]}"
     if [[ ! -x "$bin/$program" ]]; then
@@ -104,6 +111,24 @@ run_demo "Listing 5-1: vector addition by two child PEs on node1 (vecadd)" 2 vec
     --host node1
 run_demo "DS-LB over 3 nodes: chains of PEs that each spawn the next (dslb)" 3 dslb \
     60 2 --all-nodes
+
+# HIMENO with OM-LB on two nodes, one device each (the two halves of the
+# device spec above: node0 gets the first, node1 the second). Node1's device
+# is made 3x slower by the IVM_OMLB_SLOW test knob, so that the root moves
+# planes to node0 and adds PEs there: the OMLB lines show PEs and planes per
+# device at every iteration, the RESULT line the share of the work per device.
+demo_devices=${devices/,/;}
+[[ $demo_devices == *";"* ]] || demo_devices="$devices;$devices"
+if [[ -x $bin/himeno ]]; then
+    export IVM_OMLB_SLOW=1:3
+    run_demo "OM-LB HIMENO on 2 nodes, node1's device slowed 3x (himeno)" 2 himeno \
+        --size 49 --iters 24 --verify
+    unset IVM_OMLB_SLOW
+else
+    echo "run-demo: $bin/himeno was not built (IVM_BUILD_APPS=OFF, or no OpenMP): HIMENO" \
+         "demo skipped" >&2
+fi
+demo_devices=""
 
 if ((failures > 0)); then
     step "$failures demo(s) failed"

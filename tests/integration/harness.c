@@ -187,9 +187,12 @@ char *ivmt_shm_listing(void)
         return sb_take(&b);
     }
     while ((de = readdir(dp)) != NULL) {
-        /* bxfi_*: Criterion's own (BoxFort) test-worker segments. */
+        /* bxfi_*: Criterion's own (BoxFort) test-worker segments;
+         * vader_segment.*: Open MPI's shared memory, of MPI runs (the apps'
+         * baselines) that may run beside a test. */
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
-            strncmp(de->d_name, "bxfi_", 5) == 0) {
+            strncmp(de->d_name, "bxfi_", 5) == 0 ||
+            strncmp(de->d_name, "vader_segment.", 14) == 0) {
             continue;
         }
         if (n == cap) {
@@ -877,6 +880,17 @@ static void daemon_kill_leftovers(ivmt_daemon_t *d, strbuf_t *problems)
     snprintf(sock_env, sizeof(sock_env), "IVM_SOCKET=%s", d->sock);
     for (;;) {
         n = ivmt_find_procs(d->pid, d->pid, entries, NULL, pids, 64);
+        /* The daemon's own GPU daemon is no leftover while ivmd runs; it
+         * must be gone once ivmd exits (daemon_stop checks). */
+        for (int i = 0; i < n; ++i) {
+            char comm[64];
+            if (proc_ppid(pids[i], NULL) == d->pid &&
+                read_proc_file(pids[i], "comm", comm, sizeof(comm)) > 0 &&
+                strncmp(comm, "ivm-gpud", 8) == 0) {
+                d->gpud_pid = pids[i];
+                pids[i--] = pids[--n];
+            }
+        }
         if (n == 0 || ivmt_now() > deadline) {
             break;
         }
@@ -925,6 +939,15 @@ static void daemon_stop(ivmt_daemon_t *d, strbuf_t *problems)
     d->pid = 0;
     if (access(d->sock, F_OK) == 0) {
         sb_addf(problems, "\n* socket %s still exists after ivmd exited", d->sock);
+    }
+    if (d->gpud_pid > 0) {
+        /* ivmd reaps its ivm-gpud before it exits. */
+        if (kill(d->gpud_pid, 0) == 0 || errno != ESRCH) {
+            sb_addf(problems, "\n* ivm-gpud (pid %d) still exists after ivmd exited",
+                    (int)d->gpud_pid);
+            kill(d->gpud_pid, SIGKILL);
+        }
+        d->gpud_pid = 0;
     }
     /* Processes that only show up now (the daemon did not kill them). */
     {

@@ -24,6 +24,7 @@ typedef struct ivmt_daemon {
     char  log[IVMT_PATH_MAX + 32];  /* the daemon's stdout and stderr */
     int   fd_baseline;         /* open fds of the daemon once ready */
     char *shm_baseline;        /* sorted /dev/shm listing at start */
+    pid_t gpud_pid;            /* its ivm-gpud child, once seen (0: none) */
 } ivmt_daemon_t;
 
 typedef struct ivmt_result {

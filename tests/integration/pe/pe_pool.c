@@ -48,14 +48,17 @@ static void wait_parked(uint32_t n, double seconds)
 /* Parked processes of job gid of our daemon: their pids (at most max). */
 static int parked_pids(int gid, pid_t *pids, int max)
 {
-    char want[32], sock[4200], path[300], env[8192];
+    static char env[1 << 20]; /* the whole environment: IVM's variables come last */
+    char want[32], sock[300], path[300];
     struct dirent *e;
     DIR *dir = opendir("/proc");
     int n = 0;
 
     ASSERT(dir != NULL, "%s", "cannot list /proc");
+    /* Job ids are per daemon: the socket tells this daemon's processes from
+     * those of other daemons running beside the test. */
     snprintf(want, sizeof(want), "IVM_JOB_ID=%d", gid);
-    snprintf(sock, sizeof(sock), "IVM_SOCKET=%s", getenv("IVM_SOCKET"));
+    snprintf(sock, sizeof(sock), "IVM_SOCKET=%s", getenv("IVM_SOCKET") ? getenv("IVM_SOCKET") : "");
     while ((e = readdir(dir)) != NULL && n < max) {
         int parked = 0, ours = 0, here = 0;
         ssize_t len;
@@ -88,7 +91,8 @@ static int parked_pids(int gid, pid_t *pids, int max)
 /* The value of variable `name` in process pid's environment ("" if none). */
 static void proc_env(pid_t pid, const char *name, char *out, size_t out_len)
 {
-    char path[64], env[8192];
+    static char env[1 << 20]; /* the whole environment: IVM's variables come last */
+    char path[64];
     size_t nlen = strlen(name), len;
     FILE *f;
 

@@ -1,0 +1,400 @@
+/*
+ * app: arguments, input, timing, kernel picker, checksums and the result line
+ * shared by the applications (see app.h).
+ */
+#include "app.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char *app_name = "app";
+
+void app_ivm_error(ivmError_t rc, const char *call, const char *file, int line)
+{
+    fprintf(stderr, "%s: %s:%d: %s failed: %s (%s)\n", app_name, file, line, call,
+            ivmGetErrorString(rc), ivmGetLastErrorMessage());
+}
+
+static void app_usage(const app_args_t *a, const char *extra)
+{
+    fprintf(stderr,
+            "usage: %s [--size N] [--seed S] [--portions P] [--iters I]\n"
+            "       [--threshold T] [--max-per-dev K] [--local] [--verify] [--serial]\n"
+            "       [--gpu-ranks K]  (MPI baselines: ranks 0..K-1 run the CUDA kernel)\n"
+            "  defaults: size %lld, seed %llu, portions %d, iters %d, threshold %g,"
+            " max-per-dev %d\n",
+            a->app, a->size, (unsigned long long)a->seed, a->portions, a->iters,
+            a->threshold, a->max_per_dev);
+    if (extra != NULL)
+        fprintf(stderr, "%s\n", extra);
+}
+
+static int app_parse_ll(const char *s, long long lo, long long hi, long long *out)
+{
+    char *end;
+    long long v;
+
+    errno = 0;
+    v = strtoll(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || errno != 0 || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int app_parse_double(const char *s, double lo, double *out)
+{
+    char *end;
+    double v;
+
+    errno = 0;
+    v = strtod(s, &end);
+    if (*s == '\0' || *end != '\0' || errno != 0 || !isfinite(v) || v < lo)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int app_args_parse(int argc, char **argv, app_args_t *args, const char *usage_extra)
+{
+    app_name = args->app;
+    for (int i = 1; i < argc; i++) {
+        const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        long long v;
+        int bad = 0, takes = 1;
+
+        if (strcmp(opt, "--verify") == 0) {
+            args->verify = 1;
+            takes = 0;
+        } else if (strcmp(opt, "--serial") == 0) {
+            args->serial = 1;
+            takes = 0;
+        } else if (strcmp(opt, "--local") == 0) {
+            args->local = 1;
+            takes = 0;
+        } else if (strcmp(opt, "-h") == 0 || strcmp(opt, "--help") == 0) {
+            app_usage(args, usage_extra);
+            return -1;
+        } else if (val == NULL) {
+            fprintf(stderr, "%s: %s: unknown option or missing value\n", args->app, opt);
+            app_usage(args, usage_extra);
+            return -1;
+        } else if (strcmp(opt, "--size") == 0) {
+            bad = app_parse_ll(val, 1, LLONG_MAX / 4, &args->size);
+        } else if (strcmp(opt, "--seed") == 0) {
+            bad = app_parse_ll(val, 0, LLONG_MAX, &v);
+            if (!bad)
+                args->seed = (uint64_t)v;
+        } else if (strcmp(opt, "--portions") == 0) {
+            bad = app_parse_ll(val, 1, 1 << 20, &v);
+            if (!bad)
+                args->portions = (int)v;
+        } else if (strcmp(opt, "--iters") == 0) {
+            bad = app_parse_ll(val, 1, 1 << 20, &v);
+            if (!bad)
+                args->iters = (int)v;
+        } else if (strcmp(opt, "--max-per-dev") == 0) {
+            bad = app_parse_ll(val, 1, 1024, &v);
+            if (!bad)
+                args->max_per_dev = (int)v;
+        } else if (strcmp(opt, "--gpu-ranks") == 0) {
+            bad = app_parse_ll(val, 0, 1 << 20, &v);
+            if (!bad)
+                args->gpu_ranks = (int)v;
+        } else if (strcmp(opt, "--threshold") == 0) {
+            bad = app_parse_double(val, 1.0, &args->threshold);
+        } else {
+            fprintf(stderr, "%s: %s: unknown option\n", args->app, opt);
+            app_usage(args, usage_extra);
+            return -1;
+        }
+        if (bad) {
+            fprintf(stderr, "%s: bad value '%s' for %s\n", args->app, val, opt);
+            app_usage(args, usage_extra);
+            return -1;
+        }
+        i += takes;
+    }
+    if ((long long)args->portions * args->iters > INT_MAX / 2) {
+        fprintf(stderr, "%s: portions x iters (%d x %d) exceeds the PE id range\n",
+                args->app, args->portions, args->iters);
+        return -1;
+    }
+    return 0;
+}
+
+double app_now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+uint64_t app_rand_u64(uint64_t seed, uint64_t i)
+{
+    uint64_t z = seed * 0xd1342543de82ef95ull + (i + 1) * 0x9e3779b97f4a7c15ull;
+
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+double app_rand_unit(uint64_t seed, uint64_t i)
+{
+    return (double)(app_rand_u64(seed, i) >> 11) * 0x1.0p-53;
+}
+
+int app_have_cuda(void)
+{
+#ifdef APP_HAVE_CUDA
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+int app_kernel_pick(int devtype, app_kernel_t *kernel_p)
+{
+    const char *backend, *visible;
+    int cuda;
+
+    if (!IVM_DEV_IS_GPU(devtype)) {
+        *kernel_p = APP_KERNEL_CPU;
+        return 0;
+    }
+    backend = getenv("IVM_GPU_BACKEND");
+    visible = getenv("CUDA_VISIBLE_DEVICES");
+    if (backend != NULL && *backend != '\0')
+        cuda = strcmp(backend, "cuda") == 0;
+    else
+        cuda = visible != NULL && *visible != '\0';
+    if (cuda && !app_have_cuda()) {
+        fprintf(stderr, "%s: this PE runs on a CUDA GPU (gpu%d) but the apps were built "
+                "without CUDA (configure with IVM_ENABLE_CUDA=ON)\n", app_name,
+                IVM_DEV_INDEX(devtype));
+        return -1;
+    }
+    *kernel_p = cuda ? APP_KERNEL_CUDA : APP_KERNEL_CPU;
+    return 0;
+}
+
+int app_kernel_pick_ref(int devtype, const void *ref, app_kernel_t *kernel_p)
+{
+    const char *backend = getenv("IVM_GPU_BACKEND");
+
+    if (!IVM_DEV_IS_GPU(devtype) || (backend != NULL && *backend != '\0'))
+        return app_kernel_pick(devtype, kernel_p);
+#ifdef APP_HAVE_CUDA
+    *kernel_p = app_cuda_is_device_ptr(ref) ? APP_KERNEL_CUDA : APP_KERNEL_CPU;
+#else
+    (void)ref;
+    *kernel_p = APP_KERNEL_CPU;
+#endif
+    return 0;
+}
+
+int app_kernel_pick_mine(app_kernel_t *kernel_p)
+{
+    int devtype;
+
+    APP_TRY(ivmGetMyDevType(&devtype));
+    return app_kernel_pick(devtype, kernel_p);
+}
+
+int app_kernel_pick_rank(const app_args_t *args, int rank, app_kernel_t *kernel_p)
+{
+    if (rank >= args->gpu_ranks) {
+        *kernel_p = APP_KERNEL_CPU;
+        return 0;
+    }
+    if (!app_have_cuda()) {
+        fprintf(stderr, "%s: --gpu-ranks needs the apps built with CUDA "
+                "(IVM_ENABLE_CUDA=ON)\n", app_name);
+        return -1;
+    }
+#ifdef APP_HAVE_CUDA
+    if (app_cuda_use_rank(rank) != 0)
+        return -1;
+#endif
+    *kernel_p = APP_KERNEL_CUDA;
+    return 0;
+}
+
+double app_slow_factor(const char *env, int index)
+{
+    const char *spec = getenv(env), *p = spec;
+    double found = 1.0;
+
+    if (spec == NULL || *spec == '\0')
+        return 1.0;
+    /* The whole value is checked, whichever index is asked. */
+    for (;;) {
+        char *end;
+        long d = strtol(p, &end, 10);
+        double f;
+        if (end == p || *end != ':' || d < 0)
+            goto bad;
+        p = end + 1;
+        f = strtod(p, &end);
+        if (end == p || !(f >= 1.0) || !isfinite(f) || (*end != ',' && *end != '\0'))
+            goto bad;
+        if (d == index)
+            found = f;
+        if (*end == '\0')
+            return found;
+        p = end + 1;
+    }
+bad:
+    fprintf(stderr, "%s: %s='%s': expected D:F[,D:F...] with F >= 1\n", app_name, env, spec);
+    return -1.0;
+}
+
+void app_slow_apply(double factor, double seconds)
+{
+    double extra = (factor - 1.0) * seconds;
+    struct timespec ts;
+
+    if (!(extra > 0.0))
+        return;
+    ts.tv_sec = (time_t)extra;
+    ts.tv_nsec = (long)((extra - (double)ts.tv_sec) * 1e9);
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+uint64_t app_fnv1a(const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    uint64_t h = 0xcbf29ce484222325ull;
+
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+void app_checksum_hex(app_result_t *r, uint64_t value)
+{
+    snprintf(r->checksum, sizeof(r->checksum), "%016llx", (unsigned long long)value);
+}
+
+void app_checksum_real(app_result_t *r, double value)
+{
+    snprintf(r->checksum, sizeof(r->checksum), "%.9e", value);
+}
+
+double app_weighted_sum_f(const float *x, size_t n)
+{
+    double s = 0.0;
+
+    for (size_t i = 0; i < n; i++)
+        s += (double)x[i] * (double)(1 + i % 8);
+    return s;
+}
+
+double app_weighted_sum_d(const double *x, size_t n)
+{
+    double s = 0.0;
+
+    for (size_t i = 0; i < n; i++)
+        s += x[i] * (double)(1 + i % 8);
+    return s;
+}
+
+int app_verify_f(const char *app, const char *what, const float *got, const float *want,
+                 size_t n, double rtol, double atol)
+{
+    size_t bad = 0, first = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        double g = got[i], w = want[i];
+        if (!(fabs(g - w) <= atol + rtol * fabs(w))) {
+            if (bad++ == 0)
+                first = i;
+        }
+    }
+    if (bad == 0)
+        return 0;
+    fprintf(stderr, "%s: verify: %s[%zu] = %.9g, reference %.9g (%zu of %zu elements "
+            "outside rtol %g atol %g)\n", app, what, first, (double)got[first],
+            (double)want[first], bad, n, rtol, atol);
+    return -1;
+}
+
+int app_verify_exact(const char *app, const char *what, const void *got, const void *want,
+                     size_t n_elems, size_t elem_size)
+{
+    const unsigned char *g = got, *w = want;
+    size_t bad = 0, first = 0;
+
+    for (size_t i = 0; i < n_elems; i++) {
+        if (memcmp(g + i * elem_size, w + i * elem_size, elem_size) != 0) {
+            if (bad++ == 0)
+                first = i;
+        }
+    }
+    if (bad == 0)
+        return 0;
+    fprintf(stderr, "%s: verify: %s element %zu differs from the reference (%zu of %zu "
+            "elements differ)\n", app, what, first, bad, n_elems);
+    return -1;
+}
+
+void app_result_init(app_result_t *r, const char *app, const char *version,
+                     long long size)
+{
+    memset(r, 0, sizeof(*r));
+    r->app = app;
+    r->version = version;
+    r->size = size;
+    snprintf(r->checksum, sizeof(r->checksum), "-");
+}
+
+int app_result_add_share(app_result_t *r, const char *name, double work)
+{
+    for (int i = 0; i < r->nshare; i++) {
+        if (strcmp(r->share_name[i], name) == 0) {
+            r->share_work[i] += work;
+            return 0;
+        }
+    }
+    if (r->nshare == APP_MAX_DEVS)
+        return -1;
+    snprintf(r->share_name[r->nshare], APP_NAME_MAX, "%s", name);
+    r->share_work[r->nshare++] = work;
+    return 0;
+}
+
+void app_result_print(FILE *out, const app_result_t *r)
+{
+    double total = 0.0;
+
+    for (int i = 0; i < r->nshare; i++)
+        total += r->share_work[i];
+    fprintf(out, "RESULT app=%s version=%s size=%lld pes=%d seconds=%.6f checksum=%s "
+            "verified=%s share=", r->app, r->version, r->size, r->pes, r->seconds,
+            r->checksum, r->verified ? "yes" : "no");
+    if (r->nshare == 0)
+        fputc('-', out);
+    for (int i = 0; i < r->nshare; i++)
+        fprintf(out, "%s%s:%.4f", i ? "," : "", r->share_name[i],
+                total > 0.0 ? r->share_work[i] / total : 0.0);
+    fputc('\n', out);
+    fflush(out);
+}
+
+void app_dev_name(const char *host, int devtype, char *buf, size_t len)
+{
+    const char *kind = IVM_DEV_IS_GPU(devtype) ? "gpu" : "cpu";
+
+    if (host == NULL || *host == '\0')
+        snprintf(buf, len, "%s%d", kind, IVM_DEV_INDEX(devtype));
+    else
+        snprintf(buf, len, "%s.%s%d", host, kind, IVM_DEV_INDEX(devtype));
+}

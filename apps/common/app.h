@@ -1,0 +1,174 @@
+/*
+ * app: what the applications of section 5.4 share (NBODY, DMM, NW, HIMENO).
+ *
+ * Argument parsing, deterministic seeded input, wall-clock timing, the kernel
+ * picker (CPU or CUDA kernel from the PE's device type), checksums, result
+ * verification and the one machine-readable result line. Used by the IVM
+ * versions, the MPI baselines and the serial references alike; only
+ * app_kernel_pick_mine() calls IVM.
+ */
+#ifndef IVM_APP_H
+#define IVM_APP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <ivm.h>
+
+#define APP_MAX_DEVS   64      /* devices one run may use (share entries) */
+#define APP_NAME_MAX   80      /* device name in the share list, e.g. node1.gpu0 */
+#define APP_CHECKSUM_MAX 32    /* checksum text, NUL included */
+
+/* Print a failed IVM call (status text and detailed message) prefixed with the
+   app's name, and make the enclosing function return -1. */
+#define APP_TRY(call)                                                          \
+    do {                                                                       \
+        ivmError_t app_try_rc_ = (call);                                       \
+        if (app_try_rc_ != IVM_SUCCESS) {                                      \
+            app_ivm_error(app_try_rc_, #call, __FILE__, __LINE__);             \
+            return -1;                                                         \
+        }                                                                      \
+    } while (0)
+
+/* The same, jumping to `label` (cleanup) instead of returning. */
+#define APP_TRY_GOTO(call, label)                                              \
+    do {                                                                       \
+        ivmError_t app_try_rc_ = (call);                                       \
+        if (app_try_rc_ != IVM_SUCCESS) {                                      \
+            app_ivm_error(app_try_rc_, #call, __FILE__, __LINE__);             \
+            goto label;                                                        \
+        }                                                                      \
+    } while (0)
+
+/* The options every app takes (app_args_parse). Each app gives its defaults
+   in the same struct and says in its usage what size and portions mean. */
+typedef struct app_args {
+    const char *app;        /* program name for messages and the result line */
+    long long size;         /* --size N: problem size (app-defined unit) */
+    uint64_t seed;          /* --seed S: input seed */
+    int portions;           /* --portions P: work portions per iteration */
+    int iters;              /* --iters I: iterations (time steps) */
+    double threshold;       /* --threshold T: spawn while time/min < T (default 2) */
+    int max_per_dev;        /* --max-per-dev K: PEs at once on one device (default 1) */
+    int local;              /* --local: only the devices of the root's node */
+    int verify;             /* --verify: check against the serial reference */
+    int serial;             /* --serial: the CPU kernel in one process (version=serial) */
+    int gpu_ranks;          /* --gpu-ranks K: MPI ranks 0..K-1 run the CUDA kernel */
+} app_args_t;
+
+/* Kernel flavour a PE runs. */
+typedef enum app_kernel {
+    APP_KERNEL_CPU = 0,     /* OpenMP on host memory (CPU devices, emu GPUs) */
+    APP_KERNEL_CUDA = 1     /* CUDA on device memory (GPU PEs of the cuda backend) */
+} app_kernel_t;
+
+/* One machine-readable result line (app_result_print). */
+typedef struct app_result {
+    const char *app;                  /* "nbody", "dmm", "nw", "himeno" */
+    const char *version;              /* "ivm", "mpi" or "serial" */
+    long long size;
+    int pes;                          /* PEs (processes) spawned, the root excluded */
+    double seconds;                   /* wall-clock of the computation */
+    char checksum[APP_CHECKSUM_MAX];  /* app_checksum_hex / app_checksum_real */
+    int verified;                     /* 1: checked against the reference and equal */
+    int nshare;                       /* devices in share[] */
+    char share_name[APP_MAX_DEVS][APP_NAME_MAX];
+    double share_work[APP_MAX_DEVS];  /* work done per device, any unit */
+} app_result_t;
+
+/* Parse argv into *args, starting from the defaults already in *args.
+   Returns 0, or -1 after printing what is wrong and the usage (exit 2 then).
+   `usage_extra` (may be NULL) is printed under the usage line: what --size
+   and --portions mean for this app. Every PE parses the same argv. */
+int app_args_parse(int argc, char **argv, app_args_t *args, const char *usage_extra);
+
+/* Seconds of a monotonic clock. */
+double app_now_s(void);
+
+/* Deterministic input: the i-th value of the stream of `seed`, independent of
+   which process computes it (splitmix64 of seed and i). */
+uint64_t app_rand_u64(uint64_t seed, uint64_t i);
+/* The same value as a double in [0, 1). */
+double app_rand_unit(uint64_t seed, uint64_t i);
+
+/* Decide which kernel a PE of device type `devtype` runs: the CPU kernel on
+   CPU devices and emulated GPUs, the CUDA kernel on GPUs of the cuda backend.
+   The GPU backend comes from IVM_GPU_BACKEND ("cuda" or "emu", set by ivmd
+   for GPU PEs); when it is unset, a GPU PE with CUDA_VISIBLE_DEVICES set is
+   taken as cuda. Returns 0, or -1 with a message (a cuda GPU in a build
+   without CUDA). */
+int app_kernel_pick(int devtype, app_kernel_t *kernel_p);
+/* app_kernel_pick for the calling PE (ivmGetMyDevType). */
+int app_kernel_pick_mine(app_kernel_t *kernel_p);
+/* The same, and when IVM_GPU_BACKEND is unset on a GPU PE, decided by what
+   the reference `ref` of a mapped object is: CUDA device memory (asked to
+   the CUDA runtime, in a build with CUDA) or not. Robust where the user's
+   CUDA_VISIBLE_DEVICES reaches emulated-GPU PEs. */
+int app_kernel_pick_ref(int devtype, const void *ref, app_kernel_t *kernel_p);
+/* Non-zero if the apps were built with their CUDA kernels. */
+int app_have_cuda(void);
+
+/* CUDA buffers for the MPI baselines (ranks of --gpu-ranks), defined only
+   when APP_HAVE_CUDA: pick GPU rank % visible GPUs, allocate, copy, free.
+   0, or -1 after printing the CUDA error. */
+int app_cuda_use_rank(int rank);
+int app_cuda_is_device_ptr(const void *ptr);    /* 1: CUDA device memory */
+int app_cuda_alloc(void **dev_p, size_t bytes);
+int app_cuda_upload(void *dev, const void *host, size_t bytes);
+int app_cuda_download(void *host, const void *dev, size_t bytes);
+void app_cuda_free(void *dev);
+
+/* MPI baselines: the kernel rank `rank` runs (CUDA for ranks below
+   --gpu-ranks). 0, or -1 with a message (--gpu-ranks in a build without
+   CUDA). */
+int app_kernel_pick_rank(const app_args_t *args, int rank, app_kernel_t *kernel_p);
+
+/* Test knob that emulates slower devices on a homogeneous machine: the
+   variable `env` holds "D:F[,D:F...]"; returns F for index D (a DS-LB
+   device index, or an MPI rank), 1 when not listed, -1 (printed) when the
+   variable is malformed or F < 1. */
+double app_slow_factor(const char *env, int index);
+/* Sleep (factor - 1) x seconds: a device `factor` times slower did the work. */
+void app_slow_apply(double factor, double seconds);
+
+/* Checksums. Integers: FNV-1a of the bytes, printed as 16 hex digits.
+   Floats: sum of x[i] * (1 + i % 8) in double, printed %.9e (the same
+   kernel on the same split of elements gives the same bits, whatever the
+   number of processes, as each element is computed by one process). */
+uint64_t app_fnv1a(const void *data, size_t len);
+void app_checksum_hex(app_result_t *r, uint64_t value);
+void app_checksum_real(app_result_t *r, double value);
+double app_weighted_sum_f(const float *x, size_t n);
+double app_weighted_sum_d(const double *x, size_t n);
+
+/* Compare n floats: |got - want| <= atol + rtol * |want| for each. Returns 0,
+   or -1 after printing the first bad element and how many are bad. */
+int app_verify_f(const char *app, const char *what, const float *got, const float *want,
+                 size_t n, double rtol, double atol);
+/* Compare bytes exactly; 0 or -1 after printing the first differing element
+   (elem_size bytes each). */
+int app_verify_exact(const char *app, const char *what, const void *got, const void *want,
+                     size_t n_elems, size_t elem_size);
+
+/* Start a result: app, version, size; no share entries yet. */
+void app_result_init(app_result_t *r, const char *app, const char *version,
+                     long long size);
+/* Add `work` to the device named `name` (a new entry if not listed yet);
+   -1 when APP_MAX_DEVS entries are taken. */
+int app_result_add_share(app_result_t *r, const char *name, double work);
+/* Print the one result line:
+   RESULT app=A version=V size=N pes=P seconds=S checksum=C verified=yes|no
+          share=dev0:x,dev1:y,...
+   (one line; share = fraction of the work per device, 4 decimals; "-" when
+   no device is listed). */
+void app_result_print(FILE *out, const app_result_t *r);
+
+/* Print "<app>: <call> failed: <status> (<message>)" for a failed IVM call. */
+void app_ivm_error(ivmError_t rc, const char *call, const char *file, int line);
+
+/* Device name for the share list: "<host>.cpu<k>" or "<host>.gpu<k>"
+   (host "" gives "cpu<k>"). */
+void app_dev_name(const char *host, int devtype, char *buf, size_t len);
+
+#endif /* IVM_APP_H */

@@ -1,0 +1,70 @@
+/*
+ * dslb: the Dynamic Spawning Load Balancing driver (Listing 5-2a, made
+ * correct) shared by NBODY, DMM and NW. An app supplies its data set-up, one
+ * portion's work and its final check; the driver runs the PEs.
+ *
+ * Each iteration t is cut into P portions, one PE each. The root raises the
+ * job's PE id limit to P*(t+1) and starts max_per_dev PEs on every device.
+ * A child does portion (id-1) % P of iteration (id-1) / P: PE ids are
+ * assigned in increasing order and never reused, so the ids P*t+1 .. P*(t+1)
+ * are the portions of iteration t, each claimed exactly once by whichever
+ * device asks first, and the per-portion slot indices never overflow. After
+ * its portion a child adds its time and work to its device's statistics and
+ * starts its successor on its own device if its device's time per unit of
+ * work over the fastest device's is below the threshold; the id limit ends
+ * every chain (the spawn slot comes back IVM_PE_NULL), so spawning stops
+ * exactly at the max PE id. It then pushes its results, its portion record
+ * and last the record's flag, and exits. If every chain stopped (threshold)
+ * with portions left, the root starts one PE on the fastest device.
+ *
+ * Shared objects of the driver (names reserved): "dslb.ctl" (the device
+ * table), "dslb.rec" (one record per portion: PE, device, seconds, work,
+ * flag = iteration + 1), "dslb.dev" (per-device statistics: portions, time,
+ * work; each written only by the PEs of its node). The root reads the
+ * records for the share of work per device.
+ *
+ * Test knob: IVM_DSLB_SLOW="D:F[,D:F...]" (read by the root) makes device D
+ * (index in the device table, printed at start as "dslb: devices 0=... 1=...")
+ * F times slower: after each portion its PE sleeps (F - 1) times the
+ * portion's time and reports F times it. The MPI baselines apply the same
+ * knob to rank D, so heterogeneous devices can be emulated on one machine.
+ */
+#ifndef IVM_APP_DSLB_H
+#define IVM_APP_DSLB_H
+
+#include "app.h"
+
+/* What a child's portion callback gets. */
+typedef struct dslb_portion {
+    int iter;                  /* iteration, 0-based */
+    int portion;               /* portion of the iteration, 0 .. P-1 */
+    int pe;                    /* the PE's id */
+    int devtype;               /* the PE's device type */
+    app_kernel_t kernel;       /* the kernel it runs (app_kernel_pick) */
+    const app_args_t *args;
+} dslb_portion_t;
+
+/* An app's part. Every callback returns 0, or -1 after printing why. */
+typedef struct dslb_app_ops {
+    /* Root, before any PE starts: allocate (ivmMalloc) and fill the data. */
+    int (*root_setup)(void *ctx, const app_args_t *args);
+    /* Root, after every portion of iteration `iter` is done (NULL: none). */
+    int (*root_iter_end)(void *ctx, const app_args_t *args, int iter);
+    /* Root, after the last iteration: checksum, verification (r->verified,
+       r->checksum), release of the data objects. */
+    int (*root_finish)(void *ctx, const app_args_t *args, app_result_t *r);
+    /* Child: map what the portion needs, compute it with w->kernel, push its
+       results to the master (ivmSyncPut). Timed by the driver. */
+    int (*child_portion)(void *ctx, const dslb_portion_t *w);
+    /* Work units of a portion, for the share per device (NULL: 1 each). */
+    double (*portion_work)(void *ctx, const app_args_t *args, int portion);
+} dslb_app_ops_t;
+
+/* Run the calling process as a PE of a DS-LB app: ivmEnter, the root or a
+   child's part, ivmExit. The root prints the result line (version=ivm) and
+   one "dslb:" summary line (PE ids used, the limit, root restarts) on stdout.
+   Returns the process exit status: 0, or 1 on any failure (verification
+   included). */
+int dslb_run(const app_args_t *args, const dslb_app_ops_t *ops, void *ctx);
+
+#endif /* IVM_APP_DSLB_H */

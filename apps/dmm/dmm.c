@@ -1,0 +1,221 @@
+/*
+ * dmm: DMM with DS-LB (section 5.4.2). C = A x B is cut into M x M tiles
+ * (M * M = --portions), one PE per tile (apps/common/dslb.h).
+ *
+ * Objects: "dmm.A" (row-major), "dmm.Bt" (B transposed), "dmm.C" (tile-major,
+ * see dmm.h). A child maps with ivmMapSubset only the strip of A of its tile
+ * row and the strip of Bt of its tile column: the first map of a strip on a
+ * node fills that node's mirror, later maps there move no data (A and B never
+ * change, so no ivmSyncGet). It computes its tile and pushes it.
+ *
+ * Run:  ivmrun --nodes 2 dmm [--size N] [--portions M*M] [--iters I] [--verify]
+ *       dmm --serial ...   (one process, the CPU kernel over all tiles)
+ * With --iters I the product is computed I times (every iteration redoes
+ * every tile: the later ones show the reuse of strips already on a node).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app.h"
+#include "dmm.h"
+#include "dslb.h"
+
+#define DMM_USAGE "  dmm: --size = matrix order n, --portions = tiles M*M (a square), " \
+                  "--iters = times the product is computed"
+
+#ifdef DMM_OBJ_PROBE
+/* Test build only (tests/apps/dmm_probe.c): bytes of object `name` this
+   node's daemon has received so far. */
+uint64_t dmm_probe_rx(const char *name);
+#endif
+
+typedef struct {
+    float *a, *bt, *c;         /* root: the three objects */
+} dmm_ctx_t;
+
+static int dmm_tiles(const app_args_t *a)
+{
+    int M = (int)lround(sqrt((double)a->portions));
+    return M * M == a->portions ? M : -1;
+}
+
+static int dmm_check(const app_args_t *a, const float *c, app_result_t *r)
+{
+    int n = (int)a->size, M = dmm_tiles(a);
+    size_t nn = (size_t)n * (size_t)n;
+    float *rowmajor = malloc(nn * sizeof(float)), *ref = NULL;
+    int ret = -1;
+
+    if (rowmajor == NULL)
+        goto out;
+    dmm_untile(c, rowmajor, n, M);
+    app_checksum_real(r, app_weighted_sum_f(rowmajor, nn));
+    if (a->verify) {
+        ref = malloc(nn * sizeof(float));
+        if (ref == NULL || dmm_reference(a->seed, n, ref) != 0)
+            goto out;
+        r->verified = app_verify_f("dmm", "C", rowmajor, ref, nn, DMM_RTOL, DMM_ATOL) == 0;
+    }
+    ret = 0;
+out:
+    if (ret != 0)
+        fprintf(stderr, "dmm: no memory to check the %d x %d result\n", n, n);
+    free(ref);
+    free(rowmajor);
+    return ret;
+}
+
+static int dmm_root_setup(void *vctx, const app_args_t *a)
+{
+    dmm_ctx_t *ctx = vctx;
+    size_t bytes = (size_t)a->size * (size_t)a->size * sizeof(float);
+
+    APP_TRY(ivmMalloc("dmm.A", &ctx->a, bytes));
+    APP_TRY(ivmMalloc("dmm.Bt", &ctx->bt, bytes));
+    APP_TRY(ivmMalloc("dmm.C", &ctx->c, bytes));
+    dmm_init(a->seed, (int)a->size, ctx->a, ctx->bt);
+    return 0;
+}
+
+static int dmm_root_finish(void *vctx, const app_args_t *a, app_result_t *r)
+{
+    dmm_ctx_t *ctx = vctx;
+    int ret = dmm_check(a, ctx->c, r);
+
+    ivmFree(ctx->c);
+    ivmFree(ctx->bt);
+    ivmFree(ctx->a);
+    return ret;
+}
+
+/* Map `rows` rows of n floats from row `r0` of object `name`. */
+static int dmm_map_strip(const char *name, float **p, int n, int r0, int rows, int pe,
+                         int strip)
+{
+#ifdef DMM_OBJ_PROBE
+    uint64_t rx0 = dmm_probe_rx(name);
+#endif
+    APP_TRY(ivmMapSubset(name, p, (size_t)r0 * n * sizeof(float),
+                         (size_t)rows * n * sizeof(float)));
+#ifdef DMM_OBJ_PROBE
+    printf("dmm-probe: node=%s pe=%d obj=%s strip=%d bytes=%zu rx=%llu\n",
+           getenv("IVM_NODE") ? getenv("IVM_NODE") : "?", pe, name, strip,
+           (size_t)rows * n * sizeof(float), (unsigned long long)(dmm_probe_rx(name) - rx0));
+    fflush(stdout);
+#else
+    (void)pe;
+    (void)strip;
+#endif
+    return 0;
+}
+
+static int dmm_child_portion(void *vctx, const dslb_portion_t *w)
+{
+    const app_args_t *a = w->args;
+    int n = (int)a->size, M = dmm_tiles(a), i = w->portion / M, j = w->portion % M;
+    int r0 = dmm_lo(n, M, i), rows = dmm_lo(n, M, i + 1) - r0;
+    int c0 = dmm_lo(n, M, j), cols = dmm_lo(n, M, j + 1) - c0;
+    float *as = NULL, *bs = NULL, *ct = NULL;
+    int ret = -1;
+
+    (void)vctx;
+    if (rows == 0 || cols == 0)
+        return 0;
+    if (dmm_map_strip("dmm.A", &as, n, r0, rows, w->pe, i) != 0 ||
+        dmm_map_strip("dmm.Bt", &bs, n, c0, cols, w->pe, j) != 0)
+        goto out;
+    APP_TRY_GOTO(ivmMapSubset("dmm.C", &ct, dmm_tile_off(n, M, i, j) * sizeof(float),
+                              (size_t)rows * cols * sizeof(float)), out);
+    if (w->kernel == APP_KERNEL_CUDA) {
+#ifdef APP_HAVE_CUDA
+        if (dmm_tile_cuda(as, bs, ct, n, rows, cols) != 0)
+            goto out;
+#endif
+    } else {
+        dmm_tile_cpu(as, bs, ct, n, rows, cols);
+    }
+    APP_TRY_GOTO(ivmSyncPut(ct, (size_t)rows * cols * sizeof(float)), out);
+    ret = 0;
+out:
+    if (ct != NULL)
+        ivmUnmap(ct);
+    if (bs != NULL)
+        ivmUnmap(bs);
+    if (as != NULL)
+        ivmUnmap(as);
+    return ret;
+}
+
+static double dmm_portion_work(void *vctx, const app_args_t *a, int p)
+{
+    int n = (int)a->size, M = dmm_tiles(a), i = p / M, j = p % M;
+
+    (void)vctx;
+    return (double)(dmm_lo(n, M, i + 1) - dmm_lo(n, M, i)) *
+           (double)(dmm_lo(n, M, j + 1) - dmm_lo(n, M, j));
+}
+
+/* --serial: the CPU kernel over every tile in this one process. */
+static int dmm_serial(const app_args_t *a)
+{
+    int n = (int)a->size, M = dmm_tiles(a);
+    size_t nn = (size_t)n * (size_t)n;
+    float *A = malloc(nn * sizeof(float)), *Bt = malloc(nn * sizeof(float));
+    float *C = malloc(nn * sizeof(float));
+    app_result_t r;
+    int ret = 1;
+
+    app_result_init(&r, "dmm", "serial", a->size);
+    if (A == NULL || Bt == NULL || C == NULL) {
+        fprintf(stderr, "dmm: no memory for n = %d\n", n);
+        goto out;
+    }
+    dmm_init(a->seed, n, A, Bt);
+    double t0 = app_now_s();
+    for (int t = 0; t < a->iters; t++) {
+        for (int i = 0; i < M; i++) {
+            for (int j = 0; j < M; j++) {
+                int r0 = dmm_lo(n, M, i), c0 = dmm_lo(n, M, j);
+                dmm_tile_cpu(A + (size_t)r0 * n, Bt + (size_t)c0 * n,
+                             C + dmm_tile_off(n, M, i, j), n, dmm_lo(n, M, i + 1) - r0,
+                             dmm_lo(n, M, j + 1) - c0);
+            }
+        }
+    }
+    r.seconds = app_now_s() - t0;
+    r.pes = 1;
+    app_result_add_share(&r, "serial", 1.0);
+    if (dmm_check(a, C, &r) == 0)
+        ret = a->verify && !r.verified;
+    app_result_print(stdout, &r);
+out:
+    free(C);
+    free(Bt);
+    free(A);
+    return ret;
+}
+
+int main(int argc, char **argv)
+{
+    app_args_t a = { .app = "dmm", .size = 512, .seed = 1, .portions = 16, .iters = 1,
+                     .threshold = 2.0, .max_per_dev = 1 };
+    static const dslb_app_ops_t ops = {
+        .root_setup = dmm_root_setup,
+        .root_finish = dmm_root_finish,
+        .child_portion = dmm_child_portion,
+        .portion_work = dmm_portion_work,
+    };
+    dmm_ctx_t ctx = { 0 };
+
+    if (app_args_parse(argc, argv, &a, DMM_USAGE) != 0)
+        return 2;
+    if (dmm_tiles(&a) < 0 || dmm_tiles(&a) > a.size || a.size > 32768) {
+        fprintf(stderr, "dmm: --portions must be a square M*M with M <= size <= 32768 "
+                "(got %d, size %lld)\n", a.portions, a.size);
+        return 2;
+    }
+    if (a.serial)
+        return dmm_serial(&a);
+    return dslb_run(&a, &ops, &ctx);
+}

@@ -1,0 +1,209 @@
+/*
+ * HIMENO, MPI baseline: the same Jacobi kernel with a static equal split of
+ * the interior Z planes over the ranks (one rank per device), halo planes
+ * exchanged with MPI_Sendrecv before every iteration but the first, gosa
+ * summed with MPI_Allreduce, the result gathered on rank 0 for the checksum.
+ * Timed from a barrier after set-up to the end of the gather, like the IVM
+ * version's OM-LB loop (first iteration to the final store).
+ *
+ * Each rank's OpenMP threads: OMP_NUM_THREADS when set, else the cores the
+ * rank is bound to (mpirun --bind-to core / --cpu-set / a rankfile). With
+ * --gpu-ranks K, ranks 0..K-1 run the CUDA kernel (MPI+CUDA; the halo planes
+ * go through host memory).
+ * IVM_OMLB_SLOW=D:F slows rank D by F, as it slows device D of the IVM version.
+ *
+ * Run:  mpirun -np 2 himeno-mpi --size 33 --iters 20 --verify
+ */
+
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mpi.h>
+
+#include "app.h"
+#include "himeno.h"
+
+static const char himeno_mpi_usage[] =
+    "  himeno-mpi: --size N is the grid N x N x (2N-1) (33: 33x33x65); --iters I Jacobi\n"
+    "  iterations; --gpu-ranks K: ranks 0..K-1 run the CUDA kernel; --portions,\n"
+    "  --threshold, --max-per-dev and --local are not used.\n"
+    "  IVM_OMLB_SLOW=D:F slows rank D by F (test knob).";
+
+static int himeno_mpi_threads(void)
+{
+    const char *env = getenv("OMP_NUM_THREADS");
+    cpu_set_t set;
+
+    if (env != NULL && atoi(env) > 0)
+        return atoi(env);
+    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    return 1;
+}
+
+/* The ranks' static split: rank r owns units [units*r/n, units*(r+1)/n). */
+static int himeno_mpi_lo(int units, int r, int n)
+{
+    return (int)((long long)units * r / n);
+}
+
+static int himeno_mpi_run(const app_args_t *a, const himeno_grid_t *g, int rank, int nranks)
+{
+    const size_t P = himeno_plane(g);
+    const int units = himeno_units(g);
+    const int lo = himeno_mpi_lo(units, rank, nranks);
+    const int hi = himeno_mpi_lo(units, rank + 1, nranks);
+    const int n = hi - lo, up = rank + 1 < nranks ? rank + 1 : MPI_PROC_NULL,
+              down = rank > 0 ? rank - 1 : MPI_PROC_NULL;
+    double slow = app_slow_factor("IVM_OMLB_SLOW", rank), gosa = 0.0, t0, seconds;
+    float *planes = NULL, *first = NULL, *last = NULL, *below = NULL, *above = NULL;
+    float *grid = NULL;
+    int *counts = NULL, *displs = NULL, ret = -1, ok = 1;
+    himeno_kernel_t *k = NULL;
+    const himeno_kernel_ops_t *ops = &himeno_cpu_ops;
+    app_kernel_t kernel = APP_KERNEL_CPU;
+    int ready = 0, all_ready;
+
+    /* Set-up; every rank learns whether all got through before any
+       collective (a rank that gave up would leave the others waiting). */
+    if (units < nranks) {
+        if (rank == 0)
+            fprintf(stderr, "himeno-mpi: %d interior planes for %d ranks (one each at least)\n",
+                    units, nranks);
+        goto agree;
+    }
+    if (slow < 0 || app_kernel_pick_rank(a, rank, &kernel) != 0)
+        goto agree;
+#ifdef APP_HAVE_CUDA
+    if (kernel == APP_KERNEL_CUDA) {
+        if (app_cuda_use_rank(rank) != 0)
+            goto agree;
+        ops = &himeno_cuda_ops;
+    }
+#endif
+    planes = malloc((size_t)(n + 2) * P * 4 * sizeof(float));
+    if (planes == NULL || ops->create(g, n, himeno_mpi_threads(), &k) != 0) {
+        fprintf(stderr, "himeno-mpi: rank %d: no memory for its slab\n", rank);
+        goto agree;
+    }
+    first = planes + (size_t)(n + 2) * P;
+    last = first + P;
+    below = last + P;
+    above = below + P;
+    himeno_init(g, lo, n + 2, planes);
+    ready = ops->load(k, lo, hi, planes) == 0;
+agree:
+    MPI_Allreduce(&ready, &all_ready, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all_ready)
+        goto out;
+
+    MPI_Barrier(MPI_COMM_WORLD);
+    t0 = app_now_s();
+    for (int it = 0; it < a->iters; it++) {
+        double local = 0.0, ts;
+        if (it > 0) {
+            ops->edges_get(k, first, last);
+            MPI_Sendrecv(first, (int)P, MPI_FLOAT, down, 0, above, (int)P, MPI_FLOAT, up, 0,
+                         MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Sendrecv(last, (int)P, MPI_FLOAT, up, 1, below, (int)P, MPI_FLOAT, down, 1,
+                         MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            ops->halo_set(k, down != MPI_PROC_NULL ? below : NULL,
+                          up != MPI_PROC_NULL ? above : NULL);
+        }
+        ts = app_now_s();
+        ops->step(k, &local);
+        app_slow_apply(slow, app_now_s() - ts);
+        MPI_Allreduce(&local, &gosa, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    }
+
+    /* The unit planes to rank 0, which holds the boundary planes itself. */
+    ops->store(k, planes + P);
+    if (rank == 0) {
+        grid = malloc(P * (size_t)g->nz * sizeof(float));
+        counts = malloc(sizeof(int) * (size_t)nranks);
+        displs = malloc(sizeof(int) * (size_t)nranks);
+        ok = grid != NULL && counts != NULL && displs != NULL &&
+             P * (size_t)g->nz <= (size_t)2147483647;
+        if (ok) {
+            for (int r = 0; r < nranks; r++) {
+                int rlo = himeno_mpi_lo(units, r, nranks);
+                counts[r] = (himeno_mpi_lo(units, r + 1, nranks) - rlo) * (int)P;
+                displs[r] = (rlo + 1) * (int)P;
+            }
+        }
+    }
+    MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (!ok) {
+        if (rank == 0)
+            fprintf(stderr, "himeno-mpi: no memory (or too many points) to gather the grid\n");
+        goto out;
+    }
+    MPI_Gatherv(planes + P, n * (int)P, MPI_FLOAT, grid, counts, displs, MPI_FLOAT, 0,
+                MPI_COMM_WORLD);
+    seconds = app_now_s() - t0;
+    MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+
+    if (rank == 0) {
+        app_result_t r;
+        double checksum;
+
+        himeno_init(g, 0, 1, grid);
+        himeno_init(g, g->nz - 1, 1, grid + (size_t)(g->nz - 1) * P);
+        checksum = himeno_checksum(g, grid);
+        app_result_init(&r, "himeno", "mpi", a->size);
+        r.pes = nranks;
+        r.seconds = seconds;
+        app_checksum_real(&r, checksum);
+        for (int q = 0; q < nranks; q++) {
+            char name[32];
+            snprintf(name, sizeof(name), "rank%d", q);
+            app_result_add_share(&r, name, (double)counts[q] / (double)P);
+        }
+        printf("himeno-mpi: grid %dx%dx%d, %d iterations, %d ranks, gosa %.9e\n", g->nx,
+               g->ny, g->nz, a->iters, nranks, gosa);
+        if (a->verify) {
+            double ref_gosa, ref_sum;
+            r.verified = himeno_reference(g, a->iters, &ref_gosa, &ref_sum) == 0 &&
+                         himeno_close(gosa, ref_gosa) && himeno_close(checksum, ref_sum);
+            printf("himeno-mpi: gosa %.9e (reference %.9e), checksum %.9e (reference %.9e), "
+                   "tolerance %g relative: %s\n", gosa, ref_gosa, checksum, ref_sum,
+                   HIMENO_TOL, r.verified ? "match" : "MISMATCH");
+        }
+        app_result_print(stdout, &r);
+        fflush(stdout);
+        ret = a->verify && !r.verified ? -1 : 0;
+    } else {
+        ret = 0;
+    }
+
+out:
+    ops->destroy(k);
+    free(planes);
+    free(grid);
+    free(counts);
+    free(displs);
+    return ret;
+}
+
+int main(int argc, char **argv)
+{
+    app_args_t a = { .app = "himeno-mpi", .size = 33, .seed = 1, .portions = 1, .iters = 20,
+                     .threshold = 2.0, .max_per_dev = 1 };
+    himeno_grid_t g;
+    int rank, nranks, ret, all;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    if (app_args_parse(argc, argv, &a, himeno_mpi_usage) != 0 ||
+        himeno_grid_from_size(a.size, &g) != 0) {
+        MPI_Finalize();
+        return 2;
+    }
+    ret = himeno_mpi_run(&a, &g, rank, nranks);
+    MPI_Allreduce(&ret, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Finalize();
+    return all == 0 ? 0 : 1;
+}

@@ -1,0 +1,52 @@
+/*
+ * nbody: the kernels and input of NBODY, shared by the IVM version, the MPI
+ * baseline and the serial reference.
+ *
+ * N particles (x, y, z, mass) with velocities; one time step updates every
+ * particle i from the positions of the previous step: a_i = sum_j m_j d /
+ * (|d|^2 + eps^2)^(3/2) with d = p_j - p_i, v_i += a_i dt, p_i += v_i dt.
+ * The sum runs over j in order in float, so a particle's new value does not
+ * depend on which process computes it.
+ */
+#ifndef IVM_APP_NBODY_H
+#define IVM_APP_NBODY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define NBODY_DT   0.001f
+#define NBODY_EPS2 0.0001f
+
+typedef struct {
+    float x, y, z, w;          /* position and mass (w) */
+} nbody_vec_t;
+
+/* First particle of portion p of P over n particles. */
+static inline int nbody_portion_lo(long long n, int P, int p)
+{
+    return (int)(n * p / P);
+}
+
+/* Deterministic input from the seed: positions in [-1, 1)^3, masses in
+   [0.5, 1.5) / n, velocities in [-0.05, 0.05)^3. */
+void nbody_init(uint64_t seed, int n, nbody_vec_t *pos, nbody_vec_t *vel);
+
+/* One step for particles [lo, hi) with OpenMP: pin = all n positions of the
+   previous step; pout and vel point at particle lo of their arrays. */
+void nbody_step_cpu(const nbody_vec_t *pin, nbody_vec_t *pout, nbody_vec_t *vel, int n,
+                    int lo, int hi);
+
+/* The same on a GPU; all pointers are device pointers. 0, or -1 after
+   printing the CUDA error. Defined only when APP_HAVE_CUDA. */
+int nbody_step_cuda(const nbody_vec_t *pin, nbody_vec_t *pout, nbody_vec_t *vel, int n,
+                    int lo, int hi);
+
+/* Serial reference in double precision: `iters` steps from nbody_init's
+   input; writes the final positions (n entries) to out. 0, or -1 (no memory). */
+int nbody_reference(uint64_t seed, int n, int iters, nbody_vec_t *out);
+
+/* Tolerance of --verify on positions against the reference. */
+#define NBODY_RTOL 1e-3
+#define NBODY_ATOL 1e-4
+
+#endif /* IVM_APP_NBODY_H */

@@ -1,0 +1,176 @@
+/*
+ * nw: NW with DS-LB (section 5.4.2). The sequence pairs are cut into
+ * --portions portions, one PE each (apps/common/dslb.h).
+ *
+ * Objects: "nw.seq" (every pair's sequences, read-only after set-up: a
+ * child maps it whole, its node's copy is filled once and reused), "nw.score"
+ * (one int32 per pair: a child maps its portion's entries and pushes them).
+ * Every PE derives the pairs' offsets and lengths from the seed (nw_layout).
+ *
+ * Run:  ivmrun --nodes 2 nw [--size PAIRS] [--portions P] [--iters I] [--verify]
+ *       nw --serial ...   (one process, the CPU kernel over all pairs)
+ * With --iters I the scores are computed I times.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "app.h"
+#include "dslb.h"
+#include "nw.h"
+
+#define NW_USAGE "  nw: --size = sequence pairs (lengths 256..768), --portions = portions " \
+                 "of pairs, --iters = times the scores are computed"
+
+typedef struct {
+    char *seq;                 /* root: "nw.seq" */
+    int32_t *score;            /* root: "nw.score" */
+    size_t *off;               /* every PE: the layout */
+    int *la, *lb;
+    size_t total;
+} nw_ctx_t;
+
+static int nw_check(const app_args_t *a, const int32_t *score, app_result_t *r)
+{
+    int n = (int)a->size;
+    int32_t *ref;
+
+    app_checksum_hex(r, app_fnv1a(score, (size_t)n * sizeof(int32_t)));
+    if (!a->verify)
+        return 0;
+    ref = malloc((size_t)n * sizeof(*ref));
+    if (ref == NULL || nw_reference(a->seed, n, ref) != 0) {
+        fprintf(stderr, "nw: no memory for the reference\n");
+        free(ref);
+        return -1;
+    }
+    r->verified = app_verify_exact("nw", "score", score, ref, (size_t)n, sizeof(int32_t)) == 0;
+    free(ref);
+    return 0;
+}
+
+static int nw_root_setup(void *vctx, const app_args_t *a)
+{
+    nw_ctx_t *ctx = vctx;
+
+    APP_TRY(ivmMalloc("nw.seq", &ctx->seq, ctx->total));
+    APP_TRY(ivmMalloc("nw.score", &ctx->score, (size_t)a->size * sizeof(int32_t)));
+    nw_init(a->seed, (int)a->size, ctx->seq);
+    return 0;
+}
+
+static int nw_root_finish(void *vctx, const app_args_t *a, app_result_t *r)
+{
+    nw_ctx_t *ctx = vctx;
+    int ret = nw_check(a, ctx->score, r);
+
+    ivmFree(ctx->score);
+    ivmFree(ctx->seq);
+    return ret;
+}
+
+static int nw_child_portion(void *vctx, const dslb_portion_t *w)
+{
+    nw_ctx_t *ctx = vctx;
+    const app_args_t *a = w->args;
+    int lo = nw_portion_lo(a->size, a->portions, w->portion);
+    int hi = nw_portion_lo(a->size, a->portions, w->portion + 1);
+    size_t bytes = (size_t)(hi - lo) * sizeof(int32_t);
+    char *seq = NULL;
+    int32_t *score = NULL;
+    int ret = -1;
+
+    if (hi == lo)
+        return 0;
+    APP_TRY(ivmMap("nw.seq", &seq, 0));
+    APP_TRY_GOTO(ivmMapSubset("nw.score", &score, (size_t)lo * sizeof(int32_t), bytes), out);
+    if (w->kernel == APP_KERNEL_CUDA) {
+#ifdef APP_HAVE_CUDA
+        if (nw_pairs_cuda(seq, ctx->off, ctx->la, ctx->lb, score, lo, hi) != 0)
+            goto out;
+#endif
+    } else {
+        nw_pairs_cpu(seq, ctx->off, ctx->la, ctx->lb, score, lo, hi);
+    }
+    APP_TRY_GOTO(ivmSyncPut(score, bytes), out);
+    ret = 0;
+out:
+    if (score != NULL)
+        ivmUnmap(score);
+    ivmUnmap(seq);
+    return ret;
+}
+
+static double nw_portion_work(void *vctx, const app_args_t *a, int p)
+{
+    nw_ctx_t *ctx = vctx;
+    double work = 0.0;
+
+    for (int k = nw_portion_lo(a->size, a->portions, p);
+         k < nw_portion_lo(a->size, a->portions, p + 1); k++)
+        work += (double)ctx->la[k] * (double)ctx->lb[k];
+    return work;
+}
+
+/* --serial: the CPU kernel over all pairs in this one process. */
+static int nw_serial(const app_args_t *a, nw_ctx_t *ctx)
+{
+    int n = (int)a->size;
+    char *seq = malloc(ctx->total);
+    int32_t *score = malloc((size_t)n * sizeof(*score));
+    app_result_t r;
+    int ret = 1;
+
+    app_result_init(&r, "nw", "serial", a->size);
+    if (seq == NULL || score == NULL) {
+        fprintf(stderr, "nw: no memory for %d pairs\n", n);
+        goto out;
+    }
+    nw_init(a->seed, n, seq);
+    double t0 = app_now_s();
+    for (int t = 0; t < a->iters; t++)
+        nw_pairs_cpu(seq, ctx->off, ctx->la, ctx->lb, score, 0, n);
+    r.seconds = app_now_s() - t0;
+    r.pes = 1;
+    app_result_add_share(&r, "serial", 1.0);
+    if (nw_check(a, score, &r) == 0)
+        ret = a->verify && !r.verified;
+    app_result_print(stdout, &r);
+out:
+    free(score);
+    free(seq);
+    return ret;
+}
+
+int main(int argc, char **argv)
+{
+    app_args_t a = { .app = "nw", .size = 256, .seed = 1, .portions = 16, .iters = 1,
+                     .threshold = 2.0, .max_per_dev = 1 };
+    static const dslb_app_ops_t ops = {
+        .root_setup = nw_root_setup,
+        .root_finish = nw_root_finish,
+        .child_portion = nw_child_portion,
+        .portion_work = nw_portion_work,
+    };
+    nw_ctx_t ctx = { 0 };
+    int ret;
+
+    if (app_args_parse(argc, argv, &a, NW_USAGE) != 0)
+        return 2;
+    if (a.size > (1 << 22) || a.portions > a.size) {
+        fprintf(stderr, "nw: need portions <= size <= %d\n", 1 << 22);
+        return 2;
+    }
+    ctx.off = malloc((size_t)a.size * sizeof(*ctx.off));
+    ctx.la = malloc((size_t)a.size * sizeof(int));
+    ctx.lb = malloc((size_t)a.size * sizeof(int));
+    if (ctx.off == NULL || ctx.la == NULL || ctx.lb == NULL) {
+        fprintf(stderr, "nw: no memory for %lld pairs\n", a.size);
+        return 1;
+    }
+    ctx.total = nw_layout(a.seed, (int)a.size, ctx.off, ctx.la, ctx.lb);
+    ret = a.serial ? nw_serial(&a, &ctx) : dslb_run(&a, &ops, &ctx);
+    free(ctx.lb);
+    free(ctx.la);
+    free(ctx.off);
+    return ret;
+}

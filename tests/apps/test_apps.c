@@ -1,0 +1,361 @@
+/* Apps (apps/): NBODY, DMM and NW with DS-LB on two simulated nodes (ivmrun
+ * --nodes 2) verify against their serial reference; their MPI baselines
+ * (mpirun -np 2) verify too and print the same checksum; the DS-LB driver
+ * uses exactly the PE ids 1..portions x iterations (its limit) also when the
+ * threshold stops every chain; DMM's second map of a strip already on a node
+ * moves no byte; bad arguments exit 2 with a message. Every ivmrun run is
+ * collected with the harness's no-leftover checks. */
+#include <criterion/criterion.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+TestSuite(apps, .timeout = 120);
+
+/* The fields of a RESULT line. */
+typedef struct {
+    char app[16], version[16], checksum[40], verified[8], share[512];
+    long long size;
+    int pes;
+    double seconds;
+} result_t;
+
+/* The one RESULT line of `out` (asserts there is exactly one). */
+static void parse_result(const char *out, const char *why, result_t *res)
+{
+    const char *line = strstr(out, "RESULT ");
+    int n;
+
+    cr_assert_not_null(line, "no RESULT line: %s", why);
+    cr_assert_null(strstr(line + 1, "RESULT "), "more than one RESULT line: %s", why);
+    memset(res, 0, sizeof(*res));
+    n = sscanf(line, "RESULT app=%15s version=%15s size=%lld pes=%d seconds=%lf "
+               "checksum=%39s verified=%7s share=%511s", res->app, res->version, &res->size,
+               &res->pes, &res->seconds, res->checksum, res->verified, res->share);
+    cr_assert_eq(n, 8, "malformed RESULT line (%d fields): %s", n, why);
+}
+
+/* Sum of the share fractions; the number of devices in *ndev_p. */
+static double share_sum(const char *share, int *ndev_p)
+{
+    double sum = 0.0;
+    int n = 0;
+
+    for (const char *p = share; p != NULL && *p != '\0';) {
+        const char *colon = strchr(p, ':');
+        if (colon == NULL)
+            break;
+        sum += strtod(colon + 1, NULL);
+        n++;
+        p = strchr(colon, ',');
+        p = p != NULL ? p + 1 : NULL;
+    }
+    *ndev_p = n;
+    return sum;
+}
+
+/* ivmrun --nodes 2 --timeout 60 PROG ARGS...; exits `code`. */
+static void run_ivm(const char *prog, const char *const *args, int code, ivmt_result_t *r)
+{
+    const char *argv[40] = {"--nodes", "2", "--timeout", "60", prog};
+    int argc = 5;
+    ivmt_launch_t c;
+    char *why;
+
+    while (*args != NULL && argc < 39)
+        argv[argc++] = *args++;
+    argv[argc] = NULL;
+    ivmt_launch_start(IVMT_IVMRUN, argv, &c);
+    ivmt_launch_finish_clean(&c, 90, r);
+    why = ivmt_describe(NULL, r);
+    cr_assert(!r->timed_out && r->exited && r->code == code, "expected exit %d: %s", code, why);
+    free(why);
+}
+
+/* The IVM version on 2 nodes verifies, uses PE ids 1..P*I, shares sum to 1;
+   the serial version prints the same checksum. */
+static void check_ivm(const char *prog, const char *app, const char *const *args, int P,
+                      int iters, result_t *res)
+{
+    const char *argv[32];
+    int argc = 0, ndev;
+    ivmt_result_t r, s;
+    char *why, expect[128];
+    result_t ser;
+
+    while (args[argc] != NULL) {
+        argv[argc] = args[argc];
+        argc++;
+    }
+    argv[argc++] = "--verify";
+    argv[argc] = NULL;
+    run_ivm(prog, argv, 0, &r);
+    why = ivmt_describe(NULL, &r);
+    parse_result(r.out, why, res);
+    cr_assert_str_eq(res->app, app, "%s", why);
+    cr_assert_str_eq(res->version, "ivm", "%s", why);
+    cr_assert_str_eq(res->verified, "yes", "%s", why);
+    cr_assert_eq(res->pes, P * iters, "%d PEs, expected %d: %s", res->pes, P * iters, why);
+    snprintf(expect, sizeof(expect), "PE ids 1..%d used, max PE id %d,", P * iters, P * iters);
+    cr_assert_not_null(strstr(r.out, expect), "expected '%s': %s", expect, why);
+    double sum = share_sum(res->share, &ndev);
+    cr_assert(ndev >= 1 && ndev <= 2 && sum > 0.999 && sum < 1.001,
+              "share '%s' (%d devices, sum %f): %s", res->share, ndev, sum, why);
+    cr_assert_not_null(strstr(res->share, "node0.cpu0:"), "%s", why);
+    free(why);
+    ivmt_result_free(&r);
+
+    argv[argc++] = "--serial";
+    argv[argc] = NULL;
+    const char *sargv[34] = {prog};
+    memcpy(sargv + 1, argv, (size_t)(argc + 1) * sizeof(*argv));
+    ivmt_run(sargv, NULL, 60, &s);
+    why = ivmt_describe(NULL, &s);
+    cr_assert(s.exited && s.code == 0, "%s", why);
+    parse_result(s.out, why, &ser);
+    cr_assert_str_eq(ser.version, "serial", "%s", why);
+    cr_assert_str_eq(ser.verified, "yes", "%s", why);
+    cr_assert_str_eq(ser.checksum, res->checksum, "serial checksum %s, IVM %s: %s",
+                     ser.checksum, res->checksum, why);
+    free(why);
+    ivmt_result_free(&s);
+}
+
+/* The MPI baseline on 2 ranks verifies and prints the IVM checksum. */
+static void check_mpi(const char *prog, const char *ivm_prog, const char *app,
+                      const char *const *args, int P, int iters)
+{
+#ifdef IVMT_MPIRUN
+    const char *argv[40] = {IVMT_MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", "2",
+                            prog};
+    int argc = 6;
+    ivmt_result_t r;
+    result_t ivm, mpi;
+    char *why;
+
+    check_ivm(ivm_prog, app, args, P, iters, &ivm);
+    for (int i = 0; args[i] != NULL; i++)
+        argv[argc++] = args[i];
+    argv[argc++] = "--verify";
+    argv[argc] = NULL;
+    ivmt_run(argv, NULL, 60, &r);
+    why = ivmt_describe(NULL, &r);
+    cr_assert(!r.timed_out && r.exited && r.code == 0, "mpirun failed: %s", why);
+    parse_result(r.out, why, &mpi);
+    cr_assert_str_eq(mpi.version, "mpi", "%s", why);
+    cr_assert_str_eq(mpi.verified, "yes", "%s", why);
+    cr_assert_eq(mpi.pes, 2, "%s", why);
+    cr_assert_str_eq(mpi.checksum, ivm.checksum, "MPI checksum %s, IVM %s: %s", mpi.checksum,
+                     ivm.checksum, why);
+    free(why);
+    ivmt_result_free(&r);
+#else
+    (void)prog; (void)ivm_prog; (void)app; (void)args; (void)P; (void)iters;
+    cr_skip_test("mpirun (or the MPI baselines) not found at configure time");
+#endif
+}
+
+static const char *const nbody_args[] = {"--size", "384", "--portions", "6", "--iters", "3",
+                                         NULL};
+static const char *const dmm_args[] = {"--size", "80", "--portions", "9", "--iters", "2",
+                                       NULL};
+static const char *const nw_args[] = {"--size", "40", "--portions", "8", NULL};
+
+Test(apps, nbody_ivm_verifies_on_two_nodes)
+{
+    result_t res;
+    check_ivm(IVMT_NBODY, "nbody", nbody_args, 6, 3, &res);
+}
+
+Test(apps, dmm_ivm_verifies_on_two_nodes)
+{
+    result_t res;
+    check_ivm(IVMT_DMM, "dmm", dmm_args, 9, 2, &res);
+}
+
+Test(apps, nw_ivm_verifies_on_two_nodes)
+{
+    result_t res;
+    check_ivm(IVMT_NW, "nw", nw_args, 8, 1, &res);
+}
+
+Test(apps, nbody_mpi_verifies_and_matches_ivm)
+{
+#ifdef IVMT_NBODY_MPI
+    check_mpi(IVMT_NBODY_MPI, IVMT_NBODY, "nbody", nbody_args, 6, 3);
+#else
+    cr_skip_test("nbody-mpi not built (no MPI)");
+#endif
+}
+
+Test(apps, dmm_mpi_verifies_and_matches_ivm)
+{
+#ifdef IVMT_DMM_MPI
+    check_mpi(IVMT_DMM_MPI, IVMT_DMM, "dmm", dmm_args, 9, 2);
+#else
+    cr_skip_test("dmm-mpi not built (no MPI)");
+#endif
+}
+
+Test(apps, nw_mpi_verifies_and_matches_ivm)
+{
+#ifdef IVMT_NW_MPI
+    check_mpi(IVMT_NW_MPI, IVMT_NW, "nw", nw_args, 8, 1);
+#else
+    cr_skip_test("nw-mpi not built (no MPI)");
+#endif
+}
+
+/* Threshold 1 stops every chain after its portion (no device is faster than
+   the fastest), so the root restarts them: still exactly the ids 1..P*I,
+   and the extra spawn after the last iteration is refused by the limit. */
+Test(apps, dslb_stops_exactly_at_max_pe_id)
+{
+    const char *args[] = {"--size", "200", "--portions", "7", "--iters", "3", "--threshold",
+                          "1", "--max-per-dev", "2", "--verify", NULL};
+    ivmt_result_t r;
+    result_t res;
+    int restarts = -1;
+    char *why;
+    const char *line;
+
+    run_ivm(IVMT_NBODY, args, 0, &r);
+    why = ivmt_describe(NULL, &r);
+    parse_result(r.out, why, &res);
+    cr_assert_str_eq(res.verified, "yes", "%s", why);
+    cr_assert_eq(res.pes, 21, "%s", why);
+    line = strstr(r.out, "PE ids 1..21 used, max PE id 21, root restarts ");
+    cr_assert_not_null(line, "%s", why);
+    cr_assert_eq(sscanf(line, "PE ids 1..21 used, max PE id 21, root restarts %d", &restarts),
+                 1, "%s", why);
+    /* 2 devices x 2 PEs started per iteration, the other 3 of 7 by restarts. */
+    cr_assert_eq(restarts, 9, "%d restarts: %s", restarts, why);
+    free(why);
+    ivmt_result_free(&r);
+}
+
+/* The test build of dmm prints, for each strip map, the bytes its node
+   received for that object. node1 runs portion 1 (tile 0,1) first in every
+   iteration (ids P*t+2), so in the second iteration it maps strips it holds. */
+Test(apps, dmm_second_map_of_a_strip_moves_no_bytes)
+{
+    const char *args[] = {"--size", "64", "--portions", "4", "--iters", "3", "--verify", NULL};
+    ivmt_result_t r;
+    result_t res;
+    char seen[64][40];
+    int nseen = 0, reused = 0, first = 0;
+    char *why;
+
+    run_ivm(IVMT_DMM_PROBE, args, 0, &r);
+    why = ivmt_describe(NULL, &r);
+    parse_result(r.out, why, &res);
+    cr_assert_str_eq(res.verified, "yes", "%s", why);
+    for (const char *p = strstr(r.out, "dmm-probe: "); p != NULL;
+         p = strstr(p + 1, "dmm-probe: ")) {
+        char node[16], obj[16], key[40];
+        int pe, strip;
+        unsigned long long bytes, rx;
+        cr_assert_eq(sscanf(p, "dmm-probe: node=%15s pe=%d obj=%15s strip=%d bytes=%llu "
+                            "rx=%llu", node, &pe, obj, &strip, &bytes, &rx), 6,
+                     "bad probe line: %s", why);
+        if (strcmp(node, "node1") != 0) {
+            cr_assert_eq(rx, 0, "the master's node received %llu bytes for %s: %s", rx, obj,
+                         why);
+            continue;
+        }
+        snprintf(key, sizeof(key), "%s/%d", obj, strip);
+        int k;
+        for (k = 0; k < nseen && strcmp(seen[k], key) != 0; k++)
+            ;
+        if (k < nseen) {
+            cr_assert_eq(rx, 0, "node1's second map of %s strip %d moved %llu bytes: %s", obj,
+                         strip, rx, why);
+            reused++;
+        } else {
+            cr_assert_eq(rx, bytes, "node1's first map of %s strip %d moved %llu bytes, "
+                         "expected %llu: %s", obj, strip, rx, bytes, why);
+            cr_assert_lt(nseen, 64);
+            snprintf(seen[nseen++], sizeof(seen[0]), "%s", key);
+            first++;
+        }
+    }
+    cr_assert_gt(first, 0, "node1 mapped no strip: %s", why);
+    cr_assert_gt(reused, 0, "node1 never mapped a strip a second time: %s", why);
+    free(why);
+    ivmt_result_free(&r);
+}
+
+/* Share of device `name` in a RESULT share list; -1 if not listed. */
+static double share_of(const char *share, const char *name)
+{
+    size_t n = strlen(name);
+
+    for (const char *p = share; p != NULL && *p != '\0';) {
+        if (strncmp(p, name, n) == 0 && p[n] == ':')
+            return strtod(p + n + 1, NULL);
+        p = strchr(p, ',');
+        p = p != NULL ? p + 1 : NULL;
+    }
+    return -1.0;
+}
+
+/* DS-LB load balancing: node1 made 4x slower (IVM_DSLB_SLOW test knob) is
+   above the threshold (2) of the fastest, so its chain stops after the one
+   portion the root gives it per iteration and node0 takes the rest. */
+Test(apps, dslb_moves_work_off_a_slowed_device)
+{
+    const char *args[] = {"/usr/bin/env", "IVM_DSLB_SLOW=1:4", IVMT_NW, "--size", "96",
+                          "--portions", "12", "--iters", "2", "--verify", NULL};
+    ivmt_result_t r;
+    result_t res;
+    char *why;
+
+    run_ivm(args[0], args + 1, 0, &r);
+    why = ivmt_describe(NULL, &r);
+    cr_assert_not_null(strstr(r.out, "dslb: devices 0=node0.cpu0 1=node1.cpu0(slowed x4 by "
+                                     "IVM_DSLB_SLOW)"), "%s", why);
+    parse_result(r.out, why, &res);
+    cr_assert_str_eq(res.verified, "yes", "%s", why);
+    cr_assert_eq(res.pes, 24, "%s", why);
+    double s0 = share_of(res.share, "node0.cpu0"), s1 = share_of(res.share, "node1.cpu0");
+    cr_assert(s1 > 0.0 && s1 < 0.3 && s0 > 0.7, "shares node0 %f node1 %f: %s", s0, s1, why);
+    free(why);
+    ivmt_result_free(&r);
+
+    /* A malformed knob is refused with a message. */
+    const char *bad[] = {"/usr/bin/env", "IVM_DSLB_SLOW=one:4", IVMT_NW, "--size", "8",
+                         "--portions", "2", NULL};
+    run_ivm(bad[0], bad + 1, 1, &r);
+    why = ivmt_describe(NULL, &r);
+    cr_assert_not_null(strstr(r.err, "IVM_DSLB_SLOW='one:4'"), "%s", why);
+    cr_assert_null(strstr(r.out, "RESULT"), "%s", why);
+    free(why);
+    ivmt_result_free(&r);
+}
+
+/* Bad arguments: exit 2 with a message, before any PE starts. */
+Test(apps, bad_arguments_exit_2)
+{
+    const char *cases[][6] = {
+        {IVMT_NBODY, "--portions", "0", NULL},
+        {IVMT_NBODY, "--size", "4", "--portions", "8", NULL},
+        {IVMT_DMM, "--portions", "5", NULL},
+        {IVMT_NW, "--threshold", "0.5", NULL},
+        {IVMT_NW, "--bogus", NULL},
+        {IVMT_NBODY, "--iters", NULL},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        ivmt_result_t r;
+        ivmt_run(cases[i], NULL, 10, &r);
+        char *why = ivmt_describe(NULL, &r);
+        cr_assert(r.exited && r.code == 2, "case %zu: %s", i, why);
+        cr_assert(r.err != NULL && strlen(r.err) > 0, "case %zu: no message: %s", i, why);
+        cr_assert_null(strstr(r.out, "RESULT"), "case %zu: %s", i, why);
+        free(why);
+        ivmt_result_free(&r);
+    }
+}

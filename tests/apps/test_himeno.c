@@ -1,0 +1,203 @@
+/* Apps: HIMENO and the OM-LB driver (apps/himeno, apps/common/omlb).
+ *   - the IVM version verifies against the serial reference on two
+ *     simulated nodes (ivmrun --nodes 2) and spreads its work over both;
+ *   - the MPI baseline verifies (mpirun -np 2; skipped, saying so, without
+ *     mpirun) and prints the IVM version's checksum;
+ *   - OM-LB moves work off a device slowed with the IVM_OMLB_SLOW test knob
+ *     and adds PEs on the fast one;
+ *   - bad sizes and a malformed knob fail with a message. */
+#include <criterion/criterion.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+TestSuite(himeno, .timeout = 90);
+
+/* ivmrun --nodes 2 --timeout 60 --node-cpu-devices "0;1" ARGS... (one core
+   per node: devices sharing cores oversubscribe them, and OpenMP threads
+   spinning at barriers then make every time meaningless; "0;0" on one core);
+   collected with the no-leftover checks. */
+static void ivmrun_two_nodes(const char *const *args, ivmt_result_t *r)
+{
+    const char *devs = sysconf(_SC_NPROCESSORS_ONLN) >= 2 ? "0;1" : "0;0";
+    const char *argv[32] = {"--nodes", "2", "--timeout", "60", "--node-cpu-devices", devs};
+    int argc = 6;
+    ivmt_launch_t c;
+
+    while (*args != NULL && argc < 31)
+        argv[argc++] = *args++;
+    argv[argc] = NULL;
+    ivmt_launch_start(IVMT_IVMRUN, argv, &c);
+    ivmt_launch_finish_clean(&c, 75, r);
+}
+
+static void expect_code(const ivmt_result_t *r, int code)
+{
+    char *why = ivmt_describe(NULL, r);
+
+    cr_assert(!r->timed_out && r->exited && r->code == code, "expected exit %d: %s", code,
+              why);
+    free(why);
+}
+
+/* The value of key=... on the RESULT line (malloc'd), NULL if absent. */
+static char *result_field(const char *out, const char *key)
+{
+    const char *line = strstr(out, "RESULT app=");
+    char pat[64];
+
+    if (line == NULL)
+        return NULL;
+    snprintf(pat, sizeof(pat), " %s=", key);
+    const char *v = strstr(line, pat);
+    const char *eol = strchr(line, '\n');
+    if (v == NULL || (eol != NULL && v > eol))
+        return NULL;
+    v += strlen(pat);
+    size_t n = strcspn(v, " \n");
+    return strndup(v, n);
+}
+
+/* The share of device `name` on the RESULT line, -1 if absent. */
+static double result_share(const char *out, const char *name)
+{
+    char *share = result_field(out, "share");
+    char pat[64];
+    double v = -1.0;
+
+    if (share == NULL)
+        return -1.0;
+    snprintf(pat, sizeof(pat), "%s:", name);
+    const char *p = strstr(share, pat);
+    if (p != NULL)
+        v = strtod(p + strlen(pat), NULL);
+    free(share);
+    return v;
+}
+
+/* The numbers of key=a,b on the last "OMLB iter=" line (or the first when
+   first is set) into v[0..1]; 0 if found. */
+static int omlb_record(const char *out, const char *key, int first, int v[2])
+{
+    const char *line = NULL, *p = out;
+    char pat[32];
+
+    while ((p = strstr(p, "OMLB iter=")) != NULL) {
+        line = p;
+        if (first)
+            break;
+        p++;
+    }
+    if (line == NULL)
+        return -1;
+    snprintf(pat, sizeof(pat), " %s=", key);
+    const char *f = strstr(line, pat);
+    const char *eol = strchr(line, '\n');
+    if (f == NULL || (eol != NULL && f > eol))
+        return -1;
+    return sscanf(f + strlen(pat), "%d,%d", &v[0], &v[1]) == 2 ? 0 : -1;
+}
+
+Test(himeno, ivm_version_verifies_on_two_nodes)
+{
+    const char *args[] = {IVMT_HIMENO, "--size", "17", "--iters", "12", "--verify", NULL};
+    ivmt_result_t r;
+
+    ivmrun_two_nodes(args, &r);
+    expect_code(&r, 0);
+    cr_assert(strstr(r.out, "RESULT app=himeno version=ivm size=17 ") != NULL, "%s", r.out);
+    char *verified = result_field(r.out, "verified");
+    cr_assert(verified != NULL && strcmp(verified, "yes") == 0, "not verified:\n%s", r.out);
+    free(verified);
+    /* Both nodes did work: the shares of node0 and node1 sum to 1. */
+    double s0 = result_share(r.out, "node0.cpu0"), s1 = result_share(r.out, "node1.cpu0");
+    cr_assert(s0 > 0.0 && s1 > 0.0 && fabs(s0 + s1 - 1.0) < 0.01, "shares %g %g:\n%s", s0,
+              s1, r.out);
+    /* One record line per iteration. */
+    cr_assert(strstr(r.out, "OMLB iter=0 ") != NULL && strstr(r.out, "OMLB iter=11 ") != NULL,
+              "%s", r.out);
+    ivmt_result_free(&r);
+}
+
+Test(himeno, mpi_version_verifies_and_matches_the_ivm_checksum)
+{
+    const char *mpirun = IVMT_MPIRUN;
+    if (mpirun[0] == '\0' || access(mpirun, X_OK) != 0)
+        cr_skip_test("no mpirun found at configure time: MPI baseline not tested");
+    const char *mpi_argv[] = {mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2",
+                              IVMT_HIMENO_MPI, "--size", "17", "--iters", "12", "--verify",
+                              NULL};
+    const char *ivm_args[] = {IVMT_HIMENO, "--size", "17", "--iters", "12", NULL};
+    ivmt_result_t m, i;
+
+    ivmt_run(mpi_argv, NULL, 60, &m);
+    expect_code(&m, 0);
+    cr_assert(strstr(m.out, "RESULT app=himeno version=mpi size=17 pes=2 ") != NULL, "%s",
+              m.out);
+    char *verified = result_field(m.out, "verified");
+    cr_assert(verified != NULL && strcmp(verified, "yes") == 0, "not verified:\n%s", m.out);
+    free(verified);
+
+    ivmrun_two_nodes(ivm_args, &i);
+    expect_code(&i, 0);
+    char *cm = result_field(m.out, "checksum"), *ci = result_field(i.out, "checksum");
+    cr_assert(cm != NULL && ci != NULL, "no checksum:\n%s\n%s", m.out, i.out);
+    double vm = strtod(cm, NULL), vi = strtod(ci, NULL);
+    /* HIMENO_TOL: 1e-4 relative (the CPU kernel gives the same bits). */
+    cr_assert(fabs(vm - vi) <= 1e-4 * fabs(vm), "checksums differ: mpi %s, ivm %s", cm, ci);
+    free(cm);
+    free(ci);
+    ivmt_result_free(&m);
+    ivmt_result_free(&i);
+}
+
+Test(himeno, omlb_moves_work_off_a_slowed_device_and_adds_pes_on_the_fast_one)
+{
+    /* /usr/bin/env sets the knob for the root PE (the launcher passes no
+       IVM_* variable of the test on); device 0 is node0.cpu0. */
+    const char *args[] = {"/usr/bin/env", "IVM_OMLB_SLOW=0:6", IVMT_HIMENO, "--size", "33",
+                          "--iters", "30", "--verify", NULL};
+    ivmt_result_t r;
+    int pes0[2], pes[2], units0[2], units[2];
+
+    ivmrun_two_nodes(args, &r);
+    expect_code(&r, 0);
+    cr_assert(strstr(r.out, "node0.cpu0 (slowed by IVM_OMLB_SLOW)") != NULL, "%s", r.out);
+    cr_assert(omlb_record(r.out, "pes", 1, pes0) == 0 && omlb_record(r.out, "pes", 0, pes) == 0 &&
+              omlb_record(r.out, "units", 1, units0) == 0 &&
+              omlb_record(r.out, "units", 0, units) == 0, "no OMLB records:\n%s", r.out);
+    /* It starts with one PE per device and an equal split ... */
+    cr_assert(pes0[0] == 1 && pes0[1] == 1 && abs(units0[0] - units0[1]) <= 1, "%s", r.out);
+    /* ... and ends with the work moved to the fast device, which got PEs. */
+    cr_assert(units[0] * 2 < units[1], "work not moved off the slowed device:\n%s", r.out);
+    cr_assert(pes[0] == 1 && pes[1] >= 2, "no PE added on the fast device:\n%s", r.out);
+    double s0 = result_share(r.out, "node0.cpu0");
+    cr_assert(s0 > 0.0 && s0 < 0.45, "share of the slowed device %g:\n%s", s0, r.out);
+    char *verified = result_field(r.out, "verified");
+    cr_assert(verified != NULL && strcmp(verified, "yes") == 0, "not verified:\n%s", r.out);
+    free(verified);
+    ivmt_result_free(&r);
+}
+
+Test(himeno, bad_size_and_bad_knob_fail_with_a_message)
+{
+    const char *small[] = {IVMT_HIMENO, "--size", "2", NULL};
+    const char *knob[] = {"/usr/bin/env", "IVM_OMLB_SLOW=zero:4", IVMT_HIMENO, "--size", "9",
+                          NULL};
+    ivmt_result_t r;
+
+    ivmt_run(small, NULL, 30, &r);
+    expect_code(&r, 2);
+    cr_assert(strstr(r.err, "--size 2 out of range") != NULL, "%s", r.err);
+    ivmt_result_free(&r);
+
+    ivmrun_two_nodes(knob, &r);
+    expect_code(&r, 1);
+    cr_assert(strstr(r.err, "IVM_OMLB_SLOW='zero:4'") != NULL, "%s", r.err);
+    ivmt_result_free(&r);
+}
