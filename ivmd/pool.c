@@ -7,7 +7,8 @@
  * that ENTER, so no exec, dynamic linking or library start-up is on the
  * caller's path. Parked processes are no PEs: they are not in the registry,
  * not counted by NUM_PES, and never handed out once they died or were killed.
- * The loop refills pools only after it was idle for IVMD_POOL_IDLE_US.
+ * The loop refills a short pool only after it was idle for IVMD_POOL_IDLE_US,
+ * an empty one as soon as no event is pending (ivmd_pool_wanted, loop.c).
  */
 #include <errno.h>
 #include <fcntl.h>
