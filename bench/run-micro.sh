@@ -3,7 +3,8 @@
 #   bench/run-micro.sh [BUILD_DIR (build)]
 # DPC_RUNS (200), SYNC_BATCHES (1000) and SYNC_CALLS (1000) set the sizes.
 # bench-dpc runs under --nodes DPC_NODES (2) so it prints both the local row
-# and the node1 row; DPC_NODES=1 gives the local row only.
+# and the node1 row; DPC_NODES=1 gives the local row only. It prints the cold
+# rows and then the warm-pool rows (DPC_POOL, default 2; 0: none) of one run.
 # Node-to-node sync: bench/run-remote.sh.
 set -eu
 
@@ -17,7 +18,8 @@ for prog in "$ivmrun" "$build/bin/bench-dpc" "$build/bin/bench-sync-local"; do
 done
 
 echo "== DPC latency =="
-"$ivmrun" --nodes "${DPC_NODES:-2}" "$build/bin/bench-dpc" -n "${DPC_RUNS:-200}"
+"$ivmrun" --nodes "${DPC_NODES:-2}" "$build/bin/bench-dpc" -n "${DPC_RUNS:-200}" \
+    -p "${DPC_POOL:-2}"
 echo
 echo "== local sync (master copy) =="
 "$ivmrun" "$build/bin/bench-sync-local" -b "${SYNC_BATCHES:-1000}" -c "${SYNC_CALLS:-1000}"

@@ -109,8 +109,19 @@ typedef struct ivm_device_s *ivm_device;
  * set IVM_AUTOSTART=0 to get ::IVM_ERROR_NO_DAEMON instead).
  * Calling it twice returns ::IVM_SUCCESS without effect.
  *
+ * Warm PE pool: when the root PE's environment has IVM_PE_POOL=N (N > 0, or
+ * ivmrun --pe-pool N), the daemon keeps N processes of the job's program per
+ * CPU device parked inside this call, and ivmCreatePEs() hands them their PE
+ * identity instead of starting new processes. The code a program runs before
+ * ivmEnter() therefore runs when the pool is filled, in processes that are
+ * not PEs yet and may never become one (parked processes left over are
+ * killed when the job ends): keep it free of side effects other PEs or the
+ * user could see, or make it depend on nothing a PE learns later. A parked
+ * process has a negative IVM_PE_ID.
+ *
  * @return ::IVM_SUCCESS, ::IVM_ERROR_NO_DAEMON, ::IVM_ERROR_PERMISSION,
- *         ::IVM_ERROR_PROTOCOL.
+ *         ::IVM_ERROR_PROTOCOL, ::IVM_ERROR_INVALID_VALUE (a bad IVM_PE_POOL
+ *         or IVM_CPU_DEVICES of a root PE).
  */
 IVM_API ivmError_t ivmEnter(void);
 

@@ -7,7 +7,8 @@
  * that ENTER, so no exec, dynamic linking or library start-up is on the
  * caller's path. Parked processes are no PEs: they are not in the registry,
  * not counted by NUM_PES, and never handed out once they died or were killed.
- * The loop refills pools only after it was idle for IVMD_POOL_IDLE_US.
+ * The loop refills a short pool only after it was idle for IVMD_POOL_IDLE_US,
+ * an empty one as soon as no event is pending (ivmd_pool_wanted, loop.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -187,6 +188,11 @@ int ivmd_pool_enter(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
 
     if (c->parked != NULL) {
         snprintf(detail, detail_len, "this connection is already parked");
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    if (req->blob_len != 0 || req->pe_id >= -1 || req->pe_pool != 0) {
+        snprintf(detail, detail_len, "a pool ENTER names a pool slot (< -1) and carries "
+                 "no blob and no pool size");
         return IVM_ERROR_INVALID_VALUE;
     }
     if (job != NULL && job->data != NULL) {

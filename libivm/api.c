@@ -247,9 +247,11 @@ static ivmError_t ivm_enter_root(ivm_msg_enter_rep_t *rep)
     return status;
 }
 
-/* A parked process of the warm pool is about to block in its ENTER. The GPU
- * pool hooks in here to create and keep its device's primary context; CPU
- * parked processes need nothing. */
+/* A parked process of the warm pool is about to block in its ENTER; its
+ * device is known (the spawner's environment: IVM_DEVICE_CORES for a CPU
+ * slot, IVM_GPU and CUDA_VISIBLE_DEVICES for a GPU one). The GPU pool (not
+ * written yet: ivmd_pool_fill starts CPU slots only) hooks in here to create
+ * and keep the device's primary context; CPU parked processes need nothing. */
 static void ivm_pool_park_prepare(void)
 {
 }

@@ -62,6 +62,22 @@ Test(pool, forged_pool_enter_is_refused)
     req.token  = 12345;
     cr_assert_eq(ivmt_unix_call(ivmt_d.sock, IVM_MSG_ENTER, &req, sizeof(req), NULL, 0),
                  IVM_ERROR_PERMISSION, "a pool ENTER with a made-up token was accepted");
+    req.pe_id = 3;
+    cr_assert_eq(ivmt_unix_call(ivmt_d.sock, IVM_MSG_ENTER, &req, sizeof(req), NULL, 0),
+                 IVM_ERROR_INVALID_VALUE, "a pool ENTER naming a PE id was not refused");
+    ivmt_daemon_finish(&ivmt_d);
+}
+
+/* ivmrun --pe-pool outside 0..64: usage error, exit 2, with the reason. */
+Test(pool, ivmrun_refuses_a_bad_pe_pool)
+{
+    const char *argv[] = {IVMT_IVMRUN, "--pe-pool", "65", "/bin/true", NULL};
+    ivmt_result_t r;
+
+    ivmt_run(argv, NULL, 20, &r);
+    cr_assert(r.exited && r.code == 2 && strstr(r.err, "--pe-pool") != NULL,
+              "ivmrun --pe-pool 65: exit %d, stderr: %s", r.code, r.err);
+    ivmt_result_free(&r);
     ivmt_daemon_finish(&ivmt_d);
 }
 

@@ -45,7 +45,7 @@ static void wait_parked(uint32_t n, double seconds)
     }
 }
 
-/* Parked processes of job gid: their pids (at most max). */
+/* Parked processes of job gid of our daemon: their pids (at most max). */
 static int parked_pids(int gid, pid_t *pids, int max)
 {
     static char env[1 << 20]; /* the whole environment: IVM's variables come last */
@@ -86,6 +86,56 @@ static int parked_pids(int gid, pid_t *pids, int max)
     }
     closedir(dir);
     return n;
+}
+
+/* The value of variable `name` in process pid's environment ("" if none). */
+static void proc_env(pid_t pid, const char *name, char *out, size_t out_len)
+{
+    static char env[1 << 20]; /* the whole environment: IVM's variables come last */
+    char path[64];
+    size_t nlen = strlen(name), len;
+    FILE *f;
+
+    out[0] = '\0';
+    snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
+    f = fopen(path, "r");
+    ASSERT(f != NULL, "cannot read %s", path);
+    len = fread(env, 1, sizeof(env) - 1, f);
+    fclose(f);
+    env[len] = '\0';
+    for (size_t off = 0; off < len; off += strlen(env + off) + 1) {
+        if (strncmp(env + off, name, nlen) == 0 && env[off + nlen] == '=') {
+            snprintf(out, out_len, "%s", env + off + nlen + 1);
+        }
+    }
+}
+
+/* A pool ENTER for a real slot of our job: refused with a wrong token, and
+ * with the right token from another pid (ours) while the slot's own process
+ * is parked. */
+static void forge_pool_enter(int gid, pid_t parked)
+{
+    char slot[32], token[32];
+    ivm_msg_enter_req_t req;
+    ivm_msg_enter_rep_t rep;
+
+    proc_env(parked, "IVM_PE_ID", slot, sizeof(slot));
+    proc_env(parked, "IVM_PE_TOKEN", token, sizeof(token));
+    ASSERT(atoi(slot) < -1 && token[0] != '\0', "parked process %d: IVM_PE_ID '%s'",
+           (int)parked, slot);
+    memset(&req, 0, sizeof(req));
+    req.flags  = IVM_ENTER_POOL;
+    req.pid    = (uint32_t)getpid();
+    req.job_id = (uint32_t)gid;
+    req.pe_id  = atoi(slot);
+    req.token  = strtoull(token, NULL, 10) + 1;
+    pe_stage = "pool ENTER with a wrong token";
+    EXPECT(ivm_sock_request(getenv("IVM_SOCKET"), 5000, IVM_MSG_ENTER, &req, sizeof(req),
+                            &rep, sizeof(rep)), IVM_ERROR_PERMISSION);
+    req.token = strtoull(token, NULL, 10);
+    pe_stage = "pool ENTER for a parked slot, right token, another pid";
+    EXPECT(ivm_sock_request(getenv("IVM_SOCKET"), 5000, IVM_MSG_ENTER, &req, sizeof(req),
+                            &rep, sizeof(rep)), IVM_ERROR_PERMISSION);
 }
 
 /* A process that has exited (a zombie) or is gone: its sockets are closed. */
@@ -168,6 +218,8 @@ static int sc_semantics(int argc, char **argv)
     pe_stage = "pool fill";
     wait_parked(2, 20.0);
     ASSERT(parked_pids(gid, parked, 4) == 2, "%s", "not 2 parked processes of this job");
+    forge_pool_enter(gid, parked[0]);
+    wait_parked(2, 5.0);
     CHECK(ivmGetNumPEs(&n));
     ASSERT(n == 1, "ivmGetNumPEs counts %d PEs with 2 parked processes", n);
     pool_info(&info);
