@@ -4,6 +4,8 @@
  *     against the serial reference, list node0.gpu0 and node1.gpu0 in their
  *     share with work done there, and print the checksum of the CPU-only run
  *     (the same run without GPUs);
+ *   - DMM's strips reach a GPU copy made before node1 held them (mirror
+ *     fills refresh cached device copies);
  *   - the GPU copies are deduplicated: on one node with one emulated GPU,
  *     NBODY's GPU PEs (two at a time, portion after portion) map its objects
  *     many times but the GPU makes one allocation per object (ivm-info
@@ -130,21 +132,28 @@ static void check_gpu_run(const char *prog, const char *app, const char *const *
     ivmt_result_free(&c);
 }
 
+/* DS-LB hands portions to whichever device asks first: with tiny portions a
+   fast chain on one device can take every PE id of an iteration before the
+   root's spawns on the other devices get one. --threshold 1 stops every
+   chain after its portion, so the root's first round gives each of the four
+   devices one portion of every iteration, and its restarts the rest. */
 Test(apps_gpu, nbody_on_emulated_gpus_matches_cpu_only)
 {
-    const char *args[] = {"--size", "384", "--portions", "8", "--iters", "3", NULL};
+    const char *args[] = {"--size", "384", "--portions", "8", "--iters", "3", "--threshold",
+                          "1", NULL};
     check_gpu_run(IVMT_NBODY, "nbody", args);
 }
 
 Test(apps_gpu, dmm_on_emulated_gpus_matches_cpu_only)
 {
-    const char *args[] = {"--size", "80", "--portions", "9", "--iters", "2", NULL};
+    const char *args[] = {"--size", "80", "--portions", "9", "--iters", "2", "--threshold",
+                          "1", NULL};
     check_gpu_run(IVMT_DMM, "dmm", args);
 }
 
 Test(apps_gpu, nw_on_emulated_gpus_matches_cpu_only)
 {
-    const char *args[] = {"--size", "40", "--portions", "8", NULL};
+    const char *args[] = {"--size", "40", "--portions", "8", "--threshold", "1", NULL};
     check_gpu_run(IVMT_NW, "nw", args);
 }
 
@@ -152,6 +161,30 @@ Test(apps_gpu, himeno_on_emulated_gpus_matches_cpu_only)
 {
     const char *args[] = {"--size", "17", "--iters", "12", NULL};
     check_gpu_run(IVMT_HIMENO, "himeno", args);
+}
+
+/* A GPU of a mirror node reuses one device copy of A and of Bt for every
+   strip (each object is below one 64 KiB granule): the copy was made when
+   node1 held only the first strip, and each later strip arrives by a
+   mirror fill, which must reach the cached copy too (ivm-gpud FILLED), or
+   the tiles come out zero. Devices 0-2 slowed 50x (IVM_DSLB_SLOW) and
+   --threshold 1 send every root restart to node1.gpu0, so it computes most
+   tiles from strips it maps one after the other. */
+Test(apps_gpu, dmm_strips_filled_after_a_gpu_copy_reach_it)
+{
+    const char *args[] = {"/usr/bin/env", "IVM_DSLB_SLOW=0:50,1:50,2:50", IVMT_DMM, "--size",
+                          "80", "--portions", "9", "--iters", "2", "--threshold", "1",
+                          "--verify", NULL};
+    ivmt_result_t r;
+
+    run_two_nodes(1, args[0], args + 1, &r);
+    char *verified = result_field(r.out, "verified"), *share = result_field(r.out, "share");
+    cr_assert_str_eq(verified, "yes", "DMM on node1's GPU:\n%s\n%s", r.out, r.err);
+    cr_assert_gt(share_of(share, "node1.gpu0"), 0.5, "node1.gpu0 did not do most tiles: %s",
+                 share);
+    free(verified);
+    free(share);
+    ivmt_result_free(&r);
 }
 
 /* `key=<n>` of ivm-info's output; asserts it is there. */
@@ -172,12 +205,14 @@ static unsigned long long info_value(const char *out, const char *key)
    per portion. Each object is far below the emulated GPU's 64 KiB
    granularity, so one device copy holds it whole and every later map, of
    the two PEs at once on the GPU and of the PEs after them, reuses it:
-   five allocations in all, however many portions the GPU ran. */
+   five allocations in all, however many portions the GPU ran. --threshold 1
+   (see above): the root starts two PEs on the GPU in every step. */
 Test(apps_gpu, gpu_copies_are_deduplicated, .fini = ivmt_fixture_stop)
 {
     const char *dargs[] = {"--emu-gpus", GPU_EMU, NULL};
     const char *argv[] = {IVMT_NBODY, "--size", "384", "--portions", "8", "--iters", "3",
-                          "--max-per-dev", "2", "--local", "--verify", NULL};
+                          "--max-per-dev", "2", "--threshold", "1", "--local", "--verify",
+                          NULL};
     const char *info[] = {IVMT_IVM_INFO, "--gpu", "0", NULL, NULL};
     char sock_env[IVMT_PATH_MAX + 48];
     const char *env[] = {sock_env, "IVM_AUTOSTART=0", NULL};
