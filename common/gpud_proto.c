@@ -105,6 +105,18 @@ ivmError_t ivm_gpud_check_req(const ivm_msg_hdr_t *hdr, const void *payload,
             return IVM_ERROR_PROTOCOL;
         }
         return IVM_SUCCESS;
+    case IVM_GPUD_FILLED: {
+        const ivm_gpud_filled_req_t *f = payload;
+        if (f->reserved != 0) {
+            *why_p = "FILLED reserved not zero";
+            return IVM_ERROR_PROTOCOL;
+        }
+        if (f->size == 0 || f->offset + f->size < f->offset) {
+            *why_p = "FILLED range empty or overflowing";
+            return IVM_ERROR_INVALID_VALUE;
+        }
+        return IVM_SUCCESS;
+    }
     default:
         return IVM_SUCCESS;
     }

@@ -40,7 +40,8 @@
     X(RELEASE,  130, ivm_gpud_copy_ref_t,    ivm_gpud_status_t)             \
     X(COPY,     131, ivm_gpud_copy_req_t,    ivm_gpud_status_t)             \
     X(JOB_END,  132, ivm_gpud_job_req_t,     ivm_gpud_status_t)             \
-    X(GSTATS,   133, ivm_gpud_stats_req_t,   ivm_gpud_stats_rep_t)
+    X(GSTATS,   133, ivm_gpud_stats_req_t,   ivm_gpud_stats_rep_t)          \
+    X(FILLED,   134, ivm_gpud_filled_req_t,  ivm_gpud_status_t)
 
 #define IVM_GPUD_ENUM_ENTRY(name, value, req, rep) IVM_GPUD_##name = (value),
 typedef enum ivm_gpud_type {
@@ -134,6 +135,22 @@ typedef struct ivm_gpud_job_req {
     uint32_t reserved;   /* zero */
 } ivm_gpud_job_req_t;
 
+/* FILLED: the node copy of (job, obj_id) has just received [offset,
+ * offset+size), bytes it did not hold before (a mirror fill from the
+ * master). gpud copies them (H2D) into every device copy of the object, on
+ * any GPU, mapped or cached, that covers part of the range: a copy made when
+ * those node bytes were not there yet would otherwise hand them out stale
+ * on reuse. No PE can have written them in a device copy (a PE maps only
+ * ranges its node holds). Answered when the bytes have landed; success when
+ * no copy of the object exists. */
+typedef struct ivm_gpud_filled_req {
+    uint32_t job;        /* job id */
+    uint32_t reserved;   /* zero */
+    uint64_t obj_id;     /* object id at ivmd */
+    uint64_t offset;     /* bytes from the object's start */
+    uint64_t size;       /* bytes, > 0 */
+} ivm_gpud_filled_req_t;
+
 typedef struct ivm_gpud_stats_req {
     uint32_t gpu;        /* GPU index, < ngpus */
     uint32_t reserved;   /* zero */
@@ -162,6 +179,7 @@ _Static_assert(sizeof(ivm_gpud_copy_ref_t) == 8, "copy ref size");
 _Static_assert(sizeof(ivm_gpud_copy_req_t) == 32, "copy request size");
 _Static_assert(sizeof(ivm_gpud_job_req_t) == 8, "job request size");
 _Static_assert(sizeof(ivm_gpud_stats_req_t) == 8, "stats request size");
+_Static_assert(sizeof(ivm_gpud_filled_req_t) == 32, "filled request size");
 _Static_assert(sizeof(ivm_gpud_stats_rep_t) == 64, "stats reply size");
 _Static_assert(sizeof(ivm_gpud_status_t) == 8, "status size");
 
@@ -174,7 +192,7 @@ ivmError_t ivm_gpud_check_hdr(const ivm_msg_hdr_t *hdr, const char **why_p);
 /* Check a request (header passed ivm_gpud_check_hdr): not a reply, exact
  * payload length for the type, reserved fields zero, field ranges that do not
  * need gpud's state (ACQUIRE: size > 0, offset + size <= obj_size without
- * overflow; COPY: size > 0, dir valid). */
+ * overflow; COPY: size > 0, dir valid; FILLED: size > 0, no overflow). */
 ivmError_t ivm_gpud_check_req(const ivm_msg_hdr_t *hdr, const void *payload,
                               const char **why_p);
 

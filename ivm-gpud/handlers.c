@@ -461,6 +461,43 @@ static void gpud_on_copy(gpud_t *g, uint32_t seq, const ivm_gpud_copy_req_t *req
     gpud_reply(g, IVM_GPUD_COPY, seq, &rep, sizeof(rep), NULL, -1);
 }
 
+static void gpud_on_filled(gpud_t *g, uint32_t seq, const ivm_gpud_filled_req_t *req)
+{
+    ivm_gpud_status_t rep = {0};
+    uint64_t end = req->offset + req->size;
+    uint32_t n = 0;
+    gpud_copy_t *c;
+
+    for (c = g->copies; c != NULL; c = c->next) {
+        uint64_t lo, hi;
+        ivmError_t status;
+
+        if (c->obj->job != req->job || c->obj->obj_id != req->obj_id) {
+            continue;
+        }
+        lo = req->offset > c->offset ? req->offset : c->offset;
+        hi = end < c->offset + c->size ? end : c->offset + c->size;
+        if (lo >= hi) {
+            continue;
+        }
+        status = g->ops->copy(g->bctx, c->mem, lo - c->offset, (char *)c->obj->host + lo,
+                              hi - lo, IVM_GPUD_COPY_H2D);
+        if (status != IVM_SUCCESS) {
+            gpud_reply_error(g, IVM_GPUD_FILLED, seq, status,
+                             "H2D copy of %llu filled bytes into copy %llu failed",
+                             (unsigned long long)(hi - lo), (unsigned long long)c->id);
+            return;
+        }
+        ++n;
+    }
+    if (n > 0) {
+        ivm_debug("job %u object %llu: [%llu, +%llu) filled: %u device copies refreshed",
+                  req->job, (unsigned long long)req->obj_id,
+                  (unsigned long long)req->offset, (unsigned long long)req->size, n);
+    }
+    gpud_reply(g, IVM_GPUD_FILLED, seq, &rep, sizeof(rep), NULL, -1);
+}
+
 static void gpud_on_job_end(gpud_t *g, uint32_t seq, const ivm_gpud_job_req_t *req)
 {
     ivm_gpud_status_t rep = {0};
@@ -548,6 +585,7 @@ void gpud_handle(gpud_t *g, const ivm_msg_hdr_t *hdr, const void *payload, int f
     case IVM_GPUD_COPY:    gpud_on_copy(g, hdr->seq, payload); break;
     case IVM_GPUD_JOB_END: gpud_on_job_end(g, hdr->seq, payload); break;
     case IVM_GPUD_GSTATS:  gpud_on_gstats(g, hdr->seq, payload); break;
+    case IVM_GPUD_FILLED:  gpud_on_filled(g, hdr->seq, payload); break;
     default:
         gpud_reply_error(g, hdr->type, hdr->seq, IVM_ERROR_PROTOCOL, "unhandled type");
     }

@@ -1284,6 +1284,20 @@ static void ivmd_cluster_later_ack(ivmd_t *d, void *arg, int status)
     free(l);
 }
 
+/* A fill's last chunk: the device copies have the filled bytes: the
+ * operation goes on (its map is answered). A lost GPU daemon fails the GPU
+ * maps themselves; CPU PEs go on. */
+static void ivmd_cluster_later_fill(ivmd_t *d, void *arg, int status)
+{
+    ivmd_xfer_later_t *l = arg;
+    ivmd_op_t *op = ivmd_op_find(d, l->x.op);
+
+    free(l);
+    if (op != NULL) {
+        ivmd_cluster_op_step(d, op, status == IVM_ERROR_DAEMON_LOST ? IVM_SUCCESS : status);
+    }
+}
+
 /* Gather at a mirror: the node copy has the device copies' bytes: send. */
 static void ivmd_cluster_later_send(ivmd_t *d, void *arg, int status)
 {
@@ -1386,6 +1400,17 @@ static void ivmd_cluster_on_xfer(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t
             }
             if (op->kind == IVMD_OP_FILL && obj != NULL) {
                 ivmd_obj_hold(obj, x->off, x->len);
+                /* Device copies of the object made before these bytes were
+                 * here get them too; the map is answered once they have. */
+                if (!(x->flags & IVM_XFER_LAST)) {
+                    ivmd_gpu_filled(d, x->job, obj, x->off, x->len, NULL, NULL);
+                } else if ((later = ivmd_cluster_later(x, node)) != NULL) {
+                    if (ivmd_gpu_filled(d, x->job, obj, x->off, x->len,
+                                        ivmd_cluster_later_fill, later)) {
+                        return;
+                    }
+                    free(later);
+                }
             }
             if (obj == NULL) {
                 op->status = IVM_ERROR_INTERNAL;

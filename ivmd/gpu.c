@@ -55,6 +55,8 @@ struct ivmd_gpu_req {
     uint64_t        off, len; /* ACQUIRE: the range the PE maps */
     uint64_t        gsync;    /* COPY: the sync it is a step of */
     uint32_t        gpu;      /* GSTATS: the GPU asked about */
+    ivmd_gsync_done_t done;   /* FILLED: called with the status (may be NULL) */
+    void           *done_arg;
 };
 
 /* One GPU PE mapping: a reference on a device copy. */
@@ -862,6 +864,7 @@ void ivmd_gpu_map(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq, ivmd_o
     req.obj_size = obj->size;
     req.offset   = off;
     req.size     = size;
+    ++obj->gpu_acquires;
     if (ivmd_gpu_send(d, r, &req, sizeof(req), &obj->fd, 1) != IVM_SUCCESS) {
         ivmd_gpu_map_reply_error(d, c, type, seq, IVM_ERROR_DAEMON_LOST,
                                  "the GPU daemon (ivm-gpud) of this node is gone");
@@ -1216,6 +1219,51 @@ int ivmd_gpu_group_refresh(ivmd_t *d, uint32_t job, uint64_t obj, uint64_t off, 
     }
     ivmd_gsync_run(d, gs);
     return 1;
+}
+
+/* ------------------------------------------------------------ mirror fills */
+
+static void ivmd_gpu_on_filled(ivmd_t *d, ivmd_gpu_req_t *r, int status, const void *payload,
+                               int *fds, int nfds, const char *detail)
+{
+    (void)payload;
+    (void)fds;
+    (void)nfds;
+    if (status != IVM_SUCCESS && status != IVM_ERROR_DAEMON_LOST) {
+        ivm_error("job %u object %llu: the device copies did not get the filled bytes: %s",
+                  r->job, (unsigned long long)r->obj, detail[0] ? detail : "?");
+    }
+    if (r->done != NULL) {
+        r->done(d, r->done_arg, status);
+    }
+}
+
+int ivmd_gpu_filled(ivmd_t *d, uint32_t job, const ivmd_obj_t *obj, uint64_t off,
+                    uint64_t len, ivmd_gsync_done_t done, void *arg)
+{
+    ivm_gpud_filled_req_t req;
+    ivmd_gpu_req_t *r;
+
+    if (len == 0 || obj->gpu_acquires == 0 || !ivmd_gpu_alive(d)) {
+        return 0;
+    }
+    r = ivmd_gpu_req_new(d, IVM_GPUD_FILLED, ivmd_gpu_on_filled);
+    if (r == NULL) {
+        ivm_error("job %u object %llu: out of memory: its device copies miss filled bytes",
+                  job, (unsigned long long)obj->id);
+        return 0;
+    }
+    r->job      = job;
+    r->obj      = obj->id;
+    r->done     = done;
+    r->done_arg = arg;
+    memset(&req, 0, sizeof(req));
+    req.job    = job;
+    req.obj_id = obj->id;
+    req.offset = off;
+    req.size   = len;
+    /* On failure r is freed and gpud is gone: no device copy is used again. */
+    return ivmd_gpu_send(d, r, &req, sizeof(req), NULL, 0) == IVM_SUCCESS;
 }
 
 /* ------------------------------------------------------------ GPU_INFO */

@@ -361,6 +361,13 @@ int ivmd_gpu_sync(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ivmd_obj_
 void ivmd_gpu_sync_resume(ivmd_t *d, uint64_t gsync, int status);
 int ivmd_gpu_group_refresh(ivmd_t *d, uint32_t job, uint64_t obj, uint64_t off, uint64_t len,
                            int pull, int fence, ivmd_gsync_done_t done, void *arg);
+/* A mirror fill just wrote [off, off+len) of obj, bytes this node did not
+ * hold: ivm-gpud copies them into the object's device copies of this node,
+ * cached ones included (FILLED). Returns 1 if done(arg, status) will be
+ * called once they have landed (done may be NULL: not waited for), 0 if no
+ * device copy of obj can exist here (done is not called). */
+int ivmd_gpu_filled(ivmd_t *d, uint32_t job, const ivmd_obj_t *obj, uint64_t off,
+                    uint64_t len, ivmd_gsync_done_t done, void *arg);
 int ivmd_gpu_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                   const ivm_msg_gpu_info_req_t *req, ivm_msg_gpu_info_rep_t *rep, char *detail,
                   size_t detail_len);

@@ -73,6 +73,7 @@ struct ivmd_obj {
     ivmd_range_t *holders;   /* master: mirrors elsewhere */
     uint32_t      nholders, holders_cap;
     uint32_t      fills;     /* mirror: fills from the master in flight */
+    uint32_t      gpu_acquires; /* device copies asked for it here (gpu.c); 0: none exists */
     uint64_t      tx_bytes;  /* bytes of it sent to other nodes */
     uint64_t      rx_bytes;  /* bytes of it received from other nodes */
 };

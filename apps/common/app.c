@@ -160,19 +160,25 @@ int app_have_cuda(void)
 
 int app_kernel_pick(int devtype, app_kernel_t *kernel_p)
 {
-    const char *backend, *visible;
+    const char *backend;
     int cuda;
 
     if (!IVM_DEV_IS_GPU(devtype)) {
         *kernel_p = APP_KERNEL_CPU;
         return 0;
     }
+    /* ivmd names the backend of every GPU PE; only "cuda" means device
+       memory. An emulated GPU's memory is host memory: the CPU kernel. */
     backend = getenv("IVM_GPU_BACKEND");
-    visible = getenv("CUDA_VISIBLE_DEVICES");
-    if (backend != NULL && *backend != '\0')
-        cuda = strcmp(backend, "cuda") == 0;
-    else
-        cuda = visible != NULL && *visible != '\0';
+    if (backend == NULL || *backend == '\0' || strcmp(backend, "emu") == 0) {
+        cuda = 0;
+    } else if (strcmp(backend, "cuda") == 0) {
+        cuda = 1;
+    } else {
+        fprintf(stderr, "%s: IVM_GPU_BACKEND='%s': expected cuda or emu\n", app_name,
+                backend);
+        return -1;
+    }
     if (cuda && !app_have_cuda()) {
         fprintf(stderr, "%s: this PE runs on a CUDA GPU (gpu%d) but the apps were built "
                 "without CUDA (configure with IVM_ENABLE_CUDA=ON)\n", app_name,
@@ -204,6 +210,35 @@ int app_kernel_pick_mine(app_kernel_t *kernel_p)
 
     APP_TRY(ivmGetMyDevType(&devtype));
     return app_kernel_pick(devtype, kernel_p);
+}
+
+void *app_host_view(void *ref)
+{
+    void *host = NULL;
+    ivmError_t rc = ivmHostPtr(ref, &host);
+
+    if (rc != IVM_SUCCESS) {
+        app_ivm_error(rc, "ivmHostPtr(ref, &host)", __FILE__, __LINE__);
+        return NULL;
+    }
+    return host;
+}
+
+int app_ref_put(app_kernel_t kernel, void *ref, const void *val, size_t size)
+{
+    if (kernel == APP_KERNEL_CUDA) {
+#ifdef APP_HAVE_CUDA
+        if (app_cuda_upload(ref, val, size) != 0)
+            return -1;
+#else
+        fprintf(stderr, "%s: CUDA kernel picked in a build without CUDA\n", app_name);
+        return -1;
+#endif
+    } else {
+        memcpy(ref, val, size);
+    }
+    APP_TRY(ivmSyncPut(ref, size));
+    return 0;
 }
 
 int app_kernel_pick_rank(const app_args_t *args, int rank, app_kernel_t *kernel_p)

@@ -93,19 +93,31 @@ uint64_t app_rand_u64(uint64_t seed, uint64_t i);
 double app_rand_unit(uint64_t seed, uint64_t i);
 
 /* Decide which kernel a PE of device type `devtype` runs: the CPU kernel on
-   CPU devices and emulated GPUs, the CUDA kernel on GPUs of the cuda backend.
-   The GPU backend comes from IVM_GPU_BACKEND ("cuda" or "emu", set by ivmd
-   for GPU PEs); when it is unset, a GPU PE with CUDA_VISIBLE_DEVICES set is
-   taken as cuda. Returns 0, or -1 with a message (a cuda GPU in a build
-   without CUDA). */
+   CPU devices and emulated GPUs, the CUDA kernel on GPUs of the cuda backend
+   only. The GPU backend comes from IVM_GPU_BACKEND ("cuda" or "emu", set by
+   ivmd for every GPU PE); unset counts as emu. Returns 0, or -1 with a
+   message (another value; a cuda GPU in a build without CUDA). */
 int app_kernel_pick(int devtype, app_kernel_t *kernel_p);
 /* app_kernel_pick for the calling PE (ivmGetMyDevType). */
 int app_kernel_pick_mine(app_kernel_t *kernel_p);
-/* The same, and when IVM_GPU_BACKEND is unset on a GPU PE, decided by what
-   the reference `ref` of a mapped object is: CUDA device memory (asked to
-   the CUDA runtime, in a build with CUDA) or not. Robust where the user's
-   CUDA_VISIBLE_DEVICES reaches emulated-GPU PEs. */
+/* The same, and when IVM_GPU_BACKEND is unset on a GPU PE (a daemon that
+   does not set it), decided by what the reference `ref` of a mapped object
+   is: CUDA device memory (asked to the CUDA runtime, in a build with CUDA)
+   or not, so the CPU kernel never touches device memory. */
 int app_kernel_pick_ref(int devtype, const void *ref, app_kernel_t *kernel_p);
+/* The host view (node copy) of reference `ref` of a mapped object
+   (ivmHostPtr: itself for a CPU PE). On a GPU PE, flags, records and control
+   data are read there, after an ivmSyncGet of the range when the node copy
+   may be older than the master. NULL after printing the error. */
+void *app_host_view(void *ref);
+/* Write `size` bytes of `val` at reference `ref` (the PE's own copy: host
+   memory, an emulated GPU's memory, or CUDA device memory with the CUDA
+   kernel) and push them to the master (ivmSyncPut). On a GPU PE a push first
+   copies the device copy's range to the node copy, so writes made to the
+   host view would be overwritten: GPU PEs write through this. 0 or -1
+   (printed). */
+int app_ref_put(app_kernel_t kernel, void *ref, const void *val, size_t size);
+
 /* Non-zero if the apps were built with their CUDA kernels. */
 int app_have_cuda(void);
 

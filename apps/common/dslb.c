@@ -4,6 +4,7 @@
 #include "dslb.h"
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -338,49 +339,30 @@ static int dslb_my_dev(const dslb_ctl_t *ctl, int devtype)
     return -1;
 }
 
-/* Driver objects are read on the node copy: on a GPU PE of the cuda backend
-   the reference is a device pointer, so reads use its host view (ivmHostPtr)
-   after an ivmSyncGet of the reference. */
-static void *dslb_host(void *ref, app_kernel_t kernel)
-{
-    void *host = ref;
-
-    if (kernel == APP_KERNEL_CUDA && ivmHostPtr(ref, &host) != IVM_SUCCESS)
-        return NULL;
-    return host;
-}
-
-/* Write `size` bytes at reference `ref` and push them to the master. A cuda
-   GPU PE writes its GPU copy (the reference) and pushes from there, so the
-   push never carries a stale device copy over the node copy. */
-static int dslb_put(app_kernel_t kernel, void *ref, const void *val, size_t size)
-{
-    if (kernel == APP_KERNEL_CUDA) {
-#ifdef APP_HAVE_CUDA
-        if (app_cuda_upload(ref, val, size) != 0)
-            return -1;
-#endif
-    } else {
-        memcpy(ref, val, size);
-    }
-    APP_TRY(ivmSyncPut(ref, size));
-    return 0;
-}
-
+/* A child's data flow. A CPU PE's references are its node copy. A GPU PE's
+   references are its device copy (emu: host memory of the emulated GPU,
+   shared by the PEs of that GPU; cuda: device memory): the driver reads the
+   control table, the statistics and the records on the host view
+   (ivmHostPtr, the node copy) and writes through the reference, then pushes
+   (device copy -> node copy -> master); a write to the host view would be
+   overwritten by the push's device-to-node copy. */
 static int dslb_child_run(const app_args_t *args, const dslb_app_ops_t *ops, void *ctx,
-                          int id, dslb_ctl_t *ctl, dslb_rec_t **rec_ref, dslb_stat_t **st_ref)
+                          int id, dslb_ctl_t *ctl_ref, dslb_rec_t **rec_ref,
+                          dslb_stat_t **st_ref)
 {
-    int P = args->portions, devtype, me;
+    int P = args->portions, devtype, me, gpu;
     dslb_portion_t w = { .iter = (id - 1) / P, .portion = (id - 1) % P, .pe = id,
                          .args = args };
+    dslb_ctl_t *ctl;
     dslb_rec_t *rec;
     dslb_stat_t *st;
 
     APP_TRY(ivmGetMyDevType(&devtype));
-    if (app_kernel_pick_ref(devtype, ctl, &w.kernel) != 0)
+    if (app_kernel_pick_ref(devtype, ctl_ref, &w.kernel) != 0)
         return -1;
     w.devtype = devtype;
-    ctl = dslb_host(ctl, w.kernel);
+    gpu = IVM_DEV_IS_GPU(devtype);
+    ctl = app_host_view(ctl_ref);
     if (ctl == NULL || ctl->magic != DSLB_CTL_MAGIC || ctl->portions != P ||
         ctl->iters != args->iters) {
         fprintf(stderr, "%s: dslb: PE %d: the device table does not match this run\n",
@@ -397,8 +379,8 @@ static int dslb_child_run(const app_args_t *args, const dslb_app_ops_t *ops, voi
     APP_TRY(ivmMapSubset(DSLB_REC, rec_ref, (size_t)w.portion * sizeof(dslb_rec_t),
                          sizeof(dslb_rec_t)));
     APP_TRY(ivmMap(DSLB_DEV, st_ref, 0));
-    rec = dslb_host(*rec_ref, w.kernel);
-    st = dslb_host(*st_ref, w.kernel);
+    rec = app_host_view(*rec_ref);
+    st = app_host_view(*st_ref);
     if (rec == NULL || st == NULL)
         return -1;
 
@@ -409,23 +391,30 @@ static int dslb_child_run(const app_args_t *args, const dslb_app_ops_t *ops, voi
     double dt = app_now_s() - t0;
     double work = dslb_work(ops, ctx, args, w.portion);
 
-    /* My device's statistics: node-local atomics on the node copy, then
-       pushed (a cuda GPU PE writes through its GPU copy; PEs sharing that
-       GPU may then lose an update of these heuristic figures). */
-    if (w.kernel == APP_KERNEL_CUDA) {
+    /* My device's statistics, then pushed. A CPU PE adds with atomics on its
+       node copy (the device's PEs share it). An emu GPU PE adds with atomics
+       on its device copy, which the PEs of its GPU share (one deduplicated
+       copy), and the push carries it to the node copy. A cuda GPU PE adds to
+       the figures the host view holds (its GPU's PEs pushed them) and writes
+       them through its device copy: PEs sharing that GPU may then lose an
+       update of these heuristic figures. */
+    if (!gpu || w.kernel == APP_KERNEL_CPU) {
+        dslb_stat_t *mine_p = gpu ? &(*st_ref)[me] : &st[me];
+        atomic_fetch_add(&mine_p->portions, 1);
+        atomic_fetch_add(&mine_p->ns, (int64_t)(dt * 1e9));
+        atomic_fetch_add(&mine_p->micro_work, (int64_t)(work * 1e6));
+        APP_TRY(ivmSyncPut(mine_p, sizeof(*mine_p)));
+    } else {
         int64_t upd[3] = { st[me].portions + 1, st[me].ns + (int64_t)(dt * 1e9),
                            st[me].micro_work + (int64_t)(work * 1e6) };
-        if (dslb_put(w.kernel, &(*st_ref)[me], upd, sizeof(upd)) != 0)
+        if (app_ref_put(w.kernel, &(*st_ref)[me], upd, sizeof(upd)) != 0)
             return -1;
-    } else {
-        atomic_fetch_add(&st[me].portions, 1);
-        atomic_fetch_add(&st[me].ns, (int64_t)(dt * 1e9));
-        atomic_fetch_add(&st[me].micro_work, (int64_t)(work * 1e6));
-        APP_TRY(ivmSyncPut(&st[me], sizeof(st[me])));
     }
 
     /* The other nodes' devices: pull their records one by one (a pull of the
-       whole array could undo a concurrent update of this node's). */
+       whole array could undo a concurrent update of this node's). The host
+       view then holds every device's figures: this node's devices write
+       their node copy (directly or by their pushes). */
     const char *node = getenv("IVM_NODE");
     for (int d = 0; d < ctl->ndev; d++) {
         if (ctl->dev[d].host[0] != '\0' && (node == NULL || strcmp(node, ctl->dev[d].host) != 0))
@@ -448,11 +437,11 @@ static int dslb_child_run(const app_args_t *args, const dslb_app_ops_t *ops, voi
 
     /* The record's body first, its flag last (each push completes before
        the call returns). */
-    if (w.kernel == APP_KERNEL_CUDA) {
+    if (gpu) {
         dslb_rec_t body = { .pe = id, .dev = me, .seconds = dt, .work = work };
         int32_t flag = w.iter + 1;
-        if (dslb_put(w.kernel, *rec_ref, &body, offsetof(dslb_rec_t, done_iter)) != 0 ||
-            dslb_put(w.kernel, &(*rec_ref)->done_iter, &flag, sizeof(flag)) != 0)
+        if (app_ref_put(w.kernel, *rec_ref, &body, offsetof(dslb_rec_t, done_iter)) != 0 ||
+            app_ref_put(w.kernel, &(*rec_ref)->done_iter, &flag, sizeof(flag)) != 0)
             return -1;
         return 0;
     }

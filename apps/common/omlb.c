@@ -593,41 +593,46 @@ static int omlb_child_wait(const omlb_plan_t *plan, uint64_t last_seq, omlb_plan
     }
 }
 
-static int omlb_child_report(omlb_report_t *slot, uint64_t seq, double t, double value,
-                             int status)
+/* Write the report into the PE's own copy of its slot (node copy, or device
+   copy on a GPU PE: a push first copies the device copy to the node copy)
+   and push it to the master. */
+static int omlb_child_report(app_kernel_t kernel, omlb_report_t *slot, uint64_t seq,
+                             double t, double value, int status)
 {
     omlb_report_t rp = { .seq = seq, .time_s = t, .value = value, .status = status };
 
     rp.hash = omlb_hash(&rp, offsetof(omlb_report_t, hash));
     atomic_thread_fence(memory_order_release);
-    memcpy(slot, &rp, sizeof(rp));
-    atomic_thread_fence(memory_order_release);
-    OMLB_CHECK(ivmSyncPut(slot, sizeof(*slot)));
-    return 0;
-fail:
-    return -1;
+    return app_ref_put(kernel, slot, &rp, sizeof(rp));
 }
 
 int omlb_child_run(const omlb_ops_t *ops, void *ctx)
 {
-    omlb_plan_t *plan = NULL, pl;
+    omlb_plan_t *plan = NULL, *plan_host = NULL, pl;
     omlb_report_t *rep = NULL;
     omlb_part_t part = { 0 };
+    app_kernel_t kernel = APP_KERNEL_CPU;
     uint64_t last = 0;
-    int id, joined = 0, loaded = 0, cores = 1, ret = -1;
+    int id, devtype, joined = 0, loaded = 0, cores = 1, ret = -1;
     const char *env = getenv("IVM_DEVICE_CORES");
 
     if (env != NULL && atoi(env) > 0)
         cores = atoi(env);
     OMLB_CHECK(ivmGetMyId(&id));
+    OMLB_CHECK(ivmGetMyDevType(&devtype));
     OMLB_CHECK(ivmMap(OMLB_PLAN_OBJ, &plan, 0));
     OMLB_CHECK(ivmMap(OMLB_REP_OBJ, &rep, 0));
+    /* The root's plans are read on the host view (a GPU PE's reference is
+       its device copy; the root's group put refreshes both). */
+    if (app_kernel_pick_ref(devtype, plan, &kernel) != 0 ||
+        (plan_host = app_host_view(plan)) == NULL)
+        goto out;
 
     for (;;) {
         int k, rc = 0;
         double value = 0.0, t = 0.0;
 
-        if (omlb_child_wait(plan, last, &pl) != 0)
+        if (omlb_child_wait(plan_host, last, &pl) != 0)
             goto out;
         last = pl.seq;
         for (k = 0; k < pl.nparts && pl.parts[k].pe != id; k++)
@@ -671,8 +676,8 @@ int omlb_child_run(const omlb_ops_t *ops, void *ctx)
             rc = ops->store(ctx, &part);
             loaded = 0;
         }
-        if (omlb_child_report(&rep[me->rep], pl.seq, t, value, rc == 0 ? 0 : -1) != 0 ||
-            rc != 0)
+        if (omlb_child_report(kernel, &rep[me->rep], pl.seq, t, value,
+                              rc == 0 ? 0 : -1) != 0 || rc != 0)
             goto out;
         if (pl.phase == OMLB_DONE)
             break;

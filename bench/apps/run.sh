@@ -20,7 +20,9 @@
 # --node-cpu-devices: "0-7;8-11;12-13" is three nodes of one device each),
 # MIN_CORES, REQUIRES_GPU, IVMRUN_EXTRA, MPI_GPU_CPUSETS (one MPI+CUDA rank
 # per GPU device, bound to these cores; they come first and get the apps'
-# --gpu-ranks), VERIFY (1: --verify),
+# --gpu-ranks), MPI_EMU_GPU_CPUSETS (one CPU-kernel rank per emulated GPU
+# device, bound to these cores: an emulated GPU's PEs run the CPU kernel on
+# their node's cores), VERIFY (1: --verify),
 # <APP>_ARGS (both versions), <APP>_PORTIONS / HIMENO_MAX_PER_DEV (the sweep),
 # OMLB_SLOW (IVM_OMLB_SLOW for HIMENO, both versions), DESCRIPTION.
 #
@@ -78,7 +80,7 @@ out=${out:-$build/bench-apps/$name}
 
 # The scenario's settings.
 DESCRIPTION="" MIN_CORES=1 REQUIRES_GPU=0 NODES=1 NODE_CPU_DEVICES="" IVMRUN_EXTRA=""
-MPI_GPU_CPUSETS="" VERIFY=0 OMLB_SLOW=""
+MPI_GPU_CPUSETS="" MPI_EMU_GPU_CPUSETS="" VERIFY=0 OMLB_SLOW=""
 NBODY_ARGS="" NBODY_PORTIONS="" DMM_ARGS="" DMM_PORTIONS="" NW_ARGS="" NW_PORTIONS=""
 HIMENO_ARGS="" HIMENO_MAX_PER_DEV=""
 # shellcheck source=/dev/null
@@ -126,6 +128,10 @@ for spec in "${node_specs[@]}"; do
     for dev in "${devs[@]}"; do
         cpusets+=("${dev//+/,}")
     done
+done
+# The emulated GPUs' ranks (the CPU kernel) last.
+for extra in $MPI_EMU_GPU_CPUSETS; do
+    cpusets+=("$extra")
 done
 ndevs=${#cpusets[@]}
 if ((ndevs == 0)); then

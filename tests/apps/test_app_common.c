@@ -165,9 +165,17 @@ Test(app_common, kernel_picker)
     setenv("CUDA_VISIBLE_DEVICES", "0", 1);
     cr_assert_eq(app_kernel_pick(IVM_CPU_N(0), &k), 0);
     cr_assert_eq(k, APP_KERNEL_CPU, "CPU devices always run the CPU kernel");
+    k = APP_KERNEL_CUDA;
+    cr_assert_eq(app_kernel_pick(IVM_GPU_N(0), &k), 0);
+    cr_assert_eq(k, APP_KERNEL_CPU, "CUDA only on IVM_GPU_BACKEND=cuda, whatever "
+                 "CUDA_VISIBLE_DEVICES says");
     setenv("IVM_GPU_BACKEND", "emu", 1);
+    k = APP_KERNEL_CUDA;
     cr_assert_eq(app_kernel_pick(IVM_GPU_N(0), &k), 0);
     cr_assert_eq(k, APP_KERNEL_CPU, "emu GPUs run the CPU kernel");
+    setenv("IVM_GPU_BACKEND", "opencl", 1);
+    cr_assert_eq(app_kernel_pick(IVM_GPU_N(0), &k), -1, "an unknown backend is refused");
+    cr_assert_eq(app_kernel_pick(IVM_CPU_N(0), &k), 0, "CPU devices ignore the variable");
     /* A host pointer is no CUDA device memory: CPU kernel without the variable. */
     unsetenv("IVM_GPU_BACKEND");
     cr_assert_eq(app_kernel_pick_ref(IVM_GPU_N(0), &x, &k), 0);

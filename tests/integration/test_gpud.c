@@ -599,6 +599,86 @@ Test(gpud, copies_move_the_bytes_both_ways)
     gt_finish();
 }
 
+/* FILLED: node bytes that arrived after a copy was made (a mirror fill)
+ * reach that copy, cached or mapped, only inside the range and the object;
+ * another object's copy is untouched; an object without copies is fine. */
+Test(gpud, filled_bytes_reach_the_copies_made_before)
+{
+    uint64_t G, obj_size, i;
+    unsigned char *host, *dev;
+    ivm_gpud_filled_req_t f;
+    gt_acq_t a, b;
+    gt_reply_t r;
+    int node;
+
+    gt_start();
+    if (gt.cuda) {
+        cr_skip_test("reads the device copy through its fd: emu backend only");
+        return;
+    }
+    G = gt.gran;
+    obj_size = 2 * G;
+    node = gt_node_copy(obj_size, 0, 0); /* all zero: nothing filled yet */
+    host = mmap(NULL, obj_size, PROT_READ | PROT_WRITE, MAP_SHARED, node, 0);
+    cr_assert_neq(host, MAP_FAILED);
+    /* The copy of [0, 100) holds the whole first granule. */
+    {
+        ivm_gpud_acquire_req_t req = gt_acq_req(4, 1, obj_size, 0, 100, 0);
+        gt_call(IVM_GPUD_ACQUIRE, &req, sizeof(req), node, &r);
+        gt_acq_parse(&r, &a, 1);
+    }
+    cr_assert_eq(a.status, IVM_SUCCESS, "%s", a.detail);
+    cr_assert_eq(a.rep.copy_size, G);
+    dev = mmap(NULL, a.rep.alloc_size, PROT_READ | PROT_WRITE, MAP_SHARED, a.dev_fd, 0);
+    cr_assert_neq(dev, MAP_FAILED);
+    close(a.dev_fd);
+    /* Another object of the job, also with a copy. */
+    {
+        ivm_gpud_acquire_req_t req = gt_acq_req(4, 2, obj_size, 0, 100, 0);
+        gt_call(IVM_GPUD_ACQUIRE, &req, sizeof(req), node, &r);
+        gt_acq_parse(&r, &b, 1);
+    }
+    cr_assert_eq(b.status, IVM_SUCCESS, "%s", b.detail);
+    dev[10] = 0x5a; /* a PE's write in its mapped range stays */
+    cr_assert_eq(gt_release(a.rep.copy_id), IVM_SUCCESS); /* now cached */
+
+    /* [1000, G + 500) arrives in the node copy: the copy gets [1000, G). */
+    for (i = 1000; i < G + 500; ++i) {
+        host[i] = (unsigned char)(i * 5 + 1);
+    }
+    host[999] = 0x77; /* outside the range: not copied */
+    f = (ivm_gpud_filled_req_t){.job = 4, .obj_id = 1, .offset = 1000, .size = G - 500};
+    cr_assert_eq(gt_call(IVM_GPUD_FILLED, &f, sizeof(f), -1, &r), IVM_SUCCESS, "%s",
+                 gt_detail(&r));
+    for (i = 1000; i < G; ++i) {
+        cr_assert_eq(dev[i], (unsigned char)(i * 5 + 1), "byte %llu not refreshed",
+                     (unsigned long long)i);
+    }
+    cr_assert_eq(dev[999], 0, "byte before the range copied");
+    cr_assert_eq(dev[10], 0x5a, "a byte outside the range was overwritten");
+    /* Reused, the cached copy hands out the filled bytes. */
+    gt_acquire(4, 1, obj_size, 1000, 50, 0, node, &a);
+    cr_assert_eq(a.status, IVM_SUCCESS, "%s", a.detail);
+    cr_assert(a.rep.flags & IVM_GPUD_COPY_REUSED);
+    {
+        unsigned char *other = mmap(NULL, b.rep.alloc_size, PROT_READ, MAP_SHARED, b.dev_fd, 0);
+        cr_assert_neq(other, MAP_FAILED);
+        cr_assert_eq(other[1000], 0, "another object's copy was refreshed");
+        munmap(other, b.rep.alloc_size);
+    }
+    close(b.dev_fd);
+    /* No copy of the object: nothing to do. Empty range: refused. */
+    f.obj_id = 9;
+    cr_assert_eq(gt_call(IVM_GPUD_FILLED, &f, sizeof(f), -1, &r), IVM_SUCCESS);
+    f.size = 0;
+    cr_assert_eq(gt_call(IVM_GPUD_FILLED, &f, sizeof(f), -1, &r), IVM_ERROR_INVALID_VALUE);
+    munmap(dev, a.rep.alloc_size);
+    munmap(host, obj_size);
+    close(node);
+    gt_job_end(4);
+    gt_finish();
+}
+
 /* Fill GPU 0 with GT_SLOTS one-granule copies of object 1 of job 1. */
 static void gt_fill(int node, uint64_t *ids)
 {
