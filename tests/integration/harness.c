@@ -202,7 +202,9 @@ char *ivmt_shm_listing(void)
         names[n++] = strdup(de->d_name);
     }
     closedir(dp);
-    qsort(names, n, sizeof(*names), cmp_str);
+    if (n > 0) {
+        qsort(names, n, sizeof(*names), cmp_str);
+    }
     for (size_t i = 0; i < n; ++i) {
         sb_addf(&b, "%s\n", names[i]);
         free(names[i]);
