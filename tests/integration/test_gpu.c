@@ -148,6 +148,15 @@ Test(gpu, killed_gpu_pe_releases_its_references, .fini = gpu_fini)
     gpu_env_scenario("crash", NULL);
 }
 
+Test(gpu, bogus_gpu_refs_get_clear_errors, .fini = gpu_fini)
+{
+    if (gpu_skip(0)) {
+        return;
+    }
+    gpu_daemon("1:64M", NULL);
+    gpu_env_scenario("bogus", NULL);
+}
+
 Test(gpu, gpud_killed_gpu_calls_fail_cpu_pes_fine, .fini = gpu_fini)
 {
     ivmt_result_t r;
