@@ -1319,12 +1319,17 @@ pid_t ivmt_peer_daemon_start(const char *netns, const char *node, const char *so
     return pid;
 }
 
+#define IVMT_REP_SIZE(name, value, req, rep, var) [value] = sizeof(rep),
+static const uint32_t ivmt_rep_sizes[IVM_MSG_LAST] = {IVM_MSG_TABLE(IVMT_REP_SIZE)};
+
 int ivmt_unix_call(const char *sock, uint16_t type, const void *payload, uint32_t len,
                    char *detail, size_t detail_len)
 {
-    char rep[sizeof(ivm_msg_info_rep_t) + IVM_MSG_DETAIL_MAX + 1];
+    char rep[4096 + IVM_MSG_DETAIL_MAX + 1];
     ivm_msg_hdr_t hdr;
     int fd = ivm_sock_connect(sock), status;
+    uint32_t fixed = type < IVM_MSG_LAST && ivmt_rep_sizes[type] > 0 ? ivmt_rep_sizes[type]
+                                                                     : sizeof(ivm_msg_status_t);
 
     cr_assert_geq(fd, 0, "cannot connect to %s", sock);
     ivm_proto_hdr_init(&hdr, type, len, 7);
@@ -1336,8 +1341,9 @@ int ivmt_unix_call(const char *sock, uint16_t type, const void *payload, uint32_
     memcpy(&status, rep, sizeof(status));
     rep[hdr.length] = '\0';
     if (detail != NULL) {
+        /* the detail text follows the type's fixed reply */
         snprintf(detail, detail_len, "%.*s", (int)detail_len,
-                 hdr.length > sizeof(ivm_msg_status_t) ? rep + sizeof(ivm_msg_status_t) : "");
+                 hdr.length > fixed ? rep + fixed : "");
     }
     return status;
 }

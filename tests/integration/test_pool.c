@@ -62,6 +62,24 @@ Test(pool, forged_pool_enter_is_refused)
     req.token  = 12345;
     cr_assert_eq(ivmt_unix_call(ivmt_d.sock, IVM_MSG_ENTER, &req, sizeof(req), NULL, 0),
                  IVM_ERROR_PERMISSION, "a pool ENTER with a made-up token was accepted");
+    {
+        /* Made-up slots: a PE id, slot 0 and -1, the most negative id, no job,
+         * a job that does not exist; and both ROOT-less flags with pool. */
+        const int32_t slots[] = {5, 0, -1, INT32_MIN, -2, -2};
+        const uint32_t jobs[] = {1, 1, 1, 1, 0, 999999};
+        char detail[IVM_MSG_DETAIL_MAX + 1];
+        for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]); ++i) {
+            req.pe_id  = slots[i];
+            req.job_id = jobs[i];
+            req.token  = 0;
+            req.flags  = IVM_ENTER_POOL | (i % 2 ? IVM_ENTER_TAG_OUTPUT : 0);
+            cr_assert_eq(ivmt_unix_call(ivmt_d.sock, IVM_MSG_ENTER, &req, sizeof(req), detail,
+                                        sizeof(detail)),
+                         IVM_ERROR_PERMISSION, "a pool ENTER as slot %d of job %u was "
+                         "accepted", slots[i], jobs[i]);
+            cr_assert(strstr(detail, "no parked process") != NULL, "detail '%s'", detail);
+        }
+    }
     ivmt_daemon_finish(&ivmt_d);
 }
 
