@@ -1082,7 +1082,7 @@ int ivmd_gpu_sync(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ivmd_obj_
 {
     ivmd_gpu_ref_t *own = NULL;
     ivmd_gsync_t *gs;
-    uint64_t off = req->offset, len = req->size, lo, n;
+    uint64_t off = req->offset, len = req->size;
     int max;
 
     if (req->gpu_ref != 0) {
@@ -1096,9 +1096,11 @@ int ivmd_gpu_sync(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ivmd_obj_
             return IVM_ERROR_DAEMON_LOST;
         }
         own = ivmd_gpu_ref_find(d, req->gpu_ref);
+        /* The copy holds [off, off+len) (an empty range: off inside or at its end). */
         if (own == NULL || own->job != c->job->id || own->pe != c->pe->id ||
-            own->obj != obj->id || !ivmd_gpu_clip(own, off, len, &lo, &n) || lo != off ||
-            n != len) {
+            own->obj != obj->id || off < own->copy_off ||
+            off - own->copy_off > own->copy_size ||
+            len > own->copy_size - (off - own->copy_off)) {
             snprintf(detail, detail_len, "no device copy of this PE holds the range");
             return IVM_ERROR_INVALID_VALUE;
         }

@@ -258,6 +258,9 @@ static int sc_chain(int argc, char **argv)
         dev_fill(dev + 8192, 'D', 100);
         CHECK(ivmSyncPut(hv, 100));
         EXPECT(ivmSyncPut(dev + size - 10, 20), IVM_ERROR_INVALID_VALUE);
+        /* An empty range inside the mapping is a no-op, as for a CPU PE. */
+        CHECK(ivmSyncPut(dev + 4096, 0));
+        CHECK(ivmSyncGet(dev + 8192, 0));
         /* A GPU PE's own object: a device pointer, the master on its node. */
         CHECK(ivmMalloc("own", &c, 64 * KB));
         dev_expect(c, 0, 64 * KB, "fresh object in a GPU PE");
@@ -887,7 +890,7 @@ static int sc_bogus(int argc, char **argv)
                        IVM_ERROR_INVALID_VALUE);
             RAW_EXPECT(raw_sync(fd, mv.obj_id, MB - 4096, 8192, IVM_SYNC_PUT, mv.gpu_ref),
                        IVM_ERROR_INVALID_VALUE);
-            RAW_EXPECT(raw_sync(fd, mv.obj_id, 0, 0, IVM_SYNC_PUT, mv.gpu_ref),
+            RAW_EXPECT(raw_sync(fd, mv.obj_id, 0, 0, IVM_SYNC_PUT, other),
                        IVM_ERROR_INVALID_VALUE);
             RAW_EXPECT(raw_sync(fd, 12345, 0, 4096, IVM_SYNC_PUT, mv.gpu_ref),
                        IVM_ERROR_INVALID_VALUE);
@@ -896,7 +899,9 @@ static int sc_bogus(int argc, char **argv)
                        IVM_ERROR_INVALID_VALUE);
             RAW_EXPECT(raw_obj(fd, IVM_MSG_FREE, mw.obj_id, other), IVM_ERROR_PERMISSION);
             RAW_EXPECT(raw_obj(fd, IVM_MSG_FREE, 12345, other), IVM_ERROR_INVALID_VALUE);
-            /* the good ones still work, once */
+            /* the good ones still work, once; an empty range as for a CPU PE */
+            RAW_EXPECT(raw_sync(fd, mv.obj_id, 0, 0, IVM_SYNC_PUT, mv.gpu_ref), IVM_SUCCESS);
+            RAW_EXPECT(raw_sync(fd, mv.obj_id, MB, 0, IVM_SYNC_GET, mv.gpu_ref), IVM_SUCCESS);
             RAW_EXPECT(raw_sync(fd, mv.obj_id, 0, 4096, IVM_SYNC_PUT, mv.gpu_ref),
                        IVM_SUCCESS);
             RAW_EXPECT(raw_sync(fd, mv.obj_id, 4096, 4096, IVM_SYNC_GET, mv.gpu_ref),
