@@ -238,7 +238,6 @@ ivmError_t ivmd_gpu_start(ivmd_t *d)
     extern char **environ;
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
-    sigset_t none, defaults;
     ivm_gpud_hello_rep_t hello;
     struct ivmd_gpu *g;
     int sv[2], argc = 0, nlisted, rc, nenv = 0, i;
@@ -314,19 +313,7 @@ ivmError_t ivmd_gpu_start(ivmd_t *d)
         /* Whoever waits for ivmd's readiness waits for the fd's EOF too. */
         posix_spawn_file_actions_addclose(&fa, (int)d->cfg.ready_fd);
     }
-    posix_spawnattr_init(&attr);
-    sigemptyset(&none);
-    sigemptyset(&defaults);
-    sigaddset(&defaults, SIGPIPE);
-    sigaddset(&defaults, SIGCHLD);
-    sigaddset(&defaults, SIGTERM);
-    sigaddset(&defaults, SIGINT);
-    sigaddset(&defaults, SIGHUP);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &defaults);
-    posix_spawnattr_setpgroup(&attr, 0);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
-                                        POSIX_SPAWN_SETPGROUP);
+    ivmd_spawn_attr_init(&attr);
     rc = posix_spawnp(&pid, exe, &fa, &attr, argv, envp);
     posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&fa);
@@ -943,6 +930,24 @@ void ivmd_gpu_sync_resume(ivmd_t *d, uint64_t gsync, int status)
     ivmd_gsync_run(d, gs);
 }
 
+/* Send a step's request to ivm-gpud: the sync goes on in its reply (or ends
+ * here if it cannot be sent). */
+static void ivmd_gsync_send(ivmd_t *d, ivmd_gsync_t *gs, uint16_t type, const void *req,
+                            uint32_t len)
+{
+    ivmd_gpu_req_t *r = ivmd_gpu_req_new(d, type, ivmd_gsync_on_reply);
+
+    if (r == NULL) {
+        ivmd_gsync_finish(d, gs, IVM_ERROR_NO_MEMORY, "out of memory");
+        return;
+    }
+    r->gsync = gs->id;
+    if (ivmd_gpu_send(d, r, req, len, NULL, 0) != IVM_SUCCESS) {
+        ivmd_gsync_finish(d, gs, IVM_ERROR_DAEMON_LOST,
+                          "the GPU daemon (ivm-gpud) of this node is gone");
+    }
+}
+
 /* Run the steps from gs->at on until one must wait. */
 static void ivmd_gsync_run(ivmd_t *d, ivmd_gsync_t *gs)
 {
@@ -950,7 +955,6 @@ static void ivmd_gsync_run(ivmd_t *d, ivmd_gsync_t *gs)
         ivmd_gstep_t *s = &gs->steps[gs->at++];
         ivmd_job_t *job;
         ivmd_obj_t *obj;
-        ivmd_gpu_req_t *r;
         int rc;
 
         switch (s->kind) {
@@ -962,30 +966,12 @@ static void ivmd_gsync_run(ivmd_t *d, ivmd_gsync_t *gs)
             req.offset  = s->off;
             req.size    = s->len;
             req.dir     = s->kind == IVMD_GSTEP_D2H ? IVM_GPUD_COPY_D2H : IVM_GPUD_COPY_H2D;
-            r = ivmd_gpu_req_new(d, IVM_GPUD_COPY, ivmd_gsync_on_reply);
-            if (r == NULL) {
-                ivmd_gsync_finish(d, gs, IVM_ERROR_NO_MEMORY, "out of memory");
-                return;
-            }
-            r->gsync = gs->id;
-            if (ivmd_gpu_send(d, r, &req, sizeof(req), NULL, 0) != IVM_SUCCESS) {
-                ivmd_gsync_finish(d, gs, IVM_ERROR_DAEMON_LOST,
-                                  "the GPU daemon (ivm-gpud) of this node is gone");
-            }
+            ivmd_gsync_send(d, gs, IVM_GPUD_COPY, &req, sizeof(req));
             return;
         }
         case IVMD_GSTEP_FENCE: {
             ivm_gpud_stats_req_t req = {.gpu = 0};
-            r = ivmd_gpu_req_new(d, IVM_GPUD_GSTATS, ivmd_gsync_on_reply);
-            if (r == NULL) {
-                ivmd_gsync_finish(d, gs, IVM_ERROR_NO_MEMORY, "out of memory");
-                return;
-            }
-            r->gsync = gs->id;
-            if (ivmd_gpu_send(d, r, &req, sizeof(req), NULL, 0) != IVM_SUCCESS) {
-                ivmd_gsync_finish(d, gs, IVM_ERROR_DAEMON_LOST,
-                                  "the GPU daemon (ivm-gpud) of this node is gone");
-            }
+            ivmd_gsync_send(d, gs, IVM_GPUD_GSTATS, &req, sizeof(req));
             return;
         }
         case IVMD_GSTEP_CLUSTER:
@@ -1118,7 +1104,7 @@ int ivmd_gpu_sync(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ivmd_obj_
 {
     ivmd_gpu_ref_t *own = NULL;
     ivmd_gsync_t *gs;
-    uint64_t off = req->offset, len = req->size, lo, n;
+    uint64_t off = req->offset, len = req->size;
     int max;
 
     if (req->gpu_ref != 0) {
@@ -1132,9 +1118,11 @@ int ivmd_gpu_sync(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ivmd_obj_
             return IVM_ERROR_DAEMON_LOST;
         }
         own = ivmd_gpu_ref_find(d, req->gpu_ref);
+        /* The copy holds [off, off+len) (an empty range: off inside or at its end). */
         if (own == NULL || own->job != c->job->id || own->pe != c->pe->id ||
-            own->obj != obj->id ||
-            (len > 0 && (!ivmd_gpu_clip(own, off, len, &lo, &n) || lo != off || n != len))) {
+            own->obj != obj->id || off < own->copy_off ||
+            off - own->copy_off > own->copy_size ||
+            len > own->copy_size - (off - own->copy_off)) {
             snprintf(detail, detail_len, "no device copy of this PE holds the range");
             return IVM_ERROR_INVALID_VALUE;
         }

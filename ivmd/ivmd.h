@@ -8,6 +8,7 @@
 #define IVMD_IVMD_H
 
 #include <stdint.h>
+#include <spawn.h>
 #include <sys/types.h>
 
 #include "config.h"
@@ -378,6 +379,10 @@ int ivmd_cluster_sync_op(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ui
                          uint64_t gsync);
 
 /* Spawner. */
+/* Attributes of a child of the daemon (a PE, ivm-gpud): no blocked signal,
+ * default dispositions for the signals the daemon handles, its own process
+ * group. posix_spawnattr_destroy it after the spawn. */
+void ivmd_spawn_attr_init(posix_spawnattr_t *attr);
 ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail,
                          size_t detail_len);
 /* SIGCHLD: reap children and end their PEs. */

@@ -30,6 +30,25 @@ static uint64_t ivmd_spawn_token(void)
     return token;
 }
 
+void ivmd_spawn_attr_init(posix_spawnattr_t *attr)
+{
+    sigset_t none, defaults;
+
+    posix_spawnattr_init(attr);
+    sigemptyset(&none);
+    sigemptyset(&defaults);
+    sigaddset(&defaults, SIGPIPE);
+    sigaddset(&defaults, SIGCHLD);
+    sigaddset(&defaults, SIGTERM);
+    sigaddset(&defaults, SIGINT);
+    sigaddset(&defaults, SIGHUP);
+    posix_spawnattr_setsigmask(attr, &none);
+    posix_spawnattr_setsigdefault(attr, &defaults);
+    posix_spawnattr_setpgroup(attr, 0);
+    posix_spawnattr_setflags(attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
+                                       POSIX_SPAWN_SETPGROUP);
+}
+
 ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail,
                          size_t detail_len)
 {
@@ -39,7 +58,6 @@ ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail
     posix_spawnattr_t attr;
     const ivm_cpu_device_t *dev = NULL, *cpu_for_gpu = NULL, *pin;
     const char *gpu_visible = NULL;
-    sigset_t none, defaults;
     char **envp;
     size_t nenv = 0, nown, i, k;
     int out_fd = jd->out_fd, err_fd = jd->err_fd;
@@ -108,19 +126,7 @@ ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail
     posix_spawn_file_actions_adddup2(&fa, out_fd >= 0 ? out_fd : d->devnull, 1);
     posix_spawn_file_actions_adddup2(&fa, err_fd >= 0 ? err_fd : d->devnull, 2);
     posix_spawn_file_actions_addchdir_np(&fa, jd->cwd);
-    posix_spawnattr_init(&attr);
-    sigemptyset(&none);
-    sigemptyset(&defaults);
-    sigaddset(&defaults, SIGPIPE);
-    sigaddset(&defaults, SIGCHLD);
-    sigaddset(&defaults, SIGTERM);
-    sigaddset(&defaults, SIGINT);
-    sigaddset(&defaults, SIGHUP);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &defaults);
-    posix_spawnattr_setpgroup(&attr, 0);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
-                                        POSIX_SPAWN_SETPGROUP);
+    ivmd_spawn_attr_init(&attr);
 
     pin = dev != NULL ? dev : cpu_for_gpu;
     if (pe->id < -1) {

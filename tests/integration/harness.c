@@ -202,7 +202,9 @@ char *ivmt_shm_listing(void)
         names[n++] = strdup(de->d_name);
     }
     closedir(dp);
-    qsort(names, n, sizeof(*names), cmp_str);
+    if (n > 0) {
+        qsort(names, n, sizeof(*names), cmp_str);
+    }
     for (size_t i = 0; i < n; ++i) {
         sb_addf(&b, "%s\n", names[i]);
         free(names[i]);
@@ -766,9 +768,32 @@ fail:
     return -1;
 }
 
+/* IVMT_DAEMON_WRAPPER (opt-in, e.g. "valgrind --error-exitcode=99
+ * --leak-check=full --errors-for-leak-kinds=definite -q"): the words the
+ * daemons the harness starts are run under. Puts them at argv[0..) and
+ * returns how many (at most max). ivmd's errors then fail the teardown
+ * check of its exit status. */
+int ivmt_daemon_wrapper(const char **argv, int max)
+{
+    static char words[1024];
+    const char *env = getenv("IVMT_DAEMON_WRAPPER");
+    char *save = NULL, *w;
+    int n = 0;
+
+    if (env == NULL || *env == '\0') {
+        return 0;
+    }
+    snprintf(words, sizeof(words), "%s", env);
+    for (w = strtok_r(words, " \t", &save); w != NULL && n < max;
+         w = strtok_r(NULL, " \t", &save)) {
+        argv[n++] = w;
+    }
+    return n;
+}
+
 void ivmt_daemon_start(ivmt_daemon_t *d, const char *const *extra_args)
 {
-    const char *argv[40];
+    const char *argv[56];
     int pipefd[2], logfd, devnull, n = 0, rc;
     char **envp = build_env(NULL);
     pid_t parent = getpid();
@@ -787,12 +812,13 @@ void ivmt_daemon_start(ivmt_daemon_t *d, const char *const *extra_args)
     devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
     cr_assert(logfd >= 0 && devnull >= 0);
 
+    n = ivmt_daemon_wrapper(argv, 16);
     argv[n++] = IVMT_IVMD;
     argv[n++] = "--socket";
     argv[n++] = d->sock;
     argv[n++] = "--ready-fd";
     argv[n++] = "3";
-    while (extra_args != NULL && *extra_args != NULL && n < 38) {
+    while (extra_args != NULL && *extra_args != NULL && n < 54) {
         argv[n++] = *extra_args++;
     }
     argv[n] = NULL;
@@ -803,7 +829,7 @@ void ivmt_daemon_start(ivmt_daemon_t *d, const char *const *extra_args)
         /* ivmd does not daemonize: give it its own session as its users do. */
         setsid();
         child_setup(parent, devnull, logfd, logfd, pipefd[1]);
-        execve(argv[0], (char *const *)argv, envp);
+        execvpe(argv[0], (char *const *)argv, envp);
         fprintf(stderr, "ivmt: cannot exec %s: %s\n", argv[0], strerror(errno));
         _exit(127);
     }
@@ -1250,6 +1276,21 @@ pid_t ivmt_peer_daemon_start(const char *netns, const char *node, const char *so
         dup2(logfd, 1);
         dup2(logfd, 2);
         snprintf(fdarg, sizeof(fdarg), "%d", ready[1]);
+        {
+            const char *argv[32];
+            int n = ivmt_daemon_wrapper(argv, 16);
+            if (netns == NULL && n > 0) {
+                const char *rest[] = {IVMT_IVMD, "--socket", sock, "--node", node, "--listen",
+                                      listen, "--ready-fd", fdarg, "--log-level", "info",
+                                      NULL};
+                for (int i = 0; rest[i] != NULL; ++i) {
+                    argv[n++] = rest[i];
+                }
+                argv[n] = NULL;
+                execvp(argv[0], (char *const *)argv);
+                _exit(127);
+            }
+        }
         if (netns != NULL) {
             execlp("ip", "ip", "netns", "exec", netns, IVMT_IVMD, "--socket", sock, "--node",
                    node, "--listen", listen, "--ready-fd", fdarg, "--log-level", "info",
@@ -1278,12 +1319,17 @@ pid_t ivmt_peer_daemon_start(const char *netns, const char *node, const char *so
     return pid;
 }
 
+#define IVMT_REP_SIZE(name, value, req, rep, var) [value] = sizeof(rep),
+static const uint32_t ivmt_rep_sizes[IVM_MSG_LAST] = {IVM_MSG_TABLE(IVMT_REP_SIZE)};
+
 int ivmt_unix_call(const char *sock, uint16_t type, const void *payload, uint32_t len,
                    char *detail, size_t detail_len)
 {
-    char rep[sizeof(ivm_msg_info_rep_t) + IVM_MSG_DETAIL_MAX + 1];
+    char rep[4096 + IVM_MSG_DETAIL_MAX + 1];
     ivm_msg_hdr_t hdr;
     int fd = ivm_sock_connect(sock), status;
+    uint32_t fixed = type < IVM_MSG_LAST && ivmt_rep_sizes[type] > 0 ? ivmt_rep_sizes[type]
+                                                                     : sizeof(ivm_msg_status_t);
 
     cr_assert_geq(fd, 0, "cannot connect to %s", sock);
     ivm_proto_hdr_init(&hdr, type, len, 7);
@@ -1295,8 +1341,9 @@ int ivmt_unix_call(const char *sock, uint16_t type, const void *payload, uint32_
     memcpy(&status, rep, sizeof(status));
     rep[hdr.length] = '\0';
     if (detail != NULL) {
+        /* the detail text follows the type's fixed reply */
         snprintf(detail, detail_len, "%.*s", (int)detail_len,
-                 hdr.length > sizeof(ivm_msg_status_t) ? rep + sizeof(ivm_msg_status_t) : "");
+                 hdr.length > fixed ? rep + fixed : "");
     }
     return status;
 }

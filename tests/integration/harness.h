@@ -40,6 +40,12 @@ typedef struct ivmt_result {
 /* Start ivmd with --socket <fresh dir>/ivmd.sock --ready-fd N plus extra_args
  * (NULL-terminated, may be NULL); wait for the ready byte; record baselines. */
 void ivmt_daemon_start(ivmt_daemon_t *d, const char *const *extra_args);
+/* IVMT_DAEMON_WRAPPER (opt-in, e.g. "valgrind --error-exitcode=99
+ * --leak-check=full -q"): a command the daemons the tests start (ivmd by
+ * ivmt_daemon_start and ivmt_peer_daemon_start outside network namespaces,
+ * ivm-gpud by test_gpud) run under. Puts its words at argv[0..) and returns
+ * how many (at most max); exec the result with execvp. */
+int ivmt_daemon_wrapper(const char **argv, int max);
 
 /* The teardown checks, then SIGTERM: the job registry is empty, no process of
  * ours is left, the daemon's fd count is back to its baseline, /dev/shm is

@@ -4,9 +4,11 @@
 #include <criterion/criterion.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -507,5 +509,110 @@ Test(badproto, forged_enter_into_a_running_job)
     ivmt_result_free(&r);
     cr_assert_eq(ivmt_wait_pids_gone(&pids[1], 1, 3.0), 0, "the child PE outlived its root");
     expect_alive("forged ENTERs");
+    ivmt_daemon_finish(&ivmt_d);
+}
+
+/* One request on an entered connection: the reply's status, its detail text
+ * (after the type's fixed reply of rep_len bytes) in detail; fds closed. */
+static int call_on(int fd, uint16_t type, const void *req, uint32_t len, uint32_t rep_len,
+                   const int *fds, int nfds, char *detail, size_t detail_len)
+{
+    char buf[4096 + IVM_MSG_DETAIL_MAX + 1];
+    int got[IVM_MSG_MAX_FDS], ngot = 0, status;
+    ivm_msg_hdr_t h;
+
+    ivm_proto_hdr_init(&h, type, len, 9);
+    cr_assert_eq(ivm_sock_send(fd, &h, req, fds, nfds), IVM_SUCCESS);
+    cr_assert_eq(ivm_sock_recv(fd, &h, sizeof(h), got, &ngot, IVM_MSG_MAX_FDS), IVM_SUCCESS,
+                 "no reply to a request of type %u", type);
+    cr_assert(h.type == (type | IVM_MSG_REPLY) && h.length >= sizeof(int32_t) &&
+                  h.length < sizeof(buf), "reply type 0x%x length %u", h.type, h.length);
+    cr_assert_eq(ivm_sock_recv(fd, buf, h.length, got, &ngot, IVM_MSG_MAX_FDS), IVM_SUCCESS);
+    buf[h.length] = '\0';
+    ivm_sock_close_fds(got, ngot);
+    memcpy(&status, buf, sizeof(status));
+    snprintf(detail, detail_len, "%s", h.length > rep_len ? buf + rep_len : "");
+    return status;
+}
+
+/* A CPU PE naming device copies (gpu_ref) on a node without GPUs, and
+ * GPU_INFO there: clear errors, the daemon keeps serving. */
+Test(badproto, gpu_requests_on_a_node_without_gpus)
+{
+    char detail[IVM_MSG_DETAIL_MAX + 1];
+    ivm_msg_malloc_req_t m = {.size = 8192, .name = "g"};
+    ivm_msg_gpu_info_req_t gi = {.gpu = 0};
+    ivm_msg_empty_t empty = {0};
+    ivm_msg_sync_req_t s;
+    ivm_msg_obj_req_t o;
+    ivm_msg_map_rep_t *map;
+    root_enter_t enter;
+    char rep[4096];
+    int fd = ivm_sock_connect(ivmt_d.sock), null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    int fds[2] = {null, null};
+    ivm_msg_hdr_t h;
+
+    cr_assert(fd >= 0 && null >= 0);
+    cr_assert_eq(call_on(fd, IVM_MSG_GPU_INFO, &gi, sizeof(gi), sizeof(ivm_msg_gpu_info_rep_t),
+                         NULL, 0, detail, sizeof(detail)),
+                 IVM_ERROR_NOT_FOUND, "GPU_INFO on a node without GPUs");
+    cr_assert(strstr(detail, "no GPU") != NULL, "GPU_INFO detail '%s'", detail);
+
+    cr_assert_eq(call_on(fd, IVM_MSG_ENTER, &enter, make_root_enter(&enter),
+                         sizeof(ivm_msg_enter_rep_t), fds, 2, detail, sizeof(detail)),
+                 IVM_SUCCESS, "root ENTER: %s", detail);
+    close(null);
+    /* The MALLOC reply's body tells the object id. */
+    ivm_proto_hdr_init(&h, IVM_MSG_MALLOC, sizeof(m), 10);
+    cr_assert_eq(ivm_sock_send(fd, &h, &m, NULL, 0), IVM_SUCCESS);
+    {
+        int got[IVM_MSG_MAX_FDS], ngot = 0;
+        cr_assert_eq(ivm_sock_recv(fd, &h, sizeof(h), got, &ngot, IVM_MSG_MAX_FDS),
+                     IVM_SUCCESS);
+        cr_assert(h.length >= sizeof(*map) && h.length <= sizeof(rep));
+        cr_assert_eq(ivm_sock_recv(fd, rep, h.length, got, &ngot, IVM_MSG_MAX_FDS),
+                     IVM_SUCCESS);
+        ivm_sock_close_fds(got, ngot);
+        map = (ivm_msg_map_rep_t *)rep;
+        cr_assert_eq(map->status, IVM_SUCCESS);
+        cr_assert_eq(map->gpu_ref, 0, "a CPU PE's map has gpu_ref %llu",
+                     (unsigned long long)map->gpu_ref);
+    }
+    memset(&s, 0, sizeof(s));
+    s.obj_id = map->obj_id;
+    s.size   = 4096;
+    for (uint32_t op = IVM_SYNC_PUT; op <= IVM_SYNC_GET_GROUP; ++op) {
+        s.op      = op;
+        s.gpu_ref = op == IVM_SYNC_PUT ? 1 : ~0ull;
+        cr_assert_eq(call_on(fd, IVM_MSG_SYNC, &s, sizeof(s), sizeof(ivm_msg_status_t), NULL,
+                             0, detail, sizeof(detail)),
+                     IVM_ERROR_INVALID_VALUE, "SYNC op %u naming device copy %llu", op,
+                     (unsigned long long)s.gpu_ref);
+        cr_assert(strstr(detail, "no GPU PE") != NULL, "SYNC detail '%s'", detail);
+    }
+    o.obj_id  = map->obj_id;
+    o.gpu_ref = 7;
+    cr_assert_eq(call_on(fd, IVM_MSG_UNMAP, &o, sizeof(o), sizeof(ivm_msg_status_t), NULL, 0,
+                         detail, sizeof(detail)),
+                 IVM_ERROR_INVALID_VALUE, "UNMAP naming a device copy");
+    cr_assert(detail[0] != '\0', "UNMAP refused without a message");
+    cr_assert_eq(call_on(fd, IVM_MSG_FREE, &o, sizeof(o), sizeof(ivm_msg_status_t), NULL, 0,
+                         detail, sizeof(detail)),
+                 IVM_ERROR_INVALID_VALUE, "FREE naming a device copy");
+    cr_assert(detail[0] != '\0', "FREE refused without a message");
+    /* The plain calls still work. */
+    s.op      = IVM_SYNC_PUT;
+    s.gpu_ref = 0;
+    cr_assert_eq(call_on(fd, IVM_MSG_SYNC, &s, sizeof(s), sizeof(ivm_msg_status_t), NULL, 0,
+                         detail, sizeof(detail)),
+                 IVM_SUCCESS, "%s", detail);
+    o.gpu_ref = 0;
+    cr_assert_eq(call_on(fd, IVM_MSG_FREE, &o, sizeof(o), sizeof(ivm_msg_status_t), NULL, 0,
+                         detail, sizeof(detail)),
+                 IVM_SUCCESS, "%s", detail);
+    cr_assert_eq(call_on(fd, IVM_MSG_EXIT, &empty, sizeof(empty), sizeof(ivm_msg_status_t),
+                         NULL, 0, detail, sizeof(detail)),
+                 IVM_SUCCESS, "%s", detail);
+    close(fd);
     ivmt_daemon_finish(&ivmt_d);
 }

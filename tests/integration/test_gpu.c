@@ -92,6 +92,22 @@ Test(gpu, dedup_k_pes_one_allocation, .fini = gpu_fini)
     gpu_env_scenario("dedup", args);
 }
 
+/* The root's environment holds stale values of what ivmd sets for a GPU PE
+ * (a root started from inside another job's GPU PE): the GPU PEs see the
+ * daemon's, not the root's. */
+Test(gpu, gpu_pe_environment_overrides_the_roots, .fini = gpu_fini)
+{
+    const char *args[] = {"2", NULL};
+    const char *env[] = {gpu_cuda() ? "IVM_TEST_GPU_BACKEND=cuda" : "IVM_TEST_GPU_BACKEND",
+                         "IVM_GPU_BACKEND=stale", "IVM_GPU=5", NULL};
+
+    if (gpu_skip(0)) {
+        return;
+    }
+    gpu_daemon("1:64M", NULL);
+    ivmt_scenario(IVMT_PE_GPU, "dedup", args, env, 60);
+}
+
 Test(gpu, sync_chain_one_node, .fini = gpu_fini)
 {
     if (gpu_skip(0)) {
@@ -164,6 +180,15 @@ Test(gpu, killed_gpu_pe_releases_its_references, .fini = gpu_fini)
     }
     gpu_daemon("1:64M", NULL);
     gpu_env_scenario("crash", NULL);
+}
+
+Test(gpu, bogus_gpu_refs_get_clear_errors, .fini = gpu_fini)
+{
+    if (gpu_skip(0)) {
+        return;
+    }
+    gpu_daemon("1:64M", NULL);
+    gpu_env_scenario("bogus", NULL);
 }
 
 Test(gpu, gpud_killed_gpu_calls_fail_cpu_pes_fine, .fini = gpu_fini)

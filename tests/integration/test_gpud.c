@@ -84,7 +84,7 @@ static char *gt_log_tail(void)
 static void gt_spawn(const char *const *args, const char *const *env)
 {
     char fdnum[16];
-    const char *argv[32];
+    const char *argv[48];
     int sv[2], n = 0, i, out;
 
     cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
@@ -97,10 +97,11 @@ static void gt_spawn(const char *const *args, const char *const *env)
         dup2(out, 1);
         dup2(out, 2);
         snprintf(fdnum, sizeof(fdnum), "%d", ctl);
+        n = ivmt_daemon_wrapper(argv, 16);
         argv[n++] = IVMT_GPUD;
         argv[n++] = "--ctl-fd";
         argv[n++] = fdnum;
-        for (i = 0; args != NULL && args[i] != NULL && n < 30; ++i) {
+        for (i = 0; args != NULL && args[i] != NULL && n < 46; ++i) {
             argv[n++] = args[i];
         }
         argv[n] = NULL;
@@ -109,7 +110,7 @@ static void gt_spawn(const char *const *args, const char *const *env)
         for (i = 0; env != NULL && env[i] != NULL; ++i) {
             putenv((char *)env[i]);
         }
-        execv(argv[0], (char *const *)argv);
+        execvp(argv[0], (char *const *)argv);
         _exit(127);
     }
     close(sv[1]);

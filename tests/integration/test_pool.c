@@ -65,6 +65,36 @@ Test(pool, forged_pool_enter_is_refused)
     req.pe_id = 3;
     cr_assert_eq(ivmt_unix_call(ivmt_d.sock, IVM_MSG_ENTER, &req, sizeof(req), NULL, 0),
                  IVM_ERROR_INVALID_VALUE, "a pool ENTER naming a PE id was not refused");
+    {
+        /* Made-up slots of the right shape: the most negative id, no job, a
+         * job that does not exist (with and without tag-output). */
+        const int32_t slots[] = {INT32_MIN, -2, -2};
+        const uint32_t jobs[] = {1, 0, 999999};
+        char detail[IVM_MSG_DETAIL_MAX + 1];
+        for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]); ++i) {
+            req.pe_id  = slots[i];
+            req.job_id = jobs[i];
+            req.token  = 0;
+            req.flags  = IVM_ENTER_POOL | (i % 2 ? IVM_ENTER_TAG_OUTPUT : 0);
+            cr_assert_eq(ivmt_unix_call(ivmt_d.sock, IVM_MSG_ENTER, &req, sizeof(req), detail,
+                                        sizeof(detail)),
+                         IVM_ERROR_PERMISSION, "a pool ENTER as slot %d of job %u was "
+                         "accepted", slots[i], jobs[i]);
+            cr_assert(strstr(detail, "no parked process") != NULL, "detail '%s'", detail);
+        }
+        /* Not a pool slot at all: a PE id, slot 0 and -1. */
+        const int32_t bad[] = {5, 0, -1};
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); ++i) {
+            req.pe_id  = bad[i];
+            req.job_id = 1;
+            req.flags  = IVM_ENTER_POOL;
+            cr_assert_eq(ivmt_unix_call(ivmt_d.sock, IVM_MSG_ENTER, &req, sizeof(req), detail,
+                                        sizeof(detail)),
+                         IVM_ERROR_INVALID_VALUE, "a pool ENTER as slot %d was not refused",
+                         bad[i]);
+            cr_assert(strstr(detail, "pool slot") != NULL, "detail '%s'", detail);
+        }
+    }
     ivmt_daemon_finish(&ivmt_d);
 }
 

@@ -272,7 +272,9 @@ static int sc_chain(int argc, char **argv)
         dev_fill(dev + 8192, 'D', 100);
         CHECK(ivmSyncPut(hv, 100));
         EXPECT(ivmSyncPut(dev + size - 10, 20), IVM_ERROR_INVALID_VALUE);
-        CHECK(ivmSyncPut(dev + 100, 0));
+        /* An empty range inside the mapping is a no-op, as for a CPU PE. */
+        CHECK(ivmSyncPut(dev + 4096, 0));
+        CHECK(ivmSyncGet(dev + 8192, 0));
         CHECK(ivmSyncGetGroup(dev + 100, 0));
         /* A GPU PE's own object: a device pointer, the master on its node. */
         CHECK(ivmMalloc("own", &c, 64 * KB));
@@ -860,6 +862,194 @@ static int sc_gpud_dead(int argc, char **argv)
     return pe_ok();
 }
 
+/* ------------------------------------------------------------ raw requests */
+
+static char raw_detail[IVM_MSG_DETAIL_MAX + 1]; /* the last raw reply's detail text */
+
+/* One request on fd (a PE's own connection, entered by raw_enter); the
+ * reply's first rep_len bytes into rep, its fds closed and counted in
+ * *nfds_p. Returns the reply's status. */
+static int raw_call(int fd, uint16_t type, const void *req, uint32_t len, void *rep,
+                    uint32_t rep_len, int *nfds_p)
+{
+    static uint32_t seq;
+    char buf[sizeof(ivm_msg_map_rep_t) + sizeof(ivm_msg_gpu_info_rep_t) +
+             IVM_MSG_DETAIL_MAX + 1];
+    int fds[4], nfds = 0, status;
+    ivm_msg_hdr_t hdr;
+
+    ivm_proto_hdr_init(&hdr, type, len, ++seq);
+    CHECK(ivm_sock_send(fd, &hdr, req, NULL, 0));
+    CHECK(ivm_sock_recv(fd, &hdr, sizeof(hdr), fds, &nfds, 4));
+    ASSERT(hdr.type == (type | IVM_MSG_REPLY) && hdr.seq == seq &&
+               hdr.length >= sizeof(int32_t) && hdr.length < sizeof(buf),
+           "reply type 0x%x seq %u length %u to a raw request of type %u", hdr.type, hdr.seq,
+           hdr.length, type);
+    CHECK(ivm_sock_recv(fd, buf, hdr.length, fds, &nfds, 4));
+    buf[hdr.length] = '\0';
+    memcpy(&status, buf, sizeof(status));
+    memset(rep, 0, rep_len);
+    memcpy(rep, buf, hdr.length < rep_len ? hdr.length : rep_len);
+    snprintf(raw_detail, sizeof(raw_detail), "%s", hdr.length > rep_len ? buf + rep_len : "");
+    for (int i = 0; i < nfds; ++i) {
+        close(fds[i]);
+    }
+    if (nfds_p != NULL) {
+        *nfds_p = nfds;
+    }
+    return status;
+}
+
+/* ENTER as the child PE the daemon started, on a connection of our own. */
+static int raw_enter(int *devtype_p)
+{
+    ivm_msg_enter_req_t req;
+    ivm_msg_enter_rep_t rep;
+    int fd = ivm_sock_connect(getenv("IVM_SOCKET"));
+
+    ASSERT(fd >= 0, "connect to %s", getenv("IVM_SOCKET"));
+    memset(&req, 0, sizeof(req));
+    req.pid    = (uint32_t)getpid();
+    req.job_id = (uint32_t)strtoul(getenv("IVM_JOB_ID"), NULL, 10);
+    req.pe_id  = (int32_t)strtol(getenv("IVM_PE_ID"), NULL, 10);
+    req.token  = strtoull(getenv("IVM_PE_TOKEN"), NULL, 10);
+    EXPECT(raw_call(fd, IVM_MSG_ENTER, &req, sizeof(req), &rep, sizeof(rep), NULL),
+           IVM_SUCCESS);
+    *devtype_p = rep.devtype;
+    return fd;
+}
+
+static int raw_map(int fd, const char *name, ivm_msg_map_rep_t *rep, int *nfds_p)
+{
+    ivm_msg_map_req_t req;
+
+    memset(&req, 0, sizeof(req));
+    ivm_proto_strset(req.name, sizeof(req.name), name);
+    return raw_call(fd, IVM_MSG_MAP, &req, sizeof(req), rep, sizeof(*rep), nfds_p);
+}
+
+static int raw_sync(int fd, uint64_t obj, uint64_t off, uint64_t size, uint32_t op,
+                    uint64_t gpu_ref)
+{
+    ivm_msg_sync_req_t req = {
+        .obj_id = obj, .offset = off, .size = size, .op = op, .gpu_ref = gpu_ref};
+    ivm_msg_status_t rep;
+
+    return raw_call(fd, IVM_MSG_SYNC, &req, sizeof(req), &rep, sizeof(rep), NULL);
+}
+
+static int raw_obj(int fd, uint16_t type, uint64_t obj, uint64_t gpu_ref)
+{
+    ivm_msg_obj_req_t req = {.obj_id = obj, .gpu_ref = gpu_ref};
+    ivm_msg_status_t rep;
+
+    return raw_call(fd, type, &req, sizeof(req), &rep, sizeof(rep), NULL);
+}
+
+#define RAW_EXPECT(call, want)                                                           \
+    do {                                                                                 \
+        int raw_rc_ = (call);                                                            \
+        ASSERT(raw_rc_ == (want), "%s returned %s (%d), expected %s [%s]", #call,        \
+               pe_status_name(raw_rc_), raw_rc_, pe_status_name(want), raw_detail);     \
+        ASSERT(raw_rc_ == IVM_SUCCESS || raw_detail[0] != '\0',                          \
+               "%s failed without a detail text", #call);                                \
+    } while (0)
+
+/* A GPU PE (and a CPU PE) sending requests with bogus gpu_ref values on a
+ * connection of their own: each gets a clear error, the daemon stays up,
+ * the references of the PE still go when it exits. */
+static int sc_bogus(int argc, char **argv)
+{
+    const char *pe_id = getenv("IVM_PE_ID");
+    ivm_msg_gpu_info_rep_t g;
+    ivm_msg_gpu_info_req_t greq = {.gpu = 7};
+    ivm_pe pes[2];
+    char *v, *w;
+
+    if (pe_id != NULL && atoi(pe_id) > 0) {
+        ivm_msg_map_rep_t mv, mw;
+        int devtype, nfds, fd = raw_enter(&devtype), gpu = IVM_DEV_IS_GPU(devtype);
+
+        RAW_EXPECT(raw_map(fd, "v", &mv, &nfds), IVM_SUCCESS);
+        ASSERT(nfds == (gpu ? 2 : 1) && (mv.gpu_ref != 0) == gpu,
+               "MAP of a %s PE: %d fds, gpu_ref %llu", gpu ? "GPU" : "CPU", nfds,
+               (unsigned long long)mv.gpu_ref);
+        RAW_EXPECT(raw_map(fd, "w", &mw, &nfds), IVM_SUCCESS);
+        if (!gpu) {
+            pe_stage = "a CPU PE naming device copies";
+            RAW_EXPECT(raw_sync(fd, mv.obj_id, 0, 4096, IVM_SYNC_PUT, 1),
+                       IVM_ERROR_INVALID_VALUE);
+            RAW_EXPECT(raw_sync(fd, mv.obj_id, 0, 4096, IVM_SYNC_GET, ~0ull),
+                       IVM_ERROR_INVALID_VALUE);
+            RAW_EXPECT(raw_sync(fd, mv.obj_id, 0, 4096, IVM_SYNC_GET_GROUP, 1),
+                       IVM_ERROR_INVALID_VALUE);
+            RAW_EXPECT(raw_obj(fd, IVM_MSG_UNMAP, mv.obj_id, 1), IVM_ERROR_INVALID_VALUE);
+            RAW_EXPECT(raw_obj(fd, IVM_MSG_FREE, mw.obj_id, 1), IVM_ERROR_PERMISSION);
+            RAW_EXPECT(raw_sync(fd, mv.obj_id, 0, 4096, IVM_SYNC_PUT, 0), IVM_SUCCESS);
+            RAW_EXPECT(raw_obj(fd, IVM_MSG_UNMAP, mv.obj_id, 0), IVM_SUCCESS);
+        } else {
+            uint64_t other = mv.gpu_ref + mw.gpu_ref + 1000;
+            pe_stage = "a GPU PE naming bogus device copies";
+            RAW_EXPECT(raw_sync(fd, mv.obj_id, 0, 4096, IVM_SYNC_PUT, other),
+                       IVM_ERROR_INVALID_VALUE);
+            /* w's reference names no copy of v */
+            RAW_EXPECT(raw_sync(fd, mv.obj_id, 0, 4096, IVM_SYNC_GET, mw.gpu_ref),
+                       IVM_ERROR_INVALID_VALUE);
+            RAW_EXPECT(raw_sync(fd, mv.obj_id, 0, 4096, 99, mv.gpu_ref),
+                       IVM_ERROR_INVALID_VALUE);
+            RAW_EXPECT(raw_sync(fd, mv.obj_id, MB - 4096, 8192, IVM_SYNC_PUT, mv.gpu_ref),
+                       IVM_ERROR_INVALID_VALUE);
+            RAW_EXPECT(raw_sync(fd, mv.obj_id, 0, 0, IVM_SYNC_PUT, other),
+                       IVM_ERROR_INVALID_VALUE);
+            RAW_EXPECT(raw_sync(fd, 12345, 0, 4096, IVM_SYNC_PUT, mv.gpu_ref),
+                       IVM_ERROR_INVALID_VALUE);
+            RAW_EXPECT(raw_obj(fd, IVM_MSG_UNMAP, mv.obj_id, other), IVM_ERROR_INVALID_VALUE);
+            RAW_EXPECT(raw_obj(fd, IVM_MSG_UNMAP, mv.obj_id, mw.gpu_ref),
+                       IVM_ERROR_INVALID_VALUE);
+            RAW_EXPECT(raw_obj(fd, IVM_MSG_FREE, mw.obj_id, other), IVM_ERROR_PERMISSION);
+            RAW_EXPECT(raw_obj(fd, IVM_MSG_FREE, 12345, other), IVM_ERROR_INVALID_VALUE);
+            /* the good ones still work, once; an empty range as for a CPU PE */
+            RAW_EXPECT(raw_sync(fd, mv.obj_id, 0, 0, IVM_SYNC_PUT, mv.gpu_ref), IVM_SUCCESS);
+            RAW_EXPECT(raw_sync(fd, mv.obj_id, MB, 0, IVM_SYNC_GET, mv.gpu_ref), IVM_SUCCESS);
+            RAW_EXPECT(raw_sync(fd, mv.obj_id, 0, 4096, IVM_SYNC_PUT, mv.gpu_ref),
+                       IVM_SUCCESS);
+            RAW_EXPECT(raw_sync(fd, mv.obj_id, 4096, 4096, IVM_SYNC_GET, mv.gpu_ref),
+                       IVM_SUCCESS);
+            RAW_EXPECT(raw_obj(fd, IVM_MSG_UNMAP, mv.obj_id, mv.gpu_ref), IVM_SUCCESS);
+            RAW_EXPECT(raw_obj(fd, IVM_MSG_UNMAP, mv.obj_id, mv.gpu_ref),
+                       IVM_ERROR_INVALID_VALUE);
+            RAW_EXPECT(raw_sync(fd, mv.obj_id, 0, 4096, IVM_SYNC_PUT, mv.gpu_ref),
+                       IVM_ERROR_INVALID_VALUE);
+        }
+        /* w stays mapped: the daemon releases its reference at the exit. */
+        {
+            ivm_msg_empty_t e = {0};
+            ivm_msg_status_t rep;
+            RAW_EXPECT(raw_call(fd, IVM_MSG_EXIT, &e, sizeof(e), &rep, sizeof(rep), NULL),
+                       IVM_SUCCESS);
+        }
+        close(fd);
+        return 0;
+    }
+    pe_enter();
+    CHECK(ivmMalloc("v", &v, MB));
+    CHECK(ivmMalloc("w", &w, MB));
+    create_on(IVM_THIS_HOST, IVM_GPU_0, 1, &pes[0]);
+    create_on(IVM_THIS_HOST, IVM_CPU, 1, &pes[1]);
+    wait_all(pes, 2);
+    EXPECT(ivm_sock_request(getenv("IVM_SOCKET"), 5000, IVM_MSG_GPU_INFO, &greq, sizeof(greq),
+                            &g, sizeof(g)),
+           IVM_ERROR_NOT_FOUND);
+    gpu_info(0, &g);
+    print_info("after the bogus requests", &g);
+    ASSERT((g.flags & IVM_GPU_INFO_ALIVE) && g.mapped_refs == 0,
+           "ivm-gpud alive %d, %u references left", (g.flags & IVM_GPU_INFO_ALIVE) != 0,
+           g.mapped_refs);
+    CHECK(ivmFree(w));
+    CHECK(ivmFree(v));
+    return pe_ok();
+}
+
 /* Devices the node lacks. */
 static int sc_nodev(int argc, char **argv)
 {
@@ -940,6 +1130,7 @@ int main(int argc, char **argv)
         {"dedup2", sc_dedup2},
         {"admit", sc_admit},     {"evict", sc_evict},     {"timeout", sc_timeout},
         {"crash", sc_crash},     {"gpud_dead", sc_gpud_dead}, {"nodev", sc_nodev},
+        {"bogus", sc_bogus},
         {NULL, NULL}};
 
     for (int i = 2; i < argc; ++i) {

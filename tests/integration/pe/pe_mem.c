@@ -258,6 +258,7 @@ static int sc_free(int argc, char **argv)
         CHECK(ivmFree(n));
         CHECK(ivmUnmap(m));
         EXPECT(ivmUnmap(m), IVM_ERROR_INVALID_VALUE);
+        free(heap);
         CHECK(ivmExit());
         return 0;
     }
@@ -355,6 +356,7 @@ static int sc_sync(int argc, char **argv)
         EXPECT(ivmSyncPut(q, 16), IVM_ERROR_INVALID_VALUE);
         EXPECT(ivmSyncGet(q, 16), IVM_ERROR_INVALID_VALUE);
         CHECK(ivmSignal());
+        free(heap);
         CHECK(ivmExit());
         return 0;
     }

@@ -316,6 +316,7 @@ static int sc_reuse_nodes(int argc, char **argv)
     fill(p, 'A', 0, 3 * 4096);
     CHECK(ivmCreateDev("node1", IVM_CPU, &d1));
     CHECK(ivmCreatePEs(d1, 1, &kid));
+    CHECK(ivmDestroyDev(d1));
     CHECK(ivmWait(kid));
     fill(p, 'B', 0, 3 * 4096);
     CHECK(ivmSignal());
@@ -346,6 +347,7 @@ static int sc_procs_nodes(int argc, char **argv)
     CHECK(ivmMalloc("pids", &pids, 8 * sizeof(int)));
     CHECK(ivmCreateDev("node1", IVM_CPU, &d1));
     CHECK(ivmCreatePEs(d1, 3, kids));
+    CHECK(ivmDestroyDev(d1));
     ASSERT(kids[2] == 3, "ids %d %d %d", kids[0], kids[1], kids[2]);
     pe_stage = "signals from node1";
     CHECK(ivmWait(kids[0]));
@@ -599,6 +601,7 @@ static int sc_daemon_lost(int argc, char **argv)
     CHECK(ivmMalloc("ctl", &c, sizeof(*c)));
     CHECK(ivmCreateDev("node1", IVM_CPU, &d1));
     CHECK(ivmCreatePEs(d1, 1, &kid));
+    CHECK(ivmDestroyDev(d1));
     pe_stage = "the child allocates n1obj on node1";
     CHECK(ivmWait(kid));
     ASSERT(c->pid[0] > 0, "the child's pid %d", c->pid[0]);

@@ -457,6 +457,7 @@ static int sc_maxid(int argc, char **argv)
 /* The max PE id is a job-wide attribute: a child PE sets it for everyone. */
 static int sc_maxid_global(int argc, char **argv)
 {
+    ivm_device dev;
     ivm_pe c, more[2];
     int id = pe_enter();
 
@@ -469,7 +470,9 @@ static int sc_maxid_global(int argc, char **argv)
     c = spawn(NULL, 0);
     CHECK(ivmWait(c));
     more[0] = more[1] = 55;
-    CHECK(ivmCreatePEs(this_dev(), 2, more));
+    dev = this_dev();
+    CHECK(ivmCreatePEs(dev, 2, more));
+    CHECK(ivmDestroyDev(dev));
     ASSERT(more[0] == c + 1 && more[1] == IVM_PE_NULL,
            "after PE %d set the max id to %d the root got %d %d", c, c + 1, more[0], more[1]);
     CHECK(ivmWait(c));
