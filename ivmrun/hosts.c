@@ -551,6 +551,72 @@ int ivmrun_boot_node_args(const ivmrun_boot_t *b, const ivmrun_config_t *cfg,
     return 0;
 }
 
+/* Append the words of a user's extra launcher arguments (--mpirun-args,
+ * --srun-args) to argv; *extra_p holds them (the caller frees it). */
+int ivmrun_boot_extra(const char *args, const char *opt, char **argv, int *argc_p,
+                      int max_args, char **extra_p)
+{
+    if (args[0] == '\0') {
+        return 0;
+    }
+    *extra_p = strdup(args);
+    if (*extra_p == NULL) {
+        ivm_error("out of memory");
+        return -1;
+    }
+    if (ivmrun_boot_split(*extra_p, argv, argc_p, max_args - IVMRUN_BOOT_NODE_ARGS) != 0) {
+        ivm_error("%s: too many words", opt);
+        return -1;
+    }
+    return 0;
+}
+
+/* Start the launcher argv[0] (mpirun or srun) of the per-host bring-up in its
+ * own process group, its stdin and stdout on pipes (b->in_fd, b->out_fd);
+ * hint follows the error when the launcher is missing. */
+int ivmrun_boot_launch(ivmrun_boot_t *b, char **argv, const sigset_t *child_mask,
+                       const char *hint)
+{
+    int in_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1}, err = 0;
+    ivmrun_spawn_t spec;
+
+    if (pipe2(in_pipe, O_CLOEXEC) != 0 || pipe2(out_pipe, O_CLOEXEC) != 0) {
+        ivm_error("cannot create the pipes for %s: %m", argv[0]);
+        goto fail;
+    }
+    memset(&spec, 0, sizeof(spec));
+    spec.file       = argv[0];
+    spec.argv       = argv;
+    spec.fd_in      = in_pipe[0];
+    spec.fd_out     = out_pipe[1];
+    spec.fd_err     = -1;
+    spec.keep_fd    = -1;
+    spec.new_pgroup = 1; /* the terminal's ^C is for ivmrun, which stops it in order */
+    spec.sigmask    = child_mask;
+    if (ivmrun_proc_spawn(&spec, &b->pid, &err) != IVM_SUCCESS) {
+        ivm_error("cannot run '%s' to start the cluster's daemons: %s%s", argv[0],
+                  strerror(err), err == ENOENT ? hint : "");
+        b->pid = 0;
+        goto fail;
+    }
+    close(in_pipe[0]);
+    close(out_pipe[1]);
+    b->in_fd  = in_pipe[1];
+    b->out_fd = out_pipe[0];
+    return 0;
+
+fail:
+    for (int k = 0; k < 2; ++k) {
+        if (in_pipe[k] >= 0) {
+            close(in_pipe[k]);
+        }
+        if (out_pipe[k] >= 0) {
+            close(out_pipe[k]);
+        }
+    }
+    return -1;
+}
+
 ivmError_t ivmrun_boot_open(ivmrun_boot_t *b, ivmrun_daemon_t *d,
                             const ivmrun_config_t *cfg, char *const *specs,
                             int sigfd, const sigset_t *child_mask, int *signo_p)
@@ -558,12 +624,11 @@ ivmError_t ivmrun_boot_open(ivmrun_boot_t *b, ivmrun_daemon_t *d,
     enum { MAX_ARGS = 96 };
     char exe[PATH_MAX], np[16], dwait[32], uwait[32], line[IVMRUN_BOOT_LINE_MAX];
     char *argv[MAX_ARGS], *extra = NULL, *specs_arg = NULL, why[64];
-    int argc = 0, in_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1}, err = 0, term, k;
+    int argc = 0, term;
     double start = ivmrun_time_now(), deadline = start + cfg->boot_wait, left;
     size_t got = 0, rlen;
     struct pollfd pfds[2];
     ivmError_t status = IVM_ERROR_INTERNAL;
-    ivmrun_spawn_t spec;
     char *nl;
     ssize_t n;
 
@@ -600,44 +665,17 @@ ivmError_t ivmrun_boot_open(ivmrun_boot_t *b, ivmrun_daemon_t *d,
         argv[argc++] = "-x";
         argv[argc++] = "IVM_SOCKET_DIR";
     }
-    if (cfg->mpirun_args[0] != '\0') {
-        extra = strdup(cfg->mpirun_args);
-        if (extra == NULL || ivmrun_boot_split(extra, argv, &argc, MAX_ARGS - IVMRUN_BOOT_NODE_ARGS) != 0) {
-            ivm_error(extra == NULL ? "out of memory" : "--mpirun-args: too many words");
-            goto out;
-        }
+    if (ivmrun_boot_extra(cfg->mpirun_args, "--mpirun-args", argv, &argc, MAX_ARGS, &extra) != 0) {
+        goto out;
     }
     if (ivmrun_boot_node_args(b, cfg, specs, exe, dwait, uwait, argv, &argc,
                               &specs_arg) != 0) {
         goto out;
     }
 
-    if (pipe2(in_pipe, O_CLOEXEC) != 0 || pipe2(out_pipe, O_CLOEXEC) != 0) {
-        ivm_error("cannot create the pipes for mpirun: %m");
+    if (ivmrun_boot_launch(b, argv, child_mask, " (install Open MPI, or name it with --mpirun)") != 0) {
         goto out;
     }
-    memset(&spec, 0, sizeof(spec));
-    spec.file       = cfg->mpirun;
-    spec.argv       = argv;
-    spec.fd_in      = in_pipe[0];
-    spec.fd_out     = out_pipe[1];
-    spec.fd_err     = -1;
-    spec.keep_fd    = -1;
-    spec.new_pgroup = 1; /* the terminal's ^C is for ivmrun, which stops it in order */
-    spec.sigmask    = child_mask;
-    if (ivmrun_proc_spawn(&spec, &b->pid, &err) != IVM_SUCCESS) {
-        ivm_error("cannot run '%s' to start the cluster's daemons: %s%s", cfg->mpirun,
-                  strerror(err),
-                  err == ENOENT ? " (install Open MPI, or name it with --mpirun)" : "");
-        b->pid = 0;
-        goto out;
-    }
-    close(in_pipe[0]);
-    close(out_pipe[1]);
-    in_pipe[0] = out_pipe[1] = -1;
-    b->in_fd   = in_pipe[1];
-    b->out_fd  = out_pipe[0];
-    in_pipe[1] = out_pipe[0] = -1;
     ivm_info("started %s (pid %d): ivm-boot '%s' on %d host%s (%s)", cfg->mpirun,
              (int)b->pid, exe, b->nhosts, b->nhosts == 1 ? "" : "s", b->host_list);
 
@@ -745,14 +783,6 @@ ivmError_t ivmrun_boot_open(ivmrun_boot_t *b, ivmrun_daemon_t *d,
 fail:
     ivmrun_boot_close(b, sigfd);
 out:
-    for (k = 0; k < 2; ++k) {
-        if (in_pipe[k] >= 0) {
-            close(in_pipe[k]);
-        }
-        if (out_pipe[k] >= 0) {
-            close(out_pipe[k]);
-        }
-    }
     free(extra);
     free(specs_arg);
     return status;

@@ -267,6 +267,11 @@ int ivmrun_boot_split(char *args, char **argv, int *argc_p, int max);
 int ivmrun_boot_node_args(const ivmrun_boot_t *b, const ivmrun_config_t *cfg,
                           char *const *specs, char *exe, char *dwait, char *uwait,
                           char **argv, int *argc_p, char **specs_arg_p);
+/* The user's extra launcher arguments, and the launcher's start (hosts.c). */
+int ivmrun_boot_extra(const char *args, const char *opt, char **argv, int *argc_p,
+                      int max_args, char **extra_p);
+int ivmrun_boot_launch(ivmrun_boot_t *b, char **argv, const sigset_t *child_mask,
+                       const char *hint);
 
 /* items[0..n) joined by sep, in a new string; NULL when out of memory. */
 char *ivmrun_join(char *const *items, int n, char sep);

@@ -291,11 +291,10 @@ ivmError_t ivmrun_srun_open(ivmrun_boot_t *b, ivmrun_daemon_t *d,
     enum { MAX_ARGS = 96 };
     char exe[PATH_MAX], nodes[32], ntasks[32], dwait[32], uwait[32];
     char *argv[MAX_ARGS], *extra = NULL, *specs_arg = NULL;
-    int argc = 0, in_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1}, err = 0, k;
+    int argc = 0;
     double start = ivmrun_time_now();
     ivmError_t status = IVM_ERROR_INTERNAL;
     ivmrun_srun_t *s;
-    ivmrun_spawn_t spec;
 
     b->pid      = 0;
     b->in_fd    = -1;
@@ -338,44 +337,17 @@ ivmError_t ivmrun_srun_open(ivmrun_boot_t *b, ivmrun_daemon_t *d,
     argv[argc++] = "--whole";      /* all the job's CPUs of a node, for ivmd's PEs */
     argv[argc++] = "--overlap";    /* and other steps of the job may share them */
     argv[argc++] = "--mpi=none";
-    if (cfg->srun_args[0] != '\0') {
-        extra = strdup(cfg->srun_args);
-        if (extra == NULL || ivmrun_boot_split(extra, argv, &argc, MAX_ARGS - IVMRUN_BOOT_NODE_ARGS) != 0) {
-            ivm_error(extra == NULL ? "out of memory" : "--srun-args: too many words");
-            goto out;
-        }
+    if (ivmrun_boot_extra(cfg->srun_args, "--srun-args", argv, &argc, MAX_ARGS, &extra) != 0) {
+        goto out;
     }
     if (ivmrun_boot_node_args(b, cfg, specs, exe, dwait, uwait, argv, &argc,
                               &specs_arg) != 0) {
         goto out;
     }
 
-    if (pipe2(in_pipe, O_CLOEXEC) != 0 || pipe2(out_pipe, O_CLOEXEC) != 0) {
-        ivm_error("cannot create the pipes for srun: %m");
+    if (ivmrun_boot_launch(b, argv, child_mask, " (install Slurm's client, or name srun with --srun)") != 0) {
         goto out;
     }
-    memset(&spec, 0, sizeof(spec));
-    spec.file       = cfg->srun;
-    spec.argv       = argv;
-    spec.fd_in      = in_pipe[0];
-    spec.fd_out     = out_pipe[1];
-    spec.fd_err     = -1;
-    spec.keep_fd    = -1;
-    spec.new_pgroup = 1; /* the terminal's ^C is for ivmrun, which stops it in order */
-    spec.sigmask    = child_mask;
-    if (ivmrun_proc_spawn(&spec, &b->pid, &err) != IVM_SUCCESS) {
-        ivm_error("cannot run '%s' to start the cluster's daemons: %s%s", cfg->srun,
-                  strerror(err),
-                  err == ENOENT ? " (install Slurm's client, or name srun with --srun)" : "");
-        b->pid = 0;
-        goto out;
-    }
-    close(in_pipe[0]);
-    close(out_pipe[1]);
-    in_pipe[0] = out_pipe[1] = -1;
-    b->in_fd   = in_pipe[1];
-    b->out_fd  = out_pipe[0];
-    in_pipe[1] = out_pipe[0] = -1;
     ivm_info("started %s (pid %d): ivm-boot-srun '%s' on %d host%s (%s)", cfg->srun,
              (int)b->pid, exe, b->nhosts, b->nhosts == 1 ? "" : "s", b->host_list);
 
@@ -399,14 +371,6 @@ ivmError_t ivmrun_srun_open(ivmrun_boot_t *b, ivmrun_daemon_t *d,
     fcntl(b->out_fd, F_SETFL, O_NONBLOCK);
 
 out:
-    for (k = 0; k < 2; ++k) {
-        if (in_pipe[k] >= 0) {
-            close(in_pipe[k]);
-        }
-        if (out_pipe[k] >= 0) {
-            close(out_pipe[k]);
-        }
-    }
     if (s != NULL) {
         free(s->ports);
         free(s->addrs);
