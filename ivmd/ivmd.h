@@ -403,6 +403,9 @@ void ivmd_pool_disconnect(ivmd_t *d, ivmd_conn_t *c);
 int ivmd_pool_reaped(ivmd_t *d, pid_t pid, int wstatus);
 /* The job ends: kill its parked processes (reaped as usual). */
 void ivmd_pool_job_end(ivmd_t *d, ivmd_job_t *job);
+/* ivm-gpud is gone: kill every parked GPU process (reaped as usual); GPU
+ * pools are not refilled while it is gone. */
+void ivmd_pool_gpus_lost(ivmd_t *d);
 /* Parked processes of the job not reaped yet (the job waits for them). */
 int ivmd_pool_busy(const ivmd_job_t *job);
 void ivmd_pool_free(ivmd_job_data_t *jd);

@@ -398,6 +398,24 @@ int ivmd_pool_reaped(ivmd_t *d, pid_t pid, int wstatus)
     return 1;
 }
 
+void ivmd_pool_gpus_lost(ivmd_t *d)
+{
+    ivmd_job_data_t *jd;
+    ivmd_parked_t *p;
+    ivmd_job_t *job;
+
+    for (job = d->reg.jobs; job != NULL; job = job->next) {
+        jd = job->data;
+        for (p = (jd != NULL) ? jd->parked : NULL; p != NULL; p = p->next) {
+            if (IVM_DEV_IS_GPU(p->slot.devtype) && !p->dead) {
+                ivm_info("job %u: parked GPU process pid %d killed: ivm-gpud is gone",
+                         job->id, (int)p->slot.pid);
+                ivmd_pool_kill(p);
+            }
+        }
+    }
+}
+
 void ivmd_pool_job_end(ivmd_t *d, ivmd_job_t *job)
 {
     ivmd_job_data_t *jd = job->data;

@@ -7,6 +7,8 @@
  * one). The fixture checks that nothing is left behind. */
 #include <criterion/criterion.h>
 
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,6 +106,26 @@ Test(pool_gpu, warm_gpu_pes_from_the_gpu_pool)
     }
     ivmt_daemon_start(&ivmt_d, cuda ? cuda_args : emu_args);
     ivmt_scenario(IVMT_PE_POOL, "gpu", NULL, env, 40);
+}
+
+/* ivm-gpud killed while GPU processes are parked (emu): they are killed, not
+ * replaced; the CPU pool goes on; nothing is left. */
+Test(pool_gpu, gpud_death_kills_the_parked_gpu_processes)
+{
+    static const char *const emu_args[] = {"--emu-gpus", "1:64M", NULL};
+    pid_t gpud[1];
+    ivmt_result_t r;
+
+    ivmt_daemon_start(&ivmt_d, emu_args);
+    ivmt_run_pe(&ivmt_d, IVMT_PE_POOL, "gpu_gpud_dead", NULL, pool2, 40, &r);
+    ivmt_expect_pe_ok(&ivmt_d, &r, "gpu_gpud_dead");
+    cr_assert_eq(ivmt_parse_pids(r.out, "gpud-pid", gpud, 1), 1, "no gpud-pid line");
+    cr_assert(kill(gpud[0], 0) != 0 && errno == ESRCH, "ivm-gpud %d still exists",
+              (int)gpud[0]);
+    ivmt_result_free(&r);
+    /* ivmd closed its end of the control socket: one fd fewer than at start. */
+    ivmt_d.fd_baseline -= 1;
+    ivmt_daemon_finish(&ivmt_d);
 }
 #endif
 

@@ -762,6 +762,57 @@ static int sc_gpu(int argc, char **argv)
     return pe_ok();
 }
 
+/* ivm-gpud killed while GPU processes are parked: they are killed and not
+ * replaced, GPU devices fail with IVM_ERROR_DAEMON_LOST, the CPU pool works. */
+static int sc_gpu_gpud_dead(int argc, char **argv)
+{
+    ivm_msg_info_rep_t info;
+    ivm_msg_gpu_info_rep_t g;
+    ivm_device dev;
+    pid_t gp[2];
+    ivm_pe pe;
+    int id = pe_enter(), gid;
+
+    if (id != 0) {
+        return child(id, argv[1]);
+    }
+    board_t *b = board_create();
+    CHECK(ivmGetMyGroupId(&gid));
+    pe_stage = "GPU pool fill";
+    gpu_parked(gid, 2, gp, 20.0);
+    gpu_info0(&g);
+    ASSERT(g.gpud_pid > 0 && (g.flags & IVM_GPU_INFO_ALIVE), "%s", "no live ivm-gpud");
+    printf("gpud-pid %u\n", g.gpud_pid);
+    fflush(stdout);
+
+    pe_stage = "kill ivm-gpud";
+    ASSERT(kill((pid_t)g.gpud_pid, SIGKILL) == 0, "kill ivm-gpud: %s", strerror(errno));
+    for (double deadline = pe_now() + 5.0; !proc_ended(gp[0]) || !proc_ended(gp[1]);
+         pe_sleep_ms(5)) {
+        ASSERT(pe_now() < deadline, "%s", "parked GPU processes still run 5 s after "
+               "ivm-gpud died");
+    }
+    EXPECT(ivmCreateDev(IVM_THIS_HOST, IVM_GPU_0, &dev), IVM_ERROR_DAEMON_LOST);
+
+    pe_stage = "the CPU pool still works, no GPU process is started again";
+    wait_parked(2, 20.0);
+    pe_sleep_ms(100);
+    pool_info(&info);
+    ASSERT(info.parked == 2, "%u parked processes (want the 2 of the CPU device)",
+           info.parked);
+    uint32_t pooled = info.pooled;
+    CHECK(ivmCreateDev(IVM_THIS_HOST, IVM_CPU_N(0), &dev));
+    CHECK(ivmCreatePEs(dev, 1, &pe));
+    CHECK(ivmWait(pe));
+    CHECK(ivmWait(pe));
+    pool_info(&info);
+    ASSERT(info.pooled == pooled + 1, "%s", "the CPU PE did not come from the pool");
+    CHECK(ivmDestroyDev(dev));
+    CHECK(ivmFree(b));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
 static const pe_scenario_entry_t scenarios[] = {
     {"remote", sc_remote},
     {"semantics", sc_semantics},
@@ -770,6 +821,7 @@ static const pe_scenario_entry_t scenarios[] = {
     {"bad_setting", sc_bad_setting},
     {"tagged", sc_tagged},
     {"gpu", sc_gpu},
+    {"gpu_gpud_dead", sc_gpu_gpud_dead},
     {NULL, NULL},
 };
 
