@@ -621,10 +621,8 @@ static void gpu_parked(int gid, int want, pid_t *gp, double seconds)
         pool_info(&info);
         for (int i = 0; i < n; ++i) {
             proc_env(all[i], "IVM_GPU", val, sizeof(val));
-            if (val[0] != '\0' && k < want) {
-                ASSERT(strcmp(val, "0") == 0, "parked process %d has IVM_GPU=%s", (int)all[i],
-                       val);
-                gp[k++] = all[i];
+            if (strcmp(val, "0") == 0 && k < want) {
+                gp[k++] = all[i]; /* GPU 0's (a real node may have more GPUs) */
             }
         }
         if (k == want && info.parked == (uint32_t)n) {
