@@ -5,6 +5,9 @@
 # bench-dpc runs under --nodes DPC_NODES (2) so it prints both the local row
 # and the node1 row; DPC_NODES=1 gives the local row only. It prints the cold
 # rows and then the warm-pool rows (DPC_POOL, default 2; 0: none) of one run.
+# DPC_GPUS picks the nodes' GPUs for the GPU rows (cold and warm local-gpu):
+# emu (default: one emulated GPU each, ivmrun --emu-gpus 1; no CUDA context
+# cost), real (the real GPUs, ivmrun --gpus all: the cuda rows) or none.
 # Node-to-node sync: bench/run-remote.sh.
 set -eu
 
@@ -17,8 +20,15 @@ for prog in "$ivmrun" "$build/bin/bench-dpc" "$build/bin/bench-sync-local"; do
     fi
 done
 
+case ${DPC_GPUS:-emu} in
+    emu) gpus="--emu-gpus 1" ;;
+    real) gpus="--gpus all" ;;
+    none) gpus="" ;;
+    *) echo "run-micro.sh: DPC_GPUS must be emu, real or none" >&2; exit 2 ;;
+esac
 echo "== DPC latency =="
-"$ivmrun" --nodes "${DPC_NODES:-2}" "$build/bin/bench-dpc" -n "${DPC_RUNS:-200}" \
+# shellcheck disable=SC2086 # $gpus is an option and its value, or nothing
+"$ivmrun" --nodes "${DPC_NODES:-2}" $gpus "$build/bin/bench-dpc" -n "${DPC_RUNS:-200}" \
     -p "${DPC_POOL:-2}"
 echo
 echo "== local sync (master copy) =="

@@ -109,7 +109,7 @@ typedef struct ivm_msg_enter_req {
     uint32_t argc;       /* root: argument strings in the blob */
     uint32_t envc;       /* root: environment strings in the blob */
     uint32_t blob_len;   /* bytes following this struct */
-    uint32_t pe_pool;    /* root: parked processes per CPU device (IVM_PE_POOL),
+    uint32_t pe_pool;    /* root: parked processes per device, CPU or GPU (IVM_PE_POOL),
                             0 .. IVM_PE_POOL_MAX; others: zero */
     char     cpu_devices[128]; /* root: --cpu-devices spec for the job, "" = default */
 } ivm_msg_enter_req_t;
@@ -418,7 +418,7 @@ typedef struct ivm_peer_spawn {
     uint32_t argc;       /* argument strings in the blob */
     uint32_t envc;       /* environment strings in the blob */
     uint32_t blob_len;   /* bytes after the ids */
-    uint32_t pe_pool;    /* parked processes per CPU device the node keeps for the
+    uint32_t pe_pool;    /* parked processes per device (CPU, GPU) the node keeps for the
                             job, 0 .. IVM_PE_POOL_MAX */
 } ivm_peer_spawn_t;
 

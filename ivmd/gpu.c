@@ -438,6 +438,7 @@ void ivmd_gpu_lost(ivmd_t *d, ivmd_conn_t *c, const char *why)
     if (g->pid > 0 && !d->stopping && !g->closing) {
         kill(g->pid, SIGKILL); /* if it still runs (a malformed message) */
     }
+    ivmd_pool_gpus_lost(d); /* parked GPU processes could never become PEs now */
     while ((r = g->reqs) != NULL) {
         g->reqs = r->next;
         r->cb(d, r, IVM_ERROR_DAEMON_LOST, NULL, NULL, 0, "the GPU daemon (ivm-gpud) is gone");

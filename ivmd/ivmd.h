@@ -137,7 +137,7 @@ typedef struct ivmd_job_data {
     int      tag_output;
     uint32_t nconns;    /* connections bound to the job */
     pid_t    root_pid;
-    uint32_t pe_pool;   /* parked processes wanted per CPU device (pool.c) */
+    uint32_t pe_pool;   /* parked processes wanted per CPU device and GPU (pool.c) */
     struct ivmd_parked *parked; /* the job's warm-pool processes */
     uint32_t pool_slots;        /* pool slots used (negative IVM_PE_IDs) */
     int      pool_early_deaths; /* parked processes in a row that died before ENTER */
@@ -388,8 +388,9 @@ ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail
 /* SIGCHLD: reap children and end their PEs. */
 void ivmd_spawn_reap(ivmd_t *d);
 
-/* The warm PE pool (pool.c): per job and CPU device, pe_pool processes of the
- * job's executable parked in ivmEnter, handed a PE identity by CREATE_PES. */
+/* The warm PE pool (pool.c): per job and device (its CPU devices, the node's
+ * GPUs while ivm-gpud lives), pe_pool processes of the job's executable
+ * parked in ivmEnter, handed a PE identity by CREATE_PES. */
 /* Whether some job's pool is short: 0 (no), IVMD_POOL_SHORT (fewer parked
  * processes than wanted: the loop fills it once idle for IVMD_POOL_IDLE_US)
  * or IVMD_POOL_EMPTY (none left: the next CREATE_PES would be cold, so the
@@ -414,6 +415,9 @@ void ivmd_pool_disconnect(ivmd_t *d, ivmd_conn_t *c);
 int ivmd_pool_reaped(ivmd_t *d, pid_t pid, int wstatus);
 /* The job ends: kill its parked processes (reaped as usual). */
 void ivmd_pool_job_end(ivmd_t *d, ivmd_job_t *job);
+/* ivm-gpud is gone: kill every parked GPU process (reaped as usual); GPU
+ * pools are not refilled while it is gone. */
+void ivmd_pool_gpus_lost(ivmd_t *d);
 /* Parked processes of the job not reaped yet (the job waits for them). */
 int ivmd_pool_busy(const ivmd_job_t *job);
 void ivmd_pool_free(ivmd_job_data_t *jd);
@@ -424,8 +428,8 @@ uint32_t ivmd_pool_count(const ivmd_t *d);
  * Returns 0 or an errno value. */
 int ivmd_pool_exec(ivmd_t *d, const ivmd_job_data_t *jd, char *const *envp, int out_fd,
                    int err_fd, const ivm_cpu_device_t *dev, pid_t *pid_p);
-/* GPU hook: called once a parked process's device is known, before it is
- * handed out; a GPU pool would have it create its primary context there. */
+/* Called once a process parked (its ENTER arrived), before it is handed out.
+ * A GPU one has made its primary context already (libivm, cuda backend). */
 void ivmd_pool_on_parked(ivmd_t *d, ivmd_job_t *job, struct ivmd_parked *p);
 
 /* Output forwarding. Returns the write ends in *out_p / *err_p. */

@@ -1,7 +1,11 @@
 /*
- * The warm PE pool: per job and CPU device, jd->pe_pool processes of the job's
- * executable, started like a PE of that device (argv, env, cwd, affinity,
- * output wiring) but with a negative pool slot as IVM_PE_ID. Each connects and
+ * The warm PE pool: per job and device (each CPU device of the job and each
+ * GPU of the node), jd->pe_pool processes of the job's executable, started
+ * like a PE of that device (argv, env, cwd, affinity, output wiring; for a GPU
+ * IVM_GPU, IVM_GPU_BACKEND and CUDA_VISIBLE_DEVICES) but with a negative pool
+ * slot as IVM_PE_ID. A parked GPU process on the cuda backend made its
+ * device's primary context current before its ENTER (libivm,
+ * ivm_pool_park_prepare), so the context creation is off the caller's path. Each connects and
  * sends ENTER with IVM_ENTER_POOL and its token; the daemon holds the reply.
  * CREATE_PES hands a parked process the identity of a reserved PE by answering
  * that ENTER, so no exec, dynamic linking or library start-up is on the
@@ -98,7 +102,7 @@ static int ivmd_pool_active(const ivmd_job_t *job)
     return jd != NULL && !job->ending && jd->pe_pool > 0;
 }
 
-/* Live parked (or starting) processes of job on CPU device dev. */
+/* Live parked (or starting) processes of job on device dev (CPU or GPU). */
 static uint32_t ivmd_pool_live(const ivmd_job_data_t *jd, int dev)
 {
     const ivmd_parked_t *p;
@@ -114,6 +118,8 @@ static uint32_t ivmd_pool_live(const ivmd_job_data_t *jd, int dev)
  * process left, IVMD_POOL_SHORT if one has fewer than wanted, else 0. */
 static int ivmd_pool_short(const ivmd_t *d, ivmd_job_t **job_p, int *dev_p)
 {
+    /* GPUs only while ivm-gpud lives: a GPU PE cannot start without it. */
+    int ngpus = ivmd_gpu_alive(d) ? (int)ivmd_gpu_count(d) : 0;
     ivmd_job_t *job;
     int k, best = 0;
 
@@ -121,13 +127,14 @@ static int ivmd_pool_short(const ivmd_t *d, ivmd_job_t **job_p, int *dev_p)
         if (!ivmd_pool_active(job)) {
             continue;
         }
-        for (k = 0; k < job->ndevs; ++k) {
-            uint32_t live = ivmd_pool_live(job->data, k);
+        for (k = 0; k < job->ndevs + ngpus; ++k) {
+            int dev = k < job->ndevs ? k : IVM_GPU_N(k - job->ndevs);
+            uint32_t live = ivmd_pool_live(job->data, dev);
             int level = live == 0 ? IVMD_POOL_EMPTY : IVMD_POOL_SHORT;
             if (live < ((ivmd_job_data_t *)job->data)->pe_pool && level > best) {
                 best   = level;
                 *job_p = job;
-                *dev_p = k;
+                *dev_p = dev;
             }
         }
     }
@@ -176,8 +183,9 @@ void ivmd_pool_fill(ivmd_t *d)
     }
     p->next    = jd->parked;
     jd->parked = p;
-    ivm_debug("job %u: parked process pid %d started for device %d (slot %d)", job->id,
-              (int)p->slot.pid, dev, p->slot.id);
+    ivm_debug("job %u: parked process pid %d started for %s %d (slot %d)", job->id,
+              (int)p->slot.pid, IVM_DEV_IS_GPU(dev) ? "GPU" : "CPU device",
+              IVM_DEV_INDEX(dev), p->slot.id);
 }
 
 int ivmd_pool_enter(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
@@ -222,11 +230,15 @@ int ivmd_pool_enter(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
 
 void ivmd_pool_on_parked(ivmd_t *d, ivmd_job_t *job, ivmd_parked_t *p)
 {
-    /* CPU devices need nothing more. The GPU pool hooks in here (and in
-     * libivm's ivm_pool_park_prepare) to keep a device context warm. */
+    /* Nothing to set up here for either kind of device: a parked GPU process
+     * made its CUDA primary context (cuda backend) in libivm before its
+     * ENTER (ivm_pool_park_prepare); it maps nothing until it is a PE, so
+     * ivm-gpud sees it only then. */
     (void)d;
-    (void)job;
-    (void)p;
+    if (IVM_DEV_IS_GPU(p->slot.devtype)) {
+        ivm_debug("job %u: pid %d parked for GPU %d (%s backend)", job->id,
+                  (int)p->slot.pid, IVM_DEV_INDEX(p->slot.devtype), ivmd_gpu_backend_name(d));
+    }
 }
 
 static void ivmd_pool_unlink(ivmd_job_data_t *jd, ivmd_parked_t *p)
@@ -278,11 +290,16 @@ int ivmd_pool_take(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe)
     ivmd_parked_t *p;
     ivmd_conn_t *c;
 
-    if (jd == NULL || IVM_DEV_IS_GPU(pe->devtype) || pe->node >= 0) {
+    if (jd == NULL || pe->node >= 0) {
         return 0;
     }
     for (p = jd->parked; p != NULL; p = p->next) {
         if (p->dead || p->conn == NULL || p->slot.devtype != pe->devtype) {
+            continue;
+        }
+        if (IVM_DEV_IS_GPU(p->slot.devtype) && !ivmd_gpu_alive(d)) {
+            /* ivm-gpud is gone: the cold path reports it (spawn). */
+            ivmd_pool_kill(p);
             continue;
         }
         if (!ivmd_pool_exe_same(jd, p)) {
@@ -315,7 +332,7 @@ int ivmd_pool_take(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe)
     rep.job_id  = job->id;
     rep.pe_id   = pe->id;
     rep.devtype = pe->devtype;
-    rep.ncores  = (uint32_t)job->devs[pe->devtype].ncores;
+    rep.ncores  = IVM_DEV_IS_GPU(pe->devtype) ? 0 : (uint32_t)job->devs[pe->devtype].ncores;
     ivm_proto_strset(rep.node, sizeof(rep.node), d->cfg.node);
     ivmd_conn_reply(d, c, IVM_MSG_ENTER, p->seq, &rep, sizeof(rep), NULL, NULL, 0);
     ++d->pooled;
@@ -379,6 +396,24 @@ int ivmd_pool_reaped(ivmd_t *d, pid_t pid, int wstatus)
     free(p);
     ivmd_job_collect(d, job);
     return 1;
+}
+
+void ivmd_pool_gpus_lost(ivmd_t *d)
+{
+    ivmd_job_data_t *jd;
+    ivmd_parked_t *p;
+    ivmd_job_t *job;
+
+    for (job = d->reg.jobs; job != NULL; job = job->next) {
+        jd = job->data;
+        for (p = (jd != NULL) ? jd->parked : NULL; p != NULL; p = p->next) {
+            if (IVM_DEV_IS_GPU(p->slot.devtype) && !p->dead) {
+                ivm_info("job %u: parked GPU process pid %d killed: ivm-gpud is gone",
+                         job->id, (int)p->slot.pid);
+                ivmd_pool_kill(p);
+            }
+        }
+    }
 }
 
 void ivmd_pool_job_end(ivmd_t *d, ivmd_job_t *job)

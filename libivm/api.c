@@ -249,11 +249,18 @@ static ivmError_t ivm_enter_root(ivm_msg_enter_rep_t *rep)
 
 /* A parked process of the warm pool is about to block in its ENTER; its
  * device is known (the spawner's environment: IVM_DEVICE_CORES for a CPU
- * slot, IVM_GPU and CUDA_VISIBLE_DEVICES for a GPU one). The GPU pool (not
- * written yet: ivmd_pool_fill starts CPU slots only) hooks in here to create
- * and keep the device's primary context; CPU parked processes need nothing. */
+ * slot, IVM_GPU, IVM_GPU_BACKEND and CUDA_VISIBLE_DEVICES for a GPU one).
+ * CPU slots and emulated GPUs need nothing; on the cuda backend the process
+ * creates its GPU's primary context now and keeps it current (gpu.c), so a
+ * warm GPU PE's first CUDA call pays no context creation. This runs at pool
+ * fill time, like all the program's code before ivmEnter. */
 static void ivm_pool_park_prepare(void)
 {
+    const char *backend = getenv("IVM_GPU_BACKEND");
+
+    if (getenv("IVM_GPU") != NULL && backend != NULL && strcmp(backend, "cuda") == 0) {
+        (void)ivm_gpu_cuda_warm(); /* logged; a cold context later otherwise */
+    }
 }
 
 /* Child PE, or (negative IVM_PE_ID) a parked process of the warm pool: its

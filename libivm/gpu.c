@@ -216,6 +216,24 @@ static void ivm_gpu_cuda_release(void *devptr, size_t size)
     ivm_cu_check(ivm_cu.address_free(ptr, size), "cuMemAddressFree");
 }
 
+ivmError_t ivm_gpu_cuda_warm(void)
+{
+    pthread_once(&ivm_cu_once, ivm_cu_load);
+    if (ivm_cu_state != IVM_SUCCESS) {
+        ivm_warn("parked GPU process: no warm CUDA context (%s); it parks anyway, its "
+                 "context is made when it first uses the GPU", ivm_cu_why);
+        return ivm_cu_state;
+    }
+    if (ivm_cu_check(ivm_cu.ctx_set_current(ivm_cu_ctx), "cuCtxSetCurrent") != IVM_SUCCESS) {
+        ivm_warn("%s", "parked GPU process: its primary context is not current; it parks "
+                 "anyway");
+        return IVM_ERROR_INTERNAL;
+    }
+    ivm_debug("%s", "parked GPU process: CUDA primary context of device 0 retained and "
+              "current");
+    return IVM_SUCCESS;
+}
+
 static const ivm_gpu_ops_t ivm_gpu_cuda_ops = {
     .name    = "cuda",
     .import  = ivm_gpu_cuda_import,

@@ -110,6 +110,11 @@ typedef struct ivm_gpu_ops {
 
 /* The backend of a GPU mapping's flags (IVM_MAP_GPU_EMU / _CUDA), or NULL. */
 const ivm_gpu_ops_t *ivm_gpu_ops_for(uint32_t flags);
+/* A parked process of a GPU's warm pool on the cuda backend: load the driver,
+ * cuInit, retain device 0's primary context (the PE sees its own GPU only)
+ * and make it current, so the application's CUDA runtime later finds that
+ * context made. Failure is logged (the process parks anyway). */
+ivmError_t ivm_gpu_cuda_warm(void);
 /* Unmap a mapping's memory (host and device parts). */
 void ivm_map_release(const ivm_map_t *map);
 

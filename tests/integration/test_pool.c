@@ -2,9 +2,13 @@
  * from the pool keep the semantics of cold ones; parked processes are no PEs,
  * die with their job, are replaced when killed and never handed out then; a
  * DS-LB chain of 500 PEs runs with the pool; the node daemon of a remote
- * node keeps its own pool. The fixture checks that nothing is left behind. */
+ * node keeps its own pool; GPUs of the node have pools too (emulated GPUs, or
+ * the real ones with IVM_TEST_GPU_BACKEND=cuda: skipped, saying so, without
+ * one). The fixture checks that nothing is left behind. */
 #include <criterion/criterion.h>
 
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,6 +114,50 @@ Test(pool, ivmrun_refuses_a_bad_pe_pool)
     ivmt_result_free(&r);
     ivmt_daemon_finish(&ivmt_d);
 }
+
+#ifdef IVMT_HAVE_GPUD
+/* Warm GPU PEs (pe_pool.c "gpu"): on an emulated GPU, or with
+ * IVM_TEST_GPU_BACKEND=cuda on the real ones, where the warm PEs must find
+ * their GPU's primary context current (made while parked). */
+TestSuite(pool_gpu, .fini = ivmt_fixture_stop, .timeout = 60);
+
+Test(pool_gpu, warm_gpu_pes_from_the_gpu_pool)
+{
+    const char *b = getenv("IVM_TEST_GPU_BACKEND");
+    int cuda = b != NULL && strcmp(b, "cuda") == 0;
+    static const char *const emu_args[] = {"--emu-gpus", "1:64M", NULL};
+    static const char *const cuda_args[] = {"--gpus", "all", NULL};
+    const char *env[] = {"IVM_PE_POOL=2", cuda ? "IVM_TEST_GPU_BACKEND=cuda" : NULL, NULL};
+
+    if (cuda && access("/dev/nvidiactl", F_OK) != 0) {
+        cr_skip_test("IVM_TEST_GPU_BACKEND=cuda but this machine has no NVIDIA GPU "
+                     "(/dev/nvidiactl missing)");
+        return;
+    }
+    ivmt_daemon_start(&ivmt_d, cuda ? cuda_args : emu_args);
+    ivmt_scenario(IVMT_PE_POOL, "gpu", NULL, env, 40);
+}
+
+/* ivm-gpud killed while GPU processes are parked (emu): they are killed, not
+ * replaced; the CPU pool goes on; nothing is left. */
+Test(pool_gpu, gpud_death_kills_the_parked_gpu_processes)
+{
+    static const char *const emu_args[] = {"--emu-gpus", "1:64M", NULL};
+    pid_t gpud[1];
+    ivmt_result_t r;
+
+    ivmt_daemon_start(&ivmt_d, emu_args);
+    ivmt_run_pe(&ivmt_d, IVMT_PE_POOL, "gpu_gpud_dead", NULL, pool2, 40, &r);
+    ivmt_expect_pe_ok(&ivmt_d, &r, "gpu_gpud_dead");
+    cr_assert_eq(ivmt_parse_pids(r.out, "gpud-pid", gpud, 1), 1, "no gpud-pid line");
+    cr_assert(kill(gpud[0], 0) != 0 && errno == ESRCH, "ivm-gpud %d still exists",
+              (int)gpud[0]);
+    ivmt_result_free(&r);
+    /* ivmd closed its end of the control socket: one fd fewer than at start. */
+    ivmt_d.fd_baseline -= 1;
+    ivmt_daemon_finish(&ivmt_d);
+}
+#endif
 
 #ifdef IVMT_DSLB
 /* DS-LB (examples/dslb) with a chain of 500 PEs, pool on. */

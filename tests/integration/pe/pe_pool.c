@@ -1,10 +1,14 @@
 /* PE program of the warm PE pool tests (test_pool.c). The root runs with
  * IVM_PE_POOL set by the test; it learns about its daemon's pool from INFO
  * (parked processes, PEs handed out by pools) and finds the parked processes
- * of its job in /proc (a negative IVM_PE_ID and its IVM_JOB_ID). */
+ * of its job in /proc (a negative IVM_PE_ID and its IVM_JOB_ID). The GPU
+ * scenarios reach device memory by memcpy on the emu backend and through the
+ * dlopen'd driver API when IVM_TEST_GPU_BACKEND=cuda (as pe_gpu.c does). */
 #include "pe_util.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
+#include <sched.h>
 #include <libgen.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -88,7 +92,8 @@ static int parked_pids(int gid, pid_t *pids, int max)
     return n;
 }
 
-/* The value of variable `name` in process pid's environment ("" if none). */
+/* The value of variable `name` in process pid's environment ("" if none or
+ * the process is gone). */
 static void proc_env(pid_t pid, const char *name, char *out, size_t out_len)
 {
     static char env[1 << 20]; /* the whole environment: IVM's variables come last */
@@ -99,7 +104,9 @@ static void proc_env(pid_t pid, const char *name, char *out, size_t out_len)
     out[0] = '\0';
     snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
     f = fopen(path, "r");
-    ASSERT(f != NULL, "cannot read %s", path);
+    if (f == NULL) {
+        return; /* gone meanwhile: no variables */
+    }
     len = fread(env, 1, sizeof(env) - 1, f);
     fclose(f);
     env[len] = '\0';
@@ -441,6 +448,369 @@ static int sc_remote(int argc, char **argv)
     return pe_ok();
 }
 
+/* ------------------------------------------------------------ GPU pools */
+
+#define GPU_SIZE (1024u * 1024u)
+#define GPU_DATA (64u * 1024u)            /* device-checked bytes start here */
+#define GPU_BACK (GPU_DATA + 32u * 4096u) /* the root's change, Got by the PEs */
+
+/* At the start of the object "v" (its node copy is the master: GPU PEs
+ * write it through ivmHostPtr, the root reads it directly). */
+typedef struct gpu_board {
+    atomic_int seen[MAXP];
+    int        pid[MAXP];
+    int        id[MAXP];
+    int        devtype[MAXP];
+    int        gpu_env[MAXP];     /* IVM_GPU */
+    int        backend_ok[MAXP];  /* IVM_GPU_BACKEND names the test's backend */
+    int        primary[MAXP];     /* cuda: current context at start is the primary one */
+    uint64_t   cpus[MAXP];        /* affinity: CPUs 0..63 */
+} gpu_board_t;
+
+static int gpu_cuda(void)
+{
+    const char *b = getenv("IVM_TEST_GPU_BACKEND");
+
+    return b != NULL && strcmp(b, "cuda") == 0;
+}
+
+static void *cu_sym(const char *name)
+{
+    static void *lib;
+    void *fn;
+
+    if (lib == NULL) {
+        lib = dlopen("libcuda.so.1", RTLD_NOW);
+        ASSERT(lib != NULL, "dlopen libcuda.so.1: %s", dlerror());
+    }
+    fn = dlsym(lib, name);
+    ASSERT(fn != NULL, "libcuda lacks %s", name);
+    return fn;
+}
+
+static void dev_copy(void *dst, const void *src, size_t n, int to_dev)
+{
+    typedef int (*htod_fn)(unsigned long long, const void *, size_t);
+    typedef int (*dtoh_fn)(void *, unsigned long long, size_t);
+
+    if (!gpu_cuda()) {
+        memcpy(dst, src, n);
+    } else if (to_dev) {
+        htod_fn f = (htod_fn)cu_sym("cuMemcpyHtoD_v2");
+        ASSERT(f((unsigned long long)(uintptr_t)dst, src, n) == 0, "%s", "cuMemcpyHtoD failed");
+    } else {
+        dtoh_fn f = (dtoh_fn)cu_sym("cuMemcpyDtoH_v2");
+        ASSERT(f(dst, (unsigned long long)(uintptr_t)src, n) == 0, "%s", "cuMemcpyDtoH failed");
+    }
+}
+
+static void dev_expect(const char *dev, int byte, size_t n, const char *what)
+{
+    unsigned char *buf = malloc(n);
+
+    ASSERT(buf != NULL, "%s", "malloc");
+    dev_copy(buf, dev, n, 0);
+    for (size_t i = 0; i < n; ++i) {
+        ASSERT(buf[i] == (unsigned char)byte, "%s: device byte %zu is 0x%02x, want 0x%02x",
+               what, i, buf[i], (unsigned char)byte);
+    }
+    free(buf);
+}
+
+/* cuda: whether this thread's current context is its GPU's primary context
+ * (a warm PE's, made by libivm while parked); emu: -1, no contexts. */
+static int gpu_primary_current(void)
+{
+    typedef int (*init_fn)(unsigned int);
+    typedef int (*cur_fn)(void **);
+    typedef int (*dev_fn)(int *, int);
+    typedef int (*retain_fn)(void **, int);
+    typedef int (*release_fn)(int);
+    void *cur = NULL, *primary = NULL;
+    int dev = 0;
+
+    if (!gpu_cuda()) {
+        return -1;
+    }
+    ASSERT(((init_fn)cu_sym("cuInit"))(0) == 0, "%s", "cuInit failed");
+    ASSERT(((cur_fn)cu_sym("cuCtxGetCurrent"))(&cur) == 0, "%s", "cuCtxGetCurrent failed");
+    if (cur == NULL) {
+        return 0;
+    }
+    ASSERT(((dev_fn)cu_sym("cuDeviceGet"))(&dev, 0) == 0, "%s", "cuDeviceGet failed");
+    ASSERT(((retain_fn)cu_sym("cuDevicePrimaryCtxRetain"))(&primary, dev) == 0, "%s",
+           "cuDevicePrimaryCtxRetain failed");
+    ((release_fn)cu_sym("cuDevicePrimaryCtxRelease_v2"))(dev);
+    return cur == primary;
+}
+
+static void gpu_info0(ivm_msg_gpu_info_rep_t *g)
+{
+    ivm_msg_gpu_info_req_t req = {.gpu = 0};
+
+    memset(g, 0, sizeof(*g));
+    EXPECT(ivm_sock_request(getenv("IVM_SOCKET"), 5000, IVM_MSG_GPU_INFO, &req, sizeof(req),
+                            g, sizeof(*g)),
+           IVM_SUCCESS);
+}
+
+static uint64_t my_cpus(void)
+{
+    cpu_set_t set;
+    uint64_t m = 0;
+
+    CPU_ZERO(&set);
+    ASSERT(sched_getaffinity(0, sizeof(set), &set) == 0, "%s", "sched_getaffinity");
+    for (int i = 0; i < 64; ++i) {
+        m |= CPU_ISSET(i, &set) ? (uint64_t)1 << i : 0;
+    }
+    return m;
+}
+
+/* A GPU PE, warm or cold: records what it is, checks the device copy, Puts
+ * its own page, then (after the root's change) Gets the root's page. */
+static int gpu_child(int id)
+{
+    const char *backend = getenv("IVM_GPU_BACKEND");
+    int primary = gpu_primary_current(); /* before any map makes a context current */
+    gpu_board_t *gb;
+    char *dev, *host, *page;
+
+    ASSERT(id > 0 && id < MAXP, "PE id %d", id);
+    CHECK(ivmMap("v", &dev, 0));
+    CHECK(ivmHostPtr(dev, &host));
+    gb = (gpu_board_t *)host;
+    gb->pid[id] = (int)getpid();
+    CHECK(ivmGetMyId(&gb->id[id]));
+    CHECK(ivmGetMyDevType(&gb->devtype[id]));
+    gb->gpu_env[id]    = getenv("IVM_GPU") != NULL ? atoi(getenv("IVM_GPU")) : -1;
+    gb->backend_ok[id] = backend != NULL && strcmp(backend, gpu_cuda() ? "cuda" : "emu") == 0;
+    gb->primary[id]    = primary;
+    gb->cpus[id]       = my_cpus();
+    pe_stage = "GPU PE checks its device copy";
+    /* Pages 0..15 of the data are the PEs' own (written by them meanwhile). */
+    dev_expect(dev + GPU_DATA + MAXP * 4096, 0x5a, 16 * 4096, "device copy");
+    page = malloc(4096);
+    ASSERT(page != NULL, "%s", "malloc");
+    memset(page, 0x10 + id, 4096);
+    dev_copy(dev + GPU_DATA + (size_t)id * 4096, page, 4096, 1);
+    free(page);
+    CHECK(ivmSyncPut(dev + GPU_DATA + (size_t)id * 4096, 4096));
+    atomic_fetch_add(&gb->seen[id], 1);
+    CHECK(ivmSignal());
+    pe_stage = "GPU PE waits for the root's change";
+    CHECK(ivmWait(0));
+    CHECK(ivmSyncGet(dev + GPU_BACK, 4096));
+    dev_expect(dev + GPU_BACK, 'C', 4096, "device copy after SyncGet");
+    CHECK(ivmUnmap(dev));
+    CHECK(ivmExit());
+    return 0;
+}
+
+/* Wait until `want` processes of job gid parked for GPU 0 and every started
+ * parked process has parked; their pids into gp. */
+static void gpu_parked(int gid, int want, pid_t *gp, double seconds)
+{
+    double deadline = pe_now() + seconds;
+    ivm_msg_info_rep_t info;
+    pid_t all[64];
+    char val[32];
+
+    for (;; pe_sleep_ms(5)) {
+        int n = parked_pids(gid, all, 64), k = 0;
+        pool_info(&info);
+        for (int i = 0; i < n; ++i) {
+            proc_env(all[i], "IVM_GPU", val, sizeof(val));
+            if (strcmp(val, "0") == 0 && k < want) {
+                gp[k++] = all[i]; /* GPU 0's (a real node may have more GPUs) */
+            }
+        }
+        if (k == want && info.parked == (uint32_t)n) {
+            return;
+        }
+        ASSERT(pe_now() < deadline, "%d processes parked for GPU 0 (%u parked of %d "
+               "started) after %.0f s, want %d", k, info.parked, n, seconds, want);
+    }
+}
+
+/* Create n GPU PEs, let them run, check them; returns how many of them were
+ * the processes in warm[0..nwarm). */
+static int gpu_round(gpu_board_t *gb, char *v, ivm_device dev, int n, const pid_t *warm,
+                     int nwarm, ivm_pe *pes)
+{
+    int from_warm = 0;
+
+    memset(v + GPU_BACK, 'A', 4096);
+    CHECK(ivmCreatePEs(dev, n, pes));
+    for (int i = 0; i < n; ++i) {
+        ASSERT(pes[i] > 0 && pes[i] < MAXP, "slot %d got PE %d", i, pes[i]);
+        CHECK(ivmWait(pes[i]));
+    }
+    for (int i = 0; i < n; ++i) {
+        int id = pes[i], is_warm = has_pid(warm, nwarm, gb->pid[id]);
+        ASSERT(atomic_load(&gb->seen[id]) == 1, "PE %d ran %d times", id,
+               atomic_load(&gb->seen[id]));
+        ASSERT(gb->id[id] == id, "PE %d believes it is PE %d", id, gb->id[id]);
+        ASSERT(gb->devtype[id] == IVM_GPU_0, "PE %d: device type 0x%x, want GPU 0", id,
+               gb->devtype[id]);
+        ASSERT(gb->gpu_env[id] == 0 && gb->backend_ok[id], "PE %d: IVM_GPU %d, backend ok %d",
+               id, gb->gpu_env[id], gb->backend_ok[id]);
+        ASSERT(gb->cpus[id] == gb->cpus[pes[0]], "PE %d: affinity 0x%llx, PE %d's 0x%llx", id,
+               (unsigned long long)gb->cpus[id], pes[0], (unsigned long long)gb->cpus[pes[0]]);
+        for (size_t b = 0; b < 4096; ++b) {
+            ASSERT(v[GPU_DATA + (size_t)id * 4096 + b] == (char)(0x10 + id),
+                   "master byte %zu of PE %d's page after its SyncPut: 0x%02x", b, id,
+                   (unsigned char)v[GPU_DATA + (size_t)id * 4096 + b]);
+        }
+        if (gb->primary[id] >= 0) {
+            ASSERT(gb->primary[id] == is_warm, "PE %d (%s): primary context current at "
+                   "start: %d", id, is_warm ? "warm" : "cold", gb->primary[id]);
+        }
+        from_warm += is_warm;
+    }
+    memset(v + GPU_BACK, 'C', 4096);
+    for (int i = 0; i < n; ++i) {
+        CHECK(ivmSignal());
+    }
+    for (int i = 0; i < n; ++i) {
+        CHECK(ivmWait(pes[i]));
+    }
+    return from_warm;
+}
+
+/* Warm GPU PEs: from the pool, the right device and environment, the same
+ * affinity as a cold GPU PE, one device copy with the cold one, syncs,
+ * wait/signal; killed parked GPU processes are replaced, never handed out. */
+static int sc_gpu(int argc, char **argv)
+{
+    ivm_msg_info_rep_t info;
+    ivm_msg_gpu_info_rep_t g;
+    ivm_device dev;
+    pid_t gp[2], dead[2];
+    ivm_pe pes[3];
+    char val[64], *v;
+    int id = pe_enter(), gid, n;
+
+    if (id != 0) {
+        return gpu_child(id);
+    }
+    CHECK(ivmGetMyGroupId(&gid));
+    CHECK(ivmMalloc("v", &v, GPU_SIZE));
+    memset(v, 0, GPU_DATA);
+    memset(v + GPU_DATA, 0x5a, GPU_SIZE - GPU_DATA);
+    gpu_board_t *gb = (gpu_board_t *)v;
+    CHECK(ivmCreateDev(IVM_THIS_HOST, IVM_GPU_0, &dev));
+
+    pe_stage = "GPU pool fill";
+    gpu_parked(gid, 2, gp, 20.0);
+    for (int i = 0; i < 2; ++i) {
+        proc_env(gp[i], "IVM_GPU_BACKEND", val, sizeof(val));
+        ASSERT(strcmp(val, gpu_cuda() ? "cuda" : "emu") == 0, "parked GPU process: "
+               "IVM_GPU_BACKEND=%s", val);
+        proc_env(gp[i], "CUDA_VISIBLE_DEVICES", val, sizeof(val));
+        ASSERT(!gpu_cuda() || val[0] != '\0', "%s", "parked cuda process without "
+               "CUDA_VISIBLE_DEVICES");
+    }
+    CHECK(ivmGetNumPEs(&n));
+    ASSERT(n == 1, "ivmGetNumPEs counts %d PEs with parked GPU processes", n);
+    pool_info(&info);
+    uint32_t pooled = info.pooled;
+
+    pe_stage = "2 warm + 1 cold GPU PE";
+    ASSERT(gpu_round(gb, v, dev, 3, gp, 2, pes) == 2, "%s", "not 2 of 3 GPU PEs were "
+           "the parked ones");
+    pool_info(&info);
+    ASSERT(info.pooled == pooled + 2, "INFO: %u PEs from pools, want %u", info.pooled,
+           pooled + 2);
+    gpu_info0(&g);
+    ASSERT(g.allocations == 1 && g.copies == 1,
+           "warm and cold GPU PEs mapping one object: %llu allocations, %u copies",
+           (unsigned long long)g.allocations, g.copies);
+    CHECK(ivmGetNumPEs(&n));
+    ASSERT(n == 1, "ivmGetNumPEs: %d after the GPU PEs ended", n);
+
+    pe_stage = "kill the parked GPU processes";
+    gpu_parked(gid, 2, dead, 20.0);
+    kill(dead[0], SIGKILL);
+    kill(dead[1], SIGKILL);
+    for (double deadline = pe_now() + 5.0; !proc_ended(dead[0]) || !proc_ended(dead[1]);) {
+        ASSERT(pe_now() < deadline, "%s", "killed parked processes still run after 5 s");
+    }
+    memset(gb, 0, sizeof(*gb));
+    ASSERT(gpu_round(gb, v, dev, 2, dead, 2, pes) == 0, "%s",
+           "a killed parked GPU process was handed out");
+
+    pe_stage = "replacements";
+    gpu_parked(gid, 2, gp, 20.0);
+    ASSERT(!has_pid(dead, 2, gp[0]) && !has_pid(dead, 2, gp[1]), "%s",
+           "a killed parked GPU process is still counted");
+    memset(gb, 0, sizeof(*gb));
+    pool_info(&info);
+    pooled = info.pooled;
+    ASSERT(gpu_round(gb, v, dev, 2, gp, 2, pes) == 2, "%s",
+           "the replacements were not handed out");
+    pool_info(&info);
+    ASSERT(info.pooled == pooled + 2, "INFO: %u PEs from pools, want %u", info.pooled,
+           pooled + 2);
+    gpu_info0(&g);
+    ASSERT(g.copies == 1, "%u device copies of one object", g.copies);
+    CHECK(ivmDestroyDev(dev));
+    CHECK(ivmFree(v));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
+/* ivm-gpud killed while GPU processes are parked: they are killed and not
+ * replaced, GPU devices fail with IVM_ERROR_DAEMON_LOST, the CPU pool works. */
+static int sc_gpu_gpud_dead(int argc, char **argv)
+{
+    ivm_msg_info_rep_t info;
+    ivm_msg_gpu_info_rep_t g;
+    ivm_device dev;
+    pid_t gp[2];
+    ivm_pe pe;
+    int id = pe_enter(), gid;
+
+    if (id != 0) {
+        return child(id, argv[1]);
+    }
+    board_t *b = board_create();
+    CHECK(ivmGetMyGroupId(&gid));
+    pe_stage = "GPU pool fill";
+    gpu_parked(gid, 2, gp, 20.0);
+    gpu_info0(&g);
+    ASSERT(g.gpud_pid > 0 && (g.flags & IVM_GPU_INFO_ALIVE), "%s", "no live ivm-gpud");
+    printf("gpud-pid %u\n", g.gpud_pid);
+    fflush(stdout);
+
+    pe_stage = "kill ivm-gpud";
+    ASSERT(kill((pid_t)g.gpud_pid, SIGKILL) == 0, "kill ivm-gpud: %s", strerror(errno));
+    for (double deadline = pe_now() + 5.0; !proc_ended(gp[0]) || !proc_ended(gp[1]);
+         pe_sleep_ms(5)) {
+        ASSERT(pe_now() < deadline, "%s", "parked GPU processes still run 5 s after "
+               "ivm-gpud died");
+    }
+    EXPECT(ivmCreateDev(IVM_THIS_HOST, IVM_GPU_0, &dev), IVM_ERROR_DAEMON_LOST);
+
+    pe_stage = "the CPU pool still works, no GPU process is started again";
+    wait_parked(2, 20.0);
+    pe_sleep_ms(100);
+    pool_info(&info);
+    ASSERT(info.parked == 2, "%u parked processes (want the 2 of the CPU device)",
+           info.parked);
+    uint32_t pooled = info.pooled;
+    CHECK(ivmCreateDev(IVM_THIS_HOST, IVM_CPU_N(0), &dev));
+    CHECK(ivmCreatePEs(dev, 1, &pe));
+    CHECK(ivmWait(pe));
+    CHECK(ivmWait(pe));
+    pool_info(&info);
+    ASSERT(info.pooled == pooled + 1, "%s", "the CPU PE did not come from the pool");
+    CHECK(ivmDestroyDev(dev));
+    CHECK(ivmFree(b));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
 static const pe_scenario_entry_t scenarios[] = {
     {"remote", sc_remote},
     {"semantics", sc_semantics},
@@ -448,6 +818,8 @@ static const pe_scenario_entry_t scenarios[] = {
     {"no_park", sc_no_park},
     {"bad_setting", sc_bad_setting},
     {"tagged", sc_tagged},
+    {"gpu", sc_gpu},
+    {"gpu_gpud_dead", sc_gpu_gpud_dead},
     {NULL, NULL},
 };
 
