@@ -516,4 +516,11 @@ int ivm_proto_strset(char *dst, size_t dst_size, const char *src);
 /* Non-zero if the fixed string field holds a NUL. */
 int ivm_proto_strok(const char *field, size_t size);
 
+/* Every reply starts with a status and is at least that long: a PE reads a
+ * header and a status in one go without touching the next message. */
+#define IVM_MSG_REP_MIN_CHECK(name, value, req, rep, var)                          \
+    _Static_assert(sizeof(rep) >= sizeof(ivm_msg_status_t),                        \
+                   #name " reply is at least a status");
+IVM_MSG_TABLE(IVM_MSG_REP_MIN_CHECK)
+
 #endif /* IVM_COMMON_PROTO_H */

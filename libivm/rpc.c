@@ -109,6 +109,9 @@ static void ivm_rpc_spin(uint64_t spin_ns)
  * IVM_SUCCESS or IVM_ERROR_DAEMON_LOST / IVM_ERROR_PROTOCOL. */
 static ivmError_t ivm_rpc_read_one(uint64_t spin_ns)
 {
+    /* Every reply is a header and at least a status: read that much at once
+     * (one system call for most replies; never a byte of the next message). */
+    char first[sizeof(ivm_msg_hdr_t) + sizeof(ivm_msg_status_t)];
     char payload[sizeof(ivm_msg_create_pes_rep_t) + IVM_MSG_DETAIL_MAX];
     ivm_msg_hdr_t hdr;
     ivm_pending_t *p;
@@ -120,19 +123,26 @@ static ivmError_t ivm_rpc_read_one(uint64_t spin_ns)
     if (spin_ns > 0) {
         ivm_rpc_spin(spin_ns);
     }
-    status = ivm_sock_recv(ivm_ctx.fd, &hdr, sizeof(hdr), fds, &nfds, IVM_MSG_MAX_FDS);
+    status = ivm_sock_recv(ivm_ctx.fd, first, sizeof(first), fds, &nfds, IVM_MSG_MAX_FDS);
     if (status != IVM_SUCCESS) {
         return status;
     }
+    memcpy(&hdr, first, sizeof(hdr));
     if (ivm_proto_check_hdr(&hdr, &why) != IVM_SUCCESS ||
-        ivm_proto_check_rep(&hdr, &why) != IVM_SUCCESS || hdr.length > sizeof(payload)) {
+        ivm_proto_check_rep(&hdr, &why) != IVM_SUCCESS || hdr.length > sizeof(payload) ||
+        hdr.length < sizeof(ivm_msg_status_t)) {
         ivm_sock_close_fds(fds, nfds);
         return IVM_ERROR_PROTOCOL;
     }
-    status = ivm_sock_recv(ivm_ctx.fd, payload, hdr.length, fds, &nfds, IVM_MSG_MAX_FDS);
-    if (status != IVM_SUCCESS) {
-        ivm_sock_close_fds(fds, nfds);
-        return status;
+    memcpy(payload, first + sizeof(hdr), sizeof(ivm_msg_status_t));
+    if (hdr.length > sizeof(ivm_msg_status_t)) {
+        status = ivm_sock_recv(ivm_ctx.fd, payload + sizeof(ivm_msg_status_t),
+                               hdr.length - sizeof(ivm_msg_status_t), fds, &nfds,
+                               IVM_MSG_MAX_FDS);
+        if (status != IVM_SUCCESS) {
+            ivm_sock_close_fds(fds, nfds);
+            return status;
+        }
     }
     pthread_mutex_lock(&ivm_ctx.lock);
     p = ivm_rpc_find(hdr.seq);
