@@ -433,3 +433,55 @@ void app_dev_name(const char *host, int devtype, char *buf, size_t len)
     else
         snprintf(buf, len, "%s.%s%d", host, kind, IVM_DEV_INDEX(devtype));
 }
+
+#define APP_MAX_NODES 64        /* nodes app_devices_probe asks for at most */
+
+/* Pass the devices of one kind of node `name` ("": the root's node) to
+   `found`; how many, or -1. */
+static int app_probe_kind(const char *name, int gpu, int max_devs, int *count_p,
+                          app_dev_found_fn found, void *arg)
+{
+    const char *host = name[0] != '\0' ? name : IVM_THIS_HOST;
+    int added = 0;
+
+    for (int k = 0; *count_p < max_devs; k++) {
+        int devtype = gpu ? IVM_GPU_N(k) : IVM_CPU_N(k);
+        ivm_device dev;
+        ivmError_t rc = ivmCreateDev(host, devtype, &dev);
+
+        if (rc == IVM_ERROR_NOT_FOUND || rc == IVM_ERROR_NO_DEVICE)
+            break;
+        APP_TRY(rc);
+        int taken = found(arg, name, devtype, dev);
+        if (taken < 0)
+            return -1;
+        if (taken == 0) {
+            ++*count_p;
+            added++;
+        }
+    }
+    return added;
+}
+
+int app_devices_probe(int local, int max_devs, app_dev_found_fn found, void *arg)
+{
+    int count = 0, cpus;
+
+    for (int h = 0; !local && h < APP_MAX_NODES && count < max_devs; h++) {
+        char host[IVM_HOST_MAX + 1];
+
+        snprintf(host, sizeof(host), "node%d", h);
+        /* A node is known if its first CPU device is. */
+        cpus = app_probe_kind(host, 0, max_devs, &count, found, arg);
+        if (cpus < 0)
+            return -1;
+        if (cpus == 0)
+            break;
+        if (app_probe_kind(host, 1, max_devs, &count, found, arg) < 0)
+            return -1;
+    }
+    if (count == 0 && (app_probe_kind("", 0, max_devs, &count, found, arg) < 0 ||
+                       app_probe_kind("", 1, max_devs, &count, found, arg) < 0))
+        return -1;
+    return count;
+}

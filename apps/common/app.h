@@ -183,4 +183,18 @@ void app_ivm_error(ivmError_t rc, const char *call, const char *file, int line);
    (host "" gives "cpu<k>"). */
 void app_dev_name(const char *host, int devtype, char *buf, size_t len);
 
+/* A device found by app_devices_probe: `host` is its node's name ("" for the
+   root's node when no node is named), `devtype` IVM_CPU_N(k) or IVM_GPU_N(k),
+   `dev` its handle (ivmCreateDev; the callback owns it). 0: taken, 1: left
+   out (not counted), -1 (printed): the probe fails. */
+typedef int (*app_dev_found_fn)(void *arg, const char *host, int devtype, ivm_device dev);
+
+/* The devices a driver (DS-LB, OM-LB) runs on: the CPU then the GPU devices
+   (k = 0, 1, ... until IVM_ERROR_NOT_FOUND or IVM_ERROR_NO_DEVICE) of node0,
+   node1, ... (until a node without a CPU device), or with `local` (or no node
+   named node0) those of the root's node, host ""; `max_devs` at most. Each is
+   passed to `found`. The count (0: none found), or -1 after printing an
+   unexpected ivmCreateDev error or when `found` failed. */
+int app_devices_probe(int local, int max_devs, app_dev_found_fn found, void *arg);
+
 #endif /* IVM_APP_H */

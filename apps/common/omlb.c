@@ -21,7 +21,6 @@
 #define OMLB_WAIT_S    120.0   /* longest wait for one plan or one round of reports */
 #define OMLB_GRACE_S   5.0     /* reports missing this long with a PE gone: failed */
 #define OMLB_LIVE_S    0.1     /* the root counts the live PEs this often */
-#define OMLB_MAX_NODES 64      /* nodes probed at most */
 #define OMLB_WINDOW    3       /* iterations watched before the root acts, at least */
 #define OMLB_WINDOW_S  0.003   /* seconds (slowest PEs) watched before it acts, at least */
 #define OMLB_STREAK    2       /* windows in a row the spawn rule must choose a device */
@@ -119,42 +118,28 @@ void omlb_config_init(omlb_config_t *cfg)
     cfg->record = stdout;
 }
 
-/* Add the devices of type base(k), k = 0, 1, ... of host; the count added. */
-static int omlb_probe_kind(omlb_config_t *cfg, const char *host, const char *label,
-                           int gpu)
+/* app_devices_probe's callback: keep the device and name it. OM-LB takes
+   gpu0 .. gpu7 of a node. */
+static int omlb_dev_found(void *arg, const char *host, int devtype, ivm_device dev)
 {
-    int added = 0;
+    omlb_config_t *cfg = arg;
 
-    for (int k = 0; cfg->ndevs < OMLB_MAX_DEVS; k++) {
-        int type = gpu ? IVM_GPU_N(k) : IVM_CPU_N(k);
-        ivm_device dev;
-
-        if (gpu && k > 7)
-            break;
-        if (ivmCreateDev(host, type, &dev) != IVM_SUCCESS)
-            break;
-        cfg->devs[cfg->ndevs] = dev;
-        cfg->devtypes[cfg->ndevs] = type;
-        app_dev_name(label, type, cfg->names[cfg->ndevs], OMLB_NAME_MAX);
-        cfg->ndevs++;
-        added++;
+    if (IVM_DEV_IS_GPU(devtype) && IVM_DEV_INDEX(devtype) > 7) {
+        ivmDestroyDev(dev);
+        return 1;
     }
-    return added;
+    cfg->devs[cfg->ndevs] = dev;
+    cfg->devtypes[cfg->ndevs] = devtype;
+    app_dev_name(host, devtype, cfg->names[cfg->ndevs], OMLB_NAME_MAX);
+    cfg->ndevs++;
+    return 0;
 }
 
 int omlb_devices_probe(omlb_config_t *cfg, int local)
 {
-    for (int h = 0; !local && h < OMLB_MAX_NODES && cfg->ndevs < OMLB_MAX_DEVS; h++) {
-        char host[IVM_HOST_MAX + 1];
-
-        snprintf(host, sizeof(host), "node%d", h);
-        if (omlb_probe_kind(cfg, host, host, 0) == 0)
-            break;
-        omlb_probe_kind(cfg, host, host, 1);
-    }
-    if (cfg->ndevs == 0) {
-        omlb_probe_kind(cfg, IVM_THIS_HOST, "", 0);
-        omlb_probe_kind(cfg, IVM_THIS_HOST, "", 1);
+    if (app_devices_probe(local, OMLB_MAX_DEVS, omlb_dev_found, cfg) < 0) {
+        omlb_devices_release(cfg);
+        return -1;
     }
     if (cfg->ndevs == 0) {
         fprintf(stderr, "omlb: no device found on any node\n");
