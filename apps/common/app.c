@@ -424,6 +424,14 @@ void app_result_print(FILE *out, const app_result_t *r)
     fflush(out);
 }
 
+int app_serial_finish(const app_args_t *args, app_result_t *r, int check_rc)
+{
+    r->pes = 1;
+    app_result_add_share(r, "serial", 1.0);
+    app_result_print(stdout, r);
+    return check_rc != 0 || (args->verify && !r->verified);
+}
+
 void app_dev_name(const char *host, int devtype, char *buf, size_t len)
 {
     const char *kind = IVM_DEV_IS_GPU(devtype) ? "gpu" : "cpu";

@@ -176,6 +176,11 @@ int app_result_add_share(app_result_t *r, const char *name, double work);
    no device is listed). */
 void app_result_print(FILE *out, const app_result_t *r);
 
+/* The end of a --serial run: r->pes = 1, share "serial", the result line.
+   `check_rc` is what the app's check returned (non-zero: it failed). The
+   exit status: 1 when the check failed or --verify found a mismatch, else 0. */
+int app_serial_finish(const app_args_t *args, app_result_t *r, int check_rc);
+
 /* Print "<app>: <call> failed: <status> (<message>)" for a failed IVM call. */
 void app_ivm_error(ivmError_t rc, const char *call, const char *file, int line);
 

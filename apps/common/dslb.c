@@ -472,3 +472,32 @@ int dslb_run(const app_args_t *args, const dslb_app_ops_t *ops, void *ctx)
     ivmExit();
     return ret == 0 ? 0 : 1;
 }
+
+/* --serial: ops->serial and the one result line. */
+static int dslb_serial(const app_args_t *args, const dslb_app_ops_t *ops, void *ctx)
+{
+    app_result_t r;
+    int rc;
+
+    app_result_init(&r, args->app, "serial", args->size);
+    rc = ops->serial(ctx, args, &r);
+    if (rc < 0)
+        return 1;
+    return app_serial_finish(args, &r, rc);
+}
+
+int dslb_main(int argc, char **argv, app_args_t *args, const char *usage_extra,
+              const dslb_app_ops_t *ops, void *ctx)
+{
+    int ret = 0;
+
+    if (app_args_parse(argc, argv, args, usage_extra) != 0)
+        return 2;
+    if (ops->args_check != NULL)
+        ret = ops->args_check(ctx, args);
+    if (ret == 0)
+        ret = args->serial ? dslb_serial(args, ops, ctx) : dslb_run(args, ops, ctx);
+    if (ops->release != NULL)
+        ops->release(ctx);
+    return ret;
+}
