@@ -289,17 +289,21 @@ bad:
     return -1.0;
 }
 
-void app_slow_apply(double factor, double seconds)
+void app_sleep_s(double seconds)
 {
-    double extra = (factor - 1.0) * seconds;
     struct timespec ts;
 
-    if (!(extra > 0.0))
+    if (!(seconds > 0.0))
         return;
-    ts.tv_sec = (time_t)extra;
-    ts.tv_nsec = (long)((extra - (double)ts.tv_sec) * 1e9);
+    ts.tv_sec = (time_t)seconds;
+    ts.tv_nsec = (long)((seconds - (double)ts.tv_sec) * 1e9);
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         ;
+}
+
+void app_slow_apply(double factor, double seconds)
+{
+    app_sleep_s((factor - 1.0) * seconds);
 }
 
 uint64_t app_fnv1a(const void *data, size_t len)

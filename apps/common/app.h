@@ -141,6 +141,8 @@ int app_kernel_pick_rank(const app_args_t *args, int rank, app_kernel_t *kernel_
    device index, or an MPI rank), 1 when not listed, -1 (printed) when the
    variable is malformed or F < 1. */
 double app_slow_factor(const char *env, int index);
+/* Sleep `seconds` (nothing when not > 0), resumed after a signal. */
+void app_sleep_s(double seconds);
 /* Sleep (factor - 1) x seconds: a device `factor` times slower did the work. */
 void app_slow_apply(double factor, double seconds);
 

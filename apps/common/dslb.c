@@ -7,12 +7,11 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define DSLB_CTL         "dslb.ctl"
 #define DSLB_REC         "dslb.rec"
 #define DSLB_DEV         "dslb.dev"
-#define DSLB_POLL_NS     100000L       /* root's record polling period: 100 us */
+#define DSLB_POLL_S      100e-6        /* root's record polling period: 100 us */
 #define DSLB_LIVENESS_S  0.02          /* root checks the PE count every 20 ms */
 #define DSLB_TIMEOUT_S   600.0         /* bound on one iteration */
 #define DSLB_CTL_MAGIC   0x44534c42u   /* "DSLB" */
@@ -56,12 +55,6 @@ typedef struct {
 } dslb_stat_t;
 
 _Static_assert(sizeof(dslb_stat_t) == 64, "one cache line per device");
-
-static void dslb_sleep_ns(long ns)
-{
-    struct timespec ts = { .tv_sec = 0, .tv_nsec = ns };
-    nanosleep(&ts, NULL);
-}
 
 static double dslb_work(const dslb_app_ops_t *ops, void *ctx, const app_args_t *args,
                         int portion)
@@ -188,7 +181,7 @@ static int dslb_root_wait(const app_args_t *args, const dslb_ctl_t *ctl, dslb_re
                 ++*restarts_p;
             }
         }
-        dslb_sleep_ns(DSLB_POLL_NS);
+        app_sleep_s(DSLB_POLL_S);
     }
 }
 

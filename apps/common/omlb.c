@@ -6,13 +6,11 @@
 
 #include "omlb.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define OMLB_PLAN_OBJ  "omlb.plan"
 #define OMLB_REP_OBJ   "omlb.rep"
@@ -73,18 +71,6 @@ _Static_assert(sizeof(omlb_report_t) == 40, "omlb_report_t layout");
         }                                                                             \
     } while (0)
 
-static void omlb_sleep(double s)
-{
-    struct timespec ts;
-
-    if (s <= 0.0)
-        return;
-    ts.tv_sec = (time_t)s;
-    ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
 /* Sleep a tenth of the time waited so far (20 us .. 500 us): the waiters
    neither hold back a round by more than a tenth nor steal the cores of the
    PEs that compute. */
@@ -92,19 +78,7 @@ static void omlb_nap(double waited_s)
 {
     double s = waited_s / 10.0;
 
-    omlb_sleep(s < OMLB_POLL_MIN_S ? OMLB_POLL_MIN_S : s > OMLB_POLL_MAX_S ? OMLB_POLL_MAX_S : s);
-}
-
-static uint64_t omlb_hash(const void *buf, size_t len)
-{
-    const unsigned char *b = buf;
-    uint64_t h = 1469598103934665603ull;
-
-    for (size_t i = 0; i < len; i++) {
-        h ^= b[i];
-        h *= 1099511628211ull;
-    }
-    return h;
+    app_sleep_s(s < OMLB_POLL_MIN_S ? OMLB_POLL_MIN_S : s > OMLB_POLL_MAX_S ? OMLB_POLL_MAX_S : s);
 }
 
 /* ---------------------------------------------------------------- devices */
@@ -210,7 +184,7 @@ static int omlb_root_publish(omlb_root_t *r, int phase, int iter, int fresh)
     pl->phase = phase;
     pl->iter = iter;
     pl->fresh = fresh;
-    pl->hash = omlb_hash(pl, offsetof(omlb_plan_t, hash));
+    pl->hash = app_fnv1a(pl, offsetof(omlb_plan_t, hash));
     atomic_thread_fence(memory_order_seq_cst);
     OMLB_CHECK(ivmSyncPutGroup(pl, sizeof(*pl)));
     return 0;
@@ -233,7 +207,7 @@ static int omlb_root_collect(omlb_root_t *r)
                 continue;
             atomic_thread_fence(memory_order_acquire);
             memcpy(&rp, &r->rep[s], sizeof(rp));
-            if (rp.seq != r->seq || rp.hash != omlb_hash(&rp, offsetof(omlb_report_t, hash)))
+            if (rp.seq != r->seq || rp.hash != app_fnv1a(&rp, offsetof(omlb_report_t, hash)))
                 continue;
             if (rp.status != 0) {
                 fprintf(stderr, "omlb: PE %d on %s failed in plan %llu\n", r->pe[s],
@@ -567,7 +541,7 @@ static int omlb_child_wait(const omlb_plan_t *plan, uint64_t last_seq, omlb_plan
     for (;;) {
         atomic_thread_fence(memory_order_acquire);
         memcpy(out, plan, sizeof(*out));
-        if (out->seq > last_seq && out->hash == omlb_hash(out, offsetof(omlb_plan_t, hash)))
+        if (out->seq > last_seq && out->hash == app_fnv1a(out, offsetof(omlb_plan_t, hash)))
             return 0;
         double waited = app_now_s() - start;
         if (waited > OMLB_WAIT_S) {
@@ -586,7 +560,7 @@ static int omlb_child_report(app_kernel_t kernel, omlb_report_t *slot, uint64_t 
 {
     omlb_report_t rp = { .seq = seq, .time_s = t, .value = value, .status = status };
 
-    rp.hash = omlb_hash(&rp, offsetof(omlb_report_t, hash));
+    rp.hash = app_fnv1a(&rp, offsetof(omlb_report_t, hash));
     atomic_thread_fence(memory_order_release);
     return app_ref_put(kernel, slot, &rp, sizeof(rp));
 }
