@@ -16,6 +16,14 @@
 
 #include <ivm.h>
 
+/* A function both kernels run: the CPU kernel (C) and, compiled by nvcc,
+   the CUDA kernel (host and device code). */
+#ifdef __CUDACC__
+#define APP_HOST_DEVICE __host__ __device__
+#else
+#define APP_HOST_DEVICE
+#endif
+
 #define APP_MAX_DEVS   64      /* devices one run may use (share entries) */
 #define APP_NAME_MAX   80      /* device name in the share list, e.g. node1.gpu0 */
 #define APP_CHECKSUM_MAX 32    /* checksum text, NUL included */
