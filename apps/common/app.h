@@ -138,6 +138,9 @@ int app_cuda_alloc(void **dev_p, size_t bytes);
 int app_cuda_upload(void *dev, const void *host, size_t bytes);
 int app_cuda_download(void *host, const void *dev, size_t bytes);
 void app_cuda_free(void *dev);
+/* After a kernel launch: its launch error, then cudaDeviceSynchronize's.
+   0, or -1 after printing "<app>: CUDA kernel failed: <error>". */
+int app_cuda_launched(const char *app);
 
 /* MPI baselines: the kernel rank `rank` runs (CUDA for ranks below
    --gpu-ranks). 0, or -1 with a message (--gpu-ranks in a build without

@@ -21,17 +21,9 @@ extern "C" int dmm_tile_cuda(const float *a, const float *bt, float *c, int n, i
                              int cols)
 {
     dim3 threads(16, 16), blocks((cols + 15) / 16, (rows + 15) / 16);
-    cudaError_t err;
 
     if (rows <= 0 || cols <= 0)
         return 0;
     dmm_tile_kernel<<<blocks, threads>>>(a, bt, c, n, rows, cols);
-    err = cudaGetLastError();
-    if (err == cudaSuccess)
-        err = cudaDeviceSynchronize();
-    if (err != cudaSuccess) {
-        fprintf(stderr, "dmm: CUDA kernel failed: %s\n", cudaGetErrorString(err));
-        return -1;
-    }
-    return 0;
+    return app_cuda_launched("dmm");
 }

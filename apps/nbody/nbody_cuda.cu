@@ -20,17 +20,9 @@ extern "C" int nbody_step_cuda(const nbody_vec_t *pin, nbody_vec_t *pout, nbody_
                                int n, int lo, int hi)
 {
     int threads = 256, blocks = (hi - lo + threads - 1) / threads;
-    cudaError_t err;
 
     if (hi <= lo)
         return 0;
     nbody_step_kernel<<<blocks, threads>>>(pin, pout, vel, n, lo, hi);
-    err = cudaGetLastError();
-    if (err == cudaSuccess)
-        err = cudaDeviceSynchronize();
-    if (err != cudaSuccess) {
-        fprintf(stderr, "nbody: CUDA kernel failed: %s\n", cudaGetErrorString(err));
-        return -1;
-    }
-    return 0;
+    return app_cuda_launched("nbody");
 }
