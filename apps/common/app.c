@@ -46,6 +46,16 @@ static int app_parse_ll(const char *s, long long lo, long long hi, long long *ou
     return 0;
 }
 
+static int app_parse_int(const char *s, int lo, int hi, int *out)
+{
+    long long v;
+
+    if (app_parse_ll(s, lo, hi, &v) != 0)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
 static int app_parse_double(const char *s, double lo, double *out)
 {
     char *end;
@@ -90,21 +100,13 @@ int app_args_parse(int argc, char **argv, app_args_t *args, const char *usage_ex
             if (!bad)
                 args->seed = (uint64_t)v;
         } else if (strcmp(opt, "--portions") == 0) {
-            bad = app_parse_ll(val, 1, 1 << 20, &v);
-            if (!bad)
-                args->portions = (int)v;
+            bad = app_parse_int(val, 1, 1 << 20, &args->portions);
         } else if (strcmp(opt, "--iters") == 0) {
-            bad = app_parse_ll(val, 1, 1 << 20, &v);
-            if (!bad)
-                args->iters = (int)v;
+            bad = app_parse_int(val, 1, 1 << 20, &args->iters);
         } else if (strcmp(opt, "--max-per-dev") == 0) {
-            bad = app_parse_ll(val, 1, 1024, &v);
-            if (!bad)
-                args->max_per_dev = (int)v;
+            bad = app_parse_int(val, 1, 1024, &args->max_per_dev);
         } else if (strcmp(opt, "--gpu-ranks") == 0) {
-            bad = app_parse_ll(val, 0, 1 << 20, &v);
-            if (!bad)
-                args->gpu_ranks = (int)v;
+            bad = app_parse_int(val, 0, 1 << 20, &args->gpu_ranks);
         } else if (strcmp(opt, "--threshold") == 0) {
             bad = app_parse_double(val, 1.0, &args->threshold);
         } else {
