@@ -46,6 +46,16 @@ static int app_parse_ll(const char *s, long long lo, long long hi, long long *ou
     return 0;
 }
 
+static int app_parse_int(const char *s, int lo, int hi, int *out)
+{
+    long long v;
+
+    if (app_parse_ll(s, lo, hi, &v) != 0)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
 static int app_parse_double(const char *s, double lo, double *out)
 {
     char *end;
@@ -90,21 +100,13 @@ int app_args_parse(int argc, char **argv, app_args_t *args, const char *usage_ex
             if (!bad)
                 args->seed = (uint64_t)v;
         } else if (strcmp(opt, "--portions") == 0) {
-            bad = app_parse_ll(val, 1, 1 << 20, &v);
-            if (!bad)
-                args->portions = (int)v;
+            bad = app_parse_int(val, 1, 1 << 20, &args->portions);
         } else if (strcmp(opt, "--iters") == 0) {
-            bad = app_parse_ll(val, 1, 1 << 20, &v);
-            if (!bad)
-                args->iters = (int)v;
+            bad = app_parse_int(val, 1, 1 << 20, &args->iters);
         } else if (strcmp(opt, "--max-per-dev") == 0) {
-            bad = app_parse_ll(val, 1, 1024, &v);
-            if (!bad)
-                args->max_per_dev = (int)v;
+            bad = app_parse_int(val, 1, 1024, &args->max_per_dev);
         } else if (strcmp(opt, "--gpu-ranks") == 0) {
-            bad = app_parse_ll(val, 0, 1 << 20, &v);
-            if (!bad)
-                args->gpu_ranks = (int)v;
+            bad = app_parse_int(val, 0, 1 << 20, &args->gpu_ranks);
         } else if (strcmp(opt, "--threshold") == 0) {
             bad = app_parse_double(val, 1.0, &args->threshold);
         } else {
@@ -289,17 +291,21 @@ bad:
     return -1.0;
 }
 
-void app_slow_apply(double factor, double seconds)
+void app_sleep_s(double seconds)
 {
-    double extra = (factor - 1.0) * seconds;
     struct timespec ts;
 
-    if (!(extra > 0.0))
+    if (!(seconds > 0.0))
         return;
-    ts.tv_sec = (time_t)extra;
-    ts.tv_nsec = (long)((extra - (double)ts.tv_sec) * 1e9);
+    ts.tv_sec = (time_t)seconds;
+    ts.tv_nsec = (long)((seconds - (double)ts.tv_sec) * 1e9);
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         ;
+}
+
+void app_slow_apply(double factor, double seconds)
+{
+    app_sleep_s((factor - 1.0) * seconds);
 }
 
 uint64_t app_fnv1a(const void *data, size_t len)
@@ -424,6 +430,14 @@ void app_result_print(FILE *out, const app_result_t *r)
     fflush(out);
 }
 
+int app_serial_finish(const app_args_t *args, app_result_t *r, int check_rc)
+{
+    r->pes = 1;
+    app_result_add_share(r, "serial", 1.0);
+    app_result_print(stdout, r);
+    return check_rc != 0 || (args->verify && !r->verified);
+}
+
 void app_dev_name(const char *host, int devtype, char *buf, size_t len)
 {
     const char *kind = IVM_DEV_IS_GPU(devtype) ? "gpu" : "cpu";
@@ -432,4 +446,56 @@ void app_dev_name(const char *host, int devtype, char *buf, size_t len)
         snprintf(buf, len, "%s%d", kind, IVM_DEV_INDEX(devtype));
     else
         snprintf(buf, len, "%s.%s%d", host, kind, IVM_DEV_INDEX(devtype));
+}
+
+#define APP_MAX_NODES 64        /* nodes app_devices_probe asks for at most */
+
+/* Pass the devices of one kind of node `name` ("": the root's node) to
+   `found`; how many, or -1. */
+static int app_probe_kind(const char *name, int gpu, int max_devs, int *count_p,
+                          app_dev_found_fn found, void *arg)
+{
+    const char *host = name[0] != '\0' ? name : IVM_THIS_HOST;
+    int added = 0;
+
+    for (int k = 0; *count_p < max_devs; k++) {
+        int devtype = gpu ? IVM_GPU_N(k) : IVM_CPU_N(k);
+        ivm_device dev;
+        ivmError_t rc = ivmCreateDev(host, devtype, &dev);
+
+        if (rc == IVM_ERROR_NOT_FOUND || rc == IVM_ERROR_NO_DEVICE)
+            break;
+        APP_TRY(rc);
+        int taken = found(arg, name, devtype, dev);
+        if (taken < 0)
+            return -1;
+        if (taken == 0) {
+            ++*count_p;
+            added++;
+        }
+    }
+    return added;
+}
+
+int app_devices_probe(int local, int max_devs, app_dev_found_fn found, void *arg)
+{
+    int count = 0, cpus;
+
+    for (int h = 0; !local && h < APP_MAX_NODES && count < max_devs; h++) {
+        char host[IVM_HOST_MAX + 1];
+
+        snprintf(host, sizeof(host), "node%d", h);
+        /* A node is known if its first CPU device is. */
+        cpus = app_probe_kind(host, 0, max_devs, &count, found, arg);
+        if (cpus < 0)
+            return -1;
+        if (cpus == 0)
+            break;
+        if (app_probe_kind(host, 1, max_devs, &count, found, arg) < 0)
+            return -1;
+    }
+    if (count == 0 && (app_probe_kind("", 0, max_devs, &count, found, arg) < 0 ||
+                       app_probe_kind("", 1, max_devs, &count, found, arg) < 0))
+        return -1;
+    return count;
 }

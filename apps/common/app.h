@@ -16,6 +16,14 @@
 
 #include <ivm.h>
 
+/* A function both kernels run: the CPU kernel (C) and, compiled by nvcc,
+   the CUDA kernel (host and device code). */
+#ifdef __CUDACC__
+#define APP_HOST_DEVICE __host__ __device__
+#else
+#define APP_HOST_DEVICE
+#endif
+
 #define APP_MAX_DEVS   64      /* devices one run may use (share entries) */
 #define APP_NAME_MAX   80      /* device name in the share list, e.g. node1.gpu0 */
 #define APP_CHECKSUM_MAX 32    /* checksum text, NUL included */
@@ -130,6 +138,9 @@ int app_cuda_alloc(void **dev_p, size_t bytes);
 int app_cuda_upload(void *dev, const void *host, size_t bytes);
 int app_cuda_download(void *host, const void *dev, size_t bytes);
 void app_cuda_free(void *dev);
+/* After a kernel launch: its launch error, then cudaDeviceSynchronize's.
+   0, or -1 after printing "<app>: CUDA kernel failed: <error>". */
+int app_cuda_launched(const char *app);
 
 /* MPI baselines: the kernel rank `rank` runs (CUDA for ranks below
    --gpu-ranks). 0, or -1 with a message (--gpu-ranks in a build without
@@ -141,6 +152,8 @@ int app_kernel_pick_rank(const app_args_t *args, int rank, app_kernel_t *kernel_
    device index, or an MPI rank), 1 when not listed, -1 (printed) when the
    variable is malformed or F < 1. */
 double app_slow_factor(const char *env, int index);
+/* Sleep `seconds` (nothing when not > 0), resumed after a signal. */
+void app_sleep_s(double seconds);
 /* Sleep (factor - 1) x seconds: a device `factor` times slower did the work. */
 void app_slow_apply(double factor, double seconds);
 
@@ -176,11 +189,30 @@ int app_result_add_share(app_result_t *r, const char *name, double work);
    no device is listed). */
 void app_result_print(FILE *out, const app_result_t *r);
 
+/* The end of a --serial run: r->pes = 1, share "serial", the result line.
+   `check_rc` is what the app's check returned (non-zero: it failed). The
+   exit status: 1 when the check failed or --verify found a mismatch, else 0. */
+int app_serial_finish(const app_args_t *args, app_result_t *r, int check_rc);
+
 /* Print "<app>: <call> failed: <status> (<message>)" for a failed IVM call. */
 void app_ivm_error(ivmError_t rc, const char *call, const char *file, int line);
 
 /* Device name for the share list: "<host>.cpu<k>" or "<host>.gpu<k>"
    (host "" gives "cpu<k>"). */
 void app_dev_name(const char *host, int devtype, char *buf, size_t len);
+
+/* A device found by app_devices_probe: `host` is its node's name ("" for the
+   root's node when no node is named), `devtype` IVM_CPU_N(k) or IVM_GPU_N(k),
+   `dev` its handle (ivmCreateDev; the callback owns it). 0: taken, 1: left
+   out (not counted), -1 (printed): the probe fails. */
+typedef int (*app_dev_found_fn)(void *arg, const char *host, int devtype, ivm_device dev);
+
+/* The devices a driver (DS-LB, OM-LB) runs on: the CPU then the GPU devices
+   (k = 0, 1, ... until IVM_ERROR_NOT_FOUND or IVM_ERROR_NO_DEVICE) of node0,
+   node1, ... (until a node without a CPU device), or with `local` (or no node
+   named node0) those of the root's node, host ""; `max_devs` at most. Each is
+   passed to `found`. The count (0: none found), or -1 after printing an
+   unexpected ivmCreateDev error or when `found` failed. */
+int app_devices_probe(int local, int max_devs, app_dev_found_fn found, void *arg);
 
 #endif /* IVM_APP_H */

@@ -63,3 +63,16 @@ extern "C" void app_cuda_free(void *dev)
     if (dev != NULL)
         cudaFree(dev);
 }
+
+extern "C" int app_cuda_launched(const char *app)
+{
+    cudaError_t err = cudaGetLastError();
+
+    if (err == cudaSuccess)
+        err = cudaDeviceSynchronize();
+    if (err != cudaSuccess) {
+        fprintf(stderr, "%s: CUDA kernel failed: %s\n", app, cudaGetErrorString(err));
+        return -1;
+    }
+    return 0;
+}

@@ -7,13 +7,11 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define DSLB_CTL         "dslb.ctl"
 #define DSLB_REC         "dslb.rec"
 #define DSLB_DEV         "dslb.dev"
-#define DSLB_MAX_NODES   64
-#define DSLB_POLL_NS     100000L       /* root's record polling period: 100 us */
+#define DSLB_POLL_S      100e-6        /* root's record polling period: 100 us */
 #define DSLB_LIVENESS_S  0.02          /* root checks the PE count every 20 ms */
 #define DSLB_TIMEOUT_S   600.0         /* bound on one iteration */
 #define DSLB_CTL_MAGIC   0x44534c42u   /* "DSLB" */
@@ -58,41 +56,22 @@ typedef struct {
 
 _Static_assert(sizeof(dslb_stat_t) == 64, "one cache line per device");
 
-static void dslb_sleep_ns(long ns)
-{
-    struct timespec ts = { .tv_sec = 0, .tv_nsec = ns };
-    nanosleep(&ts, NULL);
-}
-
 static double dslb_work(const dslb_app_ops_t *ops, void *ctx, const app_args_t *args,
                         int portion)
 {
     return ops->portion_work != NULL ? ops->portion_work(ctx, args, portion) : 1.0;
 }
 
-/* Append the CPU then GPU devices of `host` (IVM_THIS_HOST when name is "")
-   to the table; returns how many, or -1 on an unexpected error. */
-static int dslb_probe_host(dslb_ctl_t *ctl, const char *name)
+/* app_devices_probe's callback: one more row of the device table. */
+static int dslb_dev_found(void *arg, const char *host, int devtype, ivm_device dev)
 {
-    const char *host = name[0] != '\0' ? name : IVM_THIS_HOST;
-    int added = 0;
+    dslb_ctl_t *ctl = arg;
+    dslb_dev_t *d = &ctl->dev[ctl->ndev++];
 
-    for (int gpu = 0; gpu < 2; gpu++) {
-        for (int k = 0; ctl->ndev < APP_MAX_DEVS; k++) {
-            int devtype = gpu ? IVM_GPU_N(k) : IVM_CPU_N(k);
-            ivm_device dev;
-            ivmError_t rc = ivmCreateDev(host, devtype, &dev);
-            if (rc == IVM_ERROR_NOT_FOUND || rc == IVM_ERROR_NO_DEVICE)
-                break;
-            APP_TRY(rc);
-            APP_TRY(ivmDestroyDev(dev));
-            dslb_dev_t *d = &ctl->dev[ctl->ndev++];
-            snprintf(d->host, sizeof(d->host), "%s", name);
-            d->devtype = devtype;
-            added++;
-        }
-    }
-    return added;
+    APP_TRY(ivmDestroyDev(dev));
+    snprintf(d->host, sizeof(d->host), "%s", host);
+    d->devtype = devtype;
+    return 0;
 }
 
 /* The device table: every device of node0, node1, ... (until an unknown
@@ -100,22 +79,7 @@ static int dslb_probe_host(dslb_ctl_t *ctl, const char *name)
 static int dslb_probe(dslb_ctl_t *ctl, const app_args_t *args)
 {
     ctl->ndev = 0;
-    if (!args->local) {
-        for (int h = 0; h < DSLB_MAX_NODES && ctl->ndev < APP_MAX_DEVS; h++) {
-            char host[IVM_HOST_MAX + 1];
-            ivm_device dev;
-            snprintf(host, sizeof(host), "node%d", h);
-            /* A host is known if its first CPU device is. */
-            ivmError_t rc = ivmCreateDev(host, IVM_CPU_N(0), &dev);
-            if (rc == IVM_ERROR_NOT_FOUND || rc == IVM_ERROR_NO_DEVICE)
-                break;
-            APP_TRY(rc);
-            APP_TRY(ivmDestroyDev(dev));
-            if (dslb_probe_host(ctl, host) < 0)
-                return -1;
-        }
-    }
-    if (ctl->ndev == 0 && dslb_probe_host(ctl, "") < 0)
+    if (app_devices_probe(args->local, APP_MAX_DEVS, dslb_dev_found, ctl) < 0)
         return -1;
     if (ctl->ndev == 0) {
         fprintf(stderr, "%s: no device found\n", args->app);
@@ -217,7 +181,7 @@ static int dslb_root_wait(const app_args_t *args, const dslb_ctl_t *ctl, dslb_re
                 ++*restarts_p;
             }
         }
-        dslb_sleep_ns(DSLB_POLL_NS);
+        app_sleep_s(DSLB_POLL_S);
     }
 }
 
@@ -500,4 +464,33 @@ int dslb_run(const app_args_t *args, const dslb_app_ops_t *ops, void *ctx)
     }
     ivmExit();
     return ret == 0 ? 0 : 1;
+}
+
+/* --serial: ops->serial and the one result line. */
+static int dslb_serial(const app_args_t *args, const dslb_app_ops_t *ops, void *ctx)
+{
+    app_result_t r;
+    int rc;
+
+    app_result_init(&r, args->app, "serial", args->size);
+    rc = ops->serial(ctx, args, &r);
+    if (rc < 0)
+        return 1;
+    return app_serial_finish(args, &r, rc);
+}
+
+int dslb_main(int argc, char **argv, app_args_t *args, const char *usage_extra,
+              const dslb_app_ops_t *ops, void *ctx)
+{
+    int ret = 0;
+
+    if (app_args_parse(argc, argv, args, usage_extra) != 0)
+        return 2;
+    if (ops->args_check != NULL)
+        ret = ops->args_check(ctx, args);
+    if (ret == 0)
+        ret = args->serial ? dslb_serial(args, ops, ctx) : dslb_run(args, ops, ctx);
+    if (ops->release != NULL)
+        ops->release(ctx);
+    return ret;
 }

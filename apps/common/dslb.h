@@ -58,6 +58,17 @@ typedef struct dslb_app_ops {
     int (*child_portion)(void *ctx, const dslb_portion_t *w);
     /* Work units of a portion, for the share per device (NULL: 1 each). */
     double (*portion_work)(void *ctx, const app_args_t *args, int portion);
+    /* Every process, after app_args_parse (NULL: none): check the app's own
+       limits and set up what every PE needs. 0, or the exit status after
+       printing why (2: bad arguments). */
+    int (*args_check)(void *ctx, const app_args_t *args);
+    /* --serial: the CPU kernel over all the work in this one process, timed
+       (r->seconds), then the checksum and verification of the result (as
+       root_finish). 0, or 1 when the check failed (a result line is still
+       printed); -1 with no result (printed why). */
+    int (*serial)(void *ctx, const app_args_t *args, app_result_t *r);
+    /* Every process, at the end (NULL: none): free what args_check set up. */
+    void (*release)(void *ctx);
 } dslb_app_ops_t;
 
 /* Run the calling process as a PE of a DS-LB app: ivmEnter, the root or a
@@ -66,5 +77,11 @@ typedef struct dslb_app_ops {
    Returns the process exit status: 0, or 1 on any failure (verification
    included). */
 int dslb_run(const app_args_t *args, const dslb_app_ops_t *ops, void *ctx);
+
+/* An app's main(): app_args_parse(argc, argv, args, usage_extra) (exit 2),
+   ops->args_check, then with --serial ops->serial and its result line
+   (version=serial), else dslb_run; ops->release. Returns the exit status. */
+int dslb_main(int argc, char **argv, app_args_t *args, const char *usage_extra,
+              const dslb_app_ops_t *ops, void *ctx);
 
 #endif /* IVM_APP_DSLB_H */

@@ -6,13 +6,11 @@
 
 #include "omlb.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define OMLB_PLAN_OBJ  "omlb.plan"
 #define OMLB_REP_OBJ   "omlb.rep"
@@ -21,7 +19,6 @@
 #define OMLB_WAIT_S    120.0   /* longest wait for one plan or one round of reports */
 #define OMLB_GRACE_S   5.0     /* reports missing this long with a PE gone: failed */
 #define OMLB_LIVE_S    0.1     /* the root counts the live PEs this often */
-#define OMLB_MAX_NODES 64      /* nodes probed at most */
 #define OMLB_WINDOW    3       /* iterations watched before the root acts, at least */
 #define OMLB_WINDOW_S  0.003   /* seconds (slowest PEs) watched before it acts, at least */
 #define OMLB_STREAK    2       /* windows in a row the spawn rule must choose a device */
@@ -74,18 +71,6 @@ _Static_assert(sizeof(omlb_report_t) == 40, "omlb_report_t layout");
         }                                                                             \
     } while (0)
 
-static void omlb_sleep(double s)
-{
-    struct timespec ts;
-
-    if (s <= 0.0)
-        return;
-    ts.tv_sec = (time_t)s;
-    ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
 /* Sleep a tenth of the time waited so far (20 us .. 500 us): the waiters
    neither hold back a round by more than a tenth nor steal the cores of the
    PEs that compute. */
@@ -93,19 +78,7 @@ static void omlb_nap(double waited_s)
 {
     double s = waited_s / 10.0;
 
-    omlb_sleep(s < OMLB_POLL_MIN_S ? OMLB_POLL_MIN_S : s > OMLB_POLL_MAX_S ? OMLB_POLL_MAX_S : s);
-}
-
-static uint64_t omlb_hash(const void *buf, size_t len)
-{
-    const unsigned char *b = buf;
-    uint64_t h = 1469598103934665603ull;
-
-    for (size_t i = 0; i < len; i++) {
-        h ^= b[i];
-        h *= 1099511628211ull;
-    }
-    return h;
+    app_sleep_s(s < OMLB_POLL_MIN_S ? OMLB_POLL_MIN_S : s > OMLB_POLL_MAX_S ? OMLB_POLL_MAX_S : s);
 }
 
 /* ---------------------------------------------------------------- devices */
@@ -119,42 +92,28 @@ void omlb_config_init(omlb_config_t *cfg)
     cfg->record = stdout;
 }
 
-/* Add the devices of type base(k), k = 0, 1, ... of host; the count added. */
-static int omlb_probe_kind(omlb_config_t *cfg, const char *host, const char *label,
-                           int gpu)
+/* app_devices_probe's callback: keep the device and name it. OM-LB takes
+   gpu0 .. gpu7 of a node. */
+static int omlb_dev_found(void *arg, const char *host, int devtype, ivm_device dev)
 {
-    int added = 0;
+    omlb_config_t *cfg = arg;
 
-    for (int k = 0; cfg->ndevs < OMLB_MAX_DEVS; k++) {
-        int type = gpu ? IVM_GPU_N(k) : IVM_CPU_N(k);
-        ivm_device dev;
-
-        if (gpu && k > 7)
-            break;
-        if (ivmCreateDev(host, type, &dev) != IVM_SUCCESS)
-            break;
-        cfg->devs[cfg->ndevs] = dev;
-        cfg->devtypes[cfg->ndevs] = type;
-        app_dev_name(label, type, cfg->names[cfg->ndevs], OMLB_NAME_MAX);
-        cfg->ndevs++;
-        added++;
+    if (IVM_DEV_IS_GPU(devtype) && IVM_DEV_INDEX(devtype) > 7) {
+        ivmDestroyDev(dev);
+        return 1;
     }
-    return added;
+    cfg->devs[cfg->ndevs] = dev;
+    cfg->devtypes[cfg->ndevs] = devtype;
+    app_dev_name(host, devtype, cfg->names[cfg->ndevs], OMLB_NAME_MAX);
+    cfg->ndevs++;
+    return 0;
 }
 
 int omlb_devices_probe(omlb_config_t *cfg, int local)
 {
-    for (int h = 0; !local && h < OMLB_MAX_NODES && cfg->ndevs < OMLB_MAX_DEVS; h++) {
-        char host[IVM_HOST_MAX + 1];
-
-        snprintf(host, sizeof(host), "node%d", h);
-        if (omlb_probe_kind(cfg, host, host, 0) == 0)
-            break;
-        omlb_probe_kind(cfg, host, host, 1);
-    }
-    if (cfg->ndevs == 0) {
-        omlb_probe_kind(cfg, IVM_THIS_HOST, "", 0);
-        omlb_probe_kind(cfg, IVM_THIS_HOST, "", 1);
+    if (app_devices_probe(local, OMLB_MAX_DEVS, omlb_dev_found, cfg) < 0) {
+        omlb_devices_release(cfg);
+        return -1;
     }
     if (cfg->ndevs == 0) {
         fprintf(stderr, "omlb: no device found on any node\n");
@@ -225,7 +184,7 @@ static int omlb_root_publish(omlb_root_t *r, int phase, int iter, int fresh)
     pl->phase = phase;
     pl->iter = iter;
     pl->fresh = fresh;
-    pl->hash = omlb_hash(pl, offsetof(omlb_plan_t, hash));
+    pl->hash = app_fnv1a(pl, offsetof(omlb_plan_t, hash));
     atomic_thread_fence(memory_order_seq_cst);
     OMLB_CHECK(ivmSyncPutGroup(pl, sizeof(*pl)));
     return 0;
@@ -248,7 +207,7 @@ static int omlb_root_collect(omlb_root_t *r)
                 continue;
             atomic_thread_fence(memory_order_acquire);
             memcpy(&rp, &r->rep[s], sizeof(rp));
-            if (rp.seq != r->seq || rp.hash != omlb_hash(&rp, offsetof(omlb_report_t, hash)))
+            if (rp.seq != r->seq || rp.hash != app_fnv1a(&rp, offsetof(omlb_report_t, hash)))
                 continue;
             if (rp.status != 0) {
                 fprintf(stderr, "omlb: PE %d on %s failed in plan %llu\n", r->pe[s],
@@ -582,7 +541,7 @@ static int omlb_child_wait(const omlb_plan_t *plan, uint64_t last_seq, omlb_plan
     for (;;) {
         atomic_thread_fence(memory_order_acquire);
         memcpy(out, plan, sizeof(*out));
-        if (out->seq > last_seq && out->hash == omlb_hash(out, offsetof(omlb_plan_t, hash)))
+        if (out->seq > last_seq && out->hash == app_fnv1a(out, offsetof(omlb_plan_t, hash)))
             return 0;
         double waited = app_now_s() - start;
         if (waited > OMLB_WAIT_S) {
@@ -601,7 +560,7 @@ static int omlb_child_report(app_kernel_t kernel, omlb_report_t *slot, uint64_t 
 {
     omlb_report_t rp = { .seq = seq, .time_s = t, .value = value, .status = status };
 
-    rp.hash = omlb_hash(&rp, offsetof(omlb_report_t, hash));
+    rp.hash = app_fnv1a(&rp, offsetof(omlb_report_t, hash));
     atomic_thread_fence(memory_order_release);
     return app_ref_put(kernel, slot, &rp, sizeof(rp));
 }

@@ -156,17 +156,28 @@ static double dmm_portion_work(void *vctx, const app_args_t *a, int p)
            (double)(dmm_lo(n, M, j + 1) - dmm_lo(n, M, j));
 }
 
+/* Every process: the app's limits. */
+static int dmm_args_check(void *vctx, const app_args_t *a)
+{
+    (void)vctx;
+    if (dmm_tiles(a) < 0 || dmm_tiles(a) > a->size || a->size > 32768) {
+        fprintf(stderr, "dmm: --portions must be a square M*M with M <= size <= 32768 "
+                "(got %d, size %lld)\n", a->portions, a->size);
+        return 2;
+    }
+    return 0;
+}
+
 /* --serial: the CPU kernel over every tile in this one process. */
-static int dmm_serial(const app_args_t *a)
+static int dmm_serial(void *vctx, const app_args_t *a, app_result_t *r)
 {
     int n = (int)a->size, M = dmm_tiles(a);
     size_t nn = (size_t)n * (size_t)n;
     float *A = malloc(nn * sizeof(float)), *Bt = malloc(nn * sizeof(float));
     float *C = malloc(nn * sizeof(float));
-    app_result_t r;
-    int ret = 1;
+    int ret = -1;
 
-    app_result_init(&r, "dmm", "serial", a->size);
+    (void)vctx;
     if (A == NULL || Bt == NULL || C == NULL) {
         fprintf(stderr, "dmm: no memory for n = %d\n", n);
         goto out;
@@ -183,12 +194,8 @@ static int dmm_serial(const app_args_t *a)
             }
         }
     }
-    r.seconds = app_now_s() - t0;
-    r.pes = 1;
-    app_result_add_share(&r, "serial", 1.0);
-    if (dmm_check(a, C, &r) == 0)
-        ret = a->verify && !r.verified;
-    app_result_print(stdout, &r);
+    r->seconds = app_now_s() - t0;
+    ret = dmm_check(a, C, r) != 0;
 out:
     free(C);
     free(Bt);
@@ -205,17 +212,10 @@ int main(int argc, char **argv)
         .root_finish = dmm_root_finish,
         .child_portion = dmm_child_portion,
         .portion_work = dmm_portion_work,
+        .args_check = dmm_args_check,
+        .serial = dmm_serial,
     };
     dmm_ctx_t ctx = { 0 };
 
-    if (app_args_parse(argc, argv, &a, DMM_USAGE) != 0)
-        return 2;
-    if (dmm_tiles(&a) < 0 || dmm_tiles(&a) > a.size || a.size > 32768) {
-        fprintf(stderr, "dmm: --portions must be a square M*M with M <= size <= 32768 "
-                "(got %d, size %lld)\n", a.portions, a.size);
-        return 2;
-    }
-    if (a.serial)
-        return dmm_serial(&a);
-    return dslb_run(&a, &ops, &ctx);
+    return dslb_main(argc, argv, &a, DMM_USAGE, &ops, &ctx);
 }

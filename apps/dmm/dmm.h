@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "app.h"
+
 static inline int dmm_lo(int n, int M, int k)
 {
     return (int)((long long)n * k / M);
@@ -31,6 +33,22 @@ static inline size_t dmm_tile_off(int n, int M, int i, int j)
 
 /* Deterministic input: A and Bt in [0, 1). */
 void dmm_init(uint64_t seed, int n, float *a, float *bt);
+
+/* x . y over n floats as both kernels sum it: 8 float lanes (element k in
+   lane k % 8), added pairwise at the end. */
+static inline APP_HOST_DEVICE float dmm_dot(const float *x, const float *y, int n)
+{
+    float lane[8] = { 0 };
+    int k = 0;
+
+    for (; k + 8 <= n; k += 8)
+        for (int l = 0; l < 8; l++)
+            lane[l] += x[k + l] * y[k + l];
+    for (int l = 0; k < n; k++, l++)
+        lane[l] += x[k] * y[k];
+    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
+           ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
 
 /* One tile with OpenMP: a = the tile's `rows` rows of A, bt = its `cols`
    rows of Bt (n elements each), c = the tile (rows x cols, row-major). */

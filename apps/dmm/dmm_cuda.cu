@@ -14,33 +14,16 @@ __global__ static void dmm_tile_kernel(const float *a, const float *bt, float *c
     int r = blockIdx.y * blockDim.y + threadIdx.y;
     if (r >= rows || col >= cols)
         return;
-    const float *x = a + (size_t)r * n, *y = bt + (size_t)col * n;
-    float lane[8] = { 0 };
-    int k = 0;
-    for (; k + 8 <= n; k += 8)
-        for (int l = 0; l < 8; l++)
-            lane[l] += x[k + l] * y[k + l];
-    for (int l = 0; k < n; k++, l++)
-        lane[l] += x[k] * y[k];
-    c[(size_t)r * cols + col] = ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
-                                ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    c[(size_t)r * cols + col] = dmm_dot(a + (size_t)r * n, bt + (size_t)col * n, n);
 }
 
 extern "C" int dmm_tile_cuda(const float *a, const float *bt, float *c, int n, int rows,
                              int cols)
 {
     dim3 threads(16, 16), blocks((cols + 15) / 16, (rows + 15) / 16);
-    cudaError_t err;
 
     if (rows <= 0 || cols <= 0)
         return 0;
     dmm_tile_kernel<<<blocks, threads>>>(a, bt, c, n, rows, cols);
-    err = cudaGetLastError();
-    if (err == cudaSuccess)
-        err = cudaDeviceSynchronize();
-    if (err != cudaSuccess) {
-        fprintf(stderr, "dmm: CUDA kernel failed: %s\n", cudaGetErrorString(err));
-        return -1;
-    }
-    return 0;
+    return app_cuda_launched("dmm");
 }

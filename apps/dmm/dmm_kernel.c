@@ -18,20 +18,6 @@ void dmm_init(uint64_t seed, int n, float *a, float *bt)
     }
 }
 
-static float dmm_dot(const float *x, const float *y, int n)
-{
-    float lane[8] = { 0 };
-    int k = 0;
-
-    for (; k + 8 <= n; k += 8)
-        for (int l = 0; l < 8; l++)
-            lane[l] += x[k + l] * y[k + l];
-    for (int l = 0; k < n; k++, l++)
-        lane[l] += x[k] * y[k];
-    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
-           ((lane[4] + lane[5]) + (lane[6] + lane[7]));
-}
-
 void dmm_tile_cpu(const float *a, const float *bt, float *c, int n, int rows, int cols)
 {
 #pragma omp parallel for collapse(2) schedule(static)

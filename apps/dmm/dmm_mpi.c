@@ -17,61 +17,39 @@
 #include <string.h>
 
 #include "app.h"
+#include "app_mpi.h"
 #include "dmm.h"
 
 int main(int argc, char **argv)
 {
     app_args_t a = { .app = "dmm", .size = 512, .seed = 1, .portions = 16, .iters = 1,
                      .threshold = 2.0, .max_per_dev = 1 };
-    int rank, nranks, ret = 0, M;
+    app_mpi_t m;
+    int ret = 0, M;
 
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    if (app_args_parse(argc, argv, &a, NULL) != 0)
+    if (app_mpi_init(&argc, &argv, &a, NULL, &m) != 0)
         M = -1;
     else
         M = (int)lround(sqrt((double)a.portions));
     if (M < 0 || M * M != a.portions || M > a.size ||
-        a.size > 32768 || nranks > a.portions) {
-        if (rank == 0)
-            fprintf(stderr, "dmm-mpi: bad arguments (portions a square M*M, M <= size, "
-                    "ranks <= portions)\n");
-        MPI_Finalize();
-        return 2;
-    }
-    int n = (int)a.size, P = a.portions;
+        a.size > 32768 || m.nranks > a.portions)
+        return app_mpi_bad_args(&m, "dmm-mpi: bad arguments (portions a square M*M, "
+                                "M <= size, ranks <= portions)\n");
+    int n = (int)a.size, P = a.portions, rank = m.rank, nranks = m.nranks;
     size_t nn = (size_t)n * (size_t)n;
     float *A = malloc(nn * sizeof(float)), *Bt = malloc(nn * sizeof(float));
     float *C = calloc(nn, sizeof(float)), *Cr = rank == 0 ? malloc(nn * sizeof(float)) : NULL;
     if (A == NULL || Bt == NULL || C == NULL || (rank == 0 && Cr == NULL)) {
         fprintf(stderr, "dmm-mpi: no memory for n = %d\n", n);
-        MPI_Abort(MPI_COMM_WORLD, 1);
+        app_mpi_die(NULL);
     }
     dmm_init(a.seed, n, A, Bt);
-    app_kernel_t kernel;
-#ifdef APP_HAVE_CUDA
-    float *dA = NULL, *dBt = NULL, *dC = NULL;
-#endif
-    if (app_kernel_pick_rank(&a, rank, &kernel) != 0)
-        MPI_Abort(MPI_COMM_WORLD, 1);
-#ifdef APP_HAVE_CUDA
-    if (kernel == APP_KERNEL_CUDA &&
-        (app_cuda_alloc((void **)&dA, nn * sizeof(float)) != 0 ||
-         app_cuda_alloc((void **)&dBt, nn * sizeof(float)) != 0 ||
-         app_cuda_alloc((void **)&dC, nn * sizeof(float)) != 0 ||
-         app_cuda_upload(dA, A, nn * sizeof(float)) != 0 ||
-         app_cuda_upload(dBt, Bt, nn * sizeof(float)) != 0 ||
-         app_cuda_upload(dC, C, nn * sizeof(float)) != 0))
-        MPI_Abort(MPI_COMM_WORLD, 1);
-#endif
+    app_mpi_kernel_pick(&m, &a);
+    float *dA = app_mpi_device_buf(&m, nn * sizeof(float), A, nn * sizeof(float));
+    float *dBt = app_mpi_device_buf(&m, nn * sizeof(float), Bt, nn * sizeof(float));
+    float *dC = app_mpi_device_buf(&m, nn * sizeof(float), C, nn * sizeof(float));
 
-    double slow = app_slow_factor("IVM_DSLB_SLOW", rank);
-    if (slow < 1.0)
-        MPI_Abort(MPI_COMM_WORLD, 2);
-
-    MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = app_now_s();
+    app_mpi_timer_start(&m, "IVM_DSLB_SLOW");
     for (int t = 0; t < a.iters; t++) {
         double ts = app_now_s();
         for (int k = P * rank / nranks; k < P * (rank + 1) / nranks; k++) {
@@ -79,46 +57,40 @@ int main(int argc, char **argv)
             int r0 = dmm_lo(n, M, i), c0 = dmm_lo(n, M, j);
             int rows = dmm_lo(n, M, i + 1) - r0, cols = dmm_lo(n, M, j + 1) - c0;
             size_t off = dmm_tile_off(n, M, i, j);
-            if (kernel == APP_KERNEL_CPU) {
+            if (m.kernel == APP_KERNEL_CPU) {
                 dmm_tile_cpu(A + (size_t)r0 * n, Bt + (size_t)c0 * n, C + off, n, rows, cols);
             } else {
 #ifdef APP_HAVE_CUDA
                 if (dmm_tile_cuda(dA + (size_t)r0 * n, dBt + (size_t)c0 * n, dC + off, n, rows,
                                   cols) != 0)
-                    MPI_Abort(MPI_COMM_WORLD, 1);
+                    app_mpi_die(NULL);
 #endif
             }
         }
 #ifdef APP_HAVE_CUDA
-        if (kernel == APP_KERNEL_CUDA && app_cuda_download(C, dC, nn * sizeof(float)) != 0)
-            MPI_Abort(MPI_COMM_WORLD, 1);
+        if (m.kernel == APP_KERNEL_CUDA && app_cuda_download(C, dC, nn * sizeof(float)) != 0)
+            app_mpi_die(NULL);
 #endif
-        app_slow_apply(slow, app_now_s() - ts);
+        app_slow_apply(m.slow, app_now_s() - ts);
         MPI_Reduce(C, Cr, (int)nn, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD);
     }
-    double seconds = app_now_s() - t0;
+    double seconds = app_now_s() - m.t0;
 
     if (rank == 0) {
         app_result_t r;
         float *rowmajor = malloc(nn * sizeof(float));
-        app_result_init(&r, "dmm", "mpi", a.size);
-        r.pes = nranks;
-        r.seconds = seconds;
+        app_mpi_result_init(&m, &r, "dmm", a.size, seconds);
         for (int q = 0; q < nranks; q++) {
-            char name[APP_NAME_MAX];
             double work = 0.0;
             for (int k = P * q / nranks; k < P * (q + 1) / nranks; k++) {
                 int j = k / M, i = k % M;
                 work += (double)(dmm_lo(n, M, i + 1) - dmm_lo(n, M, i)) *
                         (double)(dmm_lo(n, M, j + 1) - dmm_lo(n, M, j));
             }
-            snprintf(name, sizeof(name), "rank%d", q);
-            app_result_add_share(&r, name, work);
+            app_mpi_share(&r, q, work);
         }
-        if (rowmajor == NULL) {
-            fprintf(stderr, "dmm-mpi: no memory\n");
-            MPI_Abort(MPI_COMM_WORLD, 1);
-        }
+        if (rowmajor == NULL)
+            app_mpi_die("dmm-mpi: no memory\n");
         dmm_untile(Cr, rowmajor, n, M);
         app_checksum_real(&r, app_weighted_sum_f(rowmajor, nn));
         if (a.verify) {
@@ -132,15 +104,12 @@ int main(int argc, char **argv)
         app_result_print(stdout, &r);
         free(rowmajor);
     }
-#ifdef APP_HAVE_CUDA
-    app_cuda_free(dC);
-    app_cuda_free(dBt);
-    app_cuda_free(dA);
-#endif
+    (void)dA;
+    (void)dBt;
+    (void)dC;
     free(Cr);
     free(C);
     free(Bt);
     free(A);
-    MPI_Finalize();
-    return ret;
+    return app_mpi_finish(&m, ret);
 }

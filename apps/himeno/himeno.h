@@ -78,6 +78,10 @@ int himeno_close(double got, double want);
  */
 typedef struct himeno_kernel himeno_kernel_t;
 
+/* A load's slab [lo, hi) against the grid and a kernel's max_units: 0, or
+   -1 after printing why (both kernels' check). */
+int himeno_slab_check(const himeno_grid_t *g, int max_units, int lo, int hi);
+
 typedef struct himeno_kernel_ops {
     const char *name;
     /* A kernel for slabs of at most max_units units (its buffers). */

@@ -127,11 +127,8 @@ static int cuda_load(himeno_kernel_t *k, int lo, int hi, const float *planes)
 {
     size_t P = himeno_plane(&k->g);
 
-    if (lo < 0 || hi <= lo || hi - lo > k->max_units || hi > himeno_units(&k->g)) {
-        fprintf(stderr, "himeno: slab [%d, %d) does not fit the kernel's %d units\n", lo, hi,
-                k->max_units);
+    if (himeno_slab_check(&k->g, k->max_units, lo, hi) != 0)
         return -1;
-    }
     k->lo = lo;
     k->hi = hi;
     HIMENO_CUDA_TRY(cudaMemcpy(k->slab, planes, (size_t)(hi - lo + 2) * P * sizeof(float),

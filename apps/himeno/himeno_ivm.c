@@ -246,14 +246,11 @@ static int himeno_serial(const app_args_t *a, const himeno_grid_t *g)
     if (himeno_reference(g, a->iters, &gosa, &checksum) != 0)
         return -1;
     app_result_init(&r, "himeno", "serial", a->size);
-    r.pes = 1;
     r.seconds = app_now_s() - t0;
     r.verified = 1;
     app_checksum_real(&r, checksum);
-    app_result_add_share(&r, "serial", 1.0);
     printf("himeno: gosa %.9e\n", gosa);
-    app_result_print(stdout, &r);
-    return 0;
+    return app_serial_finish(a, &r, 0);
 }
 
 int main(int argc, char **argv)

@@ -184,13 +184,20 @@ static void cpu_destroy(himeno_kernel_t *k)
     free(k);
 }
 
-static int cpu_load(himeno_kernel_t *k, int lo, int hi, const float *planes)
+int himeno_slab_check(const himeno_grid_t *g, int max_units, int lo, int hi)
 {
-    if (lo < 0 || hi <= lo || hi - lo > k->max_units || hi > himeno_units(&k->g)) {
+    if (lo < 0 || hi <= lo || hi - lo > max_units || hi > himeno_units(g)) {
         fprintf(stderr, "himeno: slab [%d, %d) does not fit the kernel's %d units\n", lo, hi,
-                k->max_units);
+                max_units);
         return -1;
     }
+    return 0;
+}
+
+static int cpu_load(himeno_kernel_t *k, int lo, int hi, const float *planes)
+{
+    if (himeno_slab_check(&k->g, k->max_units, lo, hi) != 0)
+        return -1;
     k->lo = lo;
     k->hi = hi;
     memcpy(k->slab, planes, himeno_plane(&k->g) * (size_t)(hi - lo + 2) * sizeof(float));

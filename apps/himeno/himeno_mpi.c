@@ -23,6 +23,7 @@
 #include <mpi.h>
 
 #include "app.h"
+#include "app_mpi.h"
 #include "himeno.h"
 
 static const char himeno_mpi_usage[] =
@@ -49,8 +50,9 @@ static int himeno_mpi_lo(int units, int r, int n)
     return (int)((long long)units * r / n);
 }
 
-static int himeno_mpi_run(const app_args_t *a, const himeno_grid_t *g, int rank, int nranks)
+static int himeno_mpi_run(const app_args_t *a, const himeno_grid_t *g, const app_mpi_t *m)
 {
+    const int rank = m->rank, nranks = m->nranks;
     const size_t P = himeno_plane(g);
     const int units = himeno_units(g);
     const int lo = himeno_mpi_lo(units, rank, nranks);
@@ -152,15 +154,10 @@ agree:
         himeno_init(g, 0, 1, grid);
         himeno_init(g, g->nz - 1, 1, grid + (size_t)(g->nz - 1) * P);
         checksum = himeno_checksum(g, grid);
-        app_result_init(&r, "himeno", "mpi", a->size);
-        r.pes = nranks;
-        r.seconds = seconds;
+        app_mpi_result_init(m, &r, "himeno", a->size, seconds);
         app_checksum_real(&r, checksum);
-        for (int q = 0; q < nranks; q++) {
-            char name[32];
-            snprintf(name, sizeof(name), "rank%d", q);
-            app_result_add_share(&r, name, (double)counts[q] / (double)P);
-        }
+        for (int q = 0; q < nranks; q++)
+            app_mpi_share(&r, q, (double)counts[q] / (double)P);
         printf("himeno-mpi: grid %dx%dx%d, %d iterations, %d ranks, gosa %.9e\n", g->nx,
                g->ny, g->nz, a->iters, nranks, gosa);
         if (a->verify) {
@@ -192,18 +189,13 @@ int main(int argc, char **argv)
     app_args_t a = { .app = "himeno-mpi", .size = 33, .seed = 1, .portions = 1, .iters = 20,
                      .threshold = 2.0, .max_per_dev = 1 };
     himeno_grid_t g;
-    int rank, nranks, ret, all;
+    app_mpi_t m;
+    int ret, all;
 
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    if (app_args_parse(argc, argv, &a, himeno_mpi_usage) != 0 ||
-        himeno_grid_from_size(a.size, &g) != 0) {
-        MPI_Finalize();
-        return 2;
-    }
-    ret = himeno_mpi_run(&a, &g, rank, nranks);
+    if (app_mpi_init(&argc, &argv, &a, himeno_mpi_usage, &m) != 0 ||
+        himeno_grid_from_size(a.size, &g) != 0)
+        return app_mpi_bad_args(&m, NULL);
+    ret = himeno_mpi_run(&a, &g, &m);
     MPI_Allreduce(&ret, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Finalize();
-    return all == 0 ? 0 : 1;
+    return app_mpi_finish(&m, all == 0 ? 0 : 1);
 }

@@ -111,16 +111,26 @@ static double nbody_portion_work(void *vctx, const app_args_t *a, int p)
                     nbody_portion_lo(a->size, a->portions, p));
 }
 
+/* Every process: the app's limits. */
+static int nbody_args_check(void *vctx, const app_args_t *a)
+{
+    (void)vctx;
+    if (a->size > (1 << 24) || a->portions > a->size) {
+        fprintf(stderr, "nbody: need portions <= size <= %d\n", 1 << 24);
+        return 2;
+    }
+    return 0;
+}
+
 /* --serial: the CPU kernel over all particles in this one process. */
-static int nbody_serial(const app_args_t *a)
+static int nbody_serial(void *vctx, const app_args_t *a, app_result_t *r)
 {
     int n = (int)a->size;
     nbody_vec_t *pos = malloc(2 * (size_t)n * sizeof(*pos));
     nbody_vec_t *vel = malloc((size_t)n * sizeof(*vel));
-    app_result_t r;
-    int ret = 1;
+    int ret = -1;
 
-    app_result_init(&r, "nbody", "serial", a->size);
+    (void)vctx;
     if (pos == NULL || vel == NULL) {
         fprintf(stderr, "nbody: no memory for %d particles\n", n);
         goto out;
@@ -129,12 +139,8 @@ static int nbody_serial(const app_args_t *a)
     double t0 = app_now_s();
     for (int t = 0; t < a->iters; t++)
         nbody_step_cpu(pos + (size_t)(t % 2) * n, pos + (size_t)(1 - t % 2) * n, vel, n, 0, n);
-    r.seconds = app_now_s() - t0;
-    r.pes = 1;
-    app_result_add_share(&r, "serial", 1.0);
-    if (nbody_check(a, pos + (size_t)(a->iters % 2) * n, &r) == 0)
-        ret = a->verify && !r.verified;
-    app_result_print(stdout, &r);
+    r->seconds = app_now_s() - t0;
+    ret = nbody_check(a, pos + (size_t)(a->iters % 2) * n, r) != 0;
 out:
     free(vel);
     free(pos);
@@ -150,16 +156,10 @@ int main(int argc, char **argv)
         .root_finish = nbody_root_finish,
         .child_portion = nbody_child_portion,
         .portion_work = nbody_portion_work,
+        .args_check = nbody_args_check,
+        .serial = nbody_serial,
     };
     nbody_ctx_t ctx = { 0 };
 
-    if (app_args_parse(argc, argv, &a, NBODY_USAGE) != 0)
-        return 2;
-    if (a.size > (1 << 24) || a.portions > a.size) {
-        fprintf(stderr, "nbody: need portions <= size <= %d\n", 1 << 24);
-        return 2;
-    }
-    if (a.serial)
-        return nbody_serial(&a);
-    return dslb_run(&a, &ops, &ctx);
+    return dslb_main(argc, argv, &a, NBODY_USAGE, &ops, &ctx);
 }

@@ -27,28 +27,8 @@ void nbody_step_cpu(const nbody_vec_t *pin, nbody_vec_t *pout, nbody_vec_t *vel,
                     int lo, int hi)
 {
 #pragma omp parallel for schedule(static)
-    for (int i = lo; i < hi; i++) {
-        nbody_vec_t p = pin[i];
-        float ax = 0.0f, ay = 0.0f, az = 0.0f;
-        for (int j = 0; j < n; j++) {
-            float dx = pin[j].x - p.x, dy = pin[j].y - p.y, dz = pin[j].z - p.z;
-            float r2 = dx * dx + dy * dy + dz * dz + NBODY_EPS2;
-            float inv = 1.0f / sqrtf(r2);
-            float s = pin[j].w * inv * inv * inv;
-            ax += dx * s;
-            ay += dy * s;
-            az += dz * s;
-        }
-        nbody_vec_t v = vel[i - lo];
-        v.x += ax * NBODY_DT;
-        v.y += ay * NBODY_DT;
-        v.z += az * NBODY_DT;
-        vel[i - lo] = v;
-        pout[i - lo].x = p.x + v.x * NBODY_DT;
-        pout[i - lo].y = p.y + v.y * NBODY_DT;
-        pout[i - lo].z = p.z + v.z * NBODY_DT;
-        pout[i - lo].w = p.w;
-    }
+    for (int i = lo; i < hi; i++)
+        nbody_step_one(pin, pout, vel, n, lo, i);
 }
 
 int nbody_reference(uint64_t seed, int n, int iters, nbody_vec_t *out)

@@ -15,32 +15,26 @@
 #include <stdlib.h>
 
 #include "app.h"
+#include "app_mpi.h"
 #include "nbody.h"
 
 int main(int argc, char **argv)
 {
     app_args_t a = { .app = "nbody", .size = 4096, .seed = 1, .portions = 16, .iters = 2,
                      .threshold = 2.0, .max_per_dev = 1 };
-    int rank, nranks, ret = 1;
+    app_mpi_t m;
+    int ret = 0;
 
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    if (app_args_parse(argc, argv, &a, NULL) != 0 || a.size > (1 << 24) ||
-        a.portions > a.size || nranks > a.portions) {
-        if (rank == 0)
-            fprintf(stderr, "nbody-mpi: bad arguments (need ranks <= portions <= size)\n");
-        MPI_Finalize();
-        return 2;
-    }
-    int n = (int)a.size, P = a.portions;
+    if (app_mpi_init(&argc, &argv, &a, NULL, &m) != 0 || a.size > (1 << 24) ||
+        a.portions > a.size || m.nranks > a.portions)
+        return app_mpi_bad_args(&m, "nbody-mpi: bad arguments (need ranks <= portions <= "
+                                "size)\n");
+    int n = (int)a.size, P = a.portions, rank = m.rank, nranks = m.nranks;
     nbody_vec_t *pos = malloc(2 * (size_t)n * sizeof(*pos));
     nbody_vec_t *vel = malloc((size_t)n * sizeof(*vel));
     int *counts = malloc((size_t)nranks * sizeof(int)), *displs = malloc((size_t)nranks * sizeof(int));
-    if (pos == NULL || vel == NULL || counts == NULL || displs == NULL) {
-        fprintf(stderr, "nbody-mpi: no memory\n");
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
+    if (pos == NULL || vel == NULL || counts == NULL || displs == NULL)
+        app_mpi_die("nbody-mpi: no memory\n");
     for (int r = 0; r < nranks; r++) {
         int lo = nbody_portion_lo(n, P, P * r / nranks);
         int hi = nbody_portion_lo(n, P, P * (r + 1) / nranks);
@@ -49,65 +43,43 @@ int main(int argc, char **argv)
     }
     int lo = displs[rank] / (int)sizeof(nbody_vec_t);
     int hi = lo + counts[rank] / (int)sizeof(nbody_vec_t);
-    nbody_init(a.seed, n, pos, vel);
-    app_kernel_t kernel;
-#ifdef APP_HAVE_CUDA
-    nbody_vec_t *dpos = NULL, *dvel = NULL;
     size_t vsz = sizeof(nbody_vec_t);
-#endif
-    if (app_kernel_pick_rank(&a, rank, &kernel) != 0)
-        MPI_Abort(MPI_COMM_WORLD, 1);
-#ifdef APP_HAVE_CUDA
-    if (kernel == APP_KERNEL_CUDA &&
-        (app_cuda_alloc((void **)&dpos, 2 * (size_t)n * vsz) != 0 ||
-         app_cuda_alloc((void **)&dvel, (size_t)n * vsz) != 0 ||
-         app_cuda_upload(dpos, pos, (size_t)n * vsz) != 0 ||
-         app_cuda_upload(dvel, vel, (size_t)n * vsz) != 0))
-        MPI_Abort(MPI_COMM_WORLD, 1);
-#endif
+    nbody_init(a.seed, n, pos, vel);
+    app_mpi_kernel_pick(&m, &a);
+    nbody_vec_t *dpos = app_mpi_device_buf(&m, 2 * (size_t)n * vsz, pos, (size_t)n * vsz);
+    nbody_vec_t *dvel = app_mpi_device_buf(&m, (size_t)n * vsz, vel, (size_t)n * vsz);
 
-    double slow = app_slow_factor("IVM_DSLB_SLOW", rank);
-    if (slow < 1.0)
-        MPI_Abort(MPI_COMM_WORLD, 2);
-
-    MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = app_now_s();
+    app_mpi_timer_start(&m, "IVM_DSLB_SLOW");
     for (int t = 0; t < a.iters; t++) {
         size_t in = (size_t)(t % 2) * n, out = (size_t)(1 - t % 2) * n;
         nbody_vec_t *pout = pos + out;
         double ts = app_now_s();
-        if (kernel == APP_KERNEL_CPU) {
+        if (m.kernel == APP_KERNEL_CPU) {
             nbody_step_cpu(pos + in, pout + lo, vel + lo, n, lo, hi);
         } else {
 #ifdef APP_HAVE_CUDA
             if (nbody_step_cuda(dpos + in, dpos + out + lo, dvel + lo, n, lo, hi) != 0 ||
                 app_cuda_download(pout + lo, dpos + out + lo, (size_t)(hi - lo) * vsz) != 0)
-                MPI_Abort(MPI_COMM_WORLD, 1);
+                app_mpi_die(NULL);
 #endif
         }
-        app_slow_apply(slow, app_now_s() - ts);
+        app_slow_apply(m.slow, app_now_s() - ts);
         MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_BYTE, pout, counts, displs, MPI_BYTE,
                        MPI_COMM_WORLD);
 #ifdef APP_HAVE_CUDA
-        if (kernel == APP_KERNEL_CUDA && app_cuda_upload(dpos + out, pout, (size_t)n * vsz) != 0)
-            MPI_Abort(MPI_COMM_WORLD, 1);
+        if (m.kernel == APP_KERNEL_CUDA && app_cuda_upload(dpos + out, pout, (size_t)n * vsz) != 0)
+            app_mpi_die(NULL);
 #endif
     }
-    double seconds = app_now_s() - t0;
+    double seconds = app_now_s() - m.t0;
 
     if (rank == 0) {
         app_result_t r;
         nbody_vec_t *final = pos + (size_t)(a.iters % 2) * n;
-        app_result_init(&r, "nbody", "mpi", a.size);
-        r.pes = nranks;
-        r.seconds = seconds;
-        for (int k = 0; k < nranks; k++) {
-            char name[APP_NAME_MAX];
-            snprintf(name, sizeof(name), "rank%d", k);
-            app_result_add_share(&r, name, counts[k] / (double)sizeof(nbody_vec_t));
-        }
+        app_mpi_result_init(&m, &r, "nbody", a.size, seconds);
+        for (int k = 0; k < nranks; k++)
+            app_mpi_share(&r, k, counts[k] / (double)sizeof(nbody_vec_t));
         app_checksum_real(&r, app_weighted_sum_f((const float *)final, (size_t)n * 4));
-        ret = 0;
         if (a.verify) {
             nbody_vec_t *ref = malloc((size_t)n * sizeof(*ref));
             if (ref != NULL && nbody_reference(a.seed, n, a.iters, ref) == 0)
@@ -118,17 +90,12 @@ int main(int argc, char **argv)
             ret = !r.verified;
         }
         app_result_print(stdout, &r);
-    } else {
-        ret = 0;
     }
-#ifdef APP_HAVE_CUDA
-    app_cuda_free(dvel);
-    app_cuda_free(dpos);
-#endif
+    (void)dpos;
+    (void)dvel;
     free(displs);
     free(counts);
     free(vel);
     free(pos);
-    MPI_Finalize();
-    return ret;
+    return app_mpi_finish(&m, ret);
 }

@@ -111,16 +111,44 @@ static double nw_portion_work(void *vctx, const app_args_t *a, int p)
     return work;
 }
 
-/* --serial: the CPU kernel over all pairs in this one process. */
-static int nw_serial(const app_args_t *a, nw_ctx_t *ctx)
+/* Every process: the app's limits and the pairs' layout (from the seed). */
+static int nw_args_check(void *vctx, const app_args_t *a)
 {
+    nw_ctx_t *ctx = vctx;
+
+    if (a->size > (1 << 22) || a->portions > a->size) {
+        fprintf(stderr, "nw: need portions <= size <= %d\n", 1 << 22);
+        return 2;
+    }
+    ctx->off = malloc((size_t)a->size * sizeof(*ctx->off));
+    ctx->la = malloc((size_t)a->size * sizeof(int));
+    ctx->lb = malloc((size_t)a->size * sizeof(int));
+    if (ctx->off == NULL || ctx->la == NULL || ctx->lb == NULL) {
+        fprintf(stderr, "nw: no memory for %lld pairs\n", a->size);
+        return 1;
+    }
+    ctx->total = nw_layout(a->seed, (int)a->size, ctx->off, ctx->la, ctx->lb);
+    return 0;
+}
+
+static void nw_release(void *vctx)
+{
+    nw_ctx_t *ctx = vctx;
+
+    free(ctx->lb);
+    free(ctx->la);
+    free(ctx->off);
+}
+
+/* --serial: the CPU kernel over all pairs in this one process. */
+static int nw_serial(void *vctx, const app_args_t *a, app_result_t *r)
+{
+    nw_ctx_t *ctx = vctx;
     int n = (int)a->size;
     char *seq = malloc(ctx->total);
     int32_t *score = malloc((size_t)n * sizeof(*score));
-    app_result_t r;
-    int ret = 1;
+    int ret = -1;
 
-    app_result_init(&r, "nw", "serial", a->size);
     if (seq == NULL || score == NULL) {
         fprintf(stderr, "nw: no memory for %d pairs\n", n);
         goto out;
@@ -129,12 +157,8 @@ static int nw_serial(const app_args_t *a, nw_ctx_t *ctx)
     double t0 = app_now_s();
     for (int t = 0; t < a->iters; t++)
         nw_pairs_cpu(seq, ctx->off, ctx->la, ctx->lb, score, 0, n);
-    r.seconds = app_now_s() - t0;
-    r.pes = 1;
-    app_result_add_share(&r, "serial", 1.0);
-    if (nw_check(a, score, &r) == 0)
-        ret = a->verify && !r.verified;
-    app_result_print(stdout, &r);
+    r->seconds = app_now_s() - t0;
+    ret = nw_check(a, score, r) != 0;
 out:
     free(score);
     free(seq);
@@ -150,27 +174,11 @@ int main(int argc, char **argv)
         .root_finish = nw_root_finish,
         .child_portion = nw_child_portion,
         .portion_work = nw_portion_work,
+        .args_check = nw_args_check,
+        .serial = nw_serial,
+        .release = nw_release,
     };
     nw_ctx_t ctx = { 0 };
-    int ret;
 
-    if (app_args_parse(argc, argv, &a, NW_USAGE) != 0)
-        return 2;
-    if (a.size > (1 << 22) || a.portions > a.size) {
-        fprintf(stderr, "nw: need portions <= size <= %d\n", 1 << 22);
-        return 2;
-    }
-    ctx.off = malloc((size_t)a.size * sizeof(*ctx.off));
-    ctx.la = malloc((size_t)a.size * sizeof(int));
-    ctx.lb = malloc((size_t)a.size * sizeof(int));
-    if (ctx.off == NULL || ctx.la == NULL || ctx.lb == NULL) {
-        fprintf(stderr, "nw: no memory for %lld pairs\n", a.size);
-        return 1;
-    }
-    ctx.total = nw_layout(a.seed, (int)a.size, ctx.off, ctx.la, ctx.lb);
-    ret = a.serial ? nw_serial(&a, &ctx) : dslb_run(&a, &ops, &ctx);
-    free(ctx.lb);
-    free(ctx.la);
-    free(ctx.off);
-    return ret;
+    return dslb_main(argc, argv, &a, NW_USAGE, &ops, &ctx);
 }

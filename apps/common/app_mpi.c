@@ -1,0 +1,96 @@
+/*
+ * app_mpi: the MPI baselines' start, timed loop and end (see app_mpi.h).
+ */
+#include "app_mpi.h"
+
+#include <mpi.h>
+#include <string.h>
+
+int app_mpi_init(int *argc, char ***argv, app_args_t *a, const char *usage_extra,
+                 app_mpi_t *m)
+{
+    memset(m, 0, sizeof(*m));
+    MPI_Init(argc, argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &m->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &m->nranks);
+    return app_args_parse(*argc, *argv, a, usage_extra);
+}
+
+int app_mpi_bad_args(const app_mpi_t *m, const char *msg)
+{
+    if (m->rank == 0 && msg != NULL)
+        fputs(msg, stderr);
+    MPI_Finalize();
+    return 2;
+}
+
+void app_mpi_die(const char *msg)
+{
+    if (msg != NULL)
+        fputs(msg, stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+void app_mpi_kernel_pick(app_mpi_t *m, const app_args_t *a)
+{
+    if (app_kernel_pick_rank(a, m->rank, &m->kernel) != 0)
+        app_mpi_die(NULL);
+}
+
+void *app_mpi_device_buf(app_mpi_t *m, size_t bytes, const void *host, size_t copy)
+{
+    void *dev = NULL;
+
+    if (m->kernel != APP_KERNEL_CUDA)
+        return NULL;
+    if (m->nbufs == APP_MPI_MAX_BUFS)
+        app_mpi_die("app_mpi: too many CUDA buffers\n");
+#ifdef APP_HAVE_CUDA
+    if (app_cuda_alloc(&dev, bytes) != 0)
+        app_mpi_die(NULL);
+    m->bufs[m->nbufs++] = dev;
+    if (copy > 0 && app_cuda_upload(dev, host, copy) != 0)
+        app_mpi_die(NULL);
+#else
+    (void)bytes;
+    (void)host;
+    (void)copy;
+    app_mpi_die("app_mpi: CUDA kernel picked in a build without CUDA\n");
+#endif
+    return dev;
+}
+
+void app_mpi_timer_start(app_mpi_t *m, const char *env)
+{
+    m->slow = app_slow_factor(env, m->rank);
+    if (m->slow < 1.0)
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    MPI_Barrier(MPI_COMM_WORLD);
+    m->t0 = app_now_s();
+}
+
+void app_mpi_result_init(const app_mpi_t *m, app_result_t *r, const char *app,
+                         long long size, double seconds)
+{
+    app_result_init(r, app, "mpi", size);
+    r->pes = m->nranks;
+    r->seconds = seconds;
+}
+
+void app_mpi_share(app_result_t *r, int rank, double work)
+{
+    char name[APP_NAME_MAX];
+
+    snprintf(name, sizeof(name), "rank%d", rank);
+    app_result_add_share(r, name, work);
+}
+
+int app_mpi_finish(app_mpi_t *m, int ret)
+{
+#ifdef APP_HAVE_CUDA
+    while (m->nbufs > 0)
+        app_cuda_free(m->bufs[--m->nbufs]);
+#endif
+    MPI_Finalize();
+    return ret;
+}
