@@ -188,7 +188,13 @@ Test(gpu, bogus_gpu_refs_get_clear_errors, .fini = gpu_fini)
         return;
     }
     gpu_daemon("1:64M", NULL);
-    gpu_env_scenario("bogus", NULL);
+    {
+        /* Its children speak the protocol themselves on a connection of their
+         * own, as cold-spawned PEs: a parked process has entered already. */
+        const char *env[] = {gpu_cuda() ? "IVM_TEST_GPU_BACKEND=cuda" : "IVM_TEST_GPU_BACKEND",
+                             "IVM_PE_POOL=0", NULL};
+        ivmt_scenario(IVMT_PE_GPU, "bogus", NULL, env, 60);
+    }
 }
 
 Test(gpu, gpud_killed_gpu_calls_fail_cpu_pes_fine, .fini = gpu_fini)
