@@ -121,3 +121,67 @@ void ivm_devspec_format(const ivm_cpu_device_t *dev, char *buf, size_t len)
         ++c;
     }
 }
+
+ivmError_t ivm_devspec_gpu_shares_parse(const char *spec, int ngpus_max,
+                                        ivm_gpu_share_t *shares, int max_shares, int *n_p,
+                                        char *err, size_t errlen)
+{
+    const char *p = spec, *entry;
+    long gpu, pct;
+    int n = 0, i, sum;
+
+    if (spec == NULL || *spec == '\0') {
+        snprintf(err, errlen, "--gpu-shares: empty spec (give e.g. 0:50,0:50,1)");
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    while (*p != '\0') {
+        entry = p;
+        if (n == max_shares) {
+            snprintf(err, errlen, "--gpu-shares: more than %d GPU devices in '%s'",
+                     max_shares, spec);
+            return IVM_ERROR_INVALID_VALUE;
+        }
+        if (ivm_devspec_number(&p, &gpu) != 0 || gpu > 255) {
+            snprintf(err, errlen, "--gpu-shares '%s': '%.*s' does not start with a GPU index "
+                     "(0..255; entries are G or G:PERCENT)", spec,
+                     (int)strcspn(entry, ","), entry);
+            return IVM_ERROR_INVALID_VALUE;
+        }
+        pct = 100;
+        if (*p == ':') {
+            ++p;
+            if (ivm_devspec_number(&p, &pct) != 0 || pct < 1 || pct > 100) {
+                snprintf(err, errlen, "--gpu-shares '%s': '%.*s' has no percentage of 1..100 "
+                         "after ':'", spec, (int)strcspn(entry, ","), entry);
+                return IVM_ERROR_INVALID_VALUE;
+            }
+        }
+        if (*p != ',' && *p != '\0') {
+            snprintf(err, errlen, "--gpu-shares '%s': '%.*s' is not G or G:PERCENT", spec,
+                     (int)strcspn(entry, ","), entry);
+            return IVM_ERROR_INVALID_VALUE;
+        }
+        if (*p == ',' && *++p == '\0') {
+            snprintf(err, errlen, "--gpu-shares '%s': trailing ','", spec);
+            return IVM_ERROR_INVALID_VALUE;
+        }
+        if (ngpus_max > 0 && gpu >= ngpus_max) {
+            snprintf(err, errlen, "--gpu-shares '%s': there is no GPU %ld (this node has %d)",
+                     spec, gpu, ngpus_max);
+            return IVM_ERROR_INVALID_VALUE;
+        }
+        for (i = 0, sum = (int)pct; i < n; ++i) {
+            sum += shares[i].phys == gpu ? shares[i].percent : 0;
+        }
+        if (sum > 100) {
+            snprintf(err, errlen, "--gpu-shares '%s': the shares of GPU %ld add up to %d%% "
+                     "(at most 100%%)", spec, gpu, sum);
+            return IVM_ERROR_INVALID_VALUE;
+        }
+        shares[n].phys    = (int)gpu;
+        shares[n].percent = (int)pct;
+        ++n;
+    }
+    *n_p = n;
+    return IVM_SUCCESS;
+}

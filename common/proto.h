@@ -220,7 +220,7 @@ _Static_assert(sizeof(ivm_msg_sync_req_t) == 40, "sync request size");
 
 /* GPU_INFO (no ivmEnter needed): ivm-gpud's figures for one GPU of this node. */
 typedef struct ivm_msg_gpu_info_req {
-    uint32_t gpu;        /* GPU index on this node */
+    uint32_t gpu;        /* physical GPU index on this node (not a share device) */
     uint32_t reserved;   /* zero */
 } ivm_msg_gpu_info_req_t;
 
@@ -228,7 +228,7 @@ typedef struct ivm_msg_gpu_info_req {
 typedef struct ivm_msg_gpu_info_rep {
     int32_t  status;       /* ivmError_t */
     uint32_t flags;        /* IVM_GPU_INFO_* */
-    uint32_t ngpus;        /* GPUs of this node */
+    uint32_t ngpus;        /* physical GPUs of this node (ivm-gpud's) */
     uint32_t gpud_pid;     /* ivm-gpud's pid */
     char     backend[16];  /* "emu" or "cuda" */
     char     name[64];     /* the GPU's name */
@@ -382,7 +382,7 @@ typedef struct ivm_peer_ping {
 /* A node's devices, sent once after authentication. */
 typedef struct ivm_peer_nodeinfo {
     uint32_t ndevs;      /* CPU devices */
-    uint32_t ngpus;      /* GPU devices (ivm-gpud's GPUs; 0 without it) */
+    uint32_t ngpus;      /* GPU devices (a GPU or a --gpu-shares share each) */
     uint16_t ncores[64]; /* cores of each CPU device */
 } ivm_peer_nodeinfo_t;
 

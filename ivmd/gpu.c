@@ -15,6 +15,11 @@
  *    node -> device (H2D), one at a time; the PE is answered after the last.
  *  - ivm-gpud gone: every request in flight fails with DAEMON_LOST, later GPU
  *    maps, syncs and GPU PE creation too; CPU PEs are served as before.
+ *  - GPU devices (IVM_GPU_N(k), NODEINFO) are one per physical GPU, or the
+ *    --gpu-shares table: several devices may be shares of one GPU. ivm-gpud
+ *    knows physical GPUs only: ACQUIRE and GSTATS name the device's physical
+ *    GPU, so PEs of two shares of one GPU share its device copies and its
+ *    capacity; GPU_INFO describes physical GPUs.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,6 +34,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "devspec.h"
 #include "gpud_proto.h"
 #include "ivmd.h"
 #include "log.h"
@@ -110,6 +116,8 @@ struct ivmd_gpu {
     uint32_t        ngpus;
     ivm_gpud_gpu_info_t gpus[IVM_GPUD_MAX_GPUS];
     char            visible[IVM_GPUD_MAX_GPUS][16]; /* cuda: CUDA_VISIBLE_DEVICES of GPU k */
+    uint32_t        ndevs;      /* GPU devices: ngpus, or --gpu-shares's entries */
+    ivm_gpu_share_t devs[IVM_DEVSPEC_MAX_GPU_DEVICES]; /* device k: a share of a GPU */
     uint32_t        next_seq;
     ivmd_gpu_req_t *reqs;
     ivmd_gpu_ref_t *refs;
@@ -228,6 +236,30 @@ static ivmError_t ivmd_gpu_hello(int fd, ivm_gpud_hello_rep_t *rep, char *detail
     return IVM_SUCCESS;
 }
 
+/* The device table: one device per GPU of ivm-gpud, or --gpu-shares (whose
+ * GPU numbers are checked against ngpus here). */
+static ivmError_t ivmd_gpu_devs_init(ivmd_t *d, struct ivmd_gpu *g, uint32_t ngpus)
+{
+    char err[256];
+    int n;
+
+    if (d->cfg.gpu_shares[0] == '\0') {
+        for (g->ndevs = 0; g->ndevs < ngpus; ++g->ndevs) {
+            g->devs[g->ndevs].phys    = (int)g->ndevs;
+            g->devs[g->ndevs].percent = 100;
+        }
+        return IVM_SUCCESS;
+    }
+    if (ivm_devspec_gpu_shares_parse(d->cfg.gpu_shares, (int)ngpus, g->devs,
+                                     IVM_DEVSPEC_MAX_GPU_DEVICES, &n, err,
+                                     sizeof(err)) != IVM_SUCCESS) {
+        ivm_error("%s", err);
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    g->ndevs = (uint32_t)n;
+    return IVM_SUCCESS;
+}
+
 ivmError_t ivmd_gpu_start(ivmd_t *d)
 {
     char exe[4200], ctl[16], csv[IVM_GPUD_MAX_GPUS * 4 + 1], env_visible[64 + sizeof(csv)];
@@ -252,6 +284,10 @@ ivmError_t ivmd_gpu_start(ivmd_t *d)
         backend = "emu";
     } else if (nlisted >= 0 && access("/dev/nvidiactl", F_OK) == 0) {
         backend = "cuda";
+    } else if (d->cfg.gpu_shares[0] != '\0') {
+        ivm_error("--gpu-shares '%s' but this node has no GPU (no --emu-gpus; %s)",
+                  d->cfg.gpu_shares, nlisted < 0 ? "--gpus none" : "no NVIDIA driver");
+        return IVM_ERROR_INVALID_VALUE;
     } else {
         return IVM_SUCCESS; /* no GPU on this node */
     }
@@ -327,7 +363,7 @@ ivmError_t ivmd_gpu_start(ivmd_t *d)
             return IVM_ERROR_SPAWN;
         }
         ivm_error("cannot start %s: %s; this node has no GPU device", exe, strerror(rc));
-        return IVM_SUCCESS;
+        return d->cfg.gpu_shares[0] != '\0' ? IVM_ERROR_SPAWN : IVM_SUCCESS;
     }
     g->pid = pid;
     d->gpu = g;
@@ -343,7 +379,17 @@ ivmError_t ivmd_gpu_start(ivmd_t *d)
         }
         close(sv[0]); /* it exits on EOF */
         g->ngpus = 0;
+        if (d->cfg.gpu_shares[0] != '\0') {
+            ivm_error("--gpu-shares '%s' but this node has no GPU", d->cfg.gpu_shares);
+            return status != IVM_SUCCESS ? status : IVM_ERROR_INVALID_VALUE;
+        }
         return status == IVM_SUCCESS || d->cfg.emu_gpus[0] == '\0' ? IVM_SUCCESS : status;
+    }
+    if (ivmd_gpu_devs_init(d, g, hello.ngpus) != IVM_SUCCESS) {
+        kill(pid, SIGKILL);
+        close(sv[0]);
+        g->ngpus = 0;
+        return IVM_ERROR_INVALID_VALUE;
     }
     g->alive   = 1;
     g->backend = hello.backend;
@@ -367,17 +413,34 @@ ivmError_t ivmd_gpu_start(ivmd_t *d)
         return IVM_ERROR_INTERNAL;
     }
     g->conn->peer_pid = pid;
-    ivm_info("ivm-gpud pid %d: %s backend%s, %u GPU%s (GPU 0: %s, %llu MiB)", (int)pid,
-             g->backend_name, g->backend == IVM_GPUD_BACKEND_EMU
+    ivm_info("ivm-gpud pid %d: %s backend%s, %u GPU%s (GPU 0: %s, %llu MiB), %u GPU "
+             "device%s%s%s", (int)pid, g->backend_name, g->backend == IVM_GPUD_BACKEND_EMU
                                   ? " (emulated GPUs, host memory)" : "",
              g->ngpus, g->ngpus == 1 ? "" : "s", g->gpus[0].name,
-             (unsigned long long)(g->gpus[0].capacity >> 20));
+             (unsigned long long)(g->gpus[0].capacity >> 20), g->ndevs,
+             g->ndevs == 1 ? "" : "s", d->cfg.gpu_shares[0] != '\0' ? " from --gpu-shares "
+                                                                      : "",
+             d->cfg.gpu_shares);
     return IVM_SUCCESS;
 }
 
 uint32_t ivmd_gpu_count(const ivmd_t *d)
 {
-    return d->gpu != NULL ? d->gpu->ngpus : 0;
+    return d->gpu != NULL ? d->gpu->ndevs : 0;
+}
+
+/* The physical GPU of device dev (< ndevs). */
+static uint32_t ivmd_gpu_phys(const struct ivmd_gpu *g, int dev)
+{
+    return (uint32_t)g->devs[dev].phys;
+}
+
+int ivmd_gpu_share(const ivmd_t *d, int dev)
+{
+    if (d->gpu == NULL || dev < 0 || (uint32_t)dev >= d->gpu->ndevs) {
+        return 0;
+    }
+    return d->gpu->devs[dev].percent;
 }
 
 int ivmd_gpu_alive(const ivmd_t *d)
@@ -390,13 +453,13 @@ const char *ivmd_gpu_backend_name(const ivmd_t *d)
     return d->gpu != NULL ? d->gpu->backend_name : "none";
 }
 
-const char *ivmd_gpu_visible(const ivmd_t *d, int gpu)
+const char *ivmd_gpu_visible(const ivmd_t *d, int dev)
 {
-    if (d->gpu == NULL || d->gpu->backend != IVM_GPUD_BACKEND_CUDA || gpu < 0 ||
-        (uint32_t)gpu >= d->gpu->ngpus) {
+    if (d->gpu == NULL || d->gpu->backend != IVM_GPUD_BACKEND_CUDA || dev < 0 ||
+        (uint32_t)dev >= d->gpu->ndevs) {
         return NULL;
     }
-    return d->gpu->visible[gpu];
+    return d->gpu->visible[ivmd_gpu_phys(d->gpu, dev)];
 }
 
 int ivmd_gpu_reaped(ivmd_t *d, pid_t pid, int wstatus)
@@ -796,7 +859,7 @@ static void ivmd_gpu_on_acquire(ivmd_t *d, ivmd_gpu_req_t *r, int status, const 
     ref->copy      = a->copy_id;
     ref->copy_off  = a->copy_offset;
     ref->copy_size = a->copy_size;
-    ref->gpu       = (uint32_t)IVM_DEV_INDEX(pe->devtype);
+    ref->gpu       = ivmd_gpu_phys(d->gpu, IVM_DEV_INDEX(pe->devtype));
     ref->next      = d->gpu->refs;
     d->gpu->refs   = ref;
 
@@ -824,9 +887,9 @@ void ivmd_gpu_map(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq, ivmd_o
 {
     ivm_gpud_acquire_req_t req;
     ivmd_gpu_req_t *r;
-    int gpu = IVM_DEV_INDEX(c->pe->devtype);
+    int dev = IVM_DEV_INDEX(c->pe->devtype);
 
-    if (!ivmd_gpu_alive(d) || (uint32_t)gpu >= d->gpu->ngpus) {
+    if (!ivmd_gpu_alive(d) || (uint32_t)dev >= d->gpu->ndevs) {
         ivmd_gpu_map_reply_error(d, c, type, seq, IVM_ERROR_DAEMON_LOST,
                                  "the GPU daemon (ivm-gpud) of this node is gone");
         ivmd_gpu_map_undo_malloc(d, c->job, obj, type);
@@ -847,7 +910,7 @@ void ivmd_gpu_map(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq, ivmd_o
     r->len     = size;
     memset(&req, 0, sizeof(req));
     req.job      = c->job->id;
-    req.gpu      = (uint32_t)gpu;
+    req.gpu      = ivmd_gpu_phys(d->gpu, dev); /* copies are per physical GPU */
     req.obj_id   = obj->id;
     req.obj_size = obj->size;
     req.offset   = off;

@@ -231,7 +231,7 @@ ivmError_t ivmd_job_data_unpack(ivmd_job_data_t *jd, const char *blob, uint32_t 
     static const char *const own[] = {"IVM_JOB_ID=", "IVM_PE_ID=", "IVM_PE_TOKEN=",
                                       "IVM_SOCKET=", "IVM_NODE=", "OMP_NUM_THREADS=",
                                       "IVM_DEVICE_CORES=", "IVM_GPU=", "IVM_GPU_BACKEND=",
-                                      NULL};
+                                      "IVM_GPU_SHARE=", NULL};
     const char *p = blob, *end = blob + len;
     uint32_t i, n = 0, nstr = 2 + argc + envc;
     const char **strs;

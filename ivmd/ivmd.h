@@ -34,6 +34,9 @@
       "backend (host memory)")                                                      \
     X(gpus, "gpus", STRING, "all",                                                  \
       "real GPUs for GPU PEs: all, none, or CUDA indices 0,2 (GPU k = k-th listed)") \
+    X(gpu_shares, "gpu-shares", STRING, "",                                         \
+      "GPU devices as shares of the GPUs' SMs, e.g. 0:50,0:50,1 (G or G:PERCENT; "   \
+      "default: one device per GPU)")                                               \
     X(gpud, "gpud", STRING, "", "ivm-gpud to start (default: beside ivmd, else PATH)") \
     X(gpu_admit_timeout, "gpu-admit-timeout", STRING, "",                           \
       "seconds a GPU map may wait for device memory (default: ivm-gpud's, 60)")
@@ -333,12 +336,17 @@ typedef void (*ivmd_gsync_done_t)(ivmd_t *d, void *arg, int status);
 ivmError_t ivmd_gpu_start(ivmd_t *d);
 /* Close its socket, wait for it to exit. */
 void ivmd_gpu_stop(ivmd_t *d);
+/* GPU devices of the node (NODEINFO, IVM_GPU_N(k)): its GPUs, or the shares. */
 uint32_t ivmd_gpu_count(const ivmd_t *d);
 int ivmd_gpu_alive(const ivmd_t *d);
 /* CUDA_VISIBLE_DEVICES for a PE on GPU k (cuda backend), else NULL. */
 /* The GPU backend's name ("emu", "cuda"), "none" without ivm-gpud. */
 const char *ivmd_gpu_backend_name(const ivmd_t *d);
-const char *ivmd_gpu_visible(const ivmd_t *d, int gpu);
+/* GPU device dev (a whole GPU or a --gpu-shares share of one): the
+ * CUDA_VISIBLE_DEVICES of its physical GPU (NULL unless cuda), its percent
+ * of that GPU's SMs (100: all). */
+const char *ivmd_gpu_visible(const ivmd_t *d, int dev);
+int ivmd_gpu_share(const ivmd_t *d, int dev);
 /* SIGCHLD: 1 if pid was ivm-gpud. */
 int ivmd_gpu_reaped(ivmd_t *d, pid_t pid, int wstatus);
 void ivmd_gpu_lost(ivmd_t *d, ivmd_conn_t *c, const char *why);

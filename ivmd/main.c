@@ -72,6 +72,17 @@ static ivmError_t ivmd_parse(ivmd_t *d, int argc, char **argv)
         ivm_devspec_default(&d->devs[0]);
         d->ndevs = 1;
     }
+    if (*d->cfg.gpu_shares != '\0') {
+        /* The syntax now; the GPU numbers once ivm-gpud reported its GPUs. */
+        ivm_gpu_share_t shares[IVM_DEVSPEC_MAX_GPU_DEVICES];
+        int nshares;
+        if (ivm_devspec_gpu_shares_parse(d->cfg.gpu_shares, 0, shares,
+                                         IVM_DEVSPEC_MAX_GPU_DEVICES, &nshares, err,
+                                         sizeof(err)) != IVM_SUCCESS) {
+            fprintf(stderr, "ivmd: %s\n", err);
+            return IVM_ERROR_INVALID_VALUE;
+        }
+    }
     return IVM_SUCCESS;
 }
 

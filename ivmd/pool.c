@@ -1,8 +1,9 @@
 /*
  * The warm PE pool: per job and device (each CPU device of the job and each
- * GPU of the node), jd->pe_pool processes of the job's executable, started
- * like a PE of that device (argv, env, cwd, affinity, output wiring; for a GPU
- * IVM_GPU, IVM_GPU_BACKEND and CUDA_VISIBLE_DEVICES) but with a negative pool
+ * GPU device of the node: a GPU or a --gpu-shares share), jd->pe_pool
+ * processes of the job's executable, started like a PE of that device (argv,
+ * env, cwd, affinity, output wiring; for a GPU device IVM_GPU, IVM_GPU_BACKEND,
+ * IVM_GPU_SHARE and CUDA_VISIBLE_DEVICES) but with a negative pool
  * slot as IVM_PE_ID. A parked GPU process on the cuda backend made its
  * device's primary context current before its ENTER (libivm,
  * ivm_pool_park_prepare), so the context creation is off the caller's path. Each connects and

@@ -16,7 +16,7 @@
 #include "log.h"
 #include "status.h"
 
-#define IVMD_SPAWN_ENV_OWN 10
+#define IVMD_SPAWN_ENV_OWN 12
 
 static uint64_t ivmd_spawn_token(void)
 {
@@ -58,6 +58,7 @@ ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail
     posix_spawnattr_t attr;
     const ivm_cpu_device_t *dev = NULL, *cpu_for_gpu = NULL, *pin;
     const char *gpu_visible = NULL;
+    int gpu_share = 100;
     char **envp;
     size_t nenv = 0, nown, i, k;
     int out_fd = jd->out_fd, err_fd = jd->err_fd;
@@ -77,6 +78,7 @@ ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail
                                                      : IVM_ERROR_NOT_FOUND;
         }
         gpu_visible = ivmd_gpu_visible(d, gpu);
+        gpu_share   = ivmd_gpu_share(d, gpu);
         /* Its host threads run on the job's first CPU device. */
         cpu_for_gpu = &job->devs[0];
     }
@@ -100,11 +102,20 @@ ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail
     if (IVM_DEV_IS_GPU(pe->devtype)) {
         snprintf(own[nown++], sizeof(own[0]), "IVM_GPU=%d", IVM_DEV_INDEX(pe->devtype));
         snprintf(own[nown++], sizeof(own[0]), "IVM_GPU_BACKEND=%s", ivmd_gpu_backend_name(d));
+        snprintf(own[nown++], sizeof(own[0]), "IVM_GPU_SHARE=%d", gpu_share);
         if (gpu_visible != NULL) {
-            /* The PE sees its own GPU only, as device 0. */
+            /* The PE sees its own GPU only, as device 0; on a share, MPS
+             * limits it to its percentage of the SMs (where an MPS daemon
+             * runs; without one the share is advisory). */
+            int mps = gpu_share < 100;
             snprintf(own[nown++], sizeof(own[0]), "CUDA_VISIBLE_DEVICES=%s", gpu_visible);
+            if (mps) {
+                snprintf(own[nown++], sizeof(own[0]), "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%d",
+                         gpu_share);
+            }
             for (i = 0, k = 0; i < nenv; ++i) {
-                if (strncmp(envp[i], "CUDA_VISIBLE_DEVICES=", 21) != 0) {
+                if (strncmp(envp[i], "CUDA_VISIBLE_DEVICES=", 21) != 0 &&
+                    !(mps && strncmp(envp[i], "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=", 34) == 0)) {
                     envp[k++] = envp[i];
                 }
             }

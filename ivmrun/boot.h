@@ -36,6 +36,8 @@
       "N[:MEM] emulated GPUs for every node's daemon (ivmd --emu-gpus)")               \
     X(gpus,        "gpus",        STRING, "",                                          \
       "real GPUs of every node's daemon: all, none or CUDA indices (ivmd --gpus)")    \
+    X(gpu_shares,  "gpu-shares",  STRING, "",                                          \
+      "GPU devices of every node's daemon as shares of its GPUs (ivmd --gpu-shares)")  \
     X(log_level,   "log-level",   STRING, "",                                          \
       "error|warn|info|debug|trace, also given to ivmd")
 

@@ -403,6 +403,7 @@ int ivmboot_args(ivmboot_t *b, int argc, char **argv, const char *usage, int pri
     b->dcfg.log_level   = b->cfg.log_level;
     b->dcfg.emu_gpus    = b->cfg.emu_gpus;
     b->dcfg.gpus        = b->cfg.gpus;
+    b->dcfg.gpu_shares  = b->cfg.gpu_shares;
     return 0;
 }
 

@@ -190,6 +190,10 @@ ivmError_t ivmrun_daemon_start(ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
         argv[argc++] = "--gpus";
         argv[argc++] = cfg->gpus;
     }
+    if (cfg->gpu_shares != NULL && cfg->gpu_shares[0] != '\0') {
+        argv[argc++] = "--gpu-shares";
+        argv[argc++] = cfg->gpu_shares;
+    }
     argv[argc] = NULL;
     d->port = 0;
 
@@ -324,8 +328,9 @@ ivmError_t ivmrun_daemon_open(ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
     if (fd >= 0) {
         close(fd);
         ivm_info("using the running ivmd on %s", d->path);
-        if (cfg->emu_gpus[0] != '\0' || cfg->gpus[0] != '\0') {
-            ivm_warn("using the running ivmd on %s: --emu-gpus and --gpus apply only to a "
+        if (cfg->emu_gpus[0] != '\0' || cfg->gpus[0] != '\0' || cfg->gpu_shares[0] != '\0') {
+            ivm_warn("using the running ivmd on %s: --emu-gpus, --gpus and --gpu-shares "
+                     "apply only to a "
                      "daemon ivmrun starts (use --socket with a fresh path, or --nodes)",
                      d->path);
         }

@@ -534,6 +534,10 @@ int ivmrun_boot_node_args(const ivmrun_boot_t *b, const ivmrun_config_t *cfg,
         argv[argc++] = "--gpus";
         argv[argc++] = (char *)cfg->gpus;
     }
+    if (cfg->gpu_shares[0] != '\0') {
+        argv[argc++] = "--gpu-shares";
+        argv[argc++] = (char *)cfg->gpu_shares;
+    }
     if (specs != NULL) {
         *specs_arg_p = ivmrun_join(specs, b->nhosts, ';');
         if (*specs_arg_p == NULL) {

@@ -34,6 +34,8 @@
       "give every started ivmd N emulated GPUs of MEM bytes (N[:MEM], e.g. 2:256M)") \
     X(gpus,        "gpus",        STRING, "",                                       \
       "real GPUs of every started ivmd: all, none or CUDA indices 0,2 (default all)") \
+    X(gpu_shares,  "gpu-shares",  STRING, "",                                       \
+      "GPU devices of every started ivmd as shares of its GPUs, e.g. 0:50,0:50,1")  \
     X(node_cpu_devices, "node-cpu-devices", STRING, "",                             \
       "one CPU device spec per node, ';'-separated, e.g. 0-3;4-5;6 (several nodes)") \
     X(log_level,   "log-level",   STRING, "",                                       \

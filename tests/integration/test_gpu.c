@@ -369,3 +369,82 @@ Test(gpu, group_across_two_nodes, .fini = gpu_fini)
     }
     gpu_two_nodes("group2", "-");
 }
+
+/* ---------------------------------------------------------- GPU shares */
+
+/* Two share devices of one GPU (--gpu-shares 0:50,0:50): devices 0 and 1
+ * exist, 2 does not; PEs on both see their IVM_GPU and IVM_GPU_SHARE; both
+ * map one object: one allocation on the physical GPU; syncs correct. */
+Test(gpu, two_shares_of_one_gpu, .fini = gpu_fini)
+{
+    const char *more[] = {"--gpu-shares", "0:50,0:50", NULL};
+    const char *args[] = {"-", "50,50", NULL};
+
+    if (gpu_skip(0)) {
+        return;
+    }
+    gpu_daemon("1:64M", more);
+    gpu_env_scenario("shares", args);
+}
+
+/* A share spec naming a GPU beyond the node's, shares over 100 %, bad
+ * syntax, shares without a GPU: ivmd refuses to start and says why. */
+Test(gpu, bad_gpu_shares_stop_ivmd_with_a_reason)
+{
+    char dir[IVMT_PATH_MAX], sock[IVMT_PATH_MAX + 16];
+    static const struct {
+        const char *emu, *shares, *why;
+        int code;
+    } bad[] = {
+        {"1:16M", "0:60,0:50", "the shares of GPU 0 add up to 110% (at most 100%)", 2},
+        {"1:16M", "0:abc", "'0:abc' has no percentage of 1..100", 2},
+        {"1:16M", "0,1", "there is no GPU 1 (this node has 1)", 1},
+        {NULL, "0", "--gpu-shares '0' but this node has no GPU (no --emu-gpus; --gpus none)", 1},
+    };
+    ivmt_result_t r;
+
+    if (gpu_skip(1)) {
+        return;
+    }
+    ivmt_make_tmpdir(dir, sizeof(dir));
+    snprintf(sock, sizeof(sock), "%s/s.sock", dir);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); ++i) {
+        const char *argv[] = {IVMT_IVMD, "--socket", sock, "--gpu-shares", bad[i].shares,
+                              bad[i].emu ? "--emu-gpus" : "--gpus",
+                              bad[i].emu ? bad[i].emu : "none", NULL};
+        ivmt_run(argv, NULL, 20, &r);
+        cr_assert(r.exited && r.code == bad[i].code && strstr(r.err, bad[i].why),
+                  "ivmd --gpu-shares %s: exit %d (expected %d): %s", bad[i].shares, r.code,
+                  bad[i].code, r.err);
+        cr_assert(access(sock, F_OK) != 0, "ivmd --gpu-shares %s left its socket",
+                  bad[i].shares);
+        ivmt_result_free(&r);
+    }
+    ivmt_remove_dir(dir);
+}
+
+/* ivmrun --nodes 2 --gpu-shares: every node's daemon gets the shares (the
+ * root on node0 checks both nodes' tables; the share PEs run on node1). */
+Test(gpu, gpu_shares_reach_every_node, .fini = gpu_fini)
+{
+    const char *argv[] = {"--nodes", "2", "--timeout", "60",
+                          gpu_cuda() ? "--gpus" : "--emu-gpus",
+                          gpu_cuda() ? "all" : "1:64M", "--gpu-shares", "0:30,0:70",
+                          IVMT_PE_GPU, "shares", "node1", "30,70",
+                          gpu_cuda() ? "cuda" : "emu", NULL};
+    ivmt_launch_t c;
+    ivmt_result_t r;
+    char *why;
+
+    if (gpu_skip(0)) {
+        return;
+    }
+    ivmt_launch_start(IVMT_IVMRUN, argv, &c);
+    ivmt_launch_finish_clean(&c, 75, &r);
+    why = ivmt_describe(NULL, &r);
+    cr_assert(!r.timed_out && r.exited && r.code == 0 && strstr(r.out, "OK ") &&
+                  strstr(r.out, "share 1: IVM_GPU_SHARE=70") && !strstr(r.out, "FAIL"),
+              "ivmrun --nodes 2 --gpu-shares 0:30,0:70: %s", why);
+    free(why);
+    ivmt_result_free(&r);
+}

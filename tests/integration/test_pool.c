@@ -138,6 +138,18 @@ Test(pool_gpu, warm_gpu_pes_from_the_gpu_pool)
     ivmt_scenario(IVMT_PE_POOL, "gpu", NULL, env, 40);
 }
 
+/* Two shares of one emulated GPU (--gpu-shares 0:50,0:50): one pool per
+ * share device, each handing out its parked process. */
+Test(pool_gpu, one_pool_per_gpu_share)
+{
+    static const char *const args[] = {"--emu-gpus", "1:64M", "--gpu-shares", "0:50,0:50",
+                                       NULL};
+    const char *env[] = {"IVM_PE_POOL=1", NULL};
+
+    ivmt_daemon_start(&ivmt_d, args);
+    ivmt_scenario(IVMT_PE_POOL, "gpu_shares", NULL, env, 40);
+}
+
 /* ivm-gpud killed while GPU processes are parked (emu): they are killed, not
  * replaced; the CPU pool goes on; nothing is left. */
 Test(pool_gpu, gpud_death_kills_the_parked_gpu_processes)

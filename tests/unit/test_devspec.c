@@ -204,3 +204,79 @@ Test(devspec, default_device)
     cr_assert_eq(dev.ncores, CPU_COUNT(&mine));
     cr_assert(CPU_EQUAL(&dev.cores, &mine));
 }
+
+/* ------------------------------------------------------------ GPU shares */
+
+static ivm_gpu_share_t shares[IVM_DEVSPEC_MAX_GPU_DEVICES + 1];
+
+static ivmError_t parse_shares(const char *spec, int ngpus_max, int *n_p)
+{
+    err[0] = '\0';
+    *n_p = -1;
+    return ivm_devspec_gpu_shares_parse(spec, ngpus_max, shares, IVM_DEVSPEC_MAX_GPU_DEVICES,
+                                        n_p, err, sizeof(err));
+}
+
+Test(devspec, gpu_shares_valid)
+{
+    int n;
+
+    cr_assert_eq(parse_shares("0:50,0:50,1", 2, &n), IVM_SUCCESS, "%s", err);
+    cr_assert_eq(n, 3);
+    cr_assert(shares[0].phys == 0 && shares[0].percent == 50);
+    cr_assert(shares[1].phys == 0 && shares[1].percent == 50);
+    cr_assert(shares[2].phys == 1 && shares[2].percent == 100);
+    cr_assert_eq(parse_shares("1:30,0,1:70", 0, &n), IVM_SUCCESS, "%s", err);
+    cr_assert_eq(n, 3);
+    cr_assert(shares[1].phys == 0 && shares[1].percent == 100 && shares[2].percent == 70);
+    cr_assert_eq(parse_shares("0:25,0:25", 1, &n), IVM_SUCCESS, "%s", err);
+    cr_assert_eq(n, 2, "shares may leave part of a GPU unused");
+}
+
+/* Each bad spec fails with a message naming what is wrong. */
+Test(devspec, gpu_shares_bad_specs_say_why)
+{
+    static const struct {
+        const char *spec;
+        int         ngpus;
+        const char *why;
+    } bad[] = {
+        {"", 0, "empty spec"},
+        {"0:60,0:50", 0, "the shares of GPU 0 add up to 110%"},
+        {"0,0:1", 0, "the shares of GPU 0 add up to 101%"},
+        {"0:0", 0, "no percentage of 1..100"},
+        {"0:101", 0, "no percentage of 1..100"},
+        {"0:", 0, "no percentage of 1..100"},
+        {"x", 0, "does not start with a GPU index"},
+        {"-1", 0, "does not start with a GPU index"},
+        {"256", 0, "does not start with a GPU index"},
+        {"0:50x", 0, "is not G or G:PERCENT"},
+        {"0-1", 0, "is not G or G:PERCENT"},
+        {"0,", 0, "trailing ','"},
+        {"0,,1", 0, "does not start with a GPU index"},
+        {"2:50", 2, "there is no GPU 2 (this node has 2)"},
+    };
+    int n;
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); ++i) {
+        cr_assert_eq(parse_shares(bad[i].spec, bad[i].ngpus, &n), IVM_ERROR_INVALID_VALUE,
+                     "'%s' accepted", bad[i].spec);
+        cr_assert(strstr(err, bad[i].why) != NULL, "'%s': message '%s' lacks '%s'",
+                  bad[i].spec, err, bad[i].why);
+        cr_assert_eq(n, -1, "'%s': *n_p written on failure", bad[i].spec);
+    }
+}
+
+Test(devspec, gpu_shares_too_many)
+{
+    char spec[IVM_DEVSPEC_MAX_GPU_DEVICES * 8];
+    int n;
+
+    spec[0] = '\0';
+    for (int i = 0; i <= IVM_DEVSPEC_MAX_GPU_DEVICES; ++i) {
+        snprintf(spec + strlen(spec), sizeof(spec) - strlen(spec), "%s%d:1", i ? "," : "",
+                 i % 4);
+    }
+    cr_assert_eq(parse_shares(spec, 0, &n), IVM_ERROR_INVALID_VALUE);
+    cr_assert(strstr(err, "more than 64 GPU devices"), "%s", err);
+}

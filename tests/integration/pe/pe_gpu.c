@@ -1067,6 +1067,103 @@ static int sc_nodev(int argc, char **argv)
     return pe_ok();
 }
 
+/* GPU shares (ivmd --gpu-shares): argv[2] is the host of the share devices
+ * ("-": this node), argv[3] their percentages ("50,50": two shares of one
+ * physical GPU). ivmCreateDev works on each share and fails on the next
+ * index (on this node and on host); a PE on share k sees IVM_GPU=k and IVM_GPU_SHARE (and on cuda
+ * CUDA_MPS_ACTIVE_THREAD_PERCENTAGE); all map one object: on this node one
+ * device copy of the physical GPU (GPU_INFO 0); each Puts its own part, then
+ * all Get the master's change. */
+static int sc_shares(int argc, char **argv)
+{
+    const char *host = argc > 2 && strcmp(argv[2], "-") != 0 ? argv[2] : NULL;
+    const char *list = argc > 3 ? argv[3] : "50,50";
+    const size_t size = 2 * MB;
+    int pct[8], n = 0;
+    ivm_msg_gpu_info_rep_t g;
+    ivm_device devh;
+    ivm_pe pes[8];
+    char *v, *dev;
+
+    for (const char *p = list; *p != '\0' && n < 8; ++n) {
+        pct[n] = atoi(p);
+        p += strcspn(p, ",");
+        p += *p == ',';
+    }
+    ASSERT(n >= 1, "no shares in '%s'", list);
+    if (pe_enter() != 0) {
+        int k = getenv("IVM_GPU") != NULL ? atoi(getenv("IVM_GPU")) : -1;
+        const char *share = getenv("IVM_GPU_SHARE");
+        const char *mps = getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
+        size_t part = size / (size_t)n;
+        ASSERT(k >= 0 && k < n, "IVM_GPU is '%s'", getenv("IVM_GPU") ? getenv("IVM_GPU") : "");
+        expect_gpu_pe(k);
+        ASSERT(share != NULL && atoi(share) == pct[k], "share %d: IVM_GPU_SHARE is '%s', "
+               "expected %d", k, share ? share : "(unset)", pct[k]);
+        if (dev_cuda() && pct[k] < 100) {
+            ASSERT(mps != NULL && atoi(mps) == pct[k], "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE "
+                   "is '%s', expected %d", mps ? mps : "(unset)", pct[k]);
+        }
+        printf("share %d: IVM_GPU_SHARE=%s\n", k, share);
+        pe_stage = "share PE maps";
+        CHECK(ivmMap("v", &dev, 0));
+        /* Only our part: PEs of shares of one GPU share its device copy,
+         * so another share's PE may already have written its part. */
+        dev_expect(dev + (size_t)k * part, 0x11, part, "device copy");
+        dev_fill(dev + (size_t)k * part, 0x20 + k, part);
+        CHECK(ivmSyncPut(dev + (size_t)k * part, part));
+        CHECK(ivmSignal());
+        pe_stage = "share PE waits for the root's change";
+        CHECK(ivmWait(0));
+        CHECK(ivmSyncGet(dev, size));
+        dev_expect(dev, 0x33, size, "device copy after SyncGet");
+        CHECK(ivmSignal());
+        CHECK(ivmWait(0));
+        CHECK(ivmUnmap(dev));
+        CHECK(ivmExit());
+        return 0;
+    }
+    /* The share devices on this node and on host. */
+    for (int h = 0; h < (host != NULL ? 2 : 1); ++h) {
+        const char *on = h == 0 ? IVM_THIS_HOST : host;
+        for (int k = 0; k < n; ++k) {
+            CHECK(ivmCreateDev(on, IVM_GPU_N(k), &devh));
+            CHECK(ivmDestroyDev(devh));
+        }
+        EXPECT(ivmCreateDev(on, IVM_GPU_N(n), &devh), IVM_ERROR_NOT_FOUND);
+        printf("GPU device %d of %s: %s\n", n, h == 0 ? "this node" : host,
+               ivmGetLastErrorMessage());
+    }
+    CHECK(ivmMalloc("v", &v, size));
+    memset(v, 0x11, size);
+    for (int k = 0; k < n; ++k) {
+        create_on(host, IVM_GPU_N(k), 1, &pes[k]);
+    }
+    pe_stage = "root waits for the share PEs' Puts";
+    wait_all(pes, n);
+    for (int k = 0; k < n; ++k) {
+        host_expect(v + (size_t)k * (size / (size_t)n), 0x20 + k, size / (size_t)n,
+                    "master after a share PE's SyncPut");
+    }
+    if (host == NULL) {
+        gpu_info(0, &g);
+        print_info("shares mapped", &g);
+        ASSERT(g.ngpus == 1 && g.allocations == 1 && g.copies == 1 &&
+                   g.mapped_refs == (uint32_t)n,
+               "%d share PEs of one GPU mapping one object: %u physical GPUs, %llu "
+               "allocations, %u copies, %u references", n, g.ngpus,
+               (unsigned long long)g.allocations, g.copies, g.mapped_refs);
+    }
+    memset(v, 0x33, size);
+    signal_n(n);
+    pe_stage = "root waits for the share PEs' Gets";
+    wait_all(pes, n);
+    signal_n(n);
+    wait_all(pes, n);
+    CHECK(ivmFree(v));
+    return pe_ok();
+}
+
 /* Figures (not a test): a GPU PE's cold start, its first map of 64 MiB, and
  * SyncPut/SyncGet bandwidth of the whole object beside memcpy of the same bytes
  * in the same process. */
@@ -1130,7 +1227,7 @@ int main(int argc, char **argv)
         {"dedup2", sc_dedup2},
         {"admit", sc_admit},     {"evict", sc_evict},     {"timeout", sc_timeout},
         {"crash", sc_crash},     {"gpud_dead", sc_gpud_dead}, {"nodev", sc_nodev},
-        {"bogus", sc_bogus},
+        {"bogus", sc_bogus},     {"shares", sc_shares},
         {NULL, NULL}};
 
     for (int i = 2; i < argc; ++i) {

@@ -811,6 +811,55 @@ static int sc_gpu_gpud_dead(int argc, char **argv)
     return pe_ok();
 }
 
+/* GPU shares (ivmd --gpu-shares 0:50,0:50, IVM_PE_POOL=1): each share
+ * device has its own pool: processes park with IVM_GPU=0 and IVM_GPU=1, both
+ * with IVM_GPU_SHARE=50, and a PE created on each share is a parked one. */
+static int sc_gpu_shares(int argc, char **argv)
+{
+    ivm_msg_info_rep_t info;
+    ivm_device dev;
+    pid_t all[64];
+    char val[32], share[32];
+    uint32_t pooled;
+    ivm_pe pe;
+    int id = pe_enter(), gid, per[2] = {0, 0};
+
+    if (id != 0) {
+        const char *s = getenv("IVM_GPU_SHARE");
+        ASSERT(s != NULL && strcmp(s, "50") == 0, "IVM_GPU_SHARE is '%s'", s ? s : "(unset)");
+        CHECK(ivmExit());
+        return 0;
+    }
+    CHECK(ivmGetMyGroupId(&gid));
+    pe_stage = "GPU share pools fill";
+    for (double deadline = pe_now() + 20.0; per[0] == 0 || per[1] == 0; pe_sleep_ms(5)) {
+        int n = parked_pids(gid, all, 64);
+        per[0] = per[1] = 0;
+        for (int i = 0; i < n; ++i) {
+            proc_env(all[i], "IVM_GPU", val, sizeof(val));
+            proc_env(all[i], "IVM_GPU_SHARE", share, sizeof(share));
+            if ((strcmp(val, "0") == 0 || strcmp(val, "1") == 0) && strcmp(share, "50") == 0) {
+                ++per[atoi(val)];
+            }
+        }
+        ASSERT(pe_now() < deadline, "after 20 s: %d processes parked for share 0, %d for "
+               "share 1 (IVM_GPU_SHARE=50), want 1 each", per[0], per[1]);
+    }
+    for (int k = 0; k < 2; ++k) {
+        pool_info(&info);
+        pooled = info.pooled;
+        CHECK(ivmCreateDev(IVM_THIS_HOST, IVM_GPU_N(k), &dev));
+        CHECK(ivmCreatePEs(dev, 1, &pe));
+        CHECK(ivmWait(pe));
+        CHECK(ivmDestroyDev(dev));
+        pool_info(&info);
+        ASSERT(info.pooled == pooled + 1, "the PE on share %d did not come from its pool "
+               "(%u PEs from pools, want %u)", k, info.pooled, pooled + 1);
+    }
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
 static const pe_scenario_entry_t scenarios[] = {
     {"remote", sc_remote},
     {"semantics", sc_semantics},
@@ -820,6 +869,7 @@ static const pe_scenario_entry_t scenarios[] = {
     {"tagged", sc_tagged},
     {"gpu", sc_gpu},
     {"gpu_gpud_dead", sc_gpu_gpud_dead},
+    {"gpu_shares", sc_gpu_shares},
     {NULL, NULL},
 };
 
