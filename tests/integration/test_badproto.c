@@ -69,14 +69,23 @@ static void expect_dropped(int fd, const char *what)
     close(fd);
 }
 
-/* The daemon answers INFO, holding no job state. */
+/* The daemon answers INFO, and holds no job state once what was left of an
+ * ended job (its processes, parked ones of the warm pool included) is reaped:
+ * that takes a moment, so the state is polled for up to 3 s. */
 static void expect_alive(const char *after)
 {
+    double deadline = ivmt_now() + 3.0;
     ivm_msg_info_rep_t info;
     const char *why = NULL;
 
-    cr_assert_eq(ivmt_info(ivmt_d.sock, &info, &why), 0, "ivmd stopped serving after %s: %s",
-                 after, why);
+    for (;;) {
+        cr_assert_eq(ivmt_info(ivmt_d.sock, &info, &why), 0,
+                     "ivmd stopped serving after %s: %s", after, why);
+        if ((info.jobs == 0 && info.pes == 0 && info.objects == 0) || ivmt_now() > deadline) {
+            break;
+        }
+        usleep(10000);
+    }
     cr_assert(info.jobs == 0 && info.pes == 0 && info.objects == 0,
               "after %s: %u jobs, %u PEs, %u objects", after, info.jobs, info.pes,
               info.objects);
