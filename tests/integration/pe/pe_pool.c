@@ -832,8 +832,12 @@ static int sc_gpu_shares(int argc, char **argv)
     }
     CHECK(ivmGetMyGroupId(&gid));
     pe_stage = "GPU share pools fill";
+    /* A process with IVM_PE_ID=-1 may not have reached the daemon yet: wait
+     * until the daemon counts every one of them parked (as gpu_parked does),
+     * or a slow start (ASan) makes the PE below a cold spawn. */
     for (double deadline = pe_now() + 20.0; per[0] == 0 || per[1] == 0; pe_sleep_ms(5)) {
         int n = parked_pids(gid, all, 64);
+        pool_info(&info);
         per[0] = per[1] = 0;
         for (int i = 0; i < n; ++i) {
             proc_env(all[i], "IVM_GPU", val, sizeof(val));
@@ -842,8 +846,12 @@ static int sc_gpu_shares(int argc, char **argv)
                 ++per[atoi(val)];
             }
         }
+        if (info.parked != (uint32_t)n) {
+            per[0] = per[1] = 0; /* not all of them have reached the daemon yet */
+        }
         ASSERT(pe_now() < deadline, "after 20 s: %d processes parked for share 0, %d for "
-               "share 1 (IVM_GPU_SHARE=50), want 1 each", per[0], per[1]);
+               "share 1 (IVM_GPU_SHARE=50), want 1 each (%u parked of %d started)",
+               per[0], per[1], info.parked, n);
     }
     for (int k = 0; k < 2; ++k) {
         pool_info(&info);
