@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "apps_result.h"
 #include "harness.h"
 
 TestSuite(apps, .timeout = 120);
@@ -288,19 +289,6 @@ Test(apps, dmm_second_map_of_a_strip_moves_no_bytes)
     ivmt_result_free(&r);
 }
 
-/* Share of device `name` in a RESULT share list; -1 if not listed. */
-static double share_of(const char *share, const char *name)
-{
-    size_t n = strlen(name);
-
-    for (const char *p = share; p != NULL && *p != '\0';) {
-        if (strncmp(p, name, n) == 0 && p[n] == ':')
-            return strtod(p + n + 1, NULL);
-        p = strchr(p, ',');
-        p = p != NULL ? p + 1 : NULL;
-    }
-    return -1.0;
-}
 
 /* DS-LB load balancing: node1 made 4x slower (IVM_DSLB_SLOW test knob) is
    above the threshold (2) of the fastest, so its chain stops after the one
@@ -320,7 +308,7 @@ Test(apps, dslb_moves_work_off_a_slowed_device)
     parse_result(r.out, why, &res);
     cr_assert_str_eq(res.verified, "yes", "%s", why);
     cr_assert_eq(res.pes, 24, "%s", why);
-    double s0 = share_of(res.share, "node0.cpu0"), s1 = share_of(res.share, "node1.cpu0");
+    double s0 = apps_share_of(res.share, "node0.cpu0"), s1 = apps_share_of(res.share, "node1.cpu0");
     cr_assert(s1 > 0.0 && s1 < 0.3 && s0 > 0.7, "shares node0 %f node1 %f: %s", s0, s1, why);
     free(why);
     ivmt_result_free(&r);

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "apps_result.h"
 #include "harness.h"
 
 TestSuite(apps_gpu, .timeout = 150);
@@ -57,32 +58,15 @@ static void run_two_nodes(int gpus, const char *prog, const char *const *args,
 static char *result_field(const char *out, const char *key)
 {
     const char *line = strstr(out, "RESULT app=");
-    char pat[64];
+    char *v;
 
     cr_assert_not_null(line, "no RESULT line:\n%s", out);
     cr_assert_null(strstr(line + 1, "RESULT app="), "more than one RESULT line:\n%s", out);
-    snprintf(pat, sizeof(pat), " %s=", key);
-    const char *v = strstr(line, pat);
-    const char *eol = strchr(line, '\n');
-    cr_assert(v != NULL && (eol == NULL || v < eol), "no %s= on the RESULT line:\n%s", key,
-              out);
-    v += strlen(pat);
-    return strndup(v, strcspn(v, " \n"));
+    v = apps_result_field(out, key);
+    cr_assert_not_null(v, "no %s= on the RESULT line:\n%s", key, out);
+    return v;
 }
 
-/* Share of device `name` in a share list; -1 if not listed. */
-static double share_of(const char *share, const char *name)
-{
-    size_t n = strlen(name);
-
-    for (const char *p = share; p != NULL && *p != '\0';) {
-        if (strncmp(p, name, n) == 0 && p[n] == ':')
-            return strtod(p + n + 1, NULL);
-        p = strchr(p, ',');
-        p = p != NULL ? p + 1 : NULL;
-    }
-    return -1.0;
-}
 
 /* The app verifies on 2 nodes with a GPU each, does work on both GPUs and
    both CPUs, and prints the CPU-only run's checksum. */
@@ -109,7 +93,7 @@ static void check_gpu_run(const char *prog, const char *app, const char *const *
     const char *devs[] = {"node0.cpu0", "node0.gpu0", "node1.cpu0", "node1.gpu0"};
     double total = 0.0;
     for (int d = 0; d < 4; d++) {
-        double s = share_of(share, devs[d]);
+        double s = apps_share_of(share, devs[d]);
         cr_assert_gt(s, 0.0, "no work on %s (share %s):\n%s", devs[d], share, g.out);
         total += s;
     }
@@ -117,7 +101,7 @@ static void check_gpu_run(const char *prog, const char *app, const char *const *
 
     run_two_nodes(0, prog, argv, &c);
     char *sum_cpu = result_field(c.out, "checksum"), *share_cpu = result_field(c.out, "share");
-    cr_assert_lt(share_of(share_cpu, "node0.gpu0"), 0.0, "GPU listed without GPUs: %s",
+    cr_assert_lt(apps_share_of(share_cpu, "node0.gpu0"), 0.0, "GPU listed without GPUs: %s",
                  share_cpu);
     cr_assert_str_eq(sum_gpu, sum_cpu, "checksum with GPU PEs %s, CPU-only %s:\n%s\n%s",
                      sum_gpu, sum_cpu, g.out, c.out);
@@ -180,7 +164,7 @@ Test(apps_gpu, dmm_strips_filled_after_a_gpu_copy_reach_it)
     run_two_nodes(1, args[0], args + 1, &r);
     char *verified = result_field(r.out, "verified"), *share = result_field(r.out, "share");
     cr_assert_str_eq(verified, "yes", "DMM on node1's GPU:\n%s\n%s", r.out, r.err);
-    cr_assert_gt(share_of(share, "node1.gpu0"), 0.5, "node1.gpu0 did not do most tiles: %s",
+    cr_assert_gt(apps_share_of(share, "node1.gpu0"), 0.5, "node1.gpu0 did not do most tiles: %s",
                  share);
     free(verified);
     free(share);
@@ -227,7 +211,7 @@ Test(apps_gpu, gpu_copies_are_deduplicated, .fini = ivmt_fixture_stop)
     char *share = result_field(r.out, "share"), *verified = result_field(r.out, "verified");
     cr_assert_str_eq(verified, "yes", "%s", why);
     /* 8 equal portions of 48 particles x 3 steps: the GPU's portions. */
-    double s = share_of(share, "gpu0");
+    double s = apps_share_of(share, "gpu0");
     int gpu_portions = (int)(s * 24.0 + 0.5);
     cr_assert_geq(gpu_portions, 6, "the GPU ran %d portions (2 PEs started there every "
                   "step): %s", gpu_portions, why);

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "apps_result.h"
 #include "harness.h"
 
 TestSuite(himeno, .timeout = 90);
@@ -45,37 +46,13 @@ static void expect_code(const ivmt_result_t *r, int code)
     free(why);
 }
 
-/* The value of key=... on the RESULT line (malloc'd), NULL if absent. */
-static char *result_field(const char *out, const char *key)
-{
-    const char *line = strstr(out, "RESULT app=");
-    char pat[64];
-
-    if (line == NULL)
-        return NULL;
-    snprintf(pat, sizeof(pat), " %s=", key);
-    const char *v = strstr(line, pat);
-    const char *eol = strchr(line, '\n');
-    if (v == NULL || (eol != NULL && v > eol))
-        return NULL;
-    v += strlen(pat);
-    size_t n = strcspn(v, " \n");
-    return strndup(v, n);
-}
 
 /* The share of device `name` on the RESULT line, -1 if absent. */
 static double result_share(const char *out, const char *name)
 {
-    char *share = result_field(out, "share");
-    char pat[64];
-    double v = -1.0;
+    char *share = apps_result_field(out, "share");
+    double v = share != NULL ? apps_share_of(share, name) : -1.0;
 
-    if (share == NULL)
-        return -1.0;
-    snprintf(pat, sizeof(pat), "%s:", name);
-    const char *p = strstr(share, pat);
-    if (p != NULL)
-        v = strtod(p + strlen(pat), NULL);
     free(share);
     return v;
 }
@@ -111,7 +88,7 @@ Test(himeno, ivm_version_verifies_on_two_nodes)
     ivmrun_two_nodes(args, &r);
     expect_code(&r, 0);
     cr_assert(strstr(r.out, "RESULT app=himeno version=ivm size=17 ") != NULL, "%s", r.out);
-    char *verified = result_field(r.out, "verified");
+    char *verified = apps_result_field(r.out, "verified");
     cr_assert(verified != NULL && strcmp(verified, "yes") == 0, "not verified:\n%s", r.out);
     free(verified);
     /* Both nodes did work: the shares of node0 and node1 sum to 1. */
@@ -139,13 +116,13 @@ Test(himeno, mpi_version_verifies_and_matches_the_ivm_checksum)
     expect_code(&m, 0);
     cr_assert(strstr(m.out, "RESULT app=himeno version=mpi size=17 pes=2 ") != NULL, "%s",
               m.out);
-    char *verified = result_field(m.out, "verified");
+    char *verified = apps_result_field(m.out, "verified");
     cr_assert(verified != NULL && strcmp(verified, "yes") == 0, "not verified:\n%s", m.out);
     free(verified);
 
     ivmrun_two_nodes(ivm_args, &i);
     expect_code(&i, 0);
-    char *cm = result_field(m.out, "checksum"), *ci = result_field(i.out, "checksum");
+    char *cm = apps_result_field(m.out, "checksum"), *ci = apps_result_field(i.out, "checksum");
     cr_assert(cm != NULL && ci != NULL, "no checksum:\n%s\n%s", m.out, i.out);
     double vm = strtod(cm, NULL), vi = strtod(ci, NULL);
     /* HIMENO_TOL: 1e-4 relative (the CPU kernel gives the same bits). */
@@ -178,7 +155,7 @@ Test(himeno, omlb_moves_work_off_a_slowed_device_and_adds_pes_on_the_fast_one)
     cr_assert(pes[0] == 1 && pes[1] >= 2, "no PE added on the fast device:\n%s", r.out);
     double s0 = result_share(r.out, "node0.cpu0");
     cr_assert(s0 > 0.0 && s0 < 0.45, "share of the slowed device %g:\n%s", s0, r.out);
-    char *verified = result_field(r.out, "verified");
+    char *verified = apps_result_field(r.out, "verified");
     cr_assert(verified != NULL && strcmp(verified, "yes") == 0, "not verified:\n%s", r.out);
     free(verified);
     ivmt_result_free(&r);

@@ -32,24 +32,10 @@ static int dev_cuda(void)
     return dev_cuda_arg || (b != NULL && strcmp(b, "cuda") == 0);
 }
 
-static void *dev_sym(const char *name)
-{
-    static void *lib;
-    void *fn;
-
-    if (lib == NULL) {
-        lib = dlopen("libcuda.so.1", RTLD_NOW);
-        ASSERT(lib != NULL, "dlopen libcuda.so.1: %s", dlerror());
-    }
-    fn = dlsym(lib, name);
-    ASSERT(fn != NULL, "libcuda lacks %s", name);
-    return fn;
-}
-
 static void dev_write(void *dev, const void *src, size_t n)
 {
     if (dev_cuda()) {
-        cu_htod_fn f = (cu_htod_fn)dev_sym("cuMemcpyHtoD_v2");
+        cu_htod_fn f = (cu_htod_fn)pe_cuda_sym("cuMemcpyHtoD_v2");
         ASSERT(f((unsigned long long)(uintptr_t)dev, src, n) == 0, "cuMemcpyHtoD failed");
     } else {
         memcpy(dev, src, n);
@@ -59,7 +45,7 @@ static void dev_write(void *dev, const void *src, size_t n)
 static void dev_read(void *dst, const void *dev, size_t n)
 {
     if (dev_cuda()) {
-        cu_dtoh_fn f = (cu_dtoh_fn)dev_sym("cuMemcpyDtoH_v2");
+        cu_dtoh_fn f = (cu_dtoh_fn)pe_cuda_sym("cuMemcpyDtoH_v2");
         ASSERT(f(dst, (unsigned long long)(uintptr_t)dev, n) == 0, "cuMemcpyDtoH failed");
     } else {
         memcpy(dst, dev, n);

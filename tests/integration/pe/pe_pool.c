@@ -474,20 +474,6 @@ static int gpu_cuda(void)
     return b != NULL && strcmp(b, "cuda") == 0;
 }
 
-static void *cu_sym(const char *name)
-{
-    static void *lib;
-    void *fn;
-
-    if (lib == NULL) {
-        lib = dlopen("libcuda.so.1", RTLD_NOW);
-        ASSERT(lib != NULL, "dlopen libcuda.so.1: %s", dlerror());
-    }
-    fn = dlsym(lib, name);
-    ASSERT(fn != NULL, "libcuda lacks %s", name);
-    return fn;
-}
-
 static void dev_copy(void *dst, const void *src, size_t n, int to_dev)
 {
     typedef int (*htod_fn)(unsigned long long, const void *, size_t);
@@ -496,10 +482,10 @@ static void dev_copy(void *dst, const void *src, size_t n, int to_dev)
     if (!gpu_cuda()) {
         memcpy(dst, src, n);
     } else if (to_dev) {
-        htod_fn f = (htod_fn)cu_sym("cuMemcpyHtoD_v2");
+        htod_fn f = (htod_fn)pe_cuda_sym("cuMemcpyHtoD_v2");
         ASSERT(f((unsigned long long)(uintptr_t)dst, src, n) == 0, "%s", "cuMemcpyHtoD failed");
     } else {
-        dtoh_fn f = (dtoh_fn)cu_sym("cuMemcpyDtoH_v2");
+        dtoh_fn f = (dtoh_fn)pe_cuda_sym("cuMemcpyDtoH_v2");
         ASSERT(f(dst, (unsigned long long)(uintptr_t)src, n) == 0, "%s", "cuMemcpyDtoH failed");
     }
 }
@@ -532,15 +518,15 @@ static int gpu_primary_current(void)
     if (!gpu_cuda()) {
         return -1;
     }
-    ASSERT(((init_fn)cu_sym("cuInit"))(0) == 0, "%s", "cuInit failed");
-    ASSERT(((cur_fn)cu_sym("cuCtxGetCurrent"))(&cur) == 0, "%s", "cuCtxGetCurrent failed");
+    ASSERT(((init_fn)pe_cuda_sym("cuInit"))(0) == 0, "%s", "cuInit failed");
+    ASSERT(((cur_fn)pe_cuda_sym("cuCtxGetCurrent"))(&cur) == 0, "%s", "cuCtxGetCurrent failed");
     if (cur == NULL) {
         return 0;
     }
-    ASSERT(((dev_fn)cu_sym("cuDeviceGet"))(&dev, 0) == 0, "%s", "cuDeviceGet failed");
-    ASSERT(((retain_fn)cu_sym("cuDevicePrimaryCtxRetain"))(&primary, dev) == 0, "%s",
+    ASSERT(((dev_fn)pe_cuda_sym("cuDeviceGet"))(&dev, 0) == 0, "%s", "cuDeviceGet failed");
+    ASSERT(((retain_fn)pe_cuda_sym("cuDevicePrimaryCtxRetain"))(&primary, dev) == 0, "%s",
            "cuDevicePrimaryCtxRetain failed");
-    ((release_fn)cu_sym("cuDevicePrimaryCtxRelease_v2"))(dev);
+    ((release_fn)pe_cuda_sym("cuDevicePrimaryCtxRelease_v2"))(dev);
     return cur == primary;
 }
 

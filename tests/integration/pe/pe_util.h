@@ -14,6 +14,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -99,6 +100,22 @@ static inline void pe_failc(int line, const char *cond, const char *fmt, ...)
             pe_failc(__LINE__, #cond, __VA_ARGS__);                               \
         }                                                                         \
     } while (0)
+
+/* A CUDA driver function, for PEs that check device memory themselves on
+ * the cuda backend (libcuda is dlopen'd: the PE starts without a driver). */
+static inline void *pe_cuda_sym(const char *name)
+{
+    static void *lib;
+    void *fn;
+
+    if (lib == NULL) {
+        lib = dlopen("libcuda.so.1", RTLD_NOW);
+        ASSERT(lib != NULL, "dlopen libcuda.so.1: %s", dlerror());
+    }
+    fn = dlsym(lib, name);
+    ASSERT(fn != NULL, "libcuda lacks %s", name);
+    return fn;
+}
 
 static inline void pe_on_alarm(int sig)
 {

@@ -1,0 +1,13 @@
+/* Reading the applications' RESULT line in the apps tests. */
+#ifndef IVMT_APPS_RESULT_H
+#define IVMT_APPS_RESULT_H
+
+/* The value of key=... on the first "RESULT app=" line of out (malloc'd);
+ * NULL when there is no such line or it has no such key. */
+char *apps_result_field(const char *out, const char *key);
+
+/* Share of device `name` in a share list ("node0.cpu0:0.5,node1.gpu0:0.5");
+ * -1 if the device is not listed. */
+double apps_share_of(const char *share, const char *name);
+
+#endif /* IVMT_APPS_RESULT_H */
