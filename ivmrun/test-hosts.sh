@@ -38,21 +38,9 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/ivm-hosts-work.XXXXXX") || exit 1
 trap 'rm -rf "$WORK"; rmdir "$SOCKDIR" 2>/dev/null' EXIT
 failures=0
 
-fail() {
-    echo "FAIL: $*"
-    failures=$((failures + 1))
-}
+# fail, leftovers
+. "$(dirname "$0")/test-lib.sh"
 
-# The processes that carry this test's socket directory in their environment.
-leftovers() {
-    for f in /proc/[0-9]*/environ; do
-        if grep -q -z -x -F "IVM_SOCKET_DIR=$SOCKDIR" "$f" 2>/dev/null; then
-            pid=${f#/proc/}
-            pid=${pid%/environ}
-            echo "$pid $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)"
-        fi
-    done
-}
 
 # After a run: nothing of it may remain (a few seconds' grace for exits).
 check_clean() {

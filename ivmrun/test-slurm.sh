@@ -103,10 +103,8 @@ WORK=$SL/work
 mkdir -p "$SL/munge" "$SL/spool" "$SL/state" "$SL/log" "$WORK"
 failures=0
 
-fail() {
-    echo "FAIL: $*"
-    failures=$((failures + 1))
-}
+# fail, leftovers
+. "$(dirname "$0")/test-lib.sh"
 
 # The pid in file $1, if that process still runs.
 pid_of() {
@@ -231,16 +229,6 @@ until [ "$(sinfo -h -p ivm -o %t 2>/dev/null)" = "idle" ]; do
 done
 echo "note: Slurm up in $(( $(date +%s) - T0 )) s (slurmctld port $CTLD_PORT, slurmd port $SLURMD_PORT)"
 
-# The processes that carry this test's socket directory in their environment.
-leftovers() {
-    for f in /proc/[0-9]*/environ; do
-        if grep -q -z -x -F "IVM_SOCKET_DIR=$SOCKDIR" "$f" 2>/dev/null; then
-            pid=${f#/proc/}
-            pid=${pid%/environ}
-            echo "$pid $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)"
-        fi
-    done
-}
 
 # After a run: nothing of it may remain (a few seconds' grace for exits).
 check_clean() {
