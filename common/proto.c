@@ -157,19 +157,44 @@ ivmError_t ivm_proto_check_req(const ivm_msg_hdr_t *hdr, const void *payload,
     }
 }
 
+/* Shortest reply payload of a type: its fixed struct, except CREATE_PES,
+ * whose successful reply ends after its n-th PE id (see proto.h). */
+static uint32_t ivm_proto_rep_min(uint32_t type)
+{
+    if (type == IVM_MSG_CREATE_PES) {
+        return (uint32_t)offsetof(ivm_msg_create_pes_rep_t, pes);
+    }
+    return ivm_proto_types[type].rep_size;
+}
+
 ivmError_t ivm_proto_check_rep(const ivm_msg_hdr_t *hdr, const char **why_p)
 {
-    const ivm_proto_type_info_t *info;
+    uint32_t type = hdr->type & ~IVM_MSG_REPLY;
 
     if (!(hdr->type & IVM_MSG_REPLY)) {
         *why_p = "request where a reply was expected";
         return IVM_ERROR_PROTOCOL;
     }
-    info = &ivm_proto_types[hdr->type & ~IVM_MSG_REPLY];
-    if (hdr->length < info->rep_size ||
-        hdr->length > info->rep_size + IVM_MSG_DETAIL_MAX) {
+    if (hdr->length < ivm_proto_rep_min(type) ||
+        hdr->length > ivm_proto_types[type].rep_size + IVM_MSG_DETAIL_MAX) {
         *why_p = "wrong reply length for the message type";
         return IVM_ERROR_PROTOCOL;
+    }
+    return IVM_SUCCESS;
+}
+
+ivmError_t ivm_proto_check_rep_body(const ivm_msg_hdr_t *hdr, const void *payload,
+                                    const char **why_p)
+{
+    uint32_t type = hdr->type & ~IVM_MSG_REPLY;
+
+    if (type == IVM_MSG_CREATE_PES && hdr->length < ivm_proto_types[type].rep_size) {
+        const ivm_msg_create_pes_rep_t *rep = payload;
+        if (rep->status != IVM_SUCCESS || rep->n < 0 || rep->n > IVM_CREATE_PES_MAX ||
+            hdr->length != ivm_proto_rep_min(type) + (uint32_t)rep->n * sizeof(int32_t)) {
+            *why_p = "short CREATE_PES reply disagrees with its PE count";
+            return IVM_ERROR_PROTOCOL;
+        }
     }
     return IVM_SUCCESS;
 }

@@ -148,6 +148,9 @@ typedef struct ivm_msg_create_pes_req {
     char     host[IVM_HOST_MAX + 1]; /* resolved node name */
 } ivm_msg_create_pes_req_t;
 
+/* A successful reply ends after pes[n - 1] (no detail follows it): a warm
+ * PE's creation moves 12 bytes, not 4 KiB. A failed one has the full struct,
+ * then the detail, like every reply. */
 typedef struct ivm_msg_create_pes_rep {
     int32_t  status;     /* ivmError_t */
     int32_t  n;          /* slots filled below (= request's n) */
@@ -498,6 +501,11 @@ ivmError_t ivm_proto_check_req(const ivm_msg_hdr_t *hdr, const void *payload,
 
 /* Check a reply payload's length against its type. */
 ivmError_t ivm_proto_check_rep(const ivm_msg_hdr_t *hdr, const char **why_p);
+
+/* Check a whole reply payload that passed ivm_proto_check_rep: a short
+ * CREATE_PES reply must be a success holding exactly its n PE ids. */
+ivmError_t ivm_proto_check_rep_body(const ivm_msg_hdr_t *hdr, const void *payload,
+                                    const char **why_p);
 
 /* Check a peer message: magic, version, type among the peer types, exact
  * payload length for the type. */

@@ -579,6 +579,8 @@ static int ivmd_handle_create_pes(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t
         }
         out->pes[i] = pe->id;
     }
+    rep->len = (uint32_t)(offsetof(ivm_msg_create_pes_rep_t, pes) +
+                          (size_t)req->n * sizeof(out->pes[0]));
     if (nremote > 0) {
         out->status = IVM_SUCCESS;
         status = ivmd_cluster_spawn(d, c, hdr, node, devtype, remote, nremote, out, rep->detail,
@@ -1083,6 +1085,9 @@ void ivmd_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
         return;
     }
     rep.body.status.status = status;
+    if (status != IVM_SUCCESS) {
+        rep.len = e->rep_size; /* a detail follows the whole struct */
+    }
     ivmd_conn_reply(d, c, hdr->type, hdr->seq, &rep.body, rep.len,
                     status != IVM_SUCCESS ? rep.detail : NULL,
                     status == IVM_SUCCESS && rep.fd >= 0 ? &rep.fd : NULL,

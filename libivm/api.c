@@ -477,7 +477,7 @@ IVM_API ivmError_t ivmDestroyDev(ivm_device dev)
 IVM_API ivmError_t ivmCreatePEs(ivm_device dev, int n, ivm_pe *pes)
 {
     ivm_msg_create_pes_req_t req;
-    ivm_msg_create_pes_rep_t *rep;
+    ivm_msg_create_pes_rep_t rep; /* 4 KiB: a successful reply fills 8 + 4 n bytes */
     ivmError_t status = IVM_SUCCESS;
     int done = 0, i;
 
@@ -492,31 +492,31 @@ IVM_API ivmError_t ivmCreatePEs(ivm_device dev, int n, ivm_pe *pes)
             pes[i] = IVM_PE_NULL;
         }
     }
-    rep = malloc(sizeof(*rep));
-    if (rep == NULL) {
-        IVM_FAIL(IVM_ERROR_NO_MEMORY, "ivmCreatePEs: out of memory");
-    }
     memset(&req, 0, sizeof(req));
     req.devtype = dev->devtype;
     memcpy(req.host, dev->host, sizeof(req.host));
     while (done < n) {
         int chunk = (n - done < IVM_CREATE_PES_MAX) ? n - done : IVM_CREATE_PES_MAX;
         req.n = chunk;
-        status = ivm_call(IVM_MSG_CREATE_PES, &req, sizeof(req), rep, sizeof(*rep), NULL);
+        status = ivm_call(IVM_MSG_CREATE_PES, &req, sizeof(req), &rep, sizeof(rep), NULL);
         if (status != IVM_SUCCESS && status != IVM_ERROR_SPAWN) {
             break;
         }
+        if (rep.n != chunk) {
+            status = IVM_ERROR_PROTOCOL;
+            ivm_set_error("ivmCreatePEs: the daemon answered %d PE ids for %d", rep.n, chunk);
+            break;
+        }
         if (pes != NULL) {
-            for (i = 0; i < chunk && i < rep->n; ++i) {
-                pes[done + i] = rep->pes[i];
+            for (i = 0; i < chunk; ++i) {
+                pes[done + i] = rep.pes[i];
             }
         }
-        if (status != IVM_SUCCESS || (chunk > 0 && rep->pes[chunk - 1] == IVM_PE_NULL)) {
+        if (status != IVM_SUCCESS || (chunk > 0 && rep.pes[chunk - 1] == IVM_PE_NULL)) {
             break; /* spawn failure, or the max PE id was reached */
         }
         done += chunk;
     }
-    free(rep);
     return status;
 }
 

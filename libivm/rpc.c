@@ -2,6 +2,7 @@
  * order (a WAIT is answered late). Whichever waiting thread finds no reader
  * becomes the reader, reads one reply, hands it to its owner and steps down,
  * so a thread blocked in ivmWait never holds up the others. */
+#include <errno.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -105,6 +106,18 @@ static void ivm_rpc_spin(uint64_t spin_ns)
                  (uint64_t)t0.tv_nsec < spin_ns);
 }
 
+/* Sleep in poll until a reply is there, not in recvmsg: the daemon's read
+ * of our last request frees socket space, and that write-space wake-up would
+ * wake a thread sleeping in recvmsg for nothing (two context switches on the
+ * daemon's CPU, on the path of every call); poll's wait is for POLLIN only. */
+static void ivm_rpc_wait_readable(void)
+{
+    struct pollfd pfd = {.fd = ivm_ctx.fd, .events = POLLIN};
+
+    while (poll(&pfd, 1, -1) < 0 && errno == EINTR) {
+    }
+}
+
 /* Read one message and deliver it; called without the lock held. Returns
  * IVM_SUCCESS or IVM_ERROR_DAEMON_LOST / IVM_ERROR_PROTOCOL. */
 static ivmError_t ivm_rpc_read_one(uint64_t spin_ns)
@@ -123,6 +136,7 @@ static ivmError_t ivm_rpc_read_one(uint64_t spin_ns)
     if (spin_ns > 0) {
         ivm_rpc_spin(spin_ns);
     }
+    ivm_rpc_wait_readable();
     status = ivm_sock_recv(ivm_ctx.fd, first, sizeof(first), fds, &nfds, IVM_MSG_MAX_FDS);
     if (status != IVM_SUCCESS) {
         return status;
@@ -144,6 +158,10 @@ static ivmError_t ivm_rpc_read_one(uint64_t spin_ns)
             return status;
         }
     }
+    if (ivm_proto_check_rep_body(&hdr, payload, &why) != IVM_SUCCESS) {
+        ivm_sock_close_fds(fds, nfds);
+        return IVM_ERROR_PROTOCOL;
+    }
     pthread_mutex_lock(&ivm_ctx.lock);
     p = ivm_rpc_find(hdr.seq);
     if (p == NULL || (p->type | IVM_MSG_REPLY) != hdr.type) {
@@ -154,6 +172,9 @@ static ivmError_t ivm_rpc_read_one(uint64_t spin_ns)
     {
         size_t fixed = p->rep->len < hdr.length ? p->rep->len : hdr.length;
         memcpy(p->rep->buf, payload, fixed);
+        if (fixed < p->rep->len) { /* a short reply (CREATE_PES): the rest is zero */
+            memset((char *)p->rep->buf + fixed, 0, p->rep->len - fixed);
+        }
         if (hdr.length > p->rep->len) {
             size_t dlen = hdr.length - p->rep->len;
             if (dlen > sizeof(p->detail)) {

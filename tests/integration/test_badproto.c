@@ -625,3 +625,79 @@ Test(badproto, gpu_requests_on_a_node_without_gpus)
     close(fd);
     ivmt_daemon_finish(&ivmt_d);
 }
+
+/* One request on an entered connection; the reply's payload into rep (at
+ * most rep_size bytes), its length returned. */
+static uint32_t reply_of(int fd, uint16_t type, const void *req, uint32_t len, void *rep,
+                         size_t rep_size)
+{
+    int got[IVM_MSG_MAX_FDS], ngot = 0;
+    ivm_msg_hdr_t h;
+
+    ivm_proto_hdr_init(&h, type, len, 11);
+    cr_assert_eq(ivm_sock_send(fd, &h, req, NULL, 0), IVM_SUCCESS);
+    cr_assert_eq(ivm_sock_recv(fd, &h, sizeof(h), got, &ngot, IVM_MSG_MAX_FDS), IVM_SUCCESS);
+    cr_assert(h.type == (type | IVM_MSG_REPLY) && h.length <= rep_size,
+              "reply type 0x%x length %u", h.type, h.length);
+    cr_assert_eq(ivm_sock_recv(fd, rep, h.length, got, &ngot, IVM_MSG_MAX_FDS), IVM_SUCCESS);
+    ivm_sock_close_fds(got, ngot);
+    return h.length;
+}
+
+/* On the wire a successful CREATE_PES reply ends after its n PE ids (a warm
+ * PE's creation moves 12 bytes, not 4 KiB); a failed one is the whole struct
+ * and its detail, as every reply. */
+Test(badproto, create_pes_reply_lengths)
+{
+    const uint32_t fixed = (uint32_t)offsetof(ivm_msg_create_pes_rep_t, pes);
+    static char rep[sizeof(ivm_msg_create_pes_rep_t) + IVM_MSG_DETAIL_MAX];
+    ivm_msg_create_pes_rep_t *pes = (ivm_msg_create_pes_rep_t *)rep;
+    ivm_msg_create_dev_req_t dreq = {.devtype = IVM_CPU_N(0)};
+    ivm_msg_create_dev_rep_t *dev = (ivm_msg_create_dev_rep_t *)rep;
+    ivm_msg_create_pes_req_t req;
+    ivm_msg_pe_req_t max = {.pe = 3};
+    ivm_msg_empty_t empty = {0};
+    root_enter_t enter;
+    char detail[IVM_MSG_DETAIL_MAX + 1];
+    int fd = ivm_sock_connect(ivmt_d.sock), null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    int fds[2] = {null, null};
+    uint32_t len;
+
+    cr_assert(fd >= 0 && null >= 0);
+    cr_assert_eq(call_on(fd, IVM_MSG_ENTER, &enter, make_root_enter(&enter),
+                         sizeof(ivm_msg_enter_rep_t), fds, 2, detail, sizeof(detail)),
+                 IVM_SUCCESS, "root ENTER: %s", detail);
+    close(null);
+    len = reply_of(fd, IVM_MSG_CREATE_DEV, &dreq, sizeof(dreq), rep, sizeof(rep));
+    cr_assert_eq(len, sizeof(*dev));
+    cr_assert_eq(dev->status, IVM_SUCCESS);
+    memset(&req, 0, sizeof(req));
+    req.devtype = dev->devtype;
+    memcpy(req.host, dev->host, sizeof(req.host));
+
+    req.n = 2; /* the PEs run /bin/true: they end without ivmEnter */
+    len = reply_of(fd, IVM_MSG_CREATE_PES, &req, sizeof(req), rep, sizeof(rep));
+    cr_assert_eq(pes->status, IVM_SUCCESS);
+    cr_assert_eq(len, fixed + 2 * sizeof(int32_t), "a 2-PE reply of %u bytes", len);
+    cr_assert(pes->n == 2 && pes->pes[0] == 1 && pes->pes[1] == 2, "n %d ids %d %d", pes->n,
+              pes->pes[0], pes->pes[1]);
+    cr_assert_eq(call_on(fd, IVM_MSG_SET_MAX_ID, &max, sizeof(max), sizeof(ivm_msg_status_t),
+                         NULL, 0, detail, sizeof(detail)),
+                 IVM_SUCCESS, "%s", detail);
+    len = reply_of(fd, IVM_MSG_CREATE_PES, &req, sizeof(req), rep, sizeof(rep));
+    cr_assert_eq(len, fixed + 2 * sizeof(int32_t), "a reply past the max id: %u bytes", len);
+    cr_assert(pes->status == IVM_SUCCESS && pes->pes[0] == 3 && pes->pes[1] == IVM_PE_NULL);
+
+    req.n = -1;
+    len = reply_of(fd, IVM_MSG_CREATE_PES, &req, sizeof(req), rep, sizeof(rep));
+    cr_assert_eq(pes->status, IVM_ERROR_INVALID_VALUE);
+    cr_assert_gt(len, sizeof(*pes), "a failed reply of %u bytes has no detail", len);
+    cr_assert(strstr(rep + sizeof(*pes), "PE count") != NULL, "detail '%s'",
+              rep + sizeof(*pes));
+    cr_assert_eq(call_on(fd, IVM_MSG_EXIT, &empty, sizeof(empty), sizeof(ivm_msg_status_t),
+                         NULL, 0, detail, sizeof(detail)),
+                 IVM_SUCCESS, "%s", detail);
+    close(fd);
+    expect_alive("CREATE_PES replies");
+    ivmt_daemon_finish(&ivmt_d);
+}

@@ -259,12 +259,51 @@ Test(proto, rejects_wrong_fixed_length)
                      "%s request empty", t->name);
         /* replies: below the fixed size, beyond the detail allowance */
         hdr = make_hdr((uint16_t)(t->type | IVM_MSG_REPLY), t->rep_size - 1);
-        cr_assert_eq(ivm_proto_check_rep(&hdr, &why), IVM_ERROR_PROTOCOL,
-                     "%s reply one byte short", t->name);
+        if (t->type == IVM_MSG_CREATE_PES) {
+            /* may be short, but then it must hold exactly its n ids */
+            cr_assert_eq(ivm_proto_check_rep_body(&hdr, &buf, &why), IVM_ERROR_PROTOCOL,
+                         "%s reply one byte short", t->name);
+        } else {
+            cr_assert_eq(ivm_proto_check_rep(&hdr, &why), IVM_ERROR_PROTOCOL,
+                         "%s reply one byte short", t->name);
+        }
         hdr.length = t->rep_size + IVM_MSG_DETAIL_MAX + 1;
         cr_assert_eq(ivm_proto_check_rep(&hdr, &why), IVM_ERROR_PROTOCOL,
                      "%s reply too long", t->name);
     }
+}
+
+/* A successful CREATE_PES reply ends after its n-th id; anything else short is
+ * malformed. */
+Test(proto, short_create_pes_reply)
+{
+    const uint32_t fixed = (uint32_t)offsetof(ivm_msg_create_pes_rep_t, pes);
+    ivm_msg_create_pes_rep_t rep;
+    ivm_msg_hdr_t hdr;
+    const char *why = NULL;
+
+    memset(&rep, 0, sizeof(rep));
+    rep.n      = 3;
+    rep.pes[0] = 1;
+    hdr = make_hdr((uint16_t)(IVM_MSG_CREATE_PES | IVM_MSG_REPLY), fixed + 3 * 4);
+    cr_assert_eq(ivm_proto_check_rep(&hdr, &why), IVM_SUCCESS);
+    cr_assert_eq(ivm_proto_check_rep_body(&hdr, &rep, &why), IVM_SUCCESS);
+    hdr.length = fixed + 2 * 4; /* one id missing */
+    cr_assert_eq(ivm_proto_check_rep_body(&hdr, &rep, &why), IVM_ERROR_PROTOCOL);
+    cr_assert_not_null(why);
+    hdr.length = fixed + 3 * 4;
+    rep.status = IVM_ERROR_SPAWN; /* a failure carries the whole struct */
+    cr_assert_eq(ivm_proto_check_rep_body(&hdr, &rep, &why), IVM_ERROR_PROTOCOL);
+    rep.status = IVM_SUCCESS;
+    rep.n      = -1;
+    hdr.length = fixed;
+    cr_assert_eq(ivm_proto_check_rep_body(&hdr, &rep, &why), IVM_ERROR_PROTOCOL);
+    hdr.length = fixed - 1; /* not even status and n */
+    cr_assert_eq(ivm_proto_check_rep(&hdr, &why), IVM_ERROR_PROTOCOL);
+    hdr.length = sizeof(rep); /* the whole struct: always fine */
+    rep.status = IVM_ERROR_SPAWN;
+    cr_assert_eq(ivm_proto_check_rep(&hdr, &why), IVM_SUCCESS);
+    cr_assert_eq(ivm_proto_check_rep_body(&hdr, &rep, &why), IVM_SUCCESS);
 }
 
 Test(proto, rejects_kill_pes_count_mismatch)
