@@ -157,12 +157,55 @@ void ivmd_job_end(ivmd_registry_t *reg, ivmd_job_t *job)
     }
 }
 
+/* The registry lists the PEs that have waiters, so that dropping a
+ * connection's waiters visits those PEs only, not every PE ever created
+ * (a DS-LB run ends thousands of PEs, each end dropping a connection). */
+static void ivmd_waited_unlist(ivmd_pe_t *pe)
+{
+    if (pe->wlink == NULL) {
+        return;
+    }
+    *pe->wlink = pe->wnext;
+    if (pe->wnext != NULL) {
+        pe->wnext->wlink = pe->wlink;
+    }
+    pe->wnext = NULL;
+    pe->wlink = NULL;
+}
+
+static void ivmd_waited_list(ivmd_registry_t *reg, ivmd_pe_t *pe)
+{
+    if (pe->wlink != NULL) {
+        return;
+    }
+    pe->wnext = reg->waited;
+    if (reg->waited != NULL) {
+        reg->waited->wlink = &pe->wnext;
+    }
+    reg->waited = pe;
+    pe->wlink   = &reg->waited;
+}
+
+/* The oldest waiter of pe, unlinked (the PE leaves the list with its last),
+ * or NULL. */
+static ivmd_waiter_t *ivmd_waiter_pop(ivmd_pe_t *pe)
+{
+    ivmd_waiter_t *w = pe->waiters;
+
+    if (w != NULL) {
+        pe->waiters = w->next;
+        if (pe->waiters == NULL) {
+            ivmd_waited_unlist(pe);
+        }
+    }
+    return w;
+}
+
 static void ivmd_pe_forget(ivmd_registry_t *reg, ivmd_pe_t *pe)
 {
     ivmd_waiter_t *w;
 
-    while ((w = pe->waiters) != NULL) {
-        pe->waiters = w->next;
+    while ((w = ivmd_waiter_pop(pe)) != NULL) {
         free(w);
     }
     free(pe->maps);
@@ -259,13 +302,12 @@ void ivmd_pe_enter(ivmd_pe_t *pe, void *conn)
 
 void ivmd_pe_signal(ivmd_registry_t *reg, ivmd_pe_t *pe)
 {
-    ivmd_waiter_t *w = pe->waiters;
+    ivmd_waiter_t *w = ivmd_waiter_pop(pe);
 
     if (w == NULL) {
         ++pe->signals;
         return;
     }
-    pe->waiters = w->next;
     reg->ops->wait_done(reg->ctx, w->owner, w->seq, IVM_SUCCESS);
     free(w);
 }
@@ -299,6 +341,7 @@ ivmError_t ivmd_pe_wait(ivmd_registry_t *reg, ivmd_job_t *job, int pe_id, void *
     for (tail = &pe->waiters; *tail != NULL; tail = &(*tail)->next) {
     }
     *tail     = w;
+    ivmd_waited_list(reg, pe);
     *queued_p = 1;
     return IVM_SUCCESS;
 }
@@ -306,23 +349,21 @@ ivmError_t ivmd_pe_wait(ivmd_registry_t *reg, ivmd_job_t *job, int pe_id, void *
 void ivmd_waiter_cancel(ivmd_registry_t *reg, void *owner)
 {
     ivmd_waiter_t **link, *w;
-    ivmd_job_t *job;
-    int i;
+    ivmd_pe_t *pe, *next;
 
-    for (job = reg->jobs; job != NULL; job = job->next) {
-        for (i = 0; i < job->next_pe_id; ++i) {
-            if (job->pes[i] == NULL) {
-                continue;
+    for (pe = reg->waited; pe != NULL; pe = next) {
+        next = pe->wnext;
+        link = &pe->waiters;
+        while ((w = *link) != NULL) {
+            if (w->owner == owner) {
+                *link = w->next;
+                free(w);
+            } else {
+                link = &w->next;
             }
-            link = &job->pes[i]->waiters;
-            while ((w = *link) != NULL) {
-                if (w->owner == owner) {
-                    *link = w->next;
-                    free(w);
-                } else {
-                    link = &w->next;
-                }
-            }
+        }
+        if (pe->waiters == NULL) {
+            ivmd_waited_unlist(pe);
         }
     }
 }
@@ -356,8 +397,7 @@ void ivmd_pe_end(ivmd_registry_t *reg, ivmd_pe_t *pe, int failed)
     if (reg->ops->pe_ended != NULL) {
         reg->ops->pe_ended(reg->ctx, pe, failed);
     }
-    while ((w = pe->waiters) != NULL) {
-        pe->waiters = w->next;
+    while ((w = ivmd_waiter_pop(pe)) != NULL) {
         reg->ops->wait_done(reg->ctx, w->owner, w->seq, status);
         free(w);
     }

@@ -46,6 +46,8 @@ typedef struct ivmd_pe {
     uint64_t         signals;   /* posted, not yet consumed */
     void            *conn;      /* its connection while entered */
     ivmd_waiter_t   *waiters;   /* FIFO of WAITs on this PE */
+    struct ivmd_pe  *wnext;     /* registry's list of PEs with waiters */
+    struct ivmd_pe **wlink;     /* the pointer to this PE in it; NULL: not listed */
     ivmd_pe_map_t   *maps;
     uint32_t         nmaps, maps_cap;
     ivmd_job_t      *job;
@@ -105,6 +107,7 @@ typedef struct ivmd_job_ops {
 
 typedef struct ivmd_registry {
     ivmd_job_t           *jobs;
+    ivmd_pe_t            *waited;      /* PEs with waiters (ivmd_waiter_cancel) */
     uint32_t              njobs;
     uint32_t              next_job_id;
     uint64_t              next_obj_id;

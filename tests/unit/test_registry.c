@@ -352,6 +352,55 @@ Test(registry, waiter_cancel)
     cr_assert_eq(nwaits, 1);
 }
 
+/* The registry lists exactly the PEs that have waiters, whichever way their
+ * waiters go (signal, PE end, cancel, job end), so a cancel visits those
+ * only and still finds every waiter of its owner. */
+Test(registry, waited_list_follows_the_waiters)
+{
+    ivmd_job_t *j1 = new_job(), *j2 = new_job();
+    ivmd_pe_t *p[6];
+    int listed;
+
+    for (int i = 0; i < 6; ++i)
+        p[i] = new_pe(i < 4 ? j1 : j2);
+    cr_assert_null(reg.waited, "no waiter, no listed PE");
+    for (int i = 0; i < 6; ++i) {
+        wait_queued(i < 4 ? j1 : j2, p[i]->id, &owner_a, (uint32_t)(10 + i));
+        if (i % 2 == 0)
+            wait_queued(i < 4 ? j1 : j2, p[i]->id, &owner_b, (uint32_t)(20 + i));
+    }
+    listed = 0;
+    for (ivmd_pe_t *q = reg.waited; q != NULL; q = q->wnext)
+        ++listed;
+    cr_assert_eq(listed, 6);
+    ivmd_pe_signal(&reg, p[1]);      /* its only waiter: p[1] leaves the list */
+    cr_assert_null(p[1]->wlink);
+    ivmd_pe_end(&reg, p[3], 1);      /* ends answer its waiter */
+    cr_assert_null(p[3]->wlink);
+    cr_assert_eq(nwaits, 2);
+    ivmd_waiter_cancel(&reg, &owner_a); /* p[5] had only owner_a: unlisted */
+    cr_assert_null(p[5]->wlink);
+    listed = 0;
+    for (ivmd_pe_t *q = reg.waited; q != NULL; q = q->wnext) {
+        cr_assert(q == p[0] || q == p[2] || q == p[4], "PE %d listed without waiters", q->id);
+        cr_assert_eq(q->waiters->owner, &owner_b);
+        cr_assert_null(q->waiters->next, "owner_a's waiters are gone");
+        ++listed;
+    }
+    cr_assert_eq(listed, 3);
+    ivmd_pe_signal(&reg, p[2]);
+    cr_assert_eq(nwaits, 3);
+    cr_assert_eq(waits[2].owner, &owner_b);
+    cr_assert_eq(waits[2].seq, 22);
+    ivmd_job_destroy(&reg, j2);      /* p[4] forgotten with its waiter */
+    cr_assert_eq(reg.waited, p[0]);
+    cr_assert_null(p[0]->wnext);
+    ivmd_waiter_cancel(&reg, &owner_b);
+    cr_assert_null(reg.waited);
+    ivmd_pe_signal(&reg, p[0]);      /* counted: nobody waits now */
+    cr_assert_eq(nwaits, 3);
+}
+
 static ivmd_obj_t *new_obj(ivmd_job_t *job, ivmd_pe_t *pe, const char *name, uint64_t size,
                            int fd)
 {
