@@ -3,6 +3,9 @@
 #   bench/run-remote.sh [BUILD_DIR (build)]
 # Runs ROUNDS rounds of, in turn:
 #   IVM:  ivmrun --nodes 2 bench-sync-remote   (PE on node1, master on node0)
+#   IVM, polling daemons: the same with --daemon-poll-us DAEMON_POLL_US (30;
+#         0 skips it): each daemon polls that long for the next message after
+#         it answers a PE or while a transfer is in flight, as MPI ranks poll
 #   TCP:  bench-tcp-baseline                   (two processes, loopback TCP)
 #   MPI:  mpirun ... bench-mpi-rma             (MPI_Put/Get + MPI_Win_flush,
 #         osc pt2pt over pml ob1 over btl tcp; skipped when bench-mpi-rma or
@@ -10,7 +13,7 @@
 # and prints, per figure, the median over the rounds of each run's median,
 # then the ratios and RESULT lines.
 # Environment: ROUNDS (5), MAX_MIB (64), LAT_CALLS (2000), WARMUP (200),
-# REPS (10), TCP_CHUNK_KIB (0: whole transfers in one send/recv call),
+# REPS (10), DAEMON_POLL_US (30), TCP_CHUNK_KIB (0: whole transfers in one send/recv call),
 # MPIRUN (mpirun), KEEP_LOGS (a directory to keep the raw outputs in).
 set -eu
 
@@ -23,6 +26,7 @@ for prog in "$ivmrun" "$build/bin/bench-sync-remote" "$build/bin/bench-tcp-basel
     fi
 done
 rounds=${ROUNDS:-5}
+poll_us=${DAEMON_POLL_US:-30}
 args="-s ${MAX_MIB:-64} -l ${LAT_CALLS:-2000} -w ${WARMUP:-200} -r ${REPS:-10}"
 mpirun=${MPIRUN:-mpirun}
 have_mpi=no
@@ -46,6 +50,13 @@ while [ "$r" -le "$rounds" ]; do
     # shellcheck disable=SC2086
     "$ivmrun" --nodes 2 --timeout 600 "$build/bin/bench-sync-remote" $args \
         >"$logs/ivm.$r" 2>&1 || { cat "$logs/ivm.$r"; echo "run-remote.sh: IVM run failed" >&2; exit 1; }
+    if [ "$poll_us" != 0 ]; then
+        # shellcheck disable=SC2086
+        "$ivmrun" --nodes 2 --timeout 600 --daemon-poll-us "$poll_us" \
+            "$build/bin/bench-sync-remote" $args >"$logs/ivmpoll.$r" 2>&1 ||
+            { cat "$logs/ivmpoll.$r"; echo "run-remote.sh: IVM run (polling) failed" >&2; exit 1; }
+        sed -i 's/^RESULT sync_remote/RESULT pollsync_remote/' "$logs/ivmpoll.$r"
+    fi
     # shellcheck disable=SC2086
     "$build/bin/bench-tcp-baseline" $args -c "${TCP_CHUNK_KIB:-0}" >"$logs/tcp.$r" 2>&1 ||
         { cat "$logs/tcp.$r"; echo "run-remote.sh: TCP baseline failed" >&2; exit 1; }
@@ -57,9 +68,9 @@ while [ "$r" -le "$rounds" ]; do
             { cat "$logs/mpi.$r"; echo "run-remote.sh: MPI baseline failed" >&2; exit 1; }
     fi
     if [ "$have_mpi" = yes ]; then
-        grep -h '^RESULT' "$logs/ivm.$r" "$logs/tcp.$r" "$logs/mpi.$r" | sed "s/^/  /"
+        grep -h '^RESULT' "$logs/ivm.$r" "$logs"/ivmpoll."$r"* "$logs/tcp.$r" "$logs/mpi.$r" 2>/dev/null | sed "s/^/  /"
     else
-        grep -h '^RESULT' "$logs/ivm.$r" "$logs/tcp.$r" | sed "s/^/  /"
+        grep -h '^RESULT' "$logs/ivm.$r" "$logs"/ivmpoll."$r"* "$logs/tcp.$r" 2>/dev/null | sed "s/^/  /"
     fi
     r=$((r + 1))
 done
@@ -70,7 +81,7 @@ cat "$logs/ivm.$rounds" "$logs/tcp.$rounds"
 echo
 
 # Every RESULT line of every round -> "key value" pairs, then medians per key.
-cat "$logs"/*.[0-9]* | awk -v rounds="$rounds" -v have_mpi="$have_mpi" '
+cat "$logs"/*.[0-9]* | awk -v rounds="$rounds" -v have_mpi="$have_mpi" -v poll_us="$poll_us" '
 function median(key,    n, i, j, v, t) {
     n = cnt[key]
     if (n == 0) return -1
@@ -102,6 +113,13 @@ END {
         fmt(mp, "%.1f"), fmt(ratio(ip, mp), "%.2f"), fmt(ratio(ip, tr), "%.2f")
     printf "%-6s %10s %10s %10s %10s %10s\n", "get", fmt(ig, "%.1f"), fmt(tr, "%.1f"),
         fmt(mg, "%.1f"), fmt(ratio(ig, mg), "%.2f"), fmt(ratio(ig, tr), "%.2f")
+    qp = median("pollsync_remote_lat.put_median_us"); qg = median("pollsync_remote_lat.get_median_us")
+    if (qp >= 0) {
+        printf "%-6s %10s %10s %10s %10s %10s   (IVM with --daemon-poll-us %s)\n", "put", fmt(qp, "%.1f"),
+            fmt(tr, "%.1f"), fmt(mp, "%.1f"), fmt(ratio(qp, mp), "%.2f"), fmt(ratio(qp, tr), "%.2f"), poll_us
+        printf "%-6s %10s %10s %10s %10s %10s   (IVM with --daemon-poll-us %s)\n", "get", fmt(qg, "%.1f"),
+            fmt(tr, "%.1f"), fmt(mg, "%.1f"), fmt(ratio(qg, mg), "%.2f"), fmt(ratio(qg, tr), "%.2f"), poll_us
+    }
     lr = median("sync_remote_ref.local_rtt_median_us"); fr = median("sync_remote_ref.forward_rtt_median_us")
     printf "IVM reference round trips without data: PE<->node daemon %s us, PE->node1->node0 daemon and back %s us\n",
         fmt(lr, "%.1f"), fmt(fr, "%.1f")
@@ -130,6 +148,20 @@ END {
     printf "RESULT remote_lat ivm_put_us=%s ivm_get_us=%s tcp_rtt_us=%s mpi_put_us=%s mpi_get_us=%s put_ivm_mpi=%s get_ivm_mpi=%s target=2.0 pass=%s\n",
         fmt(ip, "%.2f"), fmt(ig, "%.2f"), fmt(tr, "%.2f"), fmt(mp, "%.2f"), fmt(mg, "%.2f"),
         fmt(pl, "%.3f"), fmt(ratio(ig, mg), "%.3f"), pl < 0 ? "n/a" : (pl <= 2.0 ? "yes" : "no")
+    if (qp >= 0) {
+        ql = ratio(qp, mp)
+        printf "RESULT remote_lat_poll daemon_poll_us=%s ivm_put_us=%s ivm_get_us=%s mpi_put_us=%s mpi_get_us=%s put_ivm_mpi=%s get_ivm_mpi=%s target=2.0 pass=%s\n",
+            poll_us, fmt(qp, "%.2f"), fmt(qg, "%.2f"), fmt(mp, "%.2f"), fmt(mg, "%.2f"), fmt(ql, "%.3f"),
+            fmt(ratio(qg, mg), "%.3f"), ql < 0 ? "n/a" : (ql <= 2.0 ? "yes" : "no")
+        for (i = 1; i <= n; i++) {
+            s = order[i]
+            if (s != 67108864) continue
+            a = median("pollsync_remote_bw." s ".put_MBps"); d = median("pollsync_remote_bw." s ".get_MBps")
+            printf "RESULT remote_bw64_poll daemon_poll_us=%s ivm_put_MBps=%s ivm_get_MBps=%s put_ivm_tcp=%s get_ivm_tcp=%s\n",
+                poll_us, fmt(a, "%.1f"), fmt(d, "%.1f"), fmt(ratio(a, median("tcp_bw." s ".put_MBps")), "%.3f"),
+                fmt(ratio(d, median("tcp_bw." s ".get_MBps")), "%.3f")
+        }
+    }
     if (big_put == "")
         printf "RESULT remote_bw64 pass=n/a (no 64 MiB figures; MAX_MIB < 64?)\n"
     else

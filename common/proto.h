@@ -292,10 +292,13 @@ typedef struct ivm_msg_info_rep {
     uint64_t rx_bytes;   /* object bytes received from other nodes' daemons */
     uint32_t parked;     /* warm-pool processes parked in ivmEnter, all jobs (no PEs) */
     uint32_t pooled;     /* PEs started from a warm pool since the daemon started */
+    uint32_t poll_us;    /* ivmd --poll-us */
+    uint32_t reserved;   /* zero */
+    uint64_t polled;     /* loop turns whose events came while polling (--poll-us) */
 } ivm_msg_info_rep_t;
 
 _Static_assert(sizeof(ivm_msg_map_rep_t) == 64, "map reply size");
-_Static_assert(sizeof(ivm_msg_info_rep_t) == 128, "info reply size");
+_Static_assert(sizeof(ivm_msg_info_rep_t) == 144, "info reply size");
 
 /*
  * CLUSTER (owner uid only, on the Unix socket): the cluster this daemon is

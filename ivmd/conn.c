@@ -378,6 +378,9 @@ void ivmd_conn_reply(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
                      const void *rep, uint32_t len, const char *detail,
                      const int *fds, int nfds)
 {
+    if (c->kind == IVMD_CONN_PE) {
+        ivmd_loop_poll_after_reply(d);
+    }
     ivmd_conn_queue(d, c, (uint16_t)(type | IVM_MSG_REPLY), seq, rep, len, detail, fds,
                     nfds);
 }

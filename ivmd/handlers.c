@@ -961,6 +961,8 @@ static int ivmd_handle_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     info->rx_bytes = d->rx_bytes;
     info->parked   = ivmd_pool_count(d);
     info->pooled   = d->pooled;
+    info->poll_us  = (uint32_t)d->cfg.poll_us;
+    info->polled   = d->polled;
     return IVM_SUCCESS;
 }
 

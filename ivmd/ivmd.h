@@ -39,9 +39,14 @@
       "default: one device per GPU)")                                               \
     X(gpud, "gpud", STRING, "", "ivm-gpud to start (default: beside ivmd, else PATH)") \
     X(gpu_admit_timeout, "gpu-admit-timeout", STRING, "",                           \
-      "seconds a GPU map may wait for device memory (default: ivm-gpud's, 60)")
+      "seconds a GPU map may wait for device memory (default: ivm-gpud's, 60)")     \
+    X(poll_us, "poll-us", INT, "0",                                                 \
+      "microseconds to poll for the next message before sleeping, after answering "  \
+      "a PE and while a peer transfer is in flight (0: never poll; max 1000000)")
 
 IVM_CONFIG_STRUCT(ivmd_config, IVMD_CONFIG_TABLE);
+
+#define IVMD_POLL_US_MAX 1000000 /* --poll-us: at most one second */
 
 typedef struct ivmd ivmd_t;
 typedef struct ivmd_op ivmd_op_t;
@@ -187,6 +192,8 @@ struct ivmd {
     ivmd_handler_t   timer_h;
     int              stopping;
     int              had_client;
+    uint64_t         poll_until_ns; /* --poll-us: poll, not sleep, until then */
+    uint64_t         polled;        /* loop turns whose events came while polling */
     uid_t            uid;
     ivm_cpu_device_t devs[IVM_DEVSPEC_MAX_DEVICES];
     int              ndevs;
@@ -216,6 +223,8 @@ struct ivmd {
 };
 
 /* Loop. */
+/* --poll-us: a PE was answered now; the loop polls for a while (loop.c). */
+void ivmd_loop_poll_after_reply(ivmd_t *d);
 ivmError_t ivmd_loop_add(ivmd_t *d, ivmd_handler_t *h, uint32_t events);
 void ivmd_loop_mod(ivmd_t *d, ivmd_handler_t *h, uint32_t events);
 void ivmd_loop_del(ivmd_t *d, ivmd_handler_t *h);

@@ -61,6 +61,11 @@ static ivmError_t ivmd_parse(ivmd_t *d, int argc, char **argv)
         return IVM_ERROR_INVALID_VALUE;
     }
     ivm_log_set_prefix("%s ivmd", d->cfg.node);
+    if (d->cfg.poll_us < 0 || d->cfg.poll_us > IVMD_POLL_US_MAX) {
+        fprintf(stderr, "ivmd: --poll-us %ld is outside 0..%d\n", d->cfg.poll_us,
+                IVMD_POLL_US_MAX);
+        return IVM_ERROR_INVALID_VALUE;
+    }
     if (*d->cfg.cpu_devices != '\0') {
         if (ivm_devspec_parse(d->cfg.cpu_devices, (int)sysconf(_SC_NPROCESSORS_CONF),
                               d->devs, IVM_DEVSPEC_MAX_DEVICES, &d->ndevs, err,

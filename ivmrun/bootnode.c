@@ -404,6 +404,7 @@ int ivmboot_args(ivmboot_t *b, int argc, char **argv, const char *usage, int pri
     b->dcfg.emu_gpus    = b->cfg.emu_gpus;
     b->dcfg.gpus        = b->cfg.gpus;
     b->dcfg.gpu_shares  = b->cfg.gpu_shares;
+    b->dcfg.daemon_poll_us = b->cfg.daemon_poll_us;
     return 0;
 }
 

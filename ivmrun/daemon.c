@@ -129,7 +129,7 @@ ivmError_t ivmrun_daemon_start(ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
     char exe[PATH_MAX], dir[sizeof(d->path)], fdtext[16], why[64];
     char line[IVMRUN_READY_LINE_MAX], listen[80];
     const char *addr;
-    char *argv[24];
+    char *argv[32];
     int argc = 0, ready[2] = {-1, -1}, devnull = -1, err = 0, term;
     struct pollfd pfds[2];
     ivmrun_spawn_t spec;
@@ -193,6 +193,10 @@ ivmError_t ivmrun_daemon_start(ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
     if (cfg->gpu_shares != NULL && cfg->gpu_shares[0] != '\0') {
         argv[argc++] = "--gpu-shares";
         argv[argc++] = cfg->gpu_shares;
+    }
+    if (cfg->daemon_poll_us != NULL && cfg->daemon_poll_us[0] != '\0') {
+        argv[argc++] = "--poll-us";
+        argv[argc++] = cfg->daemon_poll_us;
     }
     argv[argc] = NULL;
     d->port = 0;
@@ -328,9 +332,10 @@ ivmError_t ivmrun_daemon_open(ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
     if (fd >= 0) {
         close(fd);
         ivm_info("using the running ivmd on %s", d->path);
-        if (cfg->emu_gpus[0] != '\0' || cfg->gpus[0] != '\0' || cfg->gpu_shares[0] != '\0') {
-            ivm_warn("using the running ivmd on %s: --emu-gpus, --gpus and --gpu-shares "
-                     "apply only to a "
+        if (cfg->emu_gpus[0] != '\0' || cfg->gpus[0] != '\0' || cfg->gpu_shares[0] != '\0' ||
+            cfg->daemon_poll_us[0] != '\0') {
+            ivm_warn("using the running ivmd on %s: --emu-gpus, --gpus, --gpu-shares and "
+                     "--daemon-poll-us apply only to a "
                      "daemon ivmrun starts (use --socket with a fresh path, or --nodes)",
                      d->path);
         }

@@ -538,6 +538,10 @@ int ivmrun_boot_node_args(const ivmrun_boot_t *b, const ivmrun_config_t *cfg,
         argv[argc++] = "--gpu-shares";
         argv[argc++] = (char *)cfg->gpu_shares;
     }
+    if (cfg->daemon_poll_us[0] != '\0') {
+        argv[argc++] = "--daemon-poll-us";
+        argv[argc++] = (char *)cfg->daemon_poll_us;
+    }
     if (specs != NULL) {
         *specs_arg_p = ivmrun_join(specs, b->nhosts, ';');
         if (*specs_arg_p == NULL) {

@@ -110,11 +110,11 @@ int main(int argc, char **argv)
         }
         printf("node=%s\npid=%u\njobs=%u\npes=%u\nobjects=%u\nconnections=%u\n"
                "object_bytes=%llu\npeers=%u\npeers_up=%u\nsent_bytes=%llu\n"
-               "received_bytes=%llu\nparked=%u\npooled=%u\n",
+               "received_bytes=%llu\nparked=%u\npooled=%u\npoll_us=%u\npolled=%llu\n",
                info.node, info.pid, info.jobs, info.pes, info.objects, info.conns,
                (unsigned long long)info.shm_bytes, info.peers, info.peers_up,
                (unsigned long long)info.tx_bytes, (unsigned long long)info.rx_bytes,
-               info.parked, info.pooled);
+               info.parked, info.pooled, info.poll_us, (unsigned long long)info.polled);
         memset(&greq, 0, sizeof(greq));
         if (ivm_sock_request(path, 2000, IVM_MSG_GPU_INFO, &greq, sizeof(greq), &grep,
                              sizeof(grep)) == IVM_SUCCESS) {

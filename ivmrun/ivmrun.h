@@ -36,6 +36,8 @@
       "real GPUs of every started ivmd: all, none or CUDA indices 0,2 (default all)") \
     X(gpu_shares,  "gpu-shares",  STRING, "",                                       \
       "GPU devices of every started ivmd as shares of its GPUs, e.g. 0:50,0:50,1")  \
+    X(daemon_poll_us, "daemon-poll-us", STRING, "",                                 \
+      "every started ivmd polls this many us before sleeping (ivmd --poll-us)")     \
     X(node_cpu_devices, "node-cpu-devices", STRING, "",                             \
       "one CPU device spec per node, ';'-separated, e.g. 0-3;4-5;6 (several nodes)") \
     X(log_level,   "log-level",   STRING, "",                                       \

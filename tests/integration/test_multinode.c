@@ -77,6 +77,30 @@ Test(multinode, sync_directions_between_nodes)
     ivmt_result_free(&r);
 }
 
+/* ivmrun --daemon-poll-us reaches every daemon (ivmd --poll-us); syncs stay
+ * correct, node1's daemon catches requests polling, and without the option
+ * no daemon polls. A bad value stops the run with the daemon's reason. */
+Test(multinode, daemons_poll_with_daemon_poll_us)
+{
+    const char *on[] = {"--daemon-poll-us", "2000", IVMT_PE_NODES, "poll_nodes", "2000", NULL};
+    const char *off[] = {IVMT_PE_NODES, "poll_nodes", "0", NULL};
+    const char *bad[] = {"--daemon-poll-us", "-5", IVMT_PE_NODES, "poll_nodes", "0", NULL};
+    ivmt_result_t r;
+
+    ivmrun_nodes("2", on, &r);
+    ivmt_expect_pe_ok(NULL, &r, "poll_nodes");
+    cr_assert(strstr(r.out, "POLLED ") != NULL, "%s", r.out);
+    cr_log_info("%s", strstr(r.out, "POLLED "));
+    ivmt_result_free(&r);
+    ivmrun_nodes("2", off, &r);
+    ivmt_expect_pe_ok(NULL, &r, "poll_nodes");
+    ivmt_result_free(&r);
+    ivmrun_nodes("2", bad, &r);
+    cr_assert(r.exited && r.code != 0, "ivmrun ran with --daemon-poll-us -5");
+    cr_assert(strstr(r.err, "poll-us") != NULL, "no reason given: %s", r.err);
+    ivmt_result_free(&r);
+}
+
 /* By data patterns and by node1's received-byte counter. */
 Test(multinode, second_map_of_a_held_region_moves_no_data)
 {

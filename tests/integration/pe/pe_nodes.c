@@ -325,6 +325,67 @@ static int sc_reuse_nodes(int argc, char **argv)
     return pe_ok();
 }
 
+/* ivmd --poll-us (ivmrun --daemon-poll-us): argv[2] is the poll window every
+ * daemon of the run must report. A PE on node1 makes 8-byte syncs to the
+ * master on node0, each read back with a Get; with a window,
+ * node1's daemon must have caught some of them polling (INFO polled), and
+ * without one never. */
+#define POLL_SYNCS 200
+static int sc_poll_nodes(int argc, char **argv)
+{
+    unsigned long want = argc > 2 ? strtoul(argv[2], NULL, 10) : 0;
+    ivm_msg_info_rep_t info;
+    unsigned char *p;
+    int id = pe_enter();
+
+    if (id != 0) {
+        uint64_t polled0;
+        CHECK(ivmMap("p", &p, 0));
+        node_info(NULL, &info);
+        ASSERT(info.poll_us == want, "node1's daemon polls %u us, expected %lu", info.poll_us,
+               want);
+        polled0 = info.polled;
+        for (int i = 1; i <= POLL_SYNCS; ++i) {
+            memcpy(p, &i, sizeof(i));
+            CHECK(ivmSyncPut(p, 8));
+            memset(p, 0xEE, 8); /* only node1's copy: the Get must restore it */
+            CHECK(ivmSyncGet(p, 8));
+            ASSERT(memcmp(p, &i, sizeof(i)) == 0, "sync %d: the Get after the Put did not "
+                   "bring the value back from node0's master", i);
+        }
+        node_info(NULL, &info);
+        if (want > 0) {
+            ASSERT(info.polled > polled0, "node1's daemon polled %lu us after each reply "
+                   "but caught none of %d requests polling", want, 2 * POLL_SYNCS);
+        } else {
+            ASSERT(info.polled == 0, "node1's daemon without --poll-us counts %llu polled "
+                   "events", (unsigned long long)info.polled);
+        }
+        printf("POLLED %llu loop turns over %d sync calls\n",
+               (unsigned long long)(info.polled - polled0), 2 * POLL_SYNCS);
+        CHECK(ivmUnmap(p));
+        CHECK(ivmExit());
+        return 0;
+    }
+    ivm_device d1;
+    ivm_pe kid;
+    int v;
+
+    node_info(NULL, &info);
+    ASSERT(info.poll_us == want, "node0's daemon polls %u us, expected %lu", info.poll_us,
+           want);
+    CHECK(ivmMalloc("p", &p, 4096));
+    CHECK(ivmCreateDev("node1", IVM_CPU, &d1));
+    CHECK(ivmCreatePEs(d1, 1, &kid));
+    CHECK(ivmDestroyDev(d1));
+    CHECK(ivmWait(kid));
+    memcpy(&v, p, sizeof(v));
+    ASSERT(v == POLL_SYNCS, "the master holds %d, expected the last Put %d", v, POLL_SYNCS);
+    CHECK(ivmFree(p));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
 /* PEs across nodes: wait, signal, kill, failure, and the end of the job. */
 static int sc_procs_nodes(int argc, char **argv)
 {
@@ -739,6 +800,7 @@ static const pe_scenario_entry_t scenarios[] = {
     {"sync_nodes", sc_sync_nodes},
     {"reuse_nodes", sc_reuse_nodes},
     {"procs_nodes", sc_procs_nodes},
+    {"poll_nodes", sc_poll_nodes},
     {"scatter_nodes", sc_scatter_nodes},
     {"spawn_missing", sc_spawn_missing},
     {"daemon_lost", sc_daemon_lost},
