@@ -148,6 +148,8 @@ typedef struct ivmd_job_data {
     uint32_t pe_pool;   /* parked processes wanted per CPU device and GPU (pool.c) */
     struct ivmd_parked *parked; /* the job's warm-pool processes */
     uint32_t pool_slots;        /* pool slots used (negative IVM_PE_IDs) */
+    int      pool_exe_fd;       /* O_PATH fd of exe, if pool_exe_open (pool.c) */
+    int      pool_exe_open;
     int      pool_early_deaths; /* parked processes in a row that died before ENTER */
 } ivmd_job_data_t;
 

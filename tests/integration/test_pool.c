@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -28,6 +29,36 @@ Test(pool, warm_pes_keep_ids_groups_waits_and_death_reports)
 Test(pool, parked_processes_killed_are_replaced_never_handed_out)
 {
     ivmt_scenario(IVMT_PE_POOL, "kill_parked", NULL, pool2, 30);
+}
+
+/* The program file replaced (as a rebuild does) or deleted while processes
+ * are parked: they are never handed out. The PE program runs from a copy the
+ * scenario may replace and delete. */
+Test(pool, parked_processes_of_a_replaced_or_deleted_program_are_not_handed_out)
+{
+    char dir[256], copy[300];
+    const char *args[2] = {copy, NULL};
+    ivmt_result_t r;
+    FILE *in, *out;
+    char buf[1 << 16];
+    size_t n;
+
+    ivmt_make_tmpdir(dir, sizeof(dir));
+    snprintf(copy, sizeof(copy), "%s/ivmt_pe_pool", dir);
+    in  = fopen(IVMT_PE_POOL, "rb");
+    out = fopen(copy, "wb");
+    cr_assert(in != NULL && out != NULL, "cannot copy %s to %s", IVMT_PE_POOL, copy);
+    while ((n = fread(buf, 1, sizeof(buf), in)) > 0) {
+        cr_assert_eq(fwrite(buf, 1, n, out), n);
+    }
+    fclose(in);
+    cr_assert_eq(fclose(out), 0);
+    cr_assert_eq(chmod(copy, 0755), 0);
+    ivmt_run_pe(&ivmt_d, copy, "exe_replaced", args, pool2, 40, &r);
+    ivmt_expect_pe_ok(&ivmt_d, &r, "exe_replaced");
+    ivmt_result_free(&r);
+    ivmt_daemon_finish(&ivmt_d);
+    ivmt_remove_dir(dir);
 }
 
 Test(pool, program_that_does_not_park_turns_its_pool_off)

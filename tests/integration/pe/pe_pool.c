@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include "proto.h"
 #include "sock.h"
@@ -263,6 +264,86 @@ static int sc_semantics(int argc, char **argv)
     wait_parked(2, 20.0);
     CHECK(ivmDestroyDev(dev));
     CHECK(ivmFree(b));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
+/* Copy file `from` to `to` (mode 0755). */
+static void copy_file(const char *from, const char *to)
+{
+    static char buf[1 << 16];
+    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+    size_t n;
+
+    ASSERT(in != NULL && out != NULL, "cannot copy %s to %s", from, to);
+    while ((n = fread(buf, 1, sizeof(buf), in)) > 0) {
+        ASSERT(fwrite(buf, 1, n, out) == n, "short write to %s", to);
+    }
+    fclose(in);
+    ASSERT(fclose(out) == 0, "cannot close %s", to);
+    ASSERT(chmod(to, 0755) == 0, "chmod %s", to);
+}
+
+/* One PE on dev, to its end; whether it came from a pool (INFO pooled). */
+static int create_one(ivm_device dev)
+{
+    ivm_msg_info_rep_t info;
+    uint32_t pooled;
+    ivm_pe pe;
+
+    pool_info(&info);
+    pooled = info.pooled;
+    CHECK(ivmCreatePEs(dev, 1, &pe));
+    ASSERT(pe != IVM_PE_NULL, "%s", "no PE created");
+    CHECK(ivmWait(pe)); /* its signal */
+    CHECK(ivmWait(pe)); /* its exit */
+    pool_info(&info);
+    return info.pooled != pooled;
+}
+
+/* The test runs a copy of this program (argv[2] names the copy, which the
+ * root may replace and delete). Parked processes started from a file that was
+ * since replaced under its name (what a rebuild does) or deleted are never
+ * handed out: the PE is a cold spawn of the file the name now gives, and the
+ * pool refills from it. */
+static int sc_exe_replaced(int argc, char **argv)
+{
+    char fresh[PATH_MAX + 8];
+    const char *exe = argc > 2 ? argv[2] : "";
+    ivm_device dev;
+    ivm_pe pe;
+    int id = pe_enter();
+
+    if (id != 0) {
+        CHECK(ivmSignal());
+        CHECK(ivmExit());
+        return 0;
+    }
+    ASSERT(exe[0] == '/', "the copy's path, got '%s'", exe);
+    snprintf(fresh, sizeof(fresh), "%s.new", exe);
+    CHECK(ivmCreateDev(IVM_THIS_HOST, IVM_CPU_N(0), &dev));
+    pe_stage = "pool fill";
+    wait_parked(2, 20.0);
+    ASSERT(create_one(dev), "%s", "a PE of the full pool was not taken from it");
+    wait_parked(2, 20.0);
+
+    pe_stage = "replaced under its name";
+    copy_file(exe, fresh);
+    ASSERT(rename(fresh, exe) == 0, "rename %s %s", fresh, exe);
+    ASSERT(!create_one(dev), "%s", "a process parked before its program file was replaced "
+           "was handed out");
+    pe_stage = "refilled from the new file";
+    wait_parked(2, 20.0);
+    ASSERT(create_one(dev), "%s", "the pool refilled from the new file is not used");
+
+    pe_stage = "deleted";
+    wait_parked(2, 20.0);
+    ASSERT(unlink(exe) == 0, "unlink %s", exe);
+    EXPECT(ivmCreatePEs(dev, 1, &pe), IVM_ERROR_SPAWN);
+    ASSERT(pe == IVM_PE_NULL, "PE %d created from a deleted program", pe);
+    ASSERT(strstr(ivmGetLastErrorMessage(), exe) != NULL, "the error does not name the "
+           "program: '%s'", ivmGetLastErrorMessage());
+    CHECK(ivmDestroyDev(dev));
     CHECK(ivmExit());
     return pe_ok();
 }
@@ -859,6 +940,7 @@ static const pe_scenario_entry_t scenarios[] = {
     {"semantics", sc_semantics},
     {"kill_parked", sc_kill_parked},
     {"no_park", sc_no_park},
+    {"exe_replaced", sc_exe_replaced},
     {"bad_setting", sc_bad_setting},
     {"tagged", sc_tagged},
     {"gpu", sc_gpu},
