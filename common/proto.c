@@ -7,10 +7,11 @@ typedef struct ivm_proto_type_info {
     uint32_t req_size;  /* fixed request payload bytes */
     uint32_t rep_size;  /* fixed reply payload bytes */
     int variable;       /* request carries a tail after the fixed part */
+    int polled;         /* the caller polls for the reply */
 } ivm_proto_type_info_t;
 
-#define IVM_PROTO_INFO_ENTRY(name, value, req, rep, var) \
-    [value] = {#name, sizeof(req), sizeof(rep), var},
+#define IVM_PROTO_INFO_ENTRY(name, value, req, rep, var, poll) \
+    [value] = {#name, sizeof(req), sizeof(rep), var, poll},
 
 static const ivm_proto_type_info_t ivm_proto_types[IVM_MSG_LAST] = {
     IVM_MSG_TABLE(IVM_PROTO_INFO_ENTRY)
@@ -155,6 +156,11 @@ ivmError_t ivm_proto_check_req(const ivm_msg_hdr_t *hdr, const void *payload,
         *why_p = "variable-length type without a check";
         return IVM_ERROR_PROTOCOL;
     }
+}
+
+int ivm_proto_reply_polled(uint16_t type)
+{
+    return (type > IVM_MSG_NONE && type < IVM_MSG_LAST) ? ivm_proto_types[type].polled : 0;
 }
 
 /* Shortest reply payload of a type: its fixed struct, except CREATE_PES,

@@ -40,29 +40,34 @@ typedef struct ivm_msg_hdr {
 _Static_assert(sizeof(ivm_msg_hdr_t) == 16, "header is 16 bytes");
 _Static_assert(offsetof(ivm_msg_hdr_t, length) == 8, "length at byte 8");
 
-/* X(name, value, request struct, reply struct, variable-length request) */
+/* X(name, value, request struct, reply struct, variable-length request,
+ *   the caller polls for the reply (IVM_SPIN_US) before it sleeps). Not
+ *   polled: WAIT (its reply may take any time), CREATE_PES (a cold spawn takes
+ *   hundreds of us; a warm one wakes the new PE) and SIGNAL (it wakes the
+ *   waiter): a polling caller would keep the process it has just woken off
+ *   the CPU. */
 #define IVM_MSG_TABLE(X)                                                        \
-    X(ENTER,       1,  ivm_msg_enter_req_t,      ivm_msg_enter_rep_t,      1)   \
-    X(EXIT,        2,  ivm_msg_empty_t,          ivm_msg_status_t,         0)   \
-    X(CREATE_DEV,  3,  ivm_msg_create_dev_req_t, ivm_msg_create_dev_rep_t, 0)   \
-    X(CREATE_PES,  4,  ivm_msg_create_pes_req_t, ivm_msg_create_pes_rep_t, 0)   \
-    X(KILL_PES,    5,  ivm_msg_kill_pes_req_t,   ivm_msg_status_t,         1)   \
-    X(SET_MAX_ID,  6,  ivm_msg_pe_req_t,         ivm_msg_status_t,         0)   \
-    X(WAIT,        7,  ivm_msg_pe_req_t,         ivm_msg_status_t,         0)   \
-    X(SIGNAL,      8,  ivm_msg_empty_t,          ivm_msg_status_t,         0)   \
-    X(NUM_PES,     9,  ivm_msg_empty_t,          ivm_msg_value_rep_t,      0)   \
-    X(MALLOC,      10, ivm_msg_malloc_req_t,     ivm_msg_map_rep_t,        0)   \
-    X(MAP,         11, ivm_msg_map_req_t,        ivm_msg_map_rep_t,        0)   \
-    X(UNMAP,       12, ivm_msg_obj_req_t,        ivm_msg_status_t,         0)   \
-    X(FREE,        13, ivm_msg_obj_req_t,        ivm_msg_status_t,         0)   \
-    X(INFO,        14, ivm_msg_empty_t,          ivm_msg_info_rep_t,       0)   \
-    X(SHUTDOWN,    15, ivm_msg_empty_t,          ivm_msg_status_t,         0)   \
-    X(CLUSTER,     16, ivm_msg_cluster_req_t,    ivm_msg_status_t,         1)   \
-    X(SYNC,        17, ivm_msg_sync_req_t,       ivm_msg_status_t,         0)   \
-    X(OBJ_INFO,    18, ivm_msg_obj_info_req_t,   ivm_msg_obj_info_rep_t,   0)   \
-    X(GPU_INFO,    19, ivm_msg_gpu_info_req_t,   ivm_msg_gpu_info_rep_t,   0)
+    X(ENTER,       1,  ivm_msg_enter_req_t,      ivm_msg_enter_rep_t,      1, 1) \
+    X(EXIT,        2,  ivm_msg_empty_t,          ivm_msg_status_t,         0, 1) \
+    X(CREATE_DEV,  3,  ivm_msg_create_dev_req_t, ivm_msg_create_dev_rep_t, 0, 1) \
+    X(CREATE_PES,  4,  ivm_msg_create_pes_req_t, ivm_msg_create_pes_rep_t, 0, 0) \
+    X(KILL_PES,    5,  ivm_msg_kill_pes_req_t,   ivm_msg_status_t,         1, 1) \
+    X(SET_MAX_ID,  6,  ivm_msg_pe_req_t,         ivm_msg_status_t,         0, 1) \
+    X(WAIT,        7,  ivm_msg_pe_req_t,         ivm_msg_status_t,         0, 0) \
+    X(SIGNAL,      8,  ivm_msg_empty_t,          ivm_msg_status_t,         0, 0) \
+    X(NUM_PES,     9,  ivm_msg_empty_t,          ivm_msg_value_rep_t,      0, 1) \
+    X(MALLOC,      10, ivm_msg_malloc_req_t,     ivm_msg_map_rep_t,        0, 1) \
+    X(MAP,         11, ivm_msg_map_req_t,        ivm_msg_map_rep_t,        0, 1) \
+    X(UNMAP,       12, ivm_msg_obj_req_t,        ivm_msg_status_t,         0, 1) \
+    X(FREE,        13, ivm_msg_obj_req_t,        ivm_msg_status_t,         0, 1) \
+    X(INFO,        14, ivm_msg_empty_t,          ivm_msg_info_rep_t,       0, 1) \
+    X(SHUTDOWN,    15, ivm_msg_empty_t,          ivm_msg_status_t,         0, 1) \
+    X(CLUSTER,     16, ivm_msg_cluster_req_t,    ivm_msg_status_t,         1, 1) \
+    X(SYNC,        17, ivm_msg_sync_req_t,       ivm_msg_status_t,         0, 1) \
+    X(OBJ_INFO,    18, ivm_msg_obj_info_req_t,   ivm_msg_obj_info_rep_t,   0, 1) \
+    X(GPU_INFO,    19, ivm_msg_gpu_info_req_t,   ivm_msg_gpu_info_rep_t,   0, 1)
 
-#define IVM_MSG_ENUM_ENTRY(name, value, req, rep, var) IVM_MSG_##name = (value),
+#define IVM_MSG_ENUM_ENTRY(name, value, req, rep, var, poll) IVM_MSG_##name = (value),
 typedef enum ivm_msg_type {
     IVM_MSG_NONE = 0,
     IVM_MSG_TABLE(IVM_MSG_ENUM_ENTRY)
@@ -502,6 +507,10 @@ ivmError_t ivm_proto_check_hdr(const ivm_msg_hdr_t *hdr, const char **why_p);
 ivmError_t ivm_proto_check_req(const ivm_msg_hdr_t *hdr, const void *payload,
                                const char **why_p);
 
+/* Whether a caller polls for the reply to a request of this type (the
+ * table's last column); 0 for an unknown type. */
+int ivm_proto_reply_polled(uint16_t type);
+
 /* Check a reply payload's length against its type. */
 ivmError_t ivm_proto_check_rep(const ivm_msg_hdr_t *hdr, const char **why_p);
 
@@ -529,7 +538,7 @@ int ivm_proto_strok(const char *field, size_t size);
 
 /* Every reply starts with a status and is at least that long: a PE reads a
  * header and a status in one go without touching the next message. */
-#define IVM_MSG_REP_MIN_CHECK(name, value, req, rep, var)                          \
+#define IVM_MSG_REP_MIN_CHECK(name, value, req, rep, var, poll)                          \
     _Static_assert(sizeof(rep) >= sizeof(ivm_msg_status_t),                        \
                    #name " reply is at least a status");
 IVM_MSG_TABLE(IVM_MSG_REP_MIN_CHECK)

@@ -254,13 +254,8 @@ ivmError_t ivm_rpc_call(uint16_t type, const void *req, uint32_t req_len,
         }
         ivm_ctx.reading = 1;
         pthread_mutex_unlock(&ivm_ctx.lock);
-        /* No polling for WAIT (its reply may take any time), CREATE_PES
-         * (a cold spawn takes hundreds of microseconds; a warm one wakes the
-         * new PE) nor SIGNAL (it wakes the waiter): a polling caller would
-         * keep the process it has just woken off the CPU. */
-        status = ivm_rpc_read_one(type == IVM_MSG_WAIT || type == IVM_MSG_CREATE_PES ||
-                                          type == IVM_MSG_SIGNAL
-                                      ? 0 : ivm_ctx.spin_ns);
+        /* Which calls poll is the message table's (proto.h). */
+        status = ivm_rpc_read_one(ivm_proto_reply_polled(type) ? ivm_ctx.spin_ns : 0);
         pthread_mutex_lock(&ivm_ctx.lock);
         ivm_ctx.reading = 0;
         if (status != IVM_SUCCESS) {

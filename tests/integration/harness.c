@@ -1319,7 +1319,7 @@ pid_t ivmt_peer_daemon_start(const char *netns, const char *node, const char *so
     return pid;
 }
 
-#define IVMT_REP_SIZE(name, value, req, rep, var) [value] = sizeof(rep),
+#define IVMT_REP_SIZE(name, value, req, rep, var, poll) [value] = sizeof(rep),
 static const uint32_t ivmt_rep_sizes[IVM_MSG_LAST] = {IVM_MSG_TABLE(IVMT_REP_SIZE)};
 
 int ivmt_unix_call(const char *sock, uint16_t type, const void *payload, uint32_t len,

@@ -15,9 +15,10 @@ typedef struct msg_type_desc {
     uint32_t    req_size;
     uint32_t    rep_size;
     int         variable;
+    int         polled;
 } msg_type_desc_t;
 
-#define TYPE_DESC(name, value, req, rep, var) {#name, value, sizeof(req), sizeof(rep), var},
+#define TYPE_DESC(name, value, req, rep, var, poll) {#name, value, sizeof(req), sizeof(rep), var, poll},
 static const msg_type_desc_t all_types[] = {IVM_MSG_TABLE(TYPE_DESC)};
 #define NTYPES (sizeof(all_types) / sizeof(all_types[0]))
 
@@ -88,6 +89,22 @@ Test(proto, table_is_complete)
     cr_assert_str_eq(ivm_proto_type_name(IVM_MSG_NONE), "?");
     cr_assert_str_eq(ivm_proto_type_name(IVM_MSG_LAST), "?");
     cr_assert_str_eq(ivm_proto_type_name(0x7fff), "?");
+}
+
+/* The calls that wake another process, or whose reply may take any time, do
+ * not poll for their reply; every other call does. */
+Test(proto, reply_polling_rule)
+{
+    for (size_t i = 0; i < NTYPES; ++i) {
+        const msg_type_desc_t *t = &all_types[i];
+        int wakes = t->type == IVM_MSG_WAIT || t->type == IVM_MSG_SIGNAL ||
+                    t->type == IVM_MSG_CREATE_PES;
+        cr_assert_eq(ivm_proto_reply_polled(t->type), !wakes, "%s", t->name);
+        cr_assert_eq(t->polled, !wakes, "%s", t->name);
+    }
+    cr_assert_eq(ivm_proto_reply_polled(0), 0);
+    cr_assert_eq(ivm_proto_reply_polled(IVM_MSG_LAST), 0);
+    cr_assert_eq(ivm_proto_reply_polled(IVM_MSG_SYNC | IVM_MSG_REPLY), 0);
 }
 
 Test(proto, wire_sizes)
@@ -350,7 +367,7 @@ Test(proto, rejects_kill_pes_count_mismatch)
 Test(proto, rejects_cluster_count_mismatch)
 {
     payload_buf_t buf;
-    const msg_type_desc_t cl = {"CLUSTER", IVM_MSG_CLUSTER, sizeof(ivm_msg_cluster_req_t), 0, 1};
+    const msg_type_desc_t cl = {"CLUSTER", IVM_MSG_CLUSTER, sizeof(ivm_msg_cluster_req_t), 0, 1, 1};
     const uint32_t node = sizeof(ivm_msg_cluster_node_t);
     const char *why;
     uint32_t len = good_request(&cl, &buf);
@@ -373,7 +390,7 @@ Test(proto, rejects_cluster_count_mismatch)
 Test(proto, rejects_enter_blob_mismatch)
 {
     payload_buf_t buf;
-    const msg_type_desc_t enter = {"ENTER", IVM_MSG_ENTER, sizeof(ivm_msg_enter_req_t), 0, 1};
+    const msg_type_desc_t enter = {"ENTER", IVM_MSG_ENTER, sizeof(ivm_msg_enter_req_t), 0, 1, 1};
     const char *why;
     uint32_t len = good_request(&enter, &buf);
     ivm_msg_hdr_t hdr = make_hdr(IVM_MSG_ENTER, len);
