@@ -99,6 +99,12 @@ ivmError_t ivm_gpud_check_req(const ivm_msg_hdr_t *hdr, const void *payload,
             return IVM_ERROR_PROTOCOL;
         }
         return IVM_SUCCESS;
+    case IVM_GPUD_CANCEL:
+        if (((const ivm_gpud_cancel_req_t *)payload)->reserved != 0) {
+            *why_p = "CANCEL reserved not zero";
+            return IVM_ERROR_PROTOCOL;
+        }
+        return IVM_SUCCESS;
     case IVM_GPUD_GSTATS:
         if (((const ivm_gpud_stats_req_t *)payload)->reserved != 0) {
             *why_p = "GSTATS reserved not zero";

@@ -41,7 +41,8 @@
     X(COPY,     131, ivm_gpud_copy_req_t,    ivm_gpud_status_t)             \
     X(JOB_END,  132, ivm_gpud_job_req_t,     ivm_gpud_status_t)             \
     X(GSTATS,   133, ivm_gpud_stats_req_t,   ivm_gpud_stats_rep_t)          \
-    X(FILLED,   134, ivm_gpud_filled_req_t,  ivm_gpud_status_t)
+    X(FILLED,   134, ivm_gpud_filled_req_t,  ivm_gpud_status_t)            \
+    X(CANCEL,   135, ivm_gpud_cancel_req_t,  ivm_gpud_status_t)
 
 #define IVM_GPUD_ENUM_ENTRY(name, value, req, rep) IVM_GPUD_##name = (value),
 typedef enum ivm_gpud_type {
@@ -129,6 +130,16 @@ typedef struct ivm_gpud_copy_req {
     uint32_t reserved;   /* zero */
 } ivm_gpud_copy_req_t;
 
+/* CANCEL: withdraw the ACQUIRE sent with sequence number seq while it waits
+ * for memory (ivmd: its PE is gone). That ACQUIRE is answered at once with
+ * IVM_ERROR_NOT_FOUND, and the waiters behind it move up; the CANCEL itself
+ * gets IVM_SUCCESS, or IVM_ERROR_NOT_FOUND when no ACQUIRE with that number
+ * waits (it was answered before the CANCEL arrived). */
+typedef struct ivm_gpud_cancel_req {
+    uint32_t seq;        /* the ACQUIRE's sequence number */
+    uint32_t reserved;   /* zero */
+} ivm_gpud_cancel_req_t;
+
 /* JOB_END: free every copy of the job, mapped or not. */
 typedef struct ivm_gpud_job_req {
     uint32_t job;        /* job id */
@@ -178,6 +189,7 @@ _Static_assert(sizeof(ivm_gpud_acquire_rep_t) == 40, "acquire reply size");
 _Static_assert(sizeof(ivm_gpud_copy_ref_t) == 8, "copy ref size");
 _Static_assert(sizeof(ivm_gpud_copy_req_t) == 32, "copy request size");
 _Static_assert(sizeof(ivm_gpud_job_req_t) == 8, "job request size");
+_Static_assert(sizeof(ivm_gpud_cancel_req_t) == 8, "cancel request size");
 _Static_assert(sizeof(ivm_gpud_stats_req_t) == 8, "stats request size");
 _Static_assert(sizeof(ivm_gpud_filled_req_t) == 32, "filled request size");
 _Static_assert(sizeof(ivm_gpud_stats_rep_t) == 64, "stats reply size");

@@ -498,6 +498,30 @@ static void gpud_on_filled(gpud_t *g, uint32_t seq, const ivm_gpud_filled_req_t 
     gpud_reply(g, IVM_GPUD_FILLED, seq, &rep, sizeof(rep), NULL, -1);
 }
 
+static void gpud_on_cancel(gpud_t *g, uint32_t seq, const ivm_gpud_cancel_req_t *req)
+{
+    ivm_gpud_status_t rep = {0};
+    gpud_pending_t *p;
+    uint32_t gpu;
+
+    for (p = g->pending; p != NULL && p->seq != req->seq; p = p->next) {
+    }
+    if (p == NULL) {
+        gpud_reply_error(g, IVM_GPUD_CANCEL, seq, IVM_ERROR_NOT_FOUND,
+                         "no ACQUIRE %u waits", req->seq);
+        return;
+    }
+    gpu = p->req.gpu;
+    gpud_pending_unlink(g, p);
+    gpud_obj_put(g, p->obj);
+    gpud_reply_error(g, IVM_GPUD_ACQUIRE, p->seq, IVM_ERROR_NOT_FOUND,
+                     "cancelled while it waited for device memory");
+    ivm_debug("ACQUIRE seq %u cancelled while waiting on GPU %u", p->seq, gpu);
+    free(p);
+    gpud_reply(g, IVM_GPUD_CANCEL, seq, &rep, sizeof(rep), NULL, -1);
+    gpud_queue_run(g, gpu); /* the waiters behind it may fit now */
+}
+
 static void gpud_on_job_end(gpud_t *g, uint32_t seq, const ivm_gpud_job_req_t *req)
 {
     ivm_gpud_status_t rep = {0};
@@ -586,6 +610,7 @@ void gpud_handle(gpud_t *g, const ivm_msg_hdr_t *hdr, const void *payload, int f
     case IVM_GPUD_JOB_END: gpud_on_job_end(g, hdr->seq, payload); break;
     case IVM_GPUD_GSTATS:  gpud_on_gstats(g, hdr->seq, payload); break;
     case IVM_GPUD_FILLED:  gpud_on_filled(g, hdr->seq, payload); break;
+    case IVM_GPUD_CANCEL:  gpud_on_cancel(g, hdr->seq, payload); break;
     default:
         gpud_reply_error(g, hdr->type, hdr->seq, IVM_ERROR_PROTOCOL, "unhandled type");
     }

@@ -618,6 +618,16 @@ static void ivmd_gpu_release(ivmd_t *d, uint64_t copy)
     }
 }
 
+static void ivmd_gpu_cancel(ivmd_t *d, uint32_t acquire_seq)
+{
+    ivm_gpud_cancel_req_t req = {.seq = acquire_seq};
+    ivmd_gpu_req_t *r = ivmd_gpu_req_new(d, IVM_GPUD_CANCEL, ivmd_gpu_ignore);
+
+    if (r != NULL) {
+        ivmd_gpu_send(d, r, &req, sizeof(req), NULL, 0);
+    }
+}
+
 void ivmd_gpu_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                          const void *payload)
 {
@@ -763,6 +773,12 @@ void ivmd_gpu_conn_gone(ivmd_t *d, ivmd_conn_t *c)
     for (r = d->gpu->reqs; r != NULL; r = r->next) {
         if (r->conn == c) {
             r->conn = NULL;
+            if (r->type == IVM_GPUD_ACQUIRE) {
+                /* It may wait for device memory, ahead of other PEs' maps:
+                 * withdraw it. If it was granted meanwhile, its reply
+                 * comes first and the copy is released (on_acquire). */
+                ivmd_gpu_cancel(d, r->seq);
+            }
         }
     }
     for (gs = d->gpu->syncs; gs != NULL; gs = gs->next) {

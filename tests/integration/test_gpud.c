@@ -784,6 +784,61 @@ Test(gpud, a_full_gpu_waits_in_fifo_order_then_grants)
     gt_finish();
 }
 
+static int32_t gt_cancel(uint32_t acquire_seq)
+{
+    ivm_gpud_cancel_req_t req = {.seq = acquire_seq};
+    gt_reply_t r;
+
+    return gt_call(IVM_GPUD_CANCEL, &req, sizeof(req), -1, &r);
+}
+
+/* A waiting ACQUIRE withdrawn (its PE died) is answered at once and no longer
+ * holds up the waiters behind it; a CANCEL of nothing waiting is NOT_FOUND. */
+Test(gpud, a_cancelled_waiter_lets_the_ones_behind_it_go)
+{
+    uint64_t ids[GT_SLOTS], G;
+    ivm_gpud_stats_rep_t s;
+    uint32_t seq_x, seq_y;
+    int node_a, node_c, node_d;
+    gt_reply_t r;
+    gt_acq_t a;
+
+    gt_start();
+    G = gt.gran;
+    node_a = gt_node_copy(GT_SLOTS * G, 1, 0);
+    node_c = gt_node_copy(2 * G, 1, 0);
+    node_d = gt_node_copy(G, 1, 0);
+    gt_fill(node_a, ids);
+    seq_x = gt_acquire_send(1, 3, 2 * G, 0, 2 * G, node_c); /* needs 2 granules */
+    seq_y = gt_acquire_send(1, 4, G, 0, G, node_d);         /* needs 1, behind X */
+    cr_assert_eq(gt_release(ids[0]), IVM_SUCCESS);
+    cr_assert_eq(gt_recv(seq_y, &r, 300), -1, "Y fits but waits behind X (FIFO)");
+    cr_assert_eq(gt_cancel(seq_y + 100), IVM_ERROR_NOT_FOUND, "no such ACQUIRE waits");
+
+    cr_assert_eq(gt_cancel(seq_x), IVM_SUCCESS);
+    cr_assert_eq(gt_recv(seq_x, &r, 5000), 0, "the cancelled ACQUIRE is answered");
+    gt_acq_parse(&r, &a, 0);
+    cr_assert_eq(a.status, IVM_ERROR_NOT_FOUND, "cancelled X: %s", a.detail);
+    cr_assert(strstr(a.detail, "cancelled") != NULL, "detail '%s'", a.detail);
+    cr_assert_eq(gt_recv(seq_y, &r, 5000), 0, "Y is granted once X is out of its way");
+    gt_acq_parse(&r, &a, 0);
+    cr_assert_eq(a.status, IVM_SUCCESS, "%s", a.detail);
+    cr_assert_eq(gt_cancel(seq_x), IVM_ERROR_NOT_FOUND, "X is no longer waiting");
+    cr_assert_eq(gt_cancel(seq_y), IVM_ERROR_NOT_FOUND, "Y was granted");
+    gt_stats(0, &s);
+    cr_assert_eq(s.waiting, 0);
+    cr_assert_eq(s.wait_timeouts, 0);
+    {
+        ivm_gpud_cancel_req_t bad = {.seq = seq_x, .reserved = 1};
+        cr_assert_eq(gt_call(IVM_GPUD_CANCEL, &bad, sizeof(bad), -1, &r), IVM_ERROR_PROTOCOL);
+    }
+    gt_job_end(1);
+    close(node_a);
+    close(node_c);
+    close(node_d);
+    gt_finish();
+}
+
 static void gt_expect_timeout(double min_s, double max_s)
 {
     uint64_t ids[GT_SLOTS];

@@ -569,13 +569,17 @@ static int sc_admit(int argc, char **argv)
     return pe_ok();
 }
 
-/* A GPU PE killed while its map waits for memory: once the memory is there
- * the copy made for it is released at once (no reference is left). */
+/* A GPU PE killed while its map waits for memory: ivmd withdraws its request
+ * from ivm-gpud (CANCEL), so a map queued behind it is served at once, while
+ * the memory it waited for is still taken, and no reference is left. A holds
+ * 3 of the GPU's 4 MiB; B's 3 MiB waits; C's 512 KiB would fit but waits
+ * behind B (FIFO) until B is killed. */
 static int sc_admit_dead(int argc, char **argv)
 {
     ivm_msg_gpu_info_rep_t g;
-    ivm_pe a, b;
-    char *pa, *pb, *dev;
+    ivm_pe a, b, c;
+    char *pa, *pb, *pc, *dev;
+    double t_kill;
     int me = pe_enter();
 
     if (me != 0) {
@@ -588,12 +592,21 @@ static int sc_admit_dead(int argc, char **argv)
             CHECK(ivmExit());
             return 0;
         }
+        if (me == 3) {
+            pe_stage = "C maps (queued behind B)";
+            CHECK(ivmMap("c", &dev, 0));
+            CHECK(ivmSignal());
+            CHECK(ivmUnmap(dev));
+            CHECK(ivmExit());
+            return 0;
+        }
         pe_stage = "B maps (waits for memory until killed)";
         ivmMap("b", &dev, 0);
         pe_idle_forever();
     }
     CHECK(ivmMalloc("a", &pa, 3 * MB));
     CHECK(ivmMalloc("b", &pb, 3 * MB));
+    CHECK(ivmMalloc("c", &pc, MB / 2));
     create_on(IVM_THIS_HOST, IVM_GPU_0, 1, &a);
     CHECK(ivmWait(a));
     create_on(IVM_THIS_HOST, IVM_GPU_0, 1, &b);
@@ -604,9 +617,25 @@ static int sc_admit_dead(int argc, char **argv)
         }
         ASSERT(pe_now() < deadline, "B's map never queued");
     }
+    create_on(IVM_THIS_HOST, IVM_GPU_0, 1, &c);
+    ASSERT(b == 2 && c == 3, "PE ids %d %d", b, c);
+    for (double deadline = pe_now() + 10;; pe_sleep_ms(20)) {
+        gpu_info(0, &g);
+        if (g.waiting == 2) {
+            break;
+        }
+        ASSERT(pe_now() < deadline, "C's map never queued behind B's (%u waiting)", g.waiting);
+    }
+    t_kill = pe_now();
     CHECK(ivmKillPEs(&b, 1));
     EXPECT(ivmWait(b), IVM_ERROR_PE_FAILED);
-    CHECK(ivmSignal()); /* A unmaps: B's request is granted, for nobody */
+    CHECK(ivmWait(c)); /* C's map was served while A still holds its 3 MiB */
+    ASSERT(pe_now() - t_kill < 10.0, "C's map took %.1f s after B died (the admission "
+           "timeout, not the cancel, ended B's wait)", pe_now() - t_kill);
+    gpu_info(0, &g);
+    ASSERT(g.waiting == 0, "%u maps still waiting after B died and C was served", g.waiting);
+    CHECK(ivmWait(c));
+    CHECK(ivmSignal()); /* A unmaps */
     CHECK(ivmWait(a));
     CHECK(ivmWait(a));
     for (double deadline = pe_now() + 10;; pe_sleep_ms(20)) {
@@ -615,9 +644,10 @@ static int sc_admit_dead(int argc, char **argv)
             break;
         }
         ASSERT(pe_now() < deadline, "%u waiting, %u references left after the dead PE's "
-               "map was granted", g.waiting, g.mapped_refs);
+               "map was withdrawn", g.waiting, g.mapped_refs);
     }
-    print_info("dead PE's grant released", &g);
+    ASSERT(g.wait_timeouts == 0, "%u admission timeouts", g.wait_timeouts);
+    print_info("dead PE's map withdrawn", &g);
     return pe_ok();
 }
 
