@@ -25,6 +25,7 @@ static void app_usage(const app_args_t *a, const char *extra)
             "usage: %s [--size N] [--seed S] [--portions P] [--iters I]\n"
             "       [--threshold T] [--max-per-dev K] [--local] [--verify] [--serial]\n"
             "       [--gpu-ranks K]  (MPI baselines: ranks 0..K-1 run the CUDA kernel)\n"
+            "       [--dpc]  (DS-LB: measure each PE's creation latency, print a DPC line)\n"
             "  defaults: size %lld, seed %llu, portions %d, iters %d, threshold %g,"
             " max-per-dev %d\n",
             a->app, a->size, (unsigned long long)a->seed, a->portions, a->iters,
@@ -86,6 +87,9 @@ int app_args_parse(int argc, char **argv, app_args_t *args, const char *usage_ex
         } else if (strcmp(opt, "--local") == 0) {
             args->local = 1;
             takes = 0;
+        } else if (strcmp(opt, "--dpc") == 0) {
+            args->dpc = 1;
+            takes = 0;
         } else if (strcmp(opt, "-h") == 0 || strcmp(opt, "--help") == 0) {
             app_usage(args, usage_extra);
             return -1;
@@ -127,6 +131,14 @@ int app_args_parse(int argc, char **argv, app_args_t *args, const char *usage_ex
         return -1;
     }
     return 0;
+}
+
+double app_wall_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 double app_now_s(void)

@@ -63,6 +63,7 @@ typedef struct app_args {
     int verify;             /* --verify: check against the serial reference */
     int serial;             /* --serial: the CPU kernel in one process (version=serial) */
     int gpu_ranks;          /* --gpu-ranks K: MPI ranks 0..K-1 run the CUDA kernel */
+    int dpc;                /* --dpc: DS-LB measures every PE's creation latency */
 } app_args_t;
 
 /* Kernel flavour a PE runs. */
@@ -93,6 +94,9 @@ int app_args_parse(int argc, char **argv, app_args_t *args, const char *usage_ex
 
 /* Seconds of a monotonic clock. */
 double app_now_s(void);
+/* Seconds of the wall clock (CLOCK_REALTIME): comparable between processes,
+   across hosts only as far as their clocks agree. */
+double app_wall_s(void);
 
 /* Deterministic input: the i-th value of the stream of `seed`, independent of
    which process computes it (splitmix64 of seed and i). */

@@ -11,6 +11,7 @@
 #define DSLB_CTL         "dslb.ctl"
 #define DSLB_REC         "dslb.rec"
 #define DSLB_DEV         "dslb.dev"
+#define DSLB_DPC         "dslb.dpc"
 #define DSLB_POLL_S      100e-6        /* root's record polling period: 100 us */
 #define DSLB_LIVENESS_S  0.02          /* root checks the PE count every 20 ms */
 #define DSLB_TIMEOUT_S   600.0         /* bound on one iteration */
@@ -31,8 +32,20 @@ typedef struct {
     int32_t portions;              /* per iteration */
     int32_t iters;
     int32_t ndev;
+    int32_t dpc;                   /* --dpc: "dslb.dpc" exists */
+    int32_t reserved;
     dslb_dev_t dev[APP_MAX_DEVS];
 } dslb_ctl_t;
+
+/* "dslb.dpc" (--dpc): one per PE id (index id - 1), wall-clock seconds. The
+   creator writes t_request (taken just before its ivmCreatePEs), the PE
+   t_started (just after its ivmEnter returned); the latency of its creation
+   is the difference: spawn or pool hand-out, exec and library start-up,
+   ivmEnter. Each field is pushed alone, by its writer. */
+typedef struct {
+    double t_request;
+    double t_started;
+} dslb_dpc_t;
 
 /* "dslb.rec": one per portion, rewritten every iteration. The body is pushed
    first, the flag (iteration + 1) after it. */
@@ -127,18 +140,60 @@ static int dslb_count_done(dslb_rec_t *rec, int P, int iter)
     return done;
 }
 
-/* Start one PE on device d of the table; *pe_p = its id or IVM_PE_NULL. */
-static int dslb_spawn(const dslb_ctl_t *ctl, int d, ivm_pe *pe_p)
+/* Start one PE on device d of the table; *pe_p = its id or IVM_PE_NULL.
+   With dpc (the root's master of "dslb.dpc"), the request time is noted. */
+static int dslb_spawn(const dslb_ctl_t *ctl, int d, dslb_dpc_t *dpc, ivm_pe *pe_p)
 {
     const char *host = ctl->dev[d].host[0] != '\0' ? ctl->dev[d].host : IVM_THIS_HOST;
     ivm_device dev;
     ivmError_t rc;
+    double t;
 
     APP_TRY(ivmCreateDev(host, ctl->dev[d].devtype, &dev));
+    t = app_wall_s();
     rc = ivmCreatePEs(dev, 1, pe_p);
     ivmDestroyDev(dev);
     APP_TRY(rc);
+    if (dpc != NULL && *pe_p != IVM_PE_NULL)
+        dpc[*pe_p - 1].t_request = t;
     return 0;
+}
+
+static int dslb_dbl_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* --dpc: the creation latency of PEs 1..n (the root's master copy, where
+   every PE pushed its field), as one DPC line. share is the sum over the
+   computation's wall-clock: an upper bound, as if no creation overlapped
+   another or any work. chain_share divides that by the chains running at
+   once (devices x max-per-dev): the part of each chain's time spent waiting
+   for its next PE. */
+static void dslb_dpc_report(const app_args_t *args, const dslb_dpc_t *dpc, int n,
+                            double seconds, int chains)
+{
+    double *lat = malloc((size_t)(n > 0 ? n : 1) * sizeof(double)), sum = 0.0;
+    int m = 0;
+
+    if (lat == NULL)
+        return;
+    for (int i = 0; i < n; i++) {
+        if (dpc[i].t_request > 0.0 && dpc[i].t_started > 0.0) {
+            lat[m] = dpc[i].t_started - dpc[i].t_request;
+            sum += lat[m++];
+        }
+    }
+    qsort(lat, (size_t)m, sizeof(double), dslb_dbl_cmp);
+    printf("DPC app=%s pes=%d measured=%d median_ms=%.3f p90_ms=%.3f max_ms=%.3f "
+           "min_ms=%.3f sum_ms=%.3f seconds=%.6f share=%.5f chains=%d chain_share=%.5f\n",
+           args->app, n, m, m ? lat[m / 2] * 1e3 : 0.0, m ? lat[m * 9 / 10] * 1e3 : 0.0,
+           m ? lat[m - 1] * 1e3 : 0.0, m ? lat[0] * 1e3 : 0.0, sum * 1e3, seconds,
+           seconds > 0.0 ? sum / seconds : 0.0, chains,
+           seconds > 0.0 && chains > 0 ? sum / seconds / chains : 0.0);
+    fflush(stdout);
+    free(lat);
 }
 
 /* Wait until every portion of `iter` is done. When no child is alive and
@@ -146,7 +201,7 @@ static int dslb_spawn(const dslb_ctl_t *ctl, int d, ivm_pe *pe_p)
    the fastest device; when that gets no id (all ids of the iteration were
    handed out), a PE died. */
 static int dslb_root_wait(const app_args_t *args, const dslb_ctl_t *ctl, dslb_rec_t *rec,
-                          dslb_stat_t *st, int iter, int *restarts_p)
+                          dslb_stat_t *st, dslb_dpc_t *dpc, int iter, int *restarts_p)
 {
     int P = args->portions;
     double start = app_now_s(), last_check = start;
@@ -170,7 +225,7 @@ static int dslb_root_wait(const app_args_t *args, const dslb_ctl_t *ctl, dslb_re
             if (npes <= 1 && dslb_count_done(rec, P, iter) < P) {
                 int d = dslb_fastest(st, ctl->ndev);
                 ivm_pe pe;
-                if (dslb_spawn(ctl, d, &pe) != 0)
+                if (dslb_spawn(ctl, d, dpc, &pe) != 0)
                     return -1;
                 if (pe == IVM_PE_NULL) {
                     fprintf(stderr, "%s: dslb: iteration %d: every PE id of the iteration "
@@ -191,6 +246,7 @@ static int dslb_root(const app_args_t *args, const dslb_app_ops_t *ops, void *ct
     dslb_ctl_t *ctl = NULL;
     dslb_rec_t *rec = NULL;
     dslb_stat_t *st = NULL;
+    dslb_dpc_t *dpc = NULL;
     app_result_t res;
     double seconds = 0.0;
 
@@ -203,6 +259,11 @@ static int dslb_root(const app_args_t *args, const dslb_app_ops_t *ops, void *ct
     ctl->magic = DSLB_CTL_MAGIC;
     ctl->portions = P;
     ctl->iters = iters;
+    if (args->dpc) {
+        APP_TRY_GOTO(ivmMalloc(DSLB_DPC, &dpc, (size_t)P * iters * sizeof(*dpc)), out_free);
+        memset(dpc, 0, (size_t)P * iters * sizeof(*dpc));
+        ctl->dpc = 1;
+    }
     if (dslb_probe(ctl, args) != 0)
         goto out_free;
     printf("dslb: devices");
@@ -223,7 +284,7 @@ static int dslb_root(const app_args_t *args, const dslb_app_ops_t *ops, void *ct
         for (int k = 0; k < args->max_per_dev; k++) {
             for (int d = 0; d < ctl->ndev; d++) {
                 ivm_pe pe;
-                if (dslb_spawn(ctl, d, &pe) != 0)
+                if (dslb_spawn(ctl, d, dpc, &pe) != 0)
                     goto out_free;
                 if (first == IVM_PE_NULL)
                     first = pe;
@@ -234,7 +295,7 @@ static int dslb_root(const app_args_t *args, const dslb_app_ops_t *ops, void *ct
                     "assigned in order?)\n", args->app, iter, first, P * iter + 1);
             goto out_free;
         }
-        if (dslb_root_wait(args, ctl, rec, st, iter, &restarts) != 0)
+        if (dslb_root_wait(args, ctl, rec, st, dpc, iter, &restarts) != 0)
             goto out_free;
         if (ops->root_iter_end != NULL && ops->root_iter_end(ctx, args, iter) != 0)
             goto out_free;
@@ -259,7 +320,7 @@ static int dslb_root(const app_args_t *args, const dslb_app_ops_t *ops, void *ct
     /* The limit is P * iters: one more spawn must be refused. */
     {
         ivm_pe extra;
-        if (dslb_spawn(ctl, 0, &extra) != 0)
+        if (dslb_spawn(ctl, 0, NULL, &extra) != 0)
             goto out_free;
         if (extra != IVM_PE_NULL) {
             fprintf(stderr, "%s: dslb: PE %d started beyond the max PE id %d\n",
@@ -277,9 +338,13 @@ static int dslb_root(const app_args_t *args, const dslb_app_ops_t *ops, void *ct
         goto out_free;
     }
     app_result_print(stdout, &res);
+    if (dpc != NULL)
+        dslb_dpc_report(args, dpc, max_id, seconds, ctl->ndev * args->max_per_dev);
     ret = args->verify && !res.verified ? -1 : 0;
 
 out_free:
+    if (dpc != NULL)
+        ivmFree(dpc);
     if (st != NULL)
         ivmFree(st);
     if (rec != NULL)
@@ -311,8 +376,8 @@ static int dslb_my_dev(const dslb_ctl_t *ctl, int devtype)
    (device copy -> node copy -> master); a write to the host view would be
    overwritten by the push's device-to-node copy. */
 static int dslb_child_run(const app_args_t *args, const dslb_app_ops_t *ops, void *ctx,
-                          int id, dslb_ctl_t *ctl_ref, dslb_rec_t **rec_ref,
-                          dslb_stat_t **st_ref)
+                          int id, double t_started, dslb_ctl_t *ctl_ref, dslb_rec_t **rec_ref,
+                          dslb_stat_t **st_ref, dslb_dpc_t **dpc_ref)
 {
     int P = args->portions, devtype, me, gpu;
     dslb_portion_t w = { .iter = (id - 1) / P, .portion = (id - 1) % P, .pe = id,
@@ -347,6 +412,12 @@ static int dslb_child_run(const app_args_t *args, const dslb_app_ops_t *ops, voi
     st = app_host_view(*st_ref);
     if (rec == NULL || st == NULL)
         return -1;
+    if (ctl->dpc) {
+        APP_TRY(ivmMap(DSLB_DPC, dpc_ref, 0));
+        if (app_ref_put(w.kernel, &(*dpc_ref)[id - 1].t_started, &t_started,
+                        sizeof(t_started)) != 0)
+            return -1;
+    }
 
     double t0 = app_now_s();
     if (ops->child_portion(ctx, &w) != 0)
@@ -394,9 +465,14 @@ static int dslb_child_run(const app_args_t *args, const dslb_app_ops_t *ops, voi
         ivm_device self;
         ivm_pe next;
         APP_TRY(ivmCreateDev(IVM_THIS_HOST, IVM_THIS_DEV, &self));
+        double t_request = app_wall_s();
         ivmError_t rc = ivmCreatePEs(self, 1, &next);
         ivmDestroyDev(self);
         APP_TRY(rc);
+        if (*dpc_ref != NULL && next != IVM_PE_NULL &&
+            app_ref_put(w.kernel, &(*dpc_ref)[next - 1].t_request, &t_request,
+                        sizeof(t_request)) != 0)
+            return -1;
     }
 
     /* The record's body first, its flag last (each push completes before
@@ -419,11 +495,13 @@ static int dslb_child_run(const app_args_t *args, const dslb_app_ops_t *ops, voi
     return 0;
 }
 
-static int dslb_child(const app_args_t *args, const dslb_app_ops_t *ops, void *ctx, int id)
+static int dslb_child(const app_args_t *args, const dslb_app_ops_t *ops, void *ctx, int id,
+                      double t_started)
 {
     dslb_ctl_t *ctl = NULL;
     dslb_rec_t *rec = NULL;
     dslb_stat_t *st = NULL;
+    dslb_dpc_t *dpc = NULL;
     int ret;
 
     if (id < 1 || (id - 1) / args->portions >= args->iters) {
@@ -432,7 +510,9 @@ static int dslb_child(const app_args_t *args, const dslb_app_ops_t *ops, void *c
         return -1;
     }
     APP_TRY(ivmMap(DSLB_CTL, &ctl, 0));
-    ret = dslb_child_run(args, ops, ctx, id, ctl, &rec, &st);
+    ret = dslb_child_run(args, ops, ctx, id, t_started, ctl, &rec, &st, &dpc);
+    if (dpc != NULL)
+        ivmUnmap(dpc);
     if (st != NULL)
         ivmUnmap(st);
     if (rec != NULL)
@@ -447,6 +527,7 @@ int dslb_run(const app_args_t *args, const dslb_app_ops_t *ops, void *ctx)
     ivmError_t rc;
 
     rc = ivmEnter();
+    double t_started = app_wall_s(); /* --dpc: this PE runs from here */
     if (rc != IVM_SUCCESS) {
         app_ivm_error(rc, "ivmEnter()", __FILE__, __LINE__);
         return 1;
@@ -457,7 +538,7 @@ int dslb_run(const app_args_t *args, const dslb_app_ops_t *ops, void *ctx)
         ivmExit();
         return 1;
     }
-    ret = id == 0 ? dslb_root(args, ops, ctx) : dslb_child(args, ops, ctx, id);
+    ret = id == 0 ? dslb_root(args, ops, ctx) : dslb_child(args, ops, ctx, id, t_started);
     if (ret != 0 && id != 0) {
         /* A failed child ends without ivmExit: the root sees a dead PE. */
         return 1;

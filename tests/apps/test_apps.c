@@ -238,6 +238,56 @@ Test(apps, dslb_stops_exactly_at_max_pe_id)
     ivmt_result_free(&r);
 }
 
+/* --dpc: every PE's creation latency is measured (the creator's request
+   time, the PE's time after ivmEnter) and summed up in one DPC line; with a
+   warm pool as without. */
+Test(apps, dslb_dpc_measures_every_pe)
+{
+    const char *pools[] = {"0", "2"};
+
+    for (int k = 0; k < 2; k++) {
+        const char *args[] = {"--pe-pool", pools[k], IVMT_NBODY, "--size", "256", "--portions",
+                              "5", "--iters", "2", "--max-per-dev", "2", "--dpc", "--verify",
+                              NULL};
+        const char *argv[40] = {"--nodes", "2", "--timeout", "60"};
+        double median, p90, max, min, sum, seconds, share, chain_share;
+        int argc = 4, pes, measured, chains;
+        ivmt_launch_t c;
+        ivmt_result_t r;
+        const char *line;
+        result_t res;
+        char *why;
+
+        for (int i = 0; args[i] != NULL; i++)
+            argv[argc++] = args[i];
+        ivmt_launch_start(IVMT_IVMRUN, argv, &c);
+        ivmt_launch_finish_clean(&c, 90, &r);
+        why = ivmt_describe(NULL, &r);
+        cr_assert(!r.timed_out && r.exited && r.code == 0, "pool %s: %s", pools[k], why);
+        parse_result(r.out, why, &res);
+        cr_assert_str_eq(res.verified, "yes", "%s", why);
+        line = strstr(r.out, "DPC app=nbody ");
+        cr_assert_not_null(line, "no DPC line: %s", why);
+        cr_assert_eq(sscanf(line, "DPC app=nbody pes=%d measured=%d median_ms=%lf p90_ms=%lf "
+                            "max_ms=%lf min_ms=%lf sum_ms=%lf seconds=%lf share=%lf "
+                            "chains=%d chain_share=%lf", &pes, &measured, &median, &p90,
+                            &max, &min, &sum, &seconds, &share, &chains, &chain_share),
+                     11, "malformed DPC line: %s", why);
+        cr_assert(pes == 10 && measured == 10, "pool %s: %d of %d PEs measured: %s", pools[k],
+                  measured, pes, why);
+        cr_assert(min > 0.0 && min <= median && median <= p90 && p90 <= max,
+                  "pool %s: latencies min %f median %f p90 %f max %f ms: %s", pools[k], min,
+                  median, p90, max, why);
+        cr_assert(max < 30000.0 && sum >= max && sum <= 10 * max + 1e-9,
+                  "pool %s: sum %f ms, max %f ms: %s", pools[k], sum, max, why);
+        cr_assert(chains == 4 && seconds == res.seconds, "chains %d, seconds %f vs %f: %s",
+                  chains, seconds, res.seconds, why);
+        cr_assert(share > 0.0 && chain_share > 0.0 && share >= chain_share, "%s", why);
+        free(why);
+        ivmt_result_free(&r);
+    }
+}
+
 /* The test build of dmm prints, for each strip map, the bytes its node
    received for that object. node1 runs portion 1 (tile 0,1) first in every
    iteration (ids P*t+2), so in the second iteration it maps strips it holds. */
