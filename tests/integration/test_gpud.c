@@ -733,23 +733,36 @@ Test(gpud, eviction_takes_the_least_recently_released_first)
     gt_finish();
 }
 
+/* gpud started, its GPU full of job 1's copies (ids, their node copy in
+ * nodes[0]), and two ACQUIREs of job 1 sent: X of 2 granules (nodes[1]),
+ * then Y of 1 (nodes[2]); their sequence numbers in seq[0], seq[1]. */
+static void gt_full_with_two_waiters(uint64_t *ids, int *nodes, uint32_t *seq)
+{
+    uint64_t G;
+
+    gt_start();
+    G = gt.gran;
+    nodes[0] = gt_node_copy(GT_SLOTS * G, 1, 0);
+    nodes[1] = gt_node_copy(2 * G, 1, 0);
+    nodes[2] = gt_node_copy(G, 1, 0);
+    gt_fill(nodes[0], ids);
+    seq[0] = gt_acquire_send(1, 3, 2 * G, 0, 2 * G, nodes[1]);
+    seq[1] = gt_acquire_send(1, 4, G, 0, G, nodes[2]);
+}
+
 Test(gpud, a_full_gpu_waits_in_fifo_order_then_grants)
 {
     uint64_t ids[GT_SLOTS], G;
     ivm_gpud_stats_rep_t s;
-    uint32_t seq_x, seq_y;
-    int node_a, node_c, node_d;
+    uint32_t seq[2], seq_x, seq_y;
+    int nodes[3];
     gt_reply_t r;
     gt_acq_t a;
 
-    gt_start();
+    gt_full_with_two_waiters(ids, nodes, seq);
     G = gt.gran;
-    node_a = gt_node_copy(GT_SLOTS * G, 1, 0);
-    node_c = gt_node_copy(2 * G, 1, 0);
-    node_d = gt_node_copy(G, 1, 0);
-    gt_fill(node_a, ids);
-    seq_x = gt_acquire_send(1, 3, 2 * G, 0, 2 * G, node_c); /* needs 2 granules */
-    seq_y = gt_acquire_send(1, 4, G, 0, G, node_d);         /* needs 1 */
+    seq_x = seq[0]; /* needs 2 granules */
+    seq_y = seq[1]; /* needs 1 */
     cr_assert_eq(gt_recv(seq_x, &r, 300), -1, "X must wait while the GPU is full");
     gt_stats(0, &s);
     cr_assert_eq(s.waiting, 2);
@@ -778,9 +791,9 @@ Test(gpud, a_full_gpu_waits_in_fifo_order_then_grants)
     cr_assert_eq(s.waiting, 0);
     cr_assert_eq(s.wait_timeouts, 0);
     gt_job_end(1);
-    close(node_a);
-    close(node_c);
-    close(node_d);
+    close(nodes[0]);
+    close(nodes[1]);
+    close(nodes[2]);
     gt_finish();
 }
 
@@ -796,21 +809,16 @@ static int32_t gt_cancel(uint32_t acquire_seq)
  * holds up the waiters behind it; a CANCEL of nothing waiting is NOT_FOUND. */
 Test(gpud, a_cancelled_waiter_lets_the_ones_behind_it_go)
 {
-    uint64_t ids[GT_SLOTS], G;
+    uint64_t ids[GT_SLOTS];
     ivm_gpud_stats_rep_t s;
-    uint32_t seq_x, seq_y;
-    int node_a, node_c, node_d;
+    uint32_t seq[2], seq_x, seq_y;
+    int nodes[3];
     gt_reply_t r;
     gt_acq_t a;
 
-    gt_start();
-    G = gt.gran;
-    node_a = gt_node_copy(GT_SLOTS * G, 1, 0);
-    node_c = gt_node_copy(2 * G, 1, 0);
-    node_d = gt_node_copy(G, 1, 0);
-    gt_fill(node_a, ids);
-    seq_x = gt_acquire_send(1, 3, 2 * G, 0, 2 * G, node_c); /* needs 2 granules */
-    seq_y = gt_acquire_send(1, 4, G, 0, G, node_d);         /* needs 1, behind X */
+    gt_full_with_two_waiters(ids, nodes, seq);
+    seq_x = seq[0]; /* needs 2 granules */
+    seq_y = seq[1]; /* needs 1, behind X */
     cr_assert_eq(gt_release(ids[0]), IVM_SUCCESS);
     cr_assert_eq(gt_recv(seq_y, &r, 300), -1, "Y fits but waits behind X (FIFO)");
     cr_assert_eq(gt_cancel(seq_y + 100), IVM_ERROR_NOT_FOUND, "no such ACQUIRE waits");
@@ -833,9 +841,9 @@ Test(gpud, a_cancelled_waiter_lets_the_ones_behind_it_go)
         cr_assert_eq(gt_call(IVM_GPUD_CANCEL, &bad, sizeof(bad), -1, &r), IVM_ERROR_PROTOCOL);
     }
     gt_job_end(1);
-    close(node_a);
-    close(node_c);
-    close(node_d);
+    close(nodes[0]);
+    close(nodes[1]);
+    close(nodes[2]);
     gt_finish();
 }
 
