@@ -33,18 +33,18 @@ Test(pool, parked_processes_killed_are_replaced_never_handed_out)
 
 /* The program file replaced (as a rebuild does) or deleted while processes
  * are parked: they are never handed out. The PE program runs from a copy the
- * scenario may replace and delete. */
+ * scenario may replace and delete, in the daemon's test directory (removed
+ * with it, also when the test fails). */
 Test(pool, parked_processes_of_a_replaced_or_deleted_program_are_not_handed_out)
 {
-    char dir[256], copy[300];
+    char copy[sizeof(ivmt_d.dir) + 32];
     const char *args[2] = {copy, NULL};
     ivmt_result_t r;
     FILE *in, *out;
     char buf[1 << 16];
     size_t n;
 
-    ivmt_make_tmpdir(dir, sizeof(dir));
-    snprintf(copy, sizeof(copy), "%s/ivmt_pe_pool", dir);
+    snprintf(copy, sizeof(copy), "%s/ivmt_pe_pool", ivmt_d.dir);
     in  = fopen(IVMT_PE_POOL, "rb");
     out = fopen(copy, "wb");
     cr_assert(in != NULL && out != NULL, "cannot copy %s to %s", IVMT_PE_POOL, copy);
@@ -58,7 +58,6 @@ Test(pool, parked_processes_of_a_replaced_or_deleted_program_are_not_handed_out)
     ivmt_expect_pe_ok(&ivmt_d, &r, "exe_replaced");
     ivmt_result_free(&r);
     ivmt_daemon_finish(&ivmt_d);
-    ivmt_remove_dir(dir);
 }
 
 Test(pool, program_that_does_not_park_turns_its_pool_off)
