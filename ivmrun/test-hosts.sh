@@ -42,40 +42,10 @@ failures=0
 . "$(dirname "$0")/test-lib.sh"
 
 
-# After a run: nothing of it may remain (a few seconds' grace for exits).
-check_clean() {
-    what=$1
-    tries=0
-    while :; do
-        procs=$(leftovers)
-        files=$(ls -A "$SOCKDIR")
-        if [ -z "$procs" ] && [ -z "$files" ]; then
-            return 0
-        fi
-        tries=$((tries + 1))
-        if [ $tries -ge 30 ]; then
-            break
-        fi
-        sleep 0.1
-    done
-    [ -n "$procs" ] && fail "$what: processes left: $procs"
-    [ -n "$files" ] && fail "$what: files left in $SOCKDIR: $files"
-    return 1
-}
-
 # ivmrun OPTIONS... PROGRAM...: output in $WORK/out, status in $rc.
 run() {
     IVM_SOCKET_DIR=$SOCKDIR "$BIN/ivmrun" --timeout 120 "$@" >"$WORK/out" 2>"$WORK/err"
     rc=$?
-}
-
-expect_rc() {
-    if [ "$rc" -ne "$1" ]; then
-        fail "$2: exit status $rc, expected $1"
-        sed 's/^/  | /' "$WORK/out" "$WORK/err"
-        return 1
-    fi
-    return 0
 }
 
 HOSTS=localhost,localhost,localhost

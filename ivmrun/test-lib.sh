@@ -1,5 +1,6 @@
 # Shared by ivmrun/test-hosts.sh and ivmrun/test-slurm.sh (sourced; POSIX sh).
-# Needs SOCKDIR (the test's private socket directory) and counts in failures.
+# Needs SOCKDIR (the test's private socket directory) and WORK (out, err of
+# the last run, status in rc); counts in failures.
 
 fail() {
     echo "FAIL: $*"
@@ -15,4 +16,44 @@ leftovers() {
             echo "$pid $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)"
         fi
     done
+}
+
+# What else of the last run is left, one line (nothing: none). A sourcing
+# script redefines it (test-slurm.sh: jobs still in the queue).
+extra_leftovers() {
+    :
+}
+
+# After a run: nothing of it may remain, within CLEAN_TRIES (30) tenths of a
+# second of grace for exits. Returns 0 when clean, else 1 after fail lines.
+check_clean() {
+    what=$1
+    tries=0
+    while :; do
+        procs=$(leftovers)
+        files=$(ls -A "$SOCKDIR")
+        extra=$(extra_leftovers)
+        if [ -z "$procs" ] && [ -z "$files" ] && [ -z "$extra" ]; then
+            return 0
+        fi
+        tries=$((tries + 1))
+        if [ $tries -ge "${CLEAN_TRIES:-30}" ]; then
+            break
+        fi
+        sleep 0.1
+    done
+    [ -n "$procs" ] && fail "$what: processes left: $procs"
+    [ -n "$files" ] && fail "$what: files left in $SOCKDIR: $files"
+    [ -n "$extra" ] && fail "$what: $extra"
+    return 1
+}
+
+# The last run's status (rc) is $1, else fail with $2 and show its output.
+expect_rc() {
+    if [ "$rc" -ne "$1" ]; then
+        fail "$2: exit status $rc, expected $1"
+        sed 's/^/  | /' "$WORK/out" "$WORK/err"
+        return 1
+    fi
+    return 0
 }

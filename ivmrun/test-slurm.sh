@@ -230,43 +230,19 @@ done
 echo "note: Slurm up in $(( $(date +%s) - T0 )) s (slurmctld port $CTLD_PORT, slurmd port $SLURMD_PORT)"
 
 
-# After a run: nothing of it may remain (a few seconds' grace for exits).
-check_clean() {
-    what=$1
-    tries=0
-    while :; do
-        procs=$(leftovers)
-        files=$(ls -A "$SOCKDIR")
-        jobs=$(squeue -h -o %i 2>/dev/null)
-        if [ -z "$procs" ] && [ -z "$files" ] && [ -z "$jobs" ]; then
-            return 0
-        fi
-        tries=$((tries + 1))
-        if [ $tries -ge 50 ]; then
-            break
-        fi
-        sleep 0.1
-    done
-    [ -n "$procs" ] && fail "$what: processes left: $procs"
-    [ -n "$files" ] && fail "$what: files left in $SOCKDIR: $files"
-    [ -n "$jobs" ] && fail "$what: jobs left in the queue: $jobs"
-    return 1
+# check_clean (test-lib.sh) also waits for this test's Slurm jobs to leave the
+# queue, with five seconds of grace.
+extra_leftovers() {
+    jobs=$(squeue -h -o %i 2>/dev/null)
+    [ -z "$jobs" ] || echo "jobs left in the queue: $jobs"
 }
+CLEAN_TRIES=50
 
 # salloc -N1 ivmrun --slurm OPTIONS... PROGRAM...: output in $WORK/out, status in $rc.
 run() {
     IVM_SOCKET_DIR=$SOCKDIR salloc --quiet -N1 "$BIN/ivmrun" --slurm --timeout 60 "$@" \
         >"$WORK/out" 2>"$WORK/err"
     rc=$?
-}
-
-expect_rc() {
-    if [ "$rc" -ne "$1" ]; then
-        fail "$2: exit status $rc, expected $1"
-        sed 's/^/  | /' "$WORK/out" "$WORK/err"
-        return 1
-    fi
-    return 0
 }
 
 # 1. The node's daemon is up and is the cluster's node0.
