@@ -100,6 +100,14 @@ void ivmrun_daemon_unlink(ivmrun_daemon_t *d)
     }
 }
 
+void ivmrun_arg_opt(char **argv, int *argc_p, const char *opt, const char *value)
+{
+    if (value != NULL && value[0] != '\0') {
+        argv[(*argc_p)++] = (char *)opt;
+        argv[(*argc_p)++] = (char *)value;
+    }
+}
+
 /* The readiness line: "R" (single node) or "R PORT" (with --listen). Returns
  * 0 and sets d->port, or -1 if the line does not fit. */
 static int ivmrun_daemon_ready_parse(ivmrun_daemon_t *d, char *line)
@@ -174,30 +182,12 @@ ivmError_t ivmrun_daemon_start(ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
     }
     argv[argc++] = "--ready-fd";
     argv[argc++] = fdtext;
-    if (cfg->log_level != NULL && cfg->log_level[0] != '\0') {
-        argv[argc++] = "--log-level";
-        argv[argc++] = cfg->log_level;
-    }
-    if (d->cpu_devices != NULL && d->cpu_devices[0] != '\0') {
-        argv[argc++] = "--cpu-devices";
-        argv[argc++] = (char *)d->cpu_devices;
-    }
-    if (cfg->emu_gpus != NULL && cfg->emu_gpus[0] != '\0') {
-        argv[argc++] = "--emu-gpus";
-        argv[argc++] = cfg->emu_gpus;
-    }
-    if (cfg->gpus != NULL && cfg->gpus[0] != '\0') {
-        argv[argc++] = "--gpus";
-        argv[argc++] = cfg->gpus;
-    }
-    if (cfg->gpu_shares != NULL && cfg->gpu_shares[0] != '\0') {
-        argv[argc++] = "--gpu-shares";
-        argv[argc++] = cfg->gpu_shares;
-    }
-    if (cfg->daemon_poll_us != NULL && cfg->daemon_poll_us[0] != '\0') {
-        argv[argc++] = "--poll-us";
-        argv[argc++] = cfg->daemon_poll_us;
-    }
+    ivmrun_arg_opt(argv, &argc, "--log-level", cfg->log_level);
+    ivmrun_arg_opt(argv, &argc, "--cpu-devices", d->cpu_devices);
+    ivmrun_arg_opt(argv, &argc, "--emu-gpus", cfg->emu_gpus);
+    ivmrun_arg_opt(argv, &argc, "--gpus", cfg->gpus);
+    ivmrun_arg_opt(argv, &argc, "--gpu-shares", cfg->gpu_shares);
+    ivmrun_arg_opt(argv, &argc, "--poll-us", cfg->daemon_poll_us);
     argv[argc] = NULL;
     d->port = 0;
 

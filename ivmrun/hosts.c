@@ -518,30 +518,12 @@ int ivmrun_boot_node_args(const ivmrun_boot_t *b, const ivmrun_config_t *cfg,
     argv[argc++] = dwait;
     argv[argc++] = "--up-wait";
     argv[argc++] = uwait;
-    if (cfg->daemon[0] != '\0') {
-        argv[argc++] = "--daemon";
-        argv[argc++] = (char *)cfg->daemon;
-    }
-    if (cfg->log_level[0] != '\0') {
-        argv[argc++] = "--log-level";
-        argv[argc++] = (char *)cfg->log_level;
-    }
-    if (cfg->emu_gpus[0] != '\0') {
-        argv[argc++] = "--emu-gpus";
-        argv[argc++] = (char *)cfg->emu_gpus;
-    }
-    if (cfg->gpus[0] != '\0') {
-        argv[argc++] = "--gpus";
-        argv[argc++] = (char *)cfg->gpus;
-    }
-    if (cfg->gpu_shares[0] != '\0') {
-        argv[argc++] = "--gpu-shares";
-        argv[argc++] = (char *)cfg->gpu_shares;
-    }
-    if (cfg->daemon_poll_us[0] != '\0') {
-        argv[argc++] = "--daemon-poll-us";
-        argv[argc++] = (char *)cfg->daemon_poll_us;
-    }
+    ivmrun_arg_opt(argv, &argc, "--daemon", cfg->daemon);
+    ivmrun_arg_opt(argv, &argc, "--log-level", cfg->log_level);
+    ivmrun_arg_opt(argv, &argc, "--emu-gpus", cfg->emu_gpus);
+    ivmrun_arg_opt(argv, &argc, "--gpus", cfg->gpus);
+    ivmrun_arg_opt(argv, &argc, "--gpu-shares", cfg->gpu_shares);
+    ivmrun_arg_opt(argv, &argc, "--daemon-poll-us", cfg->daemon_poll_us);
     if (specs != NULL) {
         *specs_arg_p = ivmrun_join(specs, b->nhosts, ';');
         if (*specs_arg_p == NULL) {
@@ -550,9 +532,8 @@ int ivmrun_boot_node_args(const ivmrun_boot_t *b, const ivmrun_config_t *cfg,
         }
         argv[argc++] = "--node-cpu-devices";
         argv[argc++] = *specs_arg_p;
-    } else if (cfg->cpu_devices[0] != '\0') {
-        argv[argc++] = "--cpu-devices";
-        argv[argc++] = (char *)cfg->cpu_devices;
+    } else {
+        ivmrun_arg_opt(argv, &argc, "--cpu-devices", cfg->cpu_devices);
     }
     argv[argc] = NULL;
     *argc_p = argc;

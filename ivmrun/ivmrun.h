@@ -280,6 +280,11 @@ int ivmrun_boot_launch(ivmrun_boot_t *b, char **argv, const sigset_t *child_mask
 /* items[0..n) joined by sep, in a new string; NULL when out of memory. */
 char *ivmrun_join(char *const *items, int n, char sep);
 
+/* Append "opt value" to argv when value is set (not NULL, not empty): the
+ * options ivmrun passes on to the daemons and the bring-up programs
+ * (daemon.c, linked into ivmrun, ivm-boot and ivm-boot-srun). */
+void ivmrun_arg_opt(char **argv, int *argc_p, const char *opt, const char *value);
+
 /* Reap mpirun (srun) if it has exited (after a SIGCHLD). Returns 1 if reaped now. */
 int ivmrun_boot_reap(ivmrun_boot_t *b);
 
