@@ -58,14 +58,19 @@ static double share_sum(const char *share, int *ndev_p)
     return sum;
 }
 
-/* ivmrun --nodes 2 --timeout 60 PROG ARGS...; exits `code`. */
-static void run_ivm(const char *prog, const char *const *args, int code, ivmt_result_t *r)
+/* ivmrun --nodes 2 --timeout 60 OPTS... PROG ARGS...; exits `code`. opts may
+   be NULL. */
+static void run_ivm_opts(const char *const *opts, const char *prog, const char *const *args,
+                         int code, ivmt_result_t *r)
 {
-    const char *argv[40] = {"--nodes", "2", "--timeout", "60", prog};
-    int argc = 5;
+    const char *argv[40] = {"--nodes", "2", "--timeout", "60"};
+    int argc = 4;
     ivmt_launch_t c;
     char *why;
 
+    while (opts != NULL && *opts != NULL && argc < 38)
+        argv[argc++] = *opts++;
+    argv[argc++] = prog;
     while (*args != NULL && argc < 39)
         argv[argc++] = *args++;
     argv[argc] = NULL;
@@ -74,6 +79,11 @@ static void run_ivm(const char *prog, const char *const *args, int code, ivmt_re
     why = ivmt_describe(NULL, r);
     cr_assert(!r->timed_out && r->exited && r->code == code, "expected exit %d: %s", code, why);
     free(why);
+}
+
+static void run_ivm(const char *prog, const char *const *args, int code, ivmt_result_t *r)
+{
+    run_ivm_opts(NULL, prog, args, code, r);
 }
 
 /* The IVM version on 2 nodes verifies, uses PE ids 1..P*I, shares sum to 1;
@@ -246,24 +256,18 @@ Test(apps, dslb_dpc_measures_every_pe)
     const char *pools[] = {"0", "2"};
 
     for (int k = 0; k < 2; k++) {
-        const char *args[] = {"--pe-pool", pools[k], IVMT_NBODY, "--size", "256", "--portions",
-                              "5", "--iters", "2", "--max-per-dev", "2", "--dpc", "--verify",
-                              NULL};
-        const char *argv[40] = {"--nodes", "2", "--timeout", "60"};
+        const char *opts[] = {"--pe-pool", pools[k], NULL};
+        const char *args[] = {"--size", "256", "--portions", "5", "--iters", "2",
+                              "--max-per-dev", "2", "--dpc", "--verify", NULL};
         double median, p90, max, min, sum, seconds, share, chain_share;
-        int argc = 4, pes, measured, chains;
-        ivmt_launch_t c;
+        int pes, measured, chains;
         ivmt_result_t r;
         const char *line;
         result_t res;
         char *why;
 
-        for (int i = 0; args[i] != NULL; i++)
-            argv[argc++] = args[i];
-        ivmt_launch_start(IVMT_IVMRUN, argv, &c);
-        ivmt_launch_finish_clean(&c, 90, &r);
+        run_ivm_opts(opts, IVMT_NBODY, args, 0, &r);
         why = ivmt_describe(NULL, &r);
-        cr_assert(!r.timed_out && r.exited && r.code == 0, "pool %s: %s", pools[k], why);
         parse_result(r.out, why, &res);
         cr_assert_str_eq(res.verified, "yes", "%s", why);
         line = strstr(r.out, "DPC app=nbody ");
