@@ -31,29 +31,36 @@ Test(pool, parked_processes_killed_are_replaced_never_handed_out)
     ivmt_scenario(IVMT_PE_POOL, "kill_parked", NULL, pool2, 30);
 }
 
-/* The program file replaced (as a rebuild does) or deleted while processes
- * are parked: they are never handed out. The PE program runs from a copy the
- * scenario may replace and delete, in the daemon's test directory (removed
- * with it, also when the test fails). */
-Test(pool, parked_processes_of_a_replaced_or_deleted_program_are_not_handed_out)
+/* A copy of the PE program at `to`, mode 0755. */
+static void copy_pe_program(const char *to)
 {
-    char copy[sizeof(ivmt_d.dir) + 32];
-    const char *args[2] = {copy, NULL};
-    ivmt_result_t r;
-    FILE *in, *out;
-    char buf[1 << 16];
+    static char buf[1 << 16];
+    FILE *in = fopen(IVMT_PE_POOL, "rb"), *out = fopen(to, "wb");
     size_t n;
 
-    snprintf(copy, sizeof(copy), "%s/ivmt_pe_pool", ivmt_d.dir);
-    in  = fopen(IVMT_PE_POOL, "rb");
-    out = fopen(copy, "wb");
-    cr_assert(in != NULL && out != NULL, "cannot copy %s to %s", IVMT_PE_POOL, copy);
+    cr_assert(in != NULL && out != NULL, "cannot copy %s to %s", IVMT_PE_POOL, to);
     while ((n = fread(buf, 1, sizeof(buf), in)) > 0) {
         cr_assert_eq(fwrite(buf, 1, n, out), n);
     }
     fclose(in);
     cr_assert_eq(fclose(out), 0);
-    cr_assert_eq(chmod(copy, 0755), 0);
+    cr_assert_eq(chmod(to, 0755), 0);
+}
+
+/* The program file replaced (as a rebuild does) or deleted while processes
+ * are parked: they are never handed out. The PE program runs from a copy the
+ * scenario replaces (by renaming a second copy over it) and deletes, in the
+ * daemon's test directory (removed with it, also when the test fails). */
+Test(pool, parked_processes_of_a_replaced_or_deleted_program_are_not_handed_out)
+{
+    char copy[sizeof(ivmt_d.dir) + 32], fresh[sizeof(copy) + 8];
+    const char *args[2] = {copy, NULL};
+    ivmt_result_t r;
+
+    snprintf(copy, sizeof(copy), "%s/ivmt_pe_pool", ivmt_d.dir);
+    snprintf(fresh, sizeof(fresh), "%s.new", copy);
+    copy_pe_program(copy);
+    copy_pe_program(fresh);
     ivmt_run_pe(&ivmt_d, copy, "exe_replaced", args, pool2, 40, &r);
     ivmt_expect_pe_ok(&ivmt_d, &r, "exe_replaced");
     ivmt_result_free(&r);

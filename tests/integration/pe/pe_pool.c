@@ -13,7 +13,6 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 
 #include "proto.h"
 #include "sock.h"
@@ -268,22 +267,6 @@ static int sc_semantics(int argc, char **argv)
     return pe_ok();
 }
 
-/* Copy file `from` to `to` (mode 0755). */
-static void copy_file(const char *from, const char *to)
-{
-    static char buf[1 << 16];
-    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
-    size_t n;
-
-    ASSERT(in != NULL && out != NULL, "cannot copy %s to %s", from, to);
-    while ((n = fread(buf, 1, sizeof(buf), in)) > 0) {
-        ASSERT(fwrite(buf, 1, n, out) == n, "short write to %s", to);
-    }
-    fclose(in);
-    ASSERT(fclose(out) == 0, "cannot close %s", to);
-    ASSERT(chmod(to, 0755) == 0, "chmod %s", to);
-}
-
 /* One PE on dev, to its end; whether it came from a pool (INFO pooled). */
 static int create_one(ivm_device dev)
 {
@@ -302,10 +285,10 @@ static int create_one(ivm_device dev)
 }
 
 /* The test runs a copy of this program (argv[2] names the copy, which the
- * root may replace and delete). Parked processes started from a file that was
- * since replaced under its name (what a rebuild does) or deleted are never
- * handed out: the PE is a cold spawn of the file the name now gives, and the
- * pool refills from it. */
+ * root may replace and delete; a second copy waits beside it as argv[2].new).
+ * Parked processes started from a file that was since replaced under its name
+ * (what a rebuild does) or deleted are never handed out: the PE is a cold
+ * spawn of the file the name now gives, and the pool refills from it. */
 static int sc_exe_replaced(int argc, char **argv)
 {
     char fresh[PATH_MAX + 8];
@@ -328,7 +311,6 @@ static int sc_exe_replaced(int argc, char **argv)
     wait_parked(2, 20.0);
 
     pe_stage = "replaced under its name";
-    copy_file(exe, fresh);
     ASSERT(rename(fresh, exe) == 0, "rename %s %s", fresh, exe);
     ASSERT(!create_one(dev), "%s", "a process parked before its program file was replaced "
            "was handed out");
