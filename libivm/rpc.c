@@ -90,8 +90,9 @@ static void ivm_rpc_unlink(ivm_pending_t *me)
 }
 
 /* Poll the socket for up to spin_ns before the read blocks: a reply that
- * comes within that time costs no sleeping wake-up of this thread. */
-static void ivm_rpc_spin(uint64_t spin_ns)
+ * comes within that time costs no sleeping wake-up of this thread. Returns 1
+ * when the socket is readable (or failed: the read reports it). */
+static int ivm_rpc_spin(uint64_t spin_ns)
 {
     struct pollfd pfd = {.fd = ivm_ctx.fd, .events = POLLIN};
     struct timespec t0, t;
@@ -99,11 +100,12 @@ static void ivm_rpc_spin(uint64_t spin_ns)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     do {
         if (poll(&pfd, 1, 0) != 0) {
-            return;
+            return 1;
         }
         clock_gettime(CLOCK_MONOTONIC, &t);
     } while ((uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)t.tv_nsec -
                  (uint64_t)t0.tv_nsec < spin_ns);
+    return 0;
 }
 
 /* Sleep in poll until a reply is there, not in recvmsg: the daemon's read
@@ -133,10 +135,9 @@ static ivmError_t ivm_rpc_read_one(uint64_t spin_ns)
     int fds[IVM_MSG_MAX_FDS];
     int nfds = 0;
 
-    if (spin_ns > 0) {
-        ivm_rpc_spin(spin_ns);
+    if (spin_ns == 0 || !ivm_rpc_spin(spin_ns)) {
+        ivm_rpc_wait_readable();
     }
-    ivm_rpc_wait_readable();
     status = ivm_sock_recv(ivm_ctx.fd, first, sizeof(first), fds, &nfds, IVM_MSG_MAX_FDS);
     if (status != IVM_SUCCESS) {
         return status;
