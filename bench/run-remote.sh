@@ -44,17 +44,21 @@ else
     mkdir -p "$logs"
 fi
 
+# ivm_run LOG [IVMRUN OPTIONS...]: one IVM run into LOG, or exit.
+ivm_run() {
+    log=$1
+    shift
+    # shellcheck disable=SC2086
+    "$ivmrun" --nodes 2 --timeout 600 "$@" "$build/bin/bench-sync-remote" $args >"$log" 2>&1 ||
+        { cat "$log"; echo "run-remote.sh: IVM run ($*) failed" >&2; exit 1; }
+}
+
 r=1
 while [ "$r" -le "$rounds" ]; do
     echo "== round $r of $rounds =="
-    # shellcheck disable=SC2086
-    "$ivmrun" --nodes 2 --timeout 600 "$build/bin/bench-sync-remote" $args \
-        >"$logs/ivm.$r" 2>&1 || { cat "$logs/ivm.$r"; echo "run-remote.sh: IVM run failed" >&2; exit 1; }
+    ivm_run "$logs/ivm.$r"
     if [ "$poll_us" != 0 ]; then
-        # shellcheck disable=SC2086
-        "$ivmrun" --nodes 2 --timeout 600 --daemon-poll-us "$poll_us" \
-            "$build/bin/bench-sync-remote" $args >"$logs/ivmpoll.$r" 2>&1 ||
-            { cat "$logs/ivmpoll.$r"; echo "run-remote.sh: IVM run (polling) failed" >&2; exit 1; }
+        ivm_run "$logs/ivmpoll.$r" --daemon-poll-us "$poll_us"
         sed -i 's/^RESULT sync_remote/RESULT pollsync_remote/' "$logs/ivmpoll.$r"
     fi
     # shellcheck disable=SC2086
