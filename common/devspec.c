@@ -1,6 +1,7 @@
 #include "devspec.h"
 
 #include <ctype.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,74 +18,189 @@ static int ivm_devspec_number(const char **p, long *value)
     return 0;
 }
 
+/* A CPU spec error: the spec, the entry (up to its ',') and the reason. */
+static ivmError_t ivm_devspec_fail(char *err, size_t errlen, const char *spec,
+                                   const char *entry, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+static ivmError_t ivm_devspec_fail(char *err, size_t errlen, const char *spec,
+                                   const char *entry, const char *fmt, ...)
+{
+    int used = snprintf(err, errlen, "CPU device spec '%s', entry '%.*s': ", spec,
+                        (int)strcspn(entry, ","), entry);
+    va_list ap;
+
+    if (used >= 0 && (size_t)used < errlen) {
+        va_start(ap, fmt);
+        vsnprintf(err + used, errlen - (size_t)used, fmt, ap);
+        va_end(ap);
+    }
+    return IVM_ERROR_INVALID_VALUE;
+}
+
+/* The cores of one entry ("a", "a-b", joined by '+') into dev; *p moves past
+ * them. */
+static ivmError_t ivm_devspec_cores(const char *spec, const char *entry, const char **p,
+                                    int ncpus_max, ivm_cpu_device_t *dev, char *err,
+                                    size_t errlen)
+{
+    long lo, hi, c;
+
+    CPU_ZERO(&dev->cores);
+    dev->ncores = 0;
+    for (;;) {
+        if (ivm_devspec_number(p, &lo) != 0) {
+            return ivm_devspec_fail(err, errlen, spec, entry,
+                                    "expected a core number at '%.*s'",
+                                    (int)strcspn(*p, ","), *p);
+        }
+        hi = lo;
+        if (**p == '-') {
+            ++*p;
+            if (ivm_devspec_number(p, &hi) != 0 || hi < lo) {
+                return ivm_devspec_fail(err, errlen, spec, entry, "bad core range");
+            }
+        }
+        if (ncpus_max > 0 && hi >= ncpus_max) {
+            return ivm_devspec_fail(err, errlen, spec, entry,
+                                    "core %ld does not exist (this node has %d)", hi,
+                                    ncpus_max);
+        }
+        if (hi >= CPU_SETSIZE) {
+            return ivm_devspec_fail(err, errlen, spec, entry,
+                                    "core %ld is beyond the largest core number, %d", hi,
+                                    CPU_SETSIZE - 1);
+        }
+        for (c = lo; c <= hi; ++c) {
+            if (CPU_ISSET((int)c, &dev->cores)) {
+                return ivm_devspec_fail(err, errlen, spec, entry,
+                                        "core %ld appears twice in the device", c);
+            }
+            CPU_SET((int)c, &dev->cores);
+            ++dev->ncores;
+        }
+        if (**p != '+') {
+            return IVM_SUCCESS;
+        }
+        ++*p;
+    }
+}
+
+/* One entry "CORES[:PCT]" into dev, its share added to each of its cores'
+ * sums[]; *p moves to the ',' or the end. */
+static ivmError_t ivm_devspec_entry(const char *spec, const char **p, int ncpus_max,
+                                    ivm_cpu_device_t *dev, int *sums, char *err,
+                                    size_t errlen)
+{
+    const char *entry = *p;
+    ivmError_t status;
+    long pct = 100;
+    int c;
+
+    if (**p == ',' || **p == '\0') {
+        return ivm_devspec_fail(err, errlen, spec, entry, "empty device");
+    }
+    status = ivm_devspec_cores(spec, entry, p, ncpus_max, dev, err, errlen);
+    if (status != IVM_SUCCESS) {
+        return status;
+    }
+    if (**p == ':') {
+        const char *pct_text = ++*p;
+        if (ivm_devspec_number(p, &pct) != 0 || pct < 1 || pct > 100) {
+            return ivm_devspec_fail(err, errlen, spec, entry,
+                                    "share '%.*s' is not a percentage of 1..100",
+                                    (int)strcspn(pct_text, ","), pct_text);
+        }
+    }
+    if (**p != ',' && **p != '\0') {
+        return ivm_devspec_fail(err, errlen, spec, entry,
+                                "unexpected '%c' (entries are CORES or CORES:PERCENT)", **p);
+    }
+    dev->percent = (int)pct;
+    for (c = 0; c < CPU_SETSIZE; ++c) {
+        if (CPU_ISSET(c, &dev->cores) && (sums[c] += (int)pct) > 100) {
+            return ivm_devspec_fail(err, errlen, spec, entry,
+                                    "core %d is shared by devices whose shares add up to "
+                                    "%d%% (at most 100%%)", c, sums[c]);
+        }
+    }
+    return IVM_SUCCESS;
+}
+
 ivmError_t ivm_devspec_parse(const char *spec, int ncpus_max, ivm_cpu_device_t *devs,
                              int max_devs, int *ndevs_p, char *err, size_t errlen)
 {
-    cpu_set_t used;
+    int sums[CPU_SETSIZE]; /* per core: the shares of the devices so far */
     const char *p = spec;
-    long lo, hi, c;
+    ivmError_t status;
     int ndevs = 0;
 
-    CPU_ZERO(&used);
     if (spec == NULL || *spec == '\0') {
         snprintf(err, errlen, "empty CPU device spec");
         return IVM_ERROR_INVALID_VALUE;
     }
-    while (*p != '\0') {
-        ivm_cpu_device_t *dev;
+    memset(sums, 0, sizeof(sums));
+    for (;;) {
         if (ndevs == max_devs) {
-            snprintf(err, errlen, "more than %d CPU devices in '%s'", max_devs, spec);
-            return IVM_ERROR_INVALID_VALUE;
+            return ivm_devspec_fail(err, errlen, spec, p, "more than %d CPU devices",
+                                    max_devs);
         }
-        dev = &devs[ndevs];
-        CPU_ZERO(&dev->cores);
-        dev->ncores = 0;
-        for (;;) {
-            if (ivm_devspec_number(&p, &lo) != 0) {
-                snprintf(err, errlen, "expected a core number at '%s' in '%s'", p, spec);
-                return IVM_ERROR_INVALID_VALUE;
-            }
-            hi = lo;
-            if (*p == '-') {
-                ++p;
-                if (ivm_devspec_number(&p, &hi) != 0 || hi < lo) {
-                    snprintf(err, errlen, "bad core range in '%s'", spec);
-                    return IVM_ERROR_INVALID_VALUE;
-                }
-            }
-            if (hi >= CPU_SETSIZE || (ncpus_max > 0 && hi >= ncpus_max)) {
-                snprintf(err, errlen, "core %ld in '%s' does not exist (this node has %d)",
-                         hi, spec, ncpus_max);
-                return IVM_ERROR_INVALID_VALUE;
-            }
-            for (c = lo; c <= hi; ++c) {
-                if (CPU_ISSET((int)c, &used)) {
-                    snprintf(err, errlen, "core %ld is in two devices in '%s'", c, spec);
-                    return IVM_ERROR_INVALID_VALUE;
-                }
-                CPU_SET((int)c, &used);
-                CPU_SET((int)c, &dev->cores);
-                ++dev->ncores;
-            }
-            if (*p != '+') {
-                break;
-            }
-            ++p;
+        status = ivm_devspec_entry(spec, &p, ncpus_max, &devs[ndevs], sums, err, errlen);
+        if (status != IVM_SUCCESS) {
+            return status;
         }
         ++ndevs;
-        if (*p == ',') {
-            ++p;
-            if (*p == '\0') {
-                snprintf(err, errlen, "trailing ',' in '%s'", spec);
-                return IVM_ERROR_INVALID_VALUE;
-            }
-        } else if (*p != '\0') {
-            snprintf(err, errlen, "unexpected '%c' in CPU device spec '%s'", *p, spec);
+        if (*p == '\0') {
+            break;
+        }
+        if (*++p == '\0') {
+            snprintf(err, errlen, "CPU device spec '%s': trailing ','", spec);
             return IVM_ERROR_INVALID_VALUE;
         }
     }
     *ndevs_p = ndevs;
     return IVM_SUCCESS;
+}
+
+ivmError_t ivm_devspec_share_check(const ivm_cpu_device_t *devs, int ndevs, int k,
+                                   int percent, char *err, size_t errlen)
+{
+    int c, j, sum;
+
+    if (k < 0 || k >= ndevs) {
+        snprintf(err, errlen, "there is no CPU device %d (the table has %d)", k, ndevs);
+        return IVM_ERROR_NOT_FOUND;
+    }
+    if (percent < 1 || percent > 100) {
+        snprintf(err, errlen, "share %d is not a percentage of 1..100", percent);
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    for (c = 0; c < CPU_SETSIZE; ++c) {
+        if (!CPU_ISSET(c, &devs[k].cores)) {
+            continue;
+        }
+        for (j = 0, sum = percent; j < ndevs; ++j) {
+            sum += (j != k && CPU_ISSET(c, &devs[j].cores)) ? devs[j].percent : 0;
+        }
+        if (sum > 100) {
+            snprintf(err, errlen, "CPU device %d at %d%%: core %d would be shared by devices "
+                     "whose shares add up to %d%% (at most 100%%)", k, percent, c, sum);
+            return IVM_ERROR_INVALID_VALUE;
+        }
+    }
+    return IVM_SUCCESS;
+}
+
+int ivm_devspec_has_shares(const ivm_cpu_device_t *devs, int ndevs)
+{
+    int k;
+
+    for (k = 0; k < ndevs; ++k) {
+        if (devs[k].percent < 100) {
+            return 1;
+        }
+    }
+    return 0;
 }
 
 void ivm_devspec_default(ivm_cpu_device_t *dev)
@@ -93,7 +209,8 @@ void ivm_devspec_default(ivm_cpu_device_t *dev)
         CPU_ZERO(&dev->cores);
         CPU_SET(0, &dev->cores);
     }
-    dev->ncores = CPU_COUNT(&dev->cores);
+    dev->ncores  = CPU_COUNT(&dev->cores);
+    dev->percent = 100;
 }
 
 void ivm_devspec_format(const ivm_cpu_device_t *dev, char *buf, size_t len)
@@ -119,6 +236,9 @@ void ivm_devspec_format(const ivm_cpu_device_t *dev, char *buf, size_t len)
             used += (size_t)snprintf(buf + used, len - used, "-%d", c);
         }
         ++c;
+    }
+    if (dev->percent < 100 && used < len) {
+        snprintf(buf + used, len - used, ":%d", dev->percent);
     }
 }
 

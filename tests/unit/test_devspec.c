@@ -163,6 +163,8 @@ static void assert_round_trip(const char *spec, const char *const *expect_text)
         cr_assert(CPU_EQUAL(&devs[0].cores, &orig[i].cores), "'%s' device %d -> '%s'", spec,
                   i, text);
         cr_assert_eq(devs[0].ncores, orig[i].ncores);
+        cr_assert_eq(devs[0].percent, orig[i].percent, "'%s' device %d -> '%s'", spec, i,
+                     text);
     }
 }
 
@@ -203,6 +205,115 @@ Test(devspec, default_device)
     cr_assert_gt(dev.ncores, 0);
     cr_assert_eq(dev.ncores, CPU_COUNT(&mine));
     cr_assert(CPU_EQUAL(&dev.cores, &mine));
+    cr_assert_eq(dev.percent, 100);
+}
+
+/* ------------------------------------------------------------ CPU shares */
+
+Test(devspec, cpu_shares_valid)
+{
+    int n;
+
+    cr_assert_eq(parse("0,1:50,1:25", 2, &n), IVM_SUCCESS, "%s", err);
+    cr_assert_eq(n, 3);
+    assert_range(&devs[0], 0, 0);
+    assert_range(&devs[1], 1, 1);
+    assert_range(&devs[2], 1, 1);
+    cr_assert_eq(devs[0].percent, 100, "an entry without :PCT is whole cores");
+    cr_assert_eq(devs[1].percent, 50);
+    cr_assert_eq(devs[2].percent, 25);
+    cr_assert_eq(parse("0-3:50", 0, &n), IVM_SUCCESS, "%s", err);
+    cr_assert_eq(n, 1);
+    assert_range(&devs[0], 0, 3);
+    cr_assert_eq(devs[0].percent, 50);
+    cr_assert_eq(parse("0+2:30,0-3:70", 0, &n), IVM_SUCCESS, "%s", err);
+    cr_assert_eq(n, 2);
+    cr_assert_eq(devs[0].ncores, 2, "OMP_NUM_THREADS counts the cores, not the share");
+    cr_assert_eq(parse("1:100,0", 0, &n), IVM_SUCCESS, "%s", err);
+    cr_assert_eq(devs[0].percent, 100);
+    cr_assert_eq(parse("0:1,0:99", 0, &n), IVM_SUCCESS, "%s", err);
+    cr_assert_eq(parse("0:25,0:25", 0, &n), IVM_SUCCESS, "shares may leave a core part idle");
+    cr_assert_eq(ivm_devspec_has_shares(devs, n), 1);
+    cr_assert_eq(parse("0-1,2", 0, &n), IVM_SUCCESS, "%s", err);
+    cr_assert_eq(ivm_devspec_has_shares(devs, n), 0);
+}
+
+/* Each bad spec fails with a message naming the spec, the entry and why. */
+Test(devspec, cpu_shares_bad_specs_say_why)
+{
+    static const struct {
+        const char *spec;
+        const char *why;
+    } bad[] = {
+        {"0,1:50,1:75", "entry '1:75': core 1 is shared by devices whose shares add up to "
+                        "125% (at most 100%)"},
+        {"0,0:1", "entry '0:1': core 0 is shared by devices whose shares add up to 101%"},
+        {"0-3,2", "entry '2': core 2 is shared by devices whose shares add up to 200%"},
+        {"0-1:50,1:60", "core 1 is shared by devices whose shares add up to 110%"},
+        {"0:0", "entry '0:0': share '0' is not a percentage of 1..100"},
+        {"0:101", "share '101' is not a percentage of 1..100"},
+        {"0:", "share '' is not a percentage of 1..100"},
+        {"0:-5", "share '-5' is not a percentage of 1..100"},
+        {"1:50x", "entry '1:50x': unexpected 'x'"},
+        {"1:50:50", "unexpected ':'"},
+        {":50", "entry ':50': expected a core number"},
+        {"1+1:50", "core 1 appears twice in the device"},
+        {"0,,1", "entry '': empty device"},
+        {"0,", "trailing ','"},
+    };
+    int n;
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); ++i) {
+        cr_assert_eq(parse(bad[i].spec, 0, &n), IVM_ERROR_INVALID_VALUE, "'%s' accepted",
+                     bad[i].spec);
+        cr_assert(strstr(err, bad[i].why) != NULL, "'%s': message '%s' lacks '%s'",
+                  bad[i].spec, err, bad[i].why);
+        cr_assert(strstr(err, bad[i].spec) != NULL, "'%s': message '%s' lacks the spec",
+                  bad[i].spec, err);
+        cr_assert_eq(n, -1, "'%s': *ndevs_p written on failure", bad[i].spec);
+    }
+}
+
+Test(devspec, cpu_share_check)
+{
+    int n;
+
+    cr_assert_eq(parse("0,1:50,1:25", 0, &n), IVM_SUCCESS, "%s", err);
+    cr_assert_eq(ivm_devspec_share_check(devs, n, 2, 50, err, sizeof(err)), IVM_SUCCESS, "%s",
+                 err);
+    cr_assert_eq(ivm_devspec_share_check(devs, n, 2, 51, err, sizeof(err)),
+                 IVM_ERROR_INVALID_VALUE);
+    cr_assert(strstr(err, "core 1 would be shared by devices whose shares add up to 101%") !=
+                  NULL, "%s", err);
+    cr_assert_eq(ivm_devspec_share_check(devs, n, 1, 75, err, sizeof(err)), IVM_SUCCESS, "%s",
+                 err);
+    cr_assert_eq(ivm_devspec_share_check(devs, n, 0, 100, err, sizeof(err)), IVM_SUCCESS, "%s",
+                 err);
+    cr_assert_eq(ivm_devspec_share_check(devs, n, 0, 0, err, sizeof(err)),
+                 IVM_ERROR_INVALID_VALUE);
+    cr_assert_eq(ivm_devspec_share_check(devs, n, 0, 101, err, sizeof(err)),
+                 IVM_ERROR_INVALID_VALUE);
+    cr_assert_eq(ivm_devspec_share_check(devs, n, 3, 50, err, sizeof(err)),
+                 IVM_ERROR_NOT_FOUND);
+    cr_assert(strstr(err, "no CPU device 3") != NULL, "%s", err);
+}
+
+Test(devspec, cpu_share_format)
+{
+    static const char *const t1[] = {"0", "1:50", "1:25"};
+    static const char *const t2[] = {"0-3+8:50"};
+    ivm_cpu_device_t dev;
+    char text[8];
+    int n;
+
+    assert_round_trip("0,1:50,1:25", t1);
+    assert_round_trip("0-3+8:50", t2);
+    cr_assert_eq(parse("1:5", 0, &n), IVM_SUCCESS, "%s", err);
+    dev = devs[0];
+    memset(text, 'z', sizeof(text));
+    ivm_devspec_format(&dev, text, 3);
+    cr_assert_str_eq(text, "1:");
+    cr_assert_eq(text[3], 'z', "nothing written past len");
 }
 
 /* ------------------------------------------------------------ GPU shares */
