@@ -26,10 +26,12 @@ static void app_usage(const app_args_t *a, const char *extra)
             "       [--threshold T] [--max-per-dev K] [--local] [--verify] [--serial]\n"
             "       [--gpu-ranks K]  (MPI baselines: ranks 0..K-1 run the CUDA kernel)\n"
             "       [--dpc]  (DS-LB: measure each PE's creation latency, print a DPC line)\n"
-            "  defaults: size %lld, seed %llu, portions %d, iters %d, threshold %g,"
+            "       [--weights W0,W1,...]  (MPI baselines: rank r's relative speed; the\n"
+            "                               split that best fits them, not the equal one)\n"
+            "  defaults: size %lld, seed %llu, portions %d, iters %d, threshold %s%.3g,"
             " max-per-dev %d\n",
             a->app, a->size, (unsigned long long)a->seed, a->portions, a->iters,
-            a->threshold, a->max_per_dev);
+            a->threshold > 0.0 ? "" : "auto (measured) ", a->threshold, a->max_per_dev);
     if (extra != NULL)
         fprintf(stderr, "%s\n", extra);
 }
@@ -68,6 +70,27 @@ static int app_parse_double(const char *s, double lo, double *out)
         return -1;
     *out = v;
     return 0;
+}
+
+/* "W0,W1,..." into args->weights; -1 when malformed or a weight is not > 0. */
+static int app_parse_weights(const char *s, app_args_t *args)
+{
+    const char *p = s;
+
+    args->nweights = 0;
+    for (;;) {
+        char *end;
+        double w;
+        errno = 0;
+        w = strtod(p, &end);
+        if (end == p || errno != 0 || !isfinite(w) || !(w > 0.0) ||
+            args->nweights == APP_MAX_DEVS || (*end != ',' && *end != '\0'))
+            return -1;
+        args->weights[args->nweights++] = w;
+        if (*end == '\0')
+            return 0;
+        p = end + 1;
+    }
 }
 
 int app_args_parse(int argc, char **argv, app_args_t *args, const char *usage_extra)
@@ -111,6 +134,8 @@ int app_args_parse(int argc, char **argv, app_args_t *args, const char *usage_ex
             bad = app_parse_int(val, 1, 1024, &args->max_per_dev);
         } else if (strcmp(opt, "--gpu-ranks") == 0) {
             bad = app_parse_int(val, 0, 1 << 20, &args->gpu_ranks);
+        } else if (strcmp(opt, "--weights") == 0) {
+            bad = app_parse_weights(val, args);
         } else if (strcmp(opt, "--threshold") == 0) {
             bad = app_parse_double(val, 1.0, &args->threshold);
         } else {
@@ -131,6 +156,61 @@ int app_args_parse(int argc, char **argv, app_args_t *args, const char *usage_ex
         return -1;
     }
     return 0;
+}
+
+/* Whether the contiguous split with the slowest rank's time at most t
+   exists; the split into first[] (greedy: each rank as many portions as
+   fit, at least one, leaving one for each rank after it). */
+static int app_split_fits(int P, const double *work, int R, const double *weights, double t,
+                          int *first)
+{
+    int p = 0;
+
+    for (int r = 0; r < R; r++) {
+        double sum = 0.0;
+        first[r] = p;
+        int last = P - (R - 1 - r); /* portions [p, last) may go to r */
+        if (r == R - 1) {
+            for (; p < P; p++)
+                sum += work != NULL ? work[p] : 1.0;
+            first[R] = P;
+            return sum <= t * weights[r];
+        }
+        do {
+            sum += work != NULL ? work[p] : 1.0;
+            p++;
+        } while (p < last && sum + (work != NULL ? work[p] : 1.0) <= t * weights[r]);
+        if (sum > t * weights[r])
+            return 0;
+    }
+    first[R] = p;
+    return p == P;
+}
+
+void app_split(int P, const double *work, int R, const double *weights, int *first)
+{
+    double lo = 0.0, hi = 0.0, wmin = 0.0;
+
+    if (weights == NULL) {
+        for (int r = 0; r <= R; r++)
+            first[r] = (int)((long long)P * r / R);
+        return;
+    }
+    /* Bisection on the slowest rank's time: all the work on the slowest
+       rank always fits. */
+    for (int p = 0; p < P; p++)
+        hi += work != NULL ? work[p] : 1.0;
+    for (int r = 0; r < R; r++)
+        wmin = r == 0 || weights[r] < wmin ? weights[r] : wmin;
+    hi /= wmin;
+    for (int k = 0; k < 200 && hi - lo > 1e-12 * hi; k++) {
+        double mid = 0.5 * (lo + hi);
+        if (app_split_fits(P, work, R, weights, mid, first))
+            hi = mid;
+        else
+            lo = mid;
+    }
+    app_split_fits(P, work, R, weights, hi, first);
 }
 
 double app_wall_s(void)

@@ -64,6 +64,8 @@ typedef struct app_args {
     int serial;             /* --serial: the CPU kernel in one process (version=serial) */
     int gpu_ranks;          /* --gpu-ranks K: MPI ranks 0..K-1 run the CUDA kernel */
     int dpc;                /* --dpc: DS-LB measures every PE's creation latency */
+    int nweights;           /* --weights W0,W1,..: MPI baselines' speed-weighted split */
+    double weights[APP_MAX_DEVS]; /* relative speed of each rank, > 0 */
 } app_args_t;
 
 /* Kernel flavour a PE runs. */
@@ -91,6 +93,15 @@ typedef struct app_result {
    `usage_extra` (may be NULL) is printed under the usage line: what --size
    and --portions mean for this app. Every PE parses the same argv. */
 int app_args_parse(int argc, char **argv, app_args_t *args, const char *usage_extra);
+
+/* The static split of the MPI baselines: portions [first[r], first[r+1]) of
+   P (work units work[p]; NULL: 1 each) to rank r of R, in order, at least
+   one each (R <= P). Without weights (NULL) the equal split, portions
+   [P*r/R, P*(r+1)/R); with weights (relative speeds, > 0) the contiguous
+   split that makes the slowest rank's time, max over r of (its work /
+   weights[r]), the least: the best a static program that knows the
+   devices' speeds can do with these portions. first has R + 1 entries. */
+void app_split(int P, const double *work, int R, const double *weights, int *first);
 
 /* Seconds of a monotonic clock. */
 double app_now_s(void);

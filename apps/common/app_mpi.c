@@ -60,6 +60,18 @@ void *app_mpi_device_buf(app_mpi_t *m, size_t bytes, const void *host, size_t co
     return dev;
 }
 
+void app_mpi_split(const app_mpi_t *m, const app_args_t *a, int P, const double *work,
+                   int *first)
+{
+    if (a->nweights != 0 && a->nweights != m->nranks) {
+        if (m->rank == 0)
+            fprintf(stderr, "%s: --weights gives %d weights for %d ranks (one per rank)\n",
+                    a->app, a->nweights, m->nranks);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    app_split(P, work, m->nranks, a->nweights ? a->weights : NULL, first);
+}
+
 void app_mpi_timer_start(app_mpi_t *m, const char *env)
 {
     m->slow = app_slow_factor(env, m->rank);

@@ -44,6 +44,13 @@ void app_mpi_kernel_pick(app_mpi_t *m, const app_args_t *a);
    copied); MPI_Abort(1) on failure. NULL with the CPU kernel. */
 void *app_mpi_device_buf(app_mpi_t *m, size_t bytes, const void *host, size_t copy);
 
+/* This run's static split (app_split): equal, or with --weights (one per
+   rank, else MPI_Abort(2) after a message) the best weighted one. P
+   portions of work units work[p] (NULL: 1 each); first has nranks + 1
+   entries. */
+void app_mpi_split(const app_mpi_t *m, const app_args_t *a, int P, const double *work,
+                   int *first);
+
 /* Read the slowdown knob `env` for this rank into m->slow (MPI_Abort(2)
    when it is malformed), wait for every rank (MPI_Barrier) and start the
    timed loop (m->t0). */

@@ -43,6 +43,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "dmm-mpi: no memory for n = %d\n", n);
         app_mpi_die(NULL);
     }
+    /* Tiles counted column-wise, each its rows x cols of work. */
+    double *work = malloc((size_t)P * sizeof(double));
+    int *first = malloc((size_t)(nranks + 1) * sizeof(int));
+    if (work == NULL || first == NULL)
+        app_mpi_die("dmm-mpi: no memory\n");
+    for (int k = 0; k < P; k++) {
+        int j = k / M, i = k % M;
+        work[k] = (double)(dmm_lo(n, M, i + 1) - dmm_lo(n, M, i)) *
+                  (double)(dmm_lo(n, M, j + 1) - dmm_lo(n, M, j));
+    }
+    app_mpi_split(&m, &a, P, work, first);
     dmm_init(a.seed, n, A, Bt);
     app_mpi_kernel_pick(&m, &a);
     float *dA = app_mpi_device_buf(&m, nn * sizeof(float), A, nn * sizeof(float));
@@ -52,7 +63,7 @@ int main(int argc, char **argv)
     app_mpi_timer_start(&m, "IVM_DSLB_SLOW");
     for (int t = 0; t < a.iters; t++) {
         double ts = app_now_s();
-        for (int k = P * rank / nranks; k < P * (rank + 1) / nranks; k++) {
+        for (int k = first[rank]; k < first[rank + 1]; k++) {
             int j = k / M, i = k % M;
             int r0 = dmm_lo(n, M, i), c0 = dmm_lo(n, M, j);
             int rows = dmm_lo(n, M, i + 1) - r0, cols = dmm_lo(n, M, j + 1) - c0;
@@ -81,13 +92,10 @@ int main(int argc, char **argv)
         float *rowmajor = malloc(nn * sizeof(float));
         app_mpi_result_init(&m, &r, "dmm", a.size, seconds);
         for (int q = 0; q < nranks; q++) {
-            double work = 0.0;
-            for (int k = P * q / nranks; k < P * (q + 1) / nranks; k++) {
-                int j = k / M, i = k % M;
-                work += (double)(dmm_lo(n, M, i + 1) - dmm_lo(n, M, i)) *
-                        (double)(dmm_lo(n, M, j + 1) - dmm_lo(n, M, j));
-            }
-            app_mpi_share(&r, q, work);
+            double done = 0.0;
+            for (int k = first[q]; k < first[q + 1]; k++)
+                done += work[k];
+            app_mpi_share(&r, q, done);
         }
         if (rowmajor == NULL)
             app_mpi_die("dmm-mpi: no memory\n");
@@ -107,6 +115,8 @@ int main(int argc, char **argv)
     (void)dA;
     (void)dBt;
     (void)dC;
+    free(first);
+    free(work);
     free(Cr);
     free(C);
     free(Bt);

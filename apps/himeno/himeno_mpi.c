@@ -28,7 +28,8 @@
 
 static const char himeno_mpi_usage[] =
     "  himeno-mpi: --size N is the grid N x N x (2N-1) (33: 33x33x65); --iters I Jacobi\n"
-    "  iterations; --gpu-ranks K: ranks 0..K-1 run the CUDA kernel; --portions,\n"
+    "  iterations; --gpu-ranks K: ranks 0..K-1 run the CUDA kernel; --weights\n"
+    "  W0,W1,..: rank r's relative speed (planes split to fit them); --portions,\n"
     "  --threshold, --max-per-dev and --local are not used.\n"
     "  IVM_OMLB_SLOW=D:F slows rank D by F (test knob).";
 
@@ -44,10 +45,20 @@ static int himeno_mpi_threads(void)
     return 1;
 }
 
-/* The ranks' static split: rank r owns units [units*r/n, units*(r+1)/n). */
-static int himeno_mpi_lo(int units, int r, int n)
+/* The ranks' static split (app_mpi_split; the equal one unless --weights):
+   rank r owns units [first[r], first[r+1]), at least one each when there
+   are enough units. NULL without memory. */
+static int *himeno_mpi_split(const app_args_t *a, const app_mpi_t *m, int units)
 {
-    return (int)((long long)units * r / n);
+    int *first = malloc(sizeof(int) * (size_t)(m->nranks + 1));
+
+    if (first == NULL)
+        return NULL;
+    if (units >= m->nranks)
+        app_mpi_split(m, a, units, NULL, first);
+    else
+        app_split(units, NULL, m->nranks, NULL, first);
+    return first;
 }
 
 static int himeno_mpi_run(const app_args_t *a, const himeno_grid_t *g, const app_mpi_t *m)
@@ -55,8 +66,11 @@ static int himeno_mpi_run(const app_args_t *a, const himeno_grid_t *g, const app
     const int rank = m->rank, nranks = m->nranks;
     const size_t P = himeno_plane(g);
     const int units = himeno_units(g);
-    const int lo = himeno_mpi_lo(units, rank, nranks);
-    const int hi = himeno_mpi_lo(units, rank + 1, nranks);
+    int *split = himeno_mpi_split(a, m, units);
+    if (split == NULL)
+        app_mpi_die("himeno-mpi: no memory\n");
+    const int lo = split[rank];
+    const int hi = split[rank + 1];
     const int n = hi - lo, up = rank + 1 < nranks ? rank + 1 : MPI_PROC_NULL,
               down = rank > 0 ? rank - 1 : MPI_PROC_NULL;
     double slow = app_slow_factor("IVM_OMLB_SLOW", rank), gosa = 0.0, t0, seconds;
@@ -130,8 +144,8 @@ agree:
              P * (size_t)g->nz <= (size_t)2147483647;
         if (ok) {
             for (int r = 0; r < nranks; r++) {
-                int rlo = himeno_mpi_lo(units, r, nranks);
-                counts[r] = (himeno_mpi_lo(units, r + 1, nranks) - rlo) * (int)P;
+                int rlo = split[r];
+                counts[r] = (split[r + 1] - rlo) * (int)P;
                 displs[r] = (rlo + 1) * (int)P;
             }
         }
@@ -181,6 +195,7 @@ out:
     free(grid);
     free(counts);
     free(displs);
+    free(split);
     return ret;
 }
 

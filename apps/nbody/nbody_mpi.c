@@ -33,11 +33,17 @@ int main(int argc, char **argv)
     nbody_vec_t *pos = malloc(2 * (size_t)n * sizeof(*pos));
     nbody_vec_t *vel = malloc((size_t)n * sizeof(*vel));
     int *counts = malloc((size_t)nranks * sizeof(int)), *displs = malloc((size_t)nranks * sizeof(int));
-    if (pos == NULL || vel == NULL || counts == NULL || displs == NULL)
+    double *work = malloc((size_t)P * sizeof(double));
+    int *first = malloc((size_t)(nranks + 1) * sizeof(int));
+    if (pos == NULL || vel == NULL || counts == NULL || displs == NULL || work == NULL ||
+        first == NULL)
         app_mpi_die("nbody-mpi: no memory\n");
+    for (int p = 0; p < P; p++)
+        work[p] = nbody_portion_lo(n, P, p + 1) - nbody_portion_lo(n, P, p);
+    app_mpi_split(&m, &a, P, work, first);
     for (int r = 0; r < nranks; r++) {
-        int lo = nbody_portion_lo(n, P, P * r / nranks);
-        int hi = nbody_portion_lo(n, P, P * (r + 1) / nranks);
+        int lo = nbody_portion_lo(n, P, first[r]);
+        int hi = nbody_portion_lo(n, P, first[r + 1]);
         displs[r] = lo * (int)sizeof(nbody_vec_t);
         counts[r] = (hi - lo) * (int)sizeof(nbody_vec_t);
     }
@@ -93,6 +99,8 @@ int main(int argc, char **argv)
     }
     (void)dpos;
     (void)dvel;
+    free(first);
+    free(work);
     free(displs);
     free(counts);
     free(vel);

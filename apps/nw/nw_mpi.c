@@ -41,9 +41,18 @@ int main(int argc, char **argv)
     if (seq == NULL)
         app_mpi_die("nw-mpi: no memory\n");
     nw_init(a.seed, n, seq);
+    /* Each portion's work: the cells of its pairs' score matrices. */
+    double *work = calloc((size_t)P, sizeof(double));
+    int *first = malloc((size_t)(nranks + 1) * sizeof(int));
+    if (work == NULL || first == NULL)
+        app_mpi_die("nw-mpi: no memory\n");
+    for (int p = 0; p < P; p++)
+        for (int k = nw_portion_lo(n, P, p); k < nw_portion_lo(n, P, p + 1); k++)
+            work[p] += (double)la[k] * (double)lb[k];
+    app_mpi_split(&m, &a, P, work, first);
     for (int r = 0; r < nranks; r++) {
-        displs[r] = nw_portion_lo(n, P, P * r / nranks);
-        counts[r] = nw_portion_lo(n, P, P * (r + 1) / nranks) - displs[r];
+        displs[r] = nw_portion_lo(n, P, first[r]);
+        counts[r] = nw_portion_lo(n, P, first[r + 1]) - displs[r];
     }
 
     app_mpi_kernel_pick(&m, &a);
@@ -95,6 +104,8 @@ int main(int argc, char **argv)
     }
     (void)dseq;
     (void)dscore;
+    free(first);
+    free(work);
     free(seq);
     free(score);
     free(displs);
