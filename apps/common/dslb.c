@@ -12,11 +12,14 @@
 #define DSLB_REC         "dslb.rec"
 #define DSLB_DEV         "dslb.dev"
 #define DSLB_DPC         "dslb.dpc"
-#define DSLB_POLL_S      100e-6        /* root's record polling period: 100 us */
-#define DSLB_LIVENESS_S  0.02          /* root checks the PE count every 20 ms */
+#define DSLB_NAP_MIN_S   100e-6        /* root: first nap while a PE is not started */
+#define DSLB_NAP_MAX_S   2e-3          /* ... doubling up to 2 ms */
+#define DSLB_GONE_S      1.0           /* a PE gone this long without its flag failed */
 #define DSLB_TIMEOUT_S   600.0         /* bound on one iteration */
 #define DSLB_CTL_MAGIC   0x44534c42u   /* "DSLB" */
 #define DSLB_SLOW_ENV    "IVM_DSLB_SLOW" /* test knob, see dslb.h */
+#define DSLB_SMOOTH      0.4           /* weight of the newest sample in the averages */
+#define DSLB_TIE         0.01          /* a finish this close to another's is a tie */
 
 /* One device of the run ("dslb.ctl"). */
 typedef struct {
@@ -58,16 +61,26 @@ typedef struct {
     int32_t reserved;
 } dslb_rec_t;
 
-/* "dslb.dev": statistics of one device, updated by its PEs (atomics on their
-   node's copy) and pushed as a whole; a cache line each. */
+/* "dslb.dev": the figures of one device, two cache lines. Only the PEs of
+   the device write its line, whole, into their node copy (a GPU PE through
+   its reference) and push it; a PE reads the lines of its own node's devices
+   in its node copy and pulls the others' from the master. With several PEs
+   of a device at once (--max-per-dev) an update may be lost: the figures
+   are estimates. Times are wall-clock (CLOCK_REALTIME), seconds. */
 typedef struct {
-    _Atomic int64_t portions;      /* portions done */
-    _Atomic int64_t ns;            /* their wall-clock, nanoseconds */
-    _Atomic int64_t micro_work;    /* their work units x 1e6 */
-    int64_t reserved[5];
+    double rate;                   /* smoothed seconds per work unit of a PE's run */
+    double gap;                    /* smoothed seconds from a decision to the successor's start */
+    double busy_until;             /* expected end of the running portion (0: unknown) */
+    double decided_at;             /* when the chain's last decision was taken */
+    int32_t claimed;               /* highest PE id the device runs or ran */
+    int32_t iter;                  /* iteration of that PE */
+    int32_t active;                /* 1 while a chain of the device runs in `iter` */
+    int32_t handoff;               /* 1: a successor is starting (its gap is measured) */
+    int32_t samples;               /* rate samples so far */
+    int32_t reserved[19];
 } dslb_stat_t;
 
-_Static_assert(sizeof(dslb_stat_t) == 64, "one cache line per device");
+_Static_assert(sizeof(dslb_stat_t) == 128, "two cache lines per device");
 
 static double dslb_work(const dslb_app_ops_t *ops, void *ctx, const app_args_t *args,
                         int portion)
@@ -106,29 +119,108 @@ static int dslb_probe(dslb_ctl_t *ctl, const app_args_t *args)
     return 0;
 }
 
-/* Seconds per work unit of device d (0: no data yet). */
-static double dslb_rate(dslb_stat_t *st)
-{
-    int64_t ns = atomic_load_explicit(&st->ns, memory_order_relaxed);
-    int64_t mw = atomic_load_explicit(&st->micro_work, memory_order_relaxed);
+/* ----------------------------------------------------------- the rule */
 
-    return mw > 0 ? (double)ns / (double)mw : 0.0;
+int dslb_eft(int nlanes, const double *free_at, const double *rate, const double *gap,
+             const double *work, int nwork, int me, int *counts)
+{
+    double end[APP_MAX_DEVS];
+
+    for (int l = 0; l < nlanes; l++) {
+        end[l] = free_at[l];
+        counts[l] = 0;
+    }
+    for (int k = 0; k < nwork; k++) {
+        int best = -1;
+        double best_end = 0.0;
+        for (int l = 0; l < nlanes; l++) {
+            double e = end[l] + gap[l] + rate[l] * work[k];
+            if (best < 0 || e < best_end) {
+                best = l;
+                best_end = e;
+            }
+        }
+        if (best < 0)
+            break;
+        end[best] = best_end;
+        counts[best]++;
+    }
+    return me >= 0 && me < nlanes ? counts[me] : 0;
 }
 
-/* Index of the fastest device with statistics (device 0 when none has). */
-static int dslb_fastest(dslb_stat_t *st, int ndev)
+/* The smoothed average: the first sample as it is, then DSLB_SMOOTH of the
+   newest. */
+static double dslb_smooth(double avg, int samples, double x)
 {
-    int best = 0;
-    double best_rate = 0.0;
+    return samples <= 0 ? x : (1.0 - DSLB_SMOOTH) * avg + DSLB_SMOOTH * x;
+}
 
+/* Seconds per work unit of the fastest device with samples (0: none has). */
+static double dslb_best_rate(const dslb_stat_t *st, int ndev)
+{
+    double best = 0.0;
+
+    for (int d = 0; d < ndev; d++)
+        if (st[d].samples > 0 && (best == 0.0 || st[d].rate < best))
+            best = st[d].rate;
+    return best;
+}
+
+/* The earliest-finish deal of the portions after PE id `claimed` (up to
+   P * (iter + 1)) at time `now`. Lanes are the devices whose chain runs in
+   iteration `iter` (busy until their expected end), plus `me` (free now;
+   -1: none) and, with all_free, every device (the root at an iteration's
+   start, or restarting a chain). A device without samples counts at the
+   speed of the fastest one that has (at `me_rate` when none has). Fills
+   counts[d]; returns the device that gets the first portion (-1: none). */
+static int dslb_deal(const dslb_app_ops_t *ops, void *ctx, const app_args_t *args,
+                     const dslb_stat_t *st, int ndev, int iter, int claimed, int me,
+                     double me_rate, int all_free, double now, int *counts)
+{
+    int P = args->portions, nwork = P * (iter + 1) - claimed, lane_dev[APP_MAX_DEVS], n = 0;
+    double free_at[APP_MAX_DEVS], rate[APP_MAX_DEVS], gap[APP_MAX_DEVS], *work;
+    double best = dslb_best_rate(st, ndev), first = 0.0;
+    int lane_counts[APP_MAX_DEVS], first_dev = -1;
+
+    for (int d = 0; d < ndev; d++)
+        counts[d] = 0;
+    if (nwork <= 0)
+        return -1;
+    work = malloc((size_t)nwork * sizeof(double));
+    if (work == NULL)
+        return me;
+    for (int k = 0; k < nwork; k++)
+        work[k] = dslb_work(ops, ctx, args, (claimed + k) % P);
     for (int d = 0; d < ndev; d++) {
-        double r = dslb_rate(&st[d]);
-        if (r > 0.0 && (best_rate == 0.0 || r < best_rate)) {
-            best = d;
-            best_rate = r;
+        int running = st[d].iter == iter && st[d].active;
+        if (d != me && !all_free && !running)
+            continue;
+        lane_dev[n] = d;
+        rate[n] = st[d].samples > 0 ? st[d].rate : best > 0.0 ? best : me_rate;
+        gap[n] = st[d].gap;
+        free_at[n] = now;
+        if (d != me && !all_free && st[d].busy_until > now)
+            free_at[n] = st[d].busy_until;
+        if (d == me)
+            rate[n] *= 1.0 - DSLB_TIE; /* a near tie goes to me: an unclaimed
+                                          portion costs a root restart */
+        n++;
+    }
+    if (n == 0) {
+        free(work);
+        return -1;
+    }
+    dslb_eft(n, free_at, rate, gap, work, nwork, -1, lane_counts);
+    for (int l = 0; l < n; l++) {
+        counts[lane_dev[l]] = lane_counts[l];
+        double f = free_at[l] + gap[l] + rate[l] * work[0];
+        if (lane_counts[l] > 0 && (first_dev < 0 || f < first)) {
+            first_dev = lane_dev[l];
+            first = f;
         }
     }
-    return best;
+    free(work);
+    return first_dev;
 }
 
 static int dslb_count_done(dslb_rec_t *rec, int P, int iter)
@@ -196,18 +288,65 @@ static void dslb_dpc_report(const app_args_t *args, const dslb_dpc_t *dpc, int n
     free(lat);
 }
 
-/* Wait until every portion of `iter` is done. When no child is alive and
-   portions are left (every chain stopped by the threshold), start one PE on
-   the fastest device; when that gets no id (all ids of the iteration were
-   handed out), a PE died. */
-static int dslb_root_wait(const app_args_t *args, const dslb_ctl_t *ctl, dslb_rec_t *rec,
-                          dslb_stat_t *st, dslb_dpc_t *dpc, int iter, int *restarts_p)
+/* The highest PE id of iteration `iter` a device line shows (P * iter when
+   none: no portion of the iteration claimed). */
+static int dslb_claimed(const dslb_stat_t *st, int ndev, int P, int iter)
 {
-    int P = args->portions;
-    double start = app_now_s(), last_check = start;
+    int claimed = P * iter;
+
+    for (int d = 0; d < ndev; d++)
+        if (st[d].iter == iter && st[d].claimed > claimed)
+            claimed = st[d].claimed;
+    return claimed;
+}
+
+static int dslb_first_undone(dslb_rec_t *rec, int P, int iter)
+{
+    int p = 0;
+
+    while (p < P && atomic_load_explicit(&rec[p].done_iter, memory_order_acquire) == iter + 1)
+        p++;
+    return p;
+}
+
+/* No chain runs and portions are left (every chain ended): start one PE on
+   the device that would finish a portion first. When that spawn gets no id
+   (every id of the iteration was handed out), a PE died. */
+static int dslb_root_restart(const app_args_t *args, const dslb_app_ops_t *ops, void *ctx,
+                             const dslb_ctl_t *ctl, dslb_rec_t *rec, dslb_stat_t *st,
+                             dslb_dpc_t *dpc, int iter)
+{
+    int P = args->portions, counts[APP_MAX_DEVS];
+    int d = dslb_deal(ops, ctx, args, st, ctl->ndev, iter, dslb_claimed(st, ctl->ndev, P, iter),
+                      -1, 0.0, 1, app_wall_s(), counts);
+    ivm_pe pe;
+
+    if (d < 0)
+        d = 0;
+    if (dslb_spawn(ctl, d, dpc, &pe) != 0)
+        return -1;
+    if (pe == IVM_PE_NULL) {
+        fprintf(stderr, "%s: dslb: iteration %d: every PE id of the iteration was handed out "
+                "but only %d of %d portions are done (a PE died?)\n", args->app, iter,
+                dslb_count_done(rec, P, iter), P);
+        return -1;
+    }
+    return 0;
+}
+
+/* Wait until every portion of `iter` is done, asleep in ivmWait on the PE of
+   the first portion not done. A PE not started yet (NOT_FOUND): nap, and
+   when no child is alive, restart a chain. */
+static int dslb_root_wait(const app_args_t *args, const dslb_app_ops_t *ops, void *ctx,
+                          const dslb_ctl_t *ctl, dslb_rec_t *rec, dslb_stat_t *st,
+                          dslb_dpc_t *dpc, int iter, int *restarts_p)
+{
+    int P = args->portions, gone_pe = IVM_PE_NULL;
+    double start = app_now_s(), nap = DSLB_NAP_MIN_S, gone_since = 0.0;
 
     for (;;) {
-        if (dslb_count_done(rec, P, iter) == P)
+        int p = dslb_first_undone(rec, P, iter), pe = P * iter + 1 + p, npes;
+        if (p == P)
             return 0;
         double t = app_now_s();
         if (t - start > DSLB_TIMEOUT_S) {
@@ -216,28 +355,80 @@ static int dslb_root_wait(const app_args_t *args, const dslb_ctl_t *ctl, dslb_re
                     DSLB_TIMEOUT_S);
             return -1;
         }
-        if (t - last_check >= DSLB_LIVENESS_S) {
-            int npes;
-            last_check = t;
-            APP_TRY(ivmGetNumPEs(&npes));
-            /* Count first, records second: a child gone before the count has
-               pushed its flag before it. */
-            if (npes <= 1 && dslb_count_done(rec, P, iter) < P) {
-                int d = dslb_fastest(st, ctl->ndev);
-                ivm_pe pe;
-                if (dslb_spawn(ctl, d, dpc, &pe) != 0)
-                    return -1;
-                if (pe == IVM_PE_NULL) {
-                    fprintf(stderr, "%s: dslb: iteration %d: every PE id of the iteration "
-                            "was handed out but only %d of %d portions are done (a PE "
-                            "died?)\n", args->app, iter, dslb_count_done(rec, P, iter), P);
-                    return -1;
-                }
-                ++*restarts_p;
+        ivmError_t rc = ivmWait(pe);
+        if (rc == IVM_SUCCESS) {
+            /* It ended (children never signal); its flag was pushed before. */
+            if (gone_pe != pe) {
+                gone_pe = pe;
+                gone_since = t;
+            } else if (t - gone_since > DSLB_GONE_S) {
+                fprintf(stderr, "%s: dslb: iteration %d: PE %d ended without the record of "
+                        "its portion\n", args->app, iter, pe);
+                return -1;
+            } else {
+                app_sleep_s(DSLB_NAP_MIN_S);
             }
+            nap = DSLB_NAP_MIN_S;
+            continue;
         }
-        app_sleep_s(DSLB_POLL_S);
+        if (rc == IVM_ERROR_PE_FAILED) {
+            fprintf(stderr, "%s: dslb: iteration %d: PE %d (portion %d) died: %s\n",
+                    args->app, iter, pe, p, ivmGetLastErrorMessage());
+            return -1;
+        }
+        if (rc != IVM_ERROR_NOT_FOUND) {
+            app_ivm_error(rc, "ivmWait(pe)", __FILE__, __LINE__);
+            return -1;
+        }
+        /* Not started yet. Count first, records second: a child gone before
+           the count has pushed its flag before it. */
+        APP_TRY(ivmGetNumPEs(&npes));
+        if (npes <= 1 && dslb_first_undone(rec, P, iter) < P) {
+            if (dslb_root_restart(args, ops, ctx, ctl, rec, st, dpc, iter) != 0)
+                return -1;
+            ++*restarts_p;
+            nap = DSLB_NAP_MIN_S;
+            continue;
+        }
+        app_sleep_s(nap);
+        nap = nap * 2.0 < DSLB_NAP_MAX_S ? nap * 2.0 : DSLB_NAP_MAX_S;
     }
+}
+
+/* The chains of iteration `iter`: with --threshold (or in the first
+   iteration, to measure every device) max_per_dev PEs on every device; else
+   on each device the deal gives portions, as many as it gets (max_per_dev
+   at most). Checks that the first id is P * iter + 1. */
+static int dslb_root_start(const app_args_t *args, const dslb_app_ops_t *ops, void *ctx,
+                           const dslb_ctl_t *ctl, dslb_stat_t *st, dslb_dpc_t *dpc, int iter)
+{
+    int P = args->portions, counts[APP_MAX_DEVS];
+    ivm_pe first = IVM_PE_NULL;
+
+    if (args->threshold > 0.0 || iter == 0) {
+        for (int d = 0; d < ctl->ndev; d++)
+            counts[d] = args->max_per_dev;
+    } else {
+        dslb_deal(ops, ctx, args, st, ctl->ndev, iter, P * iter, -1, 0.0, 1, app_wall_s(),
+                  counts);
+    }
+    for (int k = 0; k < args->max_per_dev; k++) {
+        for (int d = 0; d < ctl->ndev; d++) {
+            ivm_pe pe;
+            if (counts[d] <= k)
+                continue;
+            if (dslb_spawn(ctl, d, dpc, &pe) != 0)
+                return -1;
+            if (first == IVM_PE_NULL)
+                first = pe;
+        }
+    }
+    if (first != P * iter + 1) {
+        fprintf(stderr, "%s: dslb: iteration %d: first PE id %d, expected %d (ids not "
+                "assigned in order?)\n", args->app, iter, first, P * iter + 1);
+        return -1;
+    }
+    return 0;
 }
 
 static int dslb_root(const app_args_t *args, const dslb_app_ops_t *ops, void *ctx)
@@ -278,24 +469,10 @@ static int dslb_root(const app_args_t *args, const dslb_app_ops_t *ops, void *ct
 
     for (int iter = 0; iter < iters; iter++) {
         double t0 = app_now_s();
-        ivm_pe first = IVM_PE_NULL;
 
         APP_TRY_GOTO(ivmSetMaxPesId(P * (iter + 1)), out_free);
-        for (int k = 0; k < args->max_per_dev; k++) {
-            for (int d = 0; d < ctl->ndev; d++) {
-                ivm_pe pe;
-                if (dslb_spawn(ctl, d, dpc, &pe) != 0)
-                    goto out_free;
-                if (first == IVM_PE_NULL)
-                    first = pe;
-            }
-        }
-        if (first != P * iter + 1) {
-            fprintf(stderr, "%s: dslb: iteration %d: first PE id %d, expected %d (ids not "
-                    "assigned in order?)\n", args->app, iter, first, P * iter + 1);
-            goto out_free;
-        }
-        if (dslb_root_wait(args, ctl, rec, st, dpc, iter, &restarts) != 0)
+        if (dslb_root_start(args, ops, ctx, ctl, st, dpc, iter) != 0 ||
+            dslb_root_wait(args, ops, ctx, ctl, rec, st, dpc, iter, &restarts) != 0)
             goto out_free;
         if (ops->root_iter_end != NULL && ops->root_iter_end(ctx, args, iter) != 0)
             goto out_free;
@@ -368,6 +545,76 @@ static int dslb_my_dev(const dslb_ctl_t *ctl, int devtype)
     return -1;
 }
 
+/* Write device line `line` (a copy in `val`) through reference `ref` and
+   push it. */
+static int dslb_line_put(const dslb_portion_t *w, dslb_stat_t *ref, const dslb_stat_t *val)
+{
+    return app_ref_put(w->kernel, ref, val, sizeof(*val));
+}
+
+/* A PE's start on its device's line: the gap since its predecessor's
+   decision (when one handed off to it), the portion it claimed and when it
+   should end. `host` is the line in the node copy, `ref` the PE's own. */
+static int dslb_line_start(const dslb_portion_t *w, dslb_stat_t *ref, const dslb_stat_t *host,
+                           double t_started, double work)
+{
+    dslb_stat_t line = *host;
+
+    if (line.handoff && line.decided_at > 0.0 && t_started > line.decided_at)
+        line.gap = dslb_smooth(line.gap, line.gap > 0.0, t_started - line.decided_at);
+    line.handoff = 0;
+    if (line.iter != w->iter || line.claimed < w->pe)
+        line.claimed = w->pe;
+    line.iter = w->iter;
+    line.active = 1;
+    line.busy_until = line.samples > 0 ? t_started + line.rate * work : 0.0;
+    return dslb_line_put(w, ref, &line);
+}
+
+/* After the portion: the device's new rate, the lines of the other nodes'
+   devices pulled, the rule (--threshold, or the deal), and the line pushed
+   with the decision. 1: start a successor, 0: the chain ends, -1: failed. */
+static int dslb_decide(const app_args_t *args, const dslb_app_ops_t *ops, void *ctx,
+                       const dslb_ctl_t *ctl, dslb_stat_t *st_ref, dslb_stat_t *st,
+                       const dslb_portion_t *w, int me, double t_started, double work)
+{
+    const char *node = getenv("IVM_NODE");
+    double now = app_wall_s();
+    dslb_stat_t line = st[me];
+    int P = args->portions, go, counts[APP_MAX_DEVS];
+
+    line.rate = dslb_smooth(line.rate, line.samples, (now - t_started) / (work > 0 ? work : 1));
+    line.samples++;
+    /* The other nodes' devices: pulled line by line (a pull of the whole
+       array could undo a concurrent update of this node's). */
+    for (int d = 0; d < ctl->ndev; d++) {
+        if (ctl->dev[d].host[0] != '\0' && (node == NULL || strcmp(node, ctl->dev[d].host) != 0))
+            APP_TRY(ivmSyncGet(&st_ref[d], sizeof(dslb_stat_t)));
+    }
+    st[me].rate = line.rate; /* for the rules below only; pushed with the line */
+    st[me].samples = line.samples;
+    if (args->threshold > 0.0) {
+        double best = dslb_best_rate(st, ctl->ndev);
+        go = best <= 0.0 || line.rate / best < args->threshold;
+    } else {
+        int claimed = dslb_claimed(st, ctl->ndev, P, w->iter);
+        dslb_deal(ops, ctx, args, st, ctl->ndev, w->iter, claimed, me, line.rate, 0, now,
+                  counts);
+        go = counts[me] > 0;
+    }
+    line.decided_at = now;
+    line.handoff = go;
+    line.active = go;
+    line.busy_until = 0.0;
+    if (go) {
+        int next = dslb_claimed(st, ctl->ndev, P, w->iter) % P;
+        line.busy_until = now + line.gap + line.rate * dslb_work(ops, ctx, args, next);
+    }
+    if (dslb_line_put(w, &st_ref[me], &line) != 0)
+        return -1;
+    return go;
+}
+
 /* A child's data flow. A CPU PE's references are its node copy. A GPU PE's
    references are its device copy (emu: host memory of the emulated GPU,
    shared by the PEs of that GPU; cuda: device memory): the driver reads the
@@ -419,49 +666,21 @@ static int dslb_child_run(const app_args_t *args, const dslb_app_ops_t *ops, voi
             return -1;
     }
 
+    double work = dslb_work(ops, ctx, args, w.portion);
+    if (dslb_line_start(&w, &(*st_ref)[me], &st[me], t_started, work) != 0)
+        return -1;
     double t0 = app_now_s();
     if (ops->child_portion(ctx, &w) != 0)
         return -1;
     app_slow_apply(ctl->dev[me].slow, app_now_s() - t0);
     double dt = app_now_s() - t0;
-    double work = dslb_work(ops, ctx, args, w.portion);
 
-    /* My device's statistics, then pushed. A CPU PE adds with atomics on its
-       node copy (the device's PEs share it). An emu GPU PE adds with atomics
-       on its device copy, which the PEs of its GPU share (one deduplicated
-       copy), and the push carries it to the node copy. A cuda GPU PE adds to
-       the figures the host view holds (its GPU's PEs pushed them) and writes
-       them through its device copy: PEs sharing that GPU may then lose an
-       update of these heuristic figures. */
-    if (!gpu || w.kernel == APP_KERNEL_CPU) {
-        dslb_stat_t *mine_p = gpu ? &(*st_ref)[me] : &st[me];
-        atomic_fetch_add(&mine_p->portions, 1);
-        atomic_fetch_add(&mine_p->ns, (int64_t)(dt * 1e9));
-        atomic_fetch_add(&mine_p->micro_work, (int64_t)(work * 1e6));
-        APP_TRY(ivmSyncPut(mine_p, sizeof(*mine_p)));
-    } else {
-        int64_t upd[3] = { st[me].portions + 1, st[me].ns + (int64_t)(dt * 1e9),
-                           st[me].micro_work + (int64_t)(work * 1e6) };
-        if (app_ref_put(w.kernel, &(*st_ref)[me], upd, sizeof(upd)) != 0)
-            return -1;
-    }
-
-    /* The other nodes' devices: pull their records one by one (a pull of the
-       whole array could undo a concurrent update of this node's). The host
-       view then holds every device's figures: this node's devices write
-       their node copy (directly or by their pushes). */
-    const char *node = getenv("IVM_NODE");
-    for (int d = 0; d < ctl->ndev; d++) {
-        if (ctl->dev[d].host[0] != '\0' && (node == NULL || strcmp(node, ctl->dev[d].host) != 0))
-            APP_TRY(ivmSyncGet(&(*st_ref)[d], sizeof(dslb_stat_t)));
-    }
-    double mine = dslb_rate(&st[me]), best = dslb_rate(&st[dslb_fastest(st, ctl->ndev)]);
-
-    /* Pass the baton on this device while it is within the threshold of the
-       fastest. The id limit ends the chain. This comes before the flag: the
-       root raises the limit only once every flag of the iteration is set, so
-       a late spawn never takes an id of the next iteration. */
-    if (best <= 0.0 || mine / best < args->threshold) {
+    /* Whether this device takes another portion: its successor, started
+       after the line says so (the successor measures the gap from it). */
+    int go = dslb_decide(args, ops, ctx, ctl, *st_ref, st, &w, me, t_started, work);
+    if (go < 0)
+        return -1;
+    if (go) {
         ivm_device self;
         ivm_pe next;
         APP_TRY(ivmCreateDev(IVM_THIS_HOST, IVM_THIS_DEV, &self));

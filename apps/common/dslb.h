@@ -1,33 +1,55 @@
 /*
  * dslb: the Dynamic Spawning Load Balancing driver (Listing 5-2a, made
- * correct) shared by NBODY, DMM and NW. An app supplies its data set-up, one
- * portion's work and its final check; the driver runs the PEs.
+ * correct and made to pay off on devices of different speeds) shared by
+ * NBODY, DMM and NW. An app supplies its data set-up, one portion's work and
+ * its final check; the driver runs the PEs.
  *
  * Each iteration t is cut into P portions, one PE each. The root raises the
- * job's PE id limit to P*(t+1) and starts max_per_dev PEs on every device.
- * A child does portion (id-1) % P of iteration (id-1) / P: PE ids are
+ * job's PE id limit to P*(t+1) and starts a chain on each device it wants
+ * busy. A child does portion (id-1) % P of iteration (id-1) / P: PE ids are
  * assigned in increasing order and never reused, so the ids P*t+1 .. P*(t+1)
  * are the portions of iteration t, each claimed exactly once by whichever
  * device asks first, and the per-portion slot indices never overflow. After
- * its portion a child adds its time and work to its device's statistics and
- * starts its successor on its own device if its device's time per unit of
- * work over the fastest device's is below the threshold; the id limit ends
- * every chain (the spawn slot comes back IVM_PE_NULL), so spawning stops
+ * its portion a child decides whether its device takes another portion (it
+ * starts its successor on its own device) or its chain ends; the id limit
+ * ends every chain (the spawn slot comes back IVM_PE_NULL), so spawning stops
  * exactly at the max PE id. It then pushes its results, its portion record
- * and last the record's flag, and exits. If every chain stopped (threshold)
- * with portions left, the root starts one PE on the fastest device.
+ * and last the record's flag, and exits. If every chain ended with portions
+ * left, the root starts one PE on the device that would finish one first.
+ *
+ * The decision (default, "auto"): each device keeps a line of measured
+ * figures in "dslb.dev": its time per work unit (a PE's whole run, from its
+ * start to its decision, over the portion's work units: throttling, noisy
+ * neighbours and syncs all count, as they count in the run), smoothed over
+ * the last portions; the gap between a chain's decision and its successor's
+ * start (spawn, exec, ivmEnter); the end it expects for its running portion;
+ * the highest PE id it claimed. A deciding PE reads every device's line and
+ * deals the portions not yet claimed, in id order, to the device that would
+ * finish each first (earliest finish time list scheduling, with each
+ * device's running portion, gap and speed); its device continues if it gets
+ * at least one. So every device works while its work shortens the
+ * iteration, and a slow device leaves the last portions to faster ones. The
+ * root uses the same rule at the start of an iteration (after the first,
+ * which every device starts, to measure) to choose the devices it starts.
+ *
+ * --threshold T (the dissertation's rule instead): a device continues while
+ * its time per work unit over the fastest device's is below T; the root
+ * starts --max-per-dev PEs on every device in every iteration.
  *
  * Shared objects of the driver (names reserved): "dslb.ctl" (the device
  * table), "dslb.rec" (one record per portion: PE, device, seconds, work,
- * flag = iteration + 1), "dslb.dev" (per-device statistics: portions, time,
- * work; each written only by the PEs of its node). The root reads the
- * records for the share of work per device.
+ * flag = iteration + 1), "dslb.dev" (one line of figures per device, written
+ * only by the PEs of its node), "dslb.dpc" (--dpc). The root reads the
+ * records for the share of work per device, and waits for the PEs of an
+ * iteration with ivmWait (asleep in the daemon, not polling).
  *
  * Test knob: IVM_DSLB_SLOW="D:F[,D:F...]" (read by the root) makes device D
  * (index in the device table, printed at start as "dslb: devices 0=... 1=...")
  * F times slower: after each portion its PE sleeps (F - 1) times the
  * portion's time and reports F times it. The MPI baselines apply the same
- * knob to rank D, so heterogeneous devices can be emulated on one machine.
+ * knob to rank D, so heterogeneous devices can be emulated on one machine
+ * (CPU devices that are a share of a core, --cpu-devices 0,1:50, are the
+ * real thing).
  */
 #ifndef IVM_APP_DSLB_H
 #define IVM_APP_DSLB_H
@@ -70,6 +92,15 @@ typedef struct dslb_app_ops {
     /* Every process, at the end (NULL: none): free what args_check set up. */
     void (*release)(void *ctx);
 } dslb_app_ops_t;
+
+/* The decision rule, apart for the unit tests. Earliest finish time list
+   scheduling: the nwork portions (work units work[0..nwork), in claim
+   order) go one by one to the lane that would finish it first: lane l is
+   free at free_at[l] and takes gap[l] + rate[l] * work per portion; a tie
+   goes to the lower lane. counts[l] (nlanes entries) gets each lane's
+   portions. Returns counts[me]. */
+int dslb_eft(int nlanes, const double *free_at, const double *rate, const double *gap,
+             const double *work, int nwork, int me, int *counts);
 
 /* Run the calling process as a PE of a DS-LB app: ivmEnter, the root or a
    child's part, ivmExit. The root prints the result line (version=ivm) and

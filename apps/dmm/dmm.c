@@ -206,7 +206,7 @@ out:
 int main(int argc, char **argv)
 {
     app_args_t a = { .app = "dmm", .size = 512, .seed = 1, .portions = 16, .iters = 1,
-                     .threshold = 2.0, .max_per_dev = 1 };
+                     .threshold = 0.0, .max_per_dev = 1 };
     static const dslb_app_ops_t ops = {
         .root_setup = dmm_root_setup,
         .root_finish = dmm_root_finish,

@@ -150,7 +150,7 @@ out:
 int main(int argc, char **argv)
 {
     app_args_t a = { .app = "nbody", .size = 4096, .seed = 1, .portions = 16, .iters = 2,
-                     .threshold = 2.0, .max_per_dev = 1 };
+                     .threshold = 0.0, .max_per_dev = 1 };
     static const dslb_app_ops_t ops = {
         .root_setup = nbody_root_setup,
         .root_finish = nbody_root_finish,

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "app.h"
+#include "dslb.h"
 
 static app_args_t defaults(void)
 {
@@ -194,4 +195,119 @@ Test(app_common, kernel_picker)
     a.gpu_ranks = 0;
     cr_assert_eq(app_kernel_pick_rank(&a, 0, &k), 0);
     cr_assert_eq(k, APP_KERNEL_CPU);
+}
+
+/* --weights: one positive number per rank; anything else is refused. */
+Test(app_common, weights_option)
+{
+    app_args_t a = defaults();
+    const char *good[] = {"--weights", "4,2,1.5", NULL};
+    cr_assert_eq(parse(&a, good), 0);
+    cr_assert_eq(a.nweights, 3);
+    cr_assert_float_eq(a.weights[2], 1.5, 1e-12);
+
+    const char *bad[][3] = {{"--weights", "4,,1", NULL}, {"--weights", "4,0", NULL},
+                            {"--weights", "-1", NULL}, {"--weights", "2,x", NULL},
+                            {"--weights", "", NULL}};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        app_args_t b = defaults();
+        cr_assert_eq(parse(&b, bad[i]), -1, "'%s' accepted", bad[i][1]);
+    }
+}
+
+/* The slowest rank's time of a split: max over r of its work / weight. */
+static double split_time(int P, const double *work, int R, const double *w, const int *first)
+{
+    double worst = 0.0;
+
+    for (int r = 0; r < R; r++) {
+        double sum = 0.0;
+        for (int p = first[r]; p < first[r + 1]; p++)
+            sum += work != NULL ? work[p] : 1.0;
+        if (sum / w[r] > worst)
+            worst = sum / w[r];
+    }
+    return worst;
+}
+
+/* The best contiguous split, by brute force over every cut (R = 3). */
+static double split_best3(int P, const double *work, const double *w)
+{
+    double best = -1.0;
+    int first[4] = {0, 0, 0, P};
+
+    for (int a = 1; a < P - 1; a++)
+        for (int b = a + 1; b < P; b++) {
+            first[1] = a;
+            first[2] = b;
+            double t = split_time(P, work, 3, w, first);
+            if (best < 0.0 || t < best)
+                best = t;
+        }
+    return best;
+}
+
+Test(app_common, split_equal_is_the_old_formula)
+{
+    int first[5];
+
+    app_split(10, NULL, 4, NULL, first);
+    for (int r = 0; r <= 4; r++)
+        cr_assert_eq(first[r], 10 * r / 4);
+}
+
+/* Weighted: every rank gets a portion, the split is contiguous and covers
+   all, and its slowest rank is as fast as the best split's. */
+Test(app_common, split_weighted_is_the_best_contiguous_split)
+{
+    const double speeds[][3] = {{4, 2, 1}, {1, 2, 4}, {1, 1, 1}, {10, 1, 1}, {3, 5, 2}};
+    double work[48];
+
+    for (int p = 0; p < 48; p++)
+        work[p] = 1.0 + (double)((p * 37) % 11); /* uneven portions (NW-like) */
+    for (size_t s = 0; s < sizeof(speeds) / sizeof(speeds[0]); s++) {
+        for (int P = 3; P <= 48; P += 5) {
+            for (int uneven = 0; uneven < 2; uneven++) {
+                const double *wk = uneven ? work : NULL;
+                int first[4];
+                app_split(P, wk, 3, speeds[s], first);
+                cr_assert(first[0] == 0 && first[3] == P, "P %d", P);
+                for (int r = 0; r < 3; r++)
+                    cr_assert_lt(first[r], first[r + 1], "rank %d empty (P %d)", r, P);
+                double got = split_time(P, wk, 3, speeds[s], first);
+                double best = split_best3(P, wk, speeds[s]);
+                cr_assert_leq(got, best * (1.0 + 1e-9), "speeds %zu P %d uneven %d: %g, best %g",
+                              s, P, uneven, got, best);
+            }
+        }
+    }
+}
+
+/* DS-LB's rule: earliest finish time list scheduling of the portions left. */
+Test(app_common, dslb_eft_deals_by_speed_and_free_time)
+{
+    double zero[3] = {0, 0, 0}, unit[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    int counts[3];
+
+    /* Speeds 4:2:1, 7 equal portions: 4, 2, 1 (ties to the lower lane). */
+    double rate[3] = {1, 2, 4};
+    cr_assert_eq(dslb_eft(3, zero, rate, zero, unit, 7, 2, counts), 1);
+    cr_assert(counts[0] == 4 && counts[1] == 2 && counts[2] == 1, "%d %d %d", counts[0],
+              counts[1], counts[2]);
+    /* The last portion goes to the fast lane, not to the idle slow one. */
+    double fast_slow[2] = {1, 5};
+    cr_assert_eq(dslb_eft(2, zero, fast_slow, zero, unit, 1, 1, counts), 0);
+    cr_assert_eq(counts[0], 1);
+    /* A fast lane busy for long leaves both to the slow one. */
+    double busy[2] = {10, 0}, r2[2] = {1, 4};
+    cr_assert_eq(dslb_eft(2, busy, r2, zero, unit, 2, 1, counts), 2);
+    /* A gap is paid per portion: a chain whose successors start slowly
+       takes fewer. */
+    double gap[2] = {0, 3}, same[2] = {1, 1};
+    dslb_eft(2, zero, same, gap, unit, 6, 0, counts);
+    cr_assert(counts[0] == 5 && counts[1] == 1, "%d %d", counts[0], counts[1]);
+    /* Uneven work: one big portion weighs as much as its units. */
+    double big[3] = {6, 1, 1};
+    dslb_eft(2, zero, same, zero, big, 3, 0, counts);
+    cr_assert(counts[0] == 1 && counts[1] == 2, "%d %d", counts[0], counts[1]);
 }
