@@ -65,7 +65,9 @@ _Static_assert(offsetof(ivm_msg_hdr_t, length) == 8, "length at byte 8");
     X(CLUSTER,     16, ivm_msg_cluster_req_t,    ivm_msg_status_t,         1, 1) \
     X(SYNC,        17, ivm_msg_sync_req_t,       ivm_msg_status_t,         0, 1) \
     X(OBJ_INFO,    18, ivm_msg_obj_info_req_t,   ivm_msg_obj_info_rep_t,   0, 1) \
-    X(GPU_INFO,    19, ivm_msg_gpu_info_req_t,   ivm_msg_gpu_info_rep_t,   0, 1)
+    X(GPU_INFO,    19, ivm_msg_gpu_info_req_t,   ivm_msg_gpu_info_rep_t,   0, 1) \
+    X(CPU_INFO,    20, ivm_msg_cpu_info_req_t,   ivm_msg_cpu_info_rep_t,   0, 1) \
+    X(SET_SHARE,   21, ivm_msg_set_share_req_t,  ivm_msg_status_t,         0, 1)
 
 #define IVM_MSG_ENUM_ENTRY(name, value, req, rep, var, poll) IVM_MSG_##name = (value),
 typedef enum ivm_msg_type {
@@ -253,6 +255,43 @@ typedef struct ivm_msg_gpu_info_rep {
 } ivm_msg_gpu_info_rep_t;
 
 _Static_assert(sizeof(ivm_msg_gpu_info_rep_t) == 160, "gpu info reply size");
+
+/* CPU_INFO (no ivmEnter needed): CPU device `dev` of the daemon's table (the
+ * table of jobs that bring none), as the daemon enforces it now. */
+typedef struct ivm_msg_cpu_info_req {
+    uint32_t dev;        /* CPU device index, 0 .. ndevs-1 */
+    uint32_t reserved;   /* zero */
+} ivm_msg_cpu_info_req_t;
+
+#define IVM_CPU_INFO_CORES_MAX 128
+typedef struct ivm_msg_cpu_info_rep {
+    int32_t  status;     /* ivmError_t */
+    uint32_t ndevs;      /* CPU devices in the daemon's table */
+    uint32_t ncores;     /* cores of device dev (OMP_NUM_THREADS of its PEs) */
+    uint32_t share;      /* percent of each of its cores' time, 1..100 (100: whole cores) */
+    uint32_t pes;        /* PEs the daemon started on it that run now, all jobs */
+    uint32_t groups;     /* cgroups of it now (one per job with a process on it) */
+    uint64_t quota_us;   /* its CPU bandwidth limit: microseconds per period; 0: none */
+    uint64_t period_us;  /* the period, microseconds; 0: no limit */
+    char     cores[IVM_CPU_INFO_CORES_MAX]; /* its cores as a spec entry ("0-3+8"),
+                                               truncated to fit */
+} ivm_msg_cpu_info_rep_t;
+
+_Static_assert(sizeof(ivm_msg_cpu_info_rep_t) == 168, "cpu info reply size");
+_Static_assert(offsetof(ivm_msg_cpu_info_rep_t, quota_us) == 24, "cpu info quota at byte 24");
+
+/* SET_SHARE (no ivmEnter needed): give CPU device `dev` of the daemon's
+ * table a new share of its cores' time. Refused (IVM_ERROR_INVALID_VALUE)
+ * when a core of it would then be shared by devices whose shares add up to
+ * more than 100; the cgroups of the device that exist now get the new limit,
+ * and so do later ones. Jobs with their own table (IVM_CPU_DEVICES) keep
+ * theirs. */
+typedef struct ivm_msg_set_share_req {
+    uint32_t dev;        /* CPU device index, 0 .. ndevs-1 */
+    uint32_t percent;    /* the new share, 1..100 (100: whole cores, no limit) */
+} ivm_msg_set_share_req_t;
+
+_Static_assert(sizeof(ivm_msg_set_share_req_t) == 8, "set share request size");
 
 /* OBJ_INFO (no ivmEnter needed): this node's copy of a job's object, and the
  * bytes of it this daemon sent to and received from other nodes. */

@@ -26,6 +26,7 @@ typedef union ivmd_reply_body {
     ivm_msg_info_rep_t       info;
     ivm_msg_obj_info_rep_t   obj_info;
     ivm_msg_gpu_info_rep_t   gpu_info;
+    ivm_msg_cpu_info_rep_t   cpu_info;
 } ivmd_reply_body_t;
 
 typedef struct ivmd_reply {
@@ -87,6 +88,7 @@ void ivmd_job_collect(ivmd_t *d, ivmd_job_t *job)
         }
     }
     ivm_info("job %u: all PEs gone, released", job->id);
+    ivmd_devcg_job_end(d, job);
     ivmd_job_data_free(jd);
     ivmd_job_destroy(&d->reg, job);
 }
@@ -295,7 +297,7 @@ static int ivmd_handle_enter_root(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_enter
     ivmd_job_data_t *jd;
     ivmd_job_t *job;
     ivmError_t status;
-    char err[160];
+    char err[320];
 
     if (req->pe_pool > IVM_PE_POOL_MAX) {
         ivmd_detail(rep, "IVM_PE_POOL %u is above %d", req->pe_pool, IVM_PE_POOL_MAX);
@@ -307,6 +309,14 @@ static int ivmd_handle_enter_root(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_enter
         if (status != IVM_SUCCESS) {
             ivmd_detail(rep, "IVM_CPU_DEVICES: %s", err);
             return status;
+        }
+        if (ivm_devspec_has_shares(devs, ndevs)) {
+            status = ivmd_devcg_require(d, err, sizeof(err));
+            if (status != IVM_SUCCESS) {
+                ivmd_detail(rep, "IVM_CPU_DEVICES '%s' has shares of cores, which %s cannot "
+                            "enforce: %s", req->cpu_devices, d->cfg.node, err);
+                return status;
+            }
         }
         table = devs;
     }
@@ -338,6 +348,7 @@ static int ivmd_handle_enter_root(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_enter
     jd->root_pid   = c->peer_pid;
     jd->nconns     = 1;
     jd->pe_pool    = req->pe_pool;
+    jd->own_devs   = table != d->devs;
     job->data      = jd;
     c->job         = job;
     c->pe          = job->pes[0];
@@ -1004,6 +1015,19 @@ static int ivmd_handle_gpu_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *
                          sizeof(rep->detail));
 }
 
+static int ivmd_handle_cpu_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                const void *payload, ivmd_reply_t *rep)
+{
+    return ivmd_devcg_info(d, payload, &rep->body.cpu_info, rep->detail, sizeof(rep->detail));
+}
+
+static int ivmd_handle_set_share(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                 const void *payload, ivmd_reply_t *rep)
+{
+    ivm_info("SET_SHARE from pid %d", (int)c->peer_pid);
+    return ivmd_devcg_set_share(d, payload, rep->detail, sizeof(rep->detail));
+}
+
 static int ivmd_handle_cluster(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                                const void *payload, ivmd_reply_t *rep)
 {
@@ -1046,6 +1070,8 @@ static const ivmd_msg_entry_t ivmd_msg_table[IVM_MSG_LAST] = {
     IVMD_ENTRY(SYNC, ivmd_handle_sync, ivm_msg_status_t, 1),
     IVMD_ENTRY(OBJ_INFO, ivmd_handle_obj_info, ivm_msg_obj_info_rep_t, 0),
     IVMD_ENTRY(GPU_INFO, ivmd_handle_gpu_info, ivm_msg_gpu_info_rep_t, 0),
+    IVMD_ENTRY(CPU_INFO, ivmd_handle_cpu_info, ivm_msg_cpu_info_rep_t, 0),
+    IVMD_ENTRY(SET_SHARE, ivmd_handle_set_share, ivm_msg_status_t, 0),
 };
 
 uint32_t ivmd_reply_size(uint16_t type)

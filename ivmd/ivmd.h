@@ -2,7 +2,8 @@
  * ivmd: the node daemon. One epoll loop; all state in one ivmd_t passed
  * explicitly. Modules: loop (epoll, signals), conn (framing, validation,
  * replies), handlers (one per message type), spawn (PE processes), output
- * (tagged forwarding of PE output), job (the registry, pure bookkeeping).
+ * (tagged forwarding of PE output), job (the registry, pure bookkeeping),
+ * devcg (CPU share devices in cgroups, devcg.h).
  */
 #ifndef IVMD_IVMD_H
 #define IVMD_IVMD_H
@@ -12,6 +13,7 @@
 #include <sys/types.h>
 
 #include "config.h"
+#include "devcg.h"
 #include "devspec.h"
 #include "job.h"
 #include "proto.h"
@@ -21,7 +23,9 @@
       "Unix socket to listen on (default: <socket dir>/ivmd.sock)")                 \
     X(node, "node", STRING, "node0", "this node's name")                            \
     X(cpu_devices, "cpu-devices", STRING, "",                                       \
-      "default CPU device table of jobs, e.g. 0-7,8-11,12 (default: all cores)")    \
+      "default CPU device table of jobs, e.g. 0-7,8-11,12 (default: all cores); "   \
+      "CORES:PCT is a share of the cores' time, e.g. 0,1:50,1:25, enforced with "  \
+      "a cgroup CPU limit (needs root or a delegated cgroup)")                      \
     X(ready_fd, "ready-fd", INT, "-1",                                              \
       "once listening, write 'R' (and ' PORT' when --listen is set) and a newline") \
     X(listen, "listen", STRING, "",                                                 \
@@ -151,6 +155,7 @@ typedef struct ivmd_job_data {
     int      pool_exe_fd;       /* O_PATH fd of exe, if pool_exe_open (pool.c) */
     int      pool_exe_open;
     int      pool_early_deaths; /* parked processes in a row that died before ENTER */
+    int      own_devs;  /* the root brought its CPU device table (IVM_CPU_DEVICES) */
 } ivmd_job_data_t;
 
 /* A node of the cluster, as the CLUSTER message named it. */
@@ -222,6 +227,7 @@ struct ivmd {
     uint64_t         tx_bytes, rx_bytes; /* object bytes sent to / received from peers */
     uint32_t         pooled;       /* PEs handed out by warm pools (INFO) */
     struct ivmd_gpu *gpu;          /* the ivm-gpud client, NULL without GPUs (gpu.c) */
+    struct ivmd_devcg *devcg;      /* CPU share devices' cgroups (devcg.c) */
 };
 
 /* Loop. */
@@ -443,10 +449,16 @@ void ivmd_pool_free(ivmd_job_data_t *jd);
 uint32_t ivmd_pool_count(const ivmd_t *d);
 /* Start a parked process (pool slot): fork, then in the child the stdio,
  * cwd, signal defaults, process group and affinity posix_spawn would give a
- * PE, and execve. The daemon does not wait for the exec (posix_spawn would).
+ * PE, its device's cgroup (cg_procs: that group's cgroup.procs, "" for none;
+ * a child that cannot join it says so on its stderr and exits 127), and
+ * execve. The daemon does not wait for the exec (posix_spawn would).
  * Returns 0 or an errno value. */
 int ivmd_pool_exec(ivmd_t *d, const ivmd_job_data_t *jd, char *const *envp, int out_fd,
-                   int err_fd, const ivm_cpu_device_t *dev, pid_t *pid_p);
+                   int err_fd, const ivm_cpu_device_t *dev, const char *cg_procs,
+                   pid_t *pid_p);
+/* The pids of job's live parked (or starting) processes on device dev, at
+ * most max; returns how many. */
+int ivmd_pool_pids(const ivmd_job_t *job, int dev, pid_t *pids, int max);
 /* Called once a process parked (its ENTER arrived), before it is handed out.
  * A GPU one has made its primary context already (libivm, cuda backend). */
 void ivmd_pool_on_parked(ivmd_t *d, ivmd_job_t *job, struct ivmd_parked *p);

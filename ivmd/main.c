@@ -245,6 +245,7 @@ static void ivmd_teardown(ivmd_t *d)
         ivmd_job_data_free(d->reg.jobs->data);
         ivmd_job_destroy(&d->reg, d->reg.jobs);
     }
+    ivmd_devcg_close(d);
     ivmd_cluster_close_all(d);
     ivmd_peer_close_all(d);
     if (d->signal_fd >= 0) {
@@ -268,6 +269,7 @@ int main(int argc, char **argv)
 {
     static ivmd_t daemon_state;
     ivmd_t *d = &daemon_state;
+    char err[512];
     int rc;
 
     memset(d, 0, sizeof(*d));
@@ -279,6 +281,13 @@ int main(int argc, char **argv)
         return 2;
     }
     sched_getaffinity(0, sizeof(d->own_affinity), &d->own_affinity);
+    if (ivmd_devcg_open(d, err, sizeof(err)) != IVM_SUCCESS) {
+        ivm_error("--cpu-devices '%s' has shares of cores, enforced with a cgroup CPU "
+                  "bandwidth limit, which this daemon cannot set up: %s", d->cfg.cpu_devices,
+                  err);
+        ivmd_devcg_close(d);
+        return 1;
+    }
     ivmd_registry_init(&d->reg, &ivmd_job_ops, d);
     d->epfd = epoll_create1(EPOLL_CLOEXEC);
     d->devnull = open("/dev/null", O_RDWR | O_CLOEXEC);

@@ -88,8 +88,22 @@ static void ivmd_pool_child_fd(int fd, int target)
     }
 }
 
+/* In the forked child: join the device's cgroup, or say why not and exit. */
+static void ivmd_pool_child_cgroup(const char *cg_procs)
+{
+    static const char msg[] = "ivmd: a parked process cannot join its CPU device's cgroup\n";
+    ssize_t w;
+
+    if (cg_procs != NULL && cg_procs[0] != '\0' && ivm_cgroup_join(cg_procs) != 0) {
+        w = write(2, msg, sizeof(msg) - 1);
+        (void)w;
+        _exit(127);
+    }
+}
+
 int ivmd_pool_exec(ivmd_t *d, const ivmd_job_data_t *jd, char *const *envp, int out_fd,
-                   int err_fd, const ivm_cpu_device_t *dev, pid_t *pid_p)
+                   int err_fd, const ivm_cpu_device_t *dev, const char *cg_procs,
+                   pid_t *pid_p)
 {
     static const int defaults[] = {SIGPIPE, SIGCHLD, SIGTERM, SIGINT, SIGHUP};
     struct sigaction dfl;
@@ -119,6 +133,7 @@ int ivmd_pool_exec(ivmd_t *d, const ivmd_job_data_t *jd, char *const *envp, int 
         ivmd_pool_child_fd(d->devnull, 0);
         ivmd_pool_child_fd(out_fd >= 0 ? out_fd : d->devnull, 1);
         ivmd_pool_child_fd(err_fd >= 0 ? err_fd : d->devnull, 2);
+        ivmd_pool_child_cgroup(cg_procs);
         if (chdir(jd->cwd) != 0) {
             _exit(127);
         }
@@ -486,6 +501,20 @@ void ivmd_pool_free(ivmd_job_data_t *jd)
         }
         free(p);
     }
+}
+
+int ivmd_pool_pids(const ivmd_job_t *job, int dev, pid_t *pids, int max)
+{
+    const ivmd_job_data_t *jd = job->data;
+    const ivmd_parked_t *p;
+    int n = 0;
+
+    for (p = (jd != NULL) ? jd->parked : NULL; p != NULL && n < max; p = p->next) {
+        if (!p->dead && p->slot.devtype == dev) {
+            pids[n++] = p->slot.pid;
+        }
+    }
+    return n;
 }
 
 uint32_t ivmd_pool_count(const ivmd_t *d)

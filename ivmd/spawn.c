@@ -56,6 +56,7 @@ ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail
     char own[IVMD_SPAWN_ENV_OWN][160];
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
+    ivmd_devcg_place_t cg;
     const ivm_cpu_device_t *dev = NULL, *cpu_for_gpu = NULL, *pin;
     const char *gpu_visible = NULL;
     int gpu_share = 100;
@@ -67,8 +68,15 @@ ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail
     pid_t pid;
     int rc;
 
+    cg.rel[0] = cg.procs[0] = '\0';
     if (!IVM_DEV_IS_GPU(pe->devtype)) {
         dev = &job->devs[pe->devtype];
+        /* A share device's processes run in its cgroup (devcg.c). */
+        status = ivmd_devcg_place(d, job, pe->devtype, &cg, detail, detail_len);
+        if (status != IVM_SUCCESS) {
+            ivm_warn("job %u: no cgroup for CPU device %d: %s", job->id, pe->devtype, detail);
+            return status;
+        }
     } else {
         int gpu = IVM_DEV_INDEX(pe->devtype);
         if ((uint32_t)gpu >= ivmd_gpu_count(d) || !ivmd_gpu_alive(d)) {
@@ -143,7 +151,7 @@ ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail
     if (pe->id < -1) {
         /* A parked process of the warm pool (pool.c): started with fork, so
          * that the daemon does not wait for its exec. */
-        rc = ivmd_pool_exec(d, jd, envp, out_fd, err_fd, pin, &pid);
+        rc = ivmd_pool_exec(d, jd, envp, out_fd, err_fd, pin, cg.procs, &pid);
     } else {
         /* The child inherits the affinity: pin ourselves, spawn, restore. The
          * daemon is single-threaded, so nothing else runs meanwhile. */
@@ -168,9 +176,19 @@ ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail
         ivm_warn("job %u: %s", job->id, detail);
         return IVM_ERROR_SPAWN;
     }
+    if (pe->id >= -1) {
+        /* Into its device's cgroup before it can be answered (its ENTER is
+         * read once this returns); the daemon itself never joins one. */
+        status = ivmd_devcg_attach(d, &cg, pid, detail, detail_len);
+        if (status != IVM_SUCCESS) {
+            ivm_warn("job %u: pe %d killed: %s", job->id, pe->id, detail);
+            kill(pid, SIGKILL); /* reaped as a stranger */
+            return status;
+        }
+    }
     pe->pid = pid;
-    ivm_debug("job %u: pe %d started, pid %d, device %d", job->id, pe->id, (int)pid,
-              pe->devtype);
+    ivm_debug("job %u: pe %d started, pid %d, device %d%s%s", job->id, pe->id, (int)pid,
+              pe->devtype, cg.rel[0] != '\0' ? ", cgroup " : "", cg.rel);
     return status;
 }
 
@@ -218,4 +236,5 @@ void ivmd_spawn_reap(ivmd_t *d)
         ivmd_cluster_pe_reaped(d, pe);
         ivmd_job_collect(d, pe->job);
     }
+    ivmd_devcg_retry(d);
 }

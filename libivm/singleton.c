@@ -131,8 +131,12 @@ ivmError_t ivm_singleton_start(const char *path)
             sigemptyset(&none);
             sigprocmask(SIG_SETMASK, &none, NULL);
         }
+        /* The job's IVM_CPU_DEVICES travels in its ENTER; ivmd would also
+         * read it from the environment as its own --cpu-devices, and then
+         * refuse to start on shares it cannot enforce (cgroups), before
+         * ivmEnter could learn why. */
         execl(daemon, "ivmd", "--socket", path, "--ready-fd", fdarg, "--exit-when-idle",
-              (char *)NULL);
+              "--cpu-devices", "", (char *)NULL);
         _exit(127);
     }
     close(ready[1]);

@@ -701,3 +701,57 @@ Test(badproto, create_pes_reply_lengths)
     expect_alive("CREATE_PES replies");
     ivmt_daemon_finish(&ivmt_d);
 }
+
+/* CPU_INFO and SET_SHARE (no ivmEnter needed) with a device the daemon lacks,
+ * a share outside 1..100 or a reserved field set: clear errors, nothing
+ * changes, the daemon keeps serving. (A valid share of less than 100 would
+ * make cgroups: test_share does that.) */
+Test(badproto, cpu_share_requests_out_of_range)
+{
+    static const struct {
+        uint32_t    dev, percent;
+        int         status;
+        const char *why;
+    } bad[] = {
+        {1, 50, IVM_ERROR_NOT_FOUND, "no CPU device 1"},
+        {0xffffffffu, 50, IVM_ERROR_NOT_FOUND, "no CPU device"},
+        {0, 0, IVM_ERROR_INVALID_VALUE, "share 0 is not a percentage of 1..100"},
+        {0, 101, IVM_ERROR_INVALID_VALUE, "not a percentage of 1..100"},
+        {0, 0xffffffffu, IVM_ERROR_INVALID_VALUE, "not a percentage of 1..100"},
+    };
+    char detail[IVM_MSG_DETAIL_MAX + 1];
+    ivm_msg_cpu_info_req_t info = {.dev = 0};
+    ivm_msg_cpu_info_rep_t rep;
+    int fd = ivm_sock_connect(ivmt_d.sock);
+
+    cr_assert(fd >= 0);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); ++i) {
+        ivm_msg_set_share_req_t req = {.dev = bad[i].dev, .percent = bad[i].percent};
+        cr_assert_eq(call_on(fd, IVM_MSG_SET_SHARE, &req, sizeof(req), sizeof(ivm_msg_status_t),
+                             NULL, 0, detail, sizeof(detail)),
+                     bad[i].status, "SET_SHARE dev %u percent %u", bad[i].dev,
+                     bad[i].percent);
+        cr_assert(strstr(detail, bad[i].why) != NULL, "SET_SHARE dev %u percent %u: '%s'",
+                  bad[i].dev, bad[i].percent, detail);
+    }
+    info.dev = 1;
+    cr_assert_eq(call_on(fd, IVM_MSG_CPU_INFO, &info, sizeof(info), sizeof(rep), NULL, 0,
+                         detail, sizeof(detail)),
+                 IVM_ERROR_NOT_FOUND, "CPU_INFO of device 1");
+    cr_assert(strstr(detail, "no CPU device 1") != NULL, "'%s'", detail);
+    info.dev      = 0;
+    info.reserved = 1;
+    cr_assert_eq(call_on(fd, IVM_MSG_CPU_INFO, &info, sizeof(info), sizeof(rep), NULL, 0,
+                         detail, sizeof(detail)),
+                 IVM_ERROR_INVALID_VALUE, "CPU_INFO with a reserved field set");
+    info.reserved = 0;
+    cr_assert_eq(reply_of(fd, IVM_MSG_CPU_INFO, &info, sizeof(info), &rep, sizeof(rep)),
+                 sizeof(rep));
+    cr_assert(rep.status == IVM_SUCCESS && rep.ndevs == 1 && rep.share == 100 &&
+                  rep.quota_us == 0 && rep.groups == 0 && rep.pes == 0,
+              "status %d ndevs %u share %u quota %llu groups %u pes %u", rep.status, rep.ndevs,
+              rep.share, (unsigned long long)rep.quota_us, rep.groups, rep.pes);
+    close(fd);
+    expect_alive("CPU_INFO and SET_SHARE out of range");
+    ivmt_daemon_finish(&ivmt_d);
+}

@@ -114,6 +114,10 @@ Test(proto, wire_sizes)
     cr_assert_eq(sizeof(ivm_msg_enter_req_t), 168);
     cr_assert_eq(sizeof(ivm_msg_status_t), 8);
     cr_assert_eq(sizeof(ivm_msg_kill_pes_req_t), 8);
+    cr_assert_eq(sizeof(ivm_msg_cpu_info_req_t), 8);
+    cr_assert_eq(sizeof(ivm_msg_cpu_info_rep_t), 168);
+    cr_assert_eq(sizeof(ivm_msg_set_share_req_t), 8);
+    cr_assert_eq(offsetof(ivm_msg_cpu_info_rep_t, status), 0);
     /* every reply starts with its status */
     cr_assert_eq(offsetof(ivm_msg_info_rep_t, status), 0);
     cr_assert_eq(offsetof(ivm_msg_map_rep_t, status), 0);

@@ -1,0 +1,454 @@
+/* CPU share devices in cgroups: see devcg.h for the layout and semantics. */
+#include "devcg.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ivmd.h"
+#include "log.h"
+
+#define IVMD_DEVCG_PREFIX  "ivmd" /* owner directories: ivm/ivmd-<pid>-<starttime> */
+#define IVMD_DEVCG_OWN_MAX 64  /* "ivm/ivmd-<pid>-<starttime>" */
+#define IVMD_DEVCG_DEV_MAX 96  /* "<own>/dev<K>" */
+#define IVMD_DEVCG_REL_MAX 192 /* "<own>/dev<K>/job<J>", "<own>/job<J>-dev<K>" */
+
+/* The group of one job on one device. */
+typedef struct ivmd_devcg_group {
+    struct ivmd_devcg_group *next;
+    uint32_t job;      /* its job */
+    int      dev;      /* the CPU device, an index into the job's table */
+    int      shared;   /* a device of the daemon's table: job<J> under dev<K> */
+    int      ended;    /* the job was collected; the removal is (re)tried */
+    int      warned;   /* a failed removal was logged */
+    char     rel[IVMD_DEVCG_REL_MAX]; /* relative to the parent */
+} ivmd_devcg_group_t;
+
+struct ivmd_devcg {
+    ivm_cgroup_root_t   root;
+    int                 found;  /* root holds the hierarchy and the parent */
+    int                 ready;  /* the daemon's directory exists */
+    char                own[IVMD_DEVCG_OWN_MAX]; /* relative to the parent */
+    ivmd_devcg_group_t *groups;
+    uint32_t            ended;  /* groups whose removal is pending */
+    uint32_t            dev_jobs[IVM_DEVSPEC_MAX_DEVICES]; /* job groups in dev<K> */
+};
+
+/* A device's limit: its share of each of its cores (0: none). */
+static uint32_t ivmd_devcg_limit(const ivm_cpu_device_t *dev)
+{
+    return dev->percent < 100 ? (uint32_t)dev->percent * (uint32_t)dev->ncores : 0;
+}
+
+/* Whether job uses the daemon's table (no IVM_CPU_DEVICES of its own). */
+static int ivmd_devcg_shared(const ivmd_job_t *job)
+{
+    const ivmd_job_data_t *jd = job->data;
+
+    return jd == NULL || !jd->own_devs;
+}
+
+ivmError_t ivmd_devcg_open(ivmd_t *d, char *err, size_t errlen)
+{
+    ivmd_devcg_t *cg = calloc(1, sizeof(*cg));
+    char why[320];
+    int removed = 0;
+    ivmError_t status;
+
+    if (cg == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return IVM_ERROR_NO_MEMORY;
+    }
+    d->devcg = cg;
+    if (ivm_cgroup_root_find(&cg->root, why, sizeof(why)) == IVM_SUCCESS) {
+        cg->found = 1;
+        status = ivm_cgroup_sweep(&cg->root, IVMD_DEVCG_PREFIX, &removed, why, sizeof(why));
+        if (status != IVM_SUCCESS) {
+            IVM_LOG(status == IVM_ERROR_PERMISSION ? IVM_LOG_INFO : IVM_LOG_WARN,
+                    "cannot remove the cgroups of a daemon that is gone: %s", why);
+        }
+        if (removed > 0) {
+            ivm_info("removed the cgroups of %d daemon%s that %s gone", removed,
+                     removed == 1 ? "" : "s", removed == 1 ? "is" : "are");
+        }
+    }
+    if (!ivm_devspec_has_shares(d->devs, d->ndevs)) {
+        return IVM_SUCCESS;
+    }
+    return ivmd_devcg_require(d, err, errlen);
+}
+
+ivmError_t ivmd_devcg_require(ivmd_t *d, char *err, size_t errlen)
+{
+    ivmd_devcg_t *cg = d->devcg;
+    ivmError_t status;
+    size_t used;
+
+    if (cg->ready) {
+        return IVM_SUCCESS;
+    }
+    if (!cg->found) {
+        status = ivm_cgroup_root_find(&cg->root, err, errlen);
+        if (status != IVM_SUCCESS) {
+            return status;
+        }
+        cg->found = 1;
+    }
+    if (ivm_cgroup_owner_dir(IVMD_DEVCG_PREFIX, 0, cg->own, sizeof(cg->own)) != IVM_SUCCESS) {
+        snprintf(err, errlen, "cannot read this daemon's start time (/proc/self/stat)");
+        return IVM_ERROR_INTERNAL;
+    }
+    status = ivm_cgroup_create(&cg->root, cg->own, 0, err, errlen);
+    if (status == IVM_ERROR_PERMISSION && (used = strlen(err)) < errlen) {
+        snprintf(err + used, errlen - used, " (CPU shares need root, or a cgroup of the cpu "
+                 "controller delegated to this user)");
+    }
+    if (status != IVM_SUCCESS) {
+        return status;
+    }
+    cg->ready = 1;
+    ivm_info("CPU shares: cgroups in %s/%s (cgroup v%d)", cg->root.parent, cg->own,
+             cg->root.version);
+    return IVM_SUCCESS;
+}
+
+static ivmd_devcg_group_t *ivmd_devcg_find(ivmd_devcg_t *cg, uint32_t job, int dev)
+{
+    ivmd_devcg_group_t *g;
+
+    for (g = cg->groups; g != NULL; g = g->next) {
+        if (g->job == job && g->dev == dev && !g->ended) {
+            return g;
+        }
+    }
+    return NULL;
+}
+
+/* The group of job on dev, made now: dev<K>/job<J> (made with dev<K> if it
+ * is the device's first) or job<J>-dev<K>. */
+static ivmError_t ivmd_devcg_group_make(ivmd_t *d, ivmd_job_t *job, int dev,
+                                        ivmd_devcg_group_t **g_p, char *err, size_t errlen)
+{
+    ivmd_devcg_t *cg = d->devcg;
+    char devrel[IVMD_DEVCG_DEV_MAX], scratch[128];
+    ivmd_devcg_group_t *g;
+    ivmError_t status;
+
+    status = ivmd_devcg_require(d, err, errlen);
+    if (status != IVM_SUCCESS) {
+        return status;
+    }
+    g = calloc(1, sizeof(*g));
+    if (g == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return IVM_ERROR_NO_MEMORY;
+    }
+    g->job    = job->id;
+    g->dev    = dev;
+    g->shared = ivmd_devcg_shared(job) && dev < d->ndevs;
+    snprintf(devrel, sizeof(devrel), "%s/dev%d", cg->own, dev);
+    if (!g->shared) {
+        snprintf(g->rel, sizeof(g->rel), "%s/job%u-dev%d", cg->own, job->id, dev);
+        status = ivm_cgroup_create(&cg->root, g->rel, ivmd_devcg_limit(&job->devs[dev]), err,
+                                   errlen);
+    } else {
+        snprintf(g->rel, sizeof(g->rel), "%s/job%u", devrel, job->id);
+        status = cg->dev_jobs[dev] > 0 ? IVM_SUCCESS
+                 : ivm_cgroup_create(&cg->root, devrel, ivmd_devcg_limit(&d->devs[dev]), err,
+                                     errlen);
+        if (status == IVM_SUCCESS) {
+            status = ivm_cgroup_create(&cg->root, g->rel, 0, err, errlen);
+            if (status != IVM_SUCCESS && cg->dev_jobs[dev] == 0) {
+                ivm_cgroup_destroy(&cg->root, devrel, scratch, sizeof(scratch));
+            }
+        }
+        cg->dev_jobs[dev] += status == IVM_SUCCESS;
+    }
+    if (status != IVM_SUCCESS) {
+        free(g);
+        return status;
+    }
+    g->next    = cg->groups;
+    cg->groups = g;
+    *g_p       = g;
+    ivm_debug("job %u: CPU device %d's processes go to cgroup %s", job->id, dev, g->rel);
+    return IVM_SUCCESS;
+}
+
+ivmError_t ivmd_devcg_place(ivmd_t *d, ivmd_job_t *job, int dev, ivmd_devcg_place_t *pl,
+                            char *err, size_t errlen)
+{
+    ivmd_devcg_t *cg = d->devcg;
+    ivmd_devcg_group_t *g;
+    ivmError_t status;
+
+    pl->rel[0] = pl->procs[0] = '\0';
+    if (cg == NULL || dev < 0 || dev >= job->ndevs) {
+        return IVM_SUCCESS;
+    }
+    g = ivmd_devcg_find(cg, job->id, dev);
+    if (g == NULL) {
+        if (job->devs[dev].percent >= 100) {
+            return IVM_SUCCESS;
+        }
+        status = ivmd_devcg_group_make(d, job, dev, &g, err, errlen);
+        if (status != IVM_SUCCESS) {
+            return status;
+        }
+    }
+    snprintf(pl->rel, sizeof(pl->rel), "%s", g->rel);
+    if (ivm_cgroup_path(&cg->root, g->rel, "cgroup.procs", pl->procs, sizeof(pl->procs)) !=
+        IVM_SUCCESS) {
+        snprintf(err, errlen, "the path of cgroup %s/%s is too long", cg->root.parent, g->rel);
+        pl->rel[0] = '\0';
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    return IVM_SUCCESS;
+}
+
+ivmError_t ivmd_devcg_attach(ivmd_t *d, const ivmd_devcg_place_t *pl, pid_t pid, char *err,
+                             size_t errlen)
+{
+    if (pl->rel[0] == '\0') {
+        return IVM_SUCCESS;
+    }
+    return ivm_cgroup_attach(&d->devcg->root, pl->rel, pid, err, errlen);
+}
+
+/* Remove g's directory (and dev<K> after its last job). */
+static ivmError_t ivmd_devcg_group_remove(ivmd_devcg_t *cg, ivmd_devcg_group_t *g)
+{
+    char why[320], devrel[IVMD_DEVCG_DEV_MAX];
+    ivmError_t status = ivm_cgroup_destroy(&cg->root, g->rel, why, sizeof(why));
+
+    if (status != IVM_SUCCESS) {
+        if (!g->warned) {
+            ivm_warn("job %u: %s (retried when a process is reaped, and at exit)", g->job, why);
+            g->warned = 1;
+        }
+        return status;
+    }
+    if (g->shared && --cg->dev_jobs[g->dev] == 0) {
+        snprintf(devrel, sizeof(devrel), "%s/dev%d", cg->own, g->dev);
+        if (ivm_cgroup_destroy(&cg->root, devrel, why, sizeof(why)) != IVM_SUCCESS) {
+            ivm_warn("%s (it goes at exit)", why);
+        }
+    }
+    return IVM_SUCCESS;
+}
+
+void ivmd_devcg_retry(ivmd_t *d)
+{
+    ivmd_devcg_t *cg = d->devcg;
+    ivmd_devcg_group_t **link, *g;
+
+    if (cg == NULL || cg->ended == 0) {
+        return;
+    }
+    for (link = &cg->groups; (g = *link) != NULL;) {
+        if (!g->ended || ivmd_devcg_group_remove(cg, g) != IVM_SUCCESS) {
+            link = &g->next;
+            continue;
+        }
+        *link = g->next;
+        --cg->ended;
+        free(g);
+    }
+}
+
+void ivmd_devcg_job_end(ivmd_t *d, ivmd_job_t *job)
+{
+    ivmd_devcg_t *cg = d->devcg;
+    ivmd_devcg_group_t *g;
+
+    if (cg == NULL) {
+        return;
+    }
+    for (g = cg->groups; g != NULL; g = g->next) {
+        if (g->job == job->id && !g->ended) {
+            g->ended = 1;
+            ++cg->ended;
+        }
+    }
+    ivmd_devcg_retry(d);
+}
+
+void ivmd_devcg_close(ivmd_t *d)
+{
+    ivmd_devcg_t *cg = d->devcg;
+    ivmd_devcg_group_t *g;
+    char why[320];
+
+    if (cg == NULL) {
+        return;
+    }
+    while ((g = cg->groups) != NULL) {
+        cg->groups = g->next;
+        free(g);
+    }
+    if (cg->ready) {
+        if (ivm_cgroup_destroy(&cg->root, cg->own, why, sizeof(why)) != IVM_SUCCESS) {
+            ivm_warn("%s", why);
+        }
+        ivm_cgroup_top_remove(&cg->root);
+    }
+    free(cg);
+    d->devcg = NULL;
+}
+
+/* Whether pe is a live process of this node the daemon started. */
+static int ivmd_devcg_pe_live(const ivmd_pe_t *pe)
+{
+    return pe != NULL && pe->node < 0 && pe->pid > 0 && !pe->reaped &&
+           (pe->state == IVMD_PE_SPAWNED || pe->state == IVMD_PE_RUNNING);
+}
+
+/* Whether job has a live PE on CPU device dev. */
+static int ivmd_devcg_job_on(const ivmd_job_t *job, int dev)
+{
+    int i;
+
+    for (i = 1; i < job->next_pe_id; ++i) {
+        if (ivmd_devcg_pe_live(job->pes[i]) && job->pes[i]->devtype == dev) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Device dev of the daemon's table has a share: every process already on it
+ * (PEs and parked processes of the jobs that use the table) joins its job's
+ * group; one that is there already stays. */
+static ivmError_t ivmd_devcg_adopt(ivmd_t *d, int dev, char *err, size_t errlen)
+{
+    pid_t pids[IVM_PE_POOL_MAX];
+    ivmd_devcg_place_t pl;
+    ivmError_t status;
+    ivmd_job_t *job;
+    int i, n;
+
+    for (job = d->reg.jobs; job != NULL; job = job->next) {
+        if (!ivmd_devcg_shared(job) || job->ending || dev >= job->ndevs) {
+            continue;
+        }
+        n = ivmd_pool_pids(job, dev, pids, IVM_PE_POOL_MAX);
+        if (n == 0 && !ivmd_devcg_job_on(job, dev)) {
+            continue; /* no process of this job on dev: no group */
+        }
+        status = ivmd_devcg_place(d, job, dev, &pl, err, errlen);
+        for (i = 0; status == IVM_SUCCESS && i < n; ++i) {
+            status = ivmd_devcg_attach(d, &pl, pids[i], err, errlen);
+        }
+        for (i = 1; status == IVM_SUCCESS && i < job->next_pe_id; ++i) {
+            if (ivmd_devcg_pe_live(job->pes[i]) && job->pes[i]->devtype == dev) {
+                status = ivmd_devcg_attach(d, &pl, job->pes[i]->pid, err, errlen);
+            }
+        }
+        if (status != IVM_SUCCESS) {
+            return status;
+        }
+    }
+    return IVM_SUCCESS;
+}
+
+/* Give device dev of the daemon's table percent, in the table and in the
+ * copies of the jobs that use it. */
+static void ivmd_devcg_table_set(ivmd_t *d, int dev, int percent)
+{
+    ivmd_job_t *job;
+
+    d->devs[dev].percent = percent;
+    for (job = d->reg.jobs; job != NULL; job = job->next) {
+        if (ivmd_devcg_shared(job) && dev < job->ndevs) {
+            job->devs[dev].percent = percent;
+        }
+    }
+}
+
+int ivmd_devcg_set_share(ivmd_t *d, const ivm_msg_set_share_req_t *req, char *detail,
+                         size_t detail_len)
+{
+    ivmd_devcg_t *cg = d->devcg;
+    int dev = (int)req->dev, old;
+    char why[320], devrel[IVMD_DEVCG_DEV_MAX];
+    ivmError_t status;
+
+    if (req->dev >= (uint32_t)d->ndevs) {
+        snprintf(detail, detail_len, "%s has no CPU device %u (it has %d)", d->cfg.node,
+                 req->dev, d->ndevs);
+        return IVM_ERROR_NOT_FOUND;
+    }
+    if (req->percent < 1 || req->percent > 100) {
+        snprintf(detail, detail_len, "share %u is not a percentage of 1..100", req->percent);
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    status = ivm_devspec_share_check(d->devs, d->ndevs, dev, (int)req->percent, why,
+                                     sizeof(why));
+    if (status == IVM_SUCCESS && req->percent < 100) {
+        status = ivmd_devcg_require(d, why, sizeof(why));
+    }
+    if (status != IVM_SUCCESS) {
+        snprintf(detail, detail_len, "%s: %s", d->cfg.node, why);
+        return status;
+    }
+    old = d->devs[dev].percent;
+    ivmd_devcg_table_set(d, dev, (int)req->percent);
+    snprintf(devrel, sizeof(devrel), "%s/dev%d", cg->own, dev);
+    status = cg->dev_jobs[dev] == 0 ? IVM_SUCCESS
+             : ivm_cgroup_set_limit(&cg->root, devrel, ivmd_devcg_limit(&d->devs[dev]), why,
+                                    sizeof(why));
+    if (status == IVM_SUCCESS && req->percent < 100) {
+        status = ivmd_devcg_adopt(d, dev, why, sizeof(why));
+    }
+    if (status != IVM_SUCCESS) {
+        ivmd_devcg_table_set(d, dev, old);
+        if (cg->dev_jobs[dev] > 0) {
+            char scratch[320];
+            ivm_cgroup_set_limit(&cg->root, devrel, ivmd_devcg_limit(&d->devs[dev]), scratch,
+                                 sizeof(scratch));
+        }
+        snprintf(detail, detail_len, "%s: CPU device %d: %s", d->cfg.node, dev, why);
+        ivm_warn("SET_SHARE of CPU device %d to %u%%: %s", dev, req->percent, why);
+        return status;
+    }
+    ivm_info("CPU device %d: share %d%% -> %u%%", dev, old, req->percent);
+    return IVM_SUCCESS;
+}
+
+int ivmd_devcg_info(ivmd_t *d, const ivm_msg_cpu_info_req_t *req,
+                    ivm_msg_cpu_info_rep_t *rep, char *detail, size_t detail_len)
+{
+    const ivmd_devcg_group_t *g;
+    ivm_cpu_device_t whole;
+    const ivmd_job_t *job;
+    int dev = (int)req->dev, i;
+
+    if (req->reserved != 0) {
+        snprintf(detail, detail_len, "CPU_INFO: the reserved field is not zero");
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    if (req->dev >= (uint32_t)d->ndevs) {
+        snprintf(detail, detail_len, "%s has no CPU device %u (it has %d)", d->cfg.node,
+                 req->dev, d->ndevs);
+        return IVM_ERROR_NOT_FOUND;
+    }
+    rep->ndevs  = (uint32_t)d->ndevs;
+    rep->ncores = (uint32_t)d->devs[dev].ncores;
+    rep->share  = (uint32_t)d->devs[dev].percent;
+    for (job = d->reg.jobs; job != NULL; job = job->next) {
+        if (!ivmd_devcg_shared(job)) {
+            continue; /* its devices are its own table's */
+        }
+        for (i = 1; i < job->next_pe_id; ++i) {
+            rep->pes += ivmd_devcg_pe_live(job->pes[i]) && job->pes[i]->devtype == dev;
+        }
+    }
+    for (g = d->devcg != NULL ? d->devcg->groups : NULL; g != NULL; g = g->next) {
+        rep->groups += g->shared && g->dev == dev && !g->ended;
+    }
+    ivm_cgroup_period(ivmd_devcg_limit(&d->devs[dev]), &rep->period_us, &rep->quota_us);
+    whole         = d->devs[dev];
+    whole.percent = 100;
+    ivm_devspec_format(&whole, rep->cores, sizeof(rep->cores));
+    return IVM_SUCCESS;
+}
