@@ -213,13 +213,23 @@ void ivm_sock_close_fds(const int *fds, int n)
 ivmError_t ivm_sock_request(const char *path, int timeout_ms, uint16_t type, const void *req,
                             uint32_t req_len, void *rep, uint32_t rep_len)
 {
+    return ivm_sock_request_detail(path, timeout_ms, type, req, req_len, rep, rep_len, NULL, 0);
+}
+
+ivmError_t ivm_sock_request_detail(const char *path, int timeout_ms, uint16_t type,
+                                   const void *req, uint32_t req_len, void *rep,
+                                   uint32_t rep_len, char *detail, size_t detail_len)
+{
     struct timeval tv = {.tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000};
-    char buf[sizeof(ivm_msg_create_pes_rep_t) + IVM_MSG_DETAIL_MAX];
+    char buf[sizeof(ivm_msg_create_pes_rep_t) + IVM_MSG_DETAIL_MAX + 1];
     ivm_msg_hdr_t hdr;
     ivmError_t status = IVM_ERROR_PROTOCOL;
     const char *why;
     int fd;
 
+    if (detail != NULL && detail_len > 0) {
+        detail[0] = '\0';
+    }
     fd = ivm_sock_connect(path);
     if (fd < 0) {
         return (ivmError_t)fd;
@@ -234,7 +244,7 @@ ivmError_t ivm_sock_request(const char *path, int timeout_ms, uint16_t type, con
     }
     if (ivm_proto_check_hdr(&hdr, &why) != IVM_SUCCESS ||
         hdr.type != (type | IVM_MSG_REPLY) || ivm_proto_check_rep(&hdr, &why) != IVM_SUCCESS ||
-        hdr.length > sizeof(buf) || hdr.length < rep_len) {
+        hdr.length >= sizeof(buf) || hdr.length < rep_len) {
         goto out;
     }
     if (ivm_sock_recv(fd, buf, hdr.length, NULL, NULL, 0) != IVM_SUCCESS) {
@@ -244,6 +254,9 @@ ivmError_t ivm_sock_request(const char *path, int timeout_ms, uint16_t type, con
     memcpy(&status, buf, sizeof(int32_t));
     if (status == IVM_SUCCESS) {
         memcpy(rep, buf, rep_len);
+    } else if (detail != NULL && detail_len > 0) {
+        buf[hdr.length] = '\0';
+        snprintf(detail, detail_len, "%s", hdr.length > rep_len ? buf + rep_len : "");
     }
 out:
     close(fd);

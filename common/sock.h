@@ -44,6 +44,13 @@ ivmError_t ivm_sock_recv(int fd, void *buf, size_t len, int *fds, int *nfds_p,
 ivmError_t ivm_sock_request(const char *path, int timeout_ms, uint16_t type, const void *req,
                             uint32_t req_len, void *rep, uint32_t rep_len);
 
+/* ivm_sock_request, and when the status is not IVM_SUCCESS the reply's
+ * detail text (the daemon's reason) in detail, "" if it sent none. rep_len
+ * must then be the type's whole reply struct, which the detail follows. */
+ivmError_t ivm_sock_request_detail(const char *path, int timeout_ms, uint16_t type,
+                                   const void *req, uint32_t req_len, void *rep,
+                                   uint32_t rep_len, char *detail, size_t detail_len);
+
 /* Ask the daemon on path for its INFO (no ivmEnter needed), waiting at most
  * timeout_ms for each step. IVM_ERROR_NO_DAEMON if nobody answers. */
 ivmError_t ivm_sock_info(const char *path, int timeout_ms, ivm_msg_info_rep_t *info);

@@ -1,6 +1,7 @@
-/* ivm-info: what a node daemon holds (jobs, PEs, objects, connections, bytes),
- * or, with --object JOB NAME, its copy of one object and the bytes it moved,
- * or, with --gpu K, the figures of the node's GPU K (ivm-gpud). */
+/* ivm-info: what a node daemon holds (jobs, PEs, objects, connections, bytes)
+ * and its CPU devices (cores, share, PEs on each), or, with --object JOB
+ * NAME, its copy of one object and the bytes it moved, or, with --gpu K, the
+ * figures of the node's GPU K (ivm-gpud). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,11 +15,37 @@ static int ivm_info_usage(FILE *out, int rc)
 {
     fprintf(out, "usage: ivm-info [--object JOB NAME | --gpu K] [SOCKET]\n"
                  "Prints what the IVM daemon on SOCKET (default: $IVM_SOCKET, else the\n"
-                 "per-user socket) holds, as key=value lines; with --object, its copy of\n"
+                 "per-user socket) holds, as key=value lines, with one cpu_device.K line\n"
+                 "per CPU device of its table (its cores, share of their time in percent,\n"
+                 "PEs running on it, cgroups and CPU limit); with --object, its copy of\n"
                  "object NAME of job JOB and the bytes of it sent to / received from\n"
                  "other nodes; with --gpu, the device memory and copies of the node's\n"
                  "GPU K as its GPU daemon (ivm-gpud) counts them.\n");
     return rc;
+}
+
+/* One line per CPU device of the daemon's table: cpu_device.K=cores=... */
+static void ivm_info_cpu_devices(const char *path)
+{
+    ivm_msg_cpu_info_req_t req = {.dev = 0};
+    ivm_msg_cpu_info_rep_t rep;
+    uint32_t k, n = 1;
+
+    for (k = 0; k < n; ++k) {
+        req.dev = k;
+        if (ivm_sock_request(path, 2000, IVM_MSG_CPU_INFO, &req, sizeof(req), &rep,
+                             sizeof(rep)) != IVM_SUCCESS) {
+            return; /* a daemon without CPU_INFO */
+        }
+        rep.cores[sizeof(rep.cores) - 1] = '\0';
+        if (k == 0) {
+            n = rep.ndevs;
+            printf("cpu_devices=%u\n", n);
+        }
+        printf("cpu_device.%u=cores=%s ncores=%u share=%u pes=%u groups=%u quota_us=%llu "
+               "period_us=%llu\n", k, rep.cores, rep.ncores, rep.share, rep.pes, rep.groups,
+               (unsigned long long)rep.quota_us, (unsigned long long)rep.period_us);
+    }
 }
 
 int main(int argc, char **argv)
@@ -115,6 +142,7 @@ int main(int argc, char **argv)
                (unsigned long long)info.shm_bytes, info.peers, info.peers_up,
                (unsigned long long)info.tx_bytes, (unsigned long long)info.rx_bytes,
                info.parked, info.pooled, info.poll_us, (unsigned long long)info.polled);
+        ivm_info_cpu_devices(path);
         memset(&greq, 0, sizeof(greq));
         if (ivm_sock_request(path, 2000, IVM_MSG_GPU_INFO, &greq, sizeof(greq), &grep,
                              sizeof(grep)) == IVM_SUCCESS) {
