@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cgroup.h"
 #include "sock.h"
 #include "status.h"
 
@@ -773,6 +774,168 @@ fail:
  * daemons the harness starts are run under. Puts them at argv[0..) and
  * returns how many (at most max). ivmd's errors then fail the teardown
  * check of its exit status. */
+/* ---------------------------------------------------------------- cgroups */
+
+int ivmt_cgroup_daemon_dir(pid_t pid, char *buf, size_t len)
+{
+    ivm_cgroup_root_t root;
+    char err[320], top[IVM_CGROUP_PATH_MAX], prefix[64];
+    struct dirent *de;
+    int found = -1;
+    DIR *dp;
+
+    if (ivm_cgroup_root_find(&root, err, sizeof(err)) != IVM_SUCCESS ||
+        ivm_cgroup_path(&root, IVM_CGROUP_TOP, NULL, top, sizeof(top)) != IVM_SUCCESS ||
+        (dp = opendir(top)) == NULL) {
+        return -1;
+    }
+    snprintf(prefix, sizeof(prefix), "ivmd-%d-", (int)pid);
+    while (found != 0 && (de = readdir(dp)) != NULL) {
+        if (strncmp(de->d_name, prefix, strlen(prefix)) == 0 &&
+            snprintf(buf, len, "%s/%s", IVM_CGROUP_TOP, de->d_name) < (int)len) {
+            found = 0;
+        }
+    }
+    closedir(dp);
+    return found;
+}
+
+/* Subdirectories of dir (absolute) as "<base>name" lines, recursively. */
+static void cgroup_list(FILE *out, const char *dir, const char *base, int depth)
+{
+    char sub[IVM_CGROUP_PATH_MAX + 256], name[IVM_CGROUP_PATH_MAX];
+    struct dirent *de;
+    DIR *dp = opendir(dir);
+
+    while (dp != NULL && depth < 8 && (de = readdir(dp)) != NULL) {
+        if (de->d_type != DT_DIR || de->d_name[0] == '.') {
+            continue;
+        }
+        snprintf(sub, sizeof(sub), "%s/%s", dir, de->d_name);
+        snprintf(name, sizeof(name), "%s%s", base, de->d_name);
+        fprintf(out, "%s\n", name);
+        snprintf(name + strlen(name), sizeof(name) - strlen(name), "/");
+        cgroup_list(out, sub, name, depth + 1);
+    }
+    if (dp != NULL) {
+        closedir(dp);
+    }
+}
+
+char *ivmt_cgroup_listing(const char *rel)
+{
+    ivm_cgroup_root_t root;
+    char err[320], dir[IVM_CGROUP_PATH_MAX];
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+
+    cr_assert_not_null(f, "open_memstream: %s", strerror(errno));
+    if (ivm_cgroup_root_find(&root, err, sizeof(err)) == IVM_SUCCESS &&
+        ivm_cgroup_path(&root, rel, NULL, dir, sizeof(dir)) == IVM_SUCCESS) {
+        cgroup_list(f, dir, "", 0);
+    }
+    fclose(f);
+    return text;
+}
+
+char *ivmt_cgroup_stale(void)
+{
+    ivm_cgroup_root_t root;
+    char err[320], top[IVM_CGROUP_PATH_MAX];
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    struct dirent *de;
+    DIR *dp = NULL;
+
+    cr_assert_not_null(f, "open_memstream: %s", strerror(errno));
+    if (ivm_cgroup_root_find(&root, err, sizeof(err)) == IVM_SUCCESS &&
+        ivm_cgroup_path(&root, IVM_CGROUP_TOP, NULL, top, sizeof(top)) == IVM_SUCCESS) {
+        dp = opendir(top);
+    }
+    while (dp != NULL && (de = readdir(dp)) != NULL) {
+        if (de->d_type == DT_DIR && (ivm_cgroup_owner_stale("ivmd", de->d_name) == 1 ||
+                                     ivm_cgroup_owner_stale("devrun", de->d_name) == 1)) {
+            fprintf(f, "%s/%s\n", IVM_CGROUP_TOP, de->d_name);
+        }
+    }
+    if (dp != NULL) {
+        closedir(dp);
+    }
+    fclose(f);
+    return text;
+}
+
+int ivmt_cgroup_remove(const char *rel)
+{
+    ivm_cgroup_root_t root;
+    char err[320];
+
+    if (ivm_cgroup_root_find(&root, err, sizeof(err)) != IVM_SUCCESS ||
+        ivm_cgroup_destroy(&root, rel, err, sizeof(err)) != IVM_SUCCESS) {
+        return -1;
+    }
+    ivm_cgroup_top_remove(&root);
+    return 0;
+}
+
+int ivmt_cgroup_writable(char *why, size_t len)
+{
+    ivm_cgroup_root_t root;
+    char err[320], rel[128];
+
+    if (ivm_cgroup_root_find(&root, err, sizeof(err)) != IVM_SUCCESS ||
+        ivm_cgroup_owner_dir("ivmt", 0, rel, sizeof(rel)) != IVM_SUCCESS ||
+        ivm_cgroup_create(&root, rel, 25, err, sizeof(err)) != IVM_SUCCESS) {
+        snprintf(why, len, "%s", err);
+        return 0;
+    }
+    ivm_cgroup_destroy(&root, rel, err, sizeof(err));
+    ivm_cgroup_top_remove(&root);
+    return 1;
+}
+
+static int cgroup_exists(const char *rel)
+{
+    ivm_cgroup_root_t root;
+    char err[320], dir[IVM_CGROUP_PATH_MAX];
+
+    return ivm_cgroup_root_find(&root, err, sizeof(err)) == IVM_SUCCESS &&
+           ivm_cgroup_path(&root, rel, NULL, dir, sizeof(dir)) == IVM_SUCCESS &&
+           access(dir, F_OK) == 0;
+}
+
+/* Whether text holds line as one of its lines. */
+static int has_whole_line(const char *text, const char *line)
+{
+    size_t n = strlen(line);
+    const char *p;
+
+    for (p = text; p != NULL && (p = strstr(p, line)) != NULL; p += n) {
+        if ((p == text || p[-1] == '\n') && (p[n] == '\n' || p[n] == '\0')) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The daemon's cgroups of jobs are gone once its jobs are. */
+static void cgroup_check_jobs_gone(const ivmt_daemon_t *d, strbuf_t *problems)
+{
+    char dir[IVM_CGROUP_PATH_MAX];
+    char *left;
+
+    if (ivmt_cgroup_daemon_dir(d->pid, dir, sizeof(dir)) != 0) {
+        return;
+    }
+    left = ivmt_cgroup_listing(dir);
+    if (*left != '\0') {
+        sb_addf(problems, "\n* cgroups left in %s after the job:\n%s", dir, left);
+    }
+    free(left);
+}
+
 int ivmt_daemon_wrapper(const char **argv, int max)
 {
     static char words[1024];
@@ -940,6 +1103,8 @@ static void daemon_kill_leftovers(ivmt_daemon_t *d, strbuf_t *problems)
  * no process with our IVM_SOCKET. Problems are appended to `problems`. */
 static void daemon_stop(ivmt_daemon_t *d, strbuf_t *problems)
 {
+    char cgdir[IVM_CGROUP_PATH_MAX];
+    int have_cg = ivmt_cgroup_daemon_dir(d->pid, cgdir, sizeof(cgdir)) == 0;
     double deadline;
     int status = 0;
     pid_t w = 0;
@@ -965,6 +1130,11 @@ static void daemon_stop(ivmt_daemon_t *d, strbuf_t *problems)
     d->pid = 0;
     if (access(d->sock, F_OK) == 0) {
         sb_addf(problems, "\n* socket %s still exists after ivmd exited", d->sock);
+    }
+    if (have_cg && cgroup_exists(cgdir)) {
+        sb_addf(problems, "\n* the daemon's cgroup directory %s is left after it exited",
+                cgdir);
+        ivmt_cgroup_remove(cgdir);
     }
     if (d->gpud_pid > 0) {
         /* ivmd reaps its ivm-gpud before it exits. */
@@ -1040,6 +1210,9 @@ void ivmt_daemon_finish(ivmt_daemon_t *d)
         }
         ivmt_sleep_ms(20);
     }
+
+    /* 1b. Its cgroups of jobs (CPU share devices) are gone. */
+    cgroup_check_jobs_gone(d, &problems);
 
     /* 2. No process left. */
     daemon_kill_leftovers(d, &problems);
@@ -1125,10 +1298,12 @@ void ivmt_daemon_terminate(ivmt_daemon_t *d)
 
 void ivmt_daemon_abandon(ivmt_daemon_t *d)
 {
+    char cgdir[IVM_CGROUP_PATH_MAX];
     int status;
     double deadline;
 
     if (d->pid > 0) {
+        int have_cg = ivmt_cgroup_daemon_dir(d->pid, cgdir, sizeof(cgdir)) == 0;
         daemon_kill_leftovers(d, NULL);
         kill(d->pid, SIGTERM);
         deadline = ivmt_now() + 3.0;
@@ -1138,6 +1313,9 @@ void ivmt_daemon_abandon(ivmt_daemon_t *d)
         kill(d->pid, SIGKILL);
         waitpid(d->pid, &status, 0);
         d->pid = 0;
+        if (have_cg) {
+            ivmt_cgroup_remove(cgdir); /* gone already unless it was SIGKILLed */
+        }
     }
     if (d->dir[0] != '\0') {
         ivmt_remove_dir(d->dir);
@@ -1183,6 +1361,7 @@ void ivmt_launch_start(const char *launcher, const char *const *args, ivmt_launc
         argv[argc++] = *args++;
     }
     argv[argc] = NULL;
+    c->cg_stale = ivmt_cgroup_stale();
     ivmt_start(argv, env, &c->proc);
 }
 
@@ -1234,6 +1413,31 @@ static void ivmt_launch_collect(ivmt_launch_t *c, double timeout_s, ivmt_result_
         left = ivmt_dir_entries(c->dir);
     }
     ivmt_remove_dir(c->dir);
+    {
+        /* Daemons that ended without removing their cgroups (CPU shares). */
+        char *stale = ivmt_cgroup_stale(), *line, *save = NULL, *added = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&added, &len);
+        for (line = strtok_r(stale, "\n", &save); line != NULL && f != NULL;
+             line = strtok_r(NULL, "\n", &save)) {
+            if (c->cg_stale == NULL || !has_whole_line(c->cg_stale, line)) {
+                fprintf(f, "%s\n", line);
+                ivmt_cgroup_remove(line);
+            }
+        }
+        if (f != NULL) {
+            fclose(f);
+        }
+        free(stale);
+        free(c->cg_stale);
+        c->cg_stale = NULL;
+        if (added != NULL && added[0] != '\0') {
+            char *why = ivmt_describe(NULL, r);
+            cr_assert_fail("cgroup directories of daemons that are gone were left:\n%s"
+                           "launcher: %s", added, why);
+        }
+        free(added);
+    }
     if (n > 0) {
         char *why = ivmt_describe(NULL, r);
         cr_assert_fail("%d process(es) of the launched run left 5 s after the launcher "

@@ -146,11 +146,28 @@ void ivmt_make_tmpdir(char *buf, size_t len);
 /* Remove a directory and the plain files/sockets directly in it. */
 void ivmt_remove_dir(const char *dir);
 
+/* Cgroups of CPU share devices (common/cgroup.h: <parent>/ivm/ivmd-<pid>-
+ * <starttime>/..., the parent being the test's own cgroup in the hierarchy
+ * with the cpu controller). Paths are relative to the parent. */
+/* The directory of daemon pid into buf: 0, or -1 if it has none. */
+int ivmt_cgroup_daemon_dir(pid_t pid, char *buf, size_t len);
+/* The groups below rel, one "sub/path" per line (malloc'd, "" if none). */
+char *ivmt_cgroup_listing(const char *rel);
+/* The owner directories in ivm/ whose process is gone, one per line
+ * (malloc'd, "" if none). */
+char *ivmt_cgroup_stale(void);
+/* Remove group rel and all below it (processes moved out); 0 or -1. */
+int ivmt_cgroup_remove(const char *rel);
+/* 1 if this process can make cgroups with CPU limits (root, or a delegated
+ * cgroup, with the cpu controller), else 0 with the reason in why. */
+int ivmt_cgroup_writable(char *why, size_t len);
+
 /* A launcher (ivmrun) run with a private IVM_SOCKET_DIR. */
 typedef struct ivmt_launch {
     char        dir[IVMT_PATH_MAX];
     char        dir_env[IVMT_PATH_MAX + 32];
     ivmt_proc_t proc;
+    char       *cg_stale;  /* ivmt_cgroup_stale() at the start */
 } ivmt_launch_t;
 
 /* Start `launcher args...` with IVM_SOCKET_DIR=<fresh dir>, no other IVM_*
@@ -158,7 +175,8 @@ typedef struct ivmt_launch {
 void ivmt_launch_start(const char *launcher, const char *const *args, ivmt_launch_t *c);
 
 /* Collect it; assert that no process of the run (environment or command line
- * naming the directory) is left 5 s later. */
+ * naming the directory) is left 5 s later, and no cgroup directory of a
+ * daemon that is gone appeared. */
 void ivmt_launch_finish(ivmt_launch_t *c, double timeout_s, ivmt_result_t *r);
 
 /* ivmt_launch_finish, and the private IVM_SOCKET_DIR must then be empty: no
