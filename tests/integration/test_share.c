@@ -408,3 +408,98 @@ Test(share, cgroup_module, .init = no_daemon)
     cr_assert_eq(ivm_cgroup_create(&root, "/abs", 10, err, sizeof(err)),
                  IVM_ERROR_INVALID_VALUE);
 }
+
+#ifdef IVMT_DEVRUN
+/* The rank's script: its cgroup, the group's limit (v1 or v2 files), its
+ * threads and cores; it exits 5. */
+#define DEVRUN_RANK_SCRIPT                                                           \
+    "d=${IVM_DEVRUN#*|}; echo DIR $d; grep -E \"(^|,|:)cpu(,|:)|^0::\" /proc/self/cgroup; " \
+    "echo LIMIT $(cat $d/dev0/cpu.cfs_quota_us $d/dev0/cpu.cfs_period_us 2>/dev/null || "  \
+    "cat $d/dev0/cpu.max); echo OMP $OMP_NUM_THREADS; grep Cpus_allowed_list "             \
+    "/proc/self/status; exit 5"
+
+/* ivm-devrun --cpu-devices 0:25 -- CMD, CMD running one rank (rank 0) through
+ * ivm-devrun --rank: the rank is in device 0's group with a 25% limit, pinned
+ * to core 0 with OMP_NUM_THREADS=1; the status is the rank's; no group is
+ * left. */
+Test(share, devrun_places_a_rank, .init = no_daemon)
+{
+    const char *argv[] = {IVMT_DEVRUN, "--cpu-devices", "0:25", "--", "/bin/sh", "-c",
+                          "OMPI_COMM_WORLD_RANK=0 exec " IVMT_DEVRUN " --rank -- /bin/sh -c '"
+                          DEVRUN_RANK_SCRIPT "'", NULL};
+    char dir[IVM_CGROUP_PATH_MAX] = "";
+    ivmt_result_t r;
+    struct stat st;
+    char *left;
+
+    need_cgroups();
+    ivmt_run(argv, NULL, 20, &r);
+    cr_assert(r.exited && r.code == 5, "ivm-devrun exited %d (want the rank's 5): %s\n%s",
+              r.code, r.out, r.err);
+    cr_assert(strstr(r.out, "/ivm/devrun-") != NULL && strstr(r.out, "/dev0\n") != NULL,
+              "the rank is not in device 0's group:\n%s", r.out);
+    cr_assert(strstr(r.out, "LIMIT 1000 4000\n") != NULL, "not a 25%% limit:\n%s", r.out);
+    cr_assert(strstr(r.out, "OMP 1\n") != NULL, "%s", r.out);
+    cr_assert(strstr(r.out, "Cpus_allowed_list:\t0\n") != NULL, "%s", r.out);
+    cr_assert_eq(sscanf(strstr(r.out, "DIR "), "DIR %511s", dir), 1, "%s", r.out);
+    cr_assert_neq(stat(dir, &st), 0, "ivm-devrun left %s", dir);
+    left = ivmt_cgroup_stale();
+    cr_assert(strstr(left, "devrun-") == NULL, "stale groups: %s", left);
+    free(left);
+    ivmt_result_free(&r);
+}
+
+/* Bad use says why: no rank variable, no IVM_DEVRUN, a bad spec. */
+Test(share, devrun_errors, .init = no_daemon)
+{
+    const char *rank[] = {IVMT_DEVRUN, "--rank", "--", "/bin/true", NULL};
+    const char *spec[] = {IVMT_DEVRUN, "--cpu-devices", "0:60,0:50", "--", "/bin/true", NULL};
+    const char *with_rank[] = {"OMPI_COMM_WORLD_RANK=0", NULL};
+    ivmt_result_t r;
+
+    ivmt_run(rank, NULL, 10, &r);
+    cr_assert(r.exited && r.code == 1 && strstr(r.err, "no rank in the environment"), "%s",
+              r.err);
+    ivmt_result_free(&r);
+    ivmt_run(rank, with_rank, 10, &r);
+    cr_assert(r.exited && r.code == 1 && strstr(r.err, "IVM_DEVRUN is not set"), "%s", r.err);
+    ivmt_result_free(&r);
+    ivmt_run(spec, NULL, 10, &r);
+    cr_assert(r.exited && r.code == 2 &&
+                  strstr(r.err, "core 0 is shared by devices whose shares add up to 110%"),
+              "%s", r.err);
+    ivmt_result_free(&r);
+}
+
+/* A SIGKILLed ivm-devrun leaves its groups (a rank in one); the next one
+ * sweeps them. */
+Test(share, devrun_killed_is_swept, .init = no_daemon)
+{
+    const char *held[] = {IVMT_DEVRUN, "--cpu-devices", "0:30", "--", "/bin/sh", "-c",
+                          "OMPI_COMM_WORLD_RANK=0 exec " IVMT_DEVRUN " --rank -- /bin/sh -c "
+                          "'echo DIR ${IVM_DEVRUN#*|}; echo RANK $$; exec sleep 30'", NULL};
+    const char *next[] = {IVMT_DEVRUN, "--cpu-devices", "0", "--", "/bin/true", NULL};
+    char dir[IVM_CGROUP_PATH_MAX] = "", *out;
+    ivmt_result_t r;
+    ivmt_proc_t p;
+    struct stat st;
+    int rank = 0;
+
+    need_cgroups();
+    ivmt_start(held, NULL, &p);
+    cr_assert(ivmt_wait_output(&p, "RANK ", 10), "the rank never started");
+    out = ivmt_proc_output(&p);
+    cr_assert_eq(sscanf(strstr(out, "DIR "), "DIR %511s", dir), 1, "%s", out);
+    cr_assert_eq(sscanf(strstr(out, "RANK "), "RANK %d", &rank), 1, "%s", out);
+    free(out);
+    kill(p.pid, SIGKILL);
+    ivmt_finish(&p, 5, &r);
+    ivmt_result_free(&r);
+    cr_assert_eq(stat(dir, &st), 0, "%s is gone before the sweep", dir);
+    ivmt_run(next, NULL, 10, &r);
+    kill(rank, SIGKILL);
+    cr_assert(r.exited && r.code == 0, "%s", r.err);
+    cr_assert_neq(stat(dir, &st), 0, "the next ivm-devrun left the stale %s", dir);
+    ivmt_result_free(&r);
+}
+#endif
