@@ -90,6 +90,30 @@ if [ -x "$BIN/ivm-gpud" ]; then
     check_clean "--emu-gpus run"
 fi
 
+# 2c. CPU shares (CORES:PCT) reach every host's daemon through mpirun and
+#     ivm-boot, ':' and all; each daemon enforces its own with cgroups, so
+#     this needs cgroup CPU limits here (root; ivm-devrun is the probe).
+if [ -x "$BIN/ivm-devrun" ] && "$BIN/ivm-devrun" --cpu-devices 0:50 -- true 2>/dev/null; then
+    run --hosts "$HOSTS" --node-cpu-devices '0:80;0:40;0:20' sh -c '
+        for k in 0 1 2; do
+            s=$(ls -d "$IVM_SOCKET_DIR"/boot-node$k-*/node$k.sock) || exit 10
+            "$0" "$s" | grep -e "^node=" -e "^cpu_device.0=" | tr "\n" " "; echo
+        done' "$BIN/ivm-info"
+    if expect_rc 0 "CPU shares on every node"; then
+        k=0
+        for pct in 80 40 20; do
+            grep -q "^node=node$k cpu_device.0=cores=0 ncores=1 share=$pct " "$WORK/out" ||
+                fail "node$k's daemon does not have a $pct% CPU device: $(tr '\n' '|' <"$WORK/out")"
+            k=$((k + 1))
+        done
+    fi
+    check_clean "CPU shares run"
+    left=$(stale_cgroups)
+    [ -z "$left" ] || fail "CPU shares run: cgroups of daemons that are gone: $left"
+else
+    echo "note: no cgroup CPU limits here (not root?); the CPU shares run left out"
+fi
+
 # 3. An example program.
 if [ -x "$BIN/vecadd" ]; then
     run --hosts "$HOSTS" "$BIN/vecadd"

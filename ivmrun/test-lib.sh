@@ -57,3 +57,20 @@ expect_rc() {
     fi
     return 0
 }
+
+# The cgroup directories of IVM daemons that are gone (CPU shares,
+# common/cgroup.h: <cpu cgroup>/ivm/ivmd-<pid>-<starttime>), one per line.
+stale_cgroups() {
+    mnt=$(awk '$0 ~ / - cgroup / { n = split($NF, o, ","); for (i = 1; i <= n; i++)
+              if (o[i] == "cpu") print $5 }' /proc/self/mountinfo | head -n 1)
+    self=$(awk -F: '$2 ~ /(^|,)cpu(,|$)/ { print $3 }' /proc/self/cgroup | head -n 1)
+    [ -n "$mnt" ] || return 0
+    for d in "$mnt${self%/}"/ivm/ivmd-*; do
+        [ -d "$d" ] || continue
+        name=${d##*/ivmd-}
+        pid=${name%%-*}
+        start=${name#*-}
+        now=$(cut -d' ' -f22 "/proc/$pid/stat" 2>/dev/null)
+        [ "$now" = "$start" ] || echo "$d"
+    done
+}

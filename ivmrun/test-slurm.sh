@@ -288,6 +288,22 @@ if expect_rc 0 "process survey"; then
 fi
 check_clean "survey run"
 
+# 2b. A CPU share (--cpu-devices CORES:PCT) reaches the daemon through srun
+#     and ivm-boot-srun, ':' and all (needs cgroup CPU limits: ivm-devrun is
+#     the probe).
+if [ -x "$BIN/ivm-devrun" ] && "$BIN/ivm-devrun" --cpu-devices 0:50 -- true 2>/dev/null; then
+    run --cpu-devices 0:30 "$BIN/ivm-info"
+    if expect_rc 0 "a CPU share"; then
+        grep -q "^cpu_device.0=cores=0 ncores=1 share=30 " "$WORK/out" ||
+            fail "no 30% CPU device: $(tr '\n' '|' <"$WORK/out")"
+    fi
+    check_clean "CPU share run"
+    left=$(stale_cgroups)
+    [ -z "$left" ] || fail "CPU share run: cgroups of daemons that are gone: $left"
+else
+    echo "note: no cgroup CPU limits here (not root?); the CPU share run left out"
+fi
+
 # 3. An example program.
 if [ -x "$BIN/vecadd" ]; then
     run "$BIN/vecadd"
