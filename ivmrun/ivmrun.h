@@ -21,7 +21,8 @@
 /* X(field, "option-name", TYPE, "default", "help text") */
 #define IVMRUN_CONFIG_TABLE(X)                                                      \
     X(cpu_devices, "cpu-devices", STRING, "",                                       \
-      "CPU devices of the job, e.g. 0-7,8-11,12 (default: the daemon's table)")    \
+      "CPU devices of the job, e.g. 0-7,8-11,12 (default: the daemon's table); "    \
+      "CORES:PCT is a share of the cores' time, e.g. 0,1:50,1:25 (cgroups: root)") \
     X(tag_output,  "tag-output",  BOOL,   "0",                                      \
       "prefix every output line with \"[pe N] \"")                                  \
     X(pe_pool,     "pe-pool",     INT,    "-1",                                     \
@@ -39,7 +40,8 @@
     X(daemon_poll_us, "daemon-poll-us", STRING, "",                                 \
       "every started ivmd polls this many us before sleeping (ivmd --poll-us)")     \
     X(node_cpu_devices, "node-cpu-devices", STRING, "",                             \
-      "one CPU device spec per node, ';'-separated, e.g. 0-3;4-5;6 (several nodes)") \
+      "one CPU device spec per node, ';'-separated, e.g. 0-3;4-5;6 or "             \
+      "0:80;1:40;1:20 (several nodes)")                                             \
     X(log_level,   "log-level",   STRING, "",                                       \
       "error|warn|info|debug|trace, also given to the root PE (-v = info)")        \
     X(socket,      "socket",      STRING, "",                                       \
