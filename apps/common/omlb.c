@@ -1,29 +1,31 @@
 /*
- * OM-LB driver: the root's monitoring loop and the children's plan loop.
- * See omlb.h for the scheme and its record lines.
+ * OM-LB driver: the root's monitoring loop and the children's iteration
+ * loop with their halo exchange. See omlb.h for the scheme and its record
+ * lines.
  */
 #define _POSIX_C_SOURCE 200809L
 
 #include "omlb.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define OMLB_PLAN_OBJ  "omlb.plan"
-#define OMLB_REP_OBJ   "omlb.rep"
-#define OMLB_POLL_MIN_S 20e-6  /* polling period of plans and reports: 20 us ... */
-#define OMLB_POLL_MAX_S 500e-6 /* ... growing to 500 us as the wait goes on */
-#define OMLB_WAIT_S    120.0   /* longest wait for one plan or one round of reports */
-#define OMLB_GRACE_S   5.0     /* reports missing this long with a PE gone: failed */
-#define OMLB_LIVE_S    0.1     /* the root counts the live PEs this often */
-#define OMLB_WINDOW    3       /* iterations watched before the root acts, at least */
-#define OMLB_WINDOW_S  0.003   /* seconds (slowest PEs) watched before it acts, at least */
-#define OMLB_STREAK    2       /* windows in a row the spawn rule must choose a device */
-
-enum { OMLB_RUN = 1, OMLB_FLUSH = 2, OMLB_DONE = 3 };
+#define OMLB_PLAN_OBJ   "omlb.plan"
+#define OMLB_REP_OBJ    "omlb.rep"
+#define OMLB_INBOX_FMT  "omlb.in.%d"  /* a PE's in-box, by PE id */
+#define OMLB_NAP_MIN_S  10e-6  /* waits poll every 10 us ... */
+#define OMLB_NAP_MAX_S  500e-6 /* ... growing to 500 us as the wait goes on */
+#define OMLB_WAIT_S     120.0  /* longest wait for a plan, a halo or the PEs */
+#define OMLB_LIVE_S     0.1    /* the root counts the live PEs this often */
+#define OMLB_WINDOW     3      /* iterations of every PE in a window, at least */
+#define OMLB_WINDOW_S   0.02   /* seconds in a window, at least */
+#define OMLB_LEAD_S     0.1    /* `until` runs this far ahead of the slowest PE */
+#define OMLB_LEAD_MIN   4      /* ... and this many iterations at least */
+#define OMLB_PUSH_S     0.025  /* a CPU PE pushes its report this often */
+#define OMLB_TRIAL_GAIN 0.10   /* a trial PE stays if its device got 10% faster */
 
 /* One PE's share in a plan. */
 typedef struct omlb_slot {
@@ -36,31 +38,47 @@ typedef struct omlb_slot {
 } omlb_slot_t;
 _Static_assert(sizeof(omlb_slot_t) == 32, "omlb_slot_t layout");
 
-/* The root's orders ("omlb.plan"); valid only when hash matches. */
+/* The root's orders ("omlb.plan"); valid only when hash matches. The PEs of
+   `epoch` run iterations start .. until-1 on their shares; at `until` with
+   `stop` they store, and with `done` that is the end. */
 typedef struct omlb_plan {
-    uint64_t    seq;    /* increases with every plan */
-    int32_t     phase;  /* OMLB_RUN, OMLB_FLUSH or OMLB_DONE */
-    int32_t     iter;   /* iteration to run (RUN) */
-    int32_t     fresh;  /* RUN: every PE loads its share first */
-    int32_t     nparts; /* shares in parts[], in unit order */
+    uint64_t    seq;     /* increases with every plan */
+    int32_t     epoch;   /* increases when the shares change */
+    int32_t     start;   /* first iteration of the epoch (shares loaded there) */
+    int32_t     until;   /* iterations below it may run */
+    int32_t     stop;    /* 1: at `until`, store the share and wait */
+    int32_t     done;    /* 1: `until` is the last iteration: store and end */
+    int32_t     nparts;  /* shares in parts[], in unit order */
     omlb_slot_t parts[OMLB_MAX_PES];
-    uint64_t    hash;   /* FNV-1a of the bytes above */
+    uint64_t    hash;    /* FNV-1a of the bytes above */
 } omlb_plan_t;
-_Static_assert(offsetof(omlb_plan_t, parts) == 24, "omlb_plan_t layout");
-_Static_assert(offsetof(omlb_plan_t, hash) == 24 + 32 * OMLB_MAX_PES, "omlb_plan_t layout");
+_Static_assert(offsetof(omlb_plan_t, parts) == 32, "omlb_plan_t layout");
 
-/* A PE's answer to one plan ("omlb.rep", one per PE); valid when hash matches. */
+/* A PE's figures ("omlb.rep", one slot per PE); valid when hash matches. */
 typedef struct omlb_report {
-    uint64_t seq;      /* the plan answered */
-    double   time_s;   /* RUN: the step's computation seconds, slowdown included */
-    double   value;    /* RUN: the step's value */
-    int32_t  status;   /* 0 = done, -1 = the PE failed */
-    int32_t  reserved;
+    int32_t  epoch;    /* the epoch of the figures below */
+    int32_t  iter;     /* the next iteration it will run */
+    int32_t  stored;   /* the iteration it stored its share at (-1: not in this epoch) */
+    int32_t  status;   /* 0 = fine, -1 = the PE failed */
+    int32_t  cores;    /* its device's cores (IVM_DEVICE_CORES) */
+    int32_t  runs;     /* iterations run in this epoch */
+    double   compute;  /* their compute seconds (slowdown knob included) */
+    double   value;    /* the value of its last iteration */
     uint64_t hash;     /* FNV-1a of the bytes above */
 } omlb_report_t;
-_Static_assert(sizeof(omlb_report_t) == 40, "omlb_report_t layout");
+_Static_assert(sizeof(omlb_report_t) == 48, "omlb_report_t layout");
 
-/* Print the failed call with its status and message; evaluates to -1. */
+/* A PE's in-box holds four slots, [iteration parity][side] (side 0: from
+   the PE below, 1: from the PE above), each this header and the edge. The
+   writer puts the whole slot at once; the hash tells the reader that every
+   byte of it arrived (a put's bytes may land in any order). */
+typedef struct omlb_edge_hdr {
+    _Atomic int64_t stamp;  /* iteration + 1 of the edge (0: none yet) */
+    uint64_t        hash;   /* omlb_edge_hash of the stamp and the edge */
+} omlb_edge_hdr_t;
+_Static_assert(sizeof(omlb_edge_hdr_t) == 16, "omlb_edge_hdr_t layout");
+
+/* Print the failed call with its status and message; goto fail. */
 #define OMLB_CHECK(call)                                                              \
     do {                                                                              \
         ivmError_t omlb_rc_ = (call);                                                 \
@@ -71,14 +89,23 @@ _Static_assert(sizeof(omlb_report_t) == 40, "omlb_report_t layout");
         }                                                                             \
     } while (0)
 
-/* Sleep a tenth of the time waited so far (20 us .. 500 us): the waiters
-   neither hold back a round by more than a tenth nor steal the cores of the
-   PEs that compute. */
+/* Sleep a tenth of the time waited so far (10 us .. 500 us): a wait costs
+   the waiter a tenth at most, and never a core. */
 static void omlb_nap(double waited_s)
 {
     double s = waited_s / 10.0;
 
-    app_sleep_s(s < OMLB_POLL_MIN_S ? OMLB_POLL_MIN_S : s > OMLB_POLL_MAX_S ? OMLB_POLL_MAX_S : s);
+    app_sleep_s(s < OMLB_NAP_MIN_S ? OMLB_NAP_MIN_S : s > OMLB_NAP_MAX_S ? OMLB_NAP_MAX_S : s);
+}
+
+static uint64_t omlb_plan_hash(const omlb_plan_t *pl)
+{
+    return app_fnv1a(pl, offsetof(omlb_plan_t, hash));
+}
+
+static uint64_t omlb_report_hash(const omlb_report_t *rp)
+{
+    return app_fnv1a(rp, offsetof(omlb_report_t, hash));
 }
 
 /* ---------------------------------------------------------------- devices */
@@ -86,9 +113,8 @@ static void omlb_nap(double waited_s)
 void omlb_config_init(omlb_config_t *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
-    cfg->threshold = 2.0;
-    cfg->cap = 4;
-    cfg->balance_tol = 0.20;
+    cfg->cap = 1;
+    cfg->balance_tol = 0.05;
     cfg->record = stdout;
 }
 
@@ -129,22 +155,74 @@ void omlb_devices_release(omlb_config_t *cfg)
     cfg->ndevs = 0;
 }
 
+/* ------------------------------------------------------------------ rules */
+
+void omlb_rule_split(int ndevs, int units, const int *dev_pes, const double *cost, int *alloc)
+{
+    int dealt = 0;
+
+    /* Every PE one unit; then each unit to the device that would finish it
+       first (optimal for equal units on devices of different speeds). */
+    for (int d = 0; d < ndevs; d++) {
+        alloc[d] = dev_pes[d];
+        dealt += dev_pes[d];
+    }
+    for (; dealt < units; dealt++) {
+        int best = 0;
+        for (int d = 1; d < ndevs; d++)
+            if (cost[d] * (alloc[d] + 1) < cost[best] * (alloc[best] + 1))
+                best = d;
+        alloc[best]++;
+    }
+}
+
+/* The slowest device's time of a split. */
+static double omlb_split_time(int ndevs, const int *alloc, const double *cost)
+{
+    double t = 0.0;
+
+    for (int d = 0; d < ndevs; d++)
+        t = fmax(t, cost[d] * alloc[d]);
+    return t;
+}
+
+int omlb_rule_worth(int ndevs, int units, const int *dev_pes, const int *dev_units,
+                    const double *cost, double tol, int remaining, double move_s)
+{
+    int best[OMLB_MAX_DEVS];
+
+    omlb_rule_split(ndevs, units, dev_pes, cost, best);
+    double now = omlb_split_time(ndevs, dev_units, cost);
+    double then = omlb_split_time(ndevs, best, cost);
+    return now > then * (1.0 + tol) && (now - then) * remaining > move_s;
+}
+
 /* ------------------------------------------------------------------- root */
 
 typedef struct omlb_root {
     const omlb_config_t *cfg;
     omlb_plan_t         *plan;  /* the master copy */
     omlb_report_t       *rep;   /* the master copy */
-    int                  npes;
+    int                  npes;  /* PEs created (report slots used) */
     ivm_pe               pe[OMLB_MAX_PES];     /* by report slot */
     int                  pe_dev[OMLB_MAX_PES]; /* device of each */
+    int                  retired[OMLB_MAX_PES];/* left out of the plans from now on */
     int                  dev_pes[OMLB_MAX_DEVS];
     int                  dev_units[OMLB_MAX_DEVS];
+    int                  dev_cores[OMLB_MAX_DEVS]; /* from the reports, 0: unknown */
     double               slow[OMLB_MAX_DEVS];
-    uint64_t             seq;
-    double               move_s; /* what moving the shares costs, estimated */
-    int                  streak[OMLB_MAX_DEVS]; /* windows in a row the rule chose d */
-    omlb_report_t        got[OMLB_MAX_PES];    /* the last round's reports */
+    double               dev_done[OMLB_MAX_DEVS];  /* units x iterations done */
+    double               est[OMLB_MAX_DEVS];       /* smoothed cost per unit (0: none) */
+    int                  trial[OMLB_MAX_DEVS];     /* 0 none, 1 running, 2 kept, 3 dropped */
+    double               trial_base[OMLB_MAX_DEVS];/* cost per unit before the trial */
+    int                  trial_slot[OMLB_MAX_DEVS];
+    omlb_report_t        got[OMLB_MAX_PES];        /* the latest reports */
+    omlb_report_t        base[OMLB_MAX_PES];       /* the reports at the window's start */
+    double               win_start;                /* when the window started */
+    double               move_s;  /* what moving the shares costs, measured */
+    double               t_iter;  /* seconds per iteration of the slowest PE, smoothed */
+    double               last_live;
+    int                  rebalances;
 } omlb_root_t;
 
 /* Deal each device's units evenly to its PEs and write the shares, in unit
@@ -156,7 +234,7 @@ static void omlb_root_parts(omlb_root_t *r)
     for (int d = 0; d < r->cfg->ndevs; d++) {
         int k = 0;
         for (int s = 0; s < r->npes; s++) {
-            if (r->pe_dev[s] != d)
+            if (r->pe_dev[s] != d || r->retired[s])
                 continue;
             int u = r->dev_units[d] / r->dev_pes[d] + (k < r->dev_units[d] % r->dev_pes[d]);
             omlb_slot_t *p = &r->plan->parts[n++];
@@ -174,76 +252,17 @@ static void omlb_root_parts(omlb_root_t *r)
     r->plan->nparts = n;
 }
 
-static int omlb_root_publish(omlb_root_t *r, int phase, int iter, int fresh)
+/* Publish the plan as it stands (new seq, hash) to every node. */
+static int omlb_root_publish(omlb_root_t *r)
 {
     omlb_plan_t *pl = r->plan;
 
     pl->hash = 0;
     atomic_thread_fence(memory_order_seq_cst);
-    pl->seq = ++r->seq;
-    pl->phase = phase;
-    pl->iter = iter;
-    pl->fresh = fresh;
-    pl->hash = app_fnv1a(pl, offsetof(omlb_plan_t, hash));
+    pl->seq++;
+    pl->hash = omlb_plan_hash(pl);
     atomic_thread_fence(memory_order_seq_cst);
     OMLB_CHECK(ivmSyncPutGroup(pl, sizeof(*pl)));
-    return 0;
-fail:
-    return -1;
-}
-
-/* Wait for every PE of the plan to answer it; its reports into r->got. */
-static int omlb_root_collect(omlb_root_t *r)
-{
-    const omlb_plan_t *pl = r->plan;
-    double start = app_now_s(), last_live = start, missing_since = -1.0;
-    int have[OMLB_MAX_PES] = { 0 }, left = pl->nparts;
-
-    while (left > 0) {
-        for (int k = 0; k < pl->nparts; k++) {
-            int s = pl->parts[k].rep;
-            omlb_report_t rp;
-            if (have[s])
-                continue;
-            atomic_thread_fence(memory_order_acquire);
-            memcpy(&rp, &r->rep[s], sizeof(rp));
-            if (rp.seq != r->seq || rp.hash != app_fnv1a(&rp, offsetof(omlb_report_t, hash)))
-                continue;
-            if (rp.status != 0) {
-                fprintf(stderr, "omlb: PE %d on %s failed in plan %llu\n", r->pe[s],
-                        r->cfg->names[r->pe_dev[s]], (unsigned long long)r->seq);
-                return -1;
-            }
-            r->got[s] = rp;
-            have[s] = 1;
-            left--;
-        }
-        if (left == 0)
-            break;
-        double t = app_now_s();
-        if (t - start > OMLB_WAIT_S) {
-            fprintf(stderr, "omlb: %d of %d PEs did not answer plan %llu within %.0f s\n",
-                    left, pl->nparts, (unsigned long long)r->seq, OMLB_WAIT_S);
-            return -1;
-        }
-        if (t - last_live >= OMLB_LIVE_S) {
-            int alive;
-            last_live = t;
-            OMLB_CHECK(ivmGetNumPEs(&alive));
-            if (alive - 1 < r->npes) {
-                if (missing_since < 0)
-                    missing_since = t;
-                else if (t - missing_since > OMLB_GRACE_S) {
-                    fprintf(stderr, "omlb: %d of %d PEs alive and %d answers missing for "
-                            "%.0f s (a PE died?)\n", alive - 1, r->npes, left, OMLB_GRACE_S);
-                    return -1;
-                }
-            } else {
-                missing_since = -1.0;
-            }
-        }
-        omlb_nap(t - start);
-    }
     return 0;
 fail:
     return -1;
@@ -253,6 +272,10 @@ static int omlb_root_spawn(omlb_root_t *r, int d)
 {
     ivm_pe pe;
 
+    if (r->npes == OMLB_MAX_PES) {
+        fprintf(stderr, "omlb: more than %d PEs\n", OMLB_MAX_PES);
+        return -1;
+    }
     OMLB_CHECK(ivmCreatePEs(r->cfg->devs[d], 1, &pe));
     if (pe == IVM_PE_NULL) {
         fprintf(stderr, "omlb: no PE could be created on %s (PE id limit)\n",
@@ -261,6 +284,7 @@ static int omlb_root_spawn(omlb_root_t *r, int d)
     }
     r->pe[r->npes] = pe;
     r->pe_dev[r->npes] = d;
+    r->retired[r->npes] = 0;
     r->npes++;
     r->dev_pes[d]++;
     return 0;
@@ -268,14 +292,107 @@ fail:
     return -1;
 }
 
-/* Print the iteration's record line. */
-static void omlb_root_record(omlb_root_t *r, int iter, double tmax, double tstd)
+/* Read the valid reports of the plan's PEs into r->got (a torn one keeps
+   the last). -1 when a PE reported a failure. */
+static int omlb_root_read(omlb_root_t *r)
+{
+    for (int k = 0; k < r->plan->nparts; k++) {
+        int s = r->plan->parts[k].rep;
+        omlb_report_t rp;
+        atomic_thread_fence(memory_order_acquire);
+        memcpy(&rp, &r->rep[s], sizeof(rp));
+        if (rp.hash != omlb_report_hash(&rp))
+            continue;
+        if (rp.status != 0) {
+            fprintf(stderr, "omlb: PE %d on %s failed\n", r->pe[s],
+                    r->cfg->names[r->pe_dev[s]]);
+            return -1;
+        }
+        r->got[s] = rp;
+        if (rp.cores > 0)
+            r->dev_cores[r->pe_dev[s]] = rp.cores;
+    }
+    return 0;
+}
+
+/* Every PE alive? Checked every OMLB_LIVE_S: a PE that died leaves its
+   neighbours waiting, so the run fails instead. */
+static int omlb_root_alive(omlb_root_t *r)
+{
+    double t = app_now_s();
+    int alive, want = 0;
+
+    if (t - r->last_live < OMLB_LIVE_S)
+        return 0;
+    r->last_live = t;
+    OMLB_CHECK(ivmGetNumPEs(&alive));
+    for (int s = 0; s < r->npes; s++)
+        want += !r->retired[s];
+    /* At the end, a PE that stored its share is free to go. */
+    for (int k = 0; r->plan->done && k < r->plan->nparts; k++) {
+        const omlb_report_t *g = &r->got[r->plan->parts[k].rep];
+        want -= g->epoch == r->plan->epoch && g->stored == r->plan->until;
+    }
+    if (alive - 1 < want) {
+        fprintf(stderr, "omlb: %d of %d PEs alive (a PE died)\n", alive - 1, want);
+        return -1;
+    }
+    return 0;
+fail:
+    return -1;
+}
+
+/* The least and the greatest next iteration of the plan's PEs (epoch
+   figures only), and whether all have stored at `until`. */
+static void omlb_root_progress(const omlb_root_t *r, int *min_p, int *max_p, int *stored_p)
+{
+    const omlb_plan_t *pl = r->plan;
+    int lo = pl->until, hi = pl->start, stored = 1;
+
+    for (int k = 0; k < pl->nparts; k++) {
+        const omlb_report_t *g = &r->got[pl->parts[k].rep];
+        int it = g->epoch == pl->epoch ? g->iter : pl->start;
+        lo = it < lo ? it : lo;
+        hi = it > hi ? it : hi;
+        stored &= g->epoch == pl->epoch && g->stored == pl->until;
+    }
+    *min_p = lo;
+    *max_p = hi;
+    *stored_p = stored;
+}
+
+/* Wait until every PE of the plan stored its share at `until`. */
+static int omlb_root_wait_stored(omlb_root_t *r)
+{
+    double start = app_now_s();
+
+    for (;;) {
+        int lo, hi, stored;
+        if (omlb_root_read(r) != 0)
+            return -1;
+        omlb_root_progress(r, &lo, &hi, &stored);
+        if (stored)
+            return 0;
+        double t = app_now_s();
+        if (t - start > OMLB_WAIT_S) {
+            fprintf(stderr, "omlb: the PEs did not store their shares at iteration %d within "
+                    "%.0f s\n", r->plan->until, OMLB_WAIT_S);
+            return -1;
+        }
+        if (omlb_root_alive(r) != 0)
+            return -1;
+        omlb_nap(t - start);
+    }
+}
+
+/* Print a window's record line. */
+static void omlb_root_record(omlb_root_t *r, int first, int last, double tmax, double tstd)
 {
     FILE *f = r->cfg->record;
 
     if (f == NULL)
         return;
-    fprintf(f, "OMLB iter=%d pes=", iter);
+    fprintf(f, "OMLB iter=%d last=%d pes=", first, last);
     for (int d = 0; d < r->cfg->ndevs; d++)
         fprintf(f, "%s%d", d ? "," : "", r->dev_pes[d]);
     fprintf(f, " units=");
@@ -285,372 +402,783 @@ static void omlb_root_record(omlb_root_t *r, int iter, double tmax, double tstd)
     fflush(f);
 }
 
-int omlb_rule_spawn(int ndevs, const double *cost, double threshold, const int *dev_pes,
-                    int cap, int room, int *add)
+/* The window since r->base, if it is complete (every PE ran OMLB_WINDOW
+   iterations of this epoch in it, and OMLB_WINDOW_S seconds passed; with
+   force, one iteration will do): each
+   device's cost per unit into cost[] (seconds per iteration and unit of its
+   slowest PE, over its PEs), the record line printed. 1 if complete, 0 if
+   not yet. */
+static int omlb_root_window(omlb_root_t *r, double *cost, int force)
 {
-    double cmin = INFINITY, cmax = 0.0;
-    int n = 0;
+    const omlb_plan_t *pl = r->plan;
+    double dev_t[OMLB_MAX_DEVS] = { 0 }, tmax = 0.0, tsum = 0.0, tsq = 0.0;
+    int first = pl->until, last = pl->start;
 
-    for (int d = 0; d < ndevs; d++) {
-        add[d] = 0;
-        cmin = fmin(cmin, cost[d]);
-        cmax = fmax(cmax, cost[d]);
-    }
-    if (!(cmin > 0.0) || cmax / cmin < threshold)
+    if (app_now_s() - r->win_start < OMLB_WINDOW_S && !force)
         return 0;
-    for (int d = 0; d < ndevs && n < room; d++) {
-        if (cost[d] / cmin < threshold && dev_pes[d] < cap) {
-            add[d] = 1;
-            n++;
-        }
+    for (int k = 0; k < pl->nparts; k++) {
+        const omlb_slot_t *p = &pl->parts[k];
+        const omlb_report_t *g = &r->got[p->rep], *b = &r->base[p->rep];
+        int runs = g->runs - (b->epoch == pl->epoch ? b->runs : 0);
+        if (g->epoch != pl->epoch || runs < (force ? 1 : OMLB_WINDOW))
+            return 0;
     }
-    return n;
+    for (int k = 0; k < pl->nparts; k++) {
+        const omlb_slot_t *p = &pl->parts[k];
+        const omlb_report_t *g = &r->got[p->rep], *b = &r->base[p->rep];
+        int same = b->epoch == pl->epoch;
+        int runs = g->runs - (same ? b->runs : 0);
+        double t = (g->compute - (same ? b->compute : 0.0)) / runs;
+        /* The device's PEs do its units side by side: its time for u
+           units is u / PEs x the slowest PE's time per unit. */
+        dev_t[p->dev] = fmax(dev_t[p->dev], t / (p->hi - p->lo) / (double)p->dev_pes);
+        tmax = fmax(tmax, t);
+        tsum += t;
+        tsq += t * t;
+        first = (same ? b->iter : pl->start) < first ? (same ? b->iter : pl->start) : first;
+        last = g->iter - 1 > last ? g->iter - 1 : last;
+        r->dev_done[p->dev] += (double)runs * (p->hi - p->lo);
+        r->base[p->rep] = *g;
+    }
+    for (int d = 0; d < r->cfg->ndevs; d++)
+        cost[d] = fmax(dev_t[d], 1e-12);
+    double mean = tsum / pl->nparts;
+    omlb_root_record(r, first, last, tmax, sqrt(fmax(0.0, tsq / pl->nparts - mean * mean)));
+    r->t_iter = r->t_iter > 0.0 ? 0.5 * r->t_iter + 0.5 * tmax : tmax;
+    r->win_start = app_now_s();
+    return 1;
 }
 
-void omlb_rule_split(int ndevs, int units, const int *dev_pes, const double *cost, int *alloc)
+/* The units done since the last window (for the share), at the end. */
+static void omlb_root_tally(omlb_root_t *r)
 {
-    double speed_sum = 0.0, want[OMLB_MAX_DEVS];
-    int rest = units, dealt = 0;
+    const omlb_plan_t *pl = r->plan;
 
-    /* Every PE at least one unit; the rest in proportion to speed, largest
-       remainders first. */
-    for (int d = 0; d < ndevs; d++) {
-        speed_sum += 1.0 / cost[d];
-        rest -= dev_pes[d];
-    }
-    for (int d = 0; d < ndevs; d++) {
-        want[d] = rest * (1.0 / cost[d]) / speed_sum;
-        alloc[d] = dev_pes[d] + (int)floor(want[d]);
-        want[d] -= floor(want[d]);
-        dealt += alloc[d] - dev_pes[d];
-    }
-    for (; dealt < rest; dealt++) {
-        int best = 0;
-        for (int d = 1; d < ndevs; d++)
-            if (want[d] > want[best])
-                best = d;
-        alloc[best]++;
-        want[best] = -1.0;
+    for (int k = 0; k < pl->nparts; k++) {
+        const omlb_slot_t *p = &pl->parts[k];
+        const omlb_report_t *g = &r->got[p->rep], *b = &r->base[p->rep];
+        if (g->epoch != pl->epoch)
+            continue;
+        int runs = g->runs - (b->epoch == pl->epoch ? b->runs : 0);
+        r->dev_done[p->dev] += (double)runs * (p->hi - p->lo);
+        r->base[p->rep] = *g;
     }
 }
 
-int omlb_rule_worth(int ndevs, int units, const int *dev_units, const double *cost,
-                    double tol, int remaining, double move_s)
-{
-    double tmin = INFINITY, tmax = 0.0, balanced = 0.0;
-
-    for (int d = 0; d < ndevs; d++) {
-        tmin = fmin(tmin, cost[d] * dev_units[d]);
-        tmax = fmax(tmax, cost[d] * dev_units[d]);
-        balanced += 1.0 / cost[d];
-    }
-    balanced = units / balanced;
-    return tmax / tmin > 1.0 + tol && (tmax - balanced) * remaining > move_s;
-}
-
-/* After a window of iterations (cost_in: each device's least time per unit
-   in the window, its slowest PE's time / its units; noise from other
-   processes only adds time, so the least is the device's speed): the spawn
-   rule and the proportional split, the latter only when it pays for itself
-   over the `remaining` iterations. Sets *changed when the shares (or the
-   PEs) differ from the last round's. */
-static int omlb_root_adjust(omlb_root_t *r, const double *cost_in, int max_pes, int remaining,
-                            int *changed)
+/* A device that may gain from one more PE (omlb.h): a GPU, or a CPU device
+   of two cores or more, below the cap. */
+static int omlb_root_trial_wanted(const omlb_root_t *r, int d)
 {
     const omlb_config_t *cfg = r->cfg;
-    double cost[OMLB_MAX_DEVS];
-    int alloc[OMLB_MAX_DEVS], add[OMLB_MAX_DEVS], spawned;
+
+    return r->trial[d] == 0 && r->dev_pes[d] < cfg->cap && r->est[d] > 0.0 &&
+           (IVM_DEV_IS_GPU(cfg->devtypes[d]) || r->dev_cores[d] >= 2);
+}
+
+/* After a window: smooth the costs in, settle trials, start one, and tell
+   whether the shares move (*move_p) to the split in r->dev_units. */
+static int omlb_root_adjust(omlb_root_t *r, const double *cost, int remaining, int *move_p)
+{
+    const omlb_config_t *cfg = r->cfg;
+    int alloc[OMLB_MAX_DEVS], changed = 0;
 
     for (int d = 0; d < cfg->ndevs; d++)
-        cost[d] = cost_in[d] > 1e-12 ? cost_in[d] : 1e-12;
-    /* A device gets its PE when the rule chose it in two windows in a row:
-       one window slowed by another job does not spawn. */
-    omlb_rule_spawn(cfg->ndevs, cost, cfg->threshold, r->dev_pes, cfg->cap, max_pes - r->npes,
-                    add);
-    spawned = 0;
+        r->est[d] = r->est[d] > 0.0 ? 0.5 * r->est[d] + 0.5 * cost[d] : cost[d];
     for (int d = 0; d < cfg->ndevs; d++) {
-        r->streak[d] = add[d] ? r->streak[d] + 1 : 0;
-        if (r->streak[d] < OMLB_STREAK)
+        if (r->trial[d] != 1)
             continue;
-        if (omlb_root_spawn(r, d) != 0)
-            return -1;
-        r->streak[d] = 0;
-        spawned++;
+        /* The device's time per unit with the trial PE against before. */
+        int keep = cost[d] < r->trial_base[d] * (1.0 - OMLB_TRIAL_GAIN);
+        r->trial[d] = keep ? 2 : 3;
+        if (!keep) {
+            r->retired[r->trial_slot[d]] = 1;
+            r->dev_pes[d]--;
+            r->est[d] = r->trial_base[d];
+            changed = 1;
+        } else {
+            r->est[d] = cost[d];
+        }
     }
-    *changed = spawned > 0;
-    if (!spawned && !omlb_rule_worth(cfg->ndevs, cfg->units, r->dev_units, cost,
-                                     cfg->balance_tol, remaining, r->move_s))
+    int worth = omlb_rule_worth(cfg->ndevs, cfg->units, r->dev_pes, r->dev_units, r->est,
+                                cfg->balance_tol, remaining, r->move_s);
+    if (!changed && !worth && remaining > 4 * OMLB_WINDOW) {
+        for (int d = 0; d < cfg->ndevs && !changed; d++) {
+            if (!omlb_root_trial_wanted(r, d))
+                continue;
+            r->trial[d] = 1;
+            r->trial_base[d] = r->est[d];
+            r->trial_slot[d] = r->npes;
+            if (omlb_root_spawn(r, d) != 0)
+                return -1;
+            changed = 1;
+        }
+    }
+    *move_p = changed || worth;
+    if (!*move_p)
         return 0;
-    omlb_rule_split(cfg->ndevs, cfg->units, r->dev_pes, cost, alloc);
-    for (int d = 0; d < cfg->ndevs; d++) {
-        if (alloc[d] != r->dev_units[d])
-            *changed = 1;
-        r->dev_units[d] = alloc[d];
-    }
+    omlb_rule_split(cfg->ndevs, cfg->units, r->dev_pes, r->est, alloc);
+    memcpy(r->dev_units, alloc, sizeof(int) * (size_t)cfg->ndevs);
     return 0;
+}
+
+/* Stop the PEs at `until`, let them store, and start the next epoch there
+   with the new shares (and PEs). */
+static int omlb_root_move(omlb_root_t *r)
+{
+    omlb_plan_t *pl = r->plan;
+    double t0 = app_now_s();
+
+    pl->stop = 1;
+    if (omlb_root_publish(r) != 0 || omlb_root_wait_stored(r) != 0)
+        return -1;
+    omlb_root_tally(r);
+    pl->epoch++;
+    pl->start = pl->until;
+    pl->stop = 0;
+    omlb_root_parts(r);
+    for (int s = 0; s < r->npes; s++)
+        memset(&r->base[s], 0, sizeof(r->base[s]));
+    r->move_s = 2.0 * (app_now_s() - t0); /* the stores, and as much to load */
+    r->win_start = app_now_s();
+    r->rebalances++;
+    return 0;
+}
+
+/* `until` for a new lead over the slowest PE at iteration `lo`. */
+static int omlb_root_lead(const omlb_root_t *r, int lo)
+{
+    int lead = r->t_iter > 0.0 ? (int)ceil(OMLB_LEAD_S / r->t_iter) : OMLB_LEAD_MIN;
+    int left = r->cfg->iterations - lo;
+
+    /* An eighth of what is left at most, so that a move can still happen. */
+    lead = lead < left / 8 ? lead : left / 8;
+    int until = lo + (lead > OMLB_LEAD_MIN ? lead : OMLB_LEAD_MIN);
+
+    return until < r->cfg->iterations ? until : r->cfg->iterations;
+}
+
+/* The iterations: watch, move `until` ahead, move the shares when it pays;
+   at the end, the last stores. */
+static int omlb_root_loop(omlb_root_t *r)
+{
+    const omlb_config_t *cfg = r->cfg;
+    omlb_plan_t *pl = r->plan;
+    double cost[OMLB_MAX_DEVS], t_wait = app_now_s();
+
+    for (;;) {
+        int lo, hi, stored, move = 0;
+        if (omlb_root_read(r) != 0 || omlb_root_alive(r) != 0)
+            return -1;
+        omlb_root_progress(r, &lo, &hi, &stored);
+        if (pl->done && stored)
+            return 0;
+        if (app_now_s() - t_wait > OMLB_WAIT_S) {
+            fprintf(stderr, "omlb: no progress past iteration %d in %.0f s\n", lo, OMLB_WAIT_S);
+            return -1;
+        }
+        if (lo > pl->start)
+            t_wait = lo < pl->until ? app_now_s() : t_wait;
+        if (omlb_root_window(r, cost, 0) && !pl->done) {
+            if (omlb_root_adjust(r, cost, cfg->iterations - pl->until, &move) != 0)
+                return -1;
+            if (move && omlb_root_move(r) != 0)
+                return -1;
+        }
+        /* Keep `until` ahead of the PEs: they never wait for the root. */
+        if (!pl->done && (move || hi + OMLB_LEAD_MIN / 2 >= pl->until)) {
+            pl->until = omlb_root_lead(r, hi > pl->start ? hi : pl->start);
+            pl->done = pl->until == cfg->iterations;
+            pl->stop = pl->done;
+            if (omlb_root_publish(r) != 0)
+                return -1;
+        }
+        double nap = r->t_iter > 0.0 ? r->t_iter : 1e-3;
+        app_sleep_s(nap < 1e-4 ? 1e-4 : nap > 0.01 ? 0.01 : nap);
+    }
 }
 
 int omlb_root_run(const omlb_config_t *cfg, omlb_result_t *res)
 {
-    omlb_root_t r = { .cfg = cfg };
-    double dev_done[OMLB_MAX_DEVS] = { 0 }, t0, value = 0.0;
-    int max_pes, ret = -1, rebalances = 0;
+    omlb_root_t *r = calloc(1, sizeof(*r));
+    double t0, value = 0.0, all = 0.0, cost_end[OMLB_MAX_DEVS];
+    int ret = -1;
 
-    if (cfg->ndevs < 1 || cfg->ndevs > OMLB_MAX_DEVS || cfg->iterations < 1 ||
-        cfg->units < cfg->ndevs || cfg->cap < 1 || !(cfg->threshold > 1.0) ||
-        !(cfg->balance_tol >= 0.0)) {
-        fprintf(stderr, "omlb: bad settings: %d devices (1..%d), %d iterations (>= 1), "
-                "%d units (>= devices), cap %d (>= 1), threshold %g (> 1), tol %g (>= 0)\n",
-                cfg->ndevs, OMLB_MAX_DEVS, cfg->iterations, cfg->units, cfg->cap,
-                cfg->threshold, cfg->balance_tol);
+    if (r == NULL) {
+        fprintf(stderr, "omlb: no memory\n");
         return -1;
     }
-    max_pes = cfg->cap * cfg->ndevs;
-    if (max_pes > OMLB_MAX_PES)
-        max_pes = OMLB_MAX_PES;
-    if (max_pes > cfg->units)
-        max_pes = cfg->units;
+    r->cfg = cfg;
+    if (cfg->ndevs < 1 || cfg->ndevs > OMLB_MAX_DEVS || cfg->iterations < 1 ||
+        cfg->units < cfg->ndevs || cfg->cap < 1 || !(cfg->balance_tol >= 0.0)) {
+        fprintf(stderr, "omlb: bad settings: %d devices (1..%d), %d iterations (>= 1), "
+                "%d units (>= devices), cap %d (>= 1), tol %g (>= 0)\n", cfg->ndevs,
+                OMLB_MAX_DEVS, cfg->iterations, cfg->units, cfg->cap, cfg->balance_tol);
+        goto out;
+    }
     for (int d = 0; d < cfg->ndevs; d++) {
-        r.slow[d] = app_slow_factor("IVM_OMLB_SLOW", d);
-        if (r.slow[d] < 0)
-            return -1;
+        r->slow[d] = app_slow_factor("IVM_OMLB_SLOW", d);
+        if (r->slow[d] < 0)
+            goto out;
         if (cfg->record != NULL)
             fprintf(cfg->record, "omlb: device %d %s%s\n", d, cfg->names[d],
-                    r.slow[d] > 1.0 ? " (slowed by IVM_OMLB_SLOW)" : "");
-        r.dev_units[d] = (int)((long long)cfg->units * (d + 1) / cfg->ndevs -
-                               (long long)cfg->units * d / cfg->ndevs);
+                    r->slow[d] > 1.0 ? " (slowed by IVM_OMLB_SLOW)" : "");
+        r->dev_units[d] = (int)((long long)cfg->units * (d + 1) / cfg->ndevs -
+                                (long long)cfg->units * d / cfg->ndevs);
     }
 
-    OMLB_CHECK(ivmMalloc(OMLB_PLAN_OBJ, &r.plan, sizeof(omlb_plan_t)));
-    OMLB_CHECK(ivmMalloc(OMLB_REP_OBJ, &r.rep, sizeof(omlb_report_t) * OMLB_MAX_PES));
+    OMLB_CHECK(ivmMalloc(OMLB_PLAN_OBJ, &r->plan, sizeof(omlb_plan_t)));
+    OMLB_CHECK(ivmMalloc(OMLB_REP_OBJ, &r->rep, sizeof(omlb_report_t) * OMLB_MAX_PES));
     for (int d = 0; d < cfg->ndevs; d++)
-        if (omlb_root_spawn(&r, d) != 0)
-            goto fail_objs;
-    omlb_root_parts(&r);
-
-    /* The times of a window of iterations are summed before the root acts
-       (at least OMLB_WINDOW iterations and OMLB_WINDOW_S seconds of the
-       slowest device), so that one noisy iteration neither spawns nor moves
-       work; the first iteration after a change (cold caches) is left out. */
-    double win_cost[OMLB_MAX_DEVS], est_cost[OMLB_MAX_DEVS], win_time = 0.0;
-    int nwin = 0, warm = 1, nest = 0;
-
-    for (int d = 0; d < cfg->ndevs; d++)
-        win_cost[d] = INFINITY;
-
+        if (omlb_root_spawn(r, d) != 0)
+            goto fail;
+    omlb_root_parts(r);
+    r->plan->until = omlb_root_lead(r, 0);
+    r->plan->done = r->plan->stop = r->plan->until == cfg->iterations;
     t0 = app_now_s();
-    for (int it = 0, fresh = 1; it < cfg->iterations; it++) {
-        double dev_time[OMLB_MAX_DEVS] = { 0 }, tmax = 0.0, tsum = 0.0, tsq = 0.0;
-        int changed;
-
-        double round = app_now_s();
-        if (omlb_root_publish(&r, OMLB_RUN, it, fresh) != 0 || omlb_root_collect(&r) != 0)
-            goto fail_objs;
-        if (it == 0)
-            r.move_s = app_now_s() - round; /* the first loads, until a FLUSH is seen */
-        fresh = 0;
-        value = 0.0;
-        for (int k = 0; k < r.plan->nparts; k++) {
-            const omlb_slot_t *p = &r.plan->parts[k];
-            double t = r.got[p->rep].time_s;
-            value += r.got[p->rep].value;
-            dev_time[p->dev] = fmax(dev_time[p->dev], t);
-            dev_done[p->dev] += p->hi - p->lo;
-            tmax = fmax(tmax, t);
-            tsum += t;
-            tsq += t * t;
-        }
-        double mean = tsum / r.plan->nparts;
-        omlb_root_record(&r, it, tmax, sqrt(fmax(0.0, tsq / r.plan->nparts - mean * mean)));
-        if (it == cfg->iterations - 1)
-            break;
-        for (int d = 0; d < cfg->ndevs && !warm; d++)
-            win_cost[d] = fmin(win_cost[d], dev_time[d] / r.dev_units[d]);
-        win_time += warm ? 0.0 : tmax;
-        nwin += !warm;
-        warm = 0;
-        if (nwin < OMLB_WINDOW || win_time < OMLB_WINDOW_S)
-            continue;
-        /* A device's cost per unit does not depend on its share: average the
-           windows (half the weight on the newest) so noise does not move
-           the work back and forth. */
-        for (int d = 0; d < cfg->ndevs; d++)
-            est_cost[d] = nest ? 0.5 * est_cost[d] + 0.5 * win_cost[d] : win_cost[d];
-        nest++;
-        if (omlb_root_adjust(&r, est_cost, max_pes, cfg->iterations - 1 - it, &changed) != 0)
-            goto fail_objs;
-        for (int d = 0; d < cfg->ndevs; d++)
-            win_cost[d] = INFINITY;
-        win_time = 0.0;
-        nwin = 0;
-        if (!changed)
-            continue;
-        warm = 1;
-        /* The PEs of the last round store their shares; then every PE
-           (the new ones too) loads its new share. */
-        round = app_now_s();
-        if (omlb_root_publish(&r, OMLB_FLUSH, it, 0) != 0 || omlb_root_collect(&r) != 0)
-            goto fail_objs;
-        r.move_s = 2.0 * (app_now_s() - round); /* the stores, and as much to load */
-        omlb_root_parts(&r);
-        fresh = 1;
-        rebalances++;
-    }
-    if (omlb_root_publish(&r, OMLB_DONE, cfg->iterations, 0) != 0 ||
-        omlb_root_collect(&r) != 0)
-        goto fail_objs;
+    r->win_start = t0;
+    if (omlb_root_publish(r) != 0)
+        goto fail;
+    r->move_s = 0.0;
+    if (omlb_root_loop(r) != 0)
+        goto fail;
     res->seconds = app_now_s() - t0;
-    for (int s = 0; s < r.npes; s++) {
-        ivmError_t rc = ivmWait(r.pe[s]);
+    omlb_root_window(r, cost_end, 1); /* the last iterations' record */
+    omlb_root_tally(r);
+    for (int k = 0; k < r->plan->nparts; k++)
+        value += r->got[r->plan->parts[k].rep].value;
+    for (int s = 0; s < r->npes; s++) {
+        ivmError_t rc = ivmWait(r->pe[s]);
         if (rc != IVM_SUCCESS) {
-            fprintf(stderr, "omlb: PE %d ended badly: %s\n", r.pe[s], ivmGetErrorString(rc));
-            goto fail_objs;
+            fprintf(stderr, "omlb: PE %d ended badly: %s\n", r->pe[s], ivmGetErrorString(rc));
+            goto fail;
         }
     }
     res->value = value;
-    res->pes_spawned = r.npes;
-    res->rebalances = rebalances;
-    double all = 0.0;
+    res->pes_spawned = r->npes;
+    res->rebalances = r->rebalances;
     for (int d = 0; d < cfg->ndevs; d++)
-        all += dev_done[d];
+        all += r->dev_done[d];
     for (int d = 0; d < cfg->ndevs; d++) {
-        res->dev_pes[d] = r.dev_pes[d];
-        res->dev_share[d] = all > 0 ? dev_done[d] / all : 0.0;
+        res->dev_pes[d] = r->dev_pes[d];
+        res->dev_share[d] = all > 0 ? r->dev_done[d] / all : 0.0;
     }
     ret = 0;
-
-fail_objs:
-    ivmFree(r.rep);
-    ivmFree(r.plan);
-    return ret;
 fail:
-    if (r.rep != NULL)
-        ivmFree(r.rep);
-    if (r.plan != NULL)
-        ivmFree(r.plan);
-    return -1;
+    if (r->rep != NULL)
+        ivmFree(r->rep);
+    if (r->plan != NULL)
+        ivmFree(r->plan);
+out:
+    free(r);
+    return ret;
 }
 
 /* ------------------------------------------------------------------ child */
 
-/* Wait for a valid plan newer than last_seq; a copy into *out. */
-static int omlb_child_wait(const omlb_plan_t *plan, uint64_t last_seq, omlb_plan_t *out)
+struct omlb_child;
+
+/* A child's sender thread: it puts the slots of one iteration's edges
+   while the child computes the rest of the iteration. */
+typedef struct omlb_sender {
+    pthread_t          thread;
+    pthread_mutex_t    lock;
+    pthread_cond_t     cond;
+    int                started;
+    int                todo;    /* sides to put (bit 0: below, bit 1: above); 0: idle */
+    int                iter;    /* the iteration of their edges */
+    int                failed;  /* a put failed (printed) */
+    int                quit;
+    struct omlb_child *c;
+} omlb_sender_t;
+
+/* A child's state. */
+typedef struct omlb_child omlb_child_t;
+static int omlb_sender_wait(omlb_child_t *c);
+
+struct omlb_child {
+    const omlb_ops_t *ops;
+    void             *ctx;
+    size_t            halo_bytes;
+    app_kernel_t      kernel;
+    int               id;
+    int               cores;
+    omlb_plan_t      *plan_host;  /* the node copy of the plan */
+    omlb_report_t    *rep;        /* reference of "omlb.rep" */
+    omlb_report_t     mine;       /* this PE's figures */
+    int               slot;       /* its report slot */
+    double            pushed_at;  /* when the report went out last */
+    char             *inbox;      /* reference of its own in-box */
+    char             *inbox_host; /* its host view (the master) */
+    char             *staging[2]; /* the slot for each side, built here, then put */
+    omlb_sender_t     sender;
+    int               nb_pe[2];   /* PE below (0) and above (1), -1: none */
+    char             *nb_ref[2];  /* their in-boxes */
+    omlb_plan_t       pl;         /* the plan being followed */
+    omlb_part_t       part;
+};
+
+/* Bytes of one in-box slot: the header and the edge, padded to 8 bytes. */
+static size_t omlb_slot_bytes(size_t halo_bytes)
+{
+    return sizeof(omlb_edge_hdr_t) + (halo_bytes + 7) / 8 * 8;
+}
+
+/* The slot of iteration iter's edge from `side` in an in-box. */
+static char *omlb_slot(const omlb_child_t *c, char *inbox, int iter, int side)
+{
+    return inbox + ((size_t)(iter & 1) * 2 + (size_t)side) * omlb_slot_bytes(c->halo_bytes);
+}
+
+/* A 64-bit hash of the stamp and the edge of a slot, 8 bytes at a time
+   (multiply-xorshift: a slot whose bytes are half old, half new does not
+   match but by a 2^-64 chance). */
+static uint64_t omlb_edge_hash(const char *slot, size_t halo_bytes)
+{
+    const char *p = slot + offsetof(omlb_edge_hdr_t, stamp);
+    size_t n = (halo_bytes + 7) / 8;
+    uint64_t h = 0x9e3779b97f4a7c15ull, w;
+
+    memcpy(&w, p, 8);
+    h = (h ^ w) * 0xff51afd7ed558ccdull;
+    p = slot + sizeof(omlb_edge_hdr_t);
+    for (size_t i = 0; i < n; i++) {
+        memcpy(&w, p + 8 * i, 8);
+        h = (h ^ w ^ (h >> 29)) * 0xc4ceb9fe1a85ec53ull;
+    }
+    return h ^ (h >> 32);
+}
+
+/* Write the report into the PE's own copy of its slot (a GPU PE's is its
+   device copy: a push first copies the device copy to the node copy) and
+   push it when `push` or when it went out long enough ago. */
+static int omlb_child_report(omlb_child_t *c, int push)
+{
+    double t = app_now_s();
+
+    c->mine.hash = omlb_report_hash(&c->mine);
+    if (!push && t - c->pushed_at < OMLB_PUSH_S && c->kernel == APP_KERNEL_CPU) {
+        /* A CPU PE's copy: on the root's node the master itself, which
+           the root reads; elsewhere the next push carries it. */
+        memcpy(&c->rep[c->slot], &c->mine, sizeof(c->mine));
+        return 0;
+    }
+    atomic_thread_fence(memory_order_release);
+    c->pushed_at = t;
+    return app_ref_put(c->kernel, &c->rep[c->slot], &c->mine, sizeof(c->mine));
+}
+
+/* Wait for a valid plan newer than seq (any newer plan: until moved, stop,
+   a new epoch); a copy into c->pl. */
+static int omlb_child_plan(omlb_child_t *c, uint64_t seq)
 {
     double start = app_now_s();
+    omlb_plan_t pl;
 
     for (;;) {
         atomic_thread_fence(memory_order_acquire);
-        memcpy(out, plan, sizeof(*out));
-        if (out->seq > last_seq && out->hash == app_fnv1a(out, offsetof(omlb_plan_t, hash)))
+        memcpy(&pl, c->plan_host, sizeof(pl));
+        if (pl.seq > seq && pl.hash == omlb_plan_hash(&pl)) {
+            c->pl = pl;
             return 0;
+        }
         double waited = app_now_s() - start;
         if (waited > OMLB_WAIT_S) {
-            fprintf(stderr, "omlb: no plan from the root PE for %.0f s\n", OMLB_WAIT_S);
+            fprintf(stderr, "omlb: PE %d: no plan from the root PE for %.0f s\n", c->id,
+                    OMLB_WAIT_S);
             return -1;
         }
         omlb_nap(waited);
     }
 }
 
-/* Write the report into the PE's own copy of its slot (node copy, or device
-   copy on a GPU PE: a push first copies the device copy to the node copy)
-   and push it to the master. */
-static int omlb_child_report(app_kernel_t kernel, omlb_report_t *slot, uint64_t seq,
-                             double t, double value, int status)
+/* Map the in-box of PE pe on `side` (unmapping the last one's), waiting
+   for it to exist. */
+static int omlb_child_map_neighbour(omlb_child_t *c, int side, int pe)
 {
-    omlb_report_t rp = { .seq = seq, .time_s = t, .value = value, .status = status };
+    char name[32];
 
-    rp.hash = app_fnv1a(&rp, offsetof(omlb_report_t, hash));
-    atomic_thread_fence(memory_order_release);
-    return app_ref_put(kernel, slot, &rp, sizeof(rp));
+    if (c->nb_pe[side] == pe)
+        return 0;
+    if (c->nb_ref[side] != NULL)
+        APP_TRY(ivmUnmap(c->nb_ref[side]));
+    c->nb_ref[side] = NULL;
+    c->nb_pe[side] = pe;
+    if (pe < 0)
+        return 0;
+    snprintf(name, sizeof(name), OMLB_INBOX_FMT, pe);
+    /* A PE started with this plan may not have made its in-box yet. */
+    double start = app_now_s();
+    for (;;) {
+        ivmError_t rc = ivmMap(name, &c->nb_ref[side], 0);
+        if (rc == IVM_SUCCESS)
+            return 0;
+        double waited = app_now_s() - start;
+        if (rc != IVM_ERROR_NOT_FOUND || waited > OMLB_WAIT_S) {
+            app_ivm_error(rc, "ivmMap(in-box of a neighbour)", __FILE__, __LINE__);
+            return -1;
+        }
+        omlb_nap(waited);
+    }
 }
 
-int omlb_child_run(const omlb_ops_t *ops, void *ctx)
+/* A new epoch: the PE's share and neighbours; 1 if it has one, 0 if it is
+   not in the plan. */
+static int omlb_child_join(omlb_child_t *c)
 {
-    omlb_plan_t *plan = NULL, *plan_host = NULL, pl;
-    omlb_report_t *rep = NULL;
-    omlb_part_t part = { 0 };
-    app_kernel_t kernel = APP_KERNEL_CPU;
-    uint64_t last = 0;
-    int id, devtype, joined = 0, loaded = 0, cores = 1, ret = -1;
+    const omlb_plan_t *pl = &c->pl;
+    int k;
+
+    for (k = 0; k < pl->nparts && pl->parts[k].pe != c->id; k++)
+        ;
+    if (k == pl->nparts)
+        return 0;
+    const omlb_slot_t *me = &pl->parts[k];
+    if (me->rep < 0 || me->rep >= OMLB_MAX_PES || me->hi <= me->lo) {
+        fprintf(stderr, "omlb: PE %d: bad share in plan %llu\n", c->id,
+                (unsigned long long)pl->seq);
+        return -1;
+    }
+    if (omlb_sender_wait(c) != 0)
+        return -1;
+    c->slot = me->rep;
+    c->part = (omlb_part_t){ .lo = me->lo, .hi = me->hi, .pos = k, .npos = pl->nparts,
+                             .dev = me->dev, .dev_pes = me->dev_pes, .iter = pl->start,
+                             .threads = me->dev_pes > 0 && c->cores / me->dev_pes > 0
+                                            ? c->cores / me->dev_pes : 1 };
+    if (omlb_child_map_neighbour(c, 0, k > 0 ? pl->parts[k - 1].pe : -1) != 0 ||
+        omlb_child_map_neighbour(c, 1, k + 1 < pl->nparts ? pl->parts[k + 1].pe : -1) != 0)
+        return -1;
+    c->mine = (omlb_report_t){ .epoch = pl->epoch, .iter = pl->start, .stored = -1,
+                               .cores = c->cores };
+    if (c->ops->load(c->ctx, &c->part) != 0)
+        return -1;
+    c->part.fresh = 1;
+    return 1;
+}
+
+/* Wait until both in-box slots of iteration iter - 1 are whole (stamp and
+   hash); with `take`, hand them to the app. */
+static int omlb_child_halos(omlb_child_t *c, int iter, int take)
+{
+    const void *in[2] = { NULL, NULL };
+    double start = app_now_s();
+
+    for (int side = 0; side < 2; side++) {
+        if (c->nb_pe[side] < 0)
+            continue;
+        char *slot = omlb_slot(c, c->inbox_host, iter - 1, side);
+        omlb_edge_hdr_t *hdr = (omlb_edge_hdr_t *)slot;
+        while (atomic_load_explicit(&hdr->stamp, memory_order_acquire) != iter ||
+               omlb_edge_hash(slot, c->halo_bytes) !=
+                   atomic_load_explicit((_Atomic uint64_t *)&hdr->hash, memory_order_acquire)) {
+            double waited = app_now_s() - start;
+            if (waited > OMLB_WAIT_S) {
+                fprintf(stderr, "omlb: PE %d: no halo of iteration %d from PE %d for %.0f s\n",
+                        c->id, iter - 1, c->nb_pe[side], OMLB_WAIT_S);
+                return -1;
+            }
+            omlb_nap(waited);
+        }
+        if (!take)
+            continue;
+        char *ref = omlb_slot(c, c->inbox, iter - 1, side);
+        APP_TRY(ivmSyncGet(ref, omlb_slot_bytes(c->halo_bytes))); /* a GPU PE's copy; else free */
+        in[side] = ref + sizeof(omlb_edge_hdr_t);
+    }
+    return take ? c->ops->halos(c->ctx, &c->part, in[0], in[1]) : 0;
+}
+
+/* Stamp and hash the slot built for `side`. */
+static void omlb_child_seal(omlb_child_t *c, int side, int iter)
+{
+    omlb_edge_hdr_t *hdr = (omlb_edge_hdr_t *)c->staging[side];
+
+    atomic_store_explicit(&hdr->stamp, iter + 1, memory_order_relaxed);
+    hdr->hash = omlb_edge_hash(c->staging[side], c->halo_bytes);
+}
+
+/* Put the slots of `sides` (bits) for iteration iter into the neighbours'
+   in-boxes (the first unit to the PE below, on its side 1; the last to the
+   PE above, on its side 0), each in one piece. */
+static int omlb_child_put(omlb_child_t *c, int sides, int iter)
+{
+    for (int side = 0; side < 2; side++) {
+        if (!(sides & (1 << side)))
+            continue;
+        if (app_ref_put(c->kernel, omlb_slot(c, c->nb_ref[side], iter, 1 - side),
+                        c->staging[side], omlb_slot_bytes(c->halo_bytes)) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The sides that have a neighbour, as bits. */
+static int omlb_child_sides(const omlb_child_t *c)
+{
+    return (c->nb_ref[0] != NULL) | (c->nb_ref[1] != NULL) << 1;
+}
+
+/* Without the app's step_edges: the edges after the step, put at once. */
+static int omlb_child_send(omlb_child_t *c, int iter)
+{
+    int sides = omlb_child_sides(c);
+
+    for (int side = 0; side < 2; side++) {
+        if (!(sides & (1 << side)))
+            continue;
+        char *edge = c->staging[side] + sizeof(omlb_edge_hdr_t);
+        if (c->ops->edges(c->ctx, &c->part, side == 0 ? edge : NULL,
+                          side == 1 ? edge : NULL) != 0)
+            return -1;
+        omlb_child_seal(c, side, iter);
+    }
+    return omlb_child_put(c, sides, iter);
+}
+
+static void *omlb_sender_main(void *arg)
+{
+    omlb_sender_t *s = arg;
+
+    pthread_mutex_lock(&s->lock);
+    for (;;) {
+        while (s->todo == 0 && !s->quit)
+            pthread_cond_wait(&s->cond, &s->lock);
+        if (s->todo == 0)
+            break;
+        int todo = s->todo, iter = s->iter;
+        pthread_mutex_unlock(&s->lock);
+        int rc = omlb_child_put(s->c, todo, iter);
+        pthread_mutex_lock(&s->lock);
+        s->failed |= rc != 0;
+        s->todo = 0;
+        pthread_cond_broadcast(&s->cond);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+static int omlb_sender_start(omlb_child_t *c)
+{
+    omlb_sender_t *s = &c->sender;
+
+    s->c = c;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->cond, NULL);
+    if (pthread_create(&s->thread, NULL, omlb_sender_main, s) != 0) {
+        fprintf(stderr, "omlb: PE %d: cannot start the halo sender thread\n", c->id);
+        return -1;
+    }
+    s->started = 1;
+    return 0;
+}
+
+/* Wait until the sender is idle (the slots may be rebuilt, the in-boxes
+   remapped). -1 if one of its puts failed. */
+static int omlb_sender_wait(omlb_child_t *c)
+{
+    omlb_sender_t *s = &c->sender;
+    int failed;
+
+    if (!s->started)
+        return 0;
+    pthread_mutex_lock(&s->lock);
+    while (s->todo != 0)
+        pthread_cond_wait(&s->cond, &s->lock);
+    failed = s->failed;
+    pthread_mutex_unlock(&s->lock);
+    return failed ? -1 : 0;
+}
+
+static void omlb_sender_post(omlb_child_t *c, int sides, int iter)
+{
+    omlb_sender_t *s = &c->sender;
+
+    pthread_mutex_lock(&s->lock);
+    s->todo = sides;
+    s->iter = iter;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void omlb_sender_stop(omlb_child_t *c)
+{
+    omlb_sender_t *s = &c->sender;
+
+    if (!s->started)
+        return;
+    pthread_mutex_lock(&s->lock);
+    s->quit = 1;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+    pthread_join(s->thread, NULL);
+    pthread_cond_destroy(&s->cond);
+    pthread_mutex_destroy(&s->lock);
+    s->started = 0;
+}
+
+/* The app's step in two parts: the edges first, handed to the sender
+   thread, then the rest while they travel. The slowdown knob applies to
+   each part. */
+static int omlb_child_step_split(omlb_child_t *c, int iter, double slow, double *value_p,
+                                 double *compute_p)
+{
+    int sides = omlb_child_sides(c);
+    char *edge[2] = { NULL, NULL };
+
+    if (omlb_sender_wait(c) != 0)
+        return -1;
+    for (int side = 0; side < 2; side++)
+        if (sides & (1 << side))
+            edge[side] = c->staging[side] + sizeof(omlb_edge_hdr_t);
+    double t0 = app_now_s();
+    if (c->ops->step_edges(c->ctx, &c->part, edge[0], edge[1]) != 0)
+        return -1;
+    double t_edges = app_now_s() - t0;
+    app_slow_apply(slow, t_edges);
+    if (sides != 0) {
+        for (int side = 0; side < 2; side++)
+            if (sides & (1 << side))
+                omlb_child_seal(c, side, iter);
+        omlb_sender_post(c, sides, iter);
+    }
+    if (c->ops->step(c->ctx, &c->part, value_p, compute_p) != 0)
+        return -1;
+    app_slow_apply(slow, *compute_p);
+    *compute_p += t_edges;
+    return 0;
+}
+
+/* One iteration of the share. */
+static int omlb_child_iterate(omlb_child_t *c, double slow)
+{
+    int iter = c->part.iter;
+    double value = 0.0, compute = 0.0;
+
+    if (!c->part.fresh && omlb_child_halos(c, iter, 1) != 0)
+        return -1;
+    if (c->ops->step_edges != NULL) {
+        if (omlb_child_step_split(c, iter, slow, &value, &compute) != 0)
+            return -1;
+    } else {
+        if (c->ops->step(c->ctx, &c->part, &value, &compute) != 0)
+            return -1;
+        app_slow_apply(slow, compute);
+        if (omlb_child_send(c, iter) != 0)
+            return -1;
+    }
+    c->part.fresh = 0;
+    c->part.iter = iter + 1;
+    c->mine.iter = iter + 1;
+    c->mine.runs++;
+    c->mine.compute += (slow > 1.0 ? slow : 1.0) * compute;
+    c->mine.value = value;
+    /* The last iteration before `until` pushes: the root waits for it. */
+    return omlb_child_report(c, c->part.iter == c->pl.until);
+}
+
+/* Follow the plans until the last store. */
+static int omlb_child_loop(omlb_child_t *c)
+{
+    int joined = -1, epoch = -1;
+
+    if (omlb_child_plan(c, 0) != 0)
+        return -1;
+    for (;;) {
+        const omlb_plan_t *pl = &c->pl;
+        if (pl->epoch != epoch) {
+            joined = omlb_child_join(c);
+            if (joined < 0)
+                return -1;
+            epoch = pl->epoch;
+            if (!joined) {
+                if (c->mine.epoch >= 0 && c->mine.runs > 0)
+                    return 0; /* retired: it stored before */
+            } else if (omlb_child_report(c, 1) != 0) {
+                return -1;
+            }
+        }
+        if (joined == 1 && c->part.iter < pl->until) {
+            double slow = 1.0;
+            for (int k = 0; k < pl->nparts; k++)
+                if (pl->parts[k].pe == c->id)
+                    slow = pl->parts[k].slow;
+            if (omlb_child_iterate(c, slow) != 0)
+                return -1;
+            /* A newer plan (until moved, stop) is picked up between two
+               iterations without waiting. */
+            atomic_thread_fence(memory_order_acquire);
+            if (c->plan_host->seq > pl->seq) {
+                omlb_plan_t fresh;
+                memcpy(&fresh, c->plan_host, sizeof(fresh));
+                if (fresh.hash == omlb_plan_hash(&fresh))
+                    c->pl = fresh;
+            }
+            continue;
+        }
+        if (joined == 1 && pl->stop && c->mine.stored != pl->until) {
+            /* The neighbours' edges of the last iteration tell that they
+               ran it, so they loaded this epoch's shares: only then may
+               the store overwrite units they loaded as halos. */
+            if (omlb_sender_wait(c) != 0 || omlb_child_halos(c, pl->until, 0) != 0 ||
+                c->ops->store(c->ctx, &c->part) != 0)
+                return -1;
+            c->mine.stored = pl->until;
+            if (omlb_child_report(c, 1) != 0)
+                return -1;
+            if (pl->done)
+                return 0;
+        }
+        if (omlb_child_plan(c, pl->seq) != 0)
+            return -1;
+    }
+}
+
+int omlb_child_run(const omlb_ops_t *ops, void *ctx, size_t halo_bytes)
+{
+    omlb_child_t c = { .ops = ops, .ctx = ctx, .halo_bytes = halo_bytes, .cores = 1,
+                       .nb_pe = { -1, -1 }, .mine = { .epoch = -1, .stored = -1 } };
+    omlb_plan_t *plan = NULL;
     const char *env = getenv("IVM_DEVICE_CORES");
+    char name[32];
+    int devtype, ret = -1;
 
     if (env != NULL && atoi(env) > 0)
-        cores = atoi(env);
-    OMLB_CHECK(ivmGetMyId(&id));
+        c.cores = atoi(env);
+    OMLB_CHECK(ivmGetMyId(&c.id));
     OMLB_CHECK(ivmGetMyDevType(&devtype));
     OMLB_CHECK(ivmMap(OMLB_PLAN_OBJ, &plan, 0));
-    OMLB_CHECK(ivmMap(OMLB_REP_OBJ, &rep, 0));
-    /* The root's plans are read on the host view (a GPU PE's reference is
-       its device copy; the root's group put refreshes both). */
-    if (app_kernel_pick_ref(devtype, plan, &kernel) != 0 ||
-        (plan_host = app_host_view(plan)) == NULL)
-        goto out;
-
-    for (;;) {
-        int k, rc = 0;
-        double value = 0.0, t = 0.0;
-
-        if (omlb_child_wait(plan_host, last, &pl) != 0)
-            goto out;
-        last = pl.seq;
-        for (k = 0; k < pl.nparts && pl.parts[k].pe != id; k++)
-            ;
-        if (k == pl.nparts) {
-            if (!joined)
-                continue; /* spawned for a later plan */
-            fprintf(stderr, "omlb: PE %d left out of plan %llu\n", id,
-                    (unsigned long long)pl.seq);
-            goto out;
-        }
-        joined = 1;
-        const omlb_slot_t *me = &pl.parts[k];
-        if (me->rep < 0 || me->rep >= OMLB_MAX_PES)
-            goto out;
-        part.lo = me->lo;
-        part.hi = me->hi;
-        part.pos = k;
-        part.npos = pl.nparts;
-        part.dev = me->dev;
-        part.dev_pes = me->dev_pes;
-        part.threads = me->dev_pes > 0 && cores / me->dev_pes > 0 ? cores / me->dev_pes : 1;
-        part.iter = pl.iter;
-        part.fresh = 0;
-
-        if (pl.phase == OMLB_RUN) {
-            /* The time reported is the step's computation: loading a new
-               share says nothing about the device's speed. */
-            if (!loaded || pl.fresh) {
-                rc = ops->load(ctx, &part);
-                loaded = rc == 0;
-                part.fresh = 1;
-            }
-            if (rc == 0) {
-                double compute = 0.0;
-                rc = ops->step(ctx, &part, &value, &compute);
-                app_slow_apply(me->slow, compute);
-                t = (me->slow > 1.0 ? me->slow : 1.0) * compute;
-            }
-        } else if (loaded) {
-            rc = ops->store(ctx, &part);
-            loaded = 0;
-        }
-        if (omlb_child_report(kernel, &rep[me->rep], pl.seq, t, value,
-                              rc == 0 ? 0 : -1) != 0 || rc != 0)
-            goto out;
-        if (pl.phase == OMLB_DONE)
-            break;
+    OMLB_CHECK(ivmMap(OMLB_REP_OBJ, &c.rep, 0));
+    snprintf(name, sizeof(name), OMLB_INBOX_FMT, c.id);
+    c.staging[0] = calloc(1, omlb_slot_bytes(halo_bytes));
+    c.staging[1] = calloc(1, omlb_slot_bytes(halo_bytes));
+    if (c.staging[0] == NULL || c.staging[1] == NULL) {
+        fprintf(stderr, "omlb: no memory for a halo of %zu bytes\n", halo_bytes);
+        goto fail;
     }
-    ret = 0;
-
-out:
-    ivmUnmap(rep);
-    ivmUnmap(plan);
-    return ret;
+    if (ops->step_edges != NULL && omlb_sender_start(&c) != 0)
+        goto fail;
+    OMLB_CHECK(ivmMalloc(name, &c.inbox, 4 * omlb_slot_bytes(halo_bytes)));
+    /* The root's plans and the in-box's slots are read on the host view (a
+       GPU PE's reference is its device copy). */
+    if (app_kernel_pick_ref(devtype, plan, &c.kernel) != 0 ||
+        (c.plan_host = app_host_view(plan)) == NULL ||
+        (c.inbox_host = app_host_view(c.inbox)) == NULL)
+        goto fail;
+    ret = omlb_child_loop(&c);
 fail:
-    if (rep != NULL)
-        ivmUnmap(rep);
+    if (omlb_sender_wait(&c) != 0)
+        ret = -1;
+    omlb_sender_stop(&c);
+    for (int side = 0; side < 2; side++)
+        if (c.nb_ref[side] != NULL)
+            ivmUnmap(c.nb_ref[side]);
+    if (c.inbox != NULL)
+        ivmFree(c.inbox);
+    free(c.staging[0]);
+    free(c.staging[1]);
+    if (c.rep != NULL)
+        ivmUnmap(c.rep);
     if (plan != NULL)
         ivmUnmap(plan);
-    return -1;
+    return ret;
 }

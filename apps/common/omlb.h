@@ -1,41 +1,64 @@
 /*
  * OM-LB: online monitoring load balancing (Listing 5-2b of the dissertation),
- * one driver for the apps that iterate over a fixed amount of work.
+ * one driver for the apps that iterate over a fixed amount of work laid out
+ * in a row (a 1-D decomposition: HIMENO's Z planes).
  *
- * The work is `units` units in a row (HIMENO: Z planes). The root PE starts
- * one PE per device; each PE owns a contiguous share [lo, hi) of the units,
- * in device order. Every iteration each PE runs the app's step on its share
- * and reports the step's computation time (and one number the root sums,
- * e.g. gosa).
- * After every window of iterations (at least 3 iterations and 3 ms of the
- * slowest PEs, not counting the first iteration after a change) the root
- *   - takes each device's time per unit, cost[d] = (slowest PE of d) /
- *     (units of d), at its least over the window (other processes' noise
- *     only adds time), averaged with the earlier windows (half weight on
- *     the newest);
- *   - spawns: when the devices differ (max cost / min cost >= threshold), it
- *     adds one PE on every device d with cost[d] / min cost < threshold (the
- *     fast ones, the dissertation's rule time[j]/min(time) < threshold), at
- *     most `cap` PEs per device, once the rule has chosen that device in two
- *     windows in a row;
- *   - rebalances: when PEs were added, or when the slowest device takes
- *     more than (1 + balance_tol) times the fastest and the iterations left
- *     would save more time than the move costs (measured: twice the last
- *     FLUSH round; before any, the first round with its loads), the units
- *     are dealt to the devices in proportion to their speed 1/cost[d] and
- *     evenly among the PEs of a device. A rebalance is a FLUSH round (every
- *     PE stores its share into the app's shared objects) followed by a RUN
- *     whose PEs load their new shares first.
- * The root prints one record line per iteration (for Figure 5-6):
- *   OMLB iter=<i> pes=<n0>,<n1>,.. units=<u0>,<u1>,.. tmax=<s> tstd=<s>
- * (PEs and units per device, the slowest PE's time and the standard
- * deviation of the PEs' times of that iteration).
+ * The work is `units` units in a row. The root PE starts one PE per device;
+ * each PE owns a contiguous share [lo, hi) of the units, in device order,
+ * and runs the iterations on it by itself: it exchanges its edge units with
+ * its neighbours in the row (a halo exchange, below) and reports what each
+ * iteration cost. The root only watches the reports, and between two
+ * *epochs* moves the shares: every PE stores its share into the app's shared
+ * objects, and the PEs of the next epoch load their new ones.
  *
- * Control goes through two IVM objects: "omlb.plan" (the root's orders,
- * broadcast to every node with ivmSyncPutGroup, guarded by a hash so that a
- * half-copied plan is never acted on) and "omlb.rep" (one report slot per
- * PE, pushed with ivmSyncPut). The PEs keep running for the whole job
- * (spawned PEs stay); a DONE plan ends them after a last FLUSH.
+ * Flow control: the plan ("omlb.plan", written by the root and broadcast to
+ * every node with ivmSyncPutGroup, guarded by a hash so that a half-copied
+ * plan is never acted on) says up to which iteration the PEs may run
+ * (`until`); the root moves it ahead of the PEs as they report. To move the
+ * shares it stops moving it: the PEs stop there, store, report, and the
+ * root publishes the next epoch (new shares, new PEs) from that iteration.
+ * The root is never on the PEs' path between two iterations.
+ *
+ * The halo exchange: every PE owns an in-box object, "omlb.in.<PE id>"
+ * (allocated by the PE itself, so its master copy is on the PE's node): for
+ * each side (from below, from above) and iteration parity, a slot with the
+ * neighbour's edge unit, a stamp (the iteration it belongs to) and a hash
+ * of both. After each iteration a PE puts its first unit into the in-box of
+ * the PE below it and its last unit into the in-box of the PE above it, a
+ * slot each, in one ivmSyncPut. Before the next iteration it waits, reading
+ * its own master copy (no daemon round trip), until both slots carry the
+ * previous iteration's stamp and a hash that matches their bytes (the bytes
+ * of a put may land in any order; a slot half written does not match).
+ * Neighbours on one node share the copy: their puts move no data. The
+ * parity keeps a fast PE's edge of iteration i+1 off the slot its neighbour
+ * may still read for iteration i.
+ *
+ * The balancing (root): every window (at least OMLB_WINDOW iterations of
+ * every PE and OMLB_WINDOW_S seconds) it takes each device's cost per unit:
+ * the compute seconds of its slowest PE over the window's iterations, per
+ * unit of the device's share (wall-clock over whole iterations: a device
+ * throttled by a CPU quota, or slowed by another job, shows its real speed,
+ * which a least-time estimate would miss), and smooths it over the windows
+ * (half the weight on the newest). It moves the shares when the best
+ * integer split (omlb_rule_split) would make the slowest device at least
+ * `balance_tol` faster and the iterations left would save more than a move
+ * costs (measured: the last move; before any, the first loads). A device
+ * slowed part-way through the run is followed a window or two later.
+ *
+ * PEs per device: a device gets one PE. With --max-per-dev K > 1, a device
+ * that can run more than one PE usefully (a GPU, or a CPU device of two
+ * cores or more; a PE's threads are the device's cores / its PEs) gets a
+ * trial PE once the split has settled; the trial PE stays if the device's
+ * time per unit of work fell by OMLB_TRIAL_GAIN, else it is retired at the
+ * next move. One-core devices and shares of a core never get one: a second
+ * process cannot make a core faster.
+ *
+ * Records (for Figure 5-6), one line per window the root watched:
+ *   OMLB iter=<first> last=<last> pes=<n0>,<n1>,.. units=<u0>,<u1>,..
+ *        tmax=<s> tstd=<s>
+ * (its first and last iteration, PEs and units per device, the slowest
+ * PE's and the standard deviation of the PEs' compute seconds per iteration
+ * over the window).
  *
  * Test knob: IVM_OMLB_SLOW="D:F[,D:F...]" (read by the root) makes the PEs of
  * device D (index in the root's device table, printed at start) F times slower:
@@ -47,6 +70,7 @@
 #ifndef IVM_APPS_OMLB_H
 #define IVM_APPS_OMLB_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -69,16 +93,32 @@ typedef struct omlb_part {
     int fresh;       /* load() has just run: the halos are current */
 } omlb_part_t;
 
-/* The app's side, run in the child PEs. Each returns 0, or -1 after printing why. */
+/* The app's side, run in the child PEs. Each returns 0, or -1 after printing
+   why. References (`edge`, `below`, `above`) are the PE's own copies of
+   the in-boxes: host memory on a CPU PE, device memory on a GPU PE of the
+   CUDA kernel. */
 typedef struct omlb_ops {
-    /* Load the state of the share from the app's shared objects (first RUN
-       of a PE, and every RUN after a FLUSH). */
+    /* Load the share's state (units lo-1 .. hi, its halos included) from the
+       app's shared objects: a PE's first iteration, and the first after
+       every move. */
     int (*load)(void *ctx, const omlb_part_t *part);
-    /* One iteration on the share (halo exchange included); *value_p is
-       summed by the root over the PEs; *compute_s_p is the seconds of the
-       computation alone, which the root balances (a halo exchange costs a PE
-       the same whatever its share, so moving units cannot even it out). */
+    /* One iteration on the share, halos already in place; *value_p is summed
+       by the root over the PEs (of the last iteration); *compute_s_p is the
+       seconds of the computation, which the root balances. */
     int (*step)(void *ctx, const omlb_part_t *part, double *value_p, double *compute_s_p);
+    /* Copy the share's first and last unit out (halo_bytes each; NULL: not
+       wanted). */
+    int (*edges)(void *ctx, const omlb_part_t *part, void *first, void *last);
+    /* Optional: the iteration in two parts, so that the edges travel while
+       the rest computes. step_edges computes the first and the last unit
+       (their new values stay out of the other units' way), copies them out
+       as `edges` would (host memory; NULL: not wanted); the next `step`
+       computes the rest and completes the iteration. The driver then sends
+       the edges from a thread of the PE (libivm is thread-safe) and never
+       calls `edges`. */
+    int (*step_edges)(void *ctx, const omlb_part_t *part, void *first, void *last);
+    /* Take the neighbours' edges as the halos (NULL: no neighbour there). */
+    int (*halos)(void *ctx, const omlb_part_t *part, const void *below, const void *above);
     /* Write the share's state back to the app's shared objects. */
     int (*store)(void *ctx, const omlb_part_t *part);
 } omlb_ops_t;
@@ -87,9 +127,8 @@ typedef struct omlb_ops {
 typedef struct omlb_config {
     int         units;       /* work units, >= number of devices */
     int         iterations;  /* >= 1 */
-    double      threshold;   /* spawn rule threshold (default 2) */
-    int         cap;         /* PEs per device at most (default 4) */
-    double      balance_tol; /* rebalance when tmax/tmin > 1 + tol (default 0.20) */
+    int         cap;         /* PEs per device at most (default 1; see the header) */
+    double      balance_tol; /* move when the slowest device gets this much faster (0.05) */
     int         ndevs;
     ivm_device  devs[OMLB_MAX_DEVS];
     char        names[OMLB_MAX_DEVS][OMLB_NAME_MAX];
@@ -99,15 +138,15 @@ typedef struct omlb_config {
 
 /* What the root learned. */
 typedef struct omlb_result {
-    double seconds;                     /* first RUN to the final FLUSH */
+    double seconds;                     /* first plan to the last store */
     double value;                       /* sum of the PEs' values, last iteration */
     int    pes_spawned;                 /* child PEs created over the run */
     int    dev_pes[OMLB_MAX_DEVS];      /* PEs per device at the end */
     double dev_share[OMLB_MAX_DEVS];    /* units done per device / all units done */
-    int    rebalances;
+    int    rebalances;                  /* moves of the shares */
 } omlb_result_t;
 
-/* Defaults for cfg (threshold 2, cap 4, tol 0.20, no devices, record stdout). */
+/* Defaults for cfg (cap 1, tol 0.05, no devices, record stdout). */
 void omlb_config_init(omlb_config_t *cfg);
 
 /* Fill cfg's device table with every CPU and GPU device of the nodes node0,
@@ -123,27 +162,22 @@ void omlb_devices_release(omlb_config_t *cfg);
    them. The app has created its shared objects before. 0 or -1 (printed). */
 int omlb_root_run(const omlb_config_t *cfg, omlb_result_t *res);
 
-/* Child: map the control objects and serve the root's plans until DONE.
-   0 or -1 (printed). */
-int omlb_child_run(const omlb_ops_t *ops, void *ctx);
+/* Child: map the control objects, make its in-box of 2 x 2 halo_bytes, run
+   the plans until the last iteration is stored. 0 or -1 (printed). */
+int omlb_child_run(const omlb_ops_t *ops, void *ctx, size_t halo_bytes);
 
 /* The root's rules, apart for the unit tests (cost[d]: device d's seconds
-   per unit, > 0). */
+   per unit with its dev_pes[d] PEs, > 0). */
 
-/* The spawn rule: when max cost / min cost >= threshold, add[d] = 1 for each
-   device with cost[d] / min cost < threshold and fewer than cap PEs, at most
-   `room` of them in device order; else add[] all 0. Returns how many. */
-int omlb_rule_spawn(int ndevs, const double *cost, double threshold, const int *dev_pes,
-                    int cap, int room, int *add);
-
-/* The split: units to devices in proportion to 1/cost, every PE at least
-   one unit (units >= the PEs), largest remainders first; alloc sums to units. */
+/* The split: the integer split of `units` that makes the slowest device
+   (cost[d] x alloc[d]) the fastest, every PE at least one unit; alloc sums
+   to units (units >= the PEs). */
 void omlb_rule_split(int ndevs, int units, const int *dev_pes, const double *cost, int *alloc);
 
-/* Whether moving the shares pays: the slowest device's time (cost x its
-   units) is more than (1 + tol) times the fastest's, and the iterations left
-   would save more than move_s seconds going from it to the balanced time. */
-int omlb_rule_worth(int ndevs, int units, const int *dev_units, const double *cost,
-                    double tol, int remaining, double move_s);
+/* Whether moving the shares pays: the best split's slowest device would be
+   more than tol faster than today's (cost x dev_units), and the iterations
+   left would save more than move_s seconds. */
+int omlb_rule_worth(int ndevs, int units, const int *dev_pes, const int *dev_units,
+                    const double *cost, double tol, int remaining, double move_s);
 
 #endif /* IVM_APPS_OMLB_H */

@@ -61,6 +61,13 @@ void himeno_init(const himeno_grid_t *g, int z0, int nplanes, float *p);
  * place through wrk (same size as slab). Returns gosa of those units. */
 double himeno_cpu_step(const himeno_grid_t *g, int lo, int hi, float *slab, float *wrk,
                        int threads);
+/* The two halves of it: the new values of slab planes l0 .. l1 (1 .. hi-lo)
+ * into wrk, their gosa returned; then every unit's new values from wrk into
+ * slab (units 1 .. nl). */
+double himeno_cpu_jacobi(const himeno_grid_t *g, int l0, int l1, const float *slab, float *wrk,
+                         int threads);
+void himeno_cpu_commit(const himeno_grid_t *g, int nl, float *slab, const float *wrk,
+                       int threads);
 
 /* The checksum of a whole grid: app_weighted_sum_f of its values. */
 double himeno_checksum(const himeno_grid_t *g, const float *p);
@@ -94,7 +101,14 @@ typedef struct himeno_kernel_ops {
     int (*halo_set)(himeno_kernel_t *k, const float *below, const float *above);
     /* One iteration on units [lo, hi); *gosa_p its gosa. */
     int (*step)(himeno_kernel_t *k, double *gosa_p);
-    /* Copy the first and the last unit planes (lo+1 and hi) out. */
+    /* The same iteration in two parts, so that the edges can travel while
+       the rest computes: step_edges computes the first and the last unit
+       and copies their new planes out (NULL: not that one); step_rest the
+       others, then takes every new value in. *gosa_p: each part's gosa. */
+    int (*step_edges)(himeno_kernel_t *k, float *first, float *last, double *gosa_p);
+    int (*step_rest)(himeno_kernel_t *k, double *gosa_p);
+    /* Copy the first and the last unit planes (lo+1 and hi) out (NULL: not
+       that one). */
     int (*edges_get)(himeno_kernel_t *k, float *first, float *last);
     /* Copy the unit planes lo+1 .. hi out. */
     int (*store)(himeno_kernel_t *k, float *planes);

@@ -38,8 +38,9 @@ static int himeno_cuda_fail(cudaError_t rc, const char *what)
             return himeno_cuda_fail(himeno_rc_, #call);                            \
     } while (0)
 
+/* Slab planes l0 .. l0+nl-1 into wrk, their gosa added to *gosa. */
 __global__ void himeno_cuda_jacobi(const float *p, float *wrk, double *gosa, int nx, int ny,
-                                   int nl)
+                                   int l0, int nl)
 {
     __shared__ double part[HIMENO_CUDA_BLOCK];
     const size_t P = (size_t)nx * (size_t)ny;
@@ -50,7 +51,7 @@ __global__ void himeno_cuda_jacobi(const float *p, float *wrk, double *gosa, int
     if (t < inner) {
         int x = (int)(t % (nx - 2)) + 1;
         int y = (int)((t / (nx - 2)) % (ny - 2)) + 1;
-        int l = (int)(t / ((long long)(nx - 2) * (ny - 2))) + 1;
+        int l = (int)(t / ((long long)(nx - 2) * (ny - 2))) + l0;
         size_t i = (size_t)l * P + (size_t)y * (size_t)nx + (size_t)x;
         float s0 = 1.0f * p[i + P] + 1.0f * p[i + nx] + 1.0f * p[i + 1] +
                    0.0f * (p[i + P + nx] - p[i + P - nx] - p[i - P + nx] + p[i - P - nx]) +
@@ -148,28 +149,95 @@ static int cuda_halo_set(himeno_kernel_t *k, const float *below, const float *ab
     return 0;
 }
 
-static int cuda_step(himeno_kernel_t *k, double *gosa_p)
+static unsigned himeno_cuda_blocks(const himeno_kernel_t *k, int nl)
 {
-    int nx = k->g.nx, ny = k->g.ny, nl = k->hi - k->lo;
-    long long inner = (long long)(nx - 2) * (ny - 2) * nl;
-    unsigned blocks = (unsigned)((inner + HIMENO_CUDA_BLOCK - 1) / HIMENO_CUDA_BLOCK);
+    long long inner = (long long)(k->g.nx - 2) * (k->g.ny - 2) * nl;
 
-    HIMENO_CUDA_TRY(cudaMemset(k->gosa, 0, sizeof(double)));
-    himeno_cuda_jacobi<<<blocks, HIMENO_CUDA_BLOCK>>>(k->slab, k->wrk, k->gosa, nx, ny, nl);
+    return (unsigned)((inner + HIMENO_CUDA_BLOCK - 1) / HIMENO_CUDA_BLOCK);
+}
+
+/* Planes l0 .. l0+nl-1 of the slab into wrk, gosa added to k->gosa. */
+static int cuda_jacobi(himeno_kernel_t *k, int l0, int nl)
+{
+    if (nl <= 0)
+        return 0;
+    himeno_cuda_jacobi<<<himeno_cuda_blocks(k, nl), HIMENO_CUDA_BLOCK>>>(
+        k->slab, k->wrk, k->gosa, k->g.nx, k->g.ny, l0, nl);
     HIMENO_CUDA_TRY(cudaGetLastError());
-    himeno_cuda_copy<<<blocks, HIMENO_CUDA_BLOCK>>>(k->slab, k->wrk, nx, ny, nl);
+    return 0;
+}
+
+/* Every unit's new values into the slab; the gosa of the iteration out. */
+static int cuda_commit(himeno_kernel_t *k, double *gosa_p)
+{
+    int nl = k->hi - k->lo;
+
+    himeno_cuda_copy<<<himeno_cuda_blocks(k, nl), HIMENO_CUDA_BLOCK>>>(k->slab, k->wrk,
+                                                                       k->g.nx, k->g.ny, nl);
     HIMENO_CUDA_TRY(cudaGetLastError());
     HIMENO_CUDA_TRY(cudaMemcpy(gosa_p, k->gosa, sizeof(double), cudaMemcpyDeviceToHost));
     return 0;
+}
+
+static int cuda_step(himeno_kernel_t *k, double *gosa_p)
+{
+    HIMENO_CUDA_TRY(cudaMemset(k->gosa, 0, sizeof(double)));
+    if (cuda_jacobi(k, 1, k->hi - k->lo) != 0)
+        return -1;
+    return cuda_commit(k, gosa_p);
+}
+
+/* Plane l of the slab with its new interior values from wrk, into dst
+   (host or device). cudaMemcpy2D from device memory to host memory returns
+   once the copy is done. */
+static int cuda_plane_new(himeno_kernel_t *k, int l, float *dst)
+{
+    const int nx = k->g.nx, ny = k->g.ny;
+    const size_t P = himeno_plane(&k->g), row = (size_t)nx * sizeof(float);
+
+    HIMENO_CUDA_TRY(cudaMemcpy(dst, k->slab + (size_t)l * P, P * sizeof(float),
+                               cudaMemcpyDefault));
+    HIMENO_CUDA_TRY(cudaMemcpy2D(dst + nx + 1, row, k->wrk + (size_t)l * P + nx + 1, row,
+                                 (size_t)(nx - 2) * sizeof(float), (size_t)(ny - 2),
+                                 cudaMemcpyDefault));
+    HIMENO_CUDA_TRY(cudaDeviceSynchronize());
+    return 0;
+}
+
+/* The first and the last unit (one unit: once), their new planes out; the
+   gosa so far (*gosa_p: 0, step_rest reports the iteration's). */
+static int cuda_step_edges(himeno_kernel_t *k, float *first, float *last, double *gosa_p)
+{
+    int nl = k->hi - k->lo;
+
+    HIMENO_CUDA_TRY(cudaMemset(k->gosa, 0, sizeof(double)));
+    if (cuda_jacobi(k, 1, 1) != 0 || (nl > 1 && cuda_jacobi(k, nl, 1) != 0))
+        return -1;
+    if ((first != NULL && cuda_plane_new(k, 1, first) != 0) ||
+        (last != NULL && cuda_plane_new(k, nl, last) != 0))
+        return -1;
+    *gosa_p = 0.0;
+    return 0;
+}
+
+static int cuda_step_rest(himeno_kernel_t *k, double *gosa_p)
+{
+    int nl = k->hi - k->lo;
+
+    if (cuda_jacobi(k, 2, nl - 2) != 0)
+        return -1;
+    return cuda_commit(k, gosa_p);
 }
 
 static int cuda_edges_get(himeno_kernel_t *k, float *first, float *last)
 {
     size_t P = himeno_plane(&k->g);
 
-    HIMENO_CUDA_TRY(cudaMemcpy(first, k->slab + P, P * sizeof(float), cudaMemcpyDefault));
-    HIMENO_CUDA_TRY(cudaMemcpy(last, k->slab + (size_t)(k->hi - k->lo) * P, P * sizeof(float),
-                               cudaMemcpyDefault));
+    if (first != NULL)
+        HIMENO_CUDA_TRY(cudaMemcpy(first, k->slab + P, P * sizeof(float), cudaMemcpyDefault));
+    if (last != NULL)
+        HIMENO_CUDA_TRY(cudaMemcpy(last, k->slab + (size_t)(k->hi - k->lo) * P,
+                                   P * sizeof(float), cudaMemcpyDefault));
     return 0;
 }
 
@@ -190,6 +258,7 @@ static void cuda_threads_set(himeno_kernel_t *k, int threads)
 
 /* Positional: C++ has no designated initializers before C++20. */
 extern "C" const himeno_kernel_ops_t himeno_cuda_ops = {
-    "cuda",        cuda_create, cuda_destroy,   cuda_load,        cuda_halo_set,
-    cuda_step,     cuda_edges_get, cuda_store, cuda_threads_set,
+    "cuda",          cuda_create,     cuda_destroy,   cuda_load,  cuda_halo_set,
+    cuda_step,       cuda_step_edges, cuda_step_rest, cuda_edges_get, cuda_store,
+    cuda_threads_set,
 };

@@ -3,24 +3,24 @@
  * (apps/common/omlb.h).
  *
  * The root PE allocates the pressure grid "himeno.p" (its master copy holds
- * the initial state and, at the end, the result) and the halo buffer
- * "himeno.halo", then runs the OM-LB root loop over the devices of every node.
- * Each child PE owns the units (interior Z planes) [lo, hi) of its share in a
- * slab of its own kernel (host memory, or device memory for the CUDA kernel):
- *   load  - ivmSyncGet of planes lo .. hi+1 of "himeno.p", into the kernel;
- *   step  - the halo planes of the last iteration from the neighbours' slots
- *           of "himeno.halo" (ivmSyncGet; not after a load, which brought
- *           them), one Jacobi iteration, and its own first and last unit
- *           planes into its slot (one ivmSyncPut of two planes);
- *   store - the unit planes back into "himeno.p" (ivmSyncPut).
- * Halo slots: [iteration parity][share position][first, last plane]; the
- * parity keeps a fast PE's writes of iteration i+1 off the planes a neighbour
- * may still be reading for iteration i.
+ * the initial state and, at the end, the result), then runs the OM-LB root
+ * loop over the devices of every node. Each child PE owns the units
+ * (interior Z planes) [lo, hi) of its share in a slab of its own kernel
+ * (host memory, or device memory for the CUDA kernel):
+ *   load   - ivmSyncGet of planes lo .. hi+1 of "himeno.p", into the kernel;
+ *   step_edges - the first and the last unit of one Jacobi iteration (the
+ *            driver has put the neighbours' edge planes in as halos), and
+ *            their new planes out, which the driver sends to the
+ *            neighbours' in-boxes (one plane each way: the halo exchange)
+ *            while
+ *   step   - computes the other units and completes the iteration;
+ *   edges  - (unused with step_edges) the first and last unit planes;
+ *   store  - the unit planes back into "himeno.p" (ivmSyncPut).
  *
  * Run:  ivmrun --nodes 2 himeno --size 33 --iters 20 --verify
- * Options: app.h's (--size N: grid N x N x (2N-1); --iters; --threshold T:
- * the spawn rule; --max-per-dev K: PEs per device at most, default 4;
- * --local; --verify; --serial); --portions is not used (the units are the
+ * Options: app.h's (--size N: grid N x N x (2N-1); --iters; --max-per-dev K:
+ * PEs per device at most, default 1, see omlb.h; --local; --verify;
+ * --serial); --portions and --threshold are not used (the units are the
  * interior planes). Test knob: IVM_OMLB_SLOW (omlb.h).
  */
 #define _POSIX_C_SOURCE 200809L
@@ -36,41 +36,25 @@
 #include "omlb.h"
 
 #define HIMENO_P_OBJ    "himeno.p"
-#define HIMENO_HALO_OBJ "himeno.halo"
 
 static const char himeno_usage[] =
     "  himeno: --size N is the grid N x N x (2N-1) (33: 33x33x65); --iters I Jacobi\n"
-    "  iterations; --max-per-dev K caps OM-LB's PEs per device (default 4);\n"
-    "  --portions is not used. IVM_OMLB_SLOW=D:F slows device D by F (test knob).";
+    "  iterations; --max-per-dev K caps OM-LB's PEs per device (default 1: see\n"
+    "  omlb.h); --portions and --threshold are not used. IVM_OMLB_SLOW=D:F slows\n"
+    "  device D by F (test knob).";
 
-/* A child's state: the mapped objects and its kernel. The references are
-   the PE's own copies (host memory for a CPU PE, the GPU mirror for a GPU PE):
-   the kernel copies between them and its slab (the CUDA kernel with
-   cudaMemcpyDefault), and the syncs push and pull those copies. */
+/* A child's state: the mapped grid and its kernel. The reference is the
+   PE's own copy (host memory for a CPU PE, the GPU mirror for a GPU PE): the
+   kernel copies between it and its slab (the CUDA kernel with
+   cudaMemcpyDefault), and the syncs push and pull that copy. */
 typedef struct himeno_child {
     himeno_grid_t              g;
     float                     *p;     /* "himeno.p" */
-    float                     *halo;  /* "himeno.halo" */
-    int                        maxpos;
     const himeno_kernel_ops_t *ops;
     himeno_kernel_t           *k;
     int                        k_units; /* the kernel's capacity */
+    double                     gosa_edges; /* step_edges' part of the iteration's gosa */
 } himeno_child_t;
-
-/* Slots of the halo buffer: positions at most (one share per position). */
-static int himeno_maxpos(const himeno_grid_t *g)
-{
-    int u = himeno_units(g);
-    return u < OMLB_MAX_PES ? u : OMLB_MAX_PES;
-}
-
-static float *himeno_halo_slot(himeno_child_t *c, int iter, int pos, int side)
-{
-    size_t P = himeno_plane(&c->g);
-    size_t slot = ((size_t)(iter & 1) * (size_t)c->maxpos + (size_t)pos) * 2 + (size_t)side;
-
-    return c->halo + slot * P;
-}
 
 static int himeno_child_load(void *ctx, const omlb_part_t *part)
 {
@@ -79,11 +63,6 @@ static int himeno_child_load(void *ctx, const omlb_part_t *part)
     int n = part->hi - part->lo;
     float *planes = c->p + (size_t)part->lo * P;
 
-    if (part->pos >= c->maxpos) {
-        fprintf(stderr, "himeno: share position %d beyond the %d halo slots\n", part->pos,
-                c->maxpos);
-        return -1;
-    }
     if (c->k == NULL || n > c->k_units) {
         c->ops->destroy(c->k);
         c->k = NULL;
@@ -96,38 +75,46 @@ static int himeno_child_load(void *ctx, const omlb_part_t *part)
     return c->ops->load(c->k, part->lo, part->hi, planes);
 }
 
+/* The first and last unit of the iteration, their new planes out. */
+static int himeno_child_step_edges(void *ctx, const omlb_part_t *part, void *first, void *last)
+{
+    himeno_child_t *c = ctx;
+
+    c->ops->threads_set(c->k, part->threads);
+    return c->ops->step_edges(c->k, first, last, &c->gosa_edges);
+}
+
+/* The rest of the iteration (the driver called step_edges before). */
 static int himeno_child_step(void *ctx, const omlb_part_t *part, double *value_p,
                              double *compute_s_p)
 {
     himeno_child_t *c = ctx;
-    size_t P = himeno_plane(&c->g);
-    const float *below = NULL, *above = NULL;
-    float *mine;
+    double rest;
 
-    if (!part->fresh) {
-        if (part->pos > 0) {
-            float *s = himeno_halo_slot(c, part->iter - 1, part->pos - 1, 1);
-            APP_TRY(ivmSyncGet(s, P * sizeof(float)));
-            below = s;
-        }
-        if (part->pos < part->npos - 1) {
-            float *s = himeno_halo_slot(c, part->iter - 1, part->pos + 1, 0);
-            APP_TRY(ivmSyncGet(s, P * sizeof(float)));
-            above = s;
-        }
-        if (c->ops->halo_set(c->k, below, above) != 0)
-            return -1;
-    }
     c->ops->threads_set(c->k, part->threads);
     double t0 = app_now_s();
-    if (c->ops->step(c->k, value_p) != 0)
+    if (c->ops->step_rest(c->k, &rest) != 0)
         return -1;
     *compute_s_p = app_now_s() - t0;
-    mine = himeno_halo_slot(c, part->iter, part->pos, 0);
-    if (c->ops->edges_get(c->k, mine, mine + P) != 0)
-        return -1;
-    APP_TRY(ivmSyncPut(mine, 2 * P * sizeof(float)));
+    *value_p = c->gosa_edges + rest;
     return 0;
+}
+
+static int himeno_child_edges(void *ctx, const omlb_part_t *part, void *first, void *last)
+{
+    himeno_child_t *c = ctx;
+
+    (void)part;
+    return c->ops->edges_get(c->k, first, last);
+}
+
+static int himeno_child_halos(void *ctx, const omlb_part_t *part, const void *below,
+                              const void *above)
+{
+    himeno_child_t *c = ctx;
+
+    (void)part;
+    return c->ops->halo_set(c->k, below, above);
 }
 
 static int himeno_child_store(void *ctx, const omlb_part_t *part)
@@ -145,12 +132,15 @@ static int himeno_child_store(void *ctx, const omlb_part_t *part)
 static const omlb_ops_t himeno_omlb_ops = {
     .load = himeno_child_load,
     .step = himeno_child_step,
+    .edges = himeno_child_edges,
+    .step_edges = himeno_child_step_edges,
+    .halos = himeno_child_halos,
     .store = himeno_child_store,
 };
 
 static int himeno_child(const himeno_grid_t *g)
 {
-    himeno_child_t c = { .g = *g, .maxpos = himeno_maxpos(g), .ops = &himeno_cpu_ops };
+    himeno_child_t c = { .g = *g, .ops = &himeno_cpu_ops };
     app_kernel_t kernel;
     int ret;
 
@@ -158,16 +148,14 @@ static int himeno_child(const himeno_grid_t *g)
 
     APP_TRY(ivmGetMyDevType(&devtype));
     APP_TRY(ivmMap(HIMENO_P_OBJ, &c.p, 0));
-    APP_TRY(ivmMap(HIMENO_HALO_OBJ, &c.halo, 0));
     if (app_kernel_pick_ref(devtype, c.p, &kernel) != 0)
         return -1;
 #ifdef APP_HAVE_CUDA
     if (kernel == APP_KERNEL_CUDA)
         c.ops = &himeno_cuda_ops;
 #endif
-    ret = omlb_child_run(&himeno_omlb_ops, &c);
+    ret = omlb_child_run(&himeno_omlb_ops, &c, himeno_plane(g) * sizeof(float));
     c.ops->destroy(c.k);
-    APP_TRY(ivmUnmap(c.halo));
     APP_TRY(ivmUnmap(c.p));
     return ret;
 }
@@ -192,25 +180,21 @@ static int himeno_root(const app_args_t *a, const himeno_grid_t *g)
     omlb_config_t cfg;
     omlb_result_t res = { 0 };
     app_result_t r;
-    float *p, *halo;
+    float *p;
     double checksum;
     int ret = -1;
 
     APP_TRY(ivmMalloc(HIMENO_P_OBJ, &p, n * sizeof(float)));
-    APP_TRY(ivmMalloc(HIMENO_HALO_OBJ, &halo,
-                      (size_t)2 * (size_t)himeno_maxpos(g) * 2 * P * sizeof(float)));
     himeno_init(g, 0, g->nz, p);
 
     omlb_config_init(&cfg);
     cfg.units = himeno_units(g);
     cfg.iterations = a->iters;
-    cfg.threshold = a->threshold;
     cfg.cap = a->max_per_dev;
     if (omlb_devices_probe(&cfg, a->local) < 0)
         goto out;
-    printf("himeno: grid %dx%dx%d, %d iterations, %d device(s), threshold %g, "
-           "at most %d PEs per device\n", g->nx, g->ny, g->nz, a->iters, cfg.ndevs,
-           cfg.threshold, cfg.cap);
+    printf("himeno: grid %dx%dx%d, %d iterations, %d device(s), at most %d PEs per "
+           "device\n", g->nx, g->ny, g->nz, a->iters, cfg.ndevs, cfg.cap);
     if (omlb_root_run(&cfg, &res) != 0)
         goto out_devs;
 
@@ -233,7 +217,6 @@ static int himeno_root(const app_args_t *a, const himeno_grid_t *g)
 out_devs:
     omlb_devices_release(&cfg);
 out:
-    ivmFree(halo);
     ivmFree(p);
     return ret;
 }
@@ -256,7 +239,7 @@ static int himeno_serial(const app_args_t *a, const himeno_grid_t *g)
 int main(int argc, char **argv)
 {
     app_args_t a = { .app = "himeno", .size = 33, .seed = 1, .portions = 1, .iters = 20,
-                     .threshold = 2.0, .max_per_dev = 4 };
+                     .threshold = 0.0, .max_per_dev = 1 };
     himeno_grid_t g;
     int id, ret;
 

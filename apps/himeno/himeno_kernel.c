@@ -57,13 +57,13 @@ void himeno_init(const himeno_grid_t *g, int z0, int nplanes, float *p)
     }
 }
 
-double himeno_cpu_step(const himeno_grid_t *g, int lo, int hi, float *slab, float *wrk,
-                       int threads)
+double himeno_cpu_jacobi(const himeno_grid_t *g, int l0, int l1, const float *slab, float *wrk,
+                         int threads)
 {
-    const int nx = g->nx, ny = g->ny, nl = hi - lo;
+    const int nx = g->nx, ny = g->ny;
     const size_t P = himeno_plane(g);
+    const float *p = slab;
     double gosa = 0.0;
-    float *p = slab;
 
 #ifdef _OPENMP
     if (threads <= 0)
@@ -71,36 +71,55 @@ double himeno_cpu_step(const himeno_grid_t *g, int lo, int hi, float *slab, floa
 #else
     (void)threads;
 #endif
-
-#pragma omp parallel num_threads(threads)
-    {
-#pragma omp for collapse(2) reduction(+ : gosa) schedule(static)
-        for (int l = 1; l <= nl; l++) {
-            for (int y = 1; y < ny - 1; y++) {
-                for (int x = 1; x < nx - 1; x++) {
-                    size_t i = (size_t)l * P + (size_t)y * (size_t)nx + (size_t)x;
-                    float s0 = A0 * p[i + P] + A1 * p[i + nx] + A2 * p[i + 1] +
-                               B0 * (p[i + P + nx] - p[i + P - nx] - p[i - P + nx] +
-                                     p[i - P - nx]) +
-                               B1 * (p[i + nx + 1] - p[i - nx + 1] - p[i + nx - 1] +
-                                     p[i - nx - 1]) +
-                               B2 * (p[i + P + 1] - p[i - P + 1] - p[i + P - 1] +
-                                     p[i - P - 1]) +
-                               C0 * p[i - P] + C1 * p[i - nx] + C2 * p[i - 1] + WRK1;
-                    float ss = (s0 * A3 - p[i]) * BND;
-                    gosa += (double)ss * (double)ss;
-                    wrk[i] = p[i] + HIMENO_OMEGA * ss;
-                }
-            }
-        }
-#pragma omp for collapse(2) schedule(static)
-        for (int l = 1; l <= nl; l++) {
-            for (int y = 1; y < ny - 1; y++) {
-                size_t i = (size_t)l * P + (size_t)y * (size_t)nx + 1;
-                memcpy(&p[i], &wrk[i], (size_t)(nx - 2) * sizeof(float));
+#pragma omp parallel for collapse(2) reduction(+ : gosa) schedule(static) num_threads(threads)
+    for (int l = l0; l <= l1; l++) {
+        for (int y = 1; y < ny - 1; y++) {
+            for (int x = 1; x < nx - 1; x++) {
+                size_t i = (size_t)l * P + (size_t)y * (size_t)nx + (size_t)x;
+                float s0 = A0 * p[i + P] + A1 * p[i + nx] + A2 * p[i + 1] +
+                           B0 * (p[i + P + nx] - p[i + P - nx] - p[i - P + nx] +
+                                 p[i - P - nx]) +
+                           B1 * (p[i + nx + 1] - p[i - nx + 1] - p[i + nx - 1] +
+                                 p[i - nx - 1]) +
+                           B2 * (p[i + P + 1] - p[i - P + 1] - p[i + P - 1] +
+                                 p[i - P - 1]) +
+                           C0 * p[i - P] + C1 * p[i - nx] + C2 * p[i - 1] + WRK1;
+                float ss = (s0 * A3 - p[i]) * BND;
+                gosa += (double)ss * (double)ss;
+                wrk[i] = p[i] + HIMENO_OMEGA * ss;
             }
         }
     }
+    return gosa;
+}
+
+void himeno_cpu_commit(const himeno_grid_t *g, int nl, float *slab, const float *wrk,
+                       int threads)
+{
+    const int nx = g->nx, ny = g->ny;
+    const size_t P = himeno_plane(g);
+
+#ifdef _OPENMP
+    if (threads <= 0)
+        threads = omp_get_max_threads();
+#else
+    (void)threads;
+#endif
+#pragma omp parallel for collapse(2) schedule(static) num_threads(threads)
+    for (int l = 1; l <= nl; l++) {
+        for (int y = 1; y < ny - 1; y++) {
+            size_t i = (size_t)l * P + (size_t)y * (size_t)nx + 1;
+            memcpy(&slab[i], &wrk[i], (size_t)(nx - 2) * sizeof(float));
+        }
+    }
+}
+
+double himeno_cpu_step(const himeno_grid_t *g, int lo, int hi, float *slab, float *wrk,
+                       int threads)
+{
+    double gosa = himeno_cpu_jacobi(g, 1, hi - lo, slab, wrk, threads);
+
+    himeno_cpu_commit(g, hi - lo, slab, wrk, threads);
     return gosa;
 }
 
@@ -221,12 +240,49 @@ static int cpu_step(himeno_kernel_t *k, double *gosa_p)
     return 0;
 }
 
+/* Plane l of the slab with its new interior values from wrk, into dst. */
+static void cpu_plane_new(const himeno_kernel_t *k, int l, float *dst)
+{
+    const int nx = k->g.nx, ny = k->g.ny;
+    const size_t P = himeno_plane(&k->g);
+
+    memcpy(dst, k->slab + (size_t)l * P, P * sizeof(float));
+    for (int y = 1; y < ny - 1; y++)
+        memcpy(dst + (size_t)y * nx + 1, k->wrk + (size_t)l * P + (size_t)y * nx + 1,
+               (size_t)(nx - 2) * sizeof(float));
+}
+
+static int cpu_step_edges(himeno_kernel_t *k, float *first, float *last, double *gosa_p)
+{
+    int nl = k->hi - k->lo;
+
+    *gosa_p = himeno_cpu_jacobi(&k->g, 1, 1, k->slab, k->wrk, k->threads);
+    if (nl > 1)
+        *gosa_p += himeno_cpu_jacobi(&k->g, nl, nl, k->slab, k->wrk, k->threads);
+    if (first != NULL)
+        cpu_plane_new(k, 1, first);
+    if (last != NULL)
+        cpu_plane_new(k, nl, last);
+    return 0;
+}
+
+static int cpu_step_rest(himeno_kernel_t *k, double *gosa_p)
+{
+    int nl = k->hi - k->lo;
+
+    *gosa_p = nl > 2 ? himeno_cpu_jacobi(&k->g, 2, nl - 1, k->slab, k->wrk, k->threads) : 0.0;
+    himeno_cpu_commit(&k->g, nl, k->slab, k->wrk, k->threads);
+    return 0;
+}
+
 static int cpu_edges_get(himeno_kernel_t *k, float *first, float *last)
 {
     size_t P = himeno_plane(&k->g);
 
-    memcpy(first, k->slab + P, P * sizeof(float));
-    memcpy(last, k->slab + (size_t)(k->hi - k->lo) * P, P * sizeof(float));
+    if (first != NULL)
+        memcpy(first, k->slab + P, P * sizeof(float));
+    if (last != NULL)
+        memcpy(last, k->slab + (size_t)(k->hi - k->lo) * P, P * sizeof(float));
     return 0;
 }
 
@@ -250,6 +306,8 @@ const himeno_kernel_ops_t himeno_cpu_ops = {
     .load = cpu_load,
     .halo_set = cpu_halo_set,
     .step = cpu_step,
+    .step_edges = cpu_step_edges,
+    .step_rest = cpu_step_rest,
     .edges_get = cpu_edges_get,
     .store = cpu_store,
     .threads_set = cpu_threads_set,
