@@ -9,9 +9,11 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define OMLB_PLAN_OBJ   "omlb.plan"
 #define OMLB_REP_OBJ    "omlb.rep"
@@ -20,12 +22,14 @@
 #define OMLB_NAP_MAX_S  500e-6 /* ... growing to 500 us as the wait goes on */
 #define OMLB_WAIT_S     120.0  /* longest wait for a plan, a halo or the PEs */
 #define OMLB_LIVE_S     0.1    /* the root counts the live PEs this often */
-#define OMLB_WINDOW     3      /* iterations of every PE in a window, at least */
-#define OMLB_WINDOW_S   0.02   /* seconds in a window, at least */
+#define OMLB_WINDOW     3      /* measured iterations of every PE in a window, at least */
+#define OMLB_WINDOW_S   0.05   /* seconds in a window, at least */
 #define OMLB_LEAD_S     0.1    /* `until` runs this far ahead of the slowest PE */
 #define OMLB_LEAD_MIN   4      /* ... and this many iterations at least */
 #define OMLB_PUSH_S     0.025  /* a CPU PE pushes its report this often */
 #define OMLB_TRIAL_GAIN 0.10   /* a trial PE stays if its device got 10% faster */
+#define OMLB_SPIN_S     0.2    /* a halo wait spins this long, then naps */
+#define OMLB_STREAK     2      /* windows in a row a move must pay off, after the first */
 
 /* One PE's share in a plan. */
 typedef struct omlb_slot {
@@ -62,11 +66,18 @@ typedef struct omlb_report {
     int32_t  status;   /* 0 = fine, -1 = the PE failed */
     int32_t  cores;    /* its device's cores (IVM_DEVICE_CORES) */
     int32_t  runs;     /* iterations run in this epoch */
-    double   compute;  /* their compute seconds (slowdown knob included) */
+    int32_t  measured; /* of which measured (all but the first after a load) */
+    int32_t  pad;
+    double   compute;  /* the measured ones' compute seconds (slowdown knob included) */
+    double   cpu;      /* their compute's CPU seconds (the PE's main thread) */
+    double   busy;     /* wall seconds of those iterations, but the naps of halo waits */
+    double   busy_cpu; /* CPU seconds of the main thread in them */
     double   value;    /* the value of its last iteration */
+    int32_t  gpu;      /* 1: a GPU PE of the CUDA kernel (CPU time tells nothing) */
+    int32_t  reserved;
     uint64_t hash;     /* FNV-1a of the bytes above */
 } omlb_report_t;
-_Static_assert(sizeof(omlb_report_t) == 48, "omlb_report_t layout");
+_Static_assert(sizeof(omlb_report_t) == 88, "omlb_report_t layout");
 
 /* A PE's in-box holds four slots, [iteration parity][side] (side 0: from
    the PE below, 1: from the PE above), each this header and the edge. The
@@ -90,12 +101,16 @@ _Static_assert(sizeof(omlb_edge_hdr_t) == 16, "omlb_edge_hdr_t layout");
     } while (0)
 
 /* Sleep a tenth of the time waited so far (10 us .. 500 us): a wait costs
-   the waiter a tenth at most, and never a core. */
-static void omlb_nap(double waited_s)
+   the waiter a tenth at most, and never a core. Returns the seconds asked
+   for (a PE out of its CPU quota sleeps longer: that part is not its
+   choice). */
+static double omlb_nap(double waited_s)
 {
     double s = waited_s / 10.0;
 
-    app_sleep_s(s < OMLB_NAP_MIN_S ? OMLB_NAP_MIN_S : s > OMLB_NAP_MAX_S ? OMLB_NAP_MAX_S : s);
+    s = s < OMLB_NAP_MIN_S ? OMLB_NAP_MIN_S : s > OMLB_NAP_MAX_S ? OMLB_NAP_MAX_S : s;
+    app_sleep_s(s);
+    return s;
 }
 
 static uint64_t omlb_plan_hash(const omlb_plan_t *pl)
@@ -223,6 +238,7 @@ typedef struct omlb_root {
     double               t_iter;  /* seconds per iteration of the slowest PE, smoothed */
     double               last_live;
     int                  rebalances;
+    int                  streak;  /* windows in a row that found a move worth it */
 } omlb_root_t;
 
 /* Deal each device's units evenly to its PEs and write the shares, in unit
@@ -402,6 +418,27 @@ static void omlb_root_record(omlb_root_t *r, int first, int last, double tmax, d
     fflush(f);
 }
 
+/* A PE's seconds per iteration of its share over a window (b: the reports
+   at its start, NULL: the epoch's; runs: the measured iterations in it).
+   Its compute's CPU time over the part of a core it got while it wanted
+   one (the iterations' wall time but the naps it chose in halo waits), so
+   that a device with a CPU quota, or sharing its core with another job,
+   shows the speed it can sustain: the compute's wall time hides it when a
+   short step fits in the quota a wait left. A GPU PE of the CUDA kernel:
+   the compute's wall time. */
+static double omlb_pe_cost(const omlb_report_t *g, const omlb_report_t *b, int runs)
+{
+    double compute = g->compute - (b ? b->compute : 0.0);
+    double cpu = g->cpu - (b ? b->cpu : 0.0);
+    double busy = g->busy - (b ? b->busy : 0.0);
+    double busy_cpu = g->busy_cpu - (b ? b->busy_cpu : 0.0);
+
+    if (g->gpu || !(cpu > 0.0) || !(busy > 0.0) || !(busy_cpu > 0.0))
+        return compute / runs;
+    double got = busy_cpu / busy; /* the part of a core it got */
+    return cpu / (got < 1.0 ? got : 1.0) / runs;
+}
+
 /* The window since r->base, if it is complete (every PE ran OMLB_WINDOW
    iterations of this epoch in it, and OMLB_WINDOW_S seconds passed; with
    force, one iteration will do): each
@@ -419,7 +456,7 @@ static int omlb_root_window(omlb_root_t *r, double *cost, int force)
     for (int k = 0; k < pl->nparts; k++) {
         const omlb_slot_t *p = &pl->parts[k];
         const omlb_report_t *g = &r->got[p->rep], *b = &r->base[p->rep];
-        int runs = g->runs - (b->epoch == pl->epoch ? b->runs : 0);
+        int runs = g->measured - (b->epoch == pl->epoch ? b->measured : 0);
         if (g->epoch != pl->epoch || runs < (force ? 1 : OMLB_WINDOW))
             return 0;
     }
@@ -428,10 +465,12 @@ static int omlb_root_window(omlb_root_t *r, double *cost, int force)
         const omlb_report_t *g = &r->got[p->rep], *b = &r->base[p->rep];
         int same = b->epoch == pl->epoch;
         int runs = g->runs - (same ? b->runs : 0);
-        double t = (g->compute - (same ? b->compute : 0.0)) / runs;
+        int measured = g->measured - (same ? b->measured : 0);
+        double t = (g->compute - (same ? b->compute : 0.0)) / measured;
         /* The device's PEs do its units side by side: its time for u
            units is u / PEs x the slowest PE's time per unit. */
-        dev_t[p->dev] = fmax(dev_t[p->dev], t / (p->hi - p->lo) / (double)p->dev_pes);
+        dev_t[p->dev] = fmax(dev_t[p->dev], omlb_pe_cost(g, same ? b : NULL, measured) /
+                                                (p->hi - p->lo) / (double)p->dev_pes);
         tmax = fmax(tmax, t);
         tsum += t;
         tsq += t * t;
@@ -501,6 +540,11 @@ static int omlb_root_adjust(omlb_root_t *r, const double *cost, int remaining, i
     }
     int worth = omlb_rule_worth(cfg->ndevs, cfg->units, r->dev_pes, r->dev_units, r->est,
                                 cfg->balance_tol, remaining, r->move_s);
+    /* The first move as soon as it pays (the start's equal split may be far
+       off); later ones only when two windows in a row agree, so that one
+       noisy window moves nothing. */
+    r->streak = worth ? r->streak + 1 : 0;
+    worth = worth && (r->rebalances == 0 || r->streak >= OMLB_STREAK);
     if (!changed && !worth && remaining > 4 * OMLB_WINDOW) {
         for (int d = 0; d < cfg->ndevs && !changed; d++) {
             if (!omlb_root_trial_wanted(r, d))
@@ -541,6 +585,7 @@ static int omlb_root_move(omlb_root_t *r)
     r->move_s = 2.0 * (app_now_s() - t0); /* the stores, and as much to load */
     r->win_start = app_now_s();
     r->rebalances++;
+    r->streak = 0;
     return 0;
 }
 
@@ -710,6 +755,7 @@ struct omlb_child {
     char             *inbox;      /* reference of its own in-box */
     char             *inbox_host; /* its host view (the master) */
     char             *staging[2]; /* the slot for each side, built here, then put */
+    double            napped;     /* seconds of naps chosen in halo waits */
     omlb_sender_t     sender;
     int               nb_pe[2];   /* PE below (0) and above (1), -1: none */
     char             *nb_ref[2];  /* their in-boxes */
@@ -849,7 +895,7 @@ static int omlb_child_join(omlb_child_t *c)
         omlb_child_map_neighbour(c, 1, k + 1 < pl->nparts ? pl->parts[k + 1].pe : -1) != 0)
         return -1;
     c->mine = (omlb_report_t){ .epoch = pl->epoch, .iter = pl->start, .stored = -1,
-                               .cores = c->cores };
+                               .cores = c->cores, .gpu = c->kernel == APP_KERNEL_CUDA };
     if (c->ops->load(c->ctx, &c->part) != 0)
         return -1;
     c->part.fresh = 1;
@@ -877,7 +923,15 @@ static int omlb_child_halos(omlb_child_t *c, int iter, int take)
                         c->id, iter - 1, c->nb_pe[side], OMLB_WAIT_S);
                 return -1;
             }
-            omlb_nap(waited);
+            /* Spin first, as an MPI rank polls: a PE that sleeps through
+               its waits saves its device's CPU quota for its next step,
+               which then runs unthrottled (a short step fits in the quota
+               a wait left) and looks faster than the device can go. The
+               yield lets the daemons that carry the halo run. */
+            if (waited < OMLB_SPIN_S)
+                sched_yield();
+            else
+                c->napped += omlb_nap(waited);
         }
         if (!take)
             continue;
@@ -1048,14 +1102,25 @@ static int omlb_child_step_split(omlb_child_t *c, int iter, double slow, double 
     return 0;
 }
 
+/* CPU seconds of the calling thread. */
+static double omlb_thread_cpu(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* One iteration of the share. */
 static int omlb_child_iterate(omlb_child_t *c, double slow)
 {
-    int iter = c->part.iter;
-    double value = 0.0, compute = 0.0;
+    int iter = c->part.iter, fresh = c->part.fresh;
+    double value = 0.0, compute = 0.0, w0 = app_now_s(), c0 = omlb_thread_cpu(), c1;
+    double napped = c->napped;
 
     if (!c->part.fresh && omlb_child_halos(c, iter, 1) != 0)
         return -1;
+    c1 = omlb_thread_cpu();
     if (c->ops->step_edges != NULL) {
         if (omlb_child_step_split(c, iter, slow, &value, &compute) != 0)
             return -1;
@@ -1066,11 +1131,18 @@ static int omlb_child_iterate(omlb_child_t *c, double slow)
         if (omlb_child_send(c, iter) != 0)
             return -1;
     }
+    double c2 = omlb_thread_cpu();
     c->part.fresh = 0;
     c->part.iter = iter + 1;
     c->mine.iter = iter + 1;
     c->mine.runs++;
-    c->mine.compute += (slow > 1.0 ? slow : 1.0) * compute;
+    if (!fresh) { /* the first after a load: cold caches, new buffers */
+        c->mine.measured++;
+        c->mine.compute += (slow > 1.0 ? slow : 1.0) * compute;
+        c->mine.cpu += c2 - c1; /* the knob sleeps: no CPU */
+        c->mine.busy += app_now_s() - w0 - (c->napped - napped);
+        c->mine.busy_cpu += c2 - c0;
+    }
     c->mine.value = value;
     /* The last iteration before `until` pushes: the root waits for it. */
     return omlb_child_report(c, c->part.iter == c->pl.until);

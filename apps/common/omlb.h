@@ -34,16 +34,20 @@
  * may still read for iteration i.
  *
  * The balancing (root): every window (at least OMLB_WINDOW iterations of
- * every PE and OMLB_WINDOW_S seconds) it takes each device's cost per unit:
- * the compute seconds of its slowest PE over the window's iterations, per
- * unit of the device's share (wall-clock over whole iterations: a device
- * throttled by a CPU quota, or slowed by another job, shows its real speed,
- * which a least-time estimate would miss), and smooths it over the windows
- * (half the weight on the newest). It moves the shares when the best
- * integer split (omlb_rule_split) would make the slowest device at least
- * `balance_tol` faster and the iterations left would save more than a move
- * costs (measured: the last move; before any, the first loads). A device
- * slowed part-way through the run is followed a window or two later.
+ * every PE, the first after a load left out, and OMLB_WINDOW_S seconds) it
+ * takes each device's cost per unit: its slowest PE's compute CPU time per
+ * iteration over the part of a core the PE got while it iterated (its CPU
+ * time over the iterations' wall-clock: PEs spin, yielding, in halo waits,
+ * as MPI ranks poll), per unit. A device throttled by a CPU quota or sharing
+ * its core with another job so shows the speed it can sustain, which the
+ * compute's wall time (or its least time over a window) hides when a short
+ * step fits in the quota a wait left. The costs are smoothed over the
+ * windows (half the weight on the newest). It moves the shares when the
+ * best integer split (omlb_rule_split) would make the slowest device at
+ * least `balance_tol` faster and the iterations left would save more than a
+ * move costs (measured: the last move), the first time at once, later only
+ * when two windows in a row say so. A device slowed part-way through the
+ * run is followed a few windows later.
  *
  * PEs per device: a device gets one PE. With --max-per-dev K > 1, a device
  * that can run more than one PE usefully (a GPU, or a CPU device of two
