@@ -1,0 +1,87 @@
+# bench/apps/summary.awk: runs.csv (bench/apps/run.sh) to summary.csv.
+# Variables: speeds (the devices' speeds, space-separated, device order),
+# names (their IVM share names, node<n>.cpu<k>, same order).
+# Per app and setting: IVM's PEs (median), the median, min and max seconds
+# of ivm, mpi and mpiw; the round-by-round ratios mpi/ivm (speedup over the
+# equal split) and mpiw/ivm (against the speed-weighted split), median, min
+# and max; the median load average; the IVM share of the median IVM run; the
+# largest relative gap |share - speed share| / speed share over the devices.
+# The share list in summary.csv is space-separated.
+
+function sort_n(a, n,    i, j, t) {
+    for (i = 2; i <= n; i++)
+        for (j = i; j > 1 && a[j - 1] > a[j]; j--) {
+            t = a[j]; a[j] = a[j - 1]; a[j - 1] = t
+        }
+}
+function med(a, n) { sort_n(a, n); return n == 0 ? "" : (n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2) }
+function lo(a, n) { sort_n(a, n); return n == 0 ? "" : a[1] }
+function hi(a, n) { sort_n(a, n); return n == 0 ? "" : a[n] }
+function msh_out(x) { gsub(/,/, " ", x); return x == "" ? "-" : x }
+function fmt(x, d) { return x == "" ? "-" : sprintf("%." d "f", x) }
+
+BEGIN {
+    OFS = ","
+    nd = split(speeds, spd, " ")
+    split(names, nm, " ")
+    for (i = 1; i <= nd; i++)
+        total += spd[i]
+}
+NR == 1 { next }
+{
+    key = $1 "," $2
+    if (!(key in seen)) { seen[key] = 1; keys[++nkeys] = key }
+    sec[key, $4, $3] = $5
+    if ($4 == "ivm") {
+        pes[key, $3] = $6
+        sh = $10
+        for (f = 11; f <= NF; f++) sh = sh "," $f   # the share list has commas
+        share[key, $3] = sh
+    }
+    load[key, $3] = $7
+    rounds[key, $3] = 1
+    if ($3 > maxr) maxr = $3
+}
+END {
+    print "app,setting,ivm_pes,ivm_s,ivm_min,ivm_max,mpi_s,mpi_min,mpi_max,mpiw_s,mpiw_min,mpiw_max,speedup,speedup_min,speedup_max,vs_weighted,vs_weighted_min,vs_weighted_max,load,share,share_gap"
+    for (k = 1; k <= nkeys; k++) {
+        key = keys[k]
+        split("", I); split("", M); split("", W); split("", S); split("", R); split("", L); split("", P)
+        ni = nm_ = nw = ns = nr = nl = np = 0
+        for (r = 1; r <= maxr; r++) {
+            if (!((key, r) in rounds)) continue
+            L[++nl] = load[key, r]
+            i = sec[key, "ivm", r]; m = sec[key, "mpi", r]; w = sec[key, "mpiw", r]
+            if (i != "") { I[++ni] = i; P[++np] = pes[key, r] }
+            if (m != "") M[++nm_] = m
+            if (w != "") W[++nw] = w
+            if (i != "" && m != "") S[++ns] = m / i
+            if (i != "" && w != "") R[++nr] = w / i
+        }
+        # The share of the median IVM run.
+        split("", C); nc = 0
+        for (r = 1; r <= maxr; r++) if (sec[key, "ivm", r] != "") C[++nc] = sec[key, "ivm", r]
+        sort_n(C, nc); mi = nc ? C[int((nc + 1) / 2)] : ""; msh = ""  # a real run
+        for (r = 1; r <= maxr; r++) if (sec[key, "ivm", r] == mi && msh == "") msh = share[key, r]
+        gsub(/"/, "", msh)
+        gap = ""
+        if (msh != "" && nd > 0) {
+            split("", got)
+            n = split(msh, parts, ",")
+            for (j = 1; j <= n; j++) { split(parts[j], kv, ":"); got[kv[1]] = kv[2] }
+            gap = 0
+            for (d = 1; d <= nd; d++) {
+                want = spd[d] / total
+                g = (nm[d] in got) ? got[nm[d]] : 0
+                x = (g - want) / want; if (x < 0) x = -x
+                if (x > gap) gap = x
+            }
+        }
+        print key, med(P, np), fmt(med(I, ni), 3), fmt(lo(I, ni), 3), fmt(hi(I, ni), 3),
+              fmt(med(M, nm_), 3), fmt(lo(M, nm_), 3), fmt(hi(M, nm_), 3),
+              fmt(med(W, nw), 3), fmt(lo(W, nw), 3), fmt(hi(W, nw), 3),
+              fmt(med(S, ns), 2), fmt(lo(S, ns), 2), fmt(hi(S, ns), 2),
+              fmt(med(R, nr), 2), fmt(lo(R, nr), 2), fmt(hi(R, nr), 2),
+              fmt(med(L, nl), 2), msh_out(msh), gap == "" ? "-" : sprintf("%.1f%%", 100 * gap)
+    }
+}
