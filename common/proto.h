@@ -101,11 +101,17 @@ typedef struct ivm_msg_status {
  * Parked process of the warm PE pool (flags & IVM_ENTER_POOL): the daemon
  * started it with a negative IVM_PE_ID (its pool slot) and a token; the reply
  * is deferred until the daemon hands it a PE identity (ivmCreatePEs), and then
- * names that PE as for a spawned child.
+ * names that PE as for a spawned child. A parked process that can fork (one
+ * thread, no CUDA context: IVM_ENTER_FORKABLE) may instead be told to fork
+ * the PE (reply flags IVM_ENTER_REP_FORK, with the PE's token and its stdout
+ * and stderr as two SCM_RIGHTS fds): the child connects anew and enters as
+ * that PE; the parked process parks again with a new pool ENTER on its
+ * connection, naming the child's pid in forked_pid (0: the fork failed).
  */
 #define IVM_ENTER_ROOT       0x1u
 #define IVM_ENTER_TAG_OUTPUT 0x2u /* prefix children's output lines with [pe N] */
 #define IVM_ENTER_POOL       0x4u /* a parked process of the warm PE pool */
+#define IVM_ENTER_FORKABLE   0x8u /* pool: single-threaded, may fork PEs */
 #define IVM_PE_POOL_MAX      64   /* parked processes per job and device, at most */
 typedef struct ivm_msg_enter_req {
     uint32_t flags;      /* IVM_ENTER_* */
@@ -119,9 +125,12 @@ typedef struct ivm_msg_enter_req {
     uint32_t pe_pool;    /* root: parked processes per device, CPU or GPU (IVM_PE_POOL),
                             0 .. IVM_PE_POOL_MAX; others: zero */
     char     cpu_devices[128]; /* root: --cpu-devices spec for the job, "" = default */
+    uint32_t forked_pid; /* pool, parking again: pid of the PE it forked (0: fork failed);
+                            others: zero */
+    uint32_t reserved;   /* zero */
 } ivm_msg_enter_req_t;
 
-_Static_assert(sizeof(ivm_msg_enter_req_t) == 168, "enter request size");
+_Static_assert(sizeof(ivm_msg_enter_req_t) == 176, "enter request size");
 
 typedef struct ivm_msg_enter_rep {
     int32_t  status;     /* ivmError_t */
@@ -129,11 +138,14 @@ typedef struct ivm_msg_enter_rep {
     int32_t  pe_id;      /* the caller's PE id */
     int32_t  devtype;    /* the caller's device (IVM_CPU_N / IVM_GPU_N) */
     uint32_t ncores;     /* cores of the caller's device (CPU) */
-    uint32_t reserved;   /* zero */
+    uint32_t flags;      /* IVM_ENTER_REP_*; zero otherwise */
     char     node[IVM_HOST_MAX + 1]; /* the caller's node name */
+    uint64_t token;      /* IVM_ENTER_REP_FORK: the forked PE's token; else zero */
 } ivm_msg_enter_rep_t;
 
-_Static_assert(sizeof(ivm_msg_enter_rep_t) == 88, "enter reply size");
+#define IVM_ENTER_REP_FORK 0x1u /* to a forkable parked process: fork PE pe_id */
+
+_Static_assert(sizeof(ivm_msg_enter_rep_t) == 96, "enter reply size");
 
 typedef struct ivm_msg_create_dev_req {
     int32_t devtype;     /* IVM_CPU_N(k), IVM_GPU_N(k) or IVM_THIS_DEV */

@@ -428,8 +428,10 @@ static void ivmd_cluster_on_pe_state(ivmd_t *d, ivmd_conn_t *pc, const void *pay
     if (job != NULL && ivmd_cluster_is_proxy(job)) {
         /* root -> node: kill that PE */
         pe = ivmd_pe_find(job, m->pe);
-        if (pe != NULL && m->state == IVM_PE_STATE_FAILED && pe->pid > 0 && !pe->reaped) {
-            kill(pe->pid, SIGKILL);
+        if (pe != NULL && m->state == IVM_PE_STATE_FAILED &&
+            ((pe->pid > 0 && !pe->reaped) ||
+             (pe->forked && pe->pid == 0 && pe->state == IVMD_PE_SPAWNED))) {
+            ivmd_spawn_kill(d, pe);
             ivmd_pe_end(&d->reg, pe, 1);
         }
         return;

@@ -135,10 +135,7 @@ void ivmd_job_terminate(ivmd_t *d, ivmd_job_t *job, const char *why)
             continue;
         }
         if (pe->state == IVMD_PE_SPAWNED || pe->state == IVMD_PE_RUNNING) {
-            if (pe->pid > 0 && !pe->reaped) {
-                kill(pe->pid, SIGKILL);
-                ++killed;
-            }
+            killed += ivmd_spawn_kill(d, pe);
             ivmd_pe_end(&d->reg, pe, 1);
         } else if (pe->pid > 0 && !pe->reaped) {
             ++lingering; /* called ivmExit: let it finish its exit (flush output) */
@@ -214,9 +211,7 @@ void ivmd_handle_disconnect(ivmd_t *d, ivmd_conn_t *c)
         } else {
             ivm_warn("job %u: pe %d disconnected without ivmExit: it failed", job->id,
                      pe->id);
-            if (pe->pid > 0 && !pe->reaped) {
-                kill(pe->pid, SIGKILL);
-            }
+            ivmd_spawn_kill(d, pe);
             ivmd_pe_end(&d->reg, pe, 1);
         }
     }
@@ -374,7 +369,7 @@ static int ivmd_handle_enter(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr
         ivmd_detail(rep, "this connection already entered as pe %d", c->pe->id);
         return IVM_ERROR_INVALID_VALUE;
     }
-    if (c->parked != NULL) {
+    if (c->parked != NULL && !(req->flags & IVM_ENTER_POOL)) {
         ivmd_detail(rep, "this connection is parked in the warm pool");
         return IVM_ERROR_INVALID_VALUE;
     }
@@ -386,7 +381,8 @@ static int ivmd_handle_enter(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr
     }
     job = ivmd_job_find(&d->reg, req->job_id);
     pe  = (job != NULL) ? ivmd_pe_find(job, req->pe_id) : NULL;
-    if (pe == NULL || pe->id == 0 || pe->pid == 0 || pe->token != req->token) {
+    if (pe == NULL || pe->id == 0 || (pe->pid == 0 && !pe->forked) ||
+        pe->token != req->token || (pe->forked && pe->pid != 0 && pe->pid != c->peer_pid)) {
         ivmd_detail(rep, "no PE %d awaits ivmEnter in job %u with this token", req->pe_id,
                     req->job_id);
         ivm_warn("pid %d: ENTER as job %u pe %d refused (unknown PE or bad token)",
@@ -394,9 +390,18 @@ static int ivmd_handle_enter(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr
         return IVM_ERROR_PERMISSION;
     }
     if (pe->state != IVMD_PE_SPAWNED || job->ending) {
+        if (pe->forked && pe->pid == 0 && pe->state == IVMD_PE_FAILED) {
+            /* Killed (or its job ended) before its parent forked it. */
+            kill(c->peer_pid, SIGKILL);
+        }
         ivmd_detail(rep, "pe %d of job %u cannot enter (already entered or ended)",
                     pe->id, job->id);
         return IVM_ERROR_PERMISSION;
+    }
+    if (pe->forked && pe->pid == 0) {
+        /* Forked by a parked process (pool.c): not our child, watched. */
+        pe->pid = c->peer_pid;
+        ivmd_spawn_watch(d, pe);
     }
     ivmd_pe_enter(pe, c);
     c->job = job;
@@ -640,9 +645,7 @@ static int ivmd_handle_kill_pes(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *
             kill_root = 1;
             continue;
         }
-        if (pe->pid > 0 && !pe->reaped) {
-            kill(pe->pid, SIGKILL);
-        }
+        ivmd_spawn_kill(d, pe);
         ivm_info("job %u: pe %d killed by pe %d", job->id, pe->id, c->pe->id);
         if (pe->node >= 0) {
             ivmd_cluster_kill(d, pe);

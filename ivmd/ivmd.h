@@ -404,6 +404,8 @@ int ivmd_cluster_sync_op(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ui
                          uint64_t gsync);
 
 /* Spawner. */
+/* A fresh secret for a PE's ENTER (never 0). */
+uint64_t ivmd_spawn_new_token(void);
 /* Attributes of a child of the daemon (a PE, ivm-gpud): no blocked signal,
  * default dispositions for the signals the daemon handles, its own process
  * group. posix_spawnattr_destroy it after the spawn. */
@@ -412,6 +414,15 @@ ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail
                          size_t detail_len);
 /* SIGCHLD: reap children and end their PEs. */
 void ivmd_spawn_reap(ivmd_t *d);
+/* A PE forked by a parked process is not our child: watch its pid (a pidfd
+ * in the loop) and end it as a reaped child when it is gone. pe->pid set. */
+ivmError_t ivmd_spawn_watch(ivmd_t *d, ivmd_pe_t *pe);
+/* SIGKILL pe's process if it has one not reaped yet (1 if a signal went). A
+ * forked PE whose pid is not known yet counts as reaped: its process is
+ * killed when it shows. */
+int ivmd_spawn_kill(ivmd_t *d, ivmd_pe_t *pe);
+/* Stop watching (the PE is forgotten). */
+void ivmd_spawn_unwatch(ivmd_t *d, ivmd_pe_t *pe);
 
 /* The warm PE pool (pool.c): per job and device (its CPU devices, the node's
  * GPUs while ivm-gpud lives), pe_pool processes of the job's executable

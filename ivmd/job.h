@@ -42,6 +42,9 @@ typedef struct ivmd_pe {
     int              node;      /* cluster index of its node, -1: this one */
     pid_t            pid;       /* 0 for the root PE (not our child) */
     int              reaped;    /* our child and waitpid'ed (or never ours) */
+    int              forked;    /* forked by a parked process (pool.c), not our child:
+                                   its pid comes with its ENTER or its parent's report */
+    void            *watch;     /* forked: the pidfd that tells its end (spawn.c) */
     uint64_t         token;     /* secret of its ivmEnter */
     uint64_t         signals;   /* posted, not yet consumed */
     void            *conn;      /* its connection while entered */

@@ -14,6 +14,15 @@
  * not counted by NUM_PES, and never handed out once they died or were killed.
  * The loop refills a short pool only after it was idle for IVMD_POOL_IDLE_US,
  * an empty one as soon as no event is pending (ivmd_pool_wanted, loop.c).
+ *
+ * A parked process that can fork (one thread, no CUDA context: its ENTER says
+ * IVM_ENTER_FORKABLE) is not handed out itself: CREATE_PES answers its ENTER
+ * with "fork PE n" (IVM_ENTER_REP_FORK, the PE's token, its stdout and stderr
+ * fds), the fork child connects and enters as that PE, and the parked
+ * process parks again at once, reporting the child's pid. A PE then costs a
+ * fork instead of an exec, dynamic linking and the program's start-up, and
+ * the pool needs no refill. The child is not the daemon's child: its pid is
+ * watched with a pidfd (spawn.c). Its parent reaps it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -42,6 +51,8 @@ typedef struct ivmd_parked {
     ivmd_conn_t        *conn;  /* its connection once its ENTER arrived */
     uint32_t            seq;   /* that ENTER's sequence number */
     int                 dead;  /* killed or disconnected: awaits reaping, never handed out */
+    int                 forkable; /* its ENTER said IVM_ENTER_FORKABLE */
+    ivmd_pe_t          *forking;  /* told to fork this PE; its next pool ENTER reports it */
     struct stat         exe;   /* the job's executable when this process was started */
 } ivmd_parked_t;
 
@@ -235,6 +246,52 @@ void ivmd_pool_fill(ivmd_t *d)
               IVM_DEV_INDEX(dev), p->slot.id);
 }
 
+/* The fork child of p->forking has pid (0: the fork failed): a PE not
+ * entered yet is watched from now on (its death before its ENTER ends it), or
+ * ended at once. */
+static void ivmd_pool_forked(ivmd_t *d, ivmd_parked_t *p, pid_t pid)
+{
+    ivmd_pe_t *pe = p->forking;
+
+    p->forking = NULL;
+    if (pe->pid != 0) {
+        return; /* entered already: pid known, watched */
+    }
+    if (pe->state != IVMD_PE_SPAWNED) {
+        if (pid > 0) {
+            kill(pid, SIGKILL); /* killed, or its job ended, before it entered */
+        }
+        return;
+    }
+    if (pid > 0) {
+        pe->pid = pid;
+        ivmd_spawn_watch(d, pe);
+        return;
+    }
+    ivm_warn("job %u: pe %d: parked process pid %d could not fork it", pe->job->id, pe->id,
+             (int)p->slot.pid);
+    pe->reaped = 1;
+    ivmd_pe_end(&d->reg, pe, 1);
+    ivmd_job_collect(d, pe->job);
+}
+
+/* A forkable parked process parks again after a fork (its connection is
+ * still the parked one). */
+static int ivmd_pool_repark(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                            const ivm_msg_enter_req_t *req, char *detail, size_t detail_len)
+{
+    ivmd_parked_t *p = c->parked;
+
+    if (p->forking == NULL || p->slot.id != req->pe_id || p->slot.token != req->token ||
+        p->slot.job->id != req->job_id) {
+        snprintf(detail, detail_len, "this connection is already parked");
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    ivmd_pool_forked(d, p, (pid_t)req->forked_pid);
+    p->seq = hdr->seq;
+    return IVMD_DEFERRED;
+}
+
 int ivmd_pool_enter(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                     const ivm_msg_enter_req_t *req, char *detail, size_t detail_len)
 {
@@ -242,8 +299,7 @@ int ivmd_pool_enter(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     ivmd_parked_t *p = NULL;
 
     if (c->parked != NULL) {
-        snprintf(detail, detail_len, "this connection is already parked");
-        return IVM_ERROR_INVALID_VALUE;
+        return ivmd_pool_repark(d, c, hdr, req, detail, detail_len);
     }
     if (req->blob_len != 0 || req->pe_id >= -1 || req->pe_pool != 0) {
         snprintf(detail, detail_len, "a pool ENTER names a pool slot (< -1) and carries "
@@ -265,9 +321,10 @@ int ivmd_pool_enter(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                  "or pid)", (int)c->peer_pid, req->job_id, req->pe_id);
         return IVM_ERROR_PERMISSION;
     }
-    p->conn   = c;
-    p->seq    = hdr->seq;
-    c->parked = p;
+    p->conn     = c;
+    p->seq      = hdr->seq;
+    p->forkable = (req->flags & IVM_ENTER_FORKABLE) != 0;
+    c->parked   = p;
     ((ivmd_job_data_t *)job->data)->pool_early_deaths = 0;
     ivmd_pool_on_parked(d, job, p);
     ivm_debug("job %u: pid %d parked for device %d", job->id, (int)c->peer_pid,
@@ -336,6 +393,49 @@ static int ivmd_pool_exe_same(const ivmd_job_data_t *jd, const ivmd_parked_t *p)
            st.st_mtim.tv_nsec == p->exe.st_mtim.tv_nsec;
 }
 
+/* Tell forkable parked process p to fork PE pe: the reply to its ENTER
+ * names the PE, its token, and carries its stdout and stderr (forwarded and
+ * tagged as the spawner's, else the job's). pe stays SPAWNED until the
+ * child's ENTER; p is busy until it parks again. Returns 1, or 0 when the
+ * output could not be set up (the cold path takes over). */
+static int ivmd_pool_fork(ivmd_t *d, ivmd_job_t *job, ivmd_parked_t *p, ivmd_pe_t *pe)
+{
+    ivmd_job_data_t *jd = job->data;
+    ivm_msg_enter_rep_t rep;
+    int fds[2] = {jd->out_fd, jd->err_fd}, fwd[2] = {-1, -1};
+
+    if ((jd->proxy || (jd->tag_output && jd->out_fd >= 0)) &&
+        ivmd_output_open(d, job, pe->id, &fwd[0], &fwd[1]) == IVM_SUCCESS) {
+        fds[0] = fwd[0];
+        fds[1] = fwd[1];
+    }
+    for (int i = 0; i < 2; ++i) {
+        fds[i] = fds[i] >= 0 ? fds[i] : d->devnull;
+    }
+    pe->token  = ivmd_spawn_new_token();
+    pe->pid    = 0;
+    pe->forked = 1;
+    memset(&rep, 0, sizeof(rep));
+    rep.job_id  = job->id;
+    rep.pe_id   = pe->id;
+    rep.devtype = pe->devtype;
+    rep.ncores  = IVM_DEV_IS_GPU(pe->devtype) ? 0 : (uint32_t)job->devs[pe->devtype].ncores;
+    rep.flags   = IVM_ENTER_REP_FORK;
+    rep.token   = pe->token;
+    ivm_proto_strset(rep.node, sizeof(rep.node), d->cfg.node);
+    ivmd_conn_reply(d, p->conn, IVM_MSG_ENTER, p->seq, &rep, sizeof(rep), NULL, fds, 2);
+    for (int i = 0; i < 2; ++i) {
+        if (fwd[i] >= 0) {
+            close(fwd[i]);
+        }
+    }
+    p->forking = pe;
+    ++d->pooled;
+    ivm_debug("job %u: pe %d forked by parked process pid %d (warm)", job->id, pe->id,
+              (int)p->slot.pid);
+    return 1;
+}
+
 int ivmd_pool_take(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe)
 {
     ivmd_job_data_t *jd = job->data;
@@ -347,7 +447,7 @@ int ivmd_pool_take(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe)
         return 0;
     }
     for (p = jd->parked; p != NULL; p = p->next) {
-        if (p->dead || p->conn == NULL || p->slot.devtype != pe->devtype) {
+        if (p->dead || p->conn == NULL || p->forking != NULL || p->slot.devtype != pe->devtype) {
             continue;
         }
         if (IVM_DEV_IS_GPU(p->slot.devtype) && !ivmd_gpu_alive(d)) {
@@ -369,6 +469,9 @@ int ivmd_pool_take(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe)
     }
     if (p == NULL) {
         return 0;
+    }
+    if (p->forkable) {
+        return ivmd_pool_fork(d, job, p, pe);
     }
     c = p->conn;
     ivmd_pool_unlink(jd, p);
@@ -401,6 +504,10 @@ void ivmd_pool_disconnect(ivmd_t *d, ivmd_conn_t *c)
 
     c->parked = NULL;
     p->conn   = NULL;
+    if (p->forking != NULL) {
+        /* Gone before it reported its fork: the PE may never come. */
+        ivmd_pool_forked(d, p, 0);
+    }
     if (!p->dead) {
         ivm_info("job %u: parked process pid %d disconnected; it is replaced",
                  p->slot.job->id, (int)p->slot.pid);

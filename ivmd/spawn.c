@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,7 +20,7 @@
 
 #define IVMD_SPAWN_ENV_OWN 12
 
-static uint64_t ivmd_spawn_token(void)
+uint64_t ivmd_spawn_new_token(void)
 {
     uint64_t token = 0;
 
@@ -90,7 +92,7 @@ ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail
         /* Its host threads run on the job's first CPU device. */
         cpu_for_gpu = &job->devs[0];
     }
-    pe->token = ivmd_spawn_token();
+    pe->token = ivmd_spawn_new_token();
     while (jd->envp[nenv] != NULL) {
         ++nenv;
     }
@@ -207,6 +209,27 @@ static ivmd_pe_t *ivmd_spawn_find_pid(ivmd_t *d, pid_t pid)
     return NULL;
 }
 
+/* PE pe's process is gone (wstatus -1: not our child, status unknown). */
+static void ivmd_spawn_ended(ivmd_t *d, ivmd_pe_t *pe, int wstatus)
+{
+    pe->reaped = 1;
+    if (pe->state == IVMD_PE_SPAWNED || pe->state == IVMD_PE_RUNNING) {
+        if (wstatus == -1) {
+            ivm_warn("job %u: pe %d (pid %d) ended without ivmExit", pe->job->id, pe->id,
+                     (int)pe->pid);
+        } else if (WIFSIGNALED(wstatus)) {
+            ivm_info("job %u: pe %d (pid %d) killed by signal %d", pe->job->id, pe->id,
+                     (int)pe->pid, WTERMSIG(wstatus));
+        } else {
+            ivm_warn("job %u: pe %d (pid %d) exited with status %d without ivmExit",
+                     pe->job->id, pe->id, (int)pe->pid, WEXITSTATUS(wstatus));
+        }
+        ivmd_pe_end(&d->reg, pe, 1);
+    }
+    ivmd_cluster_pe_reaped(d, pe);
+    ivmd_job_collect(d, pe->job);
+}
+
 void ivmd_spawn_reap(ivmd_t *d)
 {
     ivmd_pe_t *pe;
@@ -222,19 +245,86 @@ void ivmd_spawn_reap(ivmd_t *d)
             ivmd_pool_reaped(d, pid, wstatus);
             continue;
         }
-        pe->reaped = 1;
-        if (pe->state == IVMD_PE_SPAWNED || pe->state == IVMD_PE_RUNNING) {
-            if (WIFSIGNALED(wstatus)) {
-                ivm_info("job %u: pe %d (pid %d) killed by signal %d", pe->job->id, pe->id,
-                         (int)pid, WTERMSIG(wstatus));
-            } else {
-                ivm_warn("job %u: pe %d (pid %d) exited with status %d without ivmExit",
-                         pe->job->id, pe->id, (int)pid, WEXITSTATUS(wstatus));
-            }
-            ivmd_pe_end(&d->reg, pe, 1);
-        }
-        ivmd_cluster_pe_reaped(d, pe);
-        ivmd_job_collect(d, pe->job);
+        ivmd_spawn_ended(d, pe, wstatus);
     }
     ivmd_devcg_retry(d);
+}
+
+int ivmd_spawn_kill(ivmd_t *d, ivmd_pe_t *pe)
+{
+    (void)d;
+    if (pe->pid > 0 && !pe->reaped) {
+        kill(pe->pid, SIGKILL);
+        return 1;
+    }
+    if (pe->forked && pe->pid == 0) {
+        /* Not forked yet, or its pid not known yet: nothing to wait for; the
+           process is killed when it shows (ENTER, or its parent's report). */
+        pe->reaped = 1;
+    }
+    return 0;
+}
+
+/* The pidfd of a forked PE (ivmd_spawn_watch). */
+typedef struct ivmd_pe_watch {
+    ivmd_handler_t h;
+    ivmd_pe_t     *pe;
+} ivmd_pe_watch_t;
+
+static void ivmd_spawn_watch_event(ivmd_t *d, void *arg, uint32_t events)
+{
+    ivmd_pe_watch_t *w = arg;
+    ivmd_pe_t *pe = w->pe;
+
+    (void)events;
+    ivmd_spawn_unwatch(d, pe);
+    ivmd_spawn_ended(d, pe, -1);
+    ivmd_devcg_retry(d);
+}
+
+ivmError_t ivmd_spawn_watch(ivmd_t *d, ivmd_pe_t *pe)
+{
+    ivmd_pe_watch_t *w;
+    int fd;
+
+    if (pe->watch != NULL) {
+        return IVM_SUCCESS;
+    }
+    fd = (int)syscall(SYS_pidfd_open, pe->pid, 0);
+    if (fd < 0) {
+        /* Gone already (ESRCH): as if the pidfd said so at once. */
+        ivm_info("job %u: pe %d (pid %d): pidfd_open: %m", pe->job->id, pe->id, (int)pe->pid);
+        ivmd_spawn_ended(d, pe, -1);
+        return errno == ESRCH ? IVM_SUCCESS : IVM_ERROR_INTERNAL;
+    }
+    fcntl(fd, F_SETFD, FD_CLOEXEC);
+    w = calloc(1, sizeof(*w));
+    if (w == NULL) {
+        close(fd);
+        return IVM_ERROR_NO_MEMORY;
+    }
+    w->h.fd  = fd;
+    w->h.cb  = ivmd_spawn_watch_event;
+    w->h.arg = w;
+    w->pe    = pe;
+    if (ivmd_loop_add(d, &w->h, EPOLLIN) != IVM_SUCCESS) {
+        close(fd);
+        free(w);
+        return IVM_ERROR_INTERNAL;
+    }
+    pe->watch = w;
+    return IVM_SUCCESS;
+}
+
+void ivmd_spawn_unwatch(ivmd_t *d, ivmd_pe_t *pe)
+{
+    ivmd_pe_watch_t *w = pe->watch;
+
+    if (w == NULL) {
+        return;
+    }
+    ivmd_loop_del(d, &w->h);
+    close(w->h.fd);
+    free(w);
+    pe->watch = NULL;
 }

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -263,6 +264,119 @@ static void ivm_pool_park_prepare(void)
     }
 }
 
+/* Whether a parked process may fork PEs (IVM_ENTER_FORKABLE): fork copies
+ * the calling thread only, so this process must have one; a CUDA context
+ * does not survive a fork, so not on the cuda backend. IVM_POOL_FORK=0 turns
+ * it off (each PE is then a parked process of its own). */
+static int ivm_pool_forkable(void)
+{
+    const char *backend = getenv("IVM_GPU_BACKEND"), *opt = getenv("IVM_POOL_FORK");
+    char *status, *line;
+    size_t len;
+    int threads = 0;
+
+    if ((opt != NULL && strcmp(opt, "0") == 0) ||
+        (getenv("IVM_GPU") != NULL && backend != NULL && strcmp(backend, "cuda") == 0)) {
+        return 0;
+    }
+    status = ivm_read_proc("/proc/self/status", &len);
+    line = status != NULL ? strstr(status, "\nThreads:") : NULL;
+    if (line != NULL) {
+        threads = atoi(line + strlen("\nThreads:"));
+    }
+    free(status);
+    return threads == 1;
+}
+
+/* The fork child of a parked process, told to be PE rep->pe_id: its own
+ * stdout and stderr, its own connection, its ENTER as that PE (the reply
+ * in rep). */
+static ivmError_t ivm_pool_child(const ivm_msg_enter_req_t *park, ivm_msg_enter_rep_t *rep,
+                                 int out_fd, int err_fd)
+{
+    char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    ivm_rpc_reply_t reply = {.buf = rep, .len = sizeof(*rep), .fd = -1, .fd2 = -1};
+    ivm_msg_enter_req_t req;
+    ivmError_t status;
+
+    if (out_fd >= 0 && err_fd >= 0) {
+        dup2(out_fd, 1);
+        dup2(err_fd, 2);
+    }
+    if (out_fd >= 0) {
+        close(out_fd);
+    }
+    if (err_fd >= 0) {
+        close(err_fd);
+    }
+    memset(&req, 0, sizeof(req));
+    req.pid    = (uint32_t)getpid();
+    req.job_id = park->job_id;
+    req.pe_id  = rep->pe_id;
+    req.token  = rep->token;
+    /* The parent's connection stays the parent's: close our copy only. */
+    ivm_rpc_close();
+    status = ivm_sock_path(path, sizeof(path));
+    if (status == IVM_SUCCESS) {
+        status = ivm_rpc_open(path);
+    }
+    if (status != IVM_SUCCESS) {
+        IVM_FAIL(status, "ivmEnter: a PE forked by the warm pool cannot reach its daemon");
+    }
+    memset(rep, 0, sizeof(*rep));
+    return ivm_rpc_call(IVM_MSG_ENTER, &req, sizeof(req), NULL, 0, &reply);
+}
+
+/* A parked process: its ENTER waits until the daemon hands it a PE identity
+ * (it returns as that PE) or, when it is forkable, tells it to fork one: the
+ * child returns as the PE, the parent parks again, naming the child. Its fork
+ * children are reaped by the kernel (SIGCHLD ignored while it is parked). */
+static ivmError_t ivm_pool_park(ivm_msg_enter_req_t *req, ivm_msg_enter_rep_t *rep)
+{
+    struct sigaction reap = {.sa_handler = SIG_IGN, .sa_flags = SA_NOCLDWAIT}, old;
+    ivmError_t status;
+
+    ivm_pool_park_prepare();
+    if (ivm_pool_forkable()) {
+        req->flags |= IVM_ENTER_FORKABLE;
+        fflush(NULL); /* or the children would print what we buffered */
+        sigaction(SIGCHLD, &reap, &old);
+    }
+    for (;;) {
+        ivm_rpc_reply_t reply = {.buf = rep, .len = sizeof(*rep), .fd = -1, .fd2 = -1};
+        pid_t pid;
+
+        memset(rep, 0, sizeof(*rep));
+        status = ivm_rpc_call(IVM_MSG_ENTER, req, sizeof(*req), NULL, 0, &reply);
+        if (status != IVM_SUCCESS || rep->status != IVM_SUCCESS ||
+            !(rep->flags & IVM_ENTER_REP_FORK)) {
+            if (reply.fd >= 0) {
+                close(reply.fd);
+            }
+            if (reply.fd2 >= 0) {
+                close(reply.fd2);
+            }
+            break;
+        }
+        pid = fork();
+        if (pid == 0) {
+            sigaction(SIGCHLD, &old, NULL);
+            return ivm_pool_child(req, rep, reply.fd, reply.fd2);
+        }
+        if (reply.fd >= 0) {
+            close(reply.fd);
+        }
+        if (reply.fd2 >= 0) {
+            close(reply.fd2);
+        }
+        req->forked_pid = pid > 0 ? (uint32_t)pid : 0;
+    }
+    if (req->flags & IVM_ENTER_FORKABLE) {
+        sigaction(SIGCHLD, &old, NULL);
+    }
+    return status;
+}
+
 /* Child PE, or (negative IVM_PE_ID) a parked process of the warm pool: its
  * ENTER is answered once the daemon hands it a PE identity. */
 static ivmError_t ivm_enter_child(ivm_msg_enter_rep_t *rep, const char *pe_env)
@@ -280,14 +394,14 @@ static ivmError_t ivm_enter_child(ivm_msg_enter_rep_t *rep, const char *pe_env)
     req.job_id = (uint32_t)strtoul(job, NULL, 10);
     req.pe_id  = (int32_t)strtol(pe_env, NULL, 10);
     req.token  = strtoull(token, NULL, 10);
-    if (req.pe_id < 0) {
-        req.flags = IVM_ENTER_POOL;
-        ivm_pool_park_prepare();
-    }
     /* Programs this PE starts are not this PE: they begin jobs of their own. */
     unsetenv("IVM_PE_ID");
     unsetenv("IVM_PE_TOKEN");
     unsetenv("IVM_JOB_ID");
+    if (req.pe_id < 0) {
+        req.flags = IVM_ENTER_POOL;
+        return ivm_pool_park(&req, rep);
+    }
     return ivm_rpc_call(IVM_MSG_ENTER, &req, sizeof(req), NULL, 0, &reply);
 }
 

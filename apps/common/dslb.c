@@ -20,6 +20,7 @@
 #define DSLB_SLOW_ENV    "IVM_DSLB_SLOW" /* test knob, see dslb.h */
 #define DSLB_SMOOTH      0.4           /* weight of the newest sample in the averages */
 #define DSLB_TIE         0.01          /* a finish this close to another's is a tie */
+#define DSLB_POOL        "1"           /* warm pool asked for, per device (IVM_PE_POOL) */
 
 /* One device of the run ("dslb.ctl"). */
 typedef struct {
@@ -745,6 +746,11 @@ int dslb_run(const app_args_t *args, const dslb_app_ops_t *ops, void *ctx)
     int id, ret;
     ivmError_t rc;
 
+    /* A chain starts a PE per portion: the root asks for a warm pool of one
+       process per device (IVM_PE_POOL, unless set), which forks each PE
+       instead of an exec, dynamic linking and start-up. */
+    if (getenv("IVM_PE_ID") == NULL)
+        setenv("IVM_PE_POOL", DSLB_POOL, 0);
     rc = ivmEnter();
     double t_started = app_wall_s(); /* --dpc: this PE runs from here */
     if (rc != IVM_SUCCESS) {

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "apps_result.h"
 #include "harness.h"
@@ -400,4 +401,35 @@ Test(apps, bad_arguments_exit_2)
         free(why);
         ivmt_result_free(&r);
     }
+}
+
+/* DS-LB on devices of speed 4 : 2 : 1 made of CPU shares (80%, 40%, 20% of
+   a core, one per node, enforced with cgroups by ivmd): the fast device
+   does more of NBODY's work than the middle one, which does more than the
+   slow one. A share order, not a timing; skipped without cgroup access. */
+Test(apps, dslb_gives_a_faster_share_device_more_work)
+{
+    char why_not[256];
+    if (!ivmt_cgroup_writable(why_not, sizeof(why_not)))
+        cr_skip_test("needs the cpu cgroup controller: %s", why_not);
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+        cr_skip_test("needs two cores");
+    const char *argv[] = {"--nodes", "3", "--timeout", "60", "--node-cpu-devices",
+                          "0:80;1:40;1:20", IVMT_NBODY, "--size", "4096", "--portions", "21",
+                          "--iters", "2", "--verify", NULL};
+    ivmt_launch_t c;
+    ivmt_result_t r;
+    result_t res;
+
+    ivmt_launch_start(IVMT_IVMRUN, argv, &c);
+    ivmt_launch_finish_clean(&c, 90, &r);
+    char *why = ivmt_describe(NULL, &r);
+    cr_assert(!r.timed_out && r.exited && r.code == 0, "%s", why);
+    parse_result(r.out, why, &res);
+    cr_assert_str_eq(res.verified, "yes", "%s", why);
+    double s0 = apps_share_of(res.share, "node0.cpu0"), s1 = apps_share_of(res.share, "node1.cpu0");
+    double s2 = apps_share_of(res.share, "node2.cpu0");
+    cr_assert(s0 > s1 && s1 > s2, "shares %g (80%%), %g (40%%), %g (20%%): %s", s0, s1, s2, why);
+    free(why);
+    ivmt_result_free(&r);
 }

@@ -31,6 +31,21 @@ Test(pool, parked_processes_killed_are_replaced_never_handed_out)
     ivmt_scenario(IVMT_PE_POOL, "kill_parked", NULL, pool2, 30);
 }
 
+/* Parked processes that can fork (one thread) fork each PE and stay parked;
+   IVM_POOL_FORK=0 makes each parked process a PE itself, as a program with
+   threads or a CUDA context has it. Both keep the semantics. */
+static const char *const nofork[] = {"IVM_PE_POOL=2", "IVM_POOL_FORK=0", NULL};
+
+Test(pool, warm_pes_without_fork_keep_the_semantics)
+{
+    ivmt_scenario(IVMT_PE_POOL, "semantics", NULL, nofork, 30);
+}
+
+Test(pool, parked_processes_without_fork_killed_are_replaced)
+{
+    ivmt_scenario(IVMT_PE_POOL, "kill_parked", NULL, nofork, 30);
+}
+
 /* A copy of the PE program at `to`, mode 0755. */
 static void copy_pe_program(const char *to)
 {

@@ -111,7 +111,7 @@ Test(proto, wire_sizes)
 {
     /* The layout is a contract between separately built programs. */
     cr_assert_eq(sizeof(ivm_msg_hdr_t), 16);
-    cr_assert_eq(sizeof(ivm_msg_enter_req_t), 168);
+    cr_assert_eq(sizeof(ivm_msg_enter_req_t), 176);
     cr_assert_eq(sizeof(ivm_msg_status_t), 8);
     cr_assert_eq(sizeof(ivm_msg_kill_pes_req_t), 8);
     cr_assert_eq(sizeof(ivm_msg_cpu_info_req_t), 8);

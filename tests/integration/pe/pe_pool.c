@@ -22,6 +22,7 @@
 typedef struct board {
     atomic_int seen[MAXP];
     int        pid[MAXP];
+    int        ppid[MAXP];  /* a PE forked by a parked process: that process */
     int        gid[MAXP];
     int        id[MAXP];
 } board_t;
@@ -175,6 +176,14 @@ static int has_pid(const pid_t *pids, int n, pid_t pid)
     return 0;
 }
 
+/* Whether a PE (pid, parent pid) came from one of these parked processes:
+   handed out itself, or forked by it (a parked process that can fork,
+   IVM_ENTER_FORKABLE, stays parked and forks each PE). */
+static int from_parked(const pid_t *pids, int n, pid_t pid, pid_t ppid)
+{
+    return has_pid(pids, n, pid) || has_pid(pids, n, ppid);
+}
+
 /* Children: record themselves, signal; PE 2 of "semantics" dies without
  * ivmExit, the others exit. */
 static int child(int id, const char *scenario)
@@ -184,6 +193,7 @@ static int child(int id, const char *scenario)
     CHECK(ivmMap("board", (void **)&b, 0));
     ASSERT(id > 0 && id < MAXP, "PE id %d", id);
     b->pid[id] = (int)getpid();
+    b->ppid[id] = (int)getppid();
     CHECK(ivmGetMyGroupId(&b->gid[id]));
     CHECK(ivmGetMyId(&b->id[id]));
     atomic_fetch_add(&b->seen[id], 1);
@@ -234,6 +244,8 @@ static int sc_semantics(int argc, char **argv)
     uint32_t pooled = info.pooled;
 
     pe_stage = "create from the pool";
+    const char *fork_env = getenv("IVM_POOL_FORK");
+    int fork_mode = fork_env == NULL || strcmp(fork_env, "0") != 0;
     CHECK(ivmSetMaxPesId(2));
     CHECK(ivmCreateDev(IVM_THIS_HOST, IVM_CPU_N(0), &dev));
     CHECK(ivmCreatePEs(dev, 3, pes));
@@ -245,8 +257,16 @@ static int sc_semantics(int argc, char **argv)
         ASSERT(atomic_load(&b->seen[i]) == 1, "PE %d ran %d times", i, atomic_load(&b->seen[i]));
         ASSERT(b->id[i] == i, "PE %d believes it is PE %d", i, b->id[i]);
         ASSERT(b->gid[i] == gid, "PE %d in group %d, root in %d", i, b->gid[i], gid);
-        ASSERT(has_pid(parked, 2, b->pid[i]), "PE %d (pid %d) is not a parked process", i,
-               b->pid[i]);
+        ASSERT(from_parked(parked, 2, b->pid[i], b->ppid[i]), "PE %d (pid %d, parent %d) is "
+               "not from a parked process", i, b->pid[i], b->ppid[i]);
+        /* The PE program has one thread when it parks: forked, unless told not. */
+        if (fork_mode)
+            ASSERT(has_pid(parked, 2, b->ppid[i]) && !has_pid(parked, 2, b->pid[i]),
+                   "PE %d (pid %d, parent %d) was not forked by a parked process", i,
+                   b->pid[i], b->ppid[i]);
+        else
+            ASSERT(has_pid(parked, 2, b->pid[i]), "PE %d (pid %d) is not a parked process "
+                   "handed out (IVM_POOL_FORK=0)", i, b->pid[i]);
     }
     pool_info(&info);
     ASSERT(info.pooled == pooled + 2, "INFO: %u PEs from pools, want %u", info.pooled,
@@ -358,8 +378,9 @@ static int sc_kill_parked(int argc, char **argv)
     CHECK(ivmWait(pes[0]));
     CHECK(ivmWait(pes[1]));
     for (int i = 0; i < 2; ++i) {
-        ASSERT(!has_pid(dead, 2, b->pid[pes[i]]), "PE %d is killed parked process %d",
-               pes[i], b->pid[pes[i]]);
+        ASSERT(!from_parked(dead, 2, b->pid[pes[i]], b->ppid[pes[i]]),
+               "PE %d is (or was forked by) a killed parked process %d", pes[i],
+               b->pid[pes[i]]);
     }
     CHECK(ivmWait(pes[0]));
     CHECK(ivmWait(pes[1]));
@@ -373,8 +394,8 @@ static int sc_kill_parked(int argc, char **argv)
     CHECK(ivmWait(pes[0]));
     CHECK(ivmWait(pes[1]));
     for (int i = 0; i < 2; ++i) {
-        ASSERT(has_pid(fresh, 2, b->pid[pes[i]]), "PE %d (pid %d) is not a replacement",
-               pes[i], b->pid[pes[i]]);
+        ASSERT(from_parked(fresh, 2, b->pid[pes[i]], b->ppid[pes[i]]),
+               "PE %d (pid %d) is not from a replacement", pes[i], b->pid[pes[i]]);
         CHECK(ivmWait(pes[i]));
     }
     CHECK(ivmDestroyDev(dev));
@@ -522,6 +543,7 @@ static int sc_remote(int argc, char **argv)
 typedef struct gpu_board {
     atomic_int seen[MAXP];
     int        pid[MAXP];
+    int        ppid[MAXP];
     int        id[MAXP];
     int        devtype[MAXP];
     int        gpu_env[MAXP];     /* IVM_GPU */
@@ -630,6 +652,7 @@ static int gpu_child(int id)
     CHECK(ivmHostPtr(dev, &host));
     gb = (gpu_board_t *)host;
     gb->pid[id] = (int)getpid();
+    gb->ppid[id] = (int)getppid();
     CHECK(ivmGetMyId(&gb->id[id]));
     CHECK(ivmGetMyDevType(&gb->devtype[id]));
     gb->gpu_env[id]    = getenv("IVM_GPU") != NULL ? atoi(getenv("IVM_GPU")) : -1;
@@ -696,7 +719,7 @@ static int gpu_round(gpu_board_t *gb, char *v, ivm_device dev, int n, const pid_
         CHECK(ivmWait(pes[i]));
     }
     for (int i = 0; i < n; ++i) {
-        int id = pes[i], is_warm = has_pid(warm, nwarm, gb->pid[id]);
+        int id = pes[i], is_warm = from_parked(warm, nwarm, gb->pid[id], gb->ppid[id]);
         ASSERT(atomic_load(&gb->seen[id]) == 1, "PE %d ran %d times", id,
                atomic_load(&gb->seen[id]));
         ASSERT(gb->id[id] == id, "PE %d believes it is PE %d", id, gb->id[id]);
