@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Build IVM and run its demo on this machine: Listing 5-1 (vecadd), then a
 # DS-LB chain (dslb) over two CPU devices made from the cores available, then
-# the HIMENO application balanced by OM-LB over two simulated nodes of one
-# device each (its RESULT line and the load per device).
+# the HIMENO application balanced by OM-LB over three simulated nodes whose
+# devices are 80 %, 40 % and 20 % of a core (its RESULT line and the share of
+# the work per device).
 # Installs the dependencies first when run as root on Debian 12.
 #   IVM_BUILD_DIR      build directory (default: build)
 #   IVM_SKIP_DEPS=1    do not check the dependencies
@@ -112,18 +113,27 @@ run_demo "Listing 5-1: vector addition by two child PEs on node1 (vecadd)" 2 vec
 run_demo "DS-LB over 3 nodes: chains of PEs that each spawn the next (dslb)" 3 dslb \
     60 2 --all-nodes
 
-# HIMENO with OM-LB on two nodes, one device each (the two halves of the
-# device spec above: node0 gets the first, node1 the second). Node1's device
-# is made 3x slower by the IVM_OMLB_SLOW test knob, so that the root moves
-# planes to node0 and adds PEs there: the OMLB lines show PEs and planes per
-# device at every iteration, the RESULT line the share of the work per device.
-demo_devices=${devices/,/;}
-[[ $demo_devices == *";"* ]] || demo_devices="$devices;$devices"
+# HIMENO with OM-LB on three nodes whose devices run at 4 : 2 : 1: shares of
+# the cores' time (80 %, 40 %, 20 %), which each node's ivmd enforces with a
+# cgroup CPU limit (root, or a delegated cgroup, with the cpu controller).
+# OM-LB measures the speeds and moves planes until each device's share of the
+# work matches its speed: the OMLB lines show the planes per device, the
+# RESULT line the share of the work per device. Without cgroup CPU limits,
+# two whole-core devices, node1's made 3x slower by the IVM_OMLB_SLOW knob.
 if [[ -x $bin/himeno ]]; then
-    export IVM_OMLB_SLOW=1:3
-    run_demo "OM-LB HIMENO on 2 nodes, node1's device slowed 3x (himeno)" 2 himeno \
-        --size 49 --iters 24 --verify
-    unset IVM_OMLB_SLOW
+    read -ra cores <<<"$(tr ',+-' '   ' <<<"$devices")"
+    c0=${cores[0]} c1=${cores[${#cores[@]} - 1]}
+    if [[ $(id -u) == 0 ]] && grep -Eq '^[0-9]+:([^:]*,)?cpu(,[^:]*)?:' /proc/self/cgroup; then
+        demo_devices="$c0:80;$c1:40;$c1:20"
+        run_demo "OM-LB HIMENO on 3 nodes of devices at 80 %, 40 %, 20 % of a core (himeno)" 3 \
+            himeno --size 49 --iters 300 --verify
+    else
+        demo_devices="$c0;$c1"
+        export IVM_OMLB_SLOW=1:3
+        run_demo "OM-LB HIMENO on 2 nodes, node1's device slowed 3x (himeno)" 2 himeno \
+            --size 49 --iters 100 --verify
+        unset IVM_OMLB_SLOW
+    fi
 else
     echo "run-demo: $bin/himeno was not built (IVM_BUILD_APPS=OFF, or no OpenMP): HIMENO" \
          "demo skipped" >&2

@@ -238,7 +238,7 @@ ivm_changes() {
     local start=$SECONDS c t dev pct sock
     for c in $SHARE_CHANGES; do
         IFS=: read -r t dev pct <<<"$c"
-        sleep "$(awk -v t="$t" -v e="$((SECONDS - start))" 'BEGIN { d = t - e; print d > 0 ? d : 0 }')"
+        sleep "$(awk -v t="$t" -v e="$((SECONDS - start))" 'BEGIN { d = t - e; print (d > 0 ? d : 0) }')"
         if ((NODES > 1)); then
             sock=$(ls -d "$IVM_SOCKET_DIR"/run-*/node"${devnode[$dev]}".sock 2>/dev/null | head -n 1)
         else
