@@ -467,6 +467,28 @@ static uint64_t ivm_spin_from_env(void)
     return (uint64_t)us * 1000u;
 }
 
+/* IVM_MAP_POPULATE: mappings up to this many bytes are filled in at once
+ * (MAP_POPULATE: one call instead of a page fault per page touched; a
+ * program that maps a copy touches it). Larger ones, which may be sparse,
+ * fault page by page. 0: never. */
+static size_t ivm_populate_from_env(void)
+{
+    const char *env = getenv("IVM_MAP_POPULATE");
+    char *end;
+    unsigned long long bytes;
+
+    if (env == NULL || *env == '\0') {
+        return IVM_MAP_POPULATE_DEFAULT;
+    }
+    bytes = strtoull(env, &end, 10);
+    if (*end != '\0') {
+        ivm_warn("IVM_MAP_POPULATE=%s is not a number of bytes; using %u", env,
+                 IVM_MAP_POPULATE_DEFAULT);
+        return IVM_MAP_POPULATE_DEFAULT;
+    }
+    return (size_t)bytes;
+}
+
 IVM_API ivmError_t ivmEnter(void)
 {
     const char *pe_env = getenv("IVM_PE_ID");
@@ -487,6 +509,7 @@ IVM_API ivmError_t ivmEnter(void)
     ivm_log_init_from_env();
     ivm_log_set_prefix("pe");
     ivm_ctx.spin_ns = ivm_spin_from_env();
+    ivm_ctx.populate_max = ivm_populate_from_env();
     status = ivm_connect(is_root);
     if (status == IVM_SUCCESS) {
         memset(&rep, 0, sizeof(rep));
@@ -772,7 +795,9 @@ static ivmError_t ivm_map_install(const ivm_msg_map_rep_t *rep, int fd, int fd2,
         ivm_map_undo(rep, allocated);
         IVM_FAIL(IVM_ERROR_PROTOCOL, "the daemon sent no usable device copy for a GPU map");
     }
-    base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)aligned);
+    base = mmap(NULL, len, PROT_READ | PROT_WRITE,
+                MAP_SHARED | (len <= ivm_ctx.populate_max ? MAP_POPULATE : 0), fd,
+                (off_t)aligned);
     close(fd);
     if (base == MAP_FAILED) {
         int err = errno;

@@ -40,6 +40,7 @@ typedef struct ivm_ctx {
     int              reading;     /* a thread is reading replies */
     uint32_t         next_seq;
     uint64_t         spin_ns;     /* poll this long for a reply before sleeping */
+    size_t           populate_max; /* maps up to this size are populated (IVM_MAP_POPULATE) */
     ivm_pending_t   *pending;
     /* identity */
     uint32_t         job_id;
@@ -52,6 +53,9 @@ typedef struct ivm_ctx {
     ivm_map_t       *maps;
     size_t           nmaps, maps_cap;
 } ivm_ctx_t;
+
+/* Bytes up to which a map is populated at once (IVM_MAP_POPULATE). */
+#define IVM_MAP_POPULATE_DEFAULT (64u << 20)
 
 /* Microseconds a call polls for its reply before it sleeps (IVM_SPIN_US). */
 #define IVM_SPIN_US_DEFAULT 50u
