@@ -188,8 +188,11 @@ static int dslb_deal(const dslb_app_ops_t *ops, void *ctx, const app_args_t *arg
     if (nwork <= 0)
         return -1;
     work = malloc((size_t)nwork * sizeof(double));
-    if (work == NULL)
+    if (work == NULL) { /* no deal: the caller's device continues */
+        if (me >= 0)
+            counts[me] = 1;
         return me;
+    }
     for (int k = 0; k < nwork; k++)
         work[k] = dslb_work(ops, ctx, args, (claimed + k) % P);
     for (int d = 0; d < ndev; d++) {

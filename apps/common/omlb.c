@@ -609,6 +609,7 @@ static int omlb_root_loop(omlb_root_t *r)
     const omlb_config_t *cfg = r->cfg;
     omlb_plan_t *pl = r->plan;
     double cost[OMLB_MAX_DEVS], t_wait = app_now_s();
+    int seen_lo = -1, seen_hi = -1, seen_epoch = -1;
 
     for (;;) {
         int lo, hi, stored, move = 0;
@@ -617,12 +618,15 @@ static int omlb_root_loop(omlb_root_t *r)
         omlb_root_progress(r, &lo, &hi, &stored);
         if (pl->done && stored)
             return 0;
-        if (app_now_s() - t_wait > OMLB_WAIT_S) {
+        if (lo != seen_lo || hi != seen_hi || pl->epoch != seen_epoch) {
+            seen_lo = lo;
+            seen_hi = hi;
+            seen_epoch = pl->epoch;
+            t_wait = app_now_s();
+        } else if (app_now_s() - t_wait > OMLB_WAIT_S) {
             fprintf(stderr, "omlb: no progress past iteration %d in %.0f s\n", lo, OMLB_WAIT_S);
             return -1;
         }
-        if (lo > pl->start)
-            t_wait = lo < pl->until ? app_now_s() : t_wait;
         if (omlb_root_window(r, cost, 0) && !pl->done) {
             if (omlb_root_adjust(r, cost, cfg->iterations - pl->until, &move) != 0)
                 return -1;

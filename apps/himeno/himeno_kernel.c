@@ -57,6 +57,16 @@ void himeno_init(const himeno_grid_t *g, int z0, int nplanes, float *p)
     }
 }
 
+/* Threads for a kernel call: `threads`, or OpenMP's default when <= 0. */
+static int himeno_threads(int threads)
+{
+#ifdef _OPENMP
+    return threads > 0 ? threads : omp_get_max_threads();
+#else
+    return threads;
+#endif
+}
+
 double himeno_cpu_jacobi(const himeno_grid_t *g, int l0, int l1, const float *slab, float *wrk,
                          int threads)
 {
@@ -65,12 +75,7 @@ double himeno_cpu_jacobi(const himeno_grid_t *g, int l0, int l1, const float *sl
     const float *p = slab;
     double gosa = 0.0;
 
-#ifdef _OPENMP
-    if (threads <= 0)
-        threads = omp_get_max_threads();
-#else
-    (void)threads;
-#endif
+    threads = himeno_threads(threads);
 #pragma omp parallel for collapse(2) reduction(+ : gosa) schedule(static) num_threads(threads)
     for (int l = l0; l <= l1; l++) {
         for (int y = 1; y < ny - 1; y++) {
@@ -99,12 +104,7 @@ void himeno_cpu_commit(const himeno_grid_t *g, int nl, float *slab, const float 
     const int nx = g->nx, ny = g->ny;
     const size_t P = himeno_plane(g);
 
-#ifdef _OPENMP
-    if (threads <= 0)
-        threads = omp_get_max_threads();
-#else
-    (void)threads;
-#endif
+    threads = himeno_threads(threads);
 #pragma omp parallel for collapse(2) schedule(static) num_threads(threads)
     for (int l = 1; l <= nl; l++) {
         for (int y = 1; y < ny - 1; y++) {
