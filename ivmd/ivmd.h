@@ -32,6 +32,9 @@
       "HOST:PORT to accept peer daemons on over TCP (port 0: any); empty: none")     \
     X(exit_when_idle, "exit-when-idle", BOOL, "0",                                  \
       "exit once the last job ended and no client is connected")                   \
+    X(remove_dir, "remove-dir", BOOL, "0",                                          \
+      "at exit, also remove the socket's directory once it is empty (a run "        \
+      "directory that the daemon's launcher made for it)")                          \
     X(log_level, "log-level", STRING, "warn", "error, warn, info, debug or trace")    \
     X(emu_gpus, "emu-gpus", STRING, "",                                             \
       "emulate N GPUs of MEM bytes each (N[:MEM], e.g. 2:256M) with ivm-gpud's emu "  \

@@ -217,6 +217,27 @@ static void ivmd_ready(ivmd_t *d)
     close(fd);
 }
 
+/* --remove-dir: the socket's directory goes with the last daemon in it. A
+ * launcher that died cannot remove the run directory it made; the daemons
+ * it started (stopped by PR_SET_PDEATHSIG) do, the last one to leave. */
+static void ivmd_remove_run_dir(const ivmd_t *d)
+{
+    char dir[sizeof(d->socket_path)];
+    char *slash;
+
+    snprintf(dir, sizeof(dir), "%s", d->socket_path);
+    slash = strrchr(dir, '/');
+    if (slash == NULL || slash == dir) {
+        return;
+    }
+    *slash = '\0';
+    if (rmdir(dir) == 0) {
+        ivm_debug("removed the run directory %s", dir);
+    } else if (errno != ENOENT && errno != ENOTEMPTY && errno != EEXIST) {
+        ivm_warn("cannot remove the run directory %s: %m", dir);
+    }
+}
+
 /* Teardown, in reverse of bring-up: jobs (their PEs killed), connections,
  * forwarders, signals, socket. */
 static void ivmd_teardown(ivmd_t *d)
@@ -257,6 +278,9 @@ static void ivmd_teardown(ivmd_t *d)
     if (d->listen_fd >= 0) {
         close(d->listen_fd);
         unlink(d->socket_path);
+        if (d->cfg.remove_dir) {
+            ivmd_remove_run_dir(d);
+        }
     }
     if (d->devnull >= 0) {
         close(d->devnull);
