@@ -12,16 +12,31 @@
  * to rank, so that no daemon is dialed before it has the table) and waits
  * until the daemon sees every peer. Then rank 0 prints
  *   IVM-BOOT READY <node0's socket path>
- * on stdout, and every rank keeps its daemon until rank 0's stdin ends (or
- * rank 0 gets SIGTERM, SIGINT or SIGHUP), which rank 0 broadcasts; then each
- * stops its daemon, removes its run directory and ends. MPI carries nothing
- * but that: the daemons talk to each other over their own TCP connections.
- * All MPI calls are non-blocking ones completed with MPI_Test while the
- * signals are watched.
+ * on stdout, and every rank keeps its daemon until rank 0 is told to stop,
+ * which it broadcasts; then each stops its daemon, removes its run directory
+ * and ends. MPI carries nothing but that: the daemons talk to each other over
+ * their own TCP connections. All MPI calls are non-blocking ones completed
+ * with MPI_Test while the signals are watched.
+ *
+ * Two kinds of stop:
+ *  - orderly: a line on rank 0's stdin (ivmrun writes IVMRUN_BOOT_STOP before
+ *    it closes mpirun's stdin): every rank stops its daemon and calls
+ *    MPI_Finalize;
+ *  - the launcher is gone: rank 0's stdin ends without a line (ivmrun died,
+ *    or mpirun is tearing the job down because a rank died) or rank 0 gets
+ *    SIGTERM, SIGINT or SIGHUP. Rank 0 stops its daemon first, then tells the
+ *    others (for 0.2 s at most: a rank may be dead), who stop theirs.
+ * Every rank calls MPI_Finalize once its daemon is stopped (it removes MPI's
+ * shared-memory segments), with SIGTERM, SIGINT and SIGHUP back to their
+ * default action. After a stop of the second kind MPI_Finalize gets 0.3 s,
+ * then SIGALRM ends the rank: it waits for every rank, and one may be dead,
+ * in which case mpirun is ending the job and removes the segments itself
+ * (it would kill the waiting ranks only a second or two later).
  *
  * A rank that gets a terminating signal itself (mpirun forwards SIGTERM when
  * it is killed) stops its daemon and leaves without MPI. The daemons get
- * SIGTERM if their ivm-boot dies (PR_SET_PDEATHSIG), which makes them clean up.
+ * SIGTERM if their ivm-boot dies (PR_SET_PDEATHSIG), which makes them clean
+ * up, and remove the run directory (ivmd --remove-dir).
  *
  * What a node does for itself (run directory, ivmd, CLUSTER, the wait for the
  * peers, the stop) is in bootnode.c, shared with ivm-boot-srun (bootsrun.c);
@@ -37,6 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -44,22 +60,33 @@
 #include "status.h"
 
 #define IVMBOOT_MPI_POLL  50   /* ms between MPI_Test calls, at most */
+#define IVMBOOT_GONE_WAIT 0.2  /* s rank 0 tries to tell the others the launcher is gone */
+#define IVMBOOT_FINALIZE_WAIT_US 300000 /* then MPI_Finalize may take this long */
+
+/* What rank 0 broadcasts at the end. */
+#define IVMBOOT_STOP_ORDERLY 1 /* told to stop */
+#define IVMBOOT_STOP_GONE    2 /* the launcher is gone: rank 0's daemon is stopped */
 
 /* Variables of mpirun that ivmd and its PEs must not inherit. */
 static const char *const ivmboot_mpi_env[] = {"OMPI_", "PMIX_", "OPAL_", "ORTE_", "PRTE_",
                                               NULL};
 
-/* Wait for a non-blocking MPI operation, watching the signals meanwhile.
- * Returns 0 when it completed, or the terminating signal that came first. */
-static int ivmboot_mpi_wait(ivmboot_t *b, MPI_Request *req)
+/* Wait for a non-blocking MPI operation, watching the signals meanwhile, at
+ * most limit seconds (< 0: no limit). Returns 0 when it completed, the
+ * terminating signal that came first, or -1 when the time is up. */
+static int ivmboot_mpi_wait_for(ivmboot_t *b, MPI_Request *req, double limit)
 {
     struct pollfd pfd = {.fd = b->sigfd, .events = POLLIN};
+    double deadline = ivmrun_time_now() + limit;
     int done = 0, term, wait_ms = 1;
 
     for (;;) {
         MPI_Test(req, &done, MPI_STATUS_IGNORE);
         if (done) {
             return 0;
+        }
+        if (limit >= 0 && ivmrun_time_now() >= deadline) {
+            return -1;
         }
         if (poll(&pfd, 1, wait_ms) > 0) {
             term = ivmboot_signals(b);
@@ -69,6 +96,12 @@ static int ivmboot_mpi_wait(ivmboot_t *b, MPI_Request *req)
         }
         wait_ms = (wait_ms * 2 > IVMBOOT_MPI_POLL) ? IVMBOOT_MPI_POLL : wait_ms * 2;
     }
+}
+
+/* The same without a time limit: 0, or the terminating signal. */
+static int ivmboot_mpi_wait(ivmboot_t *b, MPI_Request *req)
+{
+    return ivmboot_mpi_wait_for(b, req, -1.0);
 }
 
 /* Send the table to this rank's daemon and wait until it sees every peer.
@@ -112,12 +145,13 @@ static int ivmboot_join(ivmboot_t *b, const uint8_t *secret)
     return ivmboot_wait_peers(b);
 }
 
-static int ivmboot_run(ivmboot_t *b, int argc, char **argv)
+/* *gone_p: 1 after a stop because the launcher is gone. */
+static int ivmboot_run(ivmboot_t *b, int argc, char **argv, int *gone_p)
 {
     uint8_t secret[IVM_SECRET_LEN + 1]; /* the last byte: 1 = rank 0 made one */
     ivmboot_entry_t me;
     MPI_Request req;
-    int code, ok, all_ok, k, stop = 0, term;
+    int code, ok, all_ok, k, stop = 0, term, how = 0;
 
     code = ivmboot_args(b, argc, argv,
                         "usage: mpirun -np N --host H0,H1,... --map-by node --bind-to none "
@@ -214,23 +248,48 @@ static int ivmboot_run(ivmboot_t *b, int argc, char **argv)
     if (b->rank == 0) {
         printf(IVMRUN_BOOT_READY "%s\n", b->daemon.path);
         fflush(stdout);
-        ivmboot_wait_stop(b, 1);
-        stop = 1;
+        how = ivmboot_wait_stop(b, 1);
+        if (how == 0) {
+            stop = IVMBOOT_STOP_ORDERLY;
+        } else {
+            ivm_info("the launcher is gone; stopping every node's daemon");
+            ivmboot_cleanup(b); /* this node's first, whatever MPI does next */
+            stop = IVMBOOT_STOP_GONE;
+        }
     }
     /* Until rank 0 says stop. Another rank's own signal ends it alone. */
     MPI_Ibcast(&stop, 1, MPI_INT, 0, MPI_COMM_WORLD, &req);
-    if ((term = ivmboot_mpi_wait(b, &req)) != 0) {
+    term = ivmboot_mpi_wait_for(b, &req, (b->rank == 0 && stop == IVMBOOT_STOP_GONE)
+                                             ? IVMBOOT_GONE_WAIT : -1.0);
+    if (term > 0) {
         return ivmboot_abandon(b, term);
+    }
+    if (how > 0) {
+        return ivmboot_abandon(b, how); /* a signal: no MPI_Finalize, as on any rank */
     }
     ivm_debug("stopping node%d's daemon", b->rank);
     ivmboot_cleanup(b);
+    *gone_p = (stop == IVMBOOT_STOP_GONE);
     return 0;
+}
+
+/* MPI_Finalize once the daemon is stopped; see the top of this file. */
+static void ivmboot_finalize(ivmboot_t *b, int gone)
+{
+    struct itimerval bound = {.it_value = {.tv_usec = IVMBOOT_FINALIZE_WAIT_US}};
+
+    sigprocmask(SIG_SETMASK, &b->child_mask, NULL);
+    if (gone) {
+        signal(SIGALRM, SIG_DFL);
+        setitimer(ITIMER_REAL, &bound, NULL);
+    }
+    MPI_Finalize();
 }
 
 int main(int argc, char **argv)
 {
     ivmboot_t *b;
-    int code;
+    int code, gone = 0;
 
     ivm_log_set_prefix("ivm-boot");
     ivm_log_init_from_env();
@@ -255,9 +314,9 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &b->size);
     ivm_log_set_prefix("node%d ivm-boot", b->rank);
 
-    code = ivmboot_run(b, argc, argv);
+    code = ivmboot_run(b, argc, argv, &gone);
     if (code < 128) {
-        MPI_Finalize(); /* every rank took the same path here */
+        ivmboot_finalize(b, gone); /* every rank took the same path here */
     }
     ivmboot_release(b);
     free(b);

@@ -104,8 +104,10 @@ int ivmboot_send_table(ivmboot_t *b, const uint8_t *secret);
 int ivmboot_wait_peers(ivmboot_t *b);
 
 /* Wait until stdin ends or a terminating signal arrives. With any_input,
- * input also ends the wait; else it is read and dropped. */
-void ivmboot_wait_stop(ivmboot_t *b, int any_input);
+ * input also ends the wait; else it is read and dropped. Returns 0 when
+ * input ended it (told to stop), -1 at the end of input (or a failed read:
+ * whoever fed stdin is gone), or the terminating signal. */
+int ivmboot_wait_stop(ivmboot_t *b, int any_input);
 
 /* Stop the daemon (SIGTERM, SIGKILL after 5 s) and remove the run directory. */
 void ivmboot_cleanup(ivmboot_t *b);

@@ -234,6 +234,7 @@ int ivmboot_start(ivmboot_t *b, ivmboot_entry_t *me)
     b->daemon.listen      = 1;
     b->daemon.listen_addr = me->addr;
     b->daemon.pdeathsig   = SIGTERM;
+    b->daemon.remove_dir  = 1; /* this program may die before it can remove it */
     b->daemon.env         = b->env;
     if (ivmrun_daemon_start(&b->daemon, &b->dcfg, b->sigfd, &b->child_mask, &signo) !=
         IVM_SUCCESS) {
@@ -315,7 +316,7 @@ int ivmboot_wait_peers(ivmboot_t *b)
     return -1;
 }
 
-void ivmboot_wait_stop(ivmboot_t *b, int any_input)
+int ivmboot_wait_stop(ivmboot_t *b, int any_input)
 {
     struct pollfd pfds[2] = {{.fd = STDIN_FILENO, .events = POLLIN},
                              {.fd = b->sigfd, .events = POLLIN}};
@@ -329,13 +330,13 @@ void ivmboot_wait_stop(ivmboot_t *b, int any_input)
                 continue;
             }
             ivm_error("poll failed: %m");
-            return;
+            return -1;
         }
         if (pfds[1].revents & POLLIN) {
             term = ivmboot_signals(b);
             if (term != 0) {
                 ivm_info("got signal %d; stopping", term);
-                return;
+                return term;
             }
         }
         if (pfds[0].revents != 0) {
@@ -346,8 +347,8 @@ void ivmboot_wait_stop(ivmboot_t *b, int any_input)
             if (n > 0 && !any_input) {
                 continue;
             }
-            ivm_info("%s; stopping", n == 0 ? "end of input" : "told to stop");
-            return;
+            ivm_info("%s; stopping", n > 0 ? "told to stop" : "end of input");
+            return n > 0 ? 0 : -1;
         }
     }
 }

@@ -11,8 +11,10 @@
  * broadcasts ivmrun's input to every task) the cluster secret, the whole
  * table and the join turns (the lines are listed in ivmrun.h); on its turn it
  * gives its daemon the table, says JOINED, waits until the daemon sees every
- * peer and says UP (with its daemon's socket path). Then it keeps the daemon until stdin ends (ivmrun closed
- * it or exited) or it gets SIGTERM, SIGINT or SIGHUP; it stops the daemon,
+ * peer and says UP (with its daemon's socket path); node0 also names the
+ * Slurm step (IVM-BOOT STEP). Then it keeps the daemon until stdin ends
+ * (ivmrun closed it or exited) or it gets SIGTERM, SIGINT or SIGHUP (from
+ * scancel: ivmrun sends it when srun died); it stops the daemon,
  * removes its run directory and exits 0. Any failure is logged on stderr and
  * ends the task with 1 (srun's --kill-on-bad-exit then ends the others).
  * The secret travels only on that pipe: never in argv or the environment.
@@ -262,6 +264,21 @@ static int ivmboot_srun_say(const char *fmt, ...)
     return 0;
 }
 
+/* Node0 tells ivmrun the Slurm step of the tasks (SLURM_JOB_ID.SLURM_STEP_ID,
+ * when both are numbers): if srun dies, ivmrun stops them through it. */
+static int ivmboot_srun_step(ivmboot_t *b)
+{
+    const char *job = getenv("SLURM_JOB_ID"), *step = getenv("SLURM_STEP_ID");
+
+    (void)b;
+    if (job == NULL || step == NULL || job[0] == '\0' || step[0] == '\0' ||
+        strspn(job, "0123456789") != strlen(job) || strspn(step, "0123456789") != strlen(step) ||
+        strlen(job) + strlen(step) > 30) {
+        return 0;
+    }
+    return ivmboot_srun_say(IVMRUN_SRUN_STEP "%s.%s\n", job, step);
+}
+
 /* 0 after an orderly stop, 1 on failure, 128 + signal. */
 static int ivmboot_srun_run(ivmboot_srun_t *s, int argc, char **argv)
 {
@@ -301,6 +318,10 @@ static int ivmboot_srun_run(ivmboot_srun_t *s, int argc, char **argv)
         return 1;
     }
     snprintf(b->table[b->rank].host, sizeof(b->table[b->rank].host), "%s", b->host);
+    if (b->rank == 0 && ivmboot_srun_step(b) != 0) {
+        ivmboot_cleanup(b);
+        return 1;
+    }
 
     /* The table and the turns, until this node's turn. */
     deadline = ivmrun_time_now() + b->cfg.up_wait;

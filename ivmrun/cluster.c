@@ -2,7 +2,9 @@
  * in a private run directory joined into one cluster over loopback TCP
  * (--nodes N): start each with --listen, send each the same CLUSTER table
  * with a fresh secret, wait until each sees the others; at the end stop them
- * all and remove their sockets and the directory. A real cluster (--hosts)
+ * all and remove their sockets and the directory. Each daemon ivmrun starts
+ * gets SIGTERM if ivmrun dies (PR_SET_PDEATHSIG), and the last daemon of a
+ * run directory removes it (ivmd --remove-dir). A real cluster (--hosts)
  * is ivm-boot's work (hosts.c). */
 #include "ivmrun.h"
 
@@ -15,6 +17,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -57,15 +60,16 @@ static int ivmrun_cluster_alive(const ivmrun_cluster_t *c)
     return alive;
 }
 
-void ivmrun_cluster_reap(ivmrun_cluster_t *c)
+int ivmrun_cluster_reap(ivmrun_cluster_t *c)
 {
     char why[64];
-    int k;
+    int k, gone = 0;
 
     if (c->boot.nhosts > 0 && ivmrun_boot_reap(&c->boot)) {
         ivmrun_proc_status_text(c->boot.status, why, sizeof(why));
         ivm_warn("%s, which keeps the cluster's daemons, exited early (%s)",
                  c->boot.launcher, why);
+        gone = 1;
     }
     for (k = 0; k < c->n; ++k) {
         if (ivmrun_daemon_reap(&c->nodes[k])) {
@@ -77,6 +81,7 @@ void ivmrun_cluster_reap(ivmrun_cluster_t *c)
             }
         }
     }
+    return gone;
 }
 
 /* Remove the run directory: the sockets left in it (it is ours alone), then
@@ -112,6 +117,23 @@ static void ivmrun_cluster_rmdir(ivmrun_cluster_t *c)
     c->dir[0] = '\0';
 }
 
+int ivmrun_cluster_watch_ended(ivmrun_cluster_t *c)
+{
+    char buf[256];
+    ssize_t n;
+
+    if (c->watch_fd < 0) {
+        return 0;
+    }
+    n = recv(c->watch_fd, buf, sizeof(buf), MSG_DONTWAIT);
+    if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR))) {
+        return 0; /* nothing is ever sent on it: ignored */
+    }
+    close(c->watch_fd);
+    c->watch_fd = -1;
+    return 1;
+}
+
 void ivmrun_cluster_close(ivmrun_cluster_t *c, int sigfd)
 {
     struct pollfd pfd = {.fd = sigfd, .events = POLLIN};
@@ -120,6 +142,10 @@ void ivmrun_cluster_close(ivmrun_cluster_t *c, int sigfd)
     char why[64];
     int k;
 
+    if (c->watch_fd >= 0) {
+        close(c->watch_fd);
+        c->watch_fd = -1;
+    }
     if (c->boot.nhosts > 0) {
         ivmrun_boot_close(&c->boot, sigfd);
         return;
@@ -361,10 +387,23 @@ ivmError_t ivmrun_cluster_open(ivmrun_cluster_t *c, const ivmrun_config_t *cfg,
     int k;
 
     if (c->boot.nhosts > 0) {
-        return ivmrun_boot_open(&c->boot, &c->nodes[0], cfg, specs, sigfd, child_mask,
-                                signo_p);
+        status = ivmrun_boot_open(&c->boot, &c->nodes[0], cfg, specs, sigfd, child_mask,
+                                  signo_p);
+        if (status == IVM_SUCCESS) {
+            /* ivmrun is not the parent of these daemons: it learns that they
+             * are gone from the end of a connection to node0's. */
+            c->watch_fd = ivm_sock_connect(c->nodes[0].path);
+            if (c->watch_fd < 0) {
+                ivm_debug("cannot watch node0's daemon: %s",
+                          ivm_status_string((ivmError_t)c->watch_fd));
+                c->watch_fd = -1;
+            }
+        }
+        return status;
     }
     if (!c->multi) {
+        /* A daemon started for this run stops when ivmrun dies, even by SIGKILL. */
+        c->nodes[0].pdeathsig = SIGTERM;
         return ivmrun_daemon_open(&c->nodes[0], cfg, sigfd, child_mask, signo_p);
     }
     status = ivmrun_cluster_mkdir(c);
@@ -374,6 +413,11 @@ ivmError_t ivmrun_cluster_open(ivmrun_cluster_t *c, const ivmrun_config_t *cfg,
     for (k = 0; k < c->n; ++k) {
         c->nodes[k].listen      = 1;
         c->nodes[k].cpu_devices = (specs != NULL) ? specs[k] : cfg->cpu_devices;
+        /* If ivmrun dies (SIGKILL included), each daemon stops (its PEs
+         * killed, its cgroups removed) and the last one removes the run
+         * directory. */
+        c->nodes[k].pdeathsig  = SIGTERM;
+        c->nodes[k].remove_dir = 1;
         status = ivmrun_daemon_start(&c->nodes[k], cfg, sigfd, child_mask, signo_p);
         if (status != IVM_SUCCESS) {
             if (*signo_p == 0) {

@@ -182,6 +182,9 @@ ivmError_t ivmrun_daemon_start(ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
     }
     argv[argc++] = "--ready-fd";
     argv[argc++] = fdtext;
+    if (d->remove_dir) {
+        argv[argc++] = "--remove-dir";
+    }
     ivmrun_arg_opt(argv, &argc, "--log-level", cfg->log_level);
     ivmrun_arg_opt(argv, &argc, "--cpu-devices", d->cpu_devices);
     ivmrun_arg_opt(argv, &argc, "--emu-gpus", cfg->emu_gpus);

@@ -33,6 +33,8 @@
 #define IVMRUN_BOOT_STOP_WAIT 10.0  /* s from closing ivm-boot's stdin to SIGTERM */
 #define IVMRUN_BOOT_KILL_WAIT 5.0   /* s from SIGTERM to SIGKILL */
 #define IVMRUN_BOOT_INFO_WAIT 2000  /* ms for node0's INFO round trip */
+/* Open MPI (4.x): seconds mpirun waits from SIGTERM to SIGKILL of a rank. */
+#define IVMRUN_MPIRUN_SIGKILL_VAR "OMPI_MCA_odls_base_sigkill_timeout"
 
 void ivmrun_hosts_release(ivmrun_boot_t *b)
 {
@@ -43,8 +45,17 @@ void ivmrun_hosts_release(ivmrun_boot_t *b)
     }
     free(b->hosts);
     free(b->host_list);
+    free(b->scancel);
+    if (b->sockets != NULL) {
+        for (k = 0; k < b->nhosts; ++k) {
+            free(b->sockets[k]);
+        }
+        free(b->sockets);
+    }
+    b->sockets   = NULL;
     b->hosts     = NULL;
     b->host_list = NULL;
+    b->scancel   = NULL;
     b->nhosts    = 0;
 }
 
@@ -402,7 +413,13 @@ void ivmrun_boot_close(ivmrun_boot_t *b, int sigfd)
 
     if (b->in_fd >= 0) {
         ivm_info("stopping the cluster's daemons (closing %s's input)", b->launcher);
-        close(b->in_fd); /* EOF on the bootstrap's stdin stops every node */
+        /* The line tells ivm-boot that this is an orderly stop; EOF on the
+         * bootstrap's stdin then stops every node. */
+        if (b->stop_line &&
+            ivmrun_fd_write_all(b->in_fd, IVMRUN_BOOT_STOP, strlen(IVMRUN_BOOT_STOP)) != 0) {
+            ivm_debug("cannot write to %s's input: %m", b->launcher);
+        }
+        close(b->in_fd);
         b->in_fd = -1;
     }
     deadline = start + IVMRUN_BOOT_STOP_WAIT;
@@ -454,6 +471,9 @@ void ivmrun_boot_close(ivmrun_boot_t *b, int sigfd)
             close(b->out_fd);
             b->out_fd = -1;
         }
+    }
+    if (b->step[0] != '\0' && (!waited || sent_term)) {
+        ivmrun_srun_cancel(b, sigfd); /* its tasks may still run */
     }
     if (!waited) {
         return; /* it ended before, and that was reported then */
@@ -561,10 +581,11 @@ int ivmrun_boot_extra(const char *args, const char *opt, char **argv, int *argc_
 }
 
 /* Start the launcher argv[0] (mpirun or srun) of the per-host bring-up in its
- * own process group, its stdin and stdout on pipes (b->in_fd, b->out_fd);
+ * own process group, its stdin and stdout on pipes (b->in_fd, b->out_fd),
+ * with env's changes to its environment (as ivmrun_spawn_t.env; may be NULL);
  * hint follows the error when the launcher is missing. */
-int ivmrun_boot_launch(ivmrun_boot_t *b, char **argv, const sigset_t *child_mask,
-                       const char *hint)
+int ivmrun_boot_launch(ivmrun_boot_t *b, char **argv, char *const *env,
+                       const sigset_t *child_mask, const char *hint)
 {
     int in_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1}, err = 0;
     ivmrun_spawn_t spec;
@@ -582,6 +603,7 @@ int ivmrun_boot_launch(ivmrun_boot_t *b, char **argv, const sigset_t *child_mask
     spec.keep_fd    = -1;
     spec.new_pgroup = 1; /* the terminal's ^C is for ivmrun, which stops it in order */
     spec.sigmask    = child_mask;
+    spec.env        = env;
     if (ivmrun_proc_spawn(&spec, &b->pid, &err) != IVM_SUCCESS) {
         ivm_error("cannot run '%s' to start the cluster's daemons: %s%s", argv[0],
                   strerror(err), err == ENOENT ? hint : "");
@@ -611,6 +633,7 @@ ivmError_t ivmrun_boot_open(ivmrun_boot_t *b, ivmrun_daemon_t *d,
                             int sigfd, const sigset_t *child_mask, int *signo_p)
 {
     enum { MAX_ARGS = 96 };
+    char *mpirun_env[] = {IVMRUN_MPIRUN_SIGKILL_VAR "=0", NULL};
     char exe[PATH_MAX], np[16], dwait[32], uwait[32], line[IVMRUN_BOOT_LINE_MAX];
     char *argv[MAX_ARGS], *extra = NULL, *specs_arg = NULL, why[64];
     int argc = 0, term;
@@ -628,6 +651,7 @@ ivmError_t ivmrun_boot_open(ivmrun_boot_t *b, ivmrun_daemon_t *d,
     b->in_fd    = -1;
     b->out_fd   = -1;
     b->launcher = "mpirun";
+    b->stop_line = 1;
     if (ivmrun_boot_find(cfg, "ivm-boot", exe, sizeof(exe)) != 0) {
         return IVM_ERROR_NO_DAEMON;
     }
@@ -662,7 +686,16 @@ ivmError_t ivmrun_boot_open(ivmrun_boot_t *b, ivmrun_daemon_t *d,
         goto out;
     }
 
-    if (ivmrun_boot_launch(b, argv, child_mask, " (install Open MPI, or name it with --mpirun)") != 0) {
+    /* When a rank dies, mpirun ends the others: SIGTERM, and SIGKILL a second
+     * later by default, and it exits only then. With no wait it is all over
+     * at once: what matters was done by then or is done anyway (each ivmd
+     * stops when its ivm-boot dies, and removes its run directory), and
+     * mpirun still removes MPI's shared-memory segments. */
+    if (getenv(IVMRUN_MPIRUN_SIGKILL_VAR) != NULL) {
+        mpirun_env[0] = NULL; /* the user's setting holds */
+    }
+    if (ivmrun_boot_launch(b, argv, mpirun_env, child_mask,
+                           " (install Open MPI, or name it with --mpirun)") != 0) {
         goto out;
     }
     ivm_info("started %s (pid %d): ivm-boot '%s' on %d host%s (%s)", cfg->mpirun,

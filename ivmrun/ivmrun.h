@@ -130,6 +130,8 @@ typedef struct ivmrun_daemon {
     int   listen;    /* start it with --listen ADDR:0 (a cluster node) */
     const char *listen_addr; /* with listen: numeric ADDR; NULL = 127.0.0.1 */
     int   pdeathsig; /* signal it gets if its starter dies; 0 = none */
+    int   remove_dir; /* ivmd --remove-dir: its socket's directory is a run
+                         directory, which the last daemon in it removes */
     char *const *env; /* changes to its environment, as ivmrun_spawn_t.env */
     unsigned port;   /* with listen: the TCP port from its readiness line */
     pid_t pid;       /* > 0 while a daemon we started is not yet reaped */
@@ -181,6 +183,10 @@ ivmError_t ivmrun_daemon_request(const char *path, uint16_t type, const void *pa
  * cluster, prints node0's socket path and keeps the daemons until its stdin
  * (that of rank 0, fed by mpirun) closes. */
 #define IVMRUN_BOOT_READY "IVM-BOOT READY " /* + node0's socket path: ivm-boot is up */
+/* ivmrun -> ivm-boot (rank 0's stdin): an orderly stop. The end of that input
+ * without it means that ivmrun is gone: the ranks then leave without
+ * MPI_Finalize (boot.c). */
+#define IVMRUN_BOOT_STOP "IVM-BOOT STOP\n"
 
 /* --slurm: `srun ... ivm-boot-srun --hosts LIST` runs one task per host, and
  * ivmrun itself is the hub of the exchange, in lines on srun's stdout (from
@@ -192,12 +198,16 @@ ivmError_t ivmrun_daemon_request(const char *path, uint16_t type, const void *pa
  *   task k -> ivmrun  "IVM-BOOT JOINED k"           its daemon has the table
  *   task k -> ivmrun  "IVM-BOOT UP k SOCKET"        its daemon sees every peer;
  *                                                   SOCKET: its path (node0's is used)
- * End of srun's stdin stops every task (daemon stopped, run dir removed). */
+ *   task 0 -> ivmrun  "IVM-BOOT STEP JOBID.STEPID"  the Slurm step of the tasks
+ * End of srun's stdin stops every task (daemon stopped, run dir removed). If
+ * srun dies, that input does not end: ivmrun then sends the step SIGTERM
+ * (scancel), which stops every task the same way. */
 #define IVMRUN_SRUN_NODE   "IVM-BOOT NODE "
 #define IVMRUN_SRUN_SECRET "IVM-BOOT SECRET "
 #define IVMRUN_SRUN_JOIN   "IVM-BOOT JOIN "
 #define IVMRUN_SRUN_JOINED "IVM-BOOT JOINED "
 #define IVMRUN_SRUN_UP     "IVM-BOOT UP "
+#define IVMRUN_SRUN_STEP   "IVM-BOOT STEP "
 #define IVMRUN_SRUN_LINE_MAX 512 /* bytes of one such line, newline included */
 
 typedef struct ivmrun_boot {
@@ -206,6 +216,10 @@ typedef struct ivmrun_boot {
     char  *host_list;/* the hosts joined by ',' (for mpirun and ivm-boot) */
     const char *launcher; /* "mpirun" or "srun" (--slurm), for messages */
     int    self_known; /* --slurm: hosts[0] is SLURMD_NODENAME, this machine */
+    int    stop_line;  /* mpirun: write IVMRUN_BOOT_STOP before closing in_fd */
+    char   step[32];   /* --slurm: JOBID.STEPID of srun's tasks; "" = unknown */
+    char  *scancel;    /* --slurm: the scancel beside --srun (or from PATH) */
+    char **sockets;    /* --slurm: node k's socket path (its UP line), or NULL */
     pid_t  pid;      /* mpirun or srun, > 0 until reaped */
     int    status;   /* its wait status once reaped */
     int    in_fd;    /* write end of its stdin; -1 once closed */
@@ -239,6 +253,8 @@ typedef struct ivmrun_cluster {
     int             multi;  /* n > 1: fresh daemons, run directory, CLUSTER */
     char            dir[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* run directory, "" = none */
     ivmrun_boot_t   boot;   /* real cluster */
+    int             watch_fd; /* real cluster: a connection to node0's daemon,
+                                 whose end means the daemons are gone; -1 = none */
     ivmrun_daemon_t nodes[IVMRUN_MAX_NODES];
 } ivmrun_cluster_t;
 
@@ -249,6 +265,16 @@ typedef struct ivmrun_cluster {
 ivmError_t ivmrun_boot_open(ivmrun_boot_t *b, ivmrun_daemon_t *d,
                             const ivmrun_config_t *cfg, char *const *specs,
                             int sigfd, const sigset_t *child_mask, int *signo_p);
+
+/* --slurm: srun ended before its tasks were told to stop (killed). Slurm
+ * then kills the step's processes, SIGKILL included (so far as seen: at
+ * once), and a daemon killed so leaves its socket and run directory. Send
+ * the step SIGTERM with scancel (for a Slurm that leaves the tasks running:
+ * it stops each task and its daemon in order), then remove the sockets and
+ * run directories of this run's daemons that no daemon answers on any more
+ * (waiting a second at most for them to stop answering). Terminating
+ * signals on sigfd are dropped. */
+void ivmrun_srun_cancel(ivmrun_boot_t *b, int sigfd);
 
 /* --slurm: the same through srun and ivm-boot-srun (srun.c), ivmrun being the
  * hub of the exchange (the IVMRUN_SRUN_* lines). */
@@ -276,8 +302,8 @@ int ivmrun_boot_node_args(const ivmrun_boot_t *b, const ivmrun_config_t *cfg,
 /* The user's extra launcher arguments, and the launcher's start (hosts.c). */
 int ivmrun_boot_extra(const char *args, const char *opt, char **argv, int *argc_p,
                       int max_args, char **extra_p);
-int ivmrun_boot_launch(ivmrun_boot_t *b, char **argv, const sigset_t *child_mask,
-                       const char *hint);
+int ivmrun_boot_launch(ivmrun_boot_t *b, char **argv, char *const *env,
+                       const sigset_t *child_mask, const char *hint);
 
 /* items[0..n) joined by sep, in a new string; NULL when out of memory. */
 char *ivmrun_join(char *const *items, int n, char sep);
@@ -305,12 +331,34 @@ ivmError_t ivmrun_cluster_open(ivmrun_cluster_t *c, const ivmrun_config_t *cfg,
                                char *const *specs, int sigfd,
                                const sigset_t *child_mask, int *signo_p);
 
-/* After a SIGCHLD: reap the daemons that exited, warning about each. */
-void ivmrun_cluster_reap(ivmrun_cluster_t *c);
+/* After a SIGCHLD: reap the daemons that exited, warning about each.
+ * Returns 1 when mpirun (srun), which keeps a real cluster's daemons, was
+ * reaped now: those daemons are gone. (A simulated node's daemon that dies
+ * is a fault the job sees: its PEs fail, IVM_ERROR_DAEMON_LOST.) */
+int ivmrun_cluster_reap(ivmrun_cluster_t *c);
+
+/* A real cluster: watch_fd is readable. Returns 1 (and closes it) when node0's
+ * daemon closed the connection: it stopped, and with it the cluster (its
+ * bootstrap stops every node). mpirun may take a second more to exit. */
+int ivmrun_cluster_watch_ended(ivmrun_cluster_t *c);
 
 /* Stop the daemons we started (SIGTERM to all, SIGKILL after 5 s), remove
  * their sockets and the run directory. */
 void ivmrun_cluster_close(ivmrun_cluster_t *c, int sigfd);
+
+/* The root PE's guard (guard.c): a process that SIGKILLs the root PE and
+ * its process group if ivmrun dies without stopping it first. */
+typedef struct ivmrun_guard {
+    pid_t pid; /* the guard, > 0 until reaped */
+    int   fd;  /* write end of its pipe; -1 once closed */
+} ivmrun_guard_t;
+
+/* Start the guard of the root PE root (pgrp: it leads its own process
+ * group, which the guard kills as a whole). Errors are logged. */
+ivmError_t ivmrun_guard_start(ivmrun_guard_t *g, pid_t root, int pgrp);
+
+/* An orderly end: tell the guard to leave the root alone, and reap it. */
+void ivmrun_guard_stop(ivmrun_guard_t *g);
 
 /* Forwarding of one of the root PE's output pipes with "[pe 0] " tags. */
 #define IVMRUN_STREAM_BUF 65536

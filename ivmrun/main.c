@@ -44,7 +44,9 @@ typedef struct ivmrun {
     double          quiet_since; /* last output, or the root's exit if later */
     int             signo;      /* terminating signal received, 0 = none */
     int             timed_out;
+    int             cluster_lost; /* a real cluster's daemons went during the run */
     double          kill_at;    /* SIGKILL the root then (0 = not scheduled) */
+    ivmrun_guard_t  guard;      /* kills the root's group if ivmrun dies (guard.c) */
     ivmrun_stream_t out;        /* --tag-output: the root's stdout pipe */
     ivmrun_stream_t err;        /* --tag-output: the root's stderr pipe */
     char            env_socket[sizeof("IVM_SOCKET=") + sizeof(((ivmrun_daemon_t *)0)->path)];
@@ -77,7 +79,11 @@ static void ivmrun_usage(FILE *out)
             "\n"
             "Exit status: PROGRAM's; 128+N if it was killed by signal N or ivmrun got\n"
             "signal N; 124 when --timeout expired; 127 if PROGRAM cannot be run;\n"
-            "1 if ivmrun failed; 2 for a bad command line.\n");
+            "1 if ivmrun failed (also when mpirun or srun, which keeps the daemons,\n"
+            "ended during the run: the root PE is killed); 2 for a bad command line.\n"
+            "If ivmrun itself is killed (SIGKILL included), the root PE and its\n"
+            "process group are killed, the job ends on every node and the daemons\n"
+            "ivmrun started stop.\n");
 }
 
 /* Make sure fds 0-2 are open, so that no pipe or socket lands on them. */
@@ -368,8 +374,25 @@ static void ivmrun_root_reap(ivmrun_t *run)
     }
 }
 
+/* The daemons of a real cluster are gone (mpirun or srun ended, or node0's
+ * daemon stopped): the job cannot go on, so the root and its group are
+ * killed at once. */
+static void ivmrun_cluster_lost(ivmrun_t *run, const char *why)
+{
+    if (!ivmrun_root_alive(run) || run->cluster_lost) {
+        return;
+    }
+    ivm_error("the cluster's daemons are gone (%s): killing the root PE (pid %d)", why,
+              (int)run->root_pid);
+    run->cluster_lost = 1;
+    ivmrun_root_kill(run, SIGKILL);
+    run->kill_at = 0;
+}
+
 /* SIGCHLD reaps; the first SIGINT/SIGTERM/SIGHUP sends the root SIGTERM and
- * schedules SIGKILL, a second one kills it at once. */
+ * schedules SIGKILL, a second one kills it at once. When mpirun (srun), which
+ * keeps a real cluster's daemons, ends while the root runs, the daemons are
+ * gone with it: the root and its group are killed at once. */
 static void ivmrun_signals_handle(ivmrun_t *run)
 {
     struct signalfd_siginfo si;
@@ -379,7 +402,11 @@ static void ivmrun_signals_handle(ivmrun_t *run)
         signo = (int)si.ssi_signo;
         if (signo == SIGCHLD) {
             ivmrun_root_reap(run);
-            ivmrun_cluster_reap(&run->cluster);
+            if (ivmrun_cluster_reap(&run->cluster)) {
+                char why[32];
+                snprintf(why, sizeof(why), "%s exited", run->cluster.boot.launcher);
+                ivmrun_cluster_lost(run, why);
+            }
             continue;
         }
         if (run->signo == 0 && !run->timed_out) {
@@ -433,6 +460,9 @@ static int ivmrun_root_start(ivmrun_t *run, char **argv)
     spec.keep_fd = -1;
     spec.sigmask = &run->child_mask;
     spec.env     = env;
+    /* If ivmrun dies, even by SIGKILL, the root dies with it, and its daemon
+     * ends the job on every node (the guard kills the rest of its group). */
+    spec.pdeathsig = SIGKILL;
     /* Its own process group, so that a timeout or a signal reaches what it
      * started too; but not when ivmrun runs in the foreground of a terminal,
      * where the root must stay in the foreground group to read it (and gets
@@ -503,10 +533,10 @@ static void ivmrun_loop(ivmrun_t *run)
 {
     double timeout_at = run->cfg.timeout > 0 ? ivmrun_time_now() + run->cfg.timeout : 0;
     ivmrun_stream_t *streams[2] = {&run->out, &run->err};
-    ivmrun_stream_t *polled[3];
-    struct pollfd pfds[3];
+    ivmrun_stream_t *polled[4];
+    struct pollfd pfds[4];
     double now, wait;
-    int n, k, r, got_data;
+    int n, k, r, got_data, watch;
 
     for (;;) {
         if (run->root_done && !ivmrun_streams_open(run)) {
@@ -543,6 +573,13 @@ static void ivmrun_loop(ivmrun_t *run)
                 polled[n++]    = streams[k];
             }
         }
+        watch = -1;
+        if (run->cluster.watch_fd >= 0) {
+            watch          = n;
+            pfds[n].fd     = run->cluster.watch_fd;
+            pfds[n].events = POLLIN;
+            polled[n++]    = NULL;
+        }
         r = poll(pfds, (nfds_t)n, ivmrun_poll_ms(wait));
         if (r < 0 && errno != EINTR) {
             ivm_error("poll failed: %m");
@@ -557,7 +594,11 @@ static void ivmrun_loop(ivmrun_t *run)
         }
         got_data = 0;
         for (k = 1; k < n; ++k) {
-            if (pfds[k].revents != 0 && ivmrun_stream_pump(polled[k]) >= 0) {
+            if (k == watch) {
+                if (pfds[k].revents != 0 && ivmrun_cluster_watch_ended(&run->cluster)) {
+                    ivmrun_cluster_lost(run, "node0's daemon stopped");
+                }
+            } else if (pfds[k].revents != 0 && ivmrun_stream_pump(polled[k]) >= 0) {
                 got_data = 1;
             }
         }
@@ -596,6 +637,9 @@ static int ivmrun_exit_code(const ivmrun_t *run)
     if (run->timed_out) {
         return IVMRUN_EXIT_TIMEOUT;
     }
+    if (run->cluster_lost) {
+        return IVMRUN_EXIT_FAILURE;
+    }
     if (WIFEXITED(run->root_status)) {
         return WEXITSTATUS(run->root_status);
     }
@@ -618,9 +662,11 @@ int main(int argc, char **argv)
         ivm_error("out of memory");
         return IVMRUN_EXIT_FAILURE;
     }
-    run->sigfd  = -1;
-    run->out.fd = -1;
-    run->err.fd = -1;
+    run->sigfd    = -1;
+    run->out.fd   = -1;
+    run->err.fd   = -1;
+    run->guard.fd = -1;
+    run->cluster.watch_fd = -1;
 
     code = ivmrun_args_parse(run, argc, argv, &first);
     if (code != 0) {
@@ -647,11 +693,15 @@ int main(int argc, char **argv)
     if (code != 0) {
         goto out_close_daemon;
     }
+    /* Without a guard the root still dies with ivmrun (PR_SET_PDEATHSIG);
+     * only the rest of its process group would not. */
+    (void)ivmrun_guard_start(&run->guard, run->root_pid, run->root_pgrp);
     ivmrun_loop(run);
     code = ivmrun_exit_code(run);
-    if (run->signo != 0 || run->timed_out) {
+    if (run->signo != 0 || run->timed_out || run->cluster_lost) {
         ivmrun_root_kill(run, SIGKILL); /* what is left of its group */
     }
+    ivmrun_guard_stop(&run->guard);
     ivmrun_stream_drain(&run->out);
     ivmrun_stream_drain(&run->err);
 

@@ -14,18 +14,24 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "log.h"
 #include "proto.h"
+#include "sock.h"
 #include "status.h"
 
 #define IVMRUN_SRUN_OUT_MAX 4096 /* bytes of srun's output held while looking for a line */
+#define IVMRUN_SRUN_CANCEL_WAIT 5.0 /* s scancel may take */
+#define IVMRUN_SRUN_SWEEP_WAIT  1.0 /* s for the killed daemons to stop answering */
+#define IVMRUN_SRUN_SWEEP_POLL_US 10000 /* between two looks meanwhile */
 
 typedef struct ivmrun_srun {
     ivmrun_boot_t *b;
@@ -172,18 +178,35 @@ static ivmError_t ivmrun_srun_take(ivmrun_srun_t *s, const char *line, ivmrun_da
             (line[plen + (size_t)end] != '\0' && line[plen + (size_t)end] != ' ')) {
             goto malformed;
         }
-        if (k == 0) {
-            if (line[plen + (size_t)end] != ' ' ||
-                strlen(line + plen + (size_t)end + 1) >= sizeof(path)) {
+        if (line[plen + (size_t)end] == ' ') {
+            if (strlen(line + plen + (size_t)end + 1) >= sizeof(path)) {
                 goto malformed;
             }
             snprintf(path, sizeof(path), "%s", line + plen + (size_t)end + 1);
+            if (s->b->sockets != NULL && s->b->sockets[k] == NULL) {
+                s->b->sockets[k] = strdup(path); /* NULL: not swept (srun.c) */
+            }
+        } else if (k == 0) {
+            goto malformed;
+        }
+        if (k == 0) {
             snprintf(d->path, sizeof(d->path), "%s", path);
         }
         if (!s->up[k]) {
             s->up[k] = 1;
             ++s->nup;
         }
+        return IVM_SUCCESS;
+    }
+    plen = strlen(IVMRUN_SRUN_STEP);
+    if (strncmp(line, IVMRUN_SRUN_STEP, plen) == 0) {
+        char step[sizeof(s->b->step)];
+        if (sscanf(line + plen, "%31[0-9.]%n", step, &end) != 1 ||
+            line[plen + (size_t)end] != '\0') {
+            goto malformed;
+        }
+        snprintf(s->b->step, sizeof(s->b->step), "%s", step);
+        ivm_debug("the tasks are Slurm step %s", step);
         return IVM_SUCCESS;
     }
     if (strncmp(line, IVMRUN_BOOT_READY, strlen(IVMRUN_BOOT_READY)) == 0) {
@@ -284,6 +307,133 @@ static ivmError_t ivmrun_srun_exchange(ivmrun_srun_t *s, ivmrun_daemon_t *d)
     return status;
 }
 
+/* b->scancel: scancel in the directory of --srun when that is a path, else
+ * "scancel" (from PATH). 0, or -1 when out of memory (logged). */
+static int ivmrun_srun_scancel_path(ivmrun_boot_t *b, const ivmrun_config_t *cfg)
+{
+    const char *slash = strrchr(cfg->srun, '/');
+    size_t dir = (slash != NULL) ? (size_t)(slash - cfg->srun) + 1 : 0;
+
+    free(b->scancel);
+    b->scancel = malloc(dir + sizeof("scancel"));
+    if (b->scancel == NULL) {
+        ivm_error("out of memory");
+        return -1;
+    }
+    memcpy(b->scancel, cfg->srun, dir);
+    memcpy(b->scancel + dir, "scancel", sizeof("scancel"));
+    return 0;
+}
+
+/* The socket at path, if no daemon answers on it, and then its directory (a
+ * run directory "boot-node<k>-XXXXXX", if empty). 1 when nothing is left
+ * there, 0 while a daemon still answers. */
+static int ivmrun_srun_sweep_one(const char *path)
+{
+    char dir[PATH_MAX], *slash;
+    struct stat st;
+    int fd;
+
+    if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode)) {
+        fd = ivm_sock_connect(path);
+        if (fd >= 0) {
+            close(fd);
+            return 0;
+        }
+        if (unlink(path) == 0) {
+            ivm_info("removed the socket %s of a daemon that srun's end killed", path);
+        }
+    }
+    snprintf(dir, sizeof(dir), "%s", path);
+    slash = strrchr(dir, '/');
+    if (slash == NULL) {
+        return 1;
+    }
+    *slash = '\0';
+    slash  = strrchr(dir, '/');
+    if (slash != NULL && strncmp(slash + 1, "boot-node", strlen("boot-node")) == 0 &&
+        rmdir(dir) != 0 && errno != ENOENT && errno != ENOTEMPTY) {
+        ivm_debug("cannot remove %s: %m", dir);
+    }
+    return 1;
+}
+
+/* After srun's end: the sockets and run directories of this run's daemons
+ * (their UP lines) that no daemon answers on, a second at most. */
+static void ivmrun_srun_sweep(ivmrun_boot_t *b)
+{
+    double deadline = ivmrun_time_now() + IVMRUN_SRUN_SWEEP_WAIT;
+    int k, left;
+
+    for (;;) {
+        left = 0;
+        for (k = 0; k < b->nhosts && b->sockets != NULL; ++k) {
+            if (b->sockets[k] != NULL && !ivmrun_srun_sweep_one(b->sockets[k])) {
+                ++left;
+            }
+        }
+        if (left == 0 || ivmrun_time_now() >= deadline) {
+            break;
+        }
+        usleep(IVMRUN_SRUN_SWEEP_POLL_US);
+    }
+    if (left > 0) {
+        ivm_warn("%d daemon%s of the cluster still answer%s %g s after srun's end", left,
+                 left == 1 ? "" : "s", left == 1 ? "s" : "", IVMRUN_SRUN_SWEEP_WAIT);
+    }
+}
+
+void ivmrun_srun_cancel(ivmrun_boot_t *b, int sigfd)
+{
+    char *argv[] = {b->scancel, "--quiet", "--signal=TERM", b->step, NULL};
+    double deadline = ivmrun_time_now() + IVMRUN_SRUN_CANCEL_WAIT, left;
+    struct pollfd pfd = {.fd = sigfd, .events = POLLIN};
+    ivmrun_spawn_t spec;
+    int err = 0, status = 0;
+    pid_t pid = 0;
+
+    if (b->scancel == NULL || b->step[0] == '\0') {
+        ivmrun_srun_sweep(b);
+        return;
+    }
+    memset(&spec, 0, sizeof(spec));
+    spec.file    = b->scancel;
+    spec.argv    = argv;
+    spec.fd_in   = -1;
+    spec.fd_out  = -1;
+    spec.fd_err  = -1;
+    spec.keep_fd = -1;
+    if (ivmrun_proc_spawn(&spec, &pid, &err) != IVM_SUCCESS) {
+        ivm_warn("srun is gone and its tasks may still run, but '%s' cannot be run to "
+                 "stop them (step %s): %s", b->scancel, b->step, strerror(err));
+        ivmrun_srun_sweep(b);
+        return;
+    }
+    ivm_info("srun is gone: sending its step %s SIGTERM (%s)", b->step, b->scancel);
+    while (pid > 0) {
+        left = deadline - ivmrun_time_now();
+        if (left <= 0) {
+            ivm_warn("%s did not return within %g s; killing it", b->scancel,
+                     IVMRUN_SRUN_CANCEL_WAIT);
+            kill(pid, SIGKILL);
+            while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+            }
+            ivmrun_srun_sweep(b);
+            return;
+        }
+        if (poll(&pfd, 1, (int)(left * 1000) + 1) > 0) {
+            ivmrun_proc_signals(sigfd, &pid, &status);
+        }
+        ivmrun_proc_reap(&pid, &status);
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        char why[64];
+        ivmrun_proc_status_text(status, why, sizeof(why));
+        ivm_warn("%s --signal=TERM %s ended with %s", b->scancel, b->step, why);
+    }
+    ivmrun_srun_sweep(b);
+}
+
 ivmError_t ivmrun_srun_open(ivmrun_boot_t *b, ivmrun_daemon_t *d,
                             const ivmrun_config_t *cfg, char *const *specs,
                             int sigfd, const sigset_t *child_mask, int *signo_p)
@@ -300,6 +450,9 @@ ivmError_t ivmrun_srun_open(ivmrun_boot_t *b, ivmrun_daemon_t *d,
     b->in_fd    = -1;
     b->out_fd   = -1;
     b->launcher = "srun";
+    b->step[0]  = '\0';
+    free(b->sockets);
+    b->sockets = calloc((size_t)b->nhosts, sizeof(*b->sockets));
     s = calloc(1, sizeof(*s));
     if (s != NULL) {
         s->ports  = calloc((size_t)b->nhosts, sizeof(*s->ports));
@@ -308,7 +461,7 @@ ivmError_t ivmrun_srun_open(ivmrun_boot_t *b, ivmrun_daemon_t *d,
         s->up     = calloc((size_t)b->nhosts, sizeof(*s->up));
     }
     if (s == NULL || s->ports == NULL || s->addrs == NULL || s->joined == NULL ||
-        s->up == NULL) {
+        s->up == NULL || b->sockets == NULL) {
         ivm_error("out of memory");
         status = IVM_ERROR_NO_MEMORY;
         goto out;
@@ -320,6 +473,10 @@ ivmError_t ivmrun_srun_open(ivmrun_boot_t *b, ivmrun_daemon_t *d,
     s->signo_p  = signo_p;
     if (ivmrun_boot_find(cfg, "ivm-boot-srun", exe, sizeof(exe)) != 0) {
         status = IVM_ERROR_NO_DAEMON;
+        goto out;
+    }
+    if (ivmrun_srun_scancel_path(b, cfg) != 0) {
+        status = IVM_ERROR_NO_MEMORY;
         goto out;
     }
     snprintf(nodes, sizeof(nodes), "--nodes=%d", b->nhosts);
@@ -345,7 +502,7 @@ ivmError_t ivmrun_srun_open(ivmrun_boot_t *b, ivmrun_daemon_t *d,
         goto out;
     }
 
-    if (ivmrun_boot_launch(b, argv, child_mask, " (install Slurm's client, or name srun with --srun)") != 0) {
+    if (ivmrun_boot_launch(b, argv, NULL, child_mask, " (install Slurm's client, or name srun with --srun)") != 0) {
         goto out;
     }
     ivm_info("started %s (pid %d): ivm-boot-srun '%s' on %d host%s (%s)", cfg->srun,

@@ -1,20 +1,24 @@
 #!/bin/sh
 # ivmrun --hosts / --hostfile on this machine: three "hosts" that are all
 # localhost, brought up by mpirun and ivm-boot.
-#   sh ivmrun/test-hosts.sh BIN_DIR
-# BIN_DIR holds ivmrun, ivm-boot, ivmd, ivm-info (and vecadd, if built).
+#   sh ivmrun/test-hosts.sh BIN_DIR [PE_FAULTS]
+# BIN_DIR holds ivmrun, ivm-boot, ivmd, ivm-info (and vecadd, if built);
+# PE_FAULTS is the tests' ivmt_pe_faults (the launcher-death cases need it).
 # Exit status: 0 passed, 1 failed, 77 skipped (no mpirun, or no ivm-boot
 # because MPI was not found at build time).
 #
 # Checks: the daemons form one cluster (ivm-info on node0 sees peers_up=2),
 # an example program runs, PROGRAM's exit status passes through, --hostfile,
 # --timeout, SIGTERM, a failed bring-up, a first host that is not this
-# machine; and after every run nothing is left: no process of the run (none
-# has this run's IVM_SOCKET_DIR in its environment: ivmd, mpirun, ivm-boot)
-# and no run directory or socket.
+# machine; SIGKILL of ivmrun, of mpirun and of one ivm-boot while a job holds
+# a PE on every node (within two seconds nothing of the run is left, and no
+# /dev/shm entry); and after every run nothing is left: no process of the run
+# (none has this run's IVM_SOCKET_DIR in its environment: ivmd, mpirun,
+# ivm-boot, PEs) and no run directory or socket.
 
-BIN=${1:?usage: test-hosts.sh BIN_DIR}
+BIN=${1:?usage: test-hosts.sh BIN_DIR [PE_FAULTS]}
 BIN=$(cd "$BIN" && pwd) || exit 1
+PE_FAULTS=${2:-}
 
 if ! command -v "${IVM_MPIRUN:-mpirun}" >/dev/null 2>&1; then
     echo "SKIP: mpirun not found (install Open MPI to test ivmrun --hosts)"
@@ -174,6 +178,65 @@ run --hosts nonexistent-host.invalid,localhost true
 expect_rc 2 "remote first host"
 grep -q "is not this machine" "$WORK/err" || fail "remote first host: no message saying why"
 check_clean "remote-first-host run"
+
+# 10. Launcher death: a job holds a PE on every node (pe_faults hold_nodes),
+#     then SIGKILL of ivmrun (its guard kills the root, mpirun's input ends and
+#     ivm-boot stops every daemon), of mpirun (the ranks lose their server and
+#     stop their daemons; ivmrun kills the root and exits 1) or of node1's
+#     ivm-boot (its ivmd gets SIGTERM, mpirun ends the others; ivmrun as for
+#     mpirun). Within two seconds nothing of the run is left (processes, run
+#     directories, sockets) and no /dev/shm entry appeared (MPI's segments).
+kill_case() {
+    what=$1
+    ls /dev/shm | sort >"$WORK/shm_before"
+    rm -f "$WORK/out" "$WORK/err"
+    IVM_SOCKET_DIR=$SOCKDIR "$BIN/ivmrun" --hosts "$HOSTS" --timeout 100 "$PE_FAULTS" \
+        hold_nodes >"$WORK/out" 2>"$WORK/err" &
+    pid=$!
+    if ! wait_line "$WORK/out" "PIDS "; then
+        fail "SIGKILL of $what: the job never held its PEs: $(cat "$WORK/out" "$WORK/err")"
+        kill -TERM $pid
+        wait $pid
+        check_clean "SIGKILL of $what (no job)"
+        return
+    fi
+    [ "$(grep '^PIDS ' "$WORK/out" | wc -w)" -eq 5 ] ||
+        fail "SIGKILL of $what: not a PE on each of the 3 nodes: $(grep '^PIDS ' "$WORK/out")"
+    case $what in
+        ivmrun) victim=$pid ;;
+        mpirun) victim=$(proc_of mpirun) ;;
+        ivm-boot) victim=$(proc_of ivm-boot OMPI_COMM_WORLD_RANK=1) ;;
+    esac
+    if [ -z "$victim" ]; then
+        fail "SIGKILL of $what: no such process of the run"
+        kill -TERM $pid
+        wait $pid
+        check_clean "SIGKILL of $what (no victim)"
+        return
+    fi
+    start=$(date +%s%N)
+    kill -KILL "$victim"
+    if check_gone 2000 "$start" "SIGKILL of $what"; then
+        echo "note: SIGKILL of $what: nothing of the run left after $gone_ms ms"
+    fi
+    wait $pid
+    rc=$?
+    if [ "$what" = ivmrun ]; then
+        expect_rc 137 "SIGKILL of ivmrun"
+    elif expect_rc 1 "SIGKILL of $what"; then
+        grep -q "the cluster.s daemons are gone" "$WORK/err" ||
+            fail "SIGKILL of $what: ivmrun did not say why: $(cat "$WORK/err")"
+    fi
+    shm_new=$(ls /dev/shm | sort | comm -13 "$WORK/shm_before" - 2>/dev/null)
+    [ -z "$shm_new" ] || fail "SIGKILL of $what: /dev/shm entries left: $shm_new"
+}
+if [ -n "$PE_FAULTS" ] && [ -x "$PE_FAULTS" ]; then
+    for what in ivmrun mpirun ivm-boot; do
+        kill_case $what
+    done
+else
+    echo "note: no PE_FAULTS program given; the launcher-death runs left out"
+fi
 
 if [ $failures -ne 0 ]; then
     echo "test-hosts: $failures failure(s)"

@@ -48,6 +48,57 @@ check_clean() {
     return 1
 }
 
+# After a kill at $2 (date +%s%N): nothing of the run may be left (as
+# check_clean; the processes and files only when $4 is "procs") within $1
+# ms. Sets gone_ms; returns 0 when clean, else 1 after fail lines.
+check_gone() {
+    cg_limit=$1
+    cg_start=$2
+    cg_what=$3
+    while :; do
+        procs=$(leftovers)
+        files=$(ls -A "$SOCKDIR")
+        extra=
+        [ "$4" = procs ] || extra=$(extra_leftovers)
+        gone_ms=$(( ($(date +%s%N) - cg_start) / 1000000 ))
+        if [ -z "$procs" ] && [ -z "$files" ] && [ -z "$extra" ]; then
+            return 0
+        fi
+        [ "$gone_ms" -gt "$cg_limit" ] && break
+        sleep 0.02
+    done
+    [ -n "$procs" ] && fail "$cg_what: processes left after $gone_ms ms: $procs"
+    [ -n "$files" ] && fail "$cg_what: files left in $SOCKDIR after $gone_ms ms: $files"
+    [ -n "$extra" ] && fail "$cg_what: after $gone_ms ms: $extra"
+    return 1
+}
+
+# The pid of the process of this run (leftovers) named $1 (comm) whose
+# environment holds $2 too (if given); empty if none.
+proc_of() {
+    for f in /proc/[0-9]*/environ; do
+        grep -q -z -x -F "IVM_SOCKET_DIR=$SOCKDIR" "$f" 2>/dev/null || continue
+        d=${f%/environ}
+        [ "$(cat "$d/comm" 2>/dev/null)" = "$1" ] || continue
+        if [ -n "$2" ] && ! grep -q -z -x -F "$2" "$f" 2>/dev/null; then
+            continue
+        fi
+        echo "${d#/proc/}"
+        return
+    done
+}
+
+# Wait (60 s at most) until the file $1 holds a line starting with $2.
+wait_line() {
+    tries=0
+    until grep -q "^$2" "$1" 2>/dev/null; do
+        tries=$((tries + 1))
+        [ $tries -ge 600 ] && return 1
+        sleep 0.1
+    done
+    return 0
+}
+
 # The last run's status (rc) is $1, else fail with $2 and show its output.
 expect_rc() {
     if [ "$rc" -ne "$1" ]; then

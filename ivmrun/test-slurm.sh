@@ -4,8 +4,9 @@
 # "ivm" partition is this machine under its real host name, the "ivm3"
 # partition adds it under two more names), and `salloc -N1 ivmrun --slurm ...`
 # inside it, which starts the ivmd through srun and ivm-boot-srun.
-#   sh ivmrun/test-slurm.sh BIN_DIR
-# BIN_DIR holds ivmrun, ivm-boot-srun, ivmd, ivm-info (and vecadd, if built).
+#   sh ivmrun/test-slurm.sh BIN_DIR [PE_FAULTS]
+# BIN_DIR holds ivmrun, ivm-boot-srun, ivmd, ivm-info (and vecadd, if built);
+# PE_FAULTS is the tests' ivmt_pe_faults (the launcher-death cases need it).
 # Exit status: 0 passed, 1 failed, 77 skipped (not root, or Slurm's
 # slurmctld/slurmd/srun/salloc or munged missing).
 #
@@ -14,14 +15,17 @@
 # through srun (an ivm-boot-srun task of a Slurm step keeps it, no mpirun),
 # with no secret in any command line or environment; an example program runs;
 # PROGRAM's exit status passes through salloc; SIGTERM to ivmrun and to the
-# task; a failed bring-up; --slurm outside an allocation; three nodes; and
+# task; a failed bring-up; --slurm outside an allocation; three nodes; SIGKILL
+# of ivmrun and of srun while a job holds a PE on every node (within two
+# seconds no process, run directory or socket of the run is left); and
 # after every run nothing is left: no process of the run (none has this run's
 # IVM_SOCKET_DIR in its environment: ivmd, srun, ivm-boot-srun), no run
 # directory or socket, no job in the queue. At the end the Slurm daemons are
 # stopped and their state removed.
 
-BIN=${1:?usage: test-slurm.sh BIN_DIR}
+BIN=${1:?usage: test-slurm.sh BIN_DIR [PE_FAULTS]}
 BIN=$(cd "$BIN" && pwd) || exit 1
+PE_FAULTS=${2:-}
 PATH=$PATH:/usr/sbin:/sbin
 
 for prog in ivmrun ivm-boot-srun ivmd ivm-info; do
@@ -342,7 +346,8 @@ expect_rc 143 "SIGTERM"
 check_clean "SIGTERM run"
 
 # 5b. SIGTERM to the ivm-boot-srun task itself (what scancel does): it stops
-#     its daemon and removes its run directory while PROGRAM still runs.
+#     its daemon and removes its run directory while PROGRAM still runs;
+#     ivmrun sees node0's daemon go, kills PROGRAM and exits 1, saying why.
 cat >"$WORK/term-task.sh" <<'EOF'
 task=
 for f in /proc/[0-9]*/environ; do
@@ -362,8 +367,11 @@ done
 echo "task gone"
 EOF
 run sh "$WORK/term-task.sh"
-if expect_rc 0 "SIGTERM to the task"; then
-    grep -q -x "task gone" "$WORK/out" || fail "SIGTERM to the task: $(tr '\n' '|' <"$WORK/out")"
+if expect_rc 1 "SIGTERM to the task"; then
+    grep -q "the cluster's daemons are gone (node0's daemon stopped)" "$WORK/err" ||
+        fail "SIGTERM to the task: ivmrun did not say why: $(tr '\n' '|' <"$WORK/err")"
+    grep -q -E "^(no task|no run dir|task or run dir still)" "$WORK/out" &&
+        fail "SIGTERM to the task: $(tr '\n' '|' <"$WORK/out")"
 fi
 check_clean "task SIGTERM run"
 
@@ -413,6 +421,65 @@ if [ "$(sinfo -h -N -p ivm3 -o %t 2>/dev/null | grep -c -x idle)" = 3 ]; then
 else
     echo "note: the nodes ivm-n1 and ivm-n2 did not come up (a Slurm without several" \
          "slurmd per host?); three-node run left out: $(sinfo -N -p ivm3 2>&1 | tr '\n' '|')"
+fi
+
+# 9. Launcher death: a job holds a PE on every node (pe_faults hold_nodes; the
+#    three-node partition when it is there), then SIGKILL of ivmrun (its
+#    guard kills the root; srun's input ends, every task stops its daemon) or
+#    of srun (ivmrun sees node0's daemon stop or srun exit, kills the root and
+#    exits 1). Within two seconds no process, run directory or socket of the
+#    run is left; the allocation then leaves the queue.
+kill_case() {
+    what=$1
+    rm -f "$WORK/out" "$WORK/err"
+    IVM_SOCKET_DIR=$SOCKDIR salloc --quiet $ALLOC "$BIN/ivmrun" --slurm --timeout 100 \
+        "$PE_FAULTS" hold_nodes >"$WORK/out" 2>"$WORK/err" &
+    spid=$!
+    if ! wait_line "$WORK/out" "PIDS "; then
+        fail "SIGKILL of $what: the job never held its PEs: $(cat "$WORK/out" "$WORK/err")"
+        kill -TERM $spid
+        wait $spid
+        check_clean "SIGKILL of $what (no job)"
+        return
+    fi
+    [ "$(grep '^PIDS ' "$WORK/out" | wc -w)" -eq $((NODES + 2)) ] ||
+        fail "SIGKILL of $what: not a PE on each of the $NODES nodes: $(grep '^PIDS ' "$WORK/out")"
+    victim=$(proc_of "$what")
+    if [ -z "$victim" ]; then
+        fail "SIGKILL of $what: no such process of the run"
+        kill -TERM $spid
+        wait $spid
+        check_clean "SIGKILL of $what (no victim)"
+        return
+    fi
+    start=$(date +%s%N)
+    kill -KILL "$victim"
+    if check_gone 2000 "$start" "SIGKILL of $what" procs; then
+        echo "note: SIGKILL of $what ($NODES nodes): nothing of the run left after $gone_ms ms"
+    fi
+    wait $spid
+    rc=$?
+    if [ "$what" = ivmrun ]; then
+        # salloc reports its command's death its own way: the guard's word is checked
+        grep -q "guard killed the root PE" "$WORK/err" ||
+            fail "SIGKILL of ivmrun: the guard said nothing: $(cat "$WORK/err")"
+    elif expect_rc 1 "SIGKILL of $what"; then
+        grep -q "the cluster.s daemons are gone" "$WORK/err" ||
+            fail "SIGKILL of $what: ivmrun did not say why: $(cat "$WORK/err")"
+    fi
+    check_clean "SIGKILL of $what"
+}
+if [ -n "$PE_FAULTS" ] && [ -x "$PE_FAULTS" ]; then
+    if [ "$(sinfo -h -N -p ivm3 -o %t 2>/dev/null | grep -c -x idle)" = 3 ]; then
+        ALLOC="-p ivm3 -N3" NODES=3
+    else
+        ALLOC="-N1" NODES=1
+    fi
+    for what in ivmrun srun; do
+        kill_case $what
+    done
+else
+    echo "note: no PE_FAULTS program given; the launcher-death runs left out"
 fi
 
 echo "note: whole test $(( $(date +%s) - T0 )) s"
