@@ -5,8 +5,10 @@
  */
 #include "boot.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -14,7 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -30,6 +35,7 @@ static const ivm_config_field_t ivmboot_config_fields[] = {
 #define IVMBOOT_REQ_WAIT  5000 /* ms a CLUSTER round trip may take */
 #define IVMBOOT_INFO_WAIT 1000 /* ms an INFO round trip may take */
 #define IVMBOOT_UP_POLL   20   /* ms between INFO rounds while the cluster forms */
+#define IVMBOOT_STALE_S   10   /* s: an older socket nobody listens on is a dead daemon's */
 
 int ivmboot_signals(ivmboot_t *b)
 {
@@ -118,6 +124,63 @@ static int ivmboot_addr(ivmboot_t *b, char *addr, size_t len)
     return ivmrun_host_addr(NULL, external, addr, len);
 }
 
+/* 1 if nothing listens on the Unix socket path (ECONNREFUSED), else 0. */
+static int ivmboot_sock_dead(const char *path)
+{
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    int fd, dead;
+
+    if (strlen(path) >= sizeof(addr.sun_path)) {
+        return 0;
+    }
+    strcpy(addr.sun_path, path);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return 0;
+    }
+    dead = connect(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0 && errno == ECONNREFUSED;
+    close(fd);
+    return dead;
+}
+
+/* The run directories that daemons killed outright left in base (SIGKILL
+ * gives a daemon no chance to remove them: Slurm kills a step so when its
+ * srun dies): boot-node<k>-XXXXXX holding sockets older than IVMBOOT_STALE_S
+ * on which nothing listens. base is this user's alone (0700). */
+static void ivmboot_sweep(const char *base)
+{
+    char dir[PATH_MAX], path[PATH_MAX + 256];
+    struct dirent *ent, *sent;
+    struct stat st;
+    DIR *dp, *sdp;
+    time_t now = time(NULL);
+
+    dp = opendir(base);
+    if (dp == NULL) {
+        return;
+    }
+    while ((ent = readdir(dp)) != NULL) {
+        if (strncmp(ent->d_name, "boot-node", strlen("boot-node")) != 0 ||
+            (size_t)snprintf(dir, sizeof(dir), "%s/%s", base, ent->d_name) >= sizeof(dir) ||
+            lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || (sdp = opendir(dir)) == NULL) {
+            continue;
+        }
+        while ((sent = readdir(sdp)) != NULL) {
+            snprintf(path, sizeof(path), "%s/%s", dir, sent->d_name);
+            if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode) &&
+                now - st.st_mtime > IVMBOOT_STALE_S && ivmboot_sock_dead(path) &&
+                unlink(path) == 0) {
+                ivm_info("removed %s, left by a daemon that was killed", path);
+            }
+        }
+        closedir(sdp);
+        if (rmdir(dir) == 0) {
+            ivm_debug("removed the stale run directory %s", dir);
+        }
+    }
+    closedir(dp);
+}
+
 /* Make <socket dir>/boot-node<rank>-XXXXXX (0700) and name the socket in it. */
 static int ivmboot_mkdir(ivmboot_t *b)
 {
@@ -134,6 +197,7 @@ static int ivmboot_mkdir(ivmboot_t *b)
                   "(see above)", base);
         return -1;
     }
+    ivmboot_sweep(base);
     len = snprintf(b->dir, sizeof(b->dir), "%s/boot-node%d-XXXXXX", base, b->rank);
     if (len < 0 || (size_t)len + strlen("/node.sock") + 12 > sizeof(b->dir)) {
         ivm_error("the socket directory %s is too long to hold the node's socket "

@@ -12,7 +12,8 @@
 # --timeout, SIGTERM, a failed bring-up, a first host that is not this
 # machine; SIGKILL of ivmrun, of mpirun and of one ivm-boot while a job holds
 # a PE on every node (within two seconds nothing of the run is left, and no
-# /dev/shm entry); and after every run nothing is left: no process of the run
+# /dev/shm entry); the run directory of a SIGKILLed daemon swept by the next
+# run; and after every run nothing is left: no process of the run
 # (none has this run's IVM_SOCKET_DIR in its environment: ivmd, mpirun,
 # ivm-boot, PEs) and no run directory or socket.
 
@@ -237,6 +238,28 @@ if [ -n "$PE_FAULTS" ] && [ -x "$PE_FAULTS" ]; then
 else
     echo "note: no PE_FAULTS program given; the launcher-death runs left out"
 fi
+
+# 11. A run directory left by a daemon killed outright (SIGKILL gives it no
+#     chance to remove it; Slurm kills so when srun dies) is removed by the
+#     next ivm-boot on the host: its socket is older than 10 s and nothing
+#     listens on it.
+stale=$SOCKDIR/boot-node1-stale
+mkdir -m 700 "$stale"
+"$BIN/ivmd" --socket "$stale/node1.sock" --ready-fd 3 3>"$WORK/ready" 2>/dev/null &
+dpid=$!
+tries=0
+until [ -s "$WORK/ready" ] || [ $tries -ge 100 ]; do
+    sleep 0.1
+    tries=$((tries + 1))
+done
+kill -KILL $dpid
+wait $dpid 2>/dev/null
+touch -d '1 minute ago' "$stale/node1.sock"
+[ -S "$stale/node1.sock" ] || fail "stale run directory: the killed ivmd left no socket to sweep"
+run --hosts "$HOSTS" true
+expect_rc 0 "run after a killed daemon"
+[ -e "$stale" ] && fail "the run directory of a killed daemon was not swept: $(ls -la "$stale")"
+check_clean "run after a killed daemon"
 
 if [ $failures -ne 0 ]; then
     echo "test-hosts: $failures failure(s)"
