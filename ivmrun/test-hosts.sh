@@ -186,13 +186,16 @@ check_clean "remote-first-host run"
 #     stop their daemons; ivmrun kills the root and exits 1) or of node1's
 #     ivm-boot (its ivmd gets SIGTERM, mpirun ends the others; ivmrun as for
 #     mpirun). Within two seconds nothing of the run is left (processes, run
-#     directories, sockets) and no /dev/shm entry appeared (MPI's segments).
+#     directories, sockets), no /dev/shm entry appeared (MPI's segments) and,
+#     where cgroup CPU limits can be set (then the devices are shares), no
+#     cgroup of a daemon that is gone.
 kill_case() {
     what=$1
     ls /dev/shm | sort >"$WORK/shm_before"
     rm -f "$WORK/out" "$WORK/err"
-    IVM_SOCKET_DIR=$SOCKDIR "$BIN/ivmrun" --hosts "$HOSTS" --timeout 100 "$PE_FAULTS" \
-        hold_nodes >"$WORK/out" 2>"$WORK/err" &
+    # shellcheck disable=SC2086 # $KILL_SHARES is an option and its value, or nothing
+    IVM_SOCKET_DIR=$SOCKDIR "$BIN/ivmrun" --hosts "$HOSTS" $KILL_SHARES --timeout 100 \
+        "$PE_FAULTS" hold_nodes >"$WORK/out" 2>"$WORK/err" &
     pid=$!
     if ! wait_line "$WORK/out" "PIDS "; then
         fail "SIGKILL of $what: the job never held its PEs: $(cat "$WORK/out" "$WORK/err")"
@@ -230,7 +233,15 @@ kill_case() {
     fi
     shm_new=$(ls /dev/shm | sort | comm -13 "$WORK/shm_before" - 2>/dev/null)
     [ -z "$shm_new" ] || fail "SIGKILL of $what: /dev/shm entries left: $shm_new"
+    left=$(stale_cgroups)
+    [ -z "$left" ] || fail "SIGKILL of $what: cgroups of daemons that are gone: $left"
 }
+# With cgroup CPU limits the nodes' devices are shares, so that the PEs sit in
+# cgroups, which must go too.
+KILL_SHARES=
+if [ -x "$BIN/ivm-devrun" ] && "$BIN/ivm-devrun" --cpu-devices 0:50 -- true 2>/dev/null; then
+    KILL_SHARES="--node-cpu-devices 0:60;0:60;0:60"
+fi
 if [ -n "$PE_FAULTS" ] && [ -x "$PE_FAULTS" ]; then
     for what in ivmrun mpirun ivm-boot; do
         kill_case $what
