@@ -502,7 +502,8 @@ ivmError_t ivmrun_srun_open(ivmrun_boot_t *b, ivmrun_daemon_t *d,
         goto out;
     }
 
-    if (ivmrun_boot_launch(b, argv, NULL, child_mask, " (install Slurm's client, or name srun with --srun)") != 0) {
+    if (ivmrun_boot_launch(b, argv, NULL, child_mask,
+                           " (install Slurm's client, or name srun with --srun)") != 0) {
         goto out;
     }
     ivm_info("started %s (pid %d): ivm-boot-srun '%s' on %d host%s (%s)", cfg->srun,

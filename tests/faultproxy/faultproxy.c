@@ -43,7 +43,7 @@
 #include "log.h"
 
 /* X(field, "option-name", TYPE, "default", "help text") */
-#define FPROXY_CONFIG_TABLE(X)                                                         \
+#define FAULTPROXY_CONFIG_TABLE(X)                                                    \
     X(accept, "accept", STRING, "127.0.0.1:0",                                        \
       "numeric IPv4 ADDR:PORT to accept connections on (port 0: any free one)")       \
     X(to, "to", STRING, "", "numeric IPv4 ADDR:PORT to relay them to (required)")      \
@@ -56,84 +56,84 @@
     X(seed, "seed", INT, "1", "seed of the random byte flips (corrupt DIR prob P)")    \
     X(log_level, "log-level", STRING, "warn", "error, warn, info or debug")
 
-IVM_CONFIG_STRUCT(fproxy_config, FPROXY_CONFIG_TABLE);
+IVM_CONFIG_STRUCT(faultproxy_config, FAULTPROXY_CONFIG_TABLE);
 
-#define FPROXY_CONFIG_FIELD(...) IVM_CONFIG_FIELD_ENTRY(fproxy_config, __VA_ARGS__)
-static const ivm_config_field_t fproxy_config_fields[] = {
-    FPROXY_CONFIG_TABLE(FPROXY_CONFIG_FIELD) {0}};
+#define FAULTPROXY_CONFIG_FIELD(...) IVM_CONFIG_FIELD_ENTRY(faultproxy_config, __VA_ARGS__)
+static const ivm_config_field_t faultproxy_config_fields[] = {
+    FAULTPROXY_CONFIG_TABLE(FAULTPROXY_CONFIG_FIELD) {0}};
 
-#define FPROXY_UP        0          /* dialing side -> --to */
-#define FPROXY_DOWN      1          /* --to -> dialing side */
-#define FPROXY_READ_MAX  65536      /* bytes read at once */
-#define FPROXY_QUEUE_MAX (4u << 20) /* bytes held per direction before reading stops */
-#define FPROXY_MAX_PAIRS 64         /* relayed connections at once */
-#define FPROXY_MAX_CTL   8          /* control connections at once */
-#define FPROXY_SCHED_MAX 32         /* --schedule entries */
-#define FPROXY_LINE_MAX  256        /* bytes of one command */
+#define FAULTPROXY_UP        0          /* dialing side -> --to */
+#define FAULTPROXY_DOWN      1          /* --to -> dialing side */
+#define FAULTPROXY_READ_MAX  65536      /* bytes read at once */
+#define FAULTPROXY_QUEUE_MAX (4u << 20) /* bytes held per direction before reading stops */
+#define FAULTPROXY_MAX_PAIRS 64         /* relayed connections at once */
+#define FAULTPROXY_MAX_CTL   8          /* control connections at once */
+#define FAULTPROXY_SCHED_MAX 32         /* --schedule entries */
+#define FAULTPROXY_LINE_MAX  256        /* bytes of one command */
 
 /* Bytes read from one side, to be written to the other once due. */
-typedef struct fproxy_chunk {
-    struct fproxy_chunk *next;
+typedef struct faultproxy_chunk {
+    struct faultproxy_chunk *next;
     uint64_t             due_ns; /* monotonic time it may pass */
     size_t               len, off;
     char                 data[];
-} fproxy_chunk_t;
+} faultproxy_chunk_t;
 
 /* One direction of one relayed connection. */
-typedef struct fproxy_flow {
-    fproxy_chunk_t *head, *tail;
+typedef struct faultproxy_flow {
+    faultproxy_chunk_t *head, *tail;
     size_t          queued;  /* bytes held */
     int             eof;     /* its source ended */
     int             shut;    /* its destination was shut for writing */
-} fproxy_flow_t;
+} faultproxy_flow_t;
 
 /* A relayed connection: fd[0] the dialing side, fd[1] the --to side. */
-typedef struct fproxy_pair {
+typedef struct faultproxy_pair {
     int           fd[2];
     int           connecting; /* fd[1]'s connect is under way */
-    fproxy_flow_t flow[2];    /* FPROXY_UP, FPROXY_DOWN */
-} fproxy_pair_t;
+    faultproxy_flow_t flow[2];    /* FAULTPROXY_UP, FAULTPROXY_DOWN */
+} faultproxy_pair_t;
 
 /* The faults of one direction. */
-typedef struct fproxy_fault {
+typedef struct faultproxy_fault {
     uint64_t delay_ns;
     int      stalled;
     int64_t  flip_at;   /* bytes before the one to flip; -1: none */
     double   flip_prob;
     uint64_t bytes;     /* relayed so far */
     uint64_t flipped;
-} fproxy_fault_t;
+} faultproxy_fault_t;
 
-typedef struct fproxy_ctl {
+typedef struct faultproxy_ctl {
     int    fd;
     size_t len;
-    char   line[FPROXY_LINE_MAX];
-} fproxy_ctl_t;
+    char   line[FAULTPROXY_LINE_MAX];
+} faultproxy_ctl_t;
 
-typedef struct fproxy_sched {
+typedef struct faultproxy_sched {
     uint64_t at_ns;
-    char     cmd[FPROXY_LINE_MAX];
+    char     cmd[FAULTPROXY_LINE_MAX];
     int      done;
-} fproxy_sched_t;
+} faultproxy_sched_t;
 
 typedef struct fproxy {
-    fproxy_config_t    cfg;
+    faultproxy_config_t    cfg;
     struct sockaddr_in to;
     int                listen_fd, ctl_fd, sigfd;
     uint16_t           port;
-    fproxy_pair_t      pairs[FPROXY_MAX_PAIRS];
+    faultproxy_pair_t      pairs[FAULTPROXY_MAX_PAIRS];
     int                npairs;
-    fproxy_ctl_t       ctls[FPROXY_MAX_CTL];
+    faultproxy_ctl_t       ctls[FAULTPROXY_MAX_CTL];
     int                nctls;
-    fproxy_fault_t     fault[2];
-    fproxy_sched_t     sched[FPROXY_SCHED_MAX];
+    faultproxy_fault_t     fault[2];
+    faultproxy_sched_t     sched[FAULTPROXY_SCHED_MAX];
     int                nsched;
     uint64_t           start_ns;
     uint64_t           rng;
     int                stopping;
-} fproxy_t;
+} faultproxy_t;
 
-static uint64_t fproxy_now_ns(void)
+static uint64_t faultproxy_now_ns(void)
 {
     struct timespec ts;
 
@@ -142,7 +142,7 @@ static uint64_t fproxy_now_ns(void)
 }
 
 /* xorshift64*: the flips of "corrupt DIR prob P" are reproducible per --seed. */
-static double fproxy_random(fproxy_t *p)
+static double faultproxy_random(faultproxy_t *p)
 {
     p->rng ^= p->rng >> 12;
     p->rng ^= p->rng << 25;
@@ -150,7 +150,7 @@ static double fproxy_random(fproxy_t *p)
     return (double)((p->rng * 2685821657736338717ull) >> 11) / 9007199254740992.0;
 }
 
-static int fproxy_parse_addr(const char *text, struct sockaddr_in *sa)
+static int faultproxy_parse_addr(const char *text, struct sockaddr_in *sa)
 {
     char host[64];
     const char *colon = strrchr(text, ':');
@@ -172,9 +172,9 @@ static int fproxy_parse_addr(const char *text, struct sockaddr_in *sa)
     return inet_pton(AF_INET, host, &sa->sin_addr) == 1 ? 0 : -1;
 }
 
-static void fproxy_flow_clear(fproxy_flow_t *f)
+static void faultproxy_flow_clear(faultproxy_flow_t *f)
 {
-    fproxy_chunk_t *c, *next;
+    faultproxy_chunk_t *c, *next;
 
     for (c = f->head; c != NULL; c = next) {
         next = c->next;
@@ -183,37 +183,37 @@ static void fproxy_flow_clear(fproxy_flow_t *f)
     memset(f, 0, sizeof(*f));
 }
 
-static void fproxy_pair_close(fproxy_t *p, int k, const char *why)
+static void faultproxy_pair_close(faultproxy_t *p, int k, const char *why)
 {
-    fproxy_pair_t *pr = &p->pairs[k];
+    faultproxy_pair_t *pr = &p->pairs[k];
 
     ivm_info("connection %d closed: %s", k, why);
     for (int s = 0; s < 2; ++s) {
         if (pr->fd[s] >= 0) {
             close(pr->fd[s]);
         }
-        fproxy_flow_clear(&pr->flow[s]);
+        faultproxy_flow_clear(&pr->flow[s]);
     }
     p->pairs[k] = p->pairs[--p->npairs];
 }
 
-/* Parse DIR: a mask of directions (bit FPROXY_UP, bit FPROXY_DOWN); 0 if bad. */
-static int fproxy_dirs(const char *word)
+/* Parse DIR: a mask of directions (bit FAULTPROXY_UP, bit FAULTPROXY_DOWN); 0 if bad. */
+static int faultproxy_dirs(const char *word)
 {
     if (word == NULL) {
         return 0;
     }
     if (strcmp(word, "up") == 0) {
-        return 1 << FPROXY_UP;
+        return 1 << FAULTPROXY_UP;
     }
     if (strcmp(word, "down") == 0) {
-        return 1 << FPROXY_DOWN;
+        return 1 << FAULTPROXY_DOWN;
     }
     return strcmp(word, "both") == 0 ? 3 : 0;
 }
 
 /* Run one command; the answer goes to reply ("OK ..." or "ERR ..."). */
-static void fproxy_command(fproxy_t *p, char *line, char *reply, size_t len)
+static void faultproxy_command(faultproxy_t *p, char *line, char *reply, size_t len)
 {
     char *save = NULL, *verb, *dir, *arg, *val, *end;
     int dirs, k;
@@ -231,7 +231,7 @@ static void fproxy_command(fproxy_t *p, char *line, char *reply, size_t len)
     if (strcmp(verb, "drop") == 0 && dir == NULL) {
         int n = p->npairs;
         while (p->npairs > 0) {
-            fproxy_pair_close(p, p->npairs - 1, "dropped on command");
+            faultproxy_pair_close(p, p->npairs - 1, "dropped on command");
         }
         snprintf(reply, len, "OK dropped %d", n);
         return;
@@ -248,12 +248,12 @@ static void fproxy_command(fproxy_t *p, char *line, char *reply, size_t len)
     }
     if (strcmp(verb, "stats") == 0 && dir == NULL) {
         snprintf(reply, len, "OK conns=%d up=%llu down=%llu flipped=%llu", p->npairs,
-                 (unsigned long long)p->fault[FPROXY_UP].bytes,
-                 (unsigned long long)p->fault[FPROXY_DOWN].bytes,
+                 (unsigned long long)p->fault[FAULTPROXY_UP].bytes,
+                 (unsigned long long)p->fault[FAULTPROXY_DOWN].bytes,
                  (unsigned long long)(p->fault[0].flipped + p->fault[1].flipped));
         return;
     }
-    dirs = fproxy_dirs(dir);
+    dirs = faultproxy_dirs(dir);
     if (dirs == 0) {
         snprintf(reply, len, "ERR '%s': unknown command, or DIR is not up, down or both",
                  verb);
@@ -277,7 +277,7 @@ static void fproxy_command(fproxy_t *p, char *line, char *reply, size_t len)
         return;
     }
     for (k = 0; k < 2; ++k) {
-        fproxy_fault_t *f = &p->fault[k];
+        faultproxy_fault_t *f = &p->fault[k];
         if (!(dirs & (1 << k))) {
             continue;
         }
@@ -297,19 +297,19 @@ static void fproxy_command(fproxy_t *p, char *line, char *reply, size_t len)
 }
 
 /* A control line (or a scheduled one): run it, log it. */
-static void fproxy_run_command(fproxy_t *p, const char *text, char *reply, size_t len)
+static void faultproxy_run_command(faultproxy_t *p, const char *text, char *reply, size_t len)
 {
-    char line[FPROXY_LINE_MAX];
+    char line[FAULTPROXY_LINE_MAX];
 
     snprintf(line, sizeof(line), "%s", text);
     line[strcspn(line, "\r\n")] = '\0';
-    fproxy_command(p, line, reply, len);
+    faultproxy_command(p, line, reply, len);
     snprintf(line, sizeof(line), "%s", text);
     line[strcspn(line, "\r\n")] = '\0';
     ivm_info("command '%s': %s", line, reply);
 }
 
-static int fproxy_schedule_parse(fproxy_t *p)
+static int faultproxy_schedule_parse(faultproxy_t *p)
 {
     char *copy = strdup(p->cfg.schedule), *save = NULL, *entry, *colon, *end;
     double t;
@@ -326,9 +326,9 @@ static int fproxy_schedule_parse(fproxy_t *p)
             t = strtod(entry, &end);
         }
         if (colon == NULL || *end != '\0' || end == entry || !(t >= 0) ||
-            p->nsched == FPROXY_SCHED_MAX) {
+            p->nsched == FAULTPROXY_SCHED_MAX) {
             ivm_error("--schedule: '%s' is not T:COMMAND (T seconds >= 0; at most %d)",
-                      entry, FPROXY_SCHED_MAX);
+                      entry, FAULTPROXY_SCHED_MAX);
             free(copy);
             return -1;
         }
@@ -340,18 +340,18 @@ static int fproxy_schedule_parse(fproxy_t *p)
     return 0;
 }
 
-static int fproxy_listen(fproxy_t *p)
+static int faultproxy_listen(faultproxy_t *p)
 {
     struct sockaddr_in sa;
     struct sockaddr_un un;
     socklen_t len = sizeof(sa);
     int one = 1;
 
-    if (fproxy_parse_addr(p->cfg.accept, &sa) != 0) {
+    if (faultproxy_parse_addr(p->cfg.accept, &sa) != 0) {
         ivm_error("--accept '%s' is not a numeric IPv4 ADDR:PORT", p->cfg.accept);
         return -1;
     }
-    if (p->cfg.to[0] == '\0' || fproxy_parse_addr(p->cfg.to, &p->to) != 0) {
+    if (p->cfg.to[0] == '\0' || faultproxy_parse_addr(p->cfg.to, &p->to) != 0) {
         ivm_error("--to '%s' is not a numeric IPv4 ADDR:PORT", p->cfg.to);
         return -1;
     }
@@ -385,17 +385,17 @@ static int fproxy_listen(fproxy_t *p)
     return 0;
 }
 
-static void fproxy_accept(fproxy_t *p)
+static void faultproxy_accept(faultproxy_t *p)
 {
-    fproxy_pair_t *pr;
+    faultproxy_pair_t *pr;
     int fd, up, one = 1;
 
     fd = accept4(p->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
         return;
     }
-    if (p->npairs == FPROXY_MAX_PAIRS) {
-        ivm_warn("more than %d connections at once: refused", FPROXY_MAX_PAIRS);
+    if (p->npairs == FAULTPROXY_MAX_PAIRS) {
+        ivm_warn("more than %d connections at once: refused", FAULTPROXY_MAX_PAIRS);
         close(fd);
         return;
     }
@@ -421,20 +421,20 @@ static void fproxy_accept(fproxy_t *p)
 
 /* Read what the source of direction d of pair k holds. Returns -1 when the
  * pair was closed. */
-static int fproxy_read(fproxy_t *p, int k, int d)
+static int faultproxy_read(faultproxy_t *p, int k, int d)
 {
-    fproxy_pair_t *pr = &p->pairs[k];
-    fproxy_flow_t *f  = &pr->flow[d];
-    fproxy_fault_t *fl = &p->fault[d];
-    fproxy_chunk_t *c = malloc(sizeof(*c) + FPROXY_READ_MAX);
+    faultproxy_pair_t *pr = &p->pairs[k];
+    faultproxy_flow_t *f  = &pr->flow[d];
+    faultproxy_fault_t *fl = &p->fault[d];
+    faultproxy_chunk_t *c = malloc(sizeof(*c) + FAULTPROXY_READ_MAX);
     ssize_t n;
 
     if (c == NULL) {
         ivm_error("out of memory");
-        fproxy_pair_close(p, k, "out of memory");
+        faultproxy_pair_close(p, k, "out of memory");
         return -1;
     }
-    n = read(pr->fd[d == FPROXY_UP ? 0 : 1], c->data, FPROXY_READ_MAX);
+    n = read(pr->fd[d == FAULTPROXY_UP ? 0 : 1], c->data, FAULTPROXY_READ_MAX);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
         free(c);
         return 0;
@@ -442,7 +442,7 @@ static int fproxy_read(fproxy_t *p, int k, int d)
     if (n <= 0) {
         free(c);
         if (n < 0) {
-            fproxy_pair_close(p, k, strerror(errno));
+            faultproxy_pair_close(p, k, strerror(errno));
             return -1;
         }
         f->eof = 1;
@@ -453,7 +453,7 @@ static int fproxy_read(fproxy_t *p, int k, int d)
         if (fl->flip_at >= 0 && fl->flip_at-- == 0) {
             at = 1;
         }
-        if (fl->flip_prob > 0 && fproxy_random(p) < fl->flip_prob) {
+        if (fl->flip_prob > 0 && faultproxy_random(p) < fl->flip_prob) {
             by_chance = 1;
         }
         if (at || by_chance) {
@@ -461,14 +461,14 @@ static int fproxy_read(fproxy_t *p, int k, int d)
             ++fl->flipped;
             IVM_LOG(at ? IVM_LOG_INFO : IVM_LOG_DEBUG, "flipped byte %llu going %s",
                     (unsigned long long)(fl->bytes + (uint64_t)i),
-                    d == FPROXY_UP ? "up" : "down");
+                    d == FAULTPROXY_UP ? "up" : "down");
         }
     }
     fl->bytes += (uint64_t)n;
     c->next   = NULL;
     c->len    = (size_t)n;
     c->off    = 0;
-    c->due_ns = fproxy_now_ns() + fl->delay_ns;
+    c->due_ns = faultproxy_now_ns() + fl->delay_ns;
     if (f->tail != NULL) {
         f->tail->next = c;
     } else {
@@ -481,12 +481,12 @@ static int fproxy_read(fproxy_t *p, int k, int d)
 
 /* Write the due bytes of direction d of pair k. Returns -1 when the pair
  * was closed. */
-static int fproxy_write(fproxy_t *p, int k, int d, uint64_t now)
+static int faultproxy_write(faultproxy_t *p, int k, int d, uint64_t now)
 {
-    fproxy_pair_t *pr = &p->pairs[k];
-    fproxy_flow_t *f  = &pr->flow[d];
-    int fd = pr->fd[d == FPROXY_UP ? 1 : 0];
-    fproxy_chunk_t *c;
+    faultproxy_pair_t *pr = &p->pairs[k];
+    faultproxy_flow_t *f  = &pr->flow[d];
+    int fd = pr->fd[d == FAULTPROXY_UP ? 1 : 0];
+    faultproxy_chunk_t *c;
     ssize_t n;
 
     while ((c = f->head) != NULL && c->due_ns <= now && !p->fault[d].stalled) {
@@ -495,7 +495,7 @@ static int fproxy_write(fproxy_t *p, int k, int d, uint64_t now)
             if (errno == EAGAIN || errno == EINTR) {
                 return 0;
             }
-            fproxy_pair_close(p, k, strerror(errno));
+            faultproxy_pair_close(p, k, strerror(errno));
             return -1;
         }
         c->off += (size_t)n;
@@ -514,16 +514,16 @@ static int fproxy_write(fproxy_t *p, int k, int d, uint64_t now)
         f->shut = 1;
     }
     if (pr->flow[0].shut && pr->flow[1].shut) {
-        fproxy_pair_close(p, k, "both sides ended");
+        faultproxy_pair_close(p, k, "both sides ended");
         return -1;
     }
     return 0;
 }
 
-static void fproxy_ctl_read(fproxy_t *p, int k)
+static void faultproxy_ctl_read(faultproxy_t *p, int k)
 {
-    fproxy_ctl_t *c = &p->ctls[k];
-    char reply[FPROXY_LINE_MAX + 64], *nl;
+    faultproxy_ctl_t *c = &p->ctls[k];
+    char reply[FAULTPROXY_LINE_MAX + 64], *nl;
     ssize_t n = read(c->fd, c->line + c->len, sizeof(c->line) - 1 - c->len);
 
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
@@ -538,7 +538,7 @@ static void fproxy_ctl_read(fproxy_t *p, int k)
     c->line[c->len] = '\0';
     while ((nl = strchr(c->line, '\n')) != NULL) {
         *nl = '\0';
-        fproxy_run_command(p, c->line, reply, sizeof(reply) - 1);
+        faultproxy_run_command(p, c->line, reply, sizeof(reply) - 1);
         strcat(reply, "\n");
         if (write(c->fd, reply, strlen(reply)) < 0) {
             ivm_debug("control reply lost: %m");
@@ -553,14 +553,14 @@ static void fproxy_ctl_read(fproxy_t *p, int k)
     }
 }
 
-static void fproxy_ctl_accept(fproxy_t *p)
+static void faultproxy_ctl_accept(faultproxy_t *p)
 {
     int fd = accept4(p->ctl_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
     if (fd < 0) {
         return;
     }
-    if (p->nctls == FPROXY_MAX_CTL) {
+    if (p->nctls == FAULTPROXY_MAX_CTL) {
         close(fd);
         return;
     }
@@ -570,19 +570,19 @@ static void fproxy_ctl_accept(fproxy_t *p)
 }
 
 /* Scheduled commands that are due; the ms until the next one (-1: none). */
-static int fproxy_schedule_run(fproxy_t *p, uint64_t now)
+static int faultproxy_schedule_run(faultproxy_t *p, uint64_t now)
 {
-    char reply[FPROXY_LINE_MAX + 64];
+    char reply[FAULTPROXY_LINE_MAX + 64];
     uint64_t next = UINT64_MAX;
 
     for (int k = 0; k < p->nsched; ++k) {
-        fproxy_sched_t *s = &p->sched[k];
+        faultproxy_sched_t *s = &p->sched[k];
         if (s->done) {
             continue;
         }
         if (p->start_ns + s->at_ns <= now) {
             s->done = 1;
-            fproxy_run_command(p, s->cmd, reply, sizeof(reply));
+            faultproxy_run_command(p, s->cmd, reply, sizeof(reply));
             if (strncmp(reply, "OK", 2) != 0) {
                 ivm_warn("scheduled command '%s': %s", s->cmd, reply);
             }
@@ -594,14 +594,14 @@ static int fproxy_schedule_run(fproxy_t *p, uint64_t now)
 }
 
 /* One turn of the loop: poll every fd that can make progress. */
-static void fproxy_turn(fproxy_t *p)
+static void faultproxy_turn(faultproxy_t *p)
 {
-    struct pollfd pfds[3 + FPROXY_MAX_CTL + 2 * FPROXY_MAX_PAIRS];
-    int who[3 + FPROXY_MAX_CTL + 2 * FPROXY_MAX_PAIRS];
-    uint64_t now = fproxy_now_ns(), soonest = UINT64_MAX;
+    struct pollfd pfds[3 + FAULTPROXY_MAX_CTL + 2 * FAULTPROXY_MAX_PAIRS];
+    int who[3 + FAULTPROXY_MAX_CTL + 2 * FAULTPROXY_MAX_PAIRS];
+    uint64_t now = faultproxy_now_ns(), soonest = UINT64_MAX;
     int n = 0, timeout, k, d, r;
 
-    timeout = fproxy_schedule_run(p, now);
+    timeout = faultproxy_schedule_run(p, now);
     pfds[n] = (struct pollfd){.fd = p->sigfd, .events = POLLIN};
     who[n++] = -1;
     pfds[n] = (struct pollfd){.fd = p->listen_fd, .events = POLLIN};
@@ -615,15 +615,15 @@ static void fproxy_turn(fproxy_t *p)
         who[n++] = -10 - k;
     }
     for (k = 0; k < p->npairs; ++k) {
-        fproxy_pair_t *pr = &p->pairs[k];
+        faultproxy_pair_t *pr = &p->pairs[k];
         for (int s = 0; s < 2; ++s) {
             /* side s is the source of direction s and the destination of 1-s */
-            fproxy_flow_t *in = &pr->flow[s], *out = &pr->flow[1 - s];
+            faultproxy_flow_t *in = &pr->flow[s], *out = &pr->flow[1 - s];
             short ev = 0;
             if (pr->connecting) {
                 ev = (s == 1) ? POLLOUT : 0;
             } else {
-                if (!in->eof && in->queued < FPROXY_QUEUE_MAX) {
+                if (!in->eof && in->queued < FAULTPROXY_QUEUE_MAX) {
                     ev |= POLLIN;
                 }
                 if (out->head != NULL && !p->fault[1 - s].stalled) {
@@ -652,7 +652,7 @@ static void fproxy_turn(fproxy_t *p)
         }
         return;
     }
-    now = fproxy_now_ns();
+    now = faultproxy_now_ns();
     /* Pairs are visited from the last: closing one moves the last into its
      * slot, which then has been handled already. */
     for (int i = n - 1; i >= 0; --i) {
@@ -666,13 +666,13 @@ static void fproxy_turn(fproxy_t *p)
                 p->stopping = 1;
             }
         } else if (who[i] == -2) {
-            fproxy_accept(p);
+            faultproxy_accept(p);
         } else if (who[i] == -3) {
-            fproxy_ctl_accept(p);
+            faultproxy_ctl_accept(p);
         } else if (who[i] <= -10) {
             k = -10 - who[i];
             if (k < p->nctls) {
-                fproxy_ctl_read(p, k);
+                faultproxy_ctl_read(p, k);
             }
         } else {
             k = who[i] / 2;
@@ -686,29 +686,29 @@ static void fproxy_turn(fproxy_t *p)
                 getsockopt(p->pairs[k].fd[1], SOL_SOCKET, SO_ERROR, &err, &len);
                 if (err != 0) {
                     ivm_warn("cannot connect to %s: %s", p->cfg.to, strerror(err));
-                    fproxy_pair_close(p, k, "connect failed");
+                    faultproxy_pair_close(p, k, "connect failed");
                     continue;
                 }
                 p->pairs[k].connecting = 0;
                 continue;
             }
             if ((rev & (POLLOUT | POLLERR | POLLHUP)) &&
-                fproxy_write(p, k, 1 - d, now) < 0) {
+                faultproxy_write(p, k, 1 - d, now) < 0) {
                 continue;
             }
             if ((rev & (POLLIN | POLLERR | POLLHUP)) && !p->pairs[k].flow[d].eof &&
-                fproxy_read(p, k, d) < 0) {
+                faultproxy_read(p, k, d) < 0) {
                 continue;
             }
             /* what arrived with no delay may pass at once */
-            if (fproxy_write(p, k, d, fproxy_now_ns()) < 0) {
+            if (faultproxy_write(p, k, d, faultproxy_now_ns()) < 0) {
                 continue;
             }
         }
     }
 }
 
-static void fproxy_usage(FILE *out)
+static void faultproxy_usage(FILE *out)
 {
     fprintf(out,
             "usage: ivm-faultproxy --to ADDR:PORT [options]\n"
@@ -733,13 +733,13 @@ static void fproxy_usage(FILE *out)
             "      --schedule '2:delay both 50;5:stall both;12:resume both'\n"
             "  echo 'corrupt down at 4096' | socat - UNIX-CONNECT:/tmp/fp.sock\n\n"
             "Options:\n");
-    ivm_config_print_help(fproxy_config_fields, out);
+    ivm_config_print_help(faultproxy_config_fields, out);
 }
 
 int main(int argc, char **argv)
 {
-    static fproxy_t proxy;
-    fproxy_t *p = &proxy;
+    static faultproxy_t proxy;
+    faultproxy_t *p = &proxy;
     char err[256], line[32];
     int first = 0, help = 0, level, len;
     sigset_t mask;
@@ -747,15 +747,15 @@ int main(int argc, char **argv)
     ivm_log_set_prefix("ivm-faultproxy");
     p->listen_fd = p->ctl_fd = p->sigfd = -1;
     p->fault[0].flip_at = p->fault[1].flip_at = -1;
-    if (ivm_config_defaults(fproxy_config_fields, &p->cfg) != IVM_SUCCESS ||
-        ivm_config_load_env(fproxy_config_fields, &p->cfg, err, sizeof(err)) != IVM_SUCCESS ||
-        ivm_config_parse_args(fproxy_config_fields, &p->cfg, argc, argv, &first, &help, err,
+    if (ivm_config_defaults(faultproxy_config_fields, &p->cfg) != IVM_SUCCESS ||
+        ivm_config_load_env(faultproxy_config_fields, &p->cfg, err, sizeof(err)) != IVM_SUCCESS ||
+        ivm_config_parse_args(faultproxy_config_fields, &p->cfg, argc, argv, &first, &help, err,
                               sizeof(err)) != IVM_SUCCESS) {
         fprintf(stderr, "ivm-faultproxy: %s (see --help)\n", err);
         return 2;
     }
     if (help) {
-        fproxy_usage(stdout);
+        faultproxy_usage(stdout);
         return 0;
     }
     if (first < argc) {
@@ -769,7 +769,7 @@ int main(int argc, char **argv)
     }
     ivm_log_current_level = level;
     p->rng = (uint64_t)p->cfg.seed * 0x9E3779B97F4A7C15ull + 1;
-    if (fproxy_schedule_parse(p) != 0 || fproxy_listen(p) != 0) {
+    if (faultproxy_schedule_parse(p) != 0 || faultproxy_listen(p) != 0) {
         return 2;
     }
     sigemptyset(&mask);
@@ -783,7 +783,7 @@ int main(int argc, char **argv)
         ivm_error("signalfd: %m");
         return 1;
     }
-    p->start_ns = fproxy_now_ns();
+    p->start_ns = faultproxy_now_ns();
     ivm_info("relaying port %u to %s", (unsigned)p->port, p->cfg.to);
     if (p->cfg.ready_fd >= 0) {
         len = snprintf(line, sizeof(line), "R %u\n", (unsigned)p->port);
@@ -793,10 +793,10 @@ int main(int argc, char **argv)
         close((int)p->cfg.ready_fd);
     }
     while (!p->stopping) {
-        fproxy_turn(p);
+        faultproxy_turn(p);
     }
     while (p->npairs > 0) {
-        fproxy_pair_close(p, p->npairs - 1, "shutting down");
+        faultproxy_pair_close(p, p->npairs - 1, "shutting down");
     }
     for (int k = 0; k < p->nctls; ++k) {
         close(p->ctls[k].fd);
@@ -807,6 +807,6 @@ int main(int argc, char **argv)
     }
     close(p->listen_fd);
     close(p->sigfd);
-    ivm_config_release(fproxy_config_fields, &p->cfg);
+    ivm_config_release(faultproxy_config_fields, &p->cfg);
     return 0;
 }
