@@ -219,7 +219,7 @@ Test(launcher, shared_daemon_ivmrun_killed, .init = ivmt_fixture_start,
     ivm_msg_info_rep_t info;
     const char *why = "";
     ivmt_launch_t c;
-    double t0, dt;
+    double t0;
     int n;
 
     n = start_holding(&c, args, pids, LAUNCHER_MAX_PIDS);
@@ -228,7 +228,7 @@ Test(launcher, shared_daemon_ivmrun_killed, .init = ivmt_fixture_start,
     cr_assert_eq(info.jobs, 1);
     t0 = ivmt_now();
     cr_assert_eq(kill(c.proc.pid, SIGKILL), 0);
-    dt = wait_run_gone(&c, pids, n, 0, t0, "shared daemon");
+    wait_run_gone(&c, pids, n, 0, t0, "shared daemon");
     for (;;) {
         cr_assert_eq(ivmt_info(ivmt_d.sock, &info, &why), 0, "the shared daemon: %s", why);
         if (info.jobs == 0 && info.pes == 0 && info.objects == 0) {
@@ -242,7 +242,6 @@ Test(launcher, shared_daemon_ivmrun_killed, .init = ivmt_fixture_start,
     }
     cr_log_info("shared daemon: the job was gone %.0f ms after the SIGKILL of ivmrun",
                 (ivmt_now() - t0) * 1000);
-    (void)dt;
     {
         ivmt_result_t r;
         ivmt_launch_finish(&c, 10, &r);
