@@ -145,8 +145,8 @@ static int ivmboot_sock_dead(const char *path)
 
 /* The run directories that daemons killed outright left in base (SIGKILL
  * gives a daemon no chance to remove them: Slurm kills a step so when its
- * srun dies): boot-node<k>-XXXXXX holding sockets older than IVMBOOT_STALE_S
- * on which nothing listens. base is this user's alone (0700). */
+ * srun dies): boot-node<k>-XXXXXX unchanged for IVMBOOT_STALE_S, whose
+ * sockets nothing listens on. base is this user's alone (0700). */
 static void ivmboot_sweep(const char *base)
 {
     char dir[PATH_MAX], path[PATH_MAX + 256];
@@ -160,9 +160,12 @@ static void ivmboot_sweep(const char *base)
         return;
     }
     while ((ent = readdir(dp)) != NULL) {
+        /* A directory changed in the last IVMBOOT_STALE_S may be another
+         * bootstrap's that is just starting its daemon: left alone. */
         if (strncmp(ent->d_name, "boot-node", strlen("boot-node")) != 0 ||
             (size_t)snprintf(dir, sizeof(dir), "%s/%s", base, ent->d_name) >= sizeof(dir) ||
-            lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || (sdp = opendir(dir)) == NULL) {
+            lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) ||
+            now - st.st_mtime <= IVMBOOT_STALE_S || (sdp = opendir(dir)) == NULL) {
             continue;
         }
         while ((sent = readdir(sdp)) != NULL) {

@@ -252,8 +252,8 @@ fi
 
 # 11. A run directory left by a daemon killed outright (SIGKILL gives it no
 #     chance to remove it; Slurm kills so when srun dies) is removed by the
-#     next ivm-boot on the host: its socket is older than 10 s and nothing
-#     listens on it.
+#     next ivm-boot on the host: it is unchanged for 10 s and nothing listens
+#     on its socket.
 stale=$SOCKDIR/boot-node1-stale
 mkdir -m 700 "$stale"
 "$BIN/ivmd" --socket "$stale/node1.sock" --ready-fd 3 3>"$WORK/ready" 2>/dev/null &
@@ -265,7 +265,7 @@ until [ -s "$WORK/ready" ] || [ $tries -ge 100 ]; do
 done
 kill -KILL $dpid
 wait $dpid 2>/dev/null
-touch -d '1 minute ago' "$stale/node1.sock"
+touch -d '1 minute ago' "$stale/node1.sock" "$stale"
 [ -S "$stale/node1.sock" ] || fail "stale run directory: the killed ivmd left no socket to sweep"
 run --hosts "$HOSTS" true
 expect_rc 0 "run after a killed daemon"
