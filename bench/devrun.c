@@ -46,6 +46,7 @@
 
 #include "cgroup.h"
 #include "devspec.h"
+#include "version.h"
 
 #define DEVRUN_ENV         "IVM_DEVRUN"
 #define DEVRUN_PREFIX      "devrun"
@@ -404,6 +405,10 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
         return devrun_usage(stdout, 0);
+    }
+    if (argc > 1 && (!strcmp(argv[1], "-V") || !strcmp(argv[1], "--version"))) {
+        ivm_version_print(stdout, "ivm-devrun");
+        return 0;
     }
     if (argc > 1 && !strcmp(argv[1], "--rank")) {
         return devrun_rank(argc, argv);

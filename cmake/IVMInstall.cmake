@@ -64,3 +64,16 @@ install(CODE "
   configure_file(\"${PROJECT_SOURCE_DIR}/cmake/ivm.pc.in\" \"${IVM_PC_FILE}\" @ONLY)
 ")
 install(FILES "${IVM_PC_FILE}" DESTINATION "${IVM_INSTALL_PKGCONFIGDIR}")
+
+# ivmcc and ivmc++: compiler wrappers that find the prefix from where they are
+# installed (relocatable), as Open MPI's mpicc.
+foreach(kind IN ITEMS LIBDIR INCLUDEDIR)
+  set(IVM_WRAPPER_${kind} "${CMAKE_INSTALL_${kind}}")
+endforeach()
+set(IVM_WRAPPER_CC "${CMAKE_C_COMPILER}")
+set(IVM_WRAPPER_CXX "c++")
+configure_file("${PROJECT_SOURCE_DIR}/cmake/ivmcc.in" "${PROJECT_BINARY_DIR}/wrappers/ivmcc"
+               @ONLY)
+install(PROGRAMS "${PROJECT_BINARY_DIR}/wrappers/ivmcc" DESTINATION "${CMAKE_INSTALL_BINDIR}")
+install(PROGRAMS "${PROJECT_BINARY_DIR}/wrappers/ivmcc" DESTINATION "${CMAKE_INSTALL_BINDIR}"
+        RENAME ivmc++)

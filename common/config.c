@@ -151,7 +151,13 @@ ivmError_t ivm_config_parse_args(const ivm_config_field_t *table, void *cfg,
             break;
         }
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
-            *help_p = 1;
+            *help_p = IVM_CONFIG_ASK_HELP;
+            continue;
+        }
+        if (strcmp(arg, "-V") == 0 || strcmp(arg, "--version") == 0) {
+            if (*help_p == 0) {
+                *help_p = IVM_CONFIG_ASK_VERSION;
+            }
             continue;
         }
         if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0') {

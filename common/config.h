@@ -58,8 +58,11 @@ ivmError_t ivm_config_load_env(const ivm_config_field_t *table, void *cfg,
 
 /* Apply options from argv[1..]; stops at the first argument that is not an
  * option (or after "--") and stores its index in *first_arg_p (argc if none).
- * "--help"/"-h" sets *help_p. Unknown options and bad values fail with a
- * message in err. */
+ * *help_p is IVM_CONFIG_ASK_HELP after "--help"/"-h", else
+ * IVM_CONFIG_ASK_VERSION after "--version"/"-V", else 0. Unknown options and
+ * bad values fail with a message in err. */
+#define IVM_CONFIG_ASK_HELP    1
+#define IVM_CONFIG_ASK_VERSION 2
 ivmError_t ivm_config_parse_args(const ivm_config_field_t *table, void *cfg,
                                  int argc, char **argv, int *first_arg_p,
                                  int *help_p, char *err, size_t errlen);

@@ -352,6 +352,28 @@ IVM_API const char *ivmGetLastErrorMessage(void);
 /** @brief Number of PEs of the job alive now (started and not ended). */
 IVM_API ivmError_t ivmGetNumPEs(int *n);
 
+/** @brief Size of a buffer that always holds ivmGetLibraryVersion()'s text. */
+#define IVM_MAX_LIBRARY_VERSION_STRING 256
+
+/**
+ * @brief Version of the IVM library the program runs with (which may be newer
+ * than the ivm.h it was compiled with: compare with ::IVM_VERSION_MAJOR).
+ * May be called at any time, before ivmEnter() too. A NULL pointer is skipped.
+ * @return ::IVM_SUCCESS.
+ */
+IVM_API ivmError_t ivmGetVersion(int *major, int *minor, int *patch);
+
+/**
+ * @brief The library's version, git revision and the optional parts built in
+ * (CUDA, the MPI and Slurm bootstraps, ...), as one line of text, like
+ * MPI_Get_library_version. May be called at any time.
+ * @param buf  receives the NUL-terminated text.
+ * @param len  bytes at @p buf; ::IVM_MAX_LIBRARY_VERSION_STRING always suffices.
+ * @return ::IVM_SUCCESS, ::IVM_ERROR_INVALID_VALUE (NULL @p buf, or @p len too
+ *         small: the text is then cut to fit, NUL-terminated when @p len > 0).
+ */
+IVM_API ivmError_t ivmGetLibraryVersion(char *buf, size_t len);
+
 /**
  * @brief Host view of a reference: for a GPU PE the node copy's host pointer
  * for the same byte; for a CPU PE @p ref itself. The host view and the

@@ -13,6 +13,7 @@
 #include "gpud.h"
 #include "log.h"
 #include "status.h"
+#include "version.h"
 
 #define GPUD_CONFIG_FIELD(...) IVM_CONFIG_FIELD_ENTRY(gpud_config, __VA_ARGS__)
 static const ivm_config_field_t gpud_config_fields[] = {
@@ -269,6 +270,11 @@ int main(int argc, char **argv)
     if (gpud_parse(&g, argc, argv, &help) != IVM_SUCCESS) {
         ivm_config_release(gpud_config_fields, &g.cfg);
         return 2;
+    }
+    if (help == IVM_CONFIG_ASK_VERSION) {
+        ivm_version_print(stdout, "ivm-gpud");
+        ivm_config_release(gpud_config_fields, &g.cfg);
+        return 0;
     }
     if (help) {
         gpud_usage(stdout);

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "sock.h"
 #include "status.h"
+#include "version.h"
 
 #define IVMD_CONFIG_FIELD(...) IVM_CONFIG_FIELD_ENTRY(ivmd_config, __VA_ARGS__)
 static const ivm_config_field_t ivmd_config_fields[] = {
@@ -41,6 +42,10 @@ static ivmError_t ivmd_parse(ivmd_t *d, int argc, char **argv)
                               sizeof(err)) != IVM_SUCCESS) {
         fprintf(stderr, "ivmd: %s\n", err);
         return IVM_ERROR_INVALID_VALUE;
+    }
+    if (help == IVM_CONFIG_ASK_VERSION) {
+        ivm_version_print(stdout, "ivmd");
+        exit(0);
     }
     if (help) {
         ivmd_usage(stdout);

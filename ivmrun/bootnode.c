@@ -27,6 +27,7 @@
 #include "proto.h"
 #include "sock.h"
 #include "status.h"
+#include "version.h"
 
 #define IVMBOOT_CONFIG_FIELD(...) IVM_CONFIG_FIELD_ENTRY(ivmboot_config, __VA_ARGS__)
 static const ivm_config_field_t ivmboot_config_fields[] = {
@@ -440,6 +441,14 @@ int ivmboot_args(ivmboot_t *b, int argc, char **argv, const char *usage, int pri
                               err, sizeof(err)) != IVM_SUCCESS) {
         ivm_error("%s", err);
         return 2;
+    }
+    if (help == IVM_CONFIG_ASK_VERSION) {
+        if (print_help) {
+            const char *prog = strrchr(argv[0], '/');
+
+            ivm_version_print(stdout, prog != NULL ? prog + 1 : argv[0]);
+        }
+        return -1;
     }
     if (help) {
         if (print_help) {

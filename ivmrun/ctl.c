@@ -8,10 +8,12 @@
 #include "proto.h"
 #include "sock.h"
 #include "status.h"
+#include "version.h"
 
 static int ivm_ctl_usage(FILE *out, int rc)
 {
     fprintf(out, "usage: ivm-ctl [--socket PATH] set-share DEV PCT\n"
+                 "       ivm-ctl --version\n"
                  "Changes the IVM daemon on PATH (default: $IVM_SOCKET, else the per-user\n"
                  "socket) while it runs.\n\n"
                  "  set-share DEV PCT   CPU device DEV of the daemon's table becomes PCT\n"
@@ -49,6 +51,10 @@ int main(int argc, char **argv)
 
     if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
         return ivm_ctl_usage(stdout, 0);
+    }
+    if (argc > 1 && (!strcmp(argv[1], "-V") || !strcmp(argv[1], "--version"))) {
+        ivm_version_print(stdout, "ivm-ctl");
+        return 0;
     }
     if (argc > 2 && !strcmp(argv[1], "--socket")) {
         sock = argv[2];

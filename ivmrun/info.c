@@ -10,10 +10,12 @@
 #include "log.h"
 #include "sock.h"
 #include "status.h"
+#include "version.h"
 
 static int ivm_info_usage(FILE *out, int rc)
 {
     fprintf(out, "usage: ivm-info [--object JOB NAME | --gpu K] [SOCKET]\n"
+                 "       ivm-info --version\n"
                  "Prints what the IVM daemon on SOCKET (default: $IVM_SOCKET, else the\n"
                  "per-user socket) holds, as key=value lines, with one cpu_device.K line\n"
                  "per CPU device of its table (its cores, share of their time in percent,\n"
@@ -60,6 +62,9 @@ int main(int argc, char **argv)
     for (i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             return ivm_info_usage(stdout, 0);
+        } else if (!strcmp(argv[i], "-V") || !strcmp(argv[i], "--version")) {
+            ivm_version_print(stdout, "ivm-info");
+            return 0;
         } else if (!strcmp(argv[i], "--gpu") && i + 1 < argc) {
             gpu = argv[++i];
         } else if (!strcmp(argv[i], "--object") && i + 2 < argc) {

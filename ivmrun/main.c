@@ -16,6 +16,7 @@
 #include "log.h"
 #include "proto.h"
 #include "sock.h"
+#include "version.h"
 
 #define IVMRUN_EXIT_FAILURE  1   /* ivmrun itself failed */
 #define IVMRUN_EXIT_USAGE    2   /* bad command line or settings */
@@ -72,8 +73,9 @@ static void ivmrun_usage(FILE *out)
             "\n"
             "Options (they stop at PROGRAM; each also reads the variable shown):\n"
             "  %-28s same as --log-level info\n"
-            "  %-28s print this help\n",
-            "-v", "-h, --help");
+            "  %-28s print this help\n"
+            "  %-28s print the version, revision and features built in\n",
+            "-v", "-h, --help", "-V, --version");
     ivm_config_print_help(ivmrun_config_fields, out);
     fprintf(out,
             "\n"
@@ -118,7 +120,9 @@ static int ivmrun_args_parse(ivmrun_t *run, int argc, char **argv, int *first_p)
             ivm_error("%s", err);
             return IVMRUN_EXIT_USAGE;
         }
-        any_help |= help;
+        if (help != 0 && (any_help == 0 || help == IVM_CONFIG_ASK_HELP)) {
+            any_help = help;
+        }
         pos += first - 1;
         if (pos >= argc || strcmp(argv[pos - 1], "--") == 0 || argv[pos][0] != '-') {
             break;
@@ -130,6 +134,10 @@ static int ivmrun_args_parse(ivmrun_t *run, int argc, char **argv, int *first_p)
         ivm_config_set(ivmrun_config_fields, &run->cfg, "log-level", "info", err,
                        sizeof(err));
         ++pos;
+    }
+    if (any_help == IVM_CONFIG_ASK_VERSION) {
+        ivm_version_print(stdout, "ivmrun");
+        return -1;
     }
     if (any_help) {
         ivmrun_usage(stdout);

@@ -15,6 +15,7 @@
 #include "log.h"
 #include "sock.h"
 #include "status.h"
+#include "version.h"
 
 struct ivm_device_s {
     char host[IVM_HOST_MAX + 1];
@@ -52,6 +53,41 @@ static pthread_mutex_t ivm_life_lock = PTHREAD_MUTEX_INITIALIZER;
 IVM_API const char *ivmGetErrorString(ivmError_t err)
 {
     return ivm_status_string(err);
+}
+
+IVM_API ivmError_t ivmGetVersion(int *major, int *minor, int *patch)
+{
+    int v[3] = {0, 0, 0};
+
+    ivm_clear_error();
+    sscanf(ivm_version_string(), "%d.%d.%d", &v[0], &v[1], &v[2]);
+    if (major != NULL) {
+        *major = v[0];
+    }
+    if (minor != NULL) {
+        *minor = v[1];
+    }
+    if (patch != NULL) {
+        *patch = v[2];
+    }
+    return IVM_SUCCESS;
+}
+
+IVM_API ivmError_t ivmGetLibraryVersion(char *buf, size_t len)
+{
+    size_t need;
+
+    ivm_clear_error();
+    if (buf == NULL) {
+        IVM_FAIL(IVM_ERROR_INVALID_VALUE, "ivmGetLibraryVersion: buf is NULL");
+    }
+    need = ivm_version_describe(buf, len);
+    if (need >= len) {
+        IVM_FAIL(IVM_ERROR_INVALID_VALUE,
+                 "ivmGetLibraryVersion: the text needs %zu bytes, buf has %zu "
+                 "(IVM_MAX_LIBRARY_VERSION_STRING suffices)", need + 1, len);
+    }
+    return IVM_SUCCESS;
 }
 
 /* A call's status: transport failure, or the first int32 of its reply. The

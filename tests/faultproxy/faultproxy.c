@@ -41,6 +41,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "version.h"
 
 /* X(field, "option-name", TYPE, "default", "help text") */
 #define FAULTPROXY_CONFIG_TABLE(X)                                                    \
@@ -753,6 +754,10 @@ int main(int argc, char **argv)
                               sizeof(err)) != IVM_SUCCESS) {
         fprintf(stderr, "ivm-faultproxy: %s (see --help)\n", err);
         return 2;
+    }
+    if (help == IVM_CONFIG_ASK_VERSION) {
+        ivm_version_print(stdout, "ivm-faultproxy");
+        return 0;
     }
     if (help) {
         faultproxy_usage(stdout);

@@ -70,12 +70,15 @@ case "$flags" in
     *) fail "ivm.pc does not point into the install prefix $prefix: $flags" ;;
 esac
 
-# Run a program under the installed ivmrun with a private socket directory.
+# Run a program under the installed ivmrun with a private socket directory
+# (and IVM's libdir in LD_LIBRARY_PATH unless RPATH_ONLY=1).
 run() {
     name=$1
     shift
+    ldpath=$libdir
+    [ "${RPATH_ONLY:-0}" = 1 ] && ldpath=
     env -u IVM_SOCKET -u IVM_DAEMON -u XDG_RUNTIME_DIR -u IVM_AUTOSTART \
-        IVM_SOCKET_DIR="$sockdir" LD_LIBRARY_PATH="$libdir" \
+        IVM_SOCKET_DIR="$sockdir" LD_LIBRARY_PATH="$ldpath" \
         timeout 120 "$prefix/bin/ivmrun" "$@" > "$work/$name.out" 2>&1 || {
         rc=$?
         cat "$work/$name.out"
@@ -132,6 +135,59 @@ if grep -q -- "-I$src" "$work/proj-build.log"; then
 fi
 run consumer "$work/proj/build/consumer"
 grep -q "^consumer: OK pe 0" "$work/consumer.out" || fail "consumer did not print its OK line"
+
+echo "== --version of every installed program"
+for p in ivmrun ivmd ivm-gpud ivm-info ivm-ctl ivm-boot ivm-boot-srun; do
+    [ -x "$prefix/bin/$p" ] || continue
+    out=$(LD_LIBRARY_PATH="$libdir" "$prefix/bin/$p" --version 2>&1) ||
+        fail "$p --version exited $?: $out"
+    echo "$out" | head -n 1
+    echo "$out" | grep -q "^$p (IVM) [0-9]*\.[0-9]*\.[0-9]*$" ||
+        fail "$p --version does not start with '$p (IVM) VERSION': $out"
+    echo "$out" | grep -q "^revision: *[0-9a-z]" || fail "$p --version names no revision: $out"
+    echo "$out" | grep -q "^built with: " || fail "$p --version names no features: $out"
+done
+
+echo "== ivmcc and ivmc++ from the install"
+for w in ivmcc ivmc++; do
+    [ -x "$prefix/bin/$w" ] || fail "$w not installed in $prefix/bin"
+    cflags=$("$prefix/bin/$w" --showme:compile) || fail "$w --showme:compile failed"
+    lflags=$("$prefix/bin/$w" --showme:link) || fail "$w --showme:link failed"
+    case "$cflags" in *"-I$prefix/include"*) ;; *) fail "$w --showme:compile: $cflags" ;; esac
+    case "$lflags" in
+        *"-Wl,-rpath,$libdir"*"-livm"*) ;;
+        *) fail "$w --showme:link has no rpath to $libdir and -livm: $lflags" ;;
+    esac
+    case "$("$prefix/bin/$w" --showme -c x.c)" in
+        *-livm*) fail "$w -c would link" ;;
+    esac
+done
+cp "$src/examples/vecadd.c" "$work/wrapped.c"
+"$prefix/bin/ivmcc" -std=c11 -Wall -o "$work/wrapped" "$work/wrapped.c" ||
+    fail "ivmcc cannot build examples/vecadd.c"
+RPATH_ONLY=1 run wrapped "$work/wrapped"
+grep -q "^vecadd: OK" "$work/wrapped.out" || fail "the ivmcc-built vecadd did not print OK"
+cat > "$work/cxx.cc" <<'EOF'
+#include <cstdio>
+#include <ivm.h>
+
+int main()
+{
+    char text[IVM_MAX_LIBRARY_VERSION_STRING];
+    int id = -1;
+
+    if (ivmEnter() != IVM_SUCCESS || ivmGetMyId(&id) != IVM_SUCCESS ||
+        ivmGetLibraryVersion(text, sizeof(text)) != IVM_SUCCESS || ivmExit() != IVM_SUCCESS)
+        return 1;
+    std::printf("cxx: OK pe %d, %s\n", id, text);
+    return 0;
+}
+EOF
+if command -v c++ > /dev/null 2>&1; then
+    "$prefix/bin/ivmc++" -Wall -o "$work/cxx" "$work/cxx.cc" || fail "ivmc++ cannot build a C++ program"
+    RPATH_ONLY=1 run cxx "$work/cxx"
+    grep -q "^cxx: OK pe 0, IVM " "$work/cxx.out" || fail "the ivmc++-built program did not print OK"
+fi
 
 tries=0
 left=$(leftovers)

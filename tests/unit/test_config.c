@@ -129,6 +129,22 @@ Test(config, option_with_equals)
     cr_assert_eq(first, 4);
 }
 
+Test(config, help_and_version_requests)
+{
+    char *help[] = {"prog", "--test-count", "3", "--help", NULL};
+    char *version[] = {"prog", "-V", "--test-count=4", NULL};
+    char *both[] = {"prog", "--version", "-h", NULL};
+    int first, ask = -1;
+
+    cr_assert_eq(parse(help, &first, &ask), IVM_SUCCESS, "%s", err);
+    cr_assert_eq(ask, IVM_CONFIG_ASK_HELP);
+    cr_assert_eq(parse(version, &first, &ask), IVM_SUCCESS, "%s", err);
+    cr_assert_eq(ask, IVM_CONFIG_ASK_VERSION);
+    cr_assert_eq(cfg.count, 4, "options after --version still parse");
+    cr_assert_eq(parse(both, &first, &ask), IVM_SUCCESS, "%s", err);
+    cr_assert_eq(ask, IVM_CONFIG_ASK_HELP, "--help wins over --version");
+}
+
 Test(config, empty_string_value)
 {
     char *argv[] = {"prog", "--test-name=", NULL};
