@@ -49,7 +49,8 @@ extern "C" {
     X(IVM_ERROR_UNSUPPORTED,   -12, "operation not supported")                \
     X(IVM_ERROR_INTERNAL,      -13, "internal error")                         \
     X(IVM_ERROR_PROTOCOL,      -14, "malformed message")                      \
-    X(IVM_ERROR_SPAWN,         -15, "the PE's executable could not be started")
+    X(IVM_ERROR_SPAWN,         -15, "the PE's executable could not be started") \
+    X(IVM_ERROR_ALREADY_ENTERED, -17, "ivmEnter was already called by this process")
 
 #define IVM_STATUS_ENUM_ENTRY(name, value, text) name = (value),
 
@@ -107,7 +108,8 @@ typedef struct ivm_device_s *ivm_device;
  * process started by ivmCreatePEs() takes the identity prepared for it. If no
  * daemon serves this user, the root PE starts a private one (singleton mode;
  * set IVM_AUTOSTART=0 to get ::IVM_ERROR_NO_DAEMON instead).
- * Calling it twice returns ::IVM_SUCCESS without effect.
+ * A second call is an error (::IVM_ERROR_ALREADY_ENTERED) and changes
+ * nothing: the process stays the PE it is, as MPI_Init called twice.
  *
  * Warm PE pool: when the root PE's environment has IVM_PE_POOL=N (N > 0, or
  * ivmrun --pe-pool N), the daemon keeps N processes of the job's program per
@@ -121,7 +123,8 @@ typedef struct ivm_device_s *ivm_device;
  *
  * @return ::IVM_SUCCESS, ::IVM_ERROR_NO_DAEMON, ::IVM_ERROR_PERMISSION,
  *         ::IVM_ERROR_PROTOCOL, ::IVM_ERROR_INVALID_VALUE (a bad IVM_PE_POOL
- *         or IVM_CPU_DEVICES of a root PE).
+ *         or IVM_CPU_DEVICES of a root PE), ::IVM_ERROR_ALREADY_ENTERED,
+ *         ::IVM_ERROR_NOT_ENTERED (after ivmExit()).
  */
 IVM_API ivmError_t ivmEnter(void);
 

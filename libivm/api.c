@@ -33,15 +33,17 @@ ivm_ctx_t ivm_ctx = {
 /* Serialises ivmEnter/ivmExit against each other. */
 static pthread_mutex_t ivm_life_lock = PTHREAD_MUTEX_INITIALIZER;
 
-#define IVM_CHECK_ENTERED()                                                     \
+/* Before ivmEnter or after ivmExit, fail naming the API call `fn`. */
+#define IVM_CHECK_ENTERED_AS(fn)                                                \
     do {                                                                        \
         if (__atomic_load_n(&ivm_ctx.state, __ATOMIC_ACQUIRE) != IVM_CTX_ENTERED) { \
-            ivm_set_error("%s: %s", __func__,                                  \
+            ivm_set_error("%s: %s", (fn),                                       \
                           ivm_ctx.state == IVM_CTX_NEW ? "call ivmEnter first"  \
                                                        : "called after ivmExit"); \
             return IVM_ERROR_NOT_ENTERED;                                       \
         }                                                                       \
     } while (0)
+#define IVM_CHECK_ENTERED() IVM_CHECK_ENTERED_AS(__func__)
 
 #define IVM_FAIL(status, ...)            \
     do {                                 \
@@ -536,7 +538,9 @@ IVM_API ivmError_t ivmEnter(void)
     pthread_mutex_lock(&ivm_life_lock);
     if (ivm_ctx.state == IVM_CTX_ENTERED) {
         pthread_mutex_unlock(&ivm_life_lock);
-        return IVM_SUCCESS;
+        IVM_FAIL(IVM_ERROR_ALREADY_ENTERED,
+                 "ivmEnter: this process is PE %d already (ivmEnter is called once)",
+                 ivm_ctx.pe_id);
     }
     if (ivm_ctx.state == IVM_CTX_EXITED) {
         pthread_mutex_unlock(&ivm_life_lock);
@@ -924,7 +928,9 @@ IVM_API ivmError_t ivmMalloc(const char *name, void *ptr_out, size_t size)
     return ivm_map_install(&rep, fd, fd2, 1, ptr_out);
 }
 
-IVM_API ivmError_t ivmMapSubset(const char *name, void *ptr_out, size_t offset, size_t size)
+/* ivmMap and ivmMapSubset; `fn` names the call in messages. */
+static ivmError_t ivm_map_named(const char *fn, const char *name, void *ptr_out, size_t offset,
+                                size_t size)
 {
     ivm_msg_map_req_t req;
     ivm_msg_map_rep_t rep;
@@ -932,13 +938,13 @@ IVM_API ivmError_t ivmMapSubset(const char *name, void *ptr_out, size_t offset, 
     int fd = -1, fd2 = -1;
 
     ivm_clear_error();
-    IVM_CHECK_ENTERED();
-    status = ivm_check_name("ivmMap", name);
+    IVM_CHECK_ENTERED_AS(fn);
+    status = ivm_check_name(fn, name);
     if (status != IVM_SUCCESS) {
         return status;
     }
     if (ptr_out == NULL) {
-        IVM_FAIL(IVM_ERROR_INVALID_VALUE, "ivmMap('%s'): ptr_out is NULL", name);
+        IVM_FAIL(IVM_ERROR_INVALID_VALUE, "%s('%s'): ptr_out is NULL", fn, name);
     }
     memset(&req, 0, sizeof(req));
     req.offset = offset;
@@ -949,14 +955,19 @@ IVM_API ivmError_t ivmMapSubset(const char *name, void *ptr_out, size_t offset, 
         return status;
     }
     if (fd < 0) {
-        IVM_FAIL(IVM_ERROR_PROTOCOL, "ivmMap('%s'): the daemon sent no memory", name);
+        IVM_FAIL(IVM_ERROR_PROTOCOL, "%s('%s'): the daemon sent no memory", fn, name);
     }
     return ivm_map_install(&rep, fd, fd2, 0, ptr_out);
 }
 
+IVM_API ivmError_t ivmMapSubset(const char *name, void *ptr_out, size_t offset, size_t size)
+{
+    return ivm_map_named("ivmMapSubset", name, ptr_out, offset, size);
+}
+
 IVM_API ivmError_t ivmMap(const char *name, void *ptr_out, size_t size)
 {
-    return ivmMapSubset(name, ptr_out, 0, size);
+    return ivm_map_named("ivmMap", name, ptr_out, 0, size);
 }
 
 IVM_API ivmError_t ivmUnmap(void *ptr)

@@ -5,6 +5,15 @@
 
 /* Every call other than ivmEnter must say IVM_ERROR_NOT_ENTERED. dev is a
  * handle made while entered, or NULL. */
+/* The call fails with IVM_ERROR_NOT_ENTERED and its message names the call
+ * (not an internal function). */
+#define EXPECT_NOT_ENTERED(fn, args)                                                   \
+    do {                                                                               \
+        EXPECT(fn args, IVM_ERROR_NOT_ENTERED);                                        \
+        ASSERT(strncmp(ivmGetLastErrorMessage(), #fn ": ", strlen(#fn ": ")) == 0,     \
+               "the message names " #fn ": '%s'", ivmGetLastErrorMessage());           \
+    } while (0)
+
 static void expect_not_entered(ivm_device dev, const char *when)
 {
     int v = 0;
@@ -14,39 +23,39 @@ static void expect_not_entered(ivm_device dev, const char *when)
     ivm_device d = NULL;
 
     pe_stage = when;
-    EXPECT(ivmGetMyId(&v), IVM_ERROR_NOT_ENTERED);
-    EXPECT(ivmGetMyGroupId(&v), IVM_ERROR_NOT_ENTERED);
-    EXPECT(ivmGetMyDevType(&v), IVM_ERROR_NOT_ENTERED);
-    EXPECT(ivmGetNumPEs(&v), IVM_ERROR_NOT_ENTERED);
-    EXPECT(ivmSetMaxPesId(10), IVM_ERROR_NOT_ENTERED);
-    EXPECT(ivmWait(0), IVM_ERROR_NOT_ENTERED);
-    EXPECT(ivmWait(1), IVM_ERROR_NOT_ENTERED);
-    EXPECT(ivmSignal(), IVM_ERROR_NOT_ENTERED);
-    EXPECT(ivmKillPEs(&pe, 1), IVM_ERROR_NOT_ENTERED);
-    EXPECT(ivmCreateDev(IVM_THIS_HOST, IVM_CPU, &d), IVM_ERROR_NOT_ENTERED);
-    EXPECT(ivmCreateDev("node0", IVM_CPU, &d), IVM_ERROR_NOT_ENTERED);
-    EXPECT(ivmMalloc("never", &p, 64), IVM_ERROR_NOT_ENTERED);
-    EXPECT(ivmMap("never", &p, 0), IVM_ERROR_NOT_ENTERED);
-    EXPECT(ivmMapSubset("never", &p, 0, 8), IVM_ERROR_NOT_ENTERED);
-    EXPECT(ivmUnmap(buf), IVM_ERROR_NOT_ENTERED);
-    EXPECT(ivmFree(buf), IVM_ERROR_NOT_ENTERED);
-    EXPECT(ivmSyncPut(buf, 8), IVM_ERROR_NOT_ENTERED);
-    EXPECT(ivmSyncGet(buf, 8), IVM_ERROR_NOT_ENTERED);
-    EXPECT(ivmSyncPutGroup(buf, 8), IVM_ERROR_NOT_ENTERED);
-    EXPECT(ivmSyncGetGroup(buf, 8), IVM_ERROR_NOT_ENTERED);
-    EXPECT(ivmHostPtr(buf, &p), IVM_ERROR_NOT_ENTERED);
+    EXPECT_NOT_ENTERED(ivmGetMyId, (&v));
+    EXPECT_NOT_ENTERED(ivmGetMyGroupId, (&v));
+    EXPECT_NOT_ENTERED(ivmGetMyDevType, (&v));
+    EXPECT_NOT_ENTERED(ivmGetNumPEs, (&v));
+    EXPECT_NOT_ENTERED(ivmSetMaxPesId, (10));
+    EXPECT_NOT_ENTERED(ivmWait, (0));
+    EXPECT_NOT_ENTERED(ivmWait, (1));
+    EXPECT_NOT_ENTERED(ivmSignal, ());
+    EXPECT_NOT_ENTERED(ivmKillPEs, (&pe, 1));
+    EXPECT_NOT_ENTERED(ivmCreateDev, (IVM_THIS_HOST, IVM_CPU, &d));
+    EXPECT_NOT_ENTERED(ivmCreateDev, ("node0", IVM_CPU, &d));
+    EXPECT_NOT_ENTERED(ivmMalloc, ("never", &p, 64));
+    EXPECT_NOT_ENTERED(ivmMap, ("never", &p, 0));
+    EXPECT_NOT_ENTERED(ivmMapSubset, ("never", &p, 0, 8));
+    EXPECT_NOT_ENTERED(ivmUnmap, (buf));
+    EXPECT_NOT_ENTERED(ivmFree, (buf));
+    EXPECT_NOT_ENTERED(ivmSyncPut, (buf, 8));
+    EXPECT_NOT_ENTERED(ivmSyncGet, (buf, 8));
+    EXPECT_NOT_ENTERED(ivmSyncPutGroup, (buf, 8));
+    EXPECT_NOT_ENTERED(ivmSyncGetGroup, (buf, 8));
+    EXPECT_NOT_ENTERED(ivmHostPtr, (buf, &p));
     if (dev != NULL) {
         ivm_pe pes[2] = {IVM_PE_NULL, IVM_PE_NULL};
-        EXPECT(ivmCreatePEs(dev, 2, pes), IVM_ERROR_NOT_ENTERED);
+        EXPECT_NOT_ENTERED(ivmCreatePEs, (dev, 2, pes));
         ASSERT(pes[0] == IVM_PE_NULL && pes[1] == IVM_PE_NULL, "pes %d %d", pes[0], pes[1]);
-        EXPECT(ivmDestroyDev(dev), IVM_ERROR_NOT_ENTERED);
+        EXPECT_NOT_ENTERED(ivmDestroyDev, (dev));
     }
-    EXPECT(ivmExit(), IVM_ERROR_NOT_ENTERED);
+    EXPECT_NOT_ENTERED(ivmExit, ());
     ASSERT(d == NULL, "no handle made");
     ASSERT(p == NULL, "no pointer returned");
 }
 
-/* ivmEnter twice is harmless; nothing works before ivmEnter or after ivmExit. */
+/* ivmEnter twice is an error that changes nothing; nothing works before ivmEnter or after ivmExit. */
 static int sc_enter(int argc, char **argv)
 {
     /* The handle outlives ivmExit on purpose (ivmDestroyDev after ivmExit is
@@ -60,7 +69,9 @@ static int sc_enter(int argc, char **argv)
     CHECK(ivmEnter());
     CHECK(ivmGetMyId(&id));
     CHECK(ivmGetMyGroupId(&gid));
-    CHECK(ivmEnter());
+    EXPECT(ivmEnter(), IVM_ERROR_ALREADY_ENTERED);
+    ASSERT(strstr(ivmGetLastErrorMessage(), "ivmEnter") != NULL,
+           "the second ivmEnter's message names it: '%s'", ivmGetLastErrorMessage());
     CHECK(ivmGetMyId(&id));
     ASSERT(id == 0, "a process started by the user is the root PE, got id %d", id);
     pe_me = id;
