@@ -154,6 +154,10 @@ ivmError_t ivm_config_parse_args(const ivm_config_field_t *table, void *cfg,
             *help_p = IVM_CONFIG_ASK_HELP;
             continue;
         }
+        if (strcmp(arg, "--help-man") == 0) {
+            *help_p = IVM_CONFIG_ASK_MAN;
+            continue;
+        }
         if (strcmp(arg, "-V") == 0 || strcmp(arg, "--version") == 0) {
             if (*help_p == 0) {
                 *help_p = IVM_CONFIG_ASK_VERSION;
@@ -210,6 +214,54 @@ void ivm_config_print_help(const ivm_config_field_t *table, FILE *out)
                  table->type == IVM_CONFIG_BOOL ? "" : " ", kinds[table->type]);
         fprintf(out, "  %-28s %s\n  %-28s (env %s, default '%s')\n", opt, table->help,
                 "", env_name, table->defval);
+    }
+}
+
+/* Text for roff: backslashes and hyphens escaped, no request at a line start. */
+static void ivm_config_roff(FILE *out, const char *text)
+{
+    if (text[0] == '.' || text[0] == '\'') {
+        fputs("\\&", out);
+    }
+    for (; *text != '\0'; ++text) {
+        if (*text == '\\') {
+            fputs("\\e", out);
+        } else if (*text == '-') {
+            fputs("\\-", out);
+        } else {
+            fputc(*text, out);
+        }
+    }
+}
+
+void ivm_config_print_man(const ivm_config_field_t *table, FILE *out)
+{
+    static const char *const kinds[] = {"TEXT", "N", "", "X"};
+    char env_name[96];
+    size_t len;
+
+    for (; table->name != NULL; ++table) {
+        ivm_config_env_name(table->name, env_name, sizeof(env_name));
+        fputs(table->type == IVM_CONFIG_BOOL ? ".TP\n.B \\-\\-" : ".TP\n.BI \\-\\-", out);
+        ivm_config_roff(out, table->name);
+        if (table->type != IVM_CONFIG_BOOL) {
+            fprintf(out, " \" %s\"", kinds[table->type]);
+        }
+        fputc('\n', out);
+        ivm_config_roff(out, table->help);
+        len = strlen(table->help);
+        fputs(len > 0 && table->help[len - 1] == '.' ? "\nEnvironment:\n.BR " :
+                                                       ".\nEnvironment:\n.BR ", out);
+        ivm_config_roff(out, env_name);
+        fputs(" ;\ndefault: ", out);
+        if (table->defval[0] == '\0') {
+            fputs("empty", out);
+        } else {
+            fputs("\\(lq", out);
+            ivm_config_roff(out, table->defval);
+            fputs("\\(rq", out);
+        }
+        fputs(".\n", out);
     }
 }
 

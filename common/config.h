@@ -63,6 +63,8 @@ ivmError_t ivm_config_load_env(const ivm_config_field_t *table, void *cfg,
  * bad values fail with a message in err. */
 #define IVM_CONFIG_ASK_HELP    1
 #define IVM_CONFIG_ASK_VERSION 2
+/* "--help-man" (build time: the OPTIONS section of the program's man page). */
+#define IVM_CONFIG_ASK_MAN     3
 ivmError_t ivm_config_parse_args(const ivm_config_field_t *table, void *cfg,
                                  int argc, char **argv, int *first_arg_p,
                                  int *help_p, char *err, size_t errlen);
@@ -74,6 +76,9 @@ ivmError_t ivm_config_set(const ivm_config_field_t *table, void *cfg,
 
 /* Print the options, their environment variables and defaults. */
 void ivm_config_print_help(const ivm_config_field_t *table, FILE *out);
+
+/* Print the options as a man page's OPTIONS entries (roff .TP paragraphs). */
+void ivm_config_print_man(const ivm_config_field_t *table, FILE *out);
 
 /* Free the strings of a settings struct. */
 void ivm_config_release(const ivm_config_field_t *table, void *cfg);

@@ -271,6 +271,11 @@ int main(int argc, char **argv)
         ivm_config_release(gpud_config_fields, &g.cfg);
         return 2;
     }
+    if (help == IVM_CONFIG_ASK_MAN) {
+        ivm_config_print_man(gpud_config_fields, stdout);
+        ivm_config_release(gpud_config_fields, &g.cfg);
+        return 0;
+    }
     if (help == IVM_CONFIG_ASK_VERSION) {
         ivm_version_print(stdout, "ivm-gpud");
         ivm_config_release(gpud_config_fields, &g.cfg);

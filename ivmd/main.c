@@ -43,6 +43,10 @@ static ivmError_t ivmd_parse(ivmd_t *d, int argc, char **argv)
         fprintf(stderr, "ivmd: %s\n", err);
         return IVM_ERROR_INVALID_VALUE;
     }
+    if (help == IVM_CONFIG_ASK_MAN) {
+        ivm_config_print_man(ivmd_config_fields, stdout);
+        exit(0);
+    }
     if (help == IVM_CONFIG_ASK_VERSION) {
         ivm_version_print(stdout, "ivmd");
         exit(0);

@@ -135,6 +135,10 @@ static int ivmrun_args_parse(ivmrun_t *run, int argc, char **argv, int *first_p)
                        sizeof(err));
         ++pos;
     }
+    if (any_help == IVM_CONFIG_ASK_MAN) {
+        ivm_config_print_man(ivmrun_config_fields, stdout);
+        return -1;
+    }
     if (any_help == IVM_CONFIG_ASK_VERSION) {
         ivm_version_print(stdout, "ivmrun");
         return -1;

@@ -1026,11 +1026,7 @@ static ivmError_t ivm_sync(const char *fn, uint32_t op, const void *addr, size_t
     uint64_t offset;
     ivm_map_t map;
 
-    if (__atomic_load_n(&ivm_ctx.state, __ATOMIC_ACQUIRE) != IVM_CTX_ENTERED) {
-        ivm_set_error("%s: %s", fn, ivm_ctx.state == IVM_CTX_NEW ? "call ivmEnter first"
-                                                                 : "called after ivmExit");
-        return IVM_ERROR_NOT_ENTERED;
-    }
+    IVM_CHECK_ENTERED_AS(fn);
     if (addr != NULL && ivm_maps_lookup(addr, size, &map) == IVM_SUCCESS) {
         offset = map.offset + (uint64_t)((const char *)addr - map.ref);
     } else if (addr != NULL && ivm_maps_lookup_host(addr, size, &map) == IVM_SUCCESS) {

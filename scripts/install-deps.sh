@@ -6,7 +6,7 @@
 set -euo pipefail
 
 packages=(build-essential cmake pkg-config libcriterion-dev libnuma-dev procps iproute2
-          openmpi-bin libopenmpi-dev slurm-wlm munge)
+          openmpi-bin libopenmpi-dev slurm-wlm munge man-db groff-base)
 
 if [[ "${IVM_SKIP_DEPS:-0}" == 1 ]]; then
     exit 0

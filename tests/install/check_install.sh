@@ -189,6 +189,39 @@ if command -v c++ > /dev/null 2>&1; then
     grep -q "^cxx: OK pe 0, IVM " "$work/cxx.out" || fail "the ivmc++-built program did not print OK"
 fi
 
+echo "== man pages from the install"
+mandir=$prefix/share/man
+for page in man1/ivmrun.1 man1/ivm-info.1 man1/ivmcc.1 man1/ivmc++.1 man8/ivmd.8 \
+            man8/ivm-gpud.8 man3/ivm.3; do
+    [ -f "$mandir/$page" ] || fail "man page $page not installed in $mandir"
+done
+# Every call declared in ivm.h has a page (or a .so link to its group's page).
+calls=$(sed -n 's/^IVM_API [^(]*[ *]\(ivm[A-Za-z]*\)(.*/\1/p' "$prefix/include/ivm.h")
+[ -n "$calls" ] || fail "no IVM_API declarations found in the installed ivm.h"
+for c in $calls; do
+    [ -f "$mandir/man3/$c.3" ] || fail "no man page for $c (man3/$c.3)"
+    MANPATH=$mandir man -w "$c" > /dev/null 2>&1 || fail "man -w $c does not find its page"
+done
+echo "$(echo "$calls" | wc -l) API calls have pages"
+# Every page renders, .so links resolved, without a warning.
+command -v man > /dev/null 2>&1 || fail "man (man-db) is not installed: run scripts/install-deps.sh"
+for page in "$mandir"/man*/*; do
+    rel=${page#"$mandir"/}
+    warn=$(cd "$mandir" && MANWIDTH=80 man --warnings=w -E UTF-8 -l "$rel" 2>&1 > /dev/null)
+    [ -z "$warn" ] || fail "man -l $rel warns: $warn"
+    (cd "$mandir" && MANWIDTH=80 man -E UTF-8 -l "$rel" 2>/dev/null) | grep -q "^NAME" ||
+        fail "man -l $rel renders no NAME section"
+done
+# The programs' OPTIONS sections come from their option tables: every option of
+# --help is on the page.
+for prog in ivmrun:man1/ivmrun.1 ivmd:man8/ivmd.8 ivm-gpud:man8/ivm-gpud.8; do
+    p=${prog%%:*}
+    rendered=$(cd "$mandir" && MANWIDTH=200 man -E ascii -l "${prog#*:}" 2>/dev/null)
+    for opt in $(LD_LIBRARY_PATH="$libdir" "$prefix/bin/$p" --help | sed -n 's/^  \(--[a-z0-9-]*\).*/\1/p'); do
+        echo "$rendered" | grep -q -- "$opt" || fail "$p --help has $opt, its man page not"
+    done
+done
+
 tries=0
 left=$(leftovers)
 while [ -n "$left" ] && [ $tries -lt 50 ]; do
