@@ -109,7 +109,7 @@ typedef struct ivm_msg_status {
  * connection, naming the child's pid in forked_pid (0: the fork failed).
  */
 #define IVM_ENTER_ROOT       0x1u
-#define IVM_ENTER_TAG_OUTPUT 0x2u /* prefix children's output lines with [pe N] */
+#define IVM_ENTER_TAG_OUTPUT 0x2u /* prefix children's output lines with [NODE,N] */
 #define IVM_ENTER_POOL       0x4u /* a parked process of the warm PE pool */
 #define IVM_ENTER_FORKABLE   0x8u /* pool: single-threaded, may fork PEs */
 #define IVM_PE_POOL_MAX      64   /* parked processes per job and device, at most */

@@ -178,7 +178,7 @@ typedef struct ivmd_peer {
     unsigned     failures;   /* consecutive failed dials, for backoff and logs */
 } ivmd_peer_t;
 
-/* Forwarding of one PE stream with "[pe N] " prefixes. */
+/* Forwarding of one PE stream with "[NODE,N] " prefixes. */
 typedef struct ivmd_fwd {
     ivmd_handler_t   h;
     struct ivmd_fwd *next;

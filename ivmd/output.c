@@ -1,5 +1,5 @@
 /* Forwarding of child PEs' stdout/stderr to the root PE's streams, each line
- * prefixed "[pe N] " (ivmrun --tag-output). */
+ * prefixed "[NODE,N] " (ivmrun --tag-output). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -35,11 +35,28 @@ static void ivmd_output_write(int fd, const char *buf, size_t len)
     }
 }
 
+/* "[NODE,N] ": the node the PE runs on and its id ("[NODE,parked] " for a
+ * process of the warm pool), as ivmrun --tag-output promises. */
+static int ivmd_output_prefix(ivmd_t *d, ivmd_job_t *job, int pe_id, char *buf, size_t len)
+{
+    const char *node = d->cfg.node;
+    ivmd_pe_t *pe = (job != NULL && pe_id >= 0) ? ivmd_pe_find(job, pe_id) : NULL;
+    ivmd_peer_t *peer;
+
+    if (pe != NULL && pe->node >= 0 && (peer = ivmd_cluster_peer(d, pe->node)) != NULL) {
+        node = peer->node;
+    }
+    if (pe_id < 0) {
+        return snprintf(buf, len, "[%s,parked] ", node);
+    }
+    return snprintf(buf, len, "[%s,%d] ", node, pe_id);
+}
+
 void ivmd_output_write_job(ivmd_t *d, ivmd_job_t *job, int pe_id, int fd, const char *bytes,
                            size_t len)
 {
     ivmd_job_data_t *jd = job->data;
-    char prefix[32];
+    char prefix[IVM_HOST_MAX + 32];
     char *line;
     int plen = 0;
 
@@ -47,7 +64,7 @@ void ivmd_output_write_job(ivmd_t *d, ivmd_job_t *job, int pe_id, int fd, const 
         return;
     }
     if (jd->tag_output) {
-        plen = snprintf(prefix, sizeof(prefix), "[pe %d] ", pe_id);
+        plen = ivmd_output_prefix(d, job, pe_id, prefix, sizeof(prefix));
     }
     line = malloc((size_t)plen + len);
     if (line == NULL) {
@@ -77,9 +94,8 @@ static void ivmd_output_emit(ivmd_t *d, ivmd_fwd_t *f, const char *text, size_t 
         return;
     }
     {
-    char prefix[32];
-    int plen = f->pe_id >= 0 ? snprintf(prefix, sizeof(prefix), "[pe %d] ", f->pe_id)
-                             : snprintf(prefix, sizeof(prefix), "[parked] ");
+    char prefix[IVM_HOST_MAX + 32];
+    int plen = ivmd_output_prefix(d, NULL, f->pe_id, prefix, sizeof(prefix));
     char *line = malloc((size_t)plen + len + 1);
 
     if (line == NULL) {

@@ -24,7 +24,7 @@
       "CPU devices of the job, e.g. 0-7,8-11,12 (default: the daemon's table); "    \
       "CORES:PCT is a share of the cores' time, e.g. 0,1:50,1:25 (cgroups: root)") \
     X(tag_output,  "tag-output",  BOOL,   "0",                                      \
-      "prefix every output line with \"[pe N] \"")                                  \
+      "prefix every output line with \"[NODE,N] \" (the PE's node and id)")      \
     X(pe_pool,     "pe-pool",     INT,    "-1",                                     \
       "processes per CPU device kept parked for ivmCreatePEs, 0-64 (-1: libivm's)") \
     X(timeout,     "timeout",     DOUBLE, "0",                                      \
@@ -360,7 +360,10 @@ ivmError_t ivmrun_guard_start(ivmrun_guard_t *g, pid_t root, int pgrp);
 /* An orderly end: tell the guard to leave the root alone, and reap it. */
 void ivmrun_guard_stop(ivmrun_guard_t *g);
 
-/* Forwarding of one of the root PE's output pipes with "[pe 0] " tags. */
+/* Most -x VAR=value options of one ivmrun. */
+#define IVMRUN_MAX_X 64
+
+/* Forwarding of one of the root PE's output pipes with "[NODE,0] " tags. */
 #define IVMRUN_STREAM_BUF 65536
 
 typedef struct ivmrun_stream {
@@ -370,10 +373,13 @@ typedef struct ivmrun_stream {
     size_t len;       /* bytes held in buf */
     size_t out_len;   /* bytes held in out */
     char   buf[IVMRUN_STREAM_BUF];      /* read from the pipe, not yet a full line */
-    char   out[IVMRUN_STREAM_BUF + 64]; /* tagged lines not yet written */
+    char   out[IVMRUN_STREAM_BUF + IVM_HOST_MAX + 64]; /* tagged lines not yet written */
+    char   tag[IVM_HOST_MAX + 16]; /* "[NODE,0] ": the root PE's tag */
+    size_t tag_len;
 } ivmrun_stream_t;
 
-void ivmrun_stream_init(ivmrun_stream_t *s, int fd, int out_fd);
+/* Forward pipe fd to out_fd, tagging the root PE's lines "[node,0] ". */
+void ivmrun_stream_init(ivmrun_stream_t *s, int fd, int out_fd, const char *node);
 
 /* Read what is available and forward complete lines. Returns the bytes read
  * (0 at EOF, which also flushes a partial last line and closes the pipe),

@@ -1,5 +1,6 @@
 #include "ivmrun.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -55,6 +56,8 @@ typedef struct ivmrun {
                              sizeof(((ivm_msg_enter_req_t *)0)->cpu_devices)];
     char            env_log[64];
     char            env_pool[32];   /* IVM_PE_POOL=N for the root PE */
+    char           *xenv[IVMRUN_MAX_X]; /* -x VAR=value: set for every PE */
+    int             nxenv;
 } ivmrun_t;
 
 static void ivmrun_usage(FILE *out)
@@ -73,9 +76,10 @@ static void ivmrun_usage(FILE *out)
             "\n"
             "Options (they stop at PROGRAM; each also reads the variable shown):\n"
             "  %-28s same as --log-level info\n"
+            "  %-28s set VAR (to value, or to ivmrun's own) for every PE; repeatable\n"
             "  %-28s print this help\n"
             "  %-28s print the version, revision and features built in\n",
-            "-v", "-h, --help", "-V, --version");
+            "-v", "-x VAR[=value]", "-h, --help", "-V, --version");
     ivm_config_print_help(ivmrun_config_fields, out);
     fprintf(out,
             "\n"
@@ -101,7 +105,49 @@ static void ivmrun_fds_ensure(void)
     }
 }
 
-/* Parse the options before PROGRAM; "-v" may appear among them. */
+/* -x VAR=value sets VAR for the root PE, and so for every PE of the job (the
+ * root's environment travels with every ivmCreatePEs, to every node); -x VAR
+ * passes ivmrun's own VAR, which the root inherits anyway, and warns when
+ * there is none. IVM's own identity variables cannot be set. */
+static int ivmrun_xenv_add(ivmrun_t *run, char *spec)
+{
+    static const char *const reserved[] = {"IVM_JOB_ID", "IVM_PE_ID", "IVM_PE_TOKEN",
+                                           "IVM_SOCKET", "IVM_TAG_OUTPUT", NULL};
+    size_t len = strcspn(spec, "=");
+    size_t i;
+
+    if (len == 0 || !(isalpha((unsigned char)spec[0]) || spec[0] == '_')) {
+        ivm_error("-x '%s': give VAR or VAR=value, VAR a variable name", spec);
+        return -1;
+    }
+    for (i = 1; i < len; ++i) {
+        if (!isalnum((unsigned char)spec[i]) && spec[i] != '_') {
+            ivm_error("-x '%s': '%.*s' is not a variable name", spec, (int)len, spec);
+            return -1;
+        }
+    }
+    for (i = 0; reserved[i] != NULL; ++i) {
+        if (strlen(reserved[i]) == len && strncmp(spec, reserved[i], len) == 0) {
+            ivm_error("-x %s: IVM sets %s itself for each PE", spec, reserved[i]);
+            return -1;
+        }
+    }
+    if (spec[len] == '\0') {
+        if (getenv(spec) == NULL) {
+            ivm_warn("-x %s: ivmrun's environment has no %s; the PEs get none", spec, spec);
+        }
+        return 0;
+    }
+    if (run->nxenv == IVMRUN_MAX_X) {
+        ivm_error("-x %s: at most %d -x VAR=value", spec, IVMRUN_MAX_X);
+        return -1;
+    }
+    run->xenv[run->nxenv++] = spec;
+    return 0;
+}
+
+/* Parse the options before PROGRAM; "-v" and "-x VAR[=value]" may appear
+ * among them. */
 static int ivmrun_args_parse(ivmrun_t *run, int argc, char **argv, int *first_p)
 {
     int pos = 1, first, help, any_help = 0;
@@ -126,6 +172,16 @@ static int ivmrun_args_parse(ivmrun_t *run, int argc, char **argv, int *first_p)
         pos += first - 1;
         if (pos >= argc || strcmp(argv[pos - 1], "--") == 0 || argv[pos][0] != '-') {
             break;
+        }
+        if (strcmp(argv[pos], "-x") == 0) {
+            if (pos + 1 >= argc || ivmrun_xenv_add(run, argv[pos + 1]) != 0) {
+                if (pos + 1 >= argc) {
+                    ivm_error("-x needs VAR or VAR=value");
+                }
+                return IVMRUN_EXIT_USAGE;
+            }
+            pos += 2;
+            continue;
         }
         if (strcmp(argv[pos], "-v") != 0) {
             ivm_error("unknown option %s (see --help)", argv[pos]);
@@ -439,8 +495,8 @@ static void ivmrun_signals_handle(ivmrun_t *run)
 /* Start PROGRAM as the root PE. Returns 0 or an exit code. */
 static int ivmrun_root_start(ivmrun_t *run, char **argv)
 {
-    char *env[12];
-    int nenv = 0, out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1}, err = 0;
+    char *env[12 + IVMRUN_MAX_X];
+    int nenv = 0, out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1}, err = 0, i;
     ivmrun_spawn_t spec;
     int code = 0;
 
@@ -456,6 +512,9 @@ static int ivmrun_root_start(ivmrun_t *run, char **argv)
     }
     if (run->env_pool[0] != '\0') {
         env[nenv++] = run->env_pool;
+    }
+    for (i = 0; i < run->nxenv; ++i) {
+        env[nenv++] = run->xenv[i];
     }
     /* PROGRAM is always a root PE, even when ivmrun runs inside a PE. */
     env[nenv++] = "IVM_JOB_ID";
@@ -504,10 +563,18 @@ static int ivmrun_root_start(ivmrun_t *run, char **argv)
     run->root_pgrp = spec.new_pgroup;
     ivm_info("root PE '%s' started (pid %d)", argv[0], (int)run->root_pid);
     if (run->cfg.tag_output) {
+        ivm_msg_info_rep_t info;
+        const char *node = "node0";
+
+        /* The root runs on the node of the daemon it talks to. */
+        if (ivm_sock_info(run->cluster.nodes[0].path, 2000, &info) == IVM_SUCCESS) {
+            info.node[sizeof(info.node) - 1] = '\0';
+            node = info.node;
+        }
         close(out_pipe[1]);
         close(err_pipe[1]);
-        ivmrun_stream_init(&run->out, out_pipe[0], STDOUT_FILENO);
-        ivmrun_stream_init(&run->err, err_pipe[0], STDERR_FILENO);
+        ivmrun_stream_init(&run->out, out_pipe[0], STDOUT_FILENO, node);
+        ivmrun_stream_init(&run->err, err_pipe[0], STDERR_FILENO, node);
     }
     return 0;
 

@@ -7,10 +7,11 @@
 
 #include "log.h"
 
-#define IVMRUN_ROOT_TAG "[pe 0] "
-
-void ivmrun_stream_init(ivmrun_stream_t *s, int fd, int out_fd)
+void ivmrun_stream_init(ivmrun_stream_t *s, int fd, int out_fd, const char *node)
 {
+    int n = snprintf(s->tag, sizeof(s->tag), "[%s,0] ", node);
+
+    s->tag_len  = n > 0 && (size_t)n < sizeof(s->tag) ? (size_t)n : 0;
     s->fd       = fd;
     s->out_fd   = out_fd;
     s->mid_line = 0;
@@ -28,19 +29,30 @@ static void ivmrun_stream_close(ivmrun_stream_t *s)
     s->out_len = 0;
 }
 
-/* Lines the daemon already tagged ("[pe N] ", from child PEs sharing the
- * pipe) pass through unchanged. */
+/* Lines the daemon already tagged ("[NODE,N] " or "[NODE,parked] ", from
+ * child PEs sharing the pipe) pass through unchanged. */
 static int ivmrun_stream_is_tagged(const char *line, size_t len)
 {
-    size_t i = 4;
+    size_t i = 1, comma, end = len < IVM_HOST_MAX + 16 ? len : IVM_HOST_MAX + 16;
 
-    if (len < 7 || memcmp(line, "[pe ", 4) != 0) {
+    if (len < 6 || line[0] != '[') {
         return 0;
     }
-    while (i < len && isdigit((unsigned char)line[i])) {
+    while (i < end && line[i] != ',' && line[i] != ']' && line[i] != ' ') {
         ++i;
     }
-    return i > 4 && i + 1 < len && line[i] == ']' && line[i + 1] == ' ';
+    if (i == 1 || i >= end || line[i] != ',') {
+        return 0;
+    }
+    comma = ++i;
+    if (end - i >= 6 && memcmp(line + i, "parked", 6) == 0) {
+        i += 6;
+    } else {
+        while (i < end && isdigit((unsigned char)line[i])) {
+            ++i;
+        }
+    }
+    return i > comma && i + 1 < len && line[i] == ']' && line[i + 1] == ' ';
 }
 
 /* Write the tagged lines gathered in out. Returns 0, or -1 if the output
@@ -66,12 +78,12 @@ static int ivmrun_stream_emit(ivmrun_stream_t *s, const char *data, size_t len,
     size_t tag = 0;
 
     if (!s->mid_line && !ivmrun_stream_is_tagged(data, len)) {
-        tag = sizeof(IVMRUN_ROOT_TAG) - 1;
+        tag = s->tag_len;
     }
     if (s->out_len + tag + len + 1 > sizeof(s->out) && ivmrun_stream_flush(s) != 0) {
         return -1;
     }
-    memcpy(s->out + s->out_len, IVMRUN_ROOT_TAG, tag);
+    memcpy(s->out + s->out_len, s->tag, tag);
     s->out_len += tag;
     memcpy(s->out + s->out_len, data, len);
     s->out_len += len;

@@ -133,6 +133,30 @@ Test(ivmrun, bad_option_is_2)
     ivmt_result_free(&r);
 }
 
+Test(ivmrun, bad_x_is_2_and_names_why)
+{
+    static const struct {
+        const char *arg, *why;
+    } bad[] = {{"IVM_PE_ID=7", "IVM sets IVM_PE_ID"}, {"9LIVES=1", "variable name"},
+               {"A-B=1", "not a variable name"}, {"=1", "VAR or VAR=value"}};
+    const char *missing[] = {IVMT_PE_PROC, "exit_code", "0", "-x", NULL};
+    ivmt_result_t r;
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); ++i) {
+        const char *args[] = {"-x", bad[i].arg, IVMT_PE_PROC, "exit_code", "0", NULL};
+
+        ivmrun(args, 30, &r);
+        expect_code(&r, 2);
+        cr_assert(strstr(r.err, bad[i].why) != NULL, "-x %s: want '%s' in: %s", bad[i].arg,
+                  bad[i].why, r.err);
+        ivmt_result_free(&r);
+    }
+    /* After PROGRAM, -x is PROGRAM's argument: exit_code 0 ignores the rest. */
+    ivmrun(missing, 30, &r);
+    expect_code(&r, 0);
+    ivmt_result_free(&r);
+}
+
 static int count_lines_starting(const char *out, const char *prefix)
 {
     int n = 0;
@@ -159,10 +183,10 @@ Test(ivmrun, tag_output)
     ivmrun(args, 30, &r);
     expect_code(&r, 0);
     why = ivmt_describe(NULL, &r);
-    cr_assert_eq(count_lines_starting(r.out, "[pe 0] hello from pe 0\n"), 1, "%s", why);
-    cr_assert_eq(count_lines_starting(r.out, "[pe 1] hello from pe 1\n"), 1, "%s", why);
-    cr_assert_eq(count_lines_starting(r.out, "[pe 2] hello from pe 2\n"), 1, "%s", why);
-    cr_assert_eq(count_lines_starting(r.out, "[pe 0] OK hello\n"), 1, "%s", why);
+    cr_assert_eq(count_lines_starting(r.out, "[node0,0] hello from pe 0\n"), 1, "%s", why);
+    cr_assert_eq(count_lines_starting(r.out, "[node0,1] hello from pe 1\n"), 1, "%s", why);
+    cr_assert_eq(count_lines_starting(r.out, "[node0,2] hello from pe 2\n"), 1, "%s", why);
+    cr_assert_eq(count_lines_starting(r.out, "[node0,0] OK hello\n"), 1, "%s", why);
     cr_assert_eq(count_lines_starting(r.out, "hello"), 0, "untagged lines: %s", why);
     free(why);
     ivmt_result_free(&r);
@@ -182,7 +206,7 @@ Test(ivmrun, no_tag_output_by_default)
         snprintf(line, sizeof(line), "hello from pe %d\n", i);
         cr_assert_eq(count_lines_starting(r.out, line), 1, "'%s' %s", line, why);
     }
-    cr_assert_null(strstr(r.out, "[pe "), "%s", why);
+    cr_assert_null(strstr(r.out, "[node0,"), "%s", why);
     free(why);
     ivmt_result_free(&r);
 }

@@ -124,6 +124,30 @@ Test(multinode, pes_across_nodes)
     ivmt_result_free(&r);
 }
 
+/* --tag-output names each line's node and PE: the root's lines [node0,0], the
+ * lines of the PEs on node1 [node1,N], whichever daemon forwards them; and
+ * -x VAR=value reaches the PEs on the other node. */
+Test(multinode, tag_output_names_node_and_pe_and_x_reaches_every_pe)
+{
+    const char *args[] = {"--tag-output", "-x", "IVMT_X=xval", IVMT_PE_NODES, "procs_nodes",
+                          NULL};
+    ivmt_result_t r;
+    char *why;
+
+    ivmrun_nodes("2", args, &r);
+    expect_code(&r, 0);
+    why = ivmt_describe(NULL, &r);
+    cr_assert_eq(count_lines_starting(r.out, "[node1,1] hello from pe 1 env xval\n"), 1, "%s",
+                 why);
+    cr_assert_eq(count_lines_starting(r.out, "[node1,2] hello from pe 2 env xval\n"), 1, "%s",
+                 why);
+    cr_assert_eq(count_lines_starting(r.out, "[node0,0] PIDS "), 1, "%s", why);
+    cr_assert_eq(count_lines_starting(r.out, "[node0,0] OK procs_nodes"), 1, "%s", why);
+    cr_assert_eq(count_lines_starting(r.out, "hello"), 0, "untagged lines: %s", why);
+    free(why);
+    ivmt_result_free(&r);
+}
+
 Test(multinode, putgroup_scatter_getgroup_gather_over_subset_mirrors_of_three_nodes)
 {
     ivmt_result_t r;

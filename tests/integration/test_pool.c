@@ -99,8 +99,8 @@ Test(pool, warm_pe_output_is_tagged_with_its_pe_id)
 
     ivmt_run_pe(&ivmt_d, IVMT_PE_POOL, "tagged", NULL, env, 30, &r);
     ivmt_expect_pe_ok(&ivmt_d, &r, "tagged");
-    cr_assert(strstr(r.out, "[pe 1] hello from pe 1\n") != NULL &&
-                  strstr(r.out, "[pe 2] hello from pe 2\n") != NULL,
+    cr_assert(strstr(r.out, "[node0,1] hello from pe 1\n") != NULL &&
+                  strstr(r.out, "[node0,2] hello from pe 2\n") != NULL,
               "warm PEs' lines are not tagged with their ids:\n%s", r.out);
     ivmt_result_free(&r);
     ivmt_daemon_finish(&ivmt_d);

@@ -144,7 +144,7 @@ static int count_lines(const char *out, const char *line)
 }
 
 /* Children's stdout and stderr go where the root's go; IVM_TAG_OUTPUT=1 makes
- * the daemon prefix the children's lines with "[pe N] ". */
+ * the daemon prefix the children's lines with "[NODE,N] ". */
 static void children_output(int tagged)
 {
     static const char *const tag_env[] = {"IVM_TAG_OUTPUT=1", NULL};
@@ -158,10 +158,10 @@ static void children_output(int tagged)
     cr_assert_eq(count_lines(r.err, "err from pe 0\n"), 1, "%s", why);
     for (int i = 1; i <= 2; ++i) {
         char out[64], err[64];
-        snprintf(out, sizeof(out), "%shello from pe %d\n", tagged ? "[pe X] " : "", i);
-        snprintf(err, sizeof(err), "%serr from pe %d\n", tagged ? "[pe X] " : "", i);
+        snprintf(out, sizeof(out), "%shello from pe %d\n", tagged ? "[node0,X] " : "", i);
+        snprintf(err, sizeof(err), "%serr from pe %d\n", tagged ? "[node0,X] " : "", i);
         if (tagged) {
-            out[4] = err[4] = (char)('0' + i);
+            out[7] = err[7] = (char)('0' + i);
         }
         cr_assert_eq(count_lines(r.out, out), 1, "child's stdout line '%s' missing: %s", out,
                      why);
@@ -169,7 +169,7 @@ static void children_output(int tagged)
                      why);
     }
     if (!tagged) {
-        cr_assert_null(strstr(r.out, "[pe "), "tagged without IVM_TAG_OUTPUT: %s", why);
+        cr_assert_null(strstr(r.out, "[node0,"), "tagged without IVM_TAG_OUTPUT: %s", why);
     }
     free(why);
     ivmt_result_free(&r);

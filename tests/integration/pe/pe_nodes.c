@@ -399,6 +399,9 @@ static int sc_procs_nodes(int argc, char **argv)
         if (id == 3) {
             abort();
         }
+        printf("hello from pe %d env %s\n", id,
+               getenv("IVMT_X") != NULL ? getenv("IVMT_X") : "-");
+        fflush(stdout);
         CHECK(ivmSignal());
         pe_idle_forever();
     }
