@@ -46,6 +46,7 @@
 
 #include "cgroup.h"
 #include "devspec.h"
+#include "topo.h"
 #include "version.h"
 
 #define DEVRUN_ENV         "IVM_DEVRUN"
@@ -171,7 +172,7 @@ static int devrun_parse(devrun_t *dr, int argc, char **argv)
         return -1;
     }
     dr->cmd = &argv[i + 1];
-    if (ivm_devspec_parse(dr->spec, ncpus > 0 ? (int)ncpus : 0, dr->devs,
+    if (ivm_topo_devspec_parse(dr->spec, ncpus > 0 ? (int)ncpus : 0, dr->devs,
                           IVM_DEVSPEC_MAX_DEVICES, &dr->ndevs, err, sizeof(err)) !=
         IVM_SUCCESS) {
         fprintf(stderr, "ivm-devrun: --cpu-devices: %s\n", err);
@@ -377,7 +378,8 @@ static int devrun_rank(int argc, char **argv)
         return DEVRUN_EXIT_FAIL;
     }
     snprintf(spec, sizeof(spec), "%.*s", (int)(bar - env), env);
-    if (ivm_devspec_parse(spec, 0, devs, IVM_DEVSPEC_MAX_DEVICES, &ndevs, err, sizeof(err)) !=
+    if (ivm_topo_devspec_parse(spec, 0, devs, IVM_DEVSPEC_MAX_DEVICES, &ndevs, err,
+                               sizeof(err)) !=
         IVM_SUCCESS) {
         fprintf(stderr, "ivm-devrun --rank: %s: %s\n", DEVRUN_ENV, err);
         return DEVRUN_EXIT_FAIL;

@@ -117,6 +117,7 @@ static ivmError_t ivm_devspec_entry(const char *spec, const char **p, int ncpus_
                                 "unexpected '%c' (entries are CORES or CORES:PERCENT)", **p);
     }
     dev->percent = (int)pct;
+    dev->numa    = -1;
     for (c = 0; c < CPU_SETSIZE; ++c) {
         if (CPU_ISSET(c, &dev->cores) && (sums[c] += (int)pct) > 100) {
             return ivm_devspec_fail(err, errlen, spec, entry,
@@ -211,6 +212,7 @@ void ivm_devspec_default(ivm_cpu_device_t *dev)
     }
     dev->ncores  = CPU_COUNT(&dev->cores);
     dev->percent = 100;
+    dev->numa    = -1;
 }
 
 void ivm_devspec_format(const ivm_cpu_device_t *dev, char *buf, size_t len)

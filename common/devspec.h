@@ -24,6 +24,8 @@ typedef struct ivm_cpu_device {
     cpu_set_t cores;   /* the device's cores */
     int       ncores;
     int       percent; /* its share of each of its cores' time, 1..100 (100: whole cores) */
+    int       numa;    /* the NUMA node holding all its cores; -1: several or unknown
+                          (set by ivm_topo_devspec_parse) */
 } ivm_cpu_device_t;
 
 /* Parse spec into devs[0..*ndevs_p). ncpus_max bounds core numbers (cores

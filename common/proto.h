@@ -112,6 +112,16 @@ typedef struct ivm_msg_status {
 #define IVM_ENTER_TAG_OUTPUT 0x2u /* prefix children's output lines with [NODE,N] */
 #define IVM_ENTER_POOL       0x4u /* a parked process of the warm PE pool */
 #define IVM_ENTER_FORKABLE   0x8u /* pool: single-threaded, may fork PEs */
+/* Bits 4-5 of a root's ENTER flags and of SPAWN flags: how the job's CPU PEs
+ * are bound (ivmrun --bind-to): to their device's cores (0), to one core of
+ * it each, to the NUMA node(s) of its cores, or not at all. */
+#define IVM_BIND_SHIFT       4
+#define IVM_BIND_MASK        (0x3u << IVM_BIND_SHIFT)
+#define IVM_BIND_DEVICE      0u
+#define IVM_BIND_CORE        1u
+#define IVM_BIND_NUMA        2u
+#define IVM_BIND_NONE        3u
+#define IVM_BIND_GET(flags)  (((flags) & IVM_BIND_MASK) >> IVM_BIND_SHIFT)
 #define IVM_PE_POOL_MAX      64   /* parked processes per job and device, at most */
 typedef struct ivm_msg_enter_req {
     uint32_t flags;      /* IVM_ENTER_* */
@@ -287,9 +297,11 @@ typedef struct ivm_msg_cpu_info_rep {
     uint64_t period_us;  /* the period, microseconds; 0: no limit */
     char     cores[IVM_CPU_INFO_CORES_MAX]; /* its cores as a spec entry ("0-3+8"),
                                                truncated to fit */
+    int32_t  numa;       /* the NUMA node of all its cores; -1: several or unknown */
+    uint32_t numa_nodes; /* NUMA nodes of the machine */
 } ivm_msg_cpu_info_rep_t;
 
-_Static_assert(sizeof(ivm_msg_cpu_info_rep_t) == 168, "cpu info reply size");
+_Static_assert(sizeof(ivm_msg_cpu_info_rep_t) == 176, "cpu info reply size");
 _Static_assert(offsetof(ivm_msg_cpu_info_rep_t, quota_us) == 24, "cpu info quota at byte 24");
 
 /* SET_SHARE (no ivmEnter needed): give CPU device `dev` of the daemon's

@@ -545,7 +545,7 @@ int ivmd_cluster_spawn(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, int 
     sp.job      = c->job->id;
     sp.devtype  = devtype;
     sp.n        = n;
-    sp.flags    = jd->tag_output ? IVM_SPAWN_TAG_OUTPUT : 0;
+    sp.flags    = (jd->tag_output ? IVM_SPAWN_TAG_OUTPUT : 0) | (jd->bind << IVM_BIND_SHIFT);
     sp.argc     = jd->argc;
     sp.envc     = jd->envc;
     sp.blob_len = (uint32_t)blob_len;
@@ -597,6 +597,7 @@ static void ivmd_cluster_on_spawn(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_
         jd->proxy      = 1;
         jd->root_peer  = pc->peer;
         jd->tag_output = (sp->flags & IVM_SPAWN_TAG_OUTPUT) != 0;
+        jd->bind       = IVM_BIND_GET(sp->flags);
         jd->pe_pool    = sp->pe_pool <= IVM_PE_POOL_MAX ? sp->pe_pool : IVM_PE_POOL_MAX;
         job->data      = jd;
     } else if (!ivmd_cluster_is_proxy(job) || job->ending) {
@@ -954,8 +955,8 @@ static ivmError_t ivmd_cluster_read(ivmd_t *d, ivmd_op_t *op, int node, uint64_t
 
 static void ivmd_cluster_op_done(ivmd_t *d, ivmd_op_t *op);
 
-/* Make sure a mirror has its memory. */
-static ivmError_t ivmd_cluster_mirror_mem(ivmd_obj_t *obj)
+/* Make sure a mirror has its memory, on NUMA node numa (-1: anywhere). */
+static ivmError_t ivmd_cluster_mirror_mem(ivmd_obj_t *obj, int numa)
 {
     char name[32];
 
@@ -968,6 +969,7 @@ static ivmError_t ivmd_cluster_mirror_mem(ivmd_obj_t *obj)
         ivm_error("memory for a mirror of %llu bytes: %m", (unsigned long long)obj->size);
         return IVM_ERROR_NO_MEMORY;
     }
+    ivmd_numa_place(obj->fd, obj->size, numa);
     return IVM_SUCCESS;
 }
 
@@ -995,7 +997,8 @@ int ivmd_cluster_map(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
         }
         return IVMD_LOCAL;
     }
-    if (ivmd_cluster_mirror_mem(obj) != IVM_SUCCESS) {
+    if (ivmd_cluster_mirror_mem(obj, c != NULL ? ivmd_numa_of_pe(c->job, c->pe) : -1) !=
+        IVM_SUCCESS) {
         if (op != NULL) {
             ivmd_op_answer(d, op, IVM_ERROR_NO_MEMORY, "no memory for the mirror");
         }

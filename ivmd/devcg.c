@@ -1,5 +1,6 @@
 /* CPU share devices in cgroups: see devcg.h for the layout and semantics. */
 #include "devcg.h"
+#include "topo.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -435,6 +436,8 @@ int ivmd_devcg_info(ivmd_t *d, const ivm_msg_cpu_info_req_t *req,
     rep->ndevs  = (uint32_t)d->ndevs;
     rep->ncores = (uint32_t)d->devs[dev].ncores;
     rep->share  = (uint32_t)d->devs[dev].percent;
+    rep->numa   = d->devs[dev].numa;
+    rep->numa_nodes = (uint32_t)ivm_topo_numa_count();
     for (job = d->reg.jobs; job != NULL; job = job->next) {
         if (!ivmd_devcg_shared(job)) {
             continue; /* its devices are its own table's */

@@ -15,6 +15,7 @@
 #include "ivmd.h"
 #include "log.h"
 #include "status.h"
+#include "topo.h"
 
 typedef union ivmd_reply_body {
     ivm_msg_status_t         status;
@@ -299,8 +300,9 @@ static int ivmd_handle_enter_root(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_enter
         return IVM_ERROR_INVALID_VALUE;
     }
     if (req->cpu_devices[0] != '\0') {
-        status = ivm_devspec_parse(req->cpu_devices, (int)sysconf(_SC_NPROCESSORS_CONF),
-                                   devs, IVM_DEVSPEC_MAX_DEVICES, &ndevs, err, sizeof(err));
+        status = ivm_topo_devspec_parse(req->cpu_devices, (int)sysconf(_SC_NPROCESSORS_CONF),
+                                        devs, IVM_DEVSPEC_MAX_DEVICES, &ndevs, err,
+                                        sizeof(err));
         if (status != IVM_SUCCESS) {
             ivmd_detail(rep, "IVM_CPU_DEVICES: %s", err);
             return status;
@@ -340,6 +342,7 @@ static int ivmd_handle_enter_root(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_enter
     jd->err_fd     = c->fds[1];
     c->nfds        = 0; /* the job owns them now */
     jd->tag_output = (req->flags & IVM_ENTER_TAG_OUTPUT) != 0;
+    jd->bind       = IVM_BIND_GET(req->flags);
     jd->root_pid   = c->peer_pid;
     jd->nconns     = 1;
     jd->pe_pool    = req->pe_pool;
@@ -403,6 +406,7 @@ static int ivmd_handle_enter(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr
         pe->pid = c->peer_pid;
         ivmd_spawn_watch(d, pe);
     }
+    ivmd_spawn_bind(d, job, pe, c->peer_pid);
     ivmd_pe_enter(pe, c);
     c->job = job;
     c->pe  = pe;
@@ -759,6 +763,7 @@ static int ivmd_handle_malloc(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hd
         return (err == EFBIG || err == EINVAL) ? IVM_ERROR_NO_MEMORY
                                                : ivm_status_from_errno(err);
     }
+    ivmd_numa_place(fd, req->size, ivmd_numa_of_pe(c->job, c->pe));
     status = ivmd_obj_create(&d->reg, c->job, c->pe, req->name, req->size, fd, &obj);
     if (status != IVM_SUCCESS) {
         close(fd);

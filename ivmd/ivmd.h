@@ -150,6 +150,7 @@ typedef struct ivmd_job_data {
     int      out_fd;    /* root PE's stdout, -1 once the job ended */
     int      err_fd;    /* root PE's stderr */
     int      tag_output;
+    unsigned bind;      /* IVM_BIND_*: how its CPU PEs are bound (ivmrun --bind-to) */
     uint32_t nconns;    /* connections bound to the job */
     pid_t    root_pid;
     uint32_t pe_pool;   /* parked processes wanted per CPU device and GPU (pool.c) */
@@ -360,6 +361,15 @@ void ivmd_gpu_stop(ivmd_t *d);
 uint32_t ivmd_gpu_count(const ivmd_t *d);
 int ivmd_gpu_alive(const ivmd_t *d);
 /* CUDA_VISIBLE_DEVICES for a PE on GPU k (cuda backend), else NULL. */
+/* Bind a CPU PE's threads as its job's --bind-to says (spawn.c); nothing for
+ * the default, binding to the device's cores, which the PE has from its start. */
+void ivmd_spawn_bind(ivmd_t *d, const ivmd_job_t *job, const ivmd_pe_t *pe, pid_t pid);
+
+/* numa.c: the NUMA node of a PE's device (-1: none or several), and the
+ * placement of an object copy's pages there (nothing on one-node machines). */
+int ivmd_numa_of_pe(const ivmd_job_t *job, const ivmd_pe_t *pe);
+void ivmd_numa_place(int fd, uint64_t size, int numa);
+
 /* The GPU backend's name ("emu", "cuda"), "none" without ivm-gpud. */
 const char *ivmd_gpu_backend_name(const ivmd_t *d);
 /* GPU device dev (a whole GPU or a --gpu-shares share of one): the

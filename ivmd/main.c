@@ -17,6 +17,7 @@
 #include "log.h"
 #include "sock.h"
 #include "status.h"
+#include "topo.h"
 #include "version.h"
 
 #define IVMD_CONFIG_FIELD(...) IVM_CONFIG_FIELD_ENTRY(ivmd_config, __VA_ARGS__)
@@ -76,7 +77,7 @@ static ivmError_t ivmd_parse(ivmd_t *d, int argc, char **argv)
         return IVM_ERROR_INVALID_VALUE;
     }
     if (*d->cfg.cpu_devices != '\0') {
-        if (ivm_devspec_parse(d->cfg.cpu_devices, (int)sysconf(_SC_NPROCESSORS_CONF),
+        if (ivm_topo_devspec_parse(d->cfg.cpu_devices, (int)sysconf(_SC_NPROCESSORS_CONF),
                               d->devs, IVM_DEVSPEC_MAX_DEVICES, &d->ndevs, err,
                               sizeof(err)) != IVM_SUCCESS) {
             fprintf(stderr, "ivmd: --cpu-devices: %s\n", err);
@@ -84,6 +85,7 @@ static ivmError_t ivmd_parse(ivmd_t *d, int argc, char **argv)
         }
     } else {
         ivm_devspec_default(&d->devs[0]);
+        d->devs[0].numa = ivm_topo_numa_of(&d->devs[0].cores);
         d->ndevs = 1;
     }
     if (*d->cfg.gpu_shares != '\0') {

@@ -478,6 +478,7 @@ int ivmd_pool_take(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe)
     c->parked  = NULL;
     pe->pid    = p->slot.pid;
     pe->token  = p->slot.token;
+    ivmd_spawn_bind(d, job, pe, pe->pid);
     ivmd_pe_enter(pe, c);
     c->job = job;
     c->pe  = pe;

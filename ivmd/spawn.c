@@ -1,6 +1,7 @@
 /* The spawner: PE processes of a job's executable, with its argv, cwd and
  * environment, the PE identity in the environment, pinned to the device's
  * cores; and their reaping. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -17,6 +18,7 @@
 #include "ivmd.h"
 #include "log.h"
 #include "status.h"
+#include "topo.h"
 
 #define IVMD_SPAWN_ENV_OWN 12
 
@@ -106,7 +108,8 @@ ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail
     snprintf(own[2], sizeof(own[2]), "IVM_PE_TOKEN=%llu", (unsigned long long)pe->token);
     snprintf(own[3], sizeof(own[3]), "IVM_SOCKET=%s", d->socket_path);
     snprintf(own[4], sizeof(own[4]), "IVM_NODE=%s", d->cfg.node);
-    snprintf(own[5], sizeof(own[5]), "OMP_NUM_THREADS=%d", dev ? dev->ncores : 1);
+    snprintf(own[5], sizeof(own[5]), "OMP_NUM_THREADS=%d",
+             dev != NULL && jd->bind != IVM_BIND_CORE ? dev->ncores : 1);
     snprintf(own[6], sizeof(own[6]), "IVM_DEVICE_CORES=%d", dev ? dev->ncores : 0);
     nown = 7;
     if (IVM_DEV_IS_GPU(pe->devtype)) {
@@ -192,6 +195,86 @@ ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail
     ivm_debug("job %u: pe %d started, pid %d, device %d%s%s", job->id, pe->id, (int)pid,
               pe->devtype, cg.rel[0] != '\0' ? ", cgroup " : "", cg.rel);
     return status;
+}
+
+/* The cores a CPU PE is bound to under the job's --bind-to; 0, or -1 when it
+ * stays as started (bound to its device's cores). */
+static int ivmd_spawn_bind_set(ivmd_t *d, const ivmd_job_t *job, const ivmd_pe_t *pe,
+                               cpu_set_t *set)
+{
+    const ivm_cpu_device_t *dev = &job->devs[pe->devtype];
+    unsigned bind = ((const ivmd_job_data_t *)job->data)->bind;
+    cpu_set_t one, node;
+    int i, c, k = 0, numa;
+
+    switch (bind) {
+    case IVM_BIND_CORE:
+        /* The k-th core of the device for its k-th live PE (round robin). */
+        for (i = 1; i < job->next_pe_id; ++i) {
+            const ivmd_pe_t *o = job->pes[i];
+            k += o != NULL && o != pe && o->node < 0 && o->devtype == pe->devtype &&
+                 !o->reaped && o->state == IVMD_PE_RUNNING;
+        }
+        k %= dev->ncores > 0 ? dev->ncores : 1;
+        CPU_ZERO(set);
+        for (c = 0; c < CPU_SETSIZE; ++c) {
+            if (CPU_ISSET(c, &dev->cores) && k-- == 0) {
+                CPU_SET(c, set);
+                return 0;
+            }
+        }
+        return -1;
+    case IVM_BIND_NUMA:
+        /* Every core of the NUMA nodes its device's cores are on. */
+        CPU_ZERO(set);
+        for (c = 0; c < CPU_SETSIZE; ++c) {
+            if (!CPU_ISSET(c, &dev->cores)) {
+                continue;
+            }
+            CPU_ZERO(&one);
+            CPU_SET(c, &one);
+            numa = ivm_topo_numa_of(&one);
+            if (numa >= 0 && ivm_topo_numa_cores(numa, &node) == 0) {
+                CPU_OR(set, set, &node);
+            } else {
+                CPU_SET(c, set);
+            }
+        }
+        CPU_AND(set, set, &d->own_affinity);
+        return CPU_COUNT(set) > 0 ? 0 : -1;
+    case IVM_BIND_NONE:
+        *set = d->own_affinity;
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+void ivmd_spawn_bind(ivmd_t *d, const ivmd_job_t *job, const ivmd_pe_t *pe, pid_t pid)
+{
+    char path[64];
+    cpu_set_t set;
+    struct dirent *e;
+    DIR *dir;
+
+    if (IVM_DEV_IS_GPU(pe->devtype) || job->data == NULL ||
+        ivmd_spawn_bind_set(d, job, pe, &set) != 0) {
+        return;
+    }
+    /* Every thread of it: threads started before ivmEnter (OpenMP) too. */
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+    dir = opendir(path);
+    if (dir == NULL) {
+        sched_setaffinity(pid, sizeof(set), &set);
+        return;
+    }
+    while ((e = readdir(dir)) != NULL) {
+        if (e->d_name[0] != '.' &&
+            sched_setaffinity((pid_t)atoi(e->d_name), sizeof(set), &set) != 0) {
+            ivm_debug("job %u: cannot bind pe %d thread %s: %m", job->id, pe->id, e->d_name);
+        }
+    }
+    closedir(dir);
 }
 
 static ivmd_pe_t *ivmd_spawn_find_pid(ivmd_t *d, pid_t pid)

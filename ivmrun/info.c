@@ -44,9 +44,13 @@ static void ivm_info_cpu_devices(const char *path)
             n = rep.ndevs;
             printf("cpu_devices=%u\n", n);
         }
+        if (k == 0) {
+            printf("numa_nodes=%u\n", rep.numa_nodes);
+        }
         printf("cpu_device.%u=cores=%s ncores=%u share=%u pes=%u groups=%u quota_us=%llu "
-               "period_us=%llu\n", k, rep.cores, rep.ncores, rep.share, rep.pes, rep.groups,
-               (unsigned long long)rep.quota_us, (unsigned long long)rep.period_us);
+               "period_us=%llu numa=%d\n", k, rep.cores, rep.ncores, rep.share, rep.pes,
+               rep.groups, (unsigned long long)rep.quota_us, (unsigned long long)rep.period_us,
+               (int)rep.numa);
     }
 }
 

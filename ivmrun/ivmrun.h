@@ -25,6 +25,9 @@
       "CORES:PCT is a share of the cores' time, e.g. 0,1:50,1:25 (cgroups: root)") \
     X(tag_output,  "tag-output",  BOOL,   "0",                                      \
       "prefix every output line with \"[NODE,N] \" (the PE's node and id)")      \
+    X(bind_to,     "bind-to",     STRING, "",                                       \
+      "how PEs are bound: device (its cores; default), core (one core of it each), " \
+      "numa (its NUMA nodes' cores) or none")                                      \
     X(pe_pool,     "pe-pool",     INT,    "-1",                                     \
       "processes per CPU device kept parked for ivmCreatePEs, 0-64 (-1: libivm's)") \
     X(timeout,     "timeout",     DOUBLE, "0",                                      \

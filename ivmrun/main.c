@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "devspec.h"
+#include "topo.h"
 #include "log.h"
 #include "proto.h"
 #include "sock.h"
@@ -56,6 +57,7 @@ typedef struct ivmrun {
                              sizeof(((ivm_msg_enter_req_t *)0)->cpu_devices)];
     char            env_log[64];
     char            env_pool[32];   /* IVM_PE_POOL=N for the root PE */
+    char            env_bind[32];   /* IVM_BIND_TO=... for the root PE */
     char           *xenv[IVMRUN_MAX_X]; /* -x VAR=value: set for every PE */
     int             nxenv;
 } ivmrun_t;
@@ -259,7 +261,7 @@ static int ivmrun_node_specs_parse(ivmrun_t *run)
         return IVMRUN_EXIT_USAGE;
     }
     for (k = 0; k < count; ++k) {
-        if (ivm_devspec_parse(run->node_specs[k], ncpus > 0 ? (int)ncpus : 0, devs,
+        if (ivm_topo_devspec_parse(run->node_specs[k], ncpus > 0 ? (int)ncpus : 0, devs,
                               IVM_DEVSPEC_MAX_DEVICES, &ndevs, err,
                               sizeof(err)) != IVM_SUCCESS) {
             ivm_error("bad --node-cpu-devices spec '%s' for node%d: %s",
@@ -317,9 +319,17 @@ static int ivmrun_config_check(ivmrun_t *run)
     if (cfg->pe_pool >= 0) {
         snprintf(run->env_pool, sizeof(run->env_pool), "IVM_PE_POOL=%d", (int)cfg->pe_pool);
     }
+    if (cfg->bind_to[0] != '\0') {
+        if (strcmp(cfg->bind_to, "device") != 0 && strcmp(cfg->bind_to, "core") != 0 &&
+            strcmp(cfg->bind_to, "numa") != 0 && strcmp(cfg->bind_to, "none") != 0) {
+            ivm_error("--bind-to '%s' is not device, core, numa or none", cfg->bind_to);
+            return IVMRUN_EXIT_USAGE;
+        }
+        snprintf(run->env_bind, sizeof(run->env_bind), "IVM_BIND_TO=%s", cfg->bind_to);
+    }
     if (cfg->cpu_devices[0] != '\0') {
         ncpus = sysconf(_SC_NPROCESSORS_CONF);
-        if (ivm_devspec_parse(cfg->cpu_devices, ncpus > 0 ? (int)ncpus : 0, devs,
+        if (ivm_topo_devspec_parse(cfg->cpu_devices, ncpus > 0 ? (int)ncpus : 0, devs,
                               IVM_DEVSPEC_MAX_DEVICES, &ndevs, err,
                               sizeof(err)) != IVM_SUCCESS) {
             ivm_error("bad --cpu-devices: %s", err);
@@ -512,6 +522,9 @@ static int ivmrun_root_start(ivmrun_t *run, char **argv)
     }
     if (run->env_pool[0] != '\0') {
         env[nenv++] = run->env_pool;
+    }
+    if (run->env_bind[0] != '\0') {
+        env[nenv++] = run->env_bind;
     }
     for (i = 0; i < run->nxenv; ++i) {
         env[nenv++] = run->xenv[i];

@@ -201,6 +201,8 @@ static ivmError_t ivm_enter_root(ivm_msg_enter_rep_t *rep)
     char *args, **e;
     const char *spec = getenv("IVM_CPU_DEVICES");
     const char *tag  = getenv("IVM_TAG_OUTPUT");
+    const char *bind = getenv("IVM_BIND_TO");
+    uint32_t bind_flag = IVM_BIND_DEVICE;
     ivm_rpc_reply_t reply = {.buf = rep, .len = sizeof(*rep), .fd = -1};
     int fds[2] = {1, 2};
     int null_fd = -1, i;
@@ -211,6 +213,15 @@ static ivmError_t ivm_enter_root(ivm_msg_enter_rep_t *rep)
     status = ivm_pe_pool_setting(&pe_pool);
     if (status != IVM_SUCCESS) {
         return status;
+    }
+    if (bind != NULL && *bind != '\0') {
+        static const char *const names[] = {"device", "core", "numa", "none"};
+        for (bind_flag = 0; bind_flag < 4 && strcmp(bind, names[bind_flag]) != 0; ++bind_flag) {
+        }
+        if (bind_flag == 4) {
+            IVM_FAIL(IVM_ERROR_INVALID_VALUE,
+                     "ivmEnter: IVM_BIND_TO='%s' is not device, core, numa or none", bind);
+        }
     }
     n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
     if (n <= 0 || getcwd(cwd, sizeof(cwd)) == NULL) {
@@ -239,7 +250,7 @@ static ivmError_t ivm_enter_root(ivm_msg_enter_rep_t *rep)
         free(args);
         return IVM_ERROR_NO_MEMORY;
     }
-    req->flags   = IVM_ENTER_ROOT;
+    req->flags   = IVM_ENTER_ROOT | (bind_flag << IVM_BIND_SHIFT);
     req->pe_pool = pe_pool;
     if (tag != NULL && strcmp(tag, "1") == 0) {
         req->flags |= IVM_ENTER_TAG_OUTPUT;

@@ -157,6 +157,86 @@ Test(ivmrun, bad_x_is_2_and_names_why)
     ivmt_result_free(&r);
 }
 
+/* --bind-to: two PEs on a device of cores 0-1 get core 0 and core 1 each
+ * (core), the device's cores (device, the default; numa on a one-node
+ * machine), or every core (none, on a device of core 0 only). */
+static void bind_run(const char *devices, const char *bind, const char *want1,
+                     const char *want2)
+{
+    const char *args[] = {"--cpu-devices", devices, "--bind-to", bind, IVMT_PE_API, "bind",
+                          NULL};
+    char line1[64], line2[64];
+    ivmt_result_t r;
+    char *why;
+
+    ivmrun(args, 30, &r);
+    expect_code(&r, 0);
+    why = ivmt_describe(NULL, &r);
+    snprintf(line1, sizeof(line1), "AFFINITY 1 %s\n", want1);
+    snprintf(line2, sizeof(line2), "AFFINITY 2 %s\n", want2);
+    cr_assert(strstr(r.out, line1) != NULL && strstr(r.out, line2) != NULL,
+              "--bind-to %s on %s: want '%s' and '%s': %s", bind, devices, want1, want2, why);
+    free(why);
+    ivmt_result_free(&r);
+}
+
+Test(ivmrun, bind_to_core_device_numa_none)
+{
+    const char *bad[] = {"--bind-to", "socket", IVMT_PE_API, "bind", NULL};
+    cpu_set_t set;
+    ivmt_result_t r;
+
+    cr_assert_eq(sched_getaffinity(0, sizeof(set), &set), 0);
+    if (!CPU_ISSET(0, &set) || !CPU_ISSET(1, &set) || CPU_COUNT(&set) != 2) {
+        cr_skip_test("needs exactly cores 0 and 1");
+    }
+    bind_run("0-1", "core", "0", "1");
+    bind_run("0-1", "device", "0-1", "0-1");
+    bind_run("0-1", "numa", "0-1", "0-1");
+    bind_run("0", "device", "0", "0");
+    bind_run("0", "none", "0-1", "0-1");
+    ivmrun(bad, 30, &r);
+    expect_code(&r, 2);
+    cr_assert(strstr(r.err, "--bind-to 'socket'") != NULL, "%s", r.err);
+    ivmt_result_free(&r);
+}
+
+/* CPU devices named by hardware units (hwloc), and the master copy's pages
+ * on the NUMA node of the allocating PE's device. A synthetic topology of two
+ * NUMA nodes of one core each (HWLOC_SYNTHETIC, read by ivmrun, the daemon it
+ * starts and the PEs) stands for a two-socket machine; on the real one-node
+ * machine the same run places nothing. */
+Test(ivmrun, cpu_devices_by_numa_node_and_master_placement)
+{
+    const char *args[] = {"--cpu-devices", "numa", IVMT_PE_API, "numa", NULL};
+    const char *bad[] = {"--cpu-devices", "numa:0", IVMT_PE_API, "numa", NULL};
+    ivmt_result_t r;
+    char *why;
+
+    setenv("HWLOC_SYNTHETIC", "pack:1 numa:2 core:1 pu:1", 1);
+    ivmrun(args, 30, &r);
+    expect_code(&r, 0);
+    why = ivmt_describe(NULL, &r);
+    cr_assert(strstr(r.out, "POLICY prefer:0\n") != NULL,
+              "the root (device 0 = NUMA node 0) allocated elsewhere: %s", why);
+    free(why);
+    ivmt_result_free(&r);
+    ivmrun(bad, 30, &r);
+    expect_code(&r, 2);
+    cr_assert(strstr(r.err, "share") != NULL, "%s", r.err);
+    ivmt_result_free(&r);
+
+    unsetenv("HWLOC_SYNTHETIC");
+    ivmrun(args, 30, &r);
+    expect_code(&r, 0);
+    why = ivmt_describe(NULL, &r);
+    if (strstr(r.out, "POLICY default\n") == NULL) {
+        cr_assert(strstr(r.out, "POLICY prefer:") != NULL, "%s", why);
+    }
+    free(why);
+    ivmt_result_free(&r);
+}
+
 static int count_lines_starting(const char *out, const char *prefix)
 {
     int n = 0;

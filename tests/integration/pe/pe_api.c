@@ -280,7 +280,75 @@ static int sc_node_name(int argc, char **argv)
     return pe_ok();
 }
 
+/* Two PEs on CPU device 0, created one after the other, each printing the
+ * cores it may run on after ivmEnter: "AFFINITY <k> <list>" (ivmrun --bind-to). */
+static int sc_bind(int argc, char **argv)
+{
+    char line[256];
+    ivm_device d;
+    ivm_pe pe[2];
+    FILE *f;
+    int id = pe_enter();
+
+    if (id != 0) {
+        f = fopen("/proc/self/status", "r");
+        ASSERT(f != NULL, "%s", "no /proc/self/status");
+        while (fgets(line, sizeof(line), f) != NULL) {
+            if (strncmp(line, "Cpus_allowed_list:", 18) == 0) {
+                printf("AFFINITY %d %s", id, line + 18 + strspn(line + 18, " \t"));
+            }
+        }
+        fclose(f);
+        fflush(stdout);
+        CHECK(ivmSignal());
+        CHECK(ivmWait(0));
+        CHECK(ivmExit());
+        return 0;
+    }
+    CHECK(ivmCreateDev(IVM_THIS_HOST, IVM_CPU, &d));
+    for (int k = 0; k < 2; ++k) {
+        CHECK(ivmCreatePEs(d, 1, &pe[k]));
+        CHECK(ivmWait(pe[k]));
+    }
+    CHECK(ivmSignal());
+    CHECK(ivmSignal());
+    CHECK(ivmWait(pe[0]));
+    CHECK(ivmWait(pe[1]));
+    CHECK(ivmDestroyDev(d));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
+/* The NUMA policy of a fresh object's pages as this PE's mapping shows it
+ * (/proc/self/numa_maps): "POLICY prefer:N" or "POLICY default". */
+static int sc_numa(int argc, char **argv)
+{
+    char line[512], key[32], *p = NULL;
+    FILE *f;
+    int found = 0;
+
+    pe_enter();
+    CHECK(ivmMalloc("numa", &p, 1 << 20));
+    memset(p, 1, 1 << 20);
+    snprintf(key, sizeof(key), "%lx ", (unsigned long)p);
+    f = fopen("/proc/self/numa_maps", "r");
+    ASSERT(f != NULL, "%s", "no /proc/self/numa_maps");
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (strncmp(line, key, strlen(key)) == 0) {
+            printf("POLICY %.*s\n", (int)strcspn(line + strlen(key), " "), line + strlen(key));
+            found = 1;
+        }
+    }
+    fclose(f);
+    ASSERT(found, "no numa_maps line for the object at %p", (void *)p);
+    CHECK(ivmFree(p));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
 static const pe_scenario_entry_t scenarios[] = {
+    {"numa", sc_numa},
+    {"bind", sc_bind},
     {"enter", sc_enter},
     {"no_daemon", sc_no_daemon},
     {"dev", sc_dev},
