@@ -5,7 +5,7 @@
 # fails. Set IVM_SKIP_DEPS=1 to skip the check altogether.
 set -euo pipefail
 
-packages=(build-essential cmake pkg-config libcriterion-dev libnuma-dev procps iproute2
+packages=(build-essential cmake pkg-config libcriterion-dev libnuma-dev libhwloc-dev procps iproute2
           openmpi-bin libopenmpi-dev slurm-wlm munge man-db groff-base)
 
 if [[ "${IVM_SKIP_DEPS:-0}" == 1 ]]; then
