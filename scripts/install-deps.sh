@@ -1,16 +1,48 @@
 #!/usr/bin/env bash
-# Install what building and testing IVM needs, on Debian 12 (bookworm).
-# Quiet and without effect when everything is already installed. As root, it
-# installs what is missing with apt-get; otherwise it says what to install and
-# fails. Set IVM_SKIP_DEPS=1 to skip the check altogether.
+# Install what building and testing IVM needs, on Debian 12 (bookworm), by
+# group. Quiet and without effect when everything is already installed. As
+# root, it installs what is missing with apt-get; otherwise it says what to
+# install and fails. Set IVM_SKIP_DEPS=1 to skip the check altogether.
+#
+#   scripts/install-deps.sh [GROUP...]     (default: build mpi slurm netns)
+#
+# Groups:
+#   build   compilers, CMake, the libraries IVM links (hwloc, libnuma) and what
+#           the tests use (Criterion; man to render the man pages)
+#   mpi     Open MPI: ivmrun --hosts (ivm-boot), the MPI baselines of apps/ and
+#           bench/ (the tests skip what needs it, saying so, without it)
+#   slurm   Slurm daemons and munge: the ivmrun --slurm test starts a private
+#           one-node cluster (skipped without them)
+#   netns   iproute2: the multi-node tests over network namespaces (skipped
+#           without it)
+#   plots   gnuplot: bench/apps/plot.sh draws the figures of docs/BENCHMARKS.md
 set -euo pipefail
 
-packages=(build-essential cmake pkg-config libcriterion-dev libnuma-dev libhwloc-dev procps iproute2
-          openmpi-bin libopenmpi-dev slurm-wlm munge man-db groff-base)
+declare -A group=(
+    [build]="build-essential cmake pkg-config libcriterion-dev libhwloc-dev libnuma-dev man-db groff-base"
+    [mpi]="openmpi-bin libopenmpi-dev"
+    [slurm]="slurm-wlm munge"
+    [netns]="iproute2"
+    [plots]="gnuplot-nox"
+)
 
 if [[ "${IVM_SKIP_DEPS:-0}" == 1 ]]; then
     exit 0
 fi
+
+groups=("$@")
+if ((${#groups[@]} == 0)); then
+    groups=(build mpi slurm netns)
+fi
+packages=()
+for g in "${groups[@]}"; do
+    if [[ -z "${group[$g]+set}" ]]; then
+        echo "install-deps: unknown group '$g' (build, mpi, slurm, netns, plots)" >&2
+        exit 2
+    fi
+    read -r -a pkgs <<<"${group[$g]}"
+    packages+=("${pkgs[@]}")
+done
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
     echo "install-deps: not a Debian system; make sure these (or their equivalents) are" \

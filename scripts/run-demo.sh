@@ -95,7 +95,7 @@ run_demo() {
 }
 
 step "checking dependencies: scripts/install-deps.sh"
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh build mpi
 
 step "configuring: cmake -S . -B $build_dir -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIVM_BUILD_TESTS=ON"
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIVM_BUILD_TESTS=ON

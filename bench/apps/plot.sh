@@ -10,6 +10,11 @@
 #   omlb      HIMENO's OM-LB: PEs and units per device over the iterations
 set -euo pipefail
 
+if ! command -v gnuplot >/dev/null 2>&1; then
+    echo "plot.sh: gnuplot is missing: run scripts/install-deps.sh plots (as root)" >&2
+    exit 1
+fi
+
 out=$1 name=$2 desc=$3 omlb_names=${4:-}
 sum=$out/summary.csv
 
