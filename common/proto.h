@@ -67,7 +67,8 @@ _Static_assert(offsetof(ivm_msg_hdr_t, length) == 8, "length at byte 8");
     X(OBJ_INFO,    18, ivm_msg_obj_info_req_t,   ivm_msg_obj_info_rep_t,   0, 1) \
     X(GPU_INFO,    19, ivm_msg_gpu_info_req_t,   ivm_msg_gpu_info_rep_t,   0, 1) \
     X(CPU_INFO,    20, ivm_msg_cpu_info_req_t,   ivm_msg_cpu_info_rep_t,   0, 1) \
-    X(SET_SHARE,   21, ivm_msg_set_share_req_t,  ivm_msg_status_t,         0, 1)
+    X(SET_SHARE,   21, ivm_msg_set_share_req_t,  ivm_msg_status_t,         0, 1) \
+    X(LIST,        22, ivm_msg_list_req_t,       ivm_msg_list_rep_t,       0, 1)
 
 #define IVM_MSG_ENUM_ENTRY(name, value, req, rep, var, poll) IVM_MSG_##name = (value),
 typedef enum ivm_msg_type {
@@ -303,6 +304,55 @@ typedef struct ivm_msg_cpu_info_rep {
 
 _Static_assert(sizeof(ivm_msg_cpu_info_rep_t) == 176, "cpu info reply size");
 _Static_assert(offsetof(ivm_msg_cpu_info_rep_t, quota_us) == 24, "cpu info quota at byte 24");
+
+/* LIST (no ivmEnter needed; ivm-info): entry `index` of one of the daemon's
+ * tables, with the table's size in `total`. An index past the end is
+ * IVM_ERROR_NOT_FOUND. Per kind, the reply's fields mean:
+ *   JOBS     id: job; count: PEs alive here; count2: objects here; size: their
+ *            bytes; state: 1 when its root PE runs on this node; pid: the root
+ *            PE's pid (0 when not here or gone); node: the root's node; name:
+ *            the program
+ *   PES      (of job) id: PE; pid; devtype; state: IVM_LIST_PE_*; node: where
+ *            it runs
+ *   OBJECTS  (of job) id: object here; size; count: live mappings here;
+ *            count2: mirrors elsewhere (master) or regions held (mirror);
+ *            tx_bytes, rx_bytes: moved to / from other nodes; state: 1 for the
+ *            master, 0 for a mirror; node: the master's node; name
+ *   PEERS    id: cluster index; state: 1 when its link is up; node; name:
+ *            "addr:port" */
+#define IVM_LIST_JOBS        1u
+#define IVM_LIST_PES         2u
+#define IVM_LIST_OBJECTS     3u
+#define IVM_LIST_PEERS       4u
+#define IVM_LIST_PE_STARTED  0u /* started, ivmEnter not yet seen */
+#define IVM_LIST_PE_RUNNING  1u
+#define IVM_LIST_PE_EXITED   2u
+#define IVM_LIST_PE_FAILED   3u
+typedef struct ivm_msg_list_req {
+    uint32_t kind;       /* IVM_LIST_* */
+    uint32_t job;        /* PES and OBJECTS: the job */
+    uint32_t index;      /* entry wanted, from 0 */
+    uint32_t reserved;   /* zero */
+} ivm_msg_list_req_t;
+
+typedef struct ivm_msg_list_rep {
+    int32_t  status;     /* ivmError_t */
+    uint32_t total;      /* entries of the table now */
+    uint64_t id;
+    uint64_t size;
+    uint64_t tx_bytes;
+    uint64_t rx_bytes;
+    int32_t  pid;
+    int32_t  devtype;
+    uint32_t state;
+    uint32_t count;
+    uint32_t count2;
+    uint32_t reserved;   /* zero */
+    char     node[IVM_HOST_MAX + 1];
+    char     name[IVM_NAME_MAX + 1];
+} ivm_msg_list_rep_t;
+
+_Static_assert(sizeof(ivm_msg_list_rep_t) == 384, "list reply size");
 
 /* SET_SHARE (no ivmEnter needed): give CPU device `dev` of the daemon's
  * table a new share of its cores' time. Refused (IVM_ERROR_INVALID_VALUE)

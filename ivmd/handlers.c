@@ -28,6 +28,7 @@ typedef union ivmd_reply_body {
     ivm_msg_obj_info_rep_t   obj_info;
     ivm_msg_gpu_info_rep_t   gpu_info;
     ivm_msg_cpu_info_rep_t   cpu_info;
+    ivm_msg_list_rep_t       list;
 } ivmd_reply_body_t;
 
 typedef struct ivmd_reply {
@@ -1023,6 +1024,12 @@ static int ivmd_handle_gpu_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *
                          sizeof(rep->detail));
 }
 
+static int ivmd_handle_list(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                            const void *payload, ivmd_reply_t *rep)
+{
+    return ivmd_list(d, payload, &rep->body.list, rep->detail, sizeof(rep->detail));
+}
+
 static int ivmd_handle_cpu_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                                 const void *payload, ivmd_reply_t *rep)
 {
@@ -1079,6 +1086,7 @@ static const ivmd_msg_entry_t ivmd_msg_table[IVM_MSG_LAST] = {
     IVMD_ENTRY(OBJ_INFO, ivmd_handle_obj_info, ivm_msg_obj_info_rep_t, 0),
     IVMD_ENTRY(GPU_INFO, ivmd_handle_gpu_info, ivm_msg_gpu_info_rep_t, 0),
     IVMD_ENTRY(CPU_INFO, ivmd_handle_cpu_info, ivm_msg_cpu_info_rep_t, 0),
+    IVMD_ENTRY(LIST, ivmd_handle_list, ivm_msg_list_rep_t, 0),
     IVMD_ENTRY(SET_SHARE, ivmd_handle_set_share, ivm_msg_status_t, 0),
 };
 

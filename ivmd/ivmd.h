@@ -365,6 +365,10 @@ int ivmd_gpu_alive(const ivmd_t *d);
  * the default, binding to the device's cores, which the PE has from its start. */
 void ivmd_spawn_bind(ivmd_t *d, const ivmd_job_t *job, const ivmd_pe_t *pe, pid_t pid);
 
+/* list.c: LIST, one entry of the daemon's jobs, PEs, objects or peers. */
+ivmError_t ivmd_list(ivmd_t *d, const ivm_msg_list_req_t *req, ivm_msg_list_rep_t *rep,
+                     char *detail, size_t detail_len);
+
 /* numa.c: the NUMA node of a PE's device (-1: none or several), and the
  * placement of an object copy's pages there (nothing on one-node machines). */
 int ivmd_numa_of_pe(const ivmd_job_t *job, const ivmd_pe_t *pe);

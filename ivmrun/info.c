@@ -1,74 +1,739 @@
-/* ivm-info: what a node daemon holds (jobs, PEs, objects, connections, bytes)
- * and its CPU devices (cores, share, PEs on each), or, with --object JOB
- * NAME, its copy of one object and the bytes it moved, or, with --gpu K, the
- * figures of the node's GPU K (ivm-gpud). */
+/*
+ * ivm-info: what IVM is and what its daemons hold, as ompi_info and ucx_info
+ * tell of theirs.
+ *   - The build (--config, and whenever no daemon runs): version, revision,
+ *     features, paths, and every setting of ivmrun, ivmd and ivm-gpud with its
+ *     environment variable, default and current value.
+ *   - A node (its daemon found by itself: the socket given, IVM_SOCKET, the
+ *     per-user socket, else the only daemon in the socket directory and its
+ *     run directories; --job N picks the daemon where job N's root runs):
+ *     INFO, its CPU devices, GPUs, jobs with their PEs and objects, peers.
+ *   - --cluster: the same for every node of the daemon's cluster whose socket
+ *     this host can reach (the nodes of ivmrun --nodes).
+ *   - --list: the daemons found; --object JOB NAME, --gpu K: one object, one GPU.
+ * Every view prints key=value lines, or with --json one JSON object (schema
+ * in docs/CONTRACTS.md).
+ */
+#include <dirent.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/un.h>
+#include <unistd.h>
 
+#include "gpud.h"
+#include "ivmd.h"
+#include "ivmrun.h"
 #include "log.h"
 #include "sock.h"
 #include "status.h"
 #include "version.h"
 
-static int ivm_info_usage(FILE *out, int rc)
+#define INFO_TIMEOUT_MS 2000
+#define INFO_MAX_DAEMONS 128
+#define INFO_PATH_MAX sizeof(((struct sockaddr_un *)0)->sun_path)
+
+/* ------------------------------------------------------------ output */
+
+/* Writes key=value lines or JSON from the same calls. A record is one text
+ * line "label=k=v k=v ..." or one JSON object; arrays exist in JSON only. */
+typedef struct info_out {
+    int  json;
+    int  depth;
+    int  first[16];  /* JSON: nothing written yet at this depth */
+    int  line_open;  /* text: a record's line is being written */
+    int  line_fields;
+} info_out_t;
+
+static void info_json_str(const char *s)
 {
-    fprintf(out, "usage: ivm-info [--object JOB NAME | --gpu K] [SOCKET]\n"
-                 "       ivm-info --version\n"
-                 "Prints what the IVM daemon on SOCKET (default: $IVM_SOCKET, else the\n"
-                 "per-user socket) holds, as key=value lines, with one cpu_device.K line\n"
-                 "per CPU device of its table (its cores, share of their time in percent,\n"
-                 "PEs running on it, cgroups and CPU limit); with --object, its copy of\n"
-                 "object NAME of job JOB and the bytes of it sent to / received from\n"
-                 "other nodes; with --gpu, the device memory and copies of the node's\n"
-                 "GPU K as its GPU daemon (ivm-gpud) counts them.\n");
-    return rc;
+    putchar('"');
+    for (; *s != '\0'; ++s) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            printf("\\%c", c);
+        } else if (c < 0x20) {
+            printf("\\u%04x", c);
+        } else {
+            putchar(c);
+        }
+    }
+    putchar('"');
 }
 
-/* One line per CPU device of the daemon's table: cpu_device.K=cores=... */
-static void ivm_info_cpu_devices(const char *path)
+static void info_json_key(info_out_t *o, const char *key)
+{
+    if (!o->first[o->depth]) {
+        putchar(',');
+    }
+    o->first[o->depth] = 0;
+    if (key != NULL) {
+        info_json_str(key);
+        putchar(':');
+    }
+}
+
+static void info_open(info_out_t *o, const char *key, char bracket)
+{
+    info_json_key(o, key);
+    putchar(bracket);
+    o->first[++o->depth] = 1;
+}
+
+static void info_close(info_out_t *o, char bracket)
+{
+    putchar(bracket);
+    --o->depth;
+}
+
+static void info_text_end_line(info_out_t *o)
+{
+    if (o->line_open) {
+        putchar('\n');
+        o->line_open = 0;
+    }
+}
+
+static void info_begin(info_out_t *o)
+{
+    if (o->json) {
+        o->first[0] = 1;
+        info_open(o, NULL, '{');
+        o->first[0] = 1;
+    }
+}
+
+static void info_end(info_out_t *o)
+{
+    if (o->json) {
+        info_close(o, '}');
+        putchar('\n');
+    } else {
+        info_text_end_line(o);
+    }
+}
+
+/* One record: JSON object (named key, or an array element when key is
+ * NULL); text line starting "label=". */
+static void info_rec_open(info_out_t *o, const char *key, const char *label)
+{
+    if (o->json) {
+        info_open(o, key, '{');
+        return;
+    }
+    info_text_end_line(o);
+    printf("%s=", label);
+    o->line_open   = 1;
+    o->line_fields = 0;
+}
+
+static void info_rec_close(info_out_t *o)
+{
+    if (o->json) {
+        info_close(o, '}');
+    } else {
+        info_text_end_line(o);
+    }
+}
+
+static void info_arr_open(info_out_t *o, const char *key)
+{
+    if (o->json) {
+        info_open(o, key, '[');
+    } else {
+        info_text_end_line(o);
+    }
+}
+
+static void info_arr_close(info_out_t *o)
+{
+    if (o->json) {
+        info_close(o, ']');
+    }
+}
+
+/* A field: inside a record, or at the top (text: its own line). */
+static void info_text_key(info_out_t *o, const char *key)
+{
+    if (o->line_open) {
+        printf("%s%s=", o->line_fields++ > 0 ? " " : "", key);
+    } else {
+        printf("%s=", key);
+    }
+}
+
+static void info_str(info_out_t *o, const char *key, const char *value)
+{
+    if (o->json) {
+        info_json_key(o, key);
+        info_json_str(value);
+        return;
+    }
+    info_text_key(o, key);
+    fputs(value, stdout);
+    if (!o->line_open) {
+        putchar('\n');
+    }
+}
+
+static void info_u64(info_out_t *o, const char *key, uint64_t value)
+{
+    char buf[24];
+
+    if (o->json) {
+        info_json_key(o, key);
+        printf("%" PRIu64, value);
+        return;
+    }
+    snprintf(buf, sizeof(buf), "%" PRIu64, value);
+    info_str(o, key, buf);
+}
+
+static void info_i64(info_out_t *o, const char *key, int64_t value)
+{
+    char buf[24];
+
+    if (o->json) {
+        info_json_key(o, key);
+        printf("%" PRId64, value);
+        return;
+    }
+    snprintf(buf, sizeof(buf), "%" PRId64, value);
+    info_str(o, key, buf);
+}
+
+static void info_bool(info_out_t *o, const char *key, int value)
+{
+    if (o->json) {
+        info_json_key(o, key);
+        fputs(value ? "true" : "false", stdout);
+        return;
+    }
+    info_str(o, key, value ? "1" : "0");
+}
+
+/* ------------------------------------------------------------ the build */
+
+#define INFO_IVMD_FIELD(...) IVM_CONFIG_FIELD_ENTRY(ivmd_config, __VA_ARGS__)
+static const ivm_config_field_t info_ivmd_fields[] = {IVMD_CONFIG_TABLE(INFO_IVMD_FIELD){0}};
+#define INFO_IVMRUN_FIELD(...) IVM_CONFIG_FIELD_ENTRY(ivmrun_config, __VA_ARGS__)
+static const ivm_config_field_t info_ivmrun_fields[] = {
+    IVMRUN_CONFIG_TABLE(INFO_IVMRUN_FIELD){0}};
+#define INFO_GPUD_FIELD(...) IVM_CONFIG_FIELD_ENTRY(gpud_config, __VA_ARGS__)
+static const ivm_config_field_t info_gpud_fields[] = {GPUD_CONFIG_TABLE(INFO_GPUD_FIELD){0}};
+
+static void info_settings(info_out_t *o, const char *prog, const ivm_config_field_t *f)
+{
+    char env[96], label[160];
+    const char *value;
+    size_t i;
+
+    for (; f->name != NULL; ++f) {
+        snprintf(env, sizeof(env), "IVM_%s", f->name);
+        for (i = 4; env[i] != '\0'; ++i) {
+            env[i] = env[i] == '-' ? '_' : (char)(env[i] >= 'a' && env[i] <= 'z'
+                                                      ? env[i] - 'a' + 'A' : env[i]);
+        }
+        value = getenv(env);
+        snprintf(label, sizeof(label), "setting.%s.%s", prog, f->name);
+        info_rec_open(o, NULL, label);
+        info_str(o, "program", prog);
+        info_str(o, "name", f->name);
+        info_str(o, "env", env);
+        info_str(o, "default", f->defval);
+        info_str(o, "current", value != NULL ? value : f->defval);
+        info_str(o, "source", value != NULL ? "environment" : "default");
+        if (o->json) {
+            info_str(o, "help", f->help);
+        }
+        info_rec_close(o);
+    }
+}
+
+static void info_config(info_out_t *o)
+{
+    char exe[512], dir[512], sockdir[INFO_PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    char *slash;
+
+    exe[n > 0 ? n : 0] = '\0';
+    snprintf(dir, sizeof(dir), "%s", exe);
+    slash = strrchr(dir, '/');
+    if (slash != NULL) {
+        *slash = '\0';
+    }
+    info_str(o, "version", ivm_version_string());
+    info_str(o, "revision", ivm_version_revision());
+    info_str(o, "features", ivm_version_features());
+    info_str(o, "features_off", ivm_version_features_off());
+    info_str(o, "bindir", dir);
+    if (ivm_sock_dir(sockdir, sizeof(sockdir)) == IVM_SUCCESS) {
+        info_str(o, "socket_dir", sockdir);
+    }
+    info_arr_open(o, "settings");
+    info_settings(o, "ivmrun", info_ivmrun_fields);
+    info_settings(o, "ivmd", info_ivmd_fields);
+    info_settings(o, "ivm-gpud", info_gpud_fields);
+    info_arr_close(o);
+}
+
+/* ------------------------------------------------------------ finding daemons */
+
+typedef struct info_daemon {
+    char path[INFO_PATH_MAX];
+    char node[IVM_HOST_MAX + 1];
+    uint32_t jobs;
+} info_daemon_t;
+
+/* Add path if a daemon answers INFO there and it is not listed yet. */
+static void info_probe(const char *path, info_daemon_t *found, int *n)
+{
+    ivm_msg_info_rep_t info;
+    int i;
+
+    for (i = 0; i < *n; ++i) {
+        if (strcmp(found[i].path, path) == 0) {
+            return;
+        }
+    }
+    if (*n >= INFO_MAX_DAEMONS || ivm_sock_info(path, INFO_TIMEOUT_MS, &info) != IVM_SUCCESS) {
+        return;
+    }
+    snprintf(found[*n].path, sizeof(found[*n].path), "%s", path);
+    info.node[sizeof(info.node) - 1] = '\0';
+    snprintf(found[*n].node, sizeof(found[*n].node), "%s", info.node);
+    found[*n].jobs = info.jobs;
+    ++*n;
+}
+
+/* Daemons with a socket in dir, and one directory level below (the run
+ * directories of ivmrun --nodes and of the boot helpers). */
+static void info_scan(const char *dir, int depth, info_daemon_t *found, int *n)
+{
+    char path[1024];
+    struct dirent *e;
+    struct stat st;
+    DIR *d = opendir(dir);
+    size_t len;
+
+    if (d == NULL) {
+        return;
+    }
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') {
+            continue;
+        }
+        if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >= INFO_PATH_MAX ||
+            lstat(path, &st) != 0) {
+            continue;
+        }
+        len = strlen(e->d_name);
+        if (S_ISSOCK(st.st_mode) && len > 5 && strcmp(e->d_name + len - 5, ".sock") == 0) {
+            info_probe(path, found, n);
+        } else if (S_ISDIR(st.st_mode) && depth == 0) {
+            info_scan(path, 1, found, n);
+        }
+    }
+    closedir(d);
+}
+
+/* The daemon to show: $IVM_SOCKET's, else the per-user one, else those of
+ * the socket directory; with all, every one of them. */
+static int info_find(info_daemon_t *found, int all)
+{
+    char path[INFO_PATH_MAX], dir[INFO_PATH_MAX];
+    const char *env = getenv("IVM_SOCKET");
+    int n = 0;
+
+    if (env != NULL && *env != '\0') {
+        info_probe(env, found, &n);
+        if (n > 0 && !all) {
+            return n;
+        }
+    }
+    if (ivm_sock_path(path, sizeof(path)) == IVM_SUCCESS) {
+        info_probe(path, found, &n);
+        if (n > 0 && !all) {
+            return n;
+        }
+    }
+    if (ivm_sock_dir(dir, sizeof(dir)) == IVM_SUCCESS) {
+        info_scan(dir, 0, found, &n);
+    }
+    return n;
+}
+
+static ivmError_t info_list(const char *path, uint32_t kind, uint32_t job, uint32_t index,
+                            ivm_msg_list_rep_t *rep)
+{
+    ivm_msg_list_req_t req = {.kind = kind, .job = job, .index = index};
+
+    memset(rep, 0, sizeof(*rep));
+    return ivm_sock_request(path, INFO_TIMEOUT_MS, IVM_MSG_LIST, &req, sizeof(req), rep,
+                            sizeof(*rep));
+}
+
+/* The daemon among found where job `job` has its root PE; -1 if none. */
+static int info_find_job(const info_daemon_t *found, int n, uint32_t job)
+{
+    ivm_msg_list_rep_t rep;
+    uint32_t k;
+    int i;
+
+    for (i = 0; i < n; ++i) {
+        for (k = 0; info_list(found[i].path, IVM_LIST_JOBS, 0, k, &rep) == IVM_SUCCESS; ++k) {
+            if (rep.id == job && rep.state != 0) {
+                return i;
+            }
+        }
+    }
+    return -1;
+}
+
+/* ------------------------------------------------------------ a node */
+
+static const char *const info_pe_states[] = {"started", "running", "exited", "failed"};
+
+static void info_devtype(char *buf, size_t len, int devtype)
+{
+    snprintf(buf, len, IVM_DEV_IS_GPU(devtype) ? "gpu%d" : "cpu%d", IVM_DEV_INDEX(devtype));
+}
+
+static void info_cpu_devices(info_out_t *o, const char *path)
 {
     ivm_msg_cpu_info_req_t req = {.dev = 0};
     ivm_msg_cpu_info_rep_t rep;
+    char label[32];
     uint32_t k, n = 1;
 
     for (k = 0; k < n; ++k) {
         req.dev = k;
-        if (ivm_sock_request(path, 2000, IVM_MSG_CPU_INFO, &req, sizeof(req), &rep,
+        if (ivm_sock_request(path, INFO_TIMEOUT_MS, IVM_MSG_CPU_INFO, &req, sizeof(req), &rep,
                              sizeof(rep)) != IVM_SUCCESS) {
-            return; /* a daemon without CPU_INFO */
+            return;
         }
         rep.cores[sizeof(rep.cores) - 1] = '\0';
         if (k == 0) {
             n = rep.ndevs;
-            printf("cpu_devices=%u\n", n);
+            info_u64(o, "cpu_devices", n);
+            info_u64(o, "numa_nodes", rep.numa_nodes);
+            info_arr_open(o, "cpu_device");
         }
-        if (k == 0) {
-            printf("numa_nodes=%u\n", rep.numa_nodes);
-        }
-        printf("cpu_device.%u=cores=%s ncores=%u share=%u pes=%u groups=%u quota_us=%llu "
-               "period_us=%llu numa=%d\n", k, rep.cores, rep.ncores, rep.share, rep.pes,
-               rep.groups, (unsigned long long)rep.quota_us, (unsigned long long)rep.period_us,
-               (int)rep.numa);
+        snprintf(label, sizeof(label), "cpu_device.%u", k);
+        info_rec_open(o, NULL, label);
+        info_str(o, "cores", rep.cores);
+        info_u64(o, "ncores", rep.ncores);
+        info_u64(o, "share", rep.share);
+        info_u64(o, "pes", rep.pes);
+        info_u64(o, "groups", rep.groups);
+        info_u64(o, "quota_us", rep.quota_us);
+        info_u64(o, "period_us", rep.period_us);
+        info_i64(o, "numa", rep.numa);
+        info_rec_close(o);
     }
+    info_arr_close(o);
+}
+
+static void info_gpus(info_out_t *o, const char *path)
+{
+    ivm_msg_gpu_info_req_t req;
+    ivm_msg_gpu_info_rep_t rep;
+
+    memset(&req, 0, sizeof(req));
+    if (ivm_sock_request(path, INFO_TIMEOUT_MS, IVM_MSG_GPU_INFO, &req, sizeof(req), &rep,
+                         sizeof(rep)) != IVM_SUCCESS) {
+        info_u64(o, "gpus", 0);
+        return;
+    }
+    rep.backend[sizeof(rep.backend) - 1] = '\0';
+    info_u64(o, "gpus", rep.ngpus);
+    info_str(o, "gpu_backend", rep.backend);
+    info_bool(o, "gpud_alive", (rep.flags & IVM_GPU_INFO_ALIVE) != 0);
+}
+
+static void info_job(info_out_t *o, const char *path, const ivm_msg_list_rep_t *job)
+{
+    ivm_msg_list_rep_t rep;
+    char label[96], dev[16];
+    uint32_t k;
+
+    snprintf(label, sizeof(label), "job.%" PRIu64, job->id);
+    info_rec_open(o, NULL, label);
+    info_u64(o, "id", job->id);
+    info_str(o, "program", job->name);
+    info_str(o, "root_node", job->node);
+    info_bool(o, "root_here", job->state != 0);
+    info_i64(o, "root_pid", job->pid);
+    info_u64(o, "pes_alive", job->count);
+    info_u64(o, "objects", job->count2);
+    info_u64(o, "object_bytes", job->size);
+    info_arr_open(o, "pes");
+    for (k = 0; info_list(path, IVM_LIST_PES, (uint32_t)job->id, k, &rep) == IVM_SUCCESS; ++k) {
+        rep.node[sizeof(rep.node) - 1] = '\0';
+        snprintf(label, sizeof(label), "job.%" PRIu64 ".pe.%" PRIu64, job->id, rep.id);
+        info_devtype(dev, sizeof(dev), rep.devtype);
+        info_rec_open(o, NULL, label);
+        info_u64(o, "id", rep.id);
+        info_str(o, "state", rep.state < 4 ? info_pe_states[rep.state] : "unknown");
+        info_str(o, "device", dev);
+        info_str(o, "node", rep.node);
+        info_i64(o, "pid", rep.pid);
+        info_u64(o, "maps", rep.count);
+        info_rec_close(o);
+    }
+    info_arr_close(o);
+    info_arr_open(o, "objects");
+    for (k = 0; info_list(path, IVM_LIST_OBJECTS, (uint32_t)job->id, k, &rep) == IVM_SUCCESS;
+         ++k) {
+        rep.node[sizeof(rep.node) - 1] = '\0';
+        rep.name[sizeof(rep.name) - 1] = '\0';
+        snprintf(label, sizeof(label), "job.%" PRIu64 ".object.%" PRIu64, job->id, rep.id);
+        info_rec_open(o, NULL, label);
+        info_str(o, "name", rep.name);
+        info_u64(o, "size", rep.size);
+        info_str(o, "copy", rep.state ? "master" : "mirror");
+        info_str(o, "master_node", rep.node);
+        info_u64(o, "mappings", rep.count);
+        info_u64(o, rep.state ? "mirrors" : "regions", rep.count2);
+        info_u64(o, "sent_bytes", rep.tx_bytes);
+        info_u64(o, "received_bytes", rep.rx_bytes);
+        info_rec_close(o);
+    }
+    info_arr_close(o);
+    info_rec_close(o);
+}
+
+static int info_node(info_out_t *o, const char *path)
+{
+    ivm_msg_info_rep_t info;
+    ivm_msg_list_rep_t rep;
+    ivmError_t status;
+    char label[32];
+    uint32_t k;
+
+    status = ivm_sock_info(path, INFO_TIMEOUT_MS, &info);
+    if (status != IVM_SUCCESS) {
+        fprintf(stderr, "ivm-info: %s: %s\n", path, ivm_status_string(status));
+        return 1;
+    }
+    info.node[sizeof(info.node) - 1] = '\0';
+    info_str(o, "node", info.node);
+    info_str(o, "socket", path);
+    info_u64(o, "pid", info.pid);
+    info_u64(o, "jobs", info.jobs);
+    info_u64(o, "pes", info.pes);
+    info_u64(o, "objects", info.objects);
+    info_u64(o, "connections", info.conns);
+    info_u64(o, "object_bytes", info.shm_bytes);
+    info_u64(o, "peers", info.peers);
+    info_u64(o, "peers_up", info.peers_up);
+    info_u64(o, "sent_bytes", info.tx_bytes);
+    info_u64(o, "received_bytes", info.rx_bytes);
+    info_u64(o, "parked", info.parked);
+    info_u64(o, "pooled", info.pooled);
+    info_u64(o, "poll_us", info.poll_us);
+    info_u64(o, "polled", info.polled);
+    info_cpu_devices(o, path);
+    info_gpus(o, path);
+    info_arr_open(o, "job");
+    for (k = 0; info_list(path, IVM_LIST_JOBS, 0, k, &rep) == IVM_SUCCESS; ++k) {
+        rep.node[sizeof(rep.node) - 1] = '\0';
+        rep.name[sizeof(rep.name) - 1] = '\0';
+        info_job(o, path, &rep);
+    }
+    info_arr_close(o);
+    info_arr_open(o, "peer");
+    for (k = 0; info_list(path, IVM_LIST_PEERS, 0, k, &rep) == IVM_SUCCESS; ++k) {
+        rep.node[sizeof(rep.node) - 1] = '\0';
+        rep.name[sizeof(rep.name) - 1] = '\0';
+        snprintf(label, sizeof(label), "peer.%" PRIu64, rep.id);
+        info_rec_open(o, NULL, label);
+        info_str(o, "node", rep.node);
+        info_str(o, "address", rep.name);
+        info_bool(o, "up", rep.state != 0);
+        info_bool(o, "self", rep.count != 0);
+        info_rec_close(o);
+    }
+    info_arr_close(o);
+    return 0;
+}
+
+/* Every node of path's cluster whose daemon has a socket beside path's. */
+static int info_cluster(info_out_t *o, const char *path)
+{
+    char dir[INFO_PATH_MAX], peer[INFO_PATH_MAX + 80], label[96];
+    ivm_msg_list_rep_t rep;
+    int ret = 0, n = 0;
+    uint32_t k;
+    char *slash;
+
+    snprintf(dir, sizeof(dir), "%s", path);
+    slash = strrchr(dir, '/');
+    if (slash != NULL) {
+        *slash = '\0';
+    } else {
+        strcpy(dir, ".");
+    }
+    info_arr_open(o, "nodes");
+    for (k = 0; info_list(path, IVM_LIST_PEERS, 0, k, &rep) == IVM_SUCCESS; ++k) {
+        rep.node[sizeof(rep.node) - 1] = '\0';
+        snprintf(peer, sizeof(peer), "%s/%s.sock", dir, rep.node);
+        snprintf(label, sizeof(label), "cluster.%s", rep.node);
+        if (o->json) {
+            info_rec_open(o, NULL, label);
+        } else {
+            printf("\n# %s\n", rep.node);
+        }
+        if (access(peer, F_OK) != 0 || info_node(o, peer) != 0) {
+            info_str(o, "node", rep.node);
+            info_str(o, "unreachable", "no socket of its daemon on this host");
+            ret = 1;
+        }
+        if (o->json) {
+            info_rec_close(o);
+        }
+        ++n;
+    }
+    info_arr_close(o);
+    if (n == 0) {
+        fprintf(stderr, "ivm-info: %s is not part of a cluster\n", path);
+        return 1;
+    }
+    return ret;
+}
+
+/* ------------------------------------------------------------ one object, one GPU */
+
+static int info_object(info_out_t *o, const char *path, const char *job, const char *name)
+{
+    ivm_msg_obj_info_req_t req;
+    ivm_msg_obj_info_rep_t rep;
+    ivmError_t status;
+    char *end;
+
+    memset(&req, 0, sizeof(req));
+    req.job = (uint32_t)strtoul(job, &end, 0);
+    if (*job == '\0' || *end != '\0') {
+        fprintf(stderr, "ivm-info: --object '%s': not a job id\n", job);
+        return 2;
+    }
+    if (ivm_proto_strset(req.name, sizeof(req.name), name) != 0) {
+        fprintf(stderr, "ivm-info: object name too long\n");
+        return 2;
+    }
+    status = ivm_sock_request(path, INFO_TIMEOUT_MS, IVM_MSG_OBJ_INFO, &req, sizeof(req), &rep,
+                              sizeof(rep));
+    if (status != IVM_SUCCESS) {
+        fprintf(stderr, "ivm-info: %s: object '%s' of job %s: %s\n", path, name, job,
+                ivm_status_string(status));
+        return 1;
+    }
+    info_str(o, "copy", (rep.flags & IVM_OBJ_INFO_MASTER) ? "master" : "mirror");
+    info_u64(o, "size", rep.size);
+    info_u64(o, "held_bytes", rep.held);
+    info_u64(o, "sent_bytes", rep.tx_bytes);
+    info_u64(o, "received_bytes", rep.rx_bytes);
+    info_u64(o, "mirror_regions", rep.mirrors);
+    return 0;
+}
+
+static int info_gpu(info_out_t *o, const char *path, const char *gpu)
+{
+    ivm_msg_gpu_info_req_t req;
+    ivm_msg_gpu_info_rep_t rep;
+    ivmError_t status;
+    char *end;
+    unsigned long k = strtoul(gpu, &end, 10);
+
+    if (*gpu == '\0' || *end != '\0' || k > 255) {
+        fprintf(stderr, "ivm-info: --gpu '%s' is not a GPU index\n", gpu);
+        return 2;
+    }
+    memset(&req, 0, sizeof(req));
+    req.gpu = (uint32_t)k;
+    status = ivm_sock_request(path, INFO_TIMEOUT_MS, IVM_MSG_GPU_INFO, &req, sizeof(req), &rep,
+                              sizeof(rep));
+    if (status != IVM_SUCCESS) {
+        fprintf(stderr, "ivm-info: %s: GPU %lu: %s\n", path, k, ivm_status_string(status));
+        return 1;
+    }
+    rep.name[sizeof(rep.name) - 1]       = '\0';
+    rep.backend[sizeof(rep.backend) - 1] = '\0';
+    info_u64(o, "gpu", k);
+    info_str(o, "name", rep.name);
+    info_str(o, "backend", rep.backend);
+    info_u64(o, "gpus", rep.ngpus);
+    info_u64(o, "gpud_pid", rep.gpud_pid);
+    info_bool(o, "gpud_alive", (rep.flags & IVM_GPU_INFO_ALIVE) != 0);
+    info_u64(o, "capacity_bytes", rep.capacity);
+    info_u64(o, "used_bytes", rep.used);
+    info_u64(o, "cached_bytes", rep.cached_bytes);
+    info_u64(o, "copies", rep.copies);
+    info_u64(o, "mapped_refs", rep.mapped_refs);
+    info_u64(o, "allocations", rep.allocations);
+    info_u64(o, "evictions", rep.evictions);
+    info_u64(o, "waiting", rep.waiting);
+    info_u64(o, "wait_timeouts", rep.wait_timeouts);
+    info_u64(o, "granularity_bytes", rep.granularity);
+    return 0;
+}
+
+/* ------------------------------------------------------------ main */
+
+static int info_usage(FILE *out, int rc)
+{
+    fprintf(out,
+            "usage: ivm-info [--json] [--socket PATH | --job N | SOCKET] [VIEW]\n"
+            "Prints what IVM is (the build) and what its daemons hold, as key=value\n"
+            "lines or, with --json, one JSON object.\n\n"
+            "The daemon: the socket given, else $IVM_SOCKET, else the per-user socket,\n"
+            "else the only daemon with a socket in the socket directory or its run\n"
+            "directories (ivmrun --nodes); --job N picks the one where job N's root runs.\n\n"
+            "Views:\n"
+            "  (none)              the node: INFO, CPU devices, GPUs, jobs with their PEs\n"
+            "                      and objects, peers; the build when no daemon runs\n"
+            "  --config            the build: version, revision, features, paths, and\n"
+            "                      every setting of ivmrun, ivmd, ivm-gpud with its\n"
+            "                      environment variable, default and current value\n"
+            "  --list              the daemons found (socket, node, jobs)\n"
+            "  --cluster           every node of the daemon's cluster reachable from here\n"
+            "  --object JOB NAME   the node's copy of object NAME of job JOB\n"
+            "  --gpu K             the node's GPU K as its ivm-gpud counts it\n"
+            "  -V, --version       the version; -h, --help: this help\n\n"
+            "Exit status: 0; 1 when a daemon cannot be reached or does not know what was\n"
+            "asked; 2 for a bad command line.\n");
+    return rc;
 }
 
 int main(int argc, char **argv)
 {
-    char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-    const char *obj_job = NULL, *obj_name = NULL, *sock = NULL, *gpu = NULL;
-    ivm_msg_gpu_info_req_t greq;
-    ivm_msg_gpu_info_rep_t grep;
-    ivmError_t status;
-    int i;
+    static info_daemon_t found[INFO_MAX_DAEMONS];
+    const char *sock = NULL, *job = NULL, *obj_job = NULL, *obj_name = NULL, *gpu = NULL;
+    int i, n = 0, config = 0, list = 0, cluster = 0, pick = 0, ret = 0;
+    info_out_t o;
+    char *end;
 
+    memset(&o, 0, sizeof(o));
     for (i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            return ivm_info_usage(stdout, 0);
+            return info_usage(stdout, 0);
         } else if (!strcmp(argv[i], "-V") || !strcmp(argv[i], "--version")) {
             ivm_version_print(stdout, "ivm-info");
             return 0;
+        } else if (!strcmp(argv[i], "--json")) {
+            o.json = 1;
+        } else if (!strcmp(argv[i], "--config")) {
+            config = 1;
+        } else if (!strcmp(argv[i], "--list")) {
+            list = 1;
+        } else if (!strcmp(argv[i], "--cluster")) {
+            cluster = 1;
+        } else if (!strcmp(argv[i], "--socket") && i + 1 < argc) {
+            sock = argv[++i];
+        } else if (!strcmp(argv[i], "--job") && i + 1 < argc) {
+            job = argv[++i];
         } else if (!strcmp(argv[i], "--gpu") && i + 1 < argc) {
             gpu = argv[++i];
         } else if (!strcmp(argv[i], "--object") && i + 2 < argc) {
@@ -77,89 +742,78 @@ int main(int argc, char **argv)
         } else if (argv[i][0] != '-' && sock == NULL) {
             sock = argv[i];
         } else {
-            return ivm_info_usage(stderr, 2);
+            fprintf(stderr, "ivm-info: unknown or incomplete option '%s'\n", argv[i]);
+            return info_usage(stderr, 2);
         }
     }
-    if (sock != NULL) {
-        snprintf(path, sizeof(path), "%s", sock);
-    } else if (ivm_sock_path(path, sizeof(path)) != IVM_SUCCESS) {
-        fprintf(stderr, "ivm-info: the socket path is too long\n");
+    if (config + list + cluster + (gpu != NULL) + (obj_name != NULL) > 1) {
+        fprintf(stderr, "ivm-info: give one view (--config, --list, --cluster, --object, "
+                "--gpu)\n");
         return 2;
     }
-    if (gpu != NULL) {
-        char *end;
-        unsigned long k = strtoul(gpu, &end, 10);
-        if (*gpu == '\0' || *end != '\0' || k > 255) {
-            fprintf(stderr, "ivm-info: --gpu '%s' is not a GPU index\n", gpu);
-            return 2;
+    if (job != NULL && (strtoul(job, &end, 10), *job == '\0' || *end != '\0')) {
+        fprintf(stderr, "ivm-info: --job '%s' is not a job id\n", job);
+        return 2;
+    }
+    info_begin(&o);
+    if (config) {
+        info_config(&o);
+        info_end(&o);
+        return 0;
+    }
+    if (sock != NULL) {
+        snprintf(found[0].path, sizeof(found[0].path), "%s", sock);
+        n = 1;
+    } else {
+        n = info_find(found, list || job != NULL);
+    }
+    if (list) {
+        info_arr_open(&o, "daemons");
+        for (i = 0; i < n; ++i) {
+            char label[32];
+            snprintf(label, sizeof(label), "daemon.%d", i);
+            info_rec_open(&o, NULL, label);
+            info_str(&o, "socket", found[i].path);
+            info_str(&o, "node", found[i].node);
+            info_u64(&o, "jobs", found[i].jobs);
+            info_rec_close(&o);
         }
-        memset(&greq, 0, sizeof(greq));
-        greq.gpu = (uint32_t)k;
-        status = ivm_sock_request(path, 2000, IVM_MSG_GPU_INFO, &greq, sizeof(greq), &grep,
-                                  sizeof(grep));
-        if (status != IVM_SUCCESS) {
-            fprintf(stderr, "ivm-info: %s: GPU %lu: %s\n", path, k, ivm_status_string(status));
+        info_arr_close(&o);
+        info_end(&o);
+        return 0;
+    }
+    if (job != NULL) {
+        pick = info_find_job(found, n, (uint32_t)strtoul(job, NULL, 10));
+        if (pick < 0) {
+            info_end(&o);
+            fprintf(stderr, "ivm-info: no daemon found runs the root of job %s\n", job);
             return 1;
         }
-        printf("gpu=%lu\nname=%s\nbackend=%s\ngpus=%u\ngpud_pid=%u\ngpud_alive=%d\n"
-               "capacity_bytes=%llu\nused_bytes=%llu\ncached_bytes=%llu\ncopies=%u\n"
-               "mapped_refs=%u\nallocations=%llu\nevictions=%llu\nwaiting=%u\n"
-               "wait_timeouts=%u\ngranularity_bytes=%llu\n",
-               k, grep.name, grep.backend, grep.ngpus, grep.gpud_pid,
-               (grep.flags & IVM_GPU_INFO_ALIVE) != 0, (unsigned long long)grep.capacity,
-               (unsigned long long)grep.used, (unsigned long long)grep.cached_bytes,
-               grep.copies, grep.mapped_refs, (unsigned long long)grep.allocations,
-               (unsigned long long)grep.evictions, grep.waiting, grep.wait_timeouts,
-               (unsigned long long)grep.granularity);
+    } else if (n == 0) {
+        /* No daemon: what the build is. */
+        info_str(&o, "daemon", "none running");
+        info_config(&o);
+        info_end(&o);
         return 0;
+    } else if (n > 1) {
+        info_end(&o);
+        fprintf(stderr, "ivm-info: %d daemons found; choose one with --socket PATH or --job "
+                "N:\n", n);
+        for (i = 0; i < n; ++i) {
+            fprintf(stderr, "  %s (node %s, %u jobs)\n", found[i].path, found[i].node,
+                    found[i].jobs);
+        }
+        return 1;
     }
     if (obj_name != NULL) {
-        ivm_msg_obj_info_req_t req;
-        ivm_msg_obj_info_rep_t rep;
-
-        memset(&req, 0, sizeof(req));
-        req.job = (uint32_t)strtoul(obj_job, NULL, 0);
-        if (ivm_proto_strset(req.name, sizeof(req.name), obj_name) != 0) {
-            fprintf(stderr, "ivm-info: object name too long\n");
-            return 2;
-        }
-        status = ivm_sock_request(path, 2000, IVM_MSG_OBJ_INFO, &req, sizeof(req), &rep,
-                                  sizeof(rep));
-        if (status != IVM_SUCCESS) {
-            fprintf(stderr, "ivm-info: %s: object '%s' of job %s: %s\n", path, obj_name,
-                    obj_job, ivm_status_string(status));
-            return 1;
-        }
-        printf("copy=%s\nsize=%llu\nheld_bytes=%llu\nsent_bytes=%llu\nreceived_bytes=%llu\n"
-               "mirror_regions=%u\n", (rep.flags & IVM_OBJ_INFO_MASTER) ? "master" : "mirror",
-               (unsigned long long)rep.size, (unsigned long long)rep.held,
-               (unsigned long long)rep.tx_bytes, (unsigned long long)rep.rx_bytes,
-               rep.mirrors);
-        return 0;
+        ret = info_object(&o, found[pick].path, obj_job, obj_name);
+    } else if (gpu != NULL) {
+        ret = info_gpu(&o, found[pick].path, gpu);
+    } else if (cluster) {
+        ret = info_cluster(&o, found[pick].path);
+    } else {
+        ret = info_node(&o, found[pick].path);
     }
-    {
-        ivm_msg_info_rep_t info;
-        status = ivm_sock_info(path, 2000, &info);
-        if (status != IVM_SUCCESS) {
-            fprintf(stderr, "ivm-info: %s: %s\n", path, ivm_status_string(status));
-            return 1;
-        }
-        printf("node=%s\npid=%u\njobs=%u\npes=%u\nobjects=%u\nconnections=%u\n"
-               "object_bytes=%llu\npeers=%u\npeers_up=%u\nsent_bytes=%llu\n"
-               "received_bytes=%llu\nparked=%u\npooled=%u\npoll_us=%u\npolled=%llu\n",
-               info.node, info.pid, info.jobs, info.pes, info.objects, info.conns,
-               (unsigned long long)info.shm_bytes, info.peers, info.peers_up,
-               (unsigned long long)info.tx_bytes, (unsigned long long)info.rx_bytes,
-               info.parked, info.pooled, info.poll_us, (unsigned long long)info.polled);
-        ivm_info_cpu_devices(path);
-        memset(&greq, 0, sizeof(greq));
-        if (ivm_sock_request(path, 2000, IVM_MSG_GPU_INFO, &greq, sizeof(greq), &grep,
-                             sizeof(grep)) == IVM_SUCCESS) {
-            printf("gpus=%u\ngpu_backend=%s\ngpud_alive=%d\n", grep.ngpus, grep.backend,
-                   (grep.flags & IVM_GPU_INFO_ALIVE) != 0);
-        } else {
-            printf("gpus=0\n");
-        }
-    }
-    return 0;
+    info_end(&o);
+    return ret;
 }

@@ -148,6 +148,120 @@ Test(multinode, tag_output_names_node_and_pe_and_x_reaches_every_pe)
     ivmt_result_free(&r);
 }
 
+/* The part of out between "INFO-BEGIN <args>" and the next "INFO-END". */
+static char *info_section(const char *out, const char *args)
+{
+    char head[256];
+    const char *start, *end;
+
+    snprintf(head, sizeof(head), "INFO-BEGIN %s\n", args);
+    start = strstr(out, head);
+    if (start == NULL) {
+        return NULL;
+    }
+    start += strlen(head);
+    end = strstr(start, "INFO-END\n");
+    return end != NULL ? strndup(start, (size_t)(end - start)) : NULL;
+}
+
+/* Balanced braces and brackets outside strings, no empty member before a
+ * comma or a closing bracket: enough to catch a writer that breaks JSON. */
+static int json_plausible(const char *s)
+{
+    int depth = 0, in_str = 0;
+    char prev = 0;
+
+    for (; *s != '\0'; ++s) {
+        if (in_str) {
+            if (*s == '\\' && s[1] != '\0') {
+                ++s;
+            } else if (*s == '"') {
+                in_str = 0;
+            }
+            continue;
+        }
+        if (*s == '"') {
+            in_str = 1;
+        } else if (*s == '{' || *s == '[') {
+            ++depth;
+        } else if (*s == '}' || *s == ']') {
+            if (--depth < 0 || prev == ',') {
+                return 0;
+            }
+        } else if (*s == ',' && (prev == ',' || prev == '{' || prev == '[')) {
+            return 0;
+        }
+        if (*s != ' ' && *s != '\n') {
+            prev = *s;
+        }
+    }
+    return depth == 0 && !in_str;
+}
+
+/* ivm-info on a live 2-node job: the node view lists the job, its PEs (the one
+ * on node1 running) and its object (the master here, one mirror elsewhere)
+ * and the peers; --cluster reaches node1 and shows its mirror; --json is
+ * JSON with the same facts; --job picks the root's daemon; --list finds both
+ * daemons. */
+Test(multinode, ivm_info_views_of_a_live_job)
+{
+    const char *args[] = {IVMT_PE_NODES, "info_nodes", IVMT_IVM_INFO,
+                          "--socket $IVM_SOCKET;--socket $IVM_SOCKET --cluster;"
+                          "--socket $IVM_SOCKET --json;--list;--job %J;--config --json",
+                          NULL};
+    ivmt_result_t r;
+    char *why, *s;
+
+    ivmrun_nodes("2", args, &r);
+    expect_code(&r, 0);
+    why = ivmt_describe(NULL, &r);
+
+    s = info_section(r.out, "--socket $IVM_SOCKET");
+    cr_assert_not_null(s, "%s", why);
+    cr_assert(strstr(s, "node=node0\n") != NULL, "%s", s);
+    cr_assert(strstr(s, ".pe.1=id=1 state=running device=cpu0 node=node1 ") != NULL, "%s", s);
+    cr_assert(strstr(s, "=name=infovec size=65536 copy=master master_node=node0 mappings=1 "
+                        "mirrors=1 ") != NULL, "%s", s);
+    cr_assert(strstr(s, "peer.1=node=node1 ") != NULL && strstr(s, " up=1 self=0\n") != NULL,
+              "%s", s);
+    free(s);
+
+    s = info_section(r.out, "--socket $IVM_SOCKET --cluster");
+    cr_assert_not_null(s, "%s", why);
+    cr_assert(strstr(s, "# node1\nnode=node1\n") != NULL, "%s", s);
+    cr_assert(strstr(s, "=name=infovec size=65536 copy=mirror master_node=node0 mappings=1 ") !=
+                  NULL, "node1's mirror: %s", s);
+    cr_assert(strstr(s, "unreachable") == NULL, "%s", s);
+    free(s);
+
+    s = info_section(r.out, "--socket $IVM_SOCKET --json");
+    cr_assert_not_null(s, "%s", why);
+    cr_assert(s[0] == '{' && json_plausible(s), "not JSON: %s", s);
+    cr_assert(strstr(s, "\"name\":\"infovec\",\"size\":65536,\"copy\":\"master\"") != NULL,
+              "%s", s);
+    cr_assert(strstr(s, "\"state\":\"running\",\"device\":\"cpu0\",\"node\":\"node1\"") !=
+                  NULL, "%s", s);
+    free(s);
+
+    s = info_section(r.out, "--list");
+    cr_assert_not_null(s, "%s", why);
+    cr_assert(strstr(s, " node=node0 ") != NULL && strstr(s, " node=node1 ") != NULL, "%s", s);
+    free(s);
+
+    s = info_section(r.out, "--job %J");
+    cr_assert_not_null(s, "%s", why);
+    cr_assert(strstr(s, "node=node0\n") != NULL && strstr(s, "INFO-STATUS 0\n") != NULL, "%s",
+              s);
+    free(s);
+
+    s = info_section(r.out, "--config --json");
+    cr_assert_not_null(s, "%s", why);
+    cr_assert(json_plausible(s) && strstr(s, "\"env\":\"IVM_BIND_TO\"") != NULL, "%s", s);
+    free(s);
+    free(why);
+    ivmt_result_free(&r);
+}
+
 Test(multinode, putgroup_scatter_getgroup_gather_over_subset_mirrors_of_three_nodes)
 {
     ivmt_result_t r;

@@ -115,7 +115,8 @@ Test(proto, wire_sizes)
     cr_assert_eq(sizeof(ivm_msg_status_t), 8);
     cr_assert_eq(sizeof(ivm_msg_kill_pes_req_t), 8);
     cr_assert_eq(sizeof(ivm_msg_cpu_info_req_t), 8);
-    cr_assert_eq(sizeof(ivm_msg_cpu_info_rep_t), 168);
+    cr_assert_eq(sizeof(ivm_msg_cpu_info_rep_t), 176);
+    cr_assert_eq(sizeof(ivm_msg_list_rep_t), 384);
     cr_assert_eq(sizeof(ivm_msg_set_share_req_t), 8);
     cr_assert_eq(offsetof(ivm_msg_cpu_info_rep_t, status), 0);
     /* every reply starts with its status */

@@ -799,7 +799,57 @@ static int sc_kill_mid_transfer(int argc, char **argv)
     return pe_ok();
 }
 
+/* ivm-info on a live job: object "infovec" (master on node0) mapped by a PE
+ * on node1; the root runs IVM_INFO (argv[2]) with the arguments in argv[3]
+ * (";"-separated runs, "%J" standing for the job id), its output going to
+ * stdout between "INFO-BEGIN ARGS" and "INFO-END" lines, while the PE holds
+ * its mapping. */
+static int sc_info_nodes(int argc, char **argv)
+{
+    char cmd[4096], *runs, *run, *save = NULL, *j;
+    unsigned char *v;
+    ivm_device d1;
+    ivm_pe kid;
+    int id = pe_enter(), gid = 0;
+
+    if (id != 0) {
+        CHECK(ivmMap("infovec", &v, 0));
+        CHECK(ivmSignal());
+        CHECK(ivmWait(0));
+        CHECK(ivmUnmap(v));
+        CHECK(ivmExit());
+        return 0;
+    }
+    ASSERT(argc > 3, "%s", "usage: info_nodes IVM_INFO ARGS[;ARGS...]");
+    CHECK(ivmMalloc("infovec", &v, OBJ_SIZE));
+    CHECK(ivmCreateDev("node1", IVM_CPU, &d1));
+    CHECK(ivmCreatePEs(d1, 1, &kid));
+    CHECK(ivmWait(kid));
+    CHECK(ivmGetMyGroupId(&gid));
+    runs = strdup(argv[3]);
+    for (run = strtok_r(runs, ";", &save); run != NULL; run = strtok_r(NULL, ";", &save)) {
+        printf("INFO-BEGIN %s\n", run);
+        fflush(stdout);
+        j = strstr(run, "%J");
+        if (j != NULL) {
+            snprintf(cmd, sizeof(cmd), "%s %.*s%d%s", argv[2], (int)(j - run), run, gid, j + 2);
+        } else {
+            snprintf(cmd, sizeof(cmd), "%s %s", argv[2], run);
+        }
+        printf("INFO-STATUS %d\n", system(cmd));
+        printf("INFO-END\n");
+        fflush(stdout);
+    }
+    free(runs);
+    CHECK(ivmSignal());
+    CHECK(ivmWait(kid));
+    CHECK(ivmDestroyDev(d1));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
 static const pe_scenario_entry_t scenarios[] = {
+    {"info_nodes", sc_info_nodes},
     {"sync_nodes", sc_sync_nodes},
     {"reuse_nodes", sc_reuse_nodes},
     {"procs_nodes", sc_procs_nodes},
