@@ -72,6 +72,10 @@
       "PE connections bound to one job on this node")                               \
     X(max_conns, "max-conns", INT, "0",                                             \
       "PE and tool connections to this daemon (0: as many as the fd budget allows)") \
+    X(reserve_memory, "reserve-memory", BOOL, "1",                                 \
+      "reserve an object's memory when it is made (fallocate: ivmMalloc zeroes its " \
+      "pages, a later touch cannot fail); off: sparse objects, checked against "     \
+      "available memory only")                                                      \
     X(preauth_per_source, "preauth-per-source", INT, "32",                          \
       "unauthenticated peer connections one source address may hold open; beyond, " \
       "new ones are closed at once")                                                \

@@ -378,7 +378,7 @@ ivmError_t ivmd_limits_obj_mem(ivmd_t *d, const ivmd_job_t *job, const char *nam
         return IVM_ERROR_NO_MEMORY;
     }
     /* Reserve the pages now: a later first touch cannot SIGBUS. */
-    rc = posix_fallocate(fd, 0, (off_t)size);
+    rc = d->cfg.reserve_memory ? posix_fallocate(fd, 0, (off_t)size) : 0;
     if (rc != 0 && rc != EOPNOTSUPP) {
         close(fd);
         snprintf(detail, detail_len, "cannot reserve %llu bytes for object '%s' on node "
