@@ -585,16 +585,16 @@ static void ivmd_conn_on_event(ivmd_t *d, void *arg, uint32_t events)
             if (strcmp(why, "end of stream") != 0 && strcmp(why, "read error") != 0) {
                 if (c->kind == IVMD_CONN_PE) {
                     ivm_warn_limited("pid %d sent a malformed message (%s, type %s, length %u): "
-                             "connection dropped", (int)c->peer_pid, why,
-                             ivm_proto_type_name(c->hdr.type), (unsigned)c->hdr.length);
+                                     "connection dropped", (int)c->peer_pid, why,
+                                     ivm_proto_type_name(c->hdr.type), (unsigned)c->hdr.length);
                 } else if (c->kind == IVMD_CONN_GPUD) {
                     ivm_error("ivm-gpud sent a malformed message (%s, type %u, length %u): "
                               "its socket is closed", why, (unsigned)c->hdr.type,
                               (unsigned)c->hdr.length);
                 } else {
                     ivm_warn_limited("peer %s sent a malformed message (%s, type %u, length %u): "
-                             "connection dropped", c->peer ? c->peer->node : "(unknown)",
-                             why, (unsigned)c->hdr.type, (unsigned)c->hdr.length);
+                                     "connection dropped", c->peer ? c->peer->node : "(unknown)",
+                                     why, (unsigned)c->hdr.type, (unsigned)c->hdr.length);
                 }
             }
             ivmd_conn_close(d, c, why);
@@ -609,7 +609,7 @@ static void ivmd_conn_on_event(ivmd_t *d, void *arg, uint32_t events)
             ivmd_gpu_handle_msg(d, c, &c->hdr, c->payload);
         } else if (ivm_proto_check_req(&c->hdr, c->payload, &type_why) != IVM_SUCCESS) {
             ivm_warn_limited("pid %d sent a malformed %s request (%s): connection dropped",
-                     (int)c->peer_pid, ivm_proto_type_name(c->hdr.type), type_why);
+                             (int)c->peer_pid, ivm_proto_type_name(c->hdr.type), type_why);
             ivmd_conn_close(d, c, type_why);
             return;
         } else {

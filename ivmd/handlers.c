@@ -386,7 +386,7 @@ static int ivmd_handle_enter(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr
         ivmd_detail(rep, "no PE %d awaits ivmEnter in job %u with this token", req->pe_id,
                     req->job_id);
         ivm_warn_limited("pid %d: ENTER as job %u pe %d refused (unknown PE or bad token)",
-                 (int)c->peer_pid, req->job_id, req->pe_id);
+                         (int)c->peer_pid, req->job_id, req->pe_id);
         return IVM_ERROR_PERMISSION;
     }
     if (pe->state != IVMD_PE_SPAWNED || job->ending) {
@@ -1132,7 +1132,7 @@ void ivmd_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     }
     if (status == IVM_ERROR_PROTOCOL) {
         ivm_warn_limited("pid %d: malformed %s request: %s; connection dropped", (int)c->peer_pid,
-                 ivm_proto_type_name(hdr->type), rep.detail);
+                         ivm_proto_type_name(hdr->type), rep.detail);
         ivmd_conn_close(d, c, "malformed request");
         return;
     }

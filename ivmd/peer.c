@@ -341,8 +341,8 @@ void ivmd_peer_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
         if (!ivm_proto_strok(m->node, sizeof(m->node)) ||
             (p = ivmd_peer_find(d, m->node)) == NULL || p->self || p->dialer) {
             ivm_warn_limited("peer connection refused: HELLO from '%.64s', which is not a node "
-                     "that dials this one", ivm_proto_strok(m->node, sizeof(m->node))
-                                                 ? m->node : "?");
+                             "that dials this one", ivm_proto_strok(m->node, sizeof(m->node))
+                                                         ? m->node : "?");
             ivmd_conn_close(d, c, "unknown node");
             return;
         }
@@ -377,7 +377,7 @@ void ivmd_peer_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
         ivmd_peer_mac(d, 'B', c->nonce_a, c->nonce_b, ivmd_peer_self(d), c->peer->node, mac);
         if (ivm_hmac_compare(mac, m->mac, sizeof(mac)) != 0) {
             ivm_warn_limited("peer connection refused: %s failed authentication (wrong cluster "
-                     "secret?)", c->peer->node);
+                             "secret?)", c->peer->node);
             ivmd_conn_close(d, c, "authentication failed");
             return;
         }
@@ -397,7 +397,7 @@ void ivmd_peer_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
         ivmd_peer_mac(d, 'A', c->nonce_b, c->nonce_a, c->peer->node, ivmd_peer_self(d), mac);
         if (ivm_hmac_compare(mac, m->mac, sizeof(mac)) != 0) {
             ivm_warn_limited("peer connection refused: %s failed authentication (wrong cluster "
-                     "secret?)", c->peer->node);
+                             "secret?)", c->peer->node);
             ivmd_conn_close(d, c, "authentication failed");
             return;
         }
@@ -473,7 +473,7 @@ static void ivmd_peer_tick(ivmd_t *d, void *arg, uint32_t events)
         if (c->pstate != IVMD_PEER_UP) {
             if (now - c->opened_ns > IVMD_PEER_AUTH_TIMEOUT_NS) {
                 ivm_warn_limited("peer connection from %s dropped: not authenticated within 5 s",
-                         c->peer ? c->peer->node : "an unknown node");
+                                 c->peer ? c->peer->node : "an unknown node");
                 ivmd_conn_close(d, c, "authentication timeout");
             }
             continue;

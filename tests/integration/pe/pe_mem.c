@@ -631,7 +631,7 @@ static int sc_too_big(int argc, char **argv)
     EXPECT(ivmMalloc("huge", &p, (size_t)size), IVM_ERROR_NO_MEMORY);
     ASSERT(p == NULL, "%s", "a failed ivmMalloc returned a pointer");
     snprintf(want, sizeof(want), "%llu bytes", size);
-    ASSERT(strstr(ivmGetLastErrorMessage(), want) != NULL && 
+    ASSERT(strstr(ivmGetLastErrorMessage(), want) != NULL &&
            strstr(ivmGetLastErrorMessage(), "left") != NULL,
            "the message names the size asked and what is left: [%s]",
            ivmGetLastErrorMessage());
