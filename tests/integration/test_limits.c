@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -134,6 +135,67 @@ Test(limits, fd_budget_refuses_objects_and_serves_on)
                  file_size(ivmt_d.log));
     ivmt_result_free(&r);
     unlink(go);
+    ivmt_daemon_finish(&ivmt_d);
+}
+
+/* Lowest fd number a process does not have open. */
+static int lowest_free_fd(pid_t pid)
+{
+    char path[64];
+    int fd;
+
+    for (fd = 0;; ++fd) {
+        snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)pid, fd);
+        if (access(path, F_OK) != 0) {
+            return fd;
+        }
+    }
+}
+
+/* The daemon's fd table is full (its open-file limit lowered to what it has
+ * open) when a connection comes: it stops accepting for a moment instead of
+ * spinning on the readable listener, logs it once, and serves the
+ * connection once fds are free again. */
+Test(limits, accept_without_fds_pauses)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    ivm_msg_info_rep_t info;
+    struct rlimit full, old;
+    const char *why = "";
+    double cpu0, cpu1, end;
+    char *text;
+    int fd;
+
+    ivmt_daemon_start(&ivmt_d, NULL);
+    /* The harness's own connections are gone: the fds are what they stay. */
+    for (end = ivmt_now() + 5; ivmt_count_fds(ivmt_d.pid) != ivmt_d.fd_baseline;) {
+        cr_assert_lt(ivmt_now(), end, "the daemon keeps %d fds, its baseline is %d",
+                     ivmt_count_fds(ivmt_d.pid), ivmt_d.fd_baseline);
+        ivmt_sleep_ms(5);
+    }
+    cr_assert_eq(prlimit(ivmt_d.pid, RLIMIT_NOFILE, NULL, &old), 0);
+    full = old;
+    /* No fd below the limit is free: the next accept fails with EMFILE. */
+    full.rlim_cur = (rlim_t)lowest_free_fd(ivmt_d.pid);
+    cr_assert_eq(prlimit(ivmt_d.pid, RLIMIT_NOFILE, &full, NULL), 0, "prlimit: %s",
+                 strerror(errno));
+    cr_assert_lt(strlen(ivmt_d.sock), sizeof(sa.sun_path));
+    memcpy(sa.sun_path, ivmt_d.sock, strlen(ivmt_d.sock) + 1);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0, "connect: %s",
+                 strerror(errno));
+    cpu0 = cpu_seconds(ivmt_d.pid);
+    ivmt_sleep_ms(1000);
+    cpu1 = cpu_seconds(ivmt_d.pid);
+    text = read_file(ivmt_d.log);
+    prlimit(ivmt_d.pid, RLIMIT_NOFILE, &old, NULL);
+    cr_assert_lt(cpu1 - cpu0, 0.2, "the daemon used %.2f s of CPU in 1 s without fds",
+                 cpu1 - cpu0);
+    cr_assert_leq(count_lines(text, NULL), 12, "the log without fds:\n%s", text);
+    cr_assert(strstr(text, "not accepting") != NULL, "the pause is not logged:\n%s", text);
+    free(text);
+    close(fd);
+    cr_assert_eq(ivmt_info(ivmt_d.sock, &info, &why), 0, "INFO once fds are back: %s", why);
     ivmt_daemon_finish(&ivmt_d);
 }
 
