@@ -50,6 +50,7 @@ extern "C" {
     X(IVM_ERROR_INTERNAL,      -13, "internal error")                         \
     X(IVM_ERROR_PROTOCOL,      -14, "malformed message")                      \
     X(IVM_ERROR_SPAWN,         -15, "the PE's executable could not be started") \
+    X(IVM_ERROR_LIMIT,         -16, "a resource limit of the daemon was reached") \
     X(IVM_ERROR_ALREADY_ENTERED, -17, "ivmEnter was already called by this process")
 
 #define IVM_STATUS_ENUM_ENTRY(name, value, text) name = (value),

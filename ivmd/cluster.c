@@ -955,21 +955,26 @@ static ivmError_t ivmd_cluster_read(ivmd_t *d, ivmd_op_t *op, int node, uint64_t
 
 static void ivmd_cluster_op_done(ivmd_t *d, ivmd_op_t *op);
 
-/* Make sure a mirror has its memory, on NUMA node numa (-1: anywhere). */
-static ivmError_t ivmd_cluster_mirror_mem(ivmd_obj_t *obj, int numa)
+/* Make sure a mirror has its memory, its pages on NUMA node numa (-1: any;
+ * the limits of its job and node apply; on failure it has none, and detail
+ * says why). */
+static ivmError_t ivmd_cluster_mirror_mem(ivmd_t *d, ivmd_job_t *job, ivmd_obj_t *obj,
+                                          int numa, char *detail, size_t detail_len)
 {
-    char name[32];
+    ivmError_t status;
+    int fd;
 
     if (obj->fd >= 0) {
         return IVM_SUCCESS;
     }
-    snprintf(name, sizeof(name), "ivm-mirror%llu", (unsigned long long)obj->id);
-    obj->fd = memfd_create(name, MFD_CLOEXEC);
-    if (obj->fd < 0 || ftruncate(obj->fd, (off_t)obj->size) != 0) {
-        ivm_error("memory for a mirror of %llu bytes: %m", (unsigned long long)obj->size);
-        return IVM_ERROR_NO_MEMORY;
+    status = ivmd_limits_obj_mem(d, job, obj->name != NULL ? obj->name : "(mirror)",
+                                 obj->size, 1, numa, &fd, detail, detail_len);
+    if (status != IVM_SUCCESS) {
+        ivm_warn_limited("no mirror of %llu bytes for job %u: %s",
+                         (unsigned long long)obj->size, job->id, detail);
+        return status;
     }
-    ivmd_numa_place(obj->fd, obj->size, numa);
+    obj->fd = fd;
     return IVM_SUCCESS;
 }
 
@@ -997,12 +1002,27 @@ int ivmd_cluster_map(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
         }
         return IVMD_LOCAL;
     }
-    if (ivmd_cluster_mirror_mem(obj, c != NULL ? ivmd_numa_of_pe(c->job, c->pe) : -1) !=
-        IVM_SUCCESS) {
-        if (op != NULL) {
-            ivmd_op_answer(d, op, IVM_ERROR_NO_MEMORY, "no memory for the mirror");
+    if (obj->fd < 0) {
+        char why[IVM_MSG_DETAIL_MAX];
+        ivmd_job_t *job = (c != NULL && c->job != NULL) ? c->job
+                          : ivmd_job_find(&d->reg, op != NULL ? op->job : 0);
+        ivmError_t status = (job == NULL) ? IVM_ERROR_NOT_FOUND
+                            : ivmd_cluster_mirror_mem(d, job, obj,
+                                                      c != NULL ? ivmd_numa_of_pe(job, c->pe)
+                                                                : -1,
+                                                      why, sizeof(why));
+        if (status != IVM_SUCCESS) {
+            if (job == NULL) {
+                snprintf(why, sizeof(why), "the job ended");
+            }
+            if (op != NULL) {
+                ivmd_op_answer(d, op, status, why);
+                return status;
+            }
+            ivm_msg_map_rep_t rep = {.status = status};
+            ivmd_conn_reply(d, c, hdr->type, hdr->seq, &rep, sizeof(rep), why, NULL, 0);
+            return IVMD_DEFERRED;
         }
-        return IVM_ERROR_NO_MEMORY;
     }
     ngaps = ivmd_obj_gaps(obj, req->offset, size, gaps, 16);
     if (ngaps == 0) {

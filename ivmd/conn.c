@@ -19,25 +19,41 @@ void ivmd_conn_accept(ivmd_t *d, void *arg, uint32_t events)
 {
     struct ucred cred;
     socklen_t len = sizeof(cred);
+    char why[160];
     ivmd_conn_t *c;
     int fd;
 
     for (;;) {
         fd = accept4(d->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            if (errno != EAGAIN && errno != EINTR) {
-                ivm_warn("accept: %m");
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                ivmd_limits_accept_pause(d, &d->listen_h, "PE connections");
+            } else if (errno != EAGAIN && errno != EINTR) {
+                ivm_warn_limited("accept: %m");
             }
             return;
         }
         if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
-            ivm_warn("SO_PEERCRED: %m; connection refused");
+            ivm_warn_limited("SO_PEERCRED: %m; connection refused");
             close(fd);
             continue;
         }
         if (cred.uid != d->uid) {
-            ivm_warn("connection from pid %d of uid %u refused: this daemon serves "
-                     "uid %u only", (int)cred.pid, (unsigned)cred.uid, (unsigned)d->uid);
+            ivm_warn_limited("connection from pid %d of uid %u refused: this daemon serves "
+                             "uid %u only", (int)cred.pid, (unsigned)cred.uid,
+                             (unsigned)d->uid);
+            close(fd);
+            continue;
+        }
+        why[0] = '\0';
+        if (!ivmd_limits_conn_fd_ok(d, fd)) {
+            snprintf(why, sizeof(why), "fd %d is in the daemon's reserve (--fd-reserve %ld)",
+                     fd, d->cfg.fd_reserve);
+        } else {
+            ivmd_limits_conn_admit(d, why, sizeof(why));
+        }
+        if (why[0] != '\0') {
+            ivm_warn_limited("connection from pid %d refused: %s", (int)cred.pid, why);
             close(fd);
             continue;
         }
@@ -370,19 +386,37 @@ static void ivmd_conn_flush(ivmd_t *d, ivmd_conn_t *c)
     }
 }
 
-static void ivmd_conn_queue(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
-                            const void *rep, uint32_t len, const char *detail,
-                            const int *fds, int nfds);
+static ivmError_t ivmd_conn_queue(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
+                                  const void *rep, uint32_t len, const char *detail,
+                                  const int *fds, int nfds);
 
-void ivmd_conn_reply(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
-                     const void *rep, uint32_t len, const char *detail,
-                     const int *fds, int nfds)
+ivmError_t ivmd_conn_reply(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
+                           const void *rep, uint32_t len, const char *detail,
+                           const int *fds, int nfds)
 {
+    ivmError_t status;
+    char *failed;
+
     if (c->kind == IVMD_CONN_PE) {
         ivmd_loop_poll_after_reply(d);
     }
-    ivmd_conn_queue(d, c, (uint16_t)(type | IVM_MSG_REPLY), seq, rep, len, detail, fds,
-                    nfds);
+    status = ivmd_conn_queue(d, c, (uint16_t)(type | IVM_MSG_REPLY), seq, rep, len, detail,
+                             fds, nfds);
+    if (status == IVM_SUCCESS || nfds == 0 || len < sizeof(int32_t) ||
+        (failed = calloc(1, len)) == NULL) {
+        return status;
+    }
+    /* A reply whose fds cannot go along is an error reply (every reply starts
+     * with its status); the caller rolls back what it would have handed over. */
+    memcpy(failed, &(int32_t){status}, sizeof(int32_t));
+    ivmd_conn_queue(d, c, (uint16_t)(type | IVM_MSG_REPLY), seq, failed, len,
+                    status == IVM_ERROR_LIMIT
+                        ? "the daemon has no file descriptor left to hand the memory over "
+                          "(its open-file limit; see --max-fds, --fd-reserve)"
+                        : "the daemon could not hand the memory over (out of memory)",
+                    NULL, 0);
+    free(failed);
+    return status;
 }
 
 void ivmd_conn_send(ivmd_t *d, ivmd_conn_t *c, uint16_t type, const void *payload,
@@ -451,23 +485,40 @@ ivmd_outbuf_t *ivmd_conn_out_alloc(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uin
     return b;
 }
 
-void ivmd_conn_out_push(ivmd_t *d, ivmd_conn_t *c, ivmd_outbuf_t *b, const int *fds, int nfds)
+/* Duplicates fds into b; on failure none is kept. */
+static ivmError_t ivmd_conn_out_fds(ivmd_outbuf_t *b, const int *fds, int nfds)
 {
     int i;
+
+    for (i = 0; i < nfds; ++i) {
+        int dup_fd = fcntl(fds[i], F_DUPFD_CLOEXEC, 0);
+        if (dup_fd < 0) {
+            int err = errno;
+            ivm_warn_limited("cannot duplicate fd %d for a reply: %m", fds[i]);
+            ivm_sock_close_fds(b->fds, b->nfds);
+            b->nfds = 0;
+            return (err == EMFILE || err == ENFILE) ? IVM_ERROR_LIMIT : IVM_ERROR_NO_MEMORY;
+        }
+        b->fds[b->nfds++] = dup_fd;
+    }
+    return IVM_SUCCESS;
+}
+
+ivmError_t ivmd_conn_out_push(ivmd_t *d, ivmd_conn_t *c, ivmd_outbuf_t *b, const int *fds,
+                              int nfds)
+{
+    ivmError_t status;
 
     if (c->kind == IVMD_CONN_REMOTE) {
         /* A PE of another node: its reply travels through the peer link. */
         ivmd_cluster_vconn_reply(d, c, b->data, (uint32_t)b->len);
         free(b);
-        return;
+        return IVM_SUCCESS;
     }
-    for (i = 0; i < nfds; ++i) {
-        int dup_fd = fcntl(fds[i], F_DUPFD_CLOEXEC, 0);
-        if (dup_fd < 0) {
-            ivm_error("dup of fd %d for a reply: %m", fds[i]);
-            continue;
-        }
-        b->fds[b->nfds++] = dup_fd;
+    status = ivmd_conn_out_fds(b, fds, nfds);
+    if (status != IVM_SUCCESS) {
+        free(b);
+        return status;
     }
     if (c->out_tail != NULL) {
         c->out_tail->next = b;
@@ -476,11 +527,12 @@ void ivmd_conn_out_push(ivmd_t *d, ivmd_conn_t *c, ivmd_outbuf_t *b, const int *
     }
     c->out_tail = b;
     ivmd_conn_flush(d, c);
+    return IVM_SUCCESS;
 }
 
-static void ivmd_conn_queue(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
-                            const void *rep, uint32_t len, const char *detail,
-                            const int *fds, int nfds)
+static ivmError_t ivmd_conn_queue(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
+                                  const void *rep, uint32_t len, const char *detail,
+                                  const int *fds, int nfds)
 {
     size_t dlen = (detail != NULL && *detail != '\0') ? strlen(detail) + 1 : 0;
     ivmd_outbuf_t *b;
@@ -491,7 +543,7 @@ static void ivmd_conn_queue(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t s
     }
     b = ivmd_conn_out_alloc(d, c, type, seq, (uint32_t)(len + dlen));
     if (b == NULL) {
-        return;
+        return IVM_ERROR_NO_MEMORY;
     }
     p = IVMD_OUTBUF_PAYLOAD(b);
     memcpy(p, rep, len);
@@ -499,7 +551,7 @@ static void ivmd_conn_queue(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t s
         memcpy(p + len, detail, dlen - 1);
         p[len + dlen - 1] = '\0';
     }
-    ivmd_conn_out_push(d, c, b, fds, nfds);
+    return ivmd_conn_out_push(d, c, b, fds, nfds);
 }
 
 static void ivmd_conn_on_event(ivmd_t *d, void *arg, uint32_t events)
@@ -532,17 +584,17 @@ static void ivmd_conn_on_event(ivmd_t *d, void *arg, uint32_t events)
         if (rc < 0) {
             if (strcmp(why, "end of stream") != 0 && strcmp(why, "read error") != 0) {
                 if (c->kind == IVMD_CONN_PE) {
-                    ivm_warn("pid %d sent a malformed message (%s, type %s, length %u): "
-                             "connection dropped", (int)c->peer_pid, why,
-                             ivm_proto_type_name(c->hdr.type), (unsigned)c->hdr.length);
+                    ivm_warn_limited("pid %d sent a malformed message (%s, type %s, length %u): "
+                                     "connection dropped", (int)c->peer_pid, why,
+                                     ivm_proto_type_name(c->hdr.type), (unsigned)c->hdr.length);
                 } else if (c->kind == IVMD_CONN_GPUD) {
                     ivm_error("ivm-gpud sent a malformed message (%s, type %u, length %u): "
                               "its socket is closed", why, (unsigned)c->hdr.type,
                               (unsigned)c->hdr.length);
                 } else {
-                    ivm_warn("peer %s sent a malformed message (%s, type %u, length %u): "
-                             "connection dropped", c->peer ? c->peer->node : "(unknown)",
-                             why, (unsigned)c->hdr.type, (unsigned)c->hdr.length);
+                    ivm_warn_limited("peer %s sent a malformed message (%s, type %u, length %u): "
+                                     "connection dropped", c->peer ? c->peer->node : "(unknown)",
+                                     why, (unsigned)c->hdr.type, (unsigned)c->hdr.length);
                 }
             }
             ivmd_conn_close(d, c, why);
@@ -556,8 +608,8 @@ static void ivmd_conn_on_event(ivmd_t *d, void *arg, uint32_t events)
         } else if (c->kind == IVMD_CONN_GPUD) {
             ivmd_gpu_handle_msg(d, c, &c->hdr, c->payload);
         } else if (ivm_proto_check_req(&c->hdr, c->payload, &type_why) != IVM_SUCCESS) {
-            ivm_warn("pid %d sent a malformed %s request (%s): connection dropped",
-                     (int)c->peer_pid, ivm_proto_type_name(c->hdr.type), type_why);
+            ivm_warn_limited("pid %d sent a malformed %s request (%s): connection dropped",
+                             (int)c->peer_pid, ivm_proto_type_name(c->hdr.type), type_why);
             ivmd_conn_close(d, c, type_why);
             return;
         } else {

@@ -576,12 +576,13 @@ static ivmd_gpu_req_t *ivmd_gpu_req_new(ivmd_t *d, uint16_t type, ivmd_gpu_cb_t 
 
 /* Send r's request; r is then in flight (its cb runs exactly once, with the
  * reply or DAEMON_LOST). Returns IVM_ERROR_DAEMON_LOST (r freed) if
- * ivm-gpud is gone. */
+ * ivm-gpud is gone, or the error of fds that could not go along (r freed). */
 static ivmError_t ivmd_gpu_send(ivmd_t *d, ivmd_gpu_req_t *r, const void *payload,
                                 uint32_t len, const int *fds, int nfds)
 {
     struct ivmd_gpu *g = d->gpu;
     ivmd_outbuf_t *b;
+    ivmError_t status;
 
     if (g == NULL || !g->alive || g->conn == NULL) {
         free(r);
@@ -594,9 +595,13 @@ static ivmError_t ivmd_gpu_send(ivmd_t *d, ivmd_gpu_req_t *r, const void *payloa
         return IVM_ERROR_DAEMON_LOST;
     }
     memcpy(IVMD_OUTBUF_PAYLOAD(b), payload, len);
+    status = ivmd_conn_out_push(d, g->conn, b, fds, nfds);
+    if (status != IVM_SUCCESS) {
+        free(r);
+        return status;
+    }
     r->next = g->reqs;
     g->reqs = r;
-    ivmd_conn_out_push(d, g->conn, b, fds, nfds);
     return IVM_SUCCESS;
 }
 

@@ -389,8 +389,8 @@ static int ivmd_handle_enter(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr
         pe->token != req->token || (pe->forked && pe->pid != 0 && pe->pid != c->peer_pid)) {
         ivmd_detail(rep, "no PE %d awaits ivmEnter in job %u with this token", req->pe_id,
                     req->job_id);
-        ivm_warn("pid %d: ENTER as job %u pe %d refused (unknown PE or bad token)",
-                 (int)c->peer_pid, req->job_id, req->pe_id);
+        ivm_warn_limited("pid %d: ENTER as job %u pe %d refused (unknown PE or bad token)",
+                         (int)c->peer_pid, req->job_id, req->pe_id);
         return IVM_ERROR_PERMISSION;
     }
     if (pe->state != IVMD_PE_SPAWNED || job->ending) {
@@ -406,6 +406,13 @@ static int ivmd_handle_enter(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr
         /* Forked by a parked process (pool.c): not our child, watched. */
         pe->pid = c->peer_pid;
         ivmd_spawn_watch(d, pe);
+    }
+    if (d->cfg.max_conns_per_job > 0 &&
+        ((ivmd_job_data_t *)job->data)->nconns >= (uint32_t)d->cfg.max_conns_per_job) {
+        ivmd_detail(rep, "job %u has %u connections to node %s, the limit "
+                    "(--max-conns-per-job)", job->id,
+                    (unsigned)((ivmd_job_data_t *)job->data)->nconns, d->cfg.node);
+        return IVM_ERROR_LIMIT;
     }
     ivmd_spawn_bind(d, job, pe, c->peer_pid);
     ivmd_pe_enter(pe, c);
@@ -566,6 +573,9 @@ static int ivmd_handle_create_pes(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t
     status = ivmd_check_host(d, req->host, &node, rep);
     if (status == IVM_SUCCESS) {
         status = ivmd_check_dev(d, c, node, req->devtype, &devtype, &ncores, rep);
+    }
+    if (status == IVM_SUCCESS) {
+        status = ivmd_limits_pes_admit(d, c->job, req->n, rep->detail, sizeof(rep->detail));
     }
     if (status != IVM_SUCCESS) {
         return status;
@@ -733,7 +743,6 @@ static int ivmd_handle_malloc(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hd
     const ivm_msg_malloc_req_t *req = payload;
     ivmd_obj_t *obj;
     ivmError_t status;
-    char memname[64];
     int fd;
 
     status = ivmd_check_name(req->name, rep);
@@ -749,22 +758,12 @@ static int ivmd_handle_malloc(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hd
                     c->job->id);
         return IVM_ERROR_EXISTS;
     }
-    snprintf(memname, sizeof(memname), "ivm-job%u", c->job->id);
-    fd = memfd_create(memname, MFD_CLOEXEC);
-    if (fd < 0) {
-        ivm_error("memfd_create: %m");
-        ivmd_detail(rep, "cannot create object memory: %s", strerror(errno));
-        return ivm_status_from_errno(errno);
+    status = ivmd_limits_obj_mem(d, c->job, req->name, req->size, 0,
+                                 ivmd_numa_of_pe(c->job, c->pe), &fd, rep->detail,
+                                 sizeof(rep->detail));
+    if (status != IVM_SUCCESS) {
+        return status;
     }
-    if (ftruncate(fd, (off_t)req->size) != 0) {
-        int err = errno;
-        ivmd_detail(rep, "cannot size object '%s' to %llu bytes: %s", req->name,
-                    (unsigned long long)req->size, strerror(err));
-        close(fd);
-        return (err == EFBIG || err == EINVAL) ? IVM_ERROR_NO_MEMORY
-                                               : ivm_status_from_errno(err);
-    }
-    ivmd_numa_place(fd, req->size, ivmd_numa_of_pe(c->job, c->pe));
     status = ivmd_obj_create(&d->reg, c->job, c->pe, req->name, req->size, fd, &obj);
     if (status != IVM_SUCCESS) {
         close(fd);
@@ -823,7 +822,11 @@ void ivmd_reply_map(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
     rep.obj_size = obj->size;
     rep.offset   = off;
     rep.size     = size;
-    ivmd_conn_reply(d, c, type, seq, &rep, sizeof(rep), NULL, &obj->fd, 1);
+    if (ivmd_conn_reply(d, c, type, seq, &rep, sizeof(rep), NULL, &obj->fd, 1) !=
+        IVM_SUCCESS) {
+        /* The error reply went out: the mapping was never handed over. */
+        ivmd_obj_unmap(&d->reg, c->pe, obj->id);
+    }
 }
 
 static int ivmd_handle_map(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
@@ -1095,6 +1098,24 @@ uint32_t ivmd_reply_size(uint16_t type)
     return (type < IVM_MSG_LAST) ? ivmd_msg_table[type].rep_size : sizeof(ivm_msg_status_t);
 }
 
+/* A reply that handed over an object's memory went out as an error without
+ * it (ivmd_conn_reply): undo the mapping, and a new object's registration
+ * (its name is free again). */
+static void ivmd_reply_rollback(ivmd_t *d, ivmd_conn_t *c, uint16_t type,
+                                const ivmd_reply_t *rep)
+{
+    ivmd_obj_t *obj;
+
+    if ((type != IVM_MSG_MALLOC && type != IVM_MSG_MAP) || c->pe == NULL ||
+        (obj = ivmd_obj_find_id(c->job, rep->body.map.obj_id)) == NULL) {
+        return;
+    }
+    if (type == IVM_MSG_MALLOC && obj->name != NULL) {
+        ivmd_obj_free_name(&d->reg, c->job, obj);
+    }
+    ivmd_obj_unmap(&d->reg, c->pe, obj->id);
+}
+
 void ivmd_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                      const void *payload)
 {
@@ -1123,8 +1144,8 @@ void ivmd_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
         return;
     }
     if (status == IVM_ERROR_PROTOCOL) {
-        ivm_warn("pid %d: malformed %s request: %s; connection dropped", (int)c->peer_pid,
-                 ivm_proto_type_name(hdr->type), rep.detail);
+        ivm_warn_limited("pid %d: malformed %s request: %s; connection dropped", (int)c->peer_pid,
+                         ivm_proto_type_name(hdr->type), rep.detail);
         ivmd_conn_close(d, c, "malformed request");
         return;
     }
@@ -1132,8 +1153,11 @@ void ivmd_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     if (status != IVM_SUCCESS) {
         rep.len = e->rep_size; /* a detail follows the whole struct */
     }
-    ivmd_conn_reply(d, c, hdr->type, hdr->seq, &rep.body, rep.len,
-                    status != IVM_SUCCESS ? rep.detail : NULL,
-                    status == IVM_SUCCESS && rep.fd >= 0 ? &rep.fd : NULL,
-                    status == IVM_SUCCESS && rep.fd >= 0 ? 1 : 0);
+    if (ivmd_conn_reply(d, c, hdr->type, hdr->seq, &rep.body, rep.len,
+                        status != IVM_SUCCESS ? rep.detail : NULL,
+                        status == IVM_SUCCESS && rep.fd >= 0 ? &rep.fd : NULL,
+                        status == IVM_SUCCESS && rep.fd >= 0 ? 1 : 0) != IVM_SUCCESS &&
+        status == IVM_SUCCESS && rep.fd >= 0) {
+        ivmd_reply_rollback(d, c, hdr->type, &rep);
+    }
 }

@@ -49,7 +49,39 @@
       "seconds a GPU map may wait for device memory (default: ivm-gpud's, 60)")     \
     X(poll_us, "poll-us", INT, "0",                                                 \
       "microseconds to poll for the next message before sleeping, after answering "  \
-      "a PE and while a peer transfer is in flight (0: never poll; max 1000000)")
+      "a PE and while a peer transfer is in flight (0: never poll; max 1000000)")   \
+    X(max_fds, "max-fds", INT, "0",                                                 \
+      "open-file limit to run with (0: the soft RLIMIT_NOFILE raised to the hard one)") \
+    X(fd_reserve, "fd-reserve", INT, "64",                                          \
+      "file descriptors kept for the daemon's own work: jobs' objects stop at the "   \
+      "open-file limit minus this, connections and new PEs at minus half of it")     \
+    X(max_objects_per_job, "max-objects-per-job", INT, "100000",                    \
+      "objects (masters and mirrors) one job may hold on this node")                \
+    X(max_objects, "max-objects", INT, "0",                                         \
+      "objects of all jobs on this node (0: as many as the fd budget allows)")      \
+    X(max_bytes_per_job, "max-bytes-per-job", INT, "0",                             \
+      "bytes of objects one job may hold on this node (0: no limit but memory)")     \
+    X(max_bytes, "max-bytes", INT, "0",                                             \
+      "bytes of objects of all jobs on this node (0: the node's memory, or the "      \
+      "daemon's cgroup memory limit where lower)")                                  \
+    X(max_pes_per_job, "max-pes-per-job", INT, "65536",                             \
+      "live PEs of one job (counted by its root daemon)")                            \
+    X(max_pes, "max-pes", INT, "0",                                                 \
+      "live PEs of all jobs this daemon is root of (0: no limit but the fd budget)") \
+    X(max_conns_per_job, "max-conns-per-job", INT, "65536",                         \
+      "PE connections bound to one job on this node")                               \
+    X(max_conns, "max-conns", INT, "0",                                             \
+      "PE and tool connections to this daemon (0: as many as the fd budget allows)") \
+    X(reserve_memory, "reserve-memory", BOOL, "1",                                 \
+      "reserve an object's memory when it is made (fallocate: ivmMalloc zeroes its " \
+      "pages, a later touch cannot fail); off: sparse objects, checked against "     \
+      "available memory only")                                                      \
+    X(preauth_per_source, "preauth-per-source", INT, "32",                          \
+      "unauthenticated peer connections one source address may hold open; beyond, " \
+      "new ones are closed at once")                                                \
+    X(preauth_rate, "preauth-rate", INT, "20",                                     \
+      "peer connections per second one source address may open (burst: 4 times "    \
+      "this); beyond, they are closed at once")
 
 IVM_CONFIG_STRUCT(ivmd_config, IVMD_CONFIG_TABLE);
 
@@ -116,6 +148,7 @@ typedef struct ivmd_conn {
     uint8_t           nonce_b[IVM_PEER_NONCE_LEN];
     uint64_t          rx_bytes;    /* bytes received (bounded before auth) */
     uint64_t          last_rx_ns, last_tx_ns, opened_ns;
+    uint8_t           src[16];     /* accepted peers: source address (IPv4 mapped) */
     /* reading */
     ivm_msg_hdr_t     hdr;
     size_t            hdr_got;
@@ -201,6 +234,7 @@ struct ivmd {
     ivmd_handler_t   listen_h;
     ivmd_handler_t   signal_h;
     ivmd_handler_t   timer_h;
+    struct ivmd_limits *limits;    /* fd budget, accept pauses, sources (limits.c) */
     int              stopping;
     int              had_client;
     uint64_t         poll_until_ns; /* --poll-us: poll, not sleep, until then */
@@ -245,8 +279,10 @@ int ivmd_loop_run(ivmd_t *d);
 /* Connections. */
 void ivmd_conn_accept(ivmd_t *d, void *arg, uint32_t events);
 /* Queue a reply: header + rep (len bytes) + optional detail text + fds
- * (duplicated; the caller keeps its own). */
-void ivmd_conn_reply(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
+ * (duplicated; the caller keeps its own). When the fds cannot be duplicated
+ * the reply goes out as an error without them, and that status is returned:
+ * the caller undoes what the reply would have handed over. */
+ivmError_t ivmd_conn_reply(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
                      const void *rep, uint32_t len, const char *detail,
                      const int *fds, int nfds);
 void ivmd_conn_close(ivmd_t *d, ivmd_conn_t *c, const char *why);
@@ -276,6 +312,33 @@ void ivmd_job_grace_expired(ivmd_t *d, void *arg, uint32_t events);
 /* Seconds a PE that called ivmExit may take to end once its job is over. */
 #define IVMD_EXIT_GRACE_S 2
 
+/* Limits (limits.c): the fd budget, accept pauses, object memory, pre-auth
+ * sources. Every refusal names its setting. */
+ivmError_t ivmd_limits_open(ivmd_t *d);
+void ivmd_limits_close(ivmd_t *d);
+/* The listener h could not accept (EMFILE, ENFILE, ENOBUFS, ENOMEM): take it
+ * out of the loop and put it back on a timer, saying so once per pause. */
+void ivmd_limits_accept_pause(ivmd_t *d, ivmd_handler_t *h, const char *what);
+/* 1 if a connection (or a new PE's fds) numbered fd stays within the budget
+ * of connections; else 0 (the caller refuses it). fd < 0: probe the lowest
+ * free fd. */
+int ivmd_limits_conn_fd_ok(ivmd_t *d, int fd);
+/* The connection limits (--max-conns): IVM_SUCCESS or IVM_ERROR_LIMIT. */
+ivmError_t ivmd_limits_conn_admit(ivmd_t *d, char *detail, size_t detail_len);
+/* Memory for an object of size bytes for job: the limits on objects and
+ * bytes checked, a memfd made, its pages preferring NUMA node numa (-1: any;
+ * numa.c) and its memory reserved (fallocate). counted: the object is already
+ * in the job's and node's counts (a mirror). Returns IVM_SUCCESS and the fd,
+ * or an error with a message in detail. */
+ivmError_t ivmd_limits_obj_mem(ivmd_t *d, const ivmd_job_t *job, const char *name,
+                               uint64_t size, int counted, int numa, int *fd_p, char *detail,
+                               size_t detail_len);
+/* n more PEs for job: IVM_SUCCESS or IVM_ERROR_LIMIT (detail). */
+ivmError_t ivmd_limits_pes_admit(ivmd_t *d, const ivmd_job_t *job, int n, char *detail,
+                                 size_t detail_len);
+/* A pre-auth peer connection from ss: 1 to keep it, 0 to close it at once. */
+int ivmd_limits_peer_admit(ivmd_t *d, const void *ss, uint8_t src[16]);
+
 /* Peers (peer.c). */
 ivmError_t ivmd_peer_listen(ivmd_t *d);
 void ivmd_peer_close_all(ivmd_t *d);
@@ -301,7 +364,9 @@ void ivmd_conn_send(ivmd_t *d, ivmd_conn_t *c, uint16_t type, const void *payloa
  * write at IVMD_OUTBUF_PAYLOAD), then push (queued and sent as possible). */
 ivmd_outbuf_t *ivmd_conn_out_alloc(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
                                    uint32_t payload_len);
-void ivmd_conn_out_push(ivmd_t *d, ivmd_conn_t *c, ivmd_outbuf_t *b, const int *fds, int nfds);
+/* IVM_SUCCESS, or (fds not duplicated) an error: b is freed, nothing sent. */
+ivmError_t ivmd_conn_out_push(ivmd_t *d, ivmd_conn_t *c, ivmd_outbuf_t *b, const int *fds,
+                              int nfds);
 #define IVMD_OUTBUF_PAYLOAD(b) ((b)->data + sizeof(ivm_msg_hdr_t))
 
 /* Jobs across nodes (cluster.c). */

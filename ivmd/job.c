@@ -136,6 +136,7 @@ static void ivmd_obj_release(ivmd_registry_t *reg, ivmd_job_t *job, ivmd_obj_t *
     reg->obj_bytes -= obj->size;
     --reg->nobjs;
     --job->nobjs;
+    job->obj_bytes -= obj->size;
     ivmd_obj_free_ranges(obj);
     free(obj->name);
     free(obj);
@@ -439,6 +440,7 @@ ivmError_t ivmd_obj_create(ivmd_registry_t *reg, ivmd_job_t *job, ivmd_pe_t *pe,
     obj->next     = job->objs;
     job->objs     = obj;
     ++job->nobjs;
+    job->obj_bytes += size;
     ++reg->nobjs;
     reg->obj_bytes += size;
     *obj_p = obj;

@@ -94,6 +94,7 @@ struct ivmd_job {
     int               alive;       /* PEs SPAWNED or RUNNING */
     ivmd_obj_t       *objs;
     uint32_t          nobjs;
+    uint64_t          obj_bytes;   /* bytes of its objects here (masters, mirrors) */
     ivm_cpu_device_t *devs;        /* CPU device table */
     int               ndevs;
     void             *data;        /* the daemon's per-job data (spawn info) */

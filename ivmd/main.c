@@ -296,6 +296,7 @@ static void ivmd_teardown(ivmd_t *d)
     if (d->devnull >= 0) {
         close(d->devnull);
     }
+    ivmd_limits_close(d);
     close(d->epfd);
     ivm_config_release(ivmd_config_fields, &d->cfg);
 }
@@ -330,7 +331,8 @@ int main(int argc, char **argv)
         ivm_error("epoll_create1 or /dev/null: %m");
         return 1;
     }
-    if (ivmd_signals_open(d) != IVM_SUCCESS || ivmd_listen(d) != IVM_SUCCESS ||
+    if (ivmd_limits_open(d) != IVM_SUCCESS || ivmd_signals_open(d) != IVM_SUCCESS ||
+        ivmd_listen(d) != IVM_SUCCESS ||
         ivmd_peer_listen(d) != IVM_SUCCESS || ivmd_gpu_start(d) != IVM_SUCCESS) {
         ivmd_teardown(d);
         return 1;

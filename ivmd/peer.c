@@ -163,21 +163,36 @@ void ivmd_peer_close_all(ivmd_t *d)
 
 static void ivmd_peer_accept(ivmd_t *d, void *arg, uint32_t events)
 {
+    struct sockaddr_storage ss;
+    socklen_t len;
+    uint8_t src[16];
     ivmd_conn_t *c;
     int fd, one = 1;
 
     for (;;) {
-        fd = accept4(d->tcp_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        len = sizeof(ss);
+        fd  = accept4(d->tcp_fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            if (errno != EAGAIN && errno != EINTR) {
-                ivm_warn("accept (peers): %m");
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                ivmd_limits_accept_pause(d, &d->tcp_h, "peer connections");
+            } else if (errno != EAGAIN && errno != EINTR) {
+                ivm_warn_limited("accept (peers): %m");
             }
             return;
+        }
+        if (!ivmd_limits_peer_admit(d, &ss, src) || !ivmd_limits_conn_fd_ok(d, fd)) {
+            /* Over the per-source limits: closed at once, no line of its own. */
+            ivm_warn_limited("peer connections closed at once: a source over its limits "
+                             "(--preauth-per-source %ld, --preauth-rate %ld) or no fd left",
+                             d->cfg.preauth_per_source, d->cfg.preauth_rate);
+            close(fd);
+            continue;
         }
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         c = ivmd_conn_open(d, fd, IVMD_CONN_PEER, EPOLLIN | EPOLLRDHUP);
         if (c != NULL) {
             c->pstate = IVMD_PEER_AWAIT_HELLO;
+            memcpy(c->src, src, sizeof(c->src));
         }
     }
 }
@@ -298,7 +313,7 @@ static void ivmd_peer_up(ivmd_t *d, ivmd_peer_t *p, ivmd_conn_t *c)
 
 static void ivmd_peer_refuse(ivmd_t *d, ivmd_conn_t *c, const char *why)
 {
-    ivm_warn("peer connection refused: %s", why);
+    ivm_warn_limited("peer connection refused: %s", why);
     ivmd_conn_close(d, c, why);
 }
 
@@ -325,9 +340,9 @@ void ivmd_peer_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
         }
         if (!ivm_proto_strok(m->node, sizeof(m->node)) ||
             (p = ivmd_peer_find(d, m->node)) == NULL || p->self || p->dialer) {
-            ivm_warn("peer connection refused: HELLO from '%.64s', which is not a node "
-                     "that dials this one", ivm_proto_strok(m->node, sizeof(m->node))
-                                                 ? m->node : "?");
+            ivm_warn_limited("peer connection refused: HELLO from '%.64s', which is not a node "
+                             "that dials this one", ivm_proto_strok(m->node, sizeof(m->node))
+                                                         ? m->node : "?");
             ivmd_conn_close(d, c, "unknown node");
             return;
         }
@@ -354,15 +369,15 @@ void ivmd_peer_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
             return;
         }
         if (!ivm_proto_strok(m->node, sizeof(m->node)) || strcmp(m->node, c->peer->node)) {
-            ivm_warn("peer connection refused: %s answered as another node", c->peer->node);
+            ivm_warn_limited("peer connection refused: %s answered as another node", c->peer->node);
             ivmd_conn_close(d, c, "wrong node");
             return;
         }
         memcpy(c->nonce_b, m->nonce, sizeof(c->nonce_b));
         ivmd_peer_mac(d, 'B', c->nonce_a, c->nonce_b, ivmd_peer_self(d), c->peer->node, mac);
         if (ivm_hmac_compare(mac, m->mac, sizeof(mac)) != 0) {
-            ivm_warn("peer connection refused: %s failed authentication (wrong cluster "
-                     "secret?)", c->peer->node);
+            ivm_warn_limited("peer connection refused: %s failed authentication (wrong cluster "
+                             "secret?)", c->peer->node);
             ivmd_conn_close(d, c, "authentication failed");
             return;
         }
@@ -381,8 +396,8 @@ void ivmd_peer_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
         }
         ivmd_peer_mac(d, 'A', c->nonce_b, c->nonce_a, c->peer->node, ivmd_peer_self(d), mac);
         if (ivm_hmac_compare(mac, m->mac, sizeof(mac)) != 0) {
-            ivm_warn("peer connection refused: %s failed authentication (wrong cluster "
-                     "secret?)", c->peer->node);
+            ivm_warn_limited("peer connection refused: %s failed authentication (wrong cluster "
+                             "secret?)", c->peer->node);
             ivmd_conn_close(d, c, "authentication failed");
             return;
         }
@@ -457,8 +472,8 @@ static void ivmd_peer_tick(ivmd_t *d, void *arg, uint32_t events)
         }
         if (c->pstate != IVMD_PEER_UP) {
             if (now - c->opened_ns > IVMD_PEER_AUTH_TIMEOUT_NS) {
-                ivm_warn("peer connection from %s dropped: not authenticated within 5 s",
-                         c->peer ? c->peer->node : "an unknown node");
+                ivm_warn_limited("peer connection from %s dropped: not authenticated within 5 s",
+                                 c->peer ? c->peer->node : "an unknown node");
                 ivmd_conn_close(d, c, "authentication timeout");
             }
             continue;

@@ -140,3 +140,50 @@ Test(log, long_prefix_is_cut_safely)
     cr_assert(strstr(out, "] warn: x\n") != NULL, "'%s'", out);
     cr_assert_lt(strlen(out), 100);
 }
+
+Test(log, limiter_burst_then_rate_then_suppressed_count)
+{
+    const uint64_t s = 1000000000u;
+    ivm_log_limit_t lim = {0};
+    uint64_t sup = 99;
+    int i, passed = 0;
+
+    for (i = 0; i < 100; ++i) {
+        passed += ivm_log_limit_pass(&lim, 5 * s, 10, 1000, &sup);
+    }
+    cr_assert_eq(passed, 10, "a burst of 10 passes, the rest of the same instant does not");
+    cr_assert_eq(ivm_log_limit_pass(&lim, 5 * s + s / 2, 10, 1000, &sup), 0,
+                 "half an interval later: still no token");
+    cr_assert_eq(ivm_log_limit_pass(&lim, 6 * s + 1, 10, 1000, &sup), 1,
+                 "one interval later one line passes");
+    cr_assert_eq(sup, 91, "and says how many were dropped before it (%llu)",
+                 (unsigned long long)sup);
+    cr_assert_eq(ivm_log_limit_pass(&lim, 6 * s + 2, 10, 1000, &sup), 0);
+    cr_assert_eq(ivm_log_limit_pass(&lim, 100 * s, 10, 1000, &sup), 1);
+    cr_assert_eq(sup, 1, "the count restarts once reported");
+    passed = 0;
+    for (i = 0; i < 20; ++i) {
+        passed += ivm_log_limit_pass(&lim, 100 * s, 10, 1000, &sup);
+    }
+    cr_assert_eq(passed, 9, "a long quiet time refills the burst, never beyond it");
+}
+
+Test(log, limited_macro_bounds_a_flood)
+{
+    char *out, *p;
+    int i, lines = 0;
+
+    ivm_log_current_level = IVM_LOG_WARN;
+    ivm_log_set_prefix("%s", "ivmd");
+    capture_start();
+    for (i = 0; i < 5000; ++i) {
+        ivm_warn_limited("refused %d", i);
+    }
+    out = capture_end();
+    for (p = out; (p = strchr(p, '\n')) != NULL; ++p) {
+        ++lines;
+    }
+    cr_assert_eq(lines, IVM_LOG_LIMIT_BURST, "5000 calls in a moment: the burst only: '%s'",
+                 out);
+    cr_assert(strstr(out, "[ivmd] warn: refused 0\n") != NULL, "'%s'", out);
+}

@@ -512,6 +512,175 @@ static int sc_big_object(int argc, char **argv)
     return pe_ok();
 }
 
+/* Wait (at most 20 s) until the test made the file path: its go-ahead. */
+static void wait_file(const char *path, const char *what)
+{
+    double deadline = pe_now() + 20;
+
+    pe_stage = what;
+    while (access(path, F_OK) != 0) {
+        ASSERT(pe_now() < deadline, "no go-ahead file %s within 20 s", path);
+        pe_sleep_ms(5);
+    }
+}
+
+#define LIMITS_MAX_OBJS 4096
+
+/* Objects until the daemon's fd budget refuses one (IVM_ERROR_LIMIT naming
+ * --fd-reserve); then, while they are held, the test checks the daemon
+ * (argv[2]: its go-ahead file) and a new PE is served. */
+static int sc_fd_budget(int argc, char **argv)
+{
+    static unsigned char *objs[LIMITS_MAX_OBJS];
+    unsigned char *p = NULL;
+    char name[32];
+    int n, rc = IVM_SUCCESS;
+
+    pe_enter();
+    if (pe_me != 0) {
+        CHECK(ivmExit());
+        return 0;
+    }
+    ASSERT(argc >= 3, "%s", "usage: fd_budget GO_FILE");
+    pe_stage = "allocating until the fd budget";
+    for (n = 0; n < LIMITS_MAX_OBJS; ++n) {
+        snprintf(name, sizeof(name), "o%d", n);
+        rc = ivmMalloc(name, &objs[n], 64);
+        if (rc != IVM_SUCCESS) {
+            break;
+        }
+    }
+    ASSERT(rc == IVM_ERROR_LIMIT, "object %d: %s (%d) [%s], expected IVM_ERROR_LIMIT", n,
+           pe_status_name(rc), rc, ivmGetLastErrorMessage());
+    ASSERT(strstr(ivmGetLastErrorMessage(), "--fd-reserve") != NULL,
+           "the message names the setting: [%s]", ivmGetLastErrorMessage());
+    ASSERT(n > 16, "only %d objects before the limit", n);
+    EXPECT(ivmMalloc("again", &p, 64), IVM_ERROR_LIMIT);
+    printf("FULL %d\n", n);
+    fflush(stdout);
+    wait_file(argv[2], "waiting for the test's checks");
+    pe_stage = "a new PE while the objects are held";
+    {
+        ivm_pe c = spawn_one();
+        CHECK(ivmWait(c));
+    }
+    for (int i = 0; i < n; ++i) {
+        CHECK(ivmFree(objs[i]));
+    }
+    CHECK(ivmMalloc("after", &p, 64));
+    CHECK(ivmFree(p));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
+/* The daemon's fd table runs out under a reply (argv[2]: go-ahead once the
+ * test lowered its open-file limit): the object that could not be handed
+ * over is rolled back, its name is free again once fds are. */
+static int sc_fd_rollback(int argc, char **argv)
+{
+    static unsigned char *objs[LIMITS_MAX_OBJS];
+    unsigned char *p = NULL;
+    char name[32];
+    int n, rc = IVM_SUCCESS;
+
+    pe_enter();
+    ASSERT(argc >= 3, "%s", "usage: fd_rollback GO_FILE");
+    printf("READY\n");
+    fflush(stdout);
+    wait_file(argv[2], "waiting for the lowered open-file limit");
+    pe_stage = "allocating until the fd table is full";
+    for (n = 0; n < LIMITS_MAX_OBJS; ++n) {
+        snprintf(name, sizeof(name), "o%d", n);
+        rc = ivmMalloc(name, &objs[n], 64);
+        if (rc != IVM_SUCCESS) {
+            break;
+        }
+    }
+    ASSERT(rc == IVM_ERROR_LIMIT, "object %d: %s (%d) [%s], expected IVM_ERROR_LIMIT", n,
+           pe_status_name(rc), rc, ivmGetLastErrorMessage());
+    ASSERT(objs[n] == NULL, "%s", "a failed ivmMalloc returned a pointer");
+    rc = ivmMalloc(name, &p, 64);
+    ASSERT(rc == IVM_ERROR_LIMIT, "retry of '%s' while full: %s (%d) [%s] (EXISTS: the "
+           "failed object kept its name)", name, pe_status_name(rc), rc,
+           ivmGetLastErrorMessage());
+    pe_stage = "freeing two objects";
+    CHECK(ivmFree(objs[0]));
+    CHECK(ivmFree(objs[1]));
+    CHECK(ivmMalloc(name, &p, 64));
+    p[63] = 7;
+    CHECK(ivmFree(p));
+    for (int i = 2; i < n; ++i) {
+        CHECK(ivmFree(objs[i]));
+    }
+    printf("OBJECTS %d\n", n);
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
+/* ivmMalloc of more than the node's memory (argv[2]: bytes): NO_MEMORY
+ * with a message naming the size and what is left; the daemon serves on. */
+static int sc_too_big(int argc, char **argv)
+{
+    unsigned long long size;
+    unsigned char *p = NULL;
+    char want[32];
+
+    pe_enter();
+    ASSERT(argc >= 3, "%s", "usage: too_big BYTES");
+    size = strtoull(argv[2], NULL, 10);
+    EXPECT(ivmMalloc("huge", &p, (size_t)size), IVM_ERROR_NO_MEMORY);
+    ASSERT(p == NULL, "%s", "a failed ivmMalloc returned a pointer");
+    snprintf(want, sizeof(want), "%llu bytes", size);
+    ASSERT(strstr(ivmGetLastErrorMessage(), want) != NULL &&
+           strstr(ivmGetLastErrorMessage(), "left") != NULL,
+           "the message names the size asked and what is left: [%s]",
+           ivmGetLastErrorMessage());
+    CHECK(ivmMalloc("huge", &p, 1u << 20));
+    memset(p, 1, 1u << 20);
+    CHECK(ivmFree(p));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
+/* ivmd --max-objects-per-job 5 --max-pes-per-job 3. */
+static int sc_job_limits(int argc, char **argv)
+{
+    unsigned char *objs[6] = {NULL};
+    ivm_device dev;
+    ivm_pe kids[2];
+    char name[16];
+    int i;
+
+    pe_enter();
+    if (pe_me != 0) {
+        CHECK(ivmExit());
+        return 0;
+    }
+    for (i = 0; i < 5; ++i) {
+        snprintf(name, sizeof(name), "o%d", i);
+        CHECK(ivmMalloc(name, &objs[i], 4096));
+    }
+    EXPECT(ivmMalloc("o5", &objs[5], 4096), IVM_ERROR_LIMIT);
+    ASSERT(strstr(ivmGetLastErrorMessage(), "--max-objects-per-job") != NULL,
+           "the message names the setting: [%s]", ivmGetLastErrorMessage());
+    CHECK(ivmFree(objs[0]));
+    CHECK(ivmMalloc("o5", &objs[5], 4096));
+
+    CHECK(ivmCreateDev(IVM_THIS_HOST, IVM_THIS_DEV, &dev));
+    EXPECT(ivmCreatePEs(dev, 3, kids), IVM_ERROR_LIMIT);
+    ASSERT(strstr(ivmGetLastErrorMessage(), "--max-pes-per-job") != NULL,
+           "the message names the setting: [%s]", ivmGetLastErrorMessage());
+    CHECK(ivmCreatePEs(dev, 2, kids));
+    CHECK(ivmWait(kids[0]));
+    CHECK(ivmWait(kids[1]));
+    CHECK(ivmDestroyDev(dev));
+    for (i = 1; i < 6; ++i) {
+        CHECK(ivmFree(objs[i]));
+    }
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
 static const pe_scenario_entry_t scenarios[] = {
     {"malloc", sc_malloc},
     {"map", sc_map},
@@ -521,6 +690,10 @@ static const pe_scenario_entry_t scenarios[] = {
     {"sync_local", sc_sync_local},
     {"many_objects", sc_many_objects},
     {"big_object", sc_big_object},
+    {"fd_budget", sc_fd_budget},
+    {"fd_rollback", sc_fd_rollback},
+    {"too_big", sc_too_big},
+    {"job_limits", sc_job_limits},
     {NULL, NULL},
 };
 
