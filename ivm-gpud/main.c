@@ -75,35 +75,35 @@ static ivmError_t gpud_parse(gpud_t *g, int argc, char **argv, int *help_p)
         gpud_parse_env(g, err, sizeof(err)) != IVM_SUCCESS ||
         ivm_config_parse_args(gpud_config_fields, &g->cfg, argc, argv, &first, help_p, err,
                               sizeof(err)) != IVM_SUCCESS) {
-        fprintf(stderr, "ivm-gpud: %s\n", err);
+        ivm_error("%s", err);
         return IVM_ERROR_INVALID_VALUE;
     }
     if (*help_p) {
         return IVM_SUCCESS;
     }
     if (first < argc) {
-        fprintf(stderr, "ivm-gpud: unexpected argument '%s' (see --help)\n", argv[first]);
+        ivm_error("unexpected argument '%s' (see --help)", argv[first]);
         return IVM_ERROR_INVALID_VALUE;
     }
     level = ivm_log_level_parse(g->cfg.log_level);
     if (level < 0) {
-        fprintf(stderr, "ivm-gpud: bad log level '%s'\n", g->cfg.log_level);
+        ivm_error("bad log level '%s'", g->cfg.log_level);
         return IVM_ERROR_INVALID_VALUE;
     }
     ivm_log_current_level = level;
     ivm_log_set_prefix("%.40s ivm-gpud", g->cfg.node);
     if (g->cfg.ctl_fd < 0 || g->cfg.ctl_fd > 1 << 20 || fcntl((int)g->cfg.ctl_fd, F_GETFD) < 0) {
-        fprintf(stderr, "ivm-gpud: --ctl-fd %ld is not an open fd (see --help)\n",
+        ivm_error("--ctl-fd %ld is not an open fd (see --help)",
                 g->cfg.ctl_fd);
         return IVM_ERROR_INVALID_VALUE;
     }
     if (gpud_parse_size(g->cfg.mem_limit, &g->mem_limit) != IVM_SUCCESS) {
-        fprintf(stderr, "ivm-gpud: --mem-limit '%s' is not a size (K/M/G suffix)\n",
+        ivm_error("--mem-limit '%s' is not a size (K/M/G suffix)",
                 g->cfg.mem_limit);
         return IVM_ERROR_INVALID_VALUE;
     }
     if (!(g->cfg.admit_timeout >= 0 && g->cfg.admit_timeout <= 1e6)) {
-        fprintf(stderr, "ivm-gpud: --admit-timeout must be 0 to 1e6 seconds\n");
+        ivm_error("--admit-timeout must be 0 to 1e6 seconds");
         return IVM_ERROR_INVALID_VALUE;
     }
     return IVM_SUCCESS;
@@ -267,6 +267,7 @@ int main(int argc, char **argv)
 
     memset(&g, 0, sizeof(g));
     g.epoll_fd = g.signal_fd = g.ctl_fd = -1;
+    ivm_log_set_prefix("ivm-gpud");
     if (gpud_parse(&g, argc, argv, &help) != IVM_SUCCESS) {
         ivm_config_release(gpud_config_fields, &g.cfg);
         return 2;

@@ -289,6 +289,10 @@ ivmError_t ivmd_gpu_start(ivmd_t *d)
                   d->cfg.gpu_shares, nlisted < 0 ? "--gpus none" : "no NVIDIA driver");
         return IVM_ERROR_INVALID_VALUE;
     } else {
+        if (nlisted > 0) {
+            ivm_warn("--gpus %s: this node has no NVIDIA driver (/dev/nvidiactl), so no GPU "
+                     "PE can run here", d->cfg.gpus);
+        }
         return IVM_SUCCESS; /* no GPU on this node */
     }
     g = calloc(1, sizeof(*g));
@@ -404,6 +408,11 @@ ivmError_t ivmd_gpu_start(ivmd_t *d)
         } else {
             snprintf(g->visible[i], sizeof(g->visible[i]), "%d", i);
         }
+    }
+    if (g->backend != IVM_GPUD_BACKEND_EMU && nlisted > (int)g->ngpus) {
+        ivm_warn("--gpus %s names %d GPUs, but only %u of them exist on %s (CUDA stops at "
+                 "the first index it does not have): GPU PEs can use IVM_GPU_N(0..%u)",
+                 d->cfg.gpus, nlisted, g->ngpus, d->cfg.node, g->ngpus > 0 ? g->ngpus - 1 : 0);
     }
     g->next_seq = 2;
     fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);

@@ -41,7 +41,7 @@ static ivmError_t ivmd_parse(ivmd_t *d, int argc, char **argv)
         ivm_config_load_env(ivmd_config_fields, &d->cfg, err, sizeof(err)) != IVM_SUCCESS ||
         ivm_config_parse_args(ivmd_config_fields, &d->cfg, argc, argv, &first, &help, err,
                               sizeof(err)) != IVM_SUCCESS) {
-        fprintf(stderr, "ivmd: %s\n", err);
+        ivm_error("%s", err);
         return IVM_ERROR_INVALID_VALUE;
     }
     if (help == IVM_CONFIG_ASK_MAN) {
@@ -57,22 +57,22 @@ static ivmError_t ivmd_parse(ivmd_t *d, int argc, char **argv)
         exit(0);
     }
     if (first < argc) {
-        fprintf(stderr, "ivmd: unexpected argument '%s' (see --help)\n", argv[first]);
+        ivm_error("unexpected argument '%s' (see --help)", argv[first]);
         return IVM_ERROR_INVALID_VALUE;
     }
     level = ivm_log_level_parse(d->cfg.log_level);
     if (level < 0) {
-        fprintf(stderr, "ivmd: bad log level '%s'\n", d->cfg.log_level);
+        ivm_error("bad log level '%s'", d->cfg.log_level);
         return IVM_ERROR_INVALID_VALUE;
     }
     ivm_log_current_level = level;
     if (strlen(d->cfg.node) == 0 || strlen(d->cfg.node) > IVM_HOST_MAX) {
-        fprintf(stderr, "ivmd: node name must have 1 to %d characters\n", IVM_HOST_MAX);
+        ivm_error("node name must have 1 to %d characters", IVM_HOST_MAX);
         return IVM_ERROR_INVALID_VALUE;
     }
     ivm_log_set_prefix("%s ivmd", d->cfg.node);
     if (d->cfg.poll_us < 0 || d->cfg.poll_us > IVMD_POLL_US_MAX) {
-        fprintf(stderr, "ivmd: --poll-us %ld is outside 0..%d\n", d->cfg.poll_us,
+        ivm_error("--poll-us %ld is outside 0..%d", d->cfg.poll_us,
                 IVMD_POLL_US_MAX);
         return IVM_ERROR_INVALID_VALUE;
     }
@@ -80,7 +80,7 @@ static ivmError_t ivmd_parse(ivmd_t *d, int argc, char **argv)
         if (ivm_topo_devspec_parse(d->cfg.cpu_devices, (int)sysconf(_SC_NPROCESSORS_CONF),
                               d->devs, IVM_DEVSPEC_MAX_DEVICES, &d->ndevs, err,
                               sizeof(err)) != IVM_SUCCESS) {
-            fprintf(stderr, "ivmd: --cpu-devices: %s\n", err);
+            ivm_error("--cpu-devices: %s", err);
             return IVM_ERROR_INVALID_VALUE;
         }
     } else {
@@ -95,7 +95,7 @@ static ivmError_t ivmd_parse(ivmd_t *d, int argc, char **argv)
         if (ivm_devspec_gpu_shares_parse(d->cfg.gpu_shares, 0, shares,
                                          IVM_DEVSPEC_MAX_GPU_DEVICES, &nshares, err,
                                          sizeof(err)) != IVM_SUCCESS) {
-            fprintf(stderr, "ivmd: %s\n", err);
+            ivm_error("%s", err);
             return IVM_ERROR_INVALID_VALUE;
         }
     }

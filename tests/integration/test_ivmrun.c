@@ -237,6 +237,19 @@ Test(ivmrun, cpu_devices_by_numa_node_and_master_placement)
     ivmt_result_free(&r);
 }
 
+/* --gpus naming GPUs the node lacks is said, not silently ignored: here
+ * there is no driver at all, on a one-GPU machine GPU 3 does not exist. */
+Test(ivmrun, gpus_that_do_not_exist_are_warned_about)
+{
+    const char *args[] = {"--gpus", "0,3", IVMT_PE_PROC, "exit_code", "0", NULL};
+    ivmt_result_t r;
+
+    ivmrun(args, 30, &r);
+    expect_code(&r, 0);
+    cr_assert(strstr(r.err, "warn: --gpus 0,3") != NULL, "no warning: %s", r.err);
+    ivmt_result_free(&r);
+}
+
 static int count_lines_starting(const char *out, const char *prefix)
 {
     int n = 0;
