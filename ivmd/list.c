@@ -84,6 +84,9 @@ static ivmError_t ivmd_list_pe(ivmd_t *d, ivmd_job_t *job, uint32_t index,
     }
     rep->id      = (uint64_t)pe->id;
     rep->pid     = (int32_t)pe->pid;
+    if (rep->pid == 0 && pe->conn != NULL) {
+        rep->pid = (int32_t)((const ivmd_conn_t *)pe->conn)->peer_pid; /* the root */
+    }
     rep->devtype = pe->devtype;
     rep->state   = ivmd_list_pe_state(pe);
     rep->count   = pe->nmaps;
