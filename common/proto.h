@@ -446,16 +446,25 @@ _Static_assert(sizeof(ivm_msg_cluster_req_t) == 40, "cluster request size");
  * The peer protocol, between daemons over TCP. Same header; types from 64 up;
  * a peer connection accepts nothing else, a PE connection none of these.
  * Authentication (HMAC-SHA-256 with the cluster secret, see docs):
- *   dialer   -> HELLO{node, nonce_a}
- *   acceptor -> CHALLENGE{node, nonce_b, mac_b}
+ *   dialer   -> HELLO{version, node, nonce_a, flags}
+ *   acceptor -> CHALLENGE{version, node, nonce_b, flags, mac_b}
  *   dialer   -> AUTH{mac_a}
- * Before AUTH is accepted only these three types are.
+ * Before AUTH is accepted only these three types are. Daemons of different
+ * IVM versions, or that disagree on IVM_PEER_ENCRYPT, refuse each other.
+ * After AUTH, both ends derive one key per direction (HKDF-SHA-256 from the
+ * secret, salted with nonce_a || nonce_b, bound to both names) and every
+ * message carries a 16-byte AES-256-GCM tag after its payload (not counted
+ * in the header's length) over header and payload, with a per-direction
+ * message counter as the implicit nonce; with IVM_PEER_ENCRYPT the payload
+ * is encrypted too. A message whose tag does not check closes the link.
  */
-#define IVM_PEER_NONCE_LEN 32
+#define IVM_PEER_NONCE_LEN   32
+#define IVM_PEER_VERSION_LEN 16
+#define IVM_PEER_ENCRYPT     0x1u /* HELLO/CHALLENGE flags: the link is encrypted */
 
 /* X(name, value, struct, largest tail after the struct in bytes) */
 #define IVM_PEER_TABLE(X)                                                   \
-    X(HELLO,      64, ivm_peer_hello_t,      0)                             \
+    X(HELLO,      64, ivm_peer_hello_t,      256)                           \
     X(CHALLENGE,  65, ivm_peer_challenge_t,  0)                             \
     X(AUTH,       66, ivm_peer_auth_t,       0)                             \
     X(PING,       67, ivm_peer_ping_t,       0)                             \
@@ -484,19 +493,27 @@ typedef enum ivm_peer_type {
     IVM_PEER_LAST
 } ivm_peer_type_t;
 
+/* The version comes first so that a daemon of another IVM, whose HELLO may be
+ * laid out otherwise (HELLO admits 256 bytes more), can still be named. */
 typedef struct ivm_peer_hello {
-    char    node[IVM_HOST_MAX + 1];       /* the dialer's node name */
-    uint8_t nonce[IVM_PEER_NONCE_LEN];    /* nonce_a, random */
+    char     version[IVM_PEER_VERSION_LEN]; /* the dialer's IVM version ("0.1.0") */
+    char     node[IVM_HOST_MAX + 1];        /* the dialer's node name */
+    uint8_t  nonce[IVM_PEER_NONCE_LEN];     /* nonce_a, random */
+    uint32_t flags;                         /* IVM_PEER_ENCRYPT */
+    uint32_t reserved;                      /* zero */
 } ivm_peer_hello_t;
 
 typedef struct ivm_peer_challenge {
-    char    node[IVM_HOST_MAX + 1];       /* the acceptor's node name */
-    uint8_t nonce[IVM_PEER_NONCE_LEN];    /* nonce_b, random */
-    uint8_t mac[32];                      /* HMAC("B" nonce_a nonce_b node_a node_b) */
+    char     version[IVM_PEER_VERSION_LEN]; /* the acceptor's IVM version */
+    char     node[IVM_HOST_MAX + 1];        /* the acceptor's node name */
+    uint8_t  nonce[IVM_PEER_NONCE_LEN];     /* nonce_b, random */
+    uint32_t flags;                         /* IVM_PEER_ENCRYPT */
+    uint32_t reserved;                      /* zero */
+    uint8_t  mac[32];   /* HMAC("B" nonce_a nonce_b node_a node_b flags) */
 } ivm_peer_challenge_t;
 
 typedef struct ivm_peer_auth {
-    uint8_t mac[32];                      /* HMAC("A" nonce_b nonce_a node_a node_b) */
+    uint8_t mac[32];    /* HMAC("A" nonce_b nonce_a node_a node_b flags) */
 } ivm_peer_auth_t;
 
 typedef struct ivm_peer_ping {
@@ -601,10 +618,10 @@ typedef struct ivm_peer_xfer {
     uint32_t reserved;   /* zero */
 } ivm_peer_xfer_t;
 
-_Static_assert(sizeof(ivm_peer_hello_t) == 96, "hello size");
+_Static_assert(sizeof(ivm_peer_hello_t) == 120, "hello size");
 _Static_assert(sizeof(ivm_peer_xfer_t) == 56, "xfer size");
 _Static_assert(sizeof(ivm_peer_obj_t) == 296, "obj size");
-_Static_assert(sizeof(ivm_peer_challenge_t) == 128, "challenge size");
+_Static_assert(sizeof(ivm_peer_challenge_t) == 152, "challenge size");
 
 /* Bytes a peer may send before it is authenticated. */
 #define IVM_PEER_PREAUTH_MAX 4096

@@ -131,6 +131,11 @@ void ivmd_conn_close(ivmd_t *d, ivmd_conn_t *c, const char *why)
         ivm_sock_close_fds(b->fds, b->nfds);
         free(b);
     }
+    if (c->sealed) {
+        ivm_aead_free(&c->tx_aead);
+        ivm_aead_free(&c->rx_aead);
+        c->sealed = 0;
+    }
     if (c->prev != NULL) {
         c->prev->next = c->next;
     } else {
@@ -183,14 +188,15 @@ static int ivmd_conn_advance(ivmd_conn_t *c, size_t n, const char **why_p)
         *why_p = "message before authentication";
         return -1;
     }
-    if (c->hdr.length > c->payload_cap) {
-        char *p = realloc(c->payload, c->hdr.length);
+    c->payload_want = c->hdr.length + (c->sealed ? IVM_CRYPTO_TAG_LEN : 0);
+    if (c->payload_want > c->payload_cap) {
+        char *p = realloc(c->payload, c->payload_want);
         if (p == NULL) {
             *why_p = "out of memory for the payload";
             return -1;
         }
         c->payload     = p;
-        c->payload_cap = c->hdr.length;
+        c->payload_cap = c->payload_want;
     }
     c->payload_got = 0;
     return 0;
@@ -259,9 +265,9 @@ static int ivmd_conn_read_some(ivmd_conn_t *c, const char **why_p)
         if (c->hdr_got < sizeof(c->hdr)) {
             dst  = (char *)&c->hdr + c->hdr_got;
             want = sizeof(c->hdr) - c->hdr_got;
-        } else if (c->payload_got < c->hdr.length) {
+        } else if (c->payload_got < c->payload_want) {
             dst  = c->payload + c->payload_got;
-            want = c->hdr.length - c->payload_got;
+            want = c->payload_want - c->payload_got;
         } else {
             return 1;
         }
@@ -467,21 +473,24 @@ ivmd_outbuf_t *ivmd_conn_out_alloc(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uin
 {
     ivm_msg_hdr_t hdr;
     ivmd_outbuf_t *b;
+    size_t tag;
 
     if (c->closed || c->doomed != NULL) {
         return NULL;
     }
-    b = malloc(sizeof(*b) + sizeof(hdr) + payload_len);
+    tag = (c->kind == IVMD_CONN_PEER && c->sealed) ? IVM_CRYPTO_TAG_LEN : 0;
+    b = malloc(sizeof(*b) + sizeof(hdr) + payload_len + tag);
     if (b == NULL) {
         ivmd_conn_doom(c, "out of memory for a message");
         return NULL;
     }
     ivm_proto_hdr_init(&hdr, type, payload_len, seq);
     memcpy(b->data, &hdr, sizeof(hdr));
-    b->len  = sizeof(hdr) + payload_len;
-    b->off  = 0;
-    b->next = NULL;
-    b->nfds = 0;
+    b->len    = sizeof(hdr) + payload_len + tag;
+    b->off    = 0;
+    b->next   = NULL;
+    b->nfds   = 0;
+    b->tagged = tag != 0;
     return b;
 }
 
@@ -519,6 +528,19 @@ ivmError_t ivmd_conn_out_push(ivmd_t *d, ivmd_conn_t *c, ivmd_outbuf_t *b, const
     if (status != IVM_SUCCESS) {
         free(b);
         return status;
+    }
+    if (b->tagged) {
+        /* Sealed in push order, which is the order on the wire. */
+        size_t len = b->len - sizeof(ivm_msg_hdr_t) - IVM_CRYPTO_TAG_LEN;
+        status = ivm_aead_seal(&c->tx_aead, b->data, sizeof(ivm_msg_hdr_t),
+                               b->data + sizeof(ivm_msg_hdr_t), len,
+                               (uint8_t *)b->data + b->len - IVM_CRYPTO_TAG_LEN);
+        if (status != IVM_SUCCESS) {
+            free(b);
+            ivmd_conn_doom(c, status == IVM_ERROR_LIMIT ? "message counter spent"
+                                                        : "cannot seal a message");
+            return status;
+        }
     }
     if (c->out_tail != NULL) {
         c->out_tail->next = b;
@@ -602,6 +624,24 @@ static void ivmd_conn_on_event(ivmd_t *d, void *arg, uint32_t events)
         }
         if (rc == 0) {
             return;
+        }
+        if (c->kind == IVMD_CONN_PEER && c->payload_want > c->hdr.length) {
+            ivmError_t status = ivm_aead_open(&c->rx_aead, &c->hdr, sizeof(c->hdr), c->payload,
+                                              c->hdr.length, (uint8_t *)c->payload +
+                                                                 c->hdr.length);
+            if (status != IVM_SUCCESS) {
+                /* Nothing of it is acted on: the link is closed and the peer
+                 * counts as lost, as when a link drops. */
+                ivm_warn_limited("peer %s: message %llu (type %u, length %u) failed "
+                                 "authentication (%s): closing the link",
+                                 c->peer ? c->peer->node : "(unknown)",
+                                 (unsigned long long)c->rx_aead.seq, (unsigned)c->hdr.type,
+                                 (unsigned)c->hdr.length,
+                                 status == IVM_ERROR_LIMIT ? "message counter spent"
+                                 : "bad MAC: changed, forged, replayed, reordered or cut");
+                ivmd_conn_close(d, c, "message failed authentication");
+                return;
+            }
         }
         if (c->kind == IVMD_CONN_PEER) {
             ivmd_peer_handle_msg(d, c, &c->hdr, c->payload);

@@ -386,7 +386,8 @@ static int ivmd_handle_enter(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr
     job = ivmd_job_find(&d->reg, req->job_id);
     pe  = (job != NULL) ? ivmd_pe_find(job, req->pe_id) : NULL;
     if (pe == NULL || pe->id == 0 || (pe->pid == 0 && !pe->forked) ||
-        pe->token != req->token || (pe->forked && pe->pid != 0 && pe->pid != c->peer_pid)) {
+        pe->token == 0 || !ivm_crypto_equal(&pe->token, &req->token, sizeof(req->token)) ||
+        (pe->forked && pe->pid != 0 && pe->pid != c->peer_pid)) {
         ivmd_detail(rep, "no PE %d awaits ivmEnter in job %u with this token", req->pe_id,
                     req->job_id);
         ivm_warn_limited("pid %d: ENTER as job %u pe %d refused (unknown PE or bad token)",

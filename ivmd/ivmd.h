@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "config.h"
+#include "crypto.h"
 #include "devcg.h"
 #include "devspec.h"
 #include "job.h"
@@ -47,6 +48,9 @@
     X(gpud, "gpud", STRING, "", "ivm-gpud to start (default: beside ivmd, else PATH)") \
     X(gpu_admit_timeout, "gpu-admit-timeout", STRING, "",                           \
       "seconds a GPU map may wait for device memory (default: ivm-gpud's, 60)")     \
+    X(peer_encrypt, "peer-encrypt", BOOL, "0",                                     \
+      "encrypt the links to peer daemons (AES-256-GCM); without it they are "       \
+      "authenticated only; every daemon of a cluster must say the same")            \
     X(poll_us, "poll-us", INT, "0",                                                 \
       "microseconds to poll for the next message before sleeping, after answering "  \
       "a PE and while a peer transfer is in flight (0: never poll; max 1000000)")   \
@@ -102,6 +106,7 @@ typedef struct ivmd_handler {
 typedef struct ivmd_outbuf {
     struct ivmd_outbuf *next;
     size_t              len, off;
+    int                 tagged; /* peer link: the last IVM_CRYPTO_TAG_LEN bytes are its tag */
     int                 fds[IVM_MSG_MAX_FDS]; /* owned; sent with byte 0 */
     int                 nfds;
     char                data[];
@@ -146,6 +151,9 @@ typedef struct ivmd_conn {
     ivmd_peer_state_t pstate;
     uint8_t           nonce_a[IVM_PEER_NONCE_LEN];
     uint8_t           nonce_b[IVM_PEER_NONCE_LEN];
+    int               sealed;      /* keys derived: every message now carries a tag */
+    ivm_aead_t        tx_aead, rx_aead;
+    size_t            payload_want; /* the payload's bytes and, when sealed, its tag */
     uint64_t          rx_bytes;    /* bytes received (bounded before auth) */
     uint64_t          last_rx_ns, last_tx_ns, opened_ns;
     uint8_t           src[16];     /* accepted peers: source address (IPv4 mapped) */

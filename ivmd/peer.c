@@ -16,7 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "hmac.h"
+#include "crypto.h"
+#include "version.h"
 #include "ivmd.h"
 #include "log.h"
 
@@ -214,11 +215,18 @@ static const char *ivmd_peer_self(const ivmd_t *d)
     return d->cfg.node;
 }
 
-/* HMAC over tag, two nonces and both names (dialer's first). */
-static void ivmd_peer_mac(const ivmd_t *d, char tag, const uint8_t *n1, const uint8_t *n2,
-                          const char *dialer, const char *acceptor, uint8_t *out)
+/* This daemon's link flags (IVM_PEER_ENCRYPT). */
+static uint32_t ivmd_peer_flags(const ivmd_t *d)
 {
-    uint8_t msg[1 + 2 * IVM_PEER_NONCE_LEN + 2 * (IVM_HOST_MAX + 1)];
+    return d->cfg.peer_encrypt ? IVM_PEER_ENCRYPT : 0;
+}
+
+/* HMAC over tag, two nonces, both names (dialer's first) and the link's
+ * flags, so that nobody between the daemons can turn encryption off. */
+static int ivmd_peer_mac(const ivmd_t *d, char tag, const uint8_t *n1, const uint8_t *n2,
+                         const char *dialer, const char *acceptor, uint8_t *out)
+{
+    uint8_t msg[1 + 2 * IVM_PEER_NONCE_LEN + 2 * (IVM_HOST_MAX + 1) + 1];
 
     memset(msg, 0, sizeof(msg));
     msg[0] = (uint8_t)tag;
@@ -227,13 +235,73 @@ static void ivmd_peer_mac(const ivmd_t *d, char tag, const uint8_t *n1, const ui
     strncpy((char *)msg + 1 + 2 * IVM_PEER_NONCE_LEN, dialer, IVM_HOST_MAX);
     strncpy((char *)msg + 1 + 2 * IVM_PEER_NONCE_LEN + IVM_HOST_MAX + 1, acceptor,
             IVM_HOST_MAX);
-    ivm_hmac_sha256(d->secret, sizeof(d->secret), msg, sizeof(msg), out);
+    msg[sizeof(msg) - 1] = (uint8_t)ivmd_peer_flags(d);
+    return ivm_crypto_hmac(d->secret, sizeof(d->secret), msg, sizeof(msg), out) ==
+                   IVM_SUCCESS ? 0 : -1;
 }
 
 static int ivmd_peer_random(uint8_t *buf, size_t len)
 {
-    if (getrandom(buf, len, 0) != (ssize_t)len) {
-        ivm_error("getrandom failed: %m");
+    return ivm_crypto_random(buf, len) == IVM_SUCCESS ? 0 : -1;
+}
+
+/* After the handshake: one key per direction, HKDF-SHA-256 of the cluster
+ * secret salted with both nonces and bound to both names; from now on every
+ * message of the link is sealed (conn.c). */
+static int ivmd_peer_seal(ivmd_t *d, ivmd_conn_t *c, const char *dialer, const char *acceptor,
+                          int we_dial)
+{
+    uint8_t salt[2 * IVM_PEER_NONCE_LEN], keys[2][IVM_CRYPTO_KEY_LEN];
+    char info[2][2 * (IVM_HOST_MAX + 1) + 32];
+    int rc = 0, k, n[2];
+
+    memcpy(salt, c->nonce_a, IVM_PEER_NONCE_LEN);
+    memcpy(salt + IVM_PEER_NONCE_LEN, c->nonce_b, IVM_PEER_NONCE_LEN);
+    for (k = 0; k < 2; ++k) {
+        /* k = 0: dialer to acceptor; 1: acceptor to dialer. */
+        n[k] = snprintf(info[k], sizeof(info[k]), "ivm peer link %s %s%c%s",
+                        k == 0 ? "d2a" : "a2d", dialer, 0, acceptor);
+        if (ivm_crypto_hkdf(d->secret, sizeof(d->secret), salt, sizeof(salt), info[k],
+                            (size_t)n[k], keys[k], sizeof(keys[k])) != IVM_SUCCESS) {
+            rc = -1;
+        }
+    }
+    if (rc == 0 &&
+        ivm_aead_init(&c->tx_aead, keys[we_dial ? 0 : 1], d->cfg.peer_encrypt) == IVM_SUCCESS) {
+        if (ivm_aead_init(&c->rx_aead, keys[we_dial ? 1 : 0], d->cfg.peer_encrypt) ==
+            IVM_SUCCESS) {
+            c->sealed = 1;
+        } else {
+            ivm_aead_free(&c->tx_aead);
+        }
+    }
+    explicit_bzero(keys, sizeof(keys));
+    return c->sealed ? 0 : -1;
+}
+
+/* Refuse a daemon of another IVM version, naming both; or one that does not
+ * agree on encryption. Returns 0 when the link may go on. */
+static int ivmd_peer_agree(ivmd_t *d, ivmd_conn_t *c, const char *node, const char *version,
+                           uint32_t flags)
+{
+    char theirs[IVM_PEER_VERSION_LEN + 1];
+
+    memcpy(theirs, version, IVM_PEER_VERSION_LEN);
+    theirs[IVM_PEER_VERSION_LEN] = '\0';
+    if (strcmp(theirs, ivm_version_string()) != 0) {
+        ivm_warn_limited("peer connection refused: %s runs IVM %s, this daemon IVM %s (every "
+                         "daemon of a cluster must be of one version)", node,
+                         ivm_proto_strok(theirs, sizeof(theirs)) ? theirs : "?",
+                         ivm_version_string());
+        ivmd_conn_close(d, c, "other IVM version");
+        return -1;
+    }
+    if ((flags & IVM_PEER_ENCRYPT) != ivmd_peer_flags(d)) {
+        ivm_warn_limited("peer connection refused: %s %s its links, this daemon %s "
+                         "(give every daemon the same --peer-encrypt)", node,
+                         (flags & IVM_PEER_ENCRYPT) ? "encrypts" : "does not encrypt",
+                         d->cfg.peer_encrypt ? "does" : "does not");
+        ivmd_conn_close(d, c, "encryption setting differs");
         return -1;
     }
     return 0;
@@ -287,7 +355,9 @@ void ivmd_peer_connected(ivmd_t *d, ivmd_conn_t *c)
     ivmd_loop_mod(d, &c->h, EPOLLIN | EPOLLRDHUP);
     c->out_armed = 0;
     memset(&hello, 0, sizeof(hello));
+    ivm_proto_strset(hello.version, sizeof(hello.version), ivm_version_string());
     ivm_proto_strset(hello.node, sizeof(hello.node), ivmd_peer_self(d));
+    hello.flags = ivmd_peer_flags(d);
     if (ivmd_peer_random(c->nonce_a, sizeof(c->nonce_a)) != 0) {
         ivmd_conn_close(d, c, "no random nonce");
         return;
@@ -346,6 +416,13 @@ void ivmd_peer_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
             ivmd_conn_close(d, c, "unknown node");
             return;
         }
+        if (ivmd_peer_agree(d, c, p->node, m->version, m->flags) != 0) {
+            return;
+        }
+        if (hdr->length != sizeof(*m)) {
+            ivmd_peer_refuse(d, c, "HELLO of the wrong length");
+            return;
+        }
         c->peer = p; /* not bound to p->conn until authenticated */
         memcpy(c->nonce_a, m->nonce, sizeof(c->nonce_a));
         if (ivmd_peer_random(c->nonce_b, sizeof(c->nonce_b)) != 0) {
@@ -353,9 +430,15 @@ void ivmd_peer_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
             return;
         }
         memset(&ch, 0, sizeof(ch));
+        ivm_proto_strset(ch.version, sizeof(ch.version), ivm_version_string());
         ivm_proto_strset(ch.node, sizeof(ch.node), ivmd_peer_self(d));
         memcpy(ch.nonce, c->nonce_b, sizeof(ch.nonce));
-        ivmd_peer_mac(d, 'B', c->nonce_a, c->nonce_b, p->node, ivmd_peer_self(d), ch.mac);
+        ch.flags = ivmd_peer_flags(d);
+        if (ivmd_peer_mac(d, 'B', c->nonce_a, c->nonce_b, p->node, ivmd_peer_self(d),
+                          ch.mac) != 0) {
+            ivmd_conn_close(d, c, "no MAC");
+            return;
+        }
         c->pstate = IVMD_PEER_AWAIT_AUTH;
         ivmd_conn_send(d, c, IVM_PEER_CHALLENGE, &ch, sizeof(ch));
         return;
@@ -373,17 +456,28 @@ void ivmd_peer_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
             ivmd_conn_close(d, c, "wrong node");
             return;
         }
+        if (ivmd_peer_agree(d, c, c->peer->node, m->version, m->flags) != 0) {
+            return;
+        }
         memcpy(c->nonce_b, m->nonce, sizeof(c->nonce_b));
-        ivmd_peer_mac(d, 'B', c->nonce_a, c->nonce_b, ivmd_peer_self(d), c->peer->node, mac);
-        if (ivm_hmac_compare(mac, m->mac, sizeof(mac)) != 0) {
+        if (ivmd_peer_mac(d, 'B', c->nonce_a, c->nonce_b, ivmd_peer_self(d), c->peer->node,
+                          mac) != 0 ||
+            !ivm_crypto_equal(mac, m->mac, sizeof(mac))) {
             ivm_warn_limited("peer connection refused: %s failed authentication (wrong cluster "
                              "secret?)", c->peer->node);
             ivmd_conn_close(d, c, "authentication failed");
             return;
         }
-        ivmd_peer_mac(d, 'A', c->nonce_b, c->nonce_a, ivmd_peer_self(d), c->peer->node,
-                      auth.mac);
+        if (ivmd_peer_mac(d, 'A', c->nonce_b, c->nonce_a, ivmd_peer_self(d), c->peer->node,
+                          auth.mac) != 0) {
+            ivmd_conn_close(d, c, "no MAC");
+            return;
+        }
         ivmd_conn_send(d, c, IVM_PEER_AUTH, &auth, sizeof(auth));
+        if (ivmd_peer_seal(d, c, ivmd_peer_self(d), c->peer->node, 1) != 0) {
+            ivmd_conn_close(d, c, "no link keys");
+            return;
+        }
         ivmd_peer_up(d, c->peer, c);
         return;
     }
@@ -394,11 +488,16 @@ void ivmd_peer_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
             ivmd_peer_refuse(d, c, "AUTH out of turn");
             return;
         }
-        ivmd_peer_mac(d, 'A', c->nonce_b, c->nonce_a, c->peer->node, ivmd_peer_self(d), mac);
-        if (ivm_hmac_compare(mac, m->mac, sizeof(mac)) != 0) {
+        if (ivmd_peer_mac(d, 'A', c->nonce_b, c->nonce_a, c->peer->node, ivmd_peer_self(d),
+                          mac) != 0 ||
+            !ivm_crypto_equal(mac, m->mac, sizeof(mac))) {
             ivm_warn_limited("peer connection refused: %s failed authentication (wrong cluster "
                              "secret?)", c->peer->node);
             ivmd_conn_close(d, c, "authentication failed");
+            return;
+        }
+        if (ivmd_peer_seal(d, c, c->peer->node, ivmd_peer_self(d), 0) != 0) {
+            ivmd_conn_close(d, c, "no link keys");
             return;
         }
         ivmd_peer_up(d, c->peer, c);
@@ -546,7 +645,7 @@ ivmError_t ivmd_peer_set_cluster(ivmd_t *d, const ivm_msg_cluster_req_t *req,
     }
     if (d->have_cluster) {
         int same = (req->n == d->npeers) &&
-                   memcmp(req->secret, d->secret, sizeof(d->secret)) == 0;
+                   ivm_crypto_equal(req->secret, d->secret, sizeof(d->secret));
         for (i = 0; same && i < req->n; ++i) {
             same = strcmp(nodes[i].node, d->peers[i].node) == 0 &&
                    strcmp(nodes[i].addr, d->peers[i].addr) == 0 &&

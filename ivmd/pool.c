@@ -282,7 +282,8 @@ static int ivmd_pool_repark(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
 {
     ivmd_parked_t *p = c->parked;
 
-    if (p->forking == NULL || p->slot.id != req->pe_id || p->slot.token != req->token ||
+    if (p->forking == NULL || p->slot.id != req->pe_id ||
+        !ivm_crypto_equal(&p->slot.token, &req->token, sizeof(req->token)) ||
         p->slot.job->id != req->job_id) {
         snprintf(detail, detail_len, "this connection is already parked");
         return IVM_ERROR_INVALID_VALUE;
@@ -313,7 +314,8 @@ int ivmd_pool_enter(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
             }
         }
     }
-    if (p == NULL || p->dead || p->conn != NULL || p->slot.token != req->token ||
+    if (p == NULL || p->dead || p->conn != NULL ||
+        !ivm_crypto_equal(&p->slot.token, &req->token, sizeof(req->token)) ||
         p->slot.pid != c->peer_pid || job->ending) {
         snprintf(detail, detail_len, "no parked process %d awaits ivmEnter in job %u with "
                  "this token and pid", req->pe_id, req->job_id);
@@ -403,7 +405,11 @@ static int ivmd_pool_fork(ivmd_t *d, ivmd_job_t *job, ivmd_parked_t *p, ivmd_pe_
     ivmd_job_data_t *jd = job->data;
     ivm_msg_enter_rep_t rep;
     int fds[2] = {jd->out_fd, jd->err_fd}, fwd[2] = {-1, -1};
+    uint64_t token = ivmd_spawn_new_token();
 
+    if (token == 0) {
+        return 0; /* no random bytes: the cold path says so */
+    }
     if ((jd->proxy || (jd->tag_output && jd->out_fd >= 0)) &&
         ivmd_output_open(d, job, pe->id, &fwd[0], &fwd[1]) == IVM_SUCCESS) {
         fds[0] = fwd[0];
@@ -412,7 +418,7 @@ static int ivmd_pool_fork(ivmd_t *d, ivmd_job_t *job, ivmd_parked_t *p, ivmd_pe_
     for (int i = 0; i < 2; ++i) {
         fds[i] = fds[i] >= 0 ? fds[i] : d->devnull;
     }
-    pe->token  = ivmd_spawn_new_token();
+    pe->token  = token;
     pe->pid    = 0;
     pe->forked = 1;
     memset(&rep, 0, sizeof(rep));

@@ -25,10 +25,12 @@
 uint64_t ivmd_spawn_new_token(void)
 {
     uint64_t token = 0;
+    int tries;
 
-    while (token == 0) {
-        if (getrandom(&token, sizeof(token), 0) != sizeof(token)) {
-            token = ((uint64_t)rand() << 32) ^ (uint64_t)rand() ^ (uint64_t)getpid();
+    /* From the CSPRNG only; 0 (never a valid token) when it fails. */
+    for (tries = 0; token == 0 && tries < 4; ++tries) {
+        if (ivm_crypto_random(&token, sizeof(token)) != IVM_SUCCESS) {
+            return 0;
         }
     }
     return token;
@@ -95,6 +97,10 @@ ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail
         cpu_for_gpu = &job->devs[0];
     }
     pe->token = ivmd_spawn_new_token();
+    if (pe->token == 0) {
+        snprintf(detail, detail_len, "no random bytes for pe %d's token", pe->id);
+        return IVM_ERROR_INTERNAL;
+    }
     while (jd->envp[nenv] != NULL) {
         ++nenv;
     }

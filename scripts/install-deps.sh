@@ -19,7 +19,7 @@
 set -euo pipefail
 
 declare -A group=(
-    [build]="build-essential cmake pkg-config libcriterion-dev libhwloc-dev libnuma-dev man-db groff-base"
+    [build]="build-essential cmake pkg-config libcriterion-dev libhwloc-dev libnuma-dev libssl-dev man-db groff-base"
     [mpi]="openmpi-bin libopenmpi-dev"
     [slurm]="slurm-wlm munge"
     [netns]="iproute2"

@@ -1,0 +1,169 @@
+/* The project's cryptography over OpenSSL's libcrypto; see crypto.h. */
+#include "crypto.h"
+
+#include <limits.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/kdf.h>
+#include <openssl/rand.h>
+
+#include "log.h"
+
+/* Log OpenSSL's reason for a failed step once, and give the status. */
+static ivmError_t ivm_crypto_fail(const char *what)
+{
+    unsigned long e = ERR_get_error();
+    char buf[160];
+
+    ERR_error_string_n(e, buf, sizeof(buf));
+    ivm_error_limited("%s failed: %s", what, e != 0 ? buf : "no reason given");
+    ERR_clear_error();
+    return IVM_ERROR_INTERNAL;
+}
+
+ivmError_t ivm_crypto_random(void *buf, size_t len)
+{
+    if (len > INT_MAX || RAND_bytes(buf, (int)len) != 1) {
+        return ivm_crypto_fail("RAND_bytes");
+    }
+    return IVM_SUCCESS;
+}
+
+ivmError_t ivm_crypto_hmac(const void *key, size_t key_len, const void *msg, size_t msg_len,
+                           uint8_t out[IVM_CRYPTO_MAC_LEN])
+{
+    unsigned int len = IVM_CRYPTO_MAC_LEN;
+
+    if (key_len > INT_MAX ||
+        HMAC(EVP_sha256(), key, (int)key_len, msg, msg_len, out, &len) == NULL ||
+        len != IVM_CRYPTO_MAC_LEN) {
+        return ivm_crypto_fail("HMAC-SHA-256");
+    }
+    return IVM_SUCCESS;
+}
+
+ivmError_t ivm_crypto_hkdf(const void *ikm, size_t ikm_len, const void *salt, size_t salt_len,
+                           const void *info, size_t info_len, uint8_t *out, size_t out_len)
+{
+    EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_id(EVP_PKEY_HKDF, NULL);
+    ivmError_t status = IVM_SUCCESS;
+    size_t len = out_len;
+
+    if (ctx == NULL || ikm_len > INT_MAX || salt_len > INT_MAX || info_len > INT_MAX ||
+        EVP_PKEY_derive_init(ctx) <= 0 ||
+        EVP_PKEY_CTX_set_hkdf_md(ctx, EVP_sha256()) <= 0 ||
+        EVP_PKEY_CTX_set1_hkdf_salt(ctx, salt, (int)salt_len) <= 0 ||
+        EVP_PKEY_CTX_set1_hkdf_key(ctx, ikm, (int)ikm_len) <= 0 ||
+        EVP_PKEY_CTX_add1_hkdf_info(ctx, info, (int)info_len) <= 0 ||
+        EVP_PKEY_derive(ctx, out, &len) <= 0 || len != out_len) {
+        status = ivm_crypto_fail("HKDF-SHA-256");
+    }
+    EVP_PKEY_CTX_free(ctx);
+    return status;
+}
+
+int ivm_crypto_equal(const void *a, const void *b, size_t len)
+{
+    return CRYPTO_memcmp(a, b, len) == 0;
+}
+
+ivmError_t ivm_aead_init(ivm_aead_t *a, const uint8_t key[IVM_CRYPTO_KEY_LEN], int encrypt)
+{
+    EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
+
+    memset(a, 0, sizeof(*a));
+    /* One context per direction, for both ways of using it: the key is set
+     * here, the nonce per message. */
+    if (ctx == NULL || EVP_CipherInit_ex(ctx, EVP_aes_256_gcm(), NULL, key, NULL, -1) != 1) {
+        EVP_CIPHER_CTX_free(ctx);
+        return ivm_crypto_fail("AES-256-GCM setup");
+    }
+    a->ctx     = ctx;
+    a->encrypt = encrypt;
+    return IVM_SUCCESS;
+}
+
+void ivm_aead_free(ivm_aead_t *a)
+{
+    EVP_CIPHER_CTX_free(a->ctx);
+    a->ctx = NULL;
+}
+
+/* The 96-bit GCM nonce of message seq: 4 zero bytes and seq, big-endian. */
+static void ivm_aead_nonce(uint64_t seq, uint8_t iv[12])
+{
+    int i;
+
+    memset(iv, 0, 4);
+    for (i = 0; i < 8; ++i) {
+        iv[4 + i] = (uint8_t)(seq >> (56 - 8 * i));
+    }
+}
+
+/* Feed len bytes in chunks that fit an int. out NULL: as AAD. */
+static int ivm_aead_update(EVP_CIPHER_CTX *ctx, uint8_t *out, const uint8_t *in, size_t len)
+{
+    int n;
+
+    while (len > 0) {
+        int step = len > (size_t)(INT_MAX / 2) ? INT_MAX / 2 : (int)len;
+        if (EVP_CipherUpdate(ctx, out, &n, in, step) != 1) {
+            return -1;
+        }
+        in += step;
+        if (out != NULL) {
+            out += step;
+        }
+        len -= (size_t)step;
+    }
+    return 0;
+}
+
+static ivmError_t ivm_aead_run(ivm_aead_t *a, int enc, const void *hdr, size_t hdr_len,
+                               void *payload, size_t len, uint8_t *tag)
+{
+    EVP_CIPHER_CTX *ctx = a->ctx;
+    uint8_t iv[12];
+    int n;
+
+    if (a->seq == UINT64_MAX) {
+        return IVM_ERROR_LIMIT;
+    }
+    ivm_aead_nonce(a->seq, iv);
+    if (EVP_CipherInit_ex(ctx, NULL, NULL, NULL, iv, enc) != 1 ||
+        ivm_aead_update(ctx, NULL, hdr, hdr_len) != 0 ||
+        ivm_aead_update(ctx, a->encrypt ? payload : NULL, payload, len) != 0) {
+        return ivm_crypto_fail(enc ? "AES-256-GCM seal" : "AES-256-GCM open");
+    }
+    if (!enc && EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, IVM_CRYPTO_TAG_LEN, tag) != 1) {
+        return ivm_crypto_fail("AES-256-GCM tag");
+    }
+    if (EVP_CipherFinal_ex(ctx, iv, &n) != 1) {
+        ERR_clear_error();
+        return enc ? ivm_crypto_fail("AES-256-GCM seal") : IVM_ERROR_PERMISSION;
+    }
+    if (enc && EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, IVM_CRYPTO_TAG_LEN, tag) != 1) {
+        return ivm_crypto_fail("AES-256-GCM tag");
+    }
+    ++a->seq;
+    return IVM_SUCCESS;
+}
+
+ivmError_t ivm_aead_seal(ivm_aead_t *a, const void *hdr, size_t hdr_len, void *payload,
+                         size_t len, uint8_t tag[IVM_CRYPTO_TAG_LEN])
+{
+    return ivm_aead_run(a, 1, hdr, hdr_len, payload, len, tag);
+}
+
+ivmError_t ivm_aead_open(ivm_aead_t *a, const void *hdr, size_t hdr_len, void *payload,
+                         size_t len, const uint8_t tag[IVM_CRYPTO_TAG_LEN])
+{
+    uint8_t copy[IVM_CRYPTO_TAG_LEN];
+
+    memcpy(copy, tag, sizeof(copy));
+    return ivm_aead_run(a, 0, hdr, hdr_len, payload, len, copy);
+}

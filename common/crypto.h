@@ -1,0 +1,61 @@
+/*
+ * The project's cryptography, all from OpenSSL's libcrypto: random bytes,
+ * HMAC-SHA-256, HKDF-SHA-256, constant-time comparison, and the AES-256-GCM
+ * protection of peer links (ivmd/peer.c, ivmd/conn.c). OpenSSL's errors are
+ * turned into IVM statuses here, in one place.
+ */
+#ifndef IVM_COMMON_CRYPTO_H
+#define IVM_COMMON_CRYPTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ivm.h"
+
+#define IVM_CRYPTO_MAC_LEN 32 /* HMAC-SHA-256 */
+#define IVM_CRYPTO_KEY_LEN 32 /* AES-256 */
+#define IVM_CRYPTO_TAG_LEN 16 /* GCM tag */
+
+/* len bytes from the CSPRNG; IVM_ERROR_INTERNAL when it cannot give them. */
+ivmError_t ivm_crypto_random(void *buf, size_t len);
+
+/* HMAC-SHA-256 of msg under key. */
+ivmError_t ivm_crypto_hmac(const void *key, size_t key_len, const void *msg, size_t msg_len,
+                           uint8_t out[IVM_CRYPTO_MAC_LEN]);
+
+/* HKDF-SHA-256 (RFC 5869): out_len bytes from ikm, salt and info. */
+ivmError_t ivm_crypto_hkdf(const void *ikm, size_t ikm_len, const void *salt, size_t salt_len,
+                           const void *info, size_t info_len, uint8_t *out, size_t out_len);
+
+/* 1 when a and b hold the same len bytes, in time independent of the data. */
+int ivm_crypto_equal(const void *a, const void *b, size_t len);
+
+/*
+ * One direction of a protected link: AES-256-GCM under its own key with a
+ * 64-bit message counter as the implicit nonce (never sent, never reused:
+ * the counter only grows, and the link must close before it wraps). Every
+ * message is authenticated: header and payload. With encrypt, the payload
+ * is also encrypted (the header stays readable, and authenticated).
+ */
+typedef struct ivm_aead {
+    void    *ctx;      /* EVP_CIPHER_CTX */
+    uint64_t seq;      /* nonce of the next message */
+    int      encrypt;
+} ivm_aead_t;
+
+ivmError_t ivm_aead_init(ivm_aead_t *a, const uint8_t key[IVM_CRYPTO_KEY_LEN], int encrypt);
+void ivm_aead_free(ivm_aead_t *a);
+
+/* Protect the next message in place: hdr (authenticated) and payload
+ * (authenticated, encrypted with encrypt); the tag goes to tag.
+ * IVM_ERROR_LIMIT when the counter is spent. */
+ivmError_t ivm_aead_seal(ivm_aead_t *a, const void *hdr, size_t hdr_len, void *payload,
+                         size_t len, uint8_t tag[IVM_CRYPTO_TAG_LEN]);
+
+/* Check (and decrypt in place) the next message; IVM_ERROR_PERMISSION when
+ * the tag does not match (forged, changed, replayed, reordered or cut),
+ * IVM_ERROR_LIMIT when the counter is spent. */
+ivmError_t ivm_aead_open(ivm_aead_t *a, const void *hdr, size_t hdr_len, void *payload,
+                         size_t len, const uint8_t tag[IVM_CRYPTO_TAG_LEN]);
+
+#endif /* IVM_COMMON_CRYPTO_H */
