@@ -377,7 +377,8 @@ static void ivmd_peer_up(ivmd_t *d, ivmd_peer_t *p, ivmd_conn_t *c)
     p->conn     = c;
     p->up       = 1;
     p->failures = 0;
-    ivm_info("peer %s is up", p->node);
+    ivm_info("peer %s is up (link %s)", p->node,
+             d->cfg.peer_encrypt ? "encrypted and authenticated" : "authenticated");
     ivmd_cluster_peer_up(d, p);
 }
 
@@ -408,15 +409,17 @@ void ivmd_peer_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
             ivmd_conn_close(d, c, "not in a cluster yet");
             return;
         }
+        /* The version first: a daemon of another IVM is named as such. */
+        if (ivmd_peer_agree(d, c, ivm_proto_strok(m->node, sizeof(m->node)) ? m->node : "?",
+                            m->version, m->flags) != 0) {
+            return;
+        }
         if (!ivm_proto_strok(m->node, sizeof(m->node)) ||
             (p = ivmd_peer_find(d, m->node)) == NULL || p->self || p->dialer) {
             ivm_warn_limited("peer connection refused: HELLO from '%.64s', which is not a node "
                              "that dials this one", ivm_proto_strok(m->node, sizeof(m->node))
                                                          ? m->node : "?");
             ivmd_conn_close(d, c, "unknown node");
-            return;
-        }
-        if (ivmd_peer_agree(d, c, p->node, m->version, m->flags) != 0) {
             return;
         }
         if (hdr->length != sizeof(*m)) {

@@ -38,6 +38,8 @@
       "real GPUs of every node's daemon: all, none or CUDA indices (ivmd --gpus)")    \
     X(gpu_shares,  "gpu-shares",  STRING, "",                                          \
       "GPU devices of every node's daemon as shares of its GPUs (ivmd --gpu-shares)")  \
+    X(peer_encrypt, "peer-encrypt", BOOL, "0",                                         \
+      "encrypt the links between the daemons (ivmd --peer-encrypt)")                   \
     X(daemon_poll_us, "daemon-poll-us", STRING, "",                                    \
       "us every node's daemon polls before sleeping (ivmd --poll-us)")                 \
     X(log_level,   "log-level",   STRING, "",                                          \

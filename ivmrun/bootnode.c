@@ -482,6 +482,7 @@ int ivmboot_args(ivmboot_t *b, int argc, char **argv, const char *usage, int pri
     b->dcfg.gpus        = b->cfg.gpus;
     b->dcfg.gpu_shares  = b->cfg.gpu_shares;
     b->dcfg.daemon_poll_us = b->cfg.daemon_poll_us;
+    b->dcfg.peer_encrypt   = b->cfg.peer_encrypt;
     return 0;
 }
 

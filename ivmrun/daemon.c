@@ -191,6 +191,9 @@ ivmError_t ivmrun_daemon_start(ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
     ivmrun_arg_opt(argv, &argc, "--gpus", cfg->gpus);
     ivmrun_arg_opt(argv, &argc, "--gpu-shares", cfg->gpu_shares);
     ivmrun_arg_opt(argv, &argc, "--poll-us", cfg->daemon_poll_us);
+    if (cfg->peer_encrypt) {
+        argv[argc++] = "--peer-encrypt";
+    }
     argv[argc] = NULL;
     d->port = 0;
 

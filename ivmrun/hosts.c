@@ -544,6 +544,9 @@ int ivmrun_boot_node_args(const ivmrun_boot_t *b, const ivmrun_config_t *cfg,
     ivmrun_arg_opt(argv, &argc, "--gpus", cfg->gpus);
     ivmrun_arg_opt(argv, &argc, "--gpu-shares", cfg->gpu_shares);
     ivmrun_arg_opt(argv, &argc, "--daemon-poll-us", cfg->daemon_poll_us);
+    if (cfg->peer_encrypt) {
+        argv[argc++] = "--peer-encrypt";
+    }
     if (specs != NULL) {
         *specs_arg_p = ivmrun_join(specs, b->nhosts, ';');
         if (*specs_arg_p == NULL) {

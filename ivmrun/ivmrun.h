@@ -40,6 +40,9 @@
       "real GPUs of every started ivmd: all, none or CUDA indices 0,2 (default all)") \
     X(gpu_shares,  "gpu-shares",  STRING, "",                                       \
       "GPU devices of every started ivmd as shares of its GPUs, e.g. 0:50,0:50,1")  \
+    X(peer_encrypt, "peer-encrypt", BOOL, "0",                                      \
+      "encrypt the links between the started daemons (ivmd --peer-encrypt); they "  \
+      "are authenticated in any case")                                              \
     X(daemon_poll_us, "daemon-poll-us", STRING, "",                                 \
       "every started ivmd polls this many us before sleeping (ivmd --poll-us)")     \
     X(node_cpu_devices, "node-cpu-devices", STRING, "",                             \

@@ -17,9 +17,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "crypto.h"
 #include "harness.h"
 #include "proto.h"
 #include "sock.h"
+#include "version.h"
 
 #define NODES_MAX 3
 
@@ -77,6 +79,9 @@ static void cluster_stop_clean(void)
     }
 }
 
+/* Names of the cluster's nodes in CLUSTER tables: node<j>, or these. */
+static const char *table_names[NODES_MAX];
+
 /* CLUSTER for node k: every node of the cluster, with `secret`. */
 static int send_cluster(int k, int count, const char *secret_fill, char *detail,
                         size_t detail_len)
@@ -89,7 +94,11 @@ static int send_cluster(int k, int count, const char *secret_fill, char *detail,
     memset(req->secret, secret_fill[0], sizeof(req->secret));
     req->n = (uint32_t)count;
     for (int j = 0; j < count; ++j) {
-        snprintf(ent[j].node, sizeof(ent[j].node), "node%d", j);
+        if (table_names[j] != NULL) {
+            snprintf(ent[j].node, sizeof(ent[j].node), "%s", table_names[j]);
+        } else {
+            snprintf(ent[j].node, sizeof(ent[j].node), "node%d", j);
+        }
         snprintf(ent[j].addr, sizeof(ent[j].addr), "127.0.0.1");
         ent[j].port = j < nnodes ? nodes[j].port : 1;
     }
@@ -277,8 +286,20 @@ Test(cluster, malformed_peer_messages_drop_the_connection_only)
     expect_dropped(&m, sizeof(m.h) + sizeof(ivm_peer_ping_t), "a PING before AUTH");
 
     ivm_proto_hdr_init(&m.h, IVM_PEER_HELLO, sizeof(ivm_peer_hello_t), 0);
-    snprintf(m.body, sizeof(m.body), "intruder");
+    memset(m.body, 0, sizeof(m.body));
+    snprintf(((ivm_peer_hello_t *)m.body)->version, IVM_PEER_VERSION_LEN, "%s",
+             ivm_version_string());
+    snprintf(((ivm_peer_hello_t *)m.body)->node, IVM_HOST_MAX + 1, "intruder");
     expect_dropped(&m, sizeof(m.h) + sizeof(ivm_peer_hello_t), "a HELLO from an unknown node");
+    cr_assert(log_contains(0, "'intruder', which is not a node"), "not refused as unknown");
+
+    ivm_proto_hdr_init(&m.h, IVM_PEER_HELLO, sizeof(ivm_peer_hello_t), 0);
+    memset(m.body, 0, sizeof(m.body));
+    snprintf(((ivm_peer_hello_t *)m.body)->version, IVM_PEER_VERSION_LEN, "9.9.9");
+    snprintf(((ivm_peer_hello_t *)m.body)->node, IVM_HOST_MAX + 1, "node1");
+    expect_dropped(&m, sizeof(m.h) + sizeof(ivm_peer_hello_t), "a HELLO of another version");
+    cr_assert(log_contains(0, "node1 runs IVM 9.9.9, this daemon IVM "),
+              "the refusal names no versions");
 
     ivm_proto_hdr_init(&m.h, IVM_PEER_HELLO, sizeof(ivm_peer_hello_t), 0);
     memset(m.body, 'n', sizeof(m.body)); /* unterminated name */
@@ -293,5 +314,271 @@ Test(cluster, malformed_peer_messages_drop_the_connection_only)
     expect_dropped(&m, 10, "half a header then nothing (authentication timeout)");
 
     cr_assert(log_contains(0, "malformed") || log_contains(0, "refused"));
+    cluster_stop_clean();
+}
+
+/* ---------------------------------------------------------------- link security */
+
+/* Both daemons encrypt: their links come up; one encrypts and the other does
+ * not: refused at the handshake, saying why. */
+Test(cluster, encrypted_links_and_daemons_that_disagree_on_encryption)
+{
+    setenv("IVM_PEER_ENCRYPT", "1", 1);
+    cluster_setup(2);
+    unsetenv("IVM_PEER_ENCRYPT");
+    cr_assert_eq(send_cluster(0, 2, "s", NULL, 0), IVM_SUCCESS);
+    cr_assert_eq(send_cluster(1, 2, "s", NULL, 0), IVM_SUCCESS);
+    cr_assert_eq(wait_peers_up(0, 1, 10), 1, "two encrypting daemons did not link");
+    cluster_stop_clean();
+    cluster_teardown();
+
+    cluster_setup(1);
+    setenv("IVM_PEER_ENCRYPT", "1", 1);
+    nnodes = 2;
+    snprintf(nodes[1].sock, sizeof(nodes[1].sock), "%s/node1.sock", tmpdir);
+    snprintf(nodes[1].log, sizeof(nodes[1].log), "%s/node1.log", tmpdir);
+    nodes[1].pid = ivmt_peer_daemon_start(NULL, "node1", nodes[1].sock, nodes[1].log,
+                                          "127.0.0.1:0", &nodes[1].port);
+    unsetenv("IVM_PEER_ENCRYPT");
+    cr_assert_eq(send_cluster(0, 2, "s", NULL, 0), IVM_SUCCESS);
+    cr_assert_eq(send_cluster(1, 2, "s", NULL, 0), IVM_SUCCESS);
+    ivmt_sleep_ms(1500); /* several dial attempts */
+    cr_assert_eq(node_info(0).peers_up, 0);
+    cr_assert_eq(node_info(1).peers_up, 0);
+    cr_assert(log_contains(1, "give every daemon the same --peer-encrypt") ||
+                  log_contains(0, "give every daemon the same --peer-encrypt"),
+              "no daemon said why it refused the other");
+    cluster_stop_clean();
+}
+
+/* A test-only peer that knows the cluster secret: it dials node0 as node
+ * "a-fake" (which sorts before node0, so node0 expects its HELLO), completes
+ * the handshake as the protocol says (docs/CONTRACTS.md) and then speaks
+ * sealed messages with keys of its own derivation. */
+typedef struct fake_peer {
+    int        fd;
+    uint8_t    na[IVM_PEER_NONCE_LEN], nb[IVM_PEER_NONCE_LEN];
+    ivm_aead_t tx, rx;
+} fake_peer_t;
+
+static void fake_recv_all(int fd, void *buf, size_t len)
+{
+    size_t got = 0;
+
+    while (got < len) {
+        ssize_t n = recv(fd, (char *)buf + got, len - got, 0);
+        cr_assert_gt(n, 0, "node0 closed the fake peer's link during the handshake");
+        got += (size_t)n;
+    }
+}
+
+static void fake_mac(char tag, const uint8_t *n1, const uint8_t *n2, uint8_t *out)
+{
+    uint8_t msg[1 + 2 * IVM_PEER_NONCE_LEN + 2 * (IVM_HOST_MAX + 1) + 1], secret[IVM_SECRET_LEN];
+
+    memset(secret, 's', sizeof(secret));
+    memset(msg, 0, sizeof(msg));
+    msg[0] = (uint8_t)tag;
+    memcpy(msg + 1, n1, IVM_PEER_NONCE_LEN);
+    memcpy(msg + 1 + IVM_PEER_NONCE_LEN, n2, IVM_PEER_NONCE_LEN);
+    strcpy((char *)msg + 1 + 2 * IVM_PEER_NONCE_LEN, "a-fake");
+    strcpy((char *)msg + 1 + 2 * IVM_PEER_NONCE_LEN + IVM_HOST_MAX + 1, "node0");
+    cr_assert_eq(ivm_crypto_hmac(secret, sizeof(secret), msg, sizeof(msg), out), IVM_SUCCESS);
+}
+
+static void fake_connect(fake_peer_t *f)
+{
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons(nodes[0].port)};
+    struct {
+        ivm_msg_hdr_t h;
+        union {
+            ivm_peer_hello_t     hello;
+            ivm_peer_challenge_t ch;
+            ivm_peer_auth_t      auth;
+        } u;
+    } m;
+    uint8_t secret[IVM_SECRET_LEN], salt[2 * IVM_PEER_NONCE_LEN], keys[2][32];
+    const char *info[2] = {"ivm peer link d2a a-fake\0node0", "ivm peer link a2d a-fake\0node0"};
+
+    f->fd = socket(AF_INET, SOCK_STREAM, 0);
+    inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+    cr_assert_eq(connect(f->fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    memset(&m, 0, sizeof(m));
+    ivm_proto_hdr_init(&m.h, IVM_PEER_HELLO, sizeof(m.u.hello), 0);
+    snprintf(m.u.hello.version, sizeof(m.u.hello.version), "%s", ivm_version_string());
+    snprintf(m.u.hello.node, sizeof(m.u.hello.node), "a-fake");
+    cr_assert_eq(ivm_crypto_random(f->na, sizeof(f->na)), IVM_SUCCESS);
+    memcpy(m.u.hello.nonce, f->na, sizeof(f->na));
+    cr_assert_eq(send(f->fd, &m, sizeof(m.h) + sizeof(m.u.hello), MSG_NOSIGNAL),
+                 (ssize_t)(sizeof(m.h) + sizeof(m.u.hello)));
+    fake_recv_all(f->fd, &m, sizeof(m.h) + sizeof(m.u.ch));
+    cr_assert_eq(m.h.type, IVM_PEER_CHALLENGE);
+    memcpy(f->nb, m.u.ch.nonce, sizeof(f->nb));
+    memset(&m, 0, sizeof(m));
+    ivm_proto_hdr_init(&m.h, IVM_PEER_AUTH, sizeof(m.u.auth), 0);
+    fake_mac('A', f->nb, f->na, m.u.auth.mac);
+    cr_assert_eq(send(f->fd, &m, sizeof(m.h) + sizeof(m.u.auth), MSG_NOSIGNAL),
+                 (ssize_t)(sizeof(m.h) + sizeof(m.u.auth)));
+    memset(secret, 's', sizeof(secret));
+    memcpy(salt, f->na, sizeof(f->na));
+    memcpy(salt + sizeof(f->na), f->nb, sizeof(f->nb));
+    for (int k = 0; k < 2; ++k) {
+        cr_assert_eq(ivm_crypto_hkdf(secret, sizeof(secret), salt, sizeof(salt), info[k],
+                                     strlen(info[k]) + 1 + strlen("node0"), keys[k], 32),
+                     IVM_SUCCESS);
+    }
+    cr_assert_eq(ivm_aead_init(&f->tx, keys[0], 0), IVM_SUCCESS);
+    cr_assert_eq(ivm_aead_init(&f->rx, keys[1], 0), IVM_SUCCESS);
+}
+
+/* A sealed PING into out (header, payload, tag): the bytes to send. */
+static size_t fake_ping(fake_peer_t *f, uint64_t stamp, uint8_t *out)
+{
+    ivm_msg_hdr_t h;
+    ivm_peer_ping_t p = {.sent_ns = stamp};
+
+    ivm_proto_hdr_init(&h, IVM_PEER_PING, sizeof(p), 0);
+    memcpy(out, &h, sizeof(h));
+    memcpy(out + sizeof(h), &p, sizeof(p));
+    cr_assert_eq(ivm_aead_seal(&f->tx, out, sizeof(h), out + sizeof(h), sizeof(p),
+                               out + sizeof(h) + sizeof(p)),
+                 IVM_SUCCESS);
+    return sizeof(h) + sizeof(p) + IVM_CRYPTO_TAG_LEN;
+}
+
+/* The daemon's sealed PONG of stamp arrives and checks. */
+static void fake_expect_pong(fake_peer_t *f, uint64_t stamp)
+{
+    uint8_t buf[sizeof(ivm_msg_hdr_t) + sizeof(ivm_peer_ping_t) + IVM_CRYPTO_TAG_LEN];
+    ivm_peer_ping_t p;
+
+    do { /* NODEINFO and other messages of a fresh link come first */
+        fake_recv_all(f->fd, buf, sizeof(ivm_msg_hdr_t));
+        ivm_msg_hdr_t h;
+        memcpy(&h, buf, sizeof(h));
+        uint8_t *rest = malloc(h.length + IVM_CRYPTO_TAG_LEN);
+        fake_recv_all(f->fd, rest, h.length + IVM_CRYPTO_TAG_LEN);
+        cr_assert_eq(ivm_aead_open(&f->rx, buf, sizeof(h), rest, h.length, rest + h.length),
+                     IVM_SUCCESS, "node0's message %u does not check", (unsigned)h.type);
+        if (h.type == IVM_PEER_PONG) {
+            memcpy(&p, rest, sizeof(p));
+            free(rest);
+            cr_assert_eq(p.sent_ns, stamp);
+            return;
+        }
+        free(rest);
+    } while (1);
+}
+
+/* node0 closes the link within a few seconds. */
+static void fake_expect_closed(fake_peer_t *f, const char *what)
+{
+    char buf[4096];
+    struct pollfd pfd;
+    double end = ivmt_now() + 8;
+    int closed = 0;
+
+    while (!closed && ivmt_now() < end) {
+        pfd = (struct pollfd){.fd = f->fd, .events = POLLIN};
+        if (poll(&pfd, 1, 100) == 1) {
+            ssize_t n = recv(f->fd, buf, sizeof(buf), 0);
+            closed = (n == 0 || (n < 0 && errno == ECONNRESET));
+        }
+    }
+    close(f->fd);
+    ivm_aead_free(&f->tx);
+    ivm_aead_free(&f->rx);
+    cr_assert(closed, "node0 kept the link after %s", what);
+    (void)node_info(0);
+}
+
+static int count_in_log(int k, const char *text)
+{
+    char buf[262144], *p;
+    ssize_t n;
+    int fd = open(nodes[k].log, O_RDONLY), count = 0;
+
+    if (fd < 0) {
+        return 0;
+    }
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    for (p = buf; (p = strstr(p, text)) != NULL; p += strlen(text)) {
+        ++count;
+    }
+    return count;
+}
+
+/* After the handshake every message must carry the right tag for its place
+ * in the stream: a forged tag, a replayed message, two messages swapped and a
+ * message without a tag each close the link with one log line; node0 stays
+ * up, and a fresh link works after each. */
+Test(cluster, forged_replayed_reordered_and_untagged_messages_close_the_link)
+{
+    uint8_t a[128], b[128];
+    size_t alen, blen;
+    fake_peer_t f;
+    int lines;
+
+    table_names[0] = "node0";
+    table_names[1] = "a-fake";
+    cluster_setup(1);
+    cr_assert_eq(send_cluster(0, 2, "s", NULL, 0), IVM_SUCCESS);
+
+    /* The honest run first: a sealed PING gets a sealed PONG. */
+    fake_connect(&f);
+    alen = fake_ping(&f, 1, a);
+    cr_assert_eq(send(f.fd, a, alen, MSG_NOSIGNAL), (ssize_t)alen);
+    fake_expect_pong(&f, 1);
+    close(f.fd);
+    ivm_aead_free(&f.tx);
+    ivm_aead_free(&f.rx);
+
+    /* (a) A forged tag. */
+    lines = count_in_log(0, "failed authentication (bad MAC");
+    fake_connect(&f);
+    alen = fake_ping(&f, 2, a);
+    a[alen - 1] ^= 0x01;
+    cr_assert_eq(send(f.fd, a, alen, MSG_NOSIGNAL), (ssize_t)alen);
+    fake_expect_closed(&f, "a forged tag");
+    cr_assert_eq(count_in_log(0, "failed authentication (bad MAC"), lines + 1);
+
+    /* (b) A replay: the same sealed PING twice. */
+    fake_connect(&f);
+    alen = fake_ping(&f, 3, a);
+    cr_assert_eq(send(f.fd, a, alen, MSG_NOSIGNAL), (ssize_t)alen);
+    fake_expect_pong(&f, 3);
+    cr_assert_eq(send(f.fd, a, alen, MSG_NOSIGNAL), (ssize_t)alen);
+    fake_expect_closed(&f, "a replayed message");
+    cr_assert_eq(count_in_log(0, "failed authentication (bad MAC"), lines + 2);
+
+    /* (c) Two messages out of order. */
+    fake_connect(&f);
+    alen = fake_ping(&f, 4, a);
+    blen = fake_ping(&f, 5, b);
+    cr_assert_eq(send(f.fd, b, blen, MSG_NOSIGNAL), (ssize_t)blen);
+    cr_assert_eq(send(f.fd, a, alen, MSG_NOSIGNAL), (ssize_t)alen);
+    fake_expect_closed(&f, "messages out of order");
+    cr_assert_eq(count_in_log(0, "failed authentication (bad MAC"), lines + 3);
+
+    /* (d) A message without a tag (the format before tags), then a sealed one. */
+    fake_connect(&f);
+    alen = fake_ping(&f, 6, a) - IVM_CRYPTO_TAG_LEN;
+    blen = fake_ping(&f, 7, b);
+    cr_assert_eq(send(f.fd, a, alen, MSG_NOSIGNAL), (ssize_t)alen);
+    cr_assert_eq(send(f.fd, b, blen, MSG_NOSIGNAL), (ssize_t)blen);
+    fake_expect_closed(&f, "a message without a tag");
+    cr_assert_eq(count_in_log(0, "failed authentication (bad MAC"), lines + 4);
+
+    /* And node0 still links. */
+    fake_connect(&f);
+    alen = fake_ping(&f, 8, a);
+    cr_assert_eq(send(f.fd, a, alen, MSG_NOSIGNAL), (ssize_t)alen);
+    fake_expect_pong(&f, 8);
+    close(f.fd);
+    ivm_aead_free(&f.tx);
+    ivm_aead_free(&f.rx);
+    table_names[0] = table_names[1] = NULL;
     cluster_stop_clean();
 }

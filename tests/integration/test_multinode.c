@@ -271,6 +271,21 @@ Test(multinode, putgroup_scatter_getgroup_gather_over_subset_mirrors_of_three_no
     ivmt_result_free(&r);
 }
 
+/* The same scatter and gather over encrypted links (ivmrun --peer-encrypt):
+ * every byte arrives, and the daemons say their links are encrypted. */
+Test(multinode, peer_encrypt_moves_and_verifies_data_on_three_nodes)
+{
+    const char *args[] = {"--peer-encrypt", "-v", IVMT_PE_NODES, "scatter_nodes", NULL};
+    ivmt_result_t r;
+
+    ivmrun_nodes("3", args, &r);
+    ivmt_expect_pe_ok(NULL, &r, "scatter_nodes");
+    cr_assert(strstr(r.err, "peer node2 is up (link encrypted and authenticated)") != NULL &&
+                  strstr(r.err, "(link authenticated)") == NULL,
+              "the links were not all encrypted: %s", r.err);
+    ivmt_result_free(&r);
+}
+
 /* The root runs from a copy of the PE program and deletes it before
  * ivmCreatePEs on node1 (and on node0). */
 Test(multinode, spawn_of_a_missing_executable_on_another_node_fails_cleanly)
