@@ -6,6 +6,7 @@
 set -euo pipefail
 
 packages=(build-essential cmake pkg-config libcriterion-dev libnuma-dev procps iproute2
+          clang libclang-rt-14-dev
           openmpi-bin libopenmpi-dev slurm-wlm munge)
 
 if [[ "${IVM_SKIP_DEPS:-0}" == 1 ]]; then
