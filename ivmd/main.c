@@ -274,6 +274,13 @@ static void ivmd_teardown(ivmd_t *d)
         }
     }
     while (d->reg.jobs != NULL) {
+        /* A PE forked by a parked process may still be watched (its pidfd
+         * not yet readable): drop the watch with the PE. */
+        for (int i = 0; i < d->reg.jobs->next_pe_id; ++i) {
+            if (d->reg.jobs->pes[i] != NULL) {
+                ivmd_spawn_unwatch(d, d->reg.jobs->pes[i]);
+            }
+        }
         ivmd_job_data_free(d->reg.jobs->data);
         ivmd_job_destroy(&d->reg, d->reg.jobs);
     }

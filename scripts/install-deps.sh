@@ -4,11 +4,13 @@
 # root, it installs what is missing with apt-get; otherwise it says what to
 # install and fails. Set IVM_SKIP_DEPS=1 to skip the check altogether.
 #
-#   scripts/install-deps.sh [GROUP...]     (default: build mpi slurm netns)
+#   scripts/install-deps.sh [GROUP...]     (default: build fuzz mpi slurm netns)
 #
 # Groups:
 #   build   compilers, CMake, the libraries IVM links (hwloc, libnuma) and what
 #           the tests use (Criterion; man to render the man pages)
+#   fuzz    clang and its runtimes: the libFuzzer targets of tests/fuzz (the
+#           sanitizer pass itself builds with the default compiler)
 #   mpi     Open MPI: ivmrun --hosts (ivm-boot), the MPI baselines of apps/ and
 #           bench/ (the tests skip what needs it, saying so, without it)
 #   slurm   Slurm daemons and munge: the ivmrun --slurm test starts a private
@@ -20,6 +22,7 @@ set -euo pipefail
 
 declare -A group=(
     [build]="build-essential cmake pkg-config libcriterion-dev libhwloc-dev libnuma-dev libssl-dev man-db groff-base"
+    [fuzz]="clang libclang-rt-14-dev"
     [mpi]="openmpi-bin libopenmpi-dev"
     [slurm]="slurm-wlm munge"
     [netns]="iproute2"
@@ -32,12 +35,12 @@ fi
 
 groups=("$@")
 if ((${#groups[@]} == 0)); then
-    groups=(build mpi slurm netns)
+    groups=(build fuzz mpi slurm netns)
 fi
 packages=()
 for g in "${groups[@]}"; do
     if [[ -z "${group[$g]+set}" ]]; then
-        echo "install-deps: unknown group '$g' (build, mpi, slurm, netns, plots)" >&2
+        echo "install-deps: unknown group '$g' (build, fuzz, mpi, slurm, netns, plots)" >&2
         exit 2
     fi
     read -r -a pkgs <<<"${group[$g]}"

@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# Build IVM with its tests and run every test; exits with ctest's status.
-# Installs the dependencies first when run as root on Debian 12.
-#   IVM_BUILD_DIR   build directory (default: build)
-#   IVM_SKIP_DEPS=1 do not check the dependencies
+# Build IVM with its tests and run every test, three times over: the normal
+# build; the whole suite again under ASan+UBSan (its own build directory); the
+# libFuzzer targets for a few seconds each (tests/fuzz/run.sh). Exits non-zero
+# when any of them fails. Installs the dependencies first when run as root on
+# Debian 12.
+#   IVM_BUILD_DIR       build directory (default: build)
+#   IVM_ASAN_BUILD_DIR  build directory of the sanitizer pass (default: build-asan)
+#   IVM_SANITIZE_PASS=0 skip the sanitizer pass
+#   IVM_FUZZ_SECONDS    seconds per fuzz target (default 4; 0 skips the fuzzing)
+#   IVM_SKIP_DEPS=1     do not check the dependencies
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -24,10 +30,52 @@ cmake --build "$build_dir" -j"$(nproc)"
 step "testing: ctest --test-dir $build_dir --output-on-failure --timeout 300"
 status=0
 ctest --test-dir "$build_dir" --output-on-failure --timeout 300 || status=$?
+if ((status != 0)); then
+    step "some tests failed (ctest exit status $status)"
+fi
+
+# The sanitizer pass: every report fails it. ASan, LSan and UBSan write to files
+# (log_path), which also catches processes whose exit status no test checks
+# (daemons that ivmrun starts, ivm-boot); a UBSan report ends its process
+# (-fno-sanitize-recover). Suppressions, each with its reason: tests/sanitizers/.
+if [[ "${IVM_SANITIZE_PASS:-1}" != 0 ]]; then
+    asan_dir=${IVM_ASAN_BUILD_DIR:-build-asan}
+    step "sanitizer pass: cmake -S . -B $asan_dir -DIVM_SANITIZE=address,undefined"
+    cmake -S . -B "$asan_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIVM_BUILD_TESTS=ON \
+        -DIVM_SANITIZE=address,undefined
+    cmake --build "$asan_dir" -j"$(nproc)"
+    san_logs=$(mktemp -d "${TMPDIR:-/tmp}/ivm-sanitize.XXXXXX")
+    san_status=0
+    # verify_asan_link_order=0: the install test builds a program without ASan
+    # against the ASan libivm.
+    ASAN_OPTIONS=detect_leaks=1:verify_asan_link_order=0:log_path=$san_logs/asan \
+    LSAN_OPTIONS=suppressions=$PWD/tests/sanitizers/lsan.supp:print_suppressions=0 \
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$san_logs/ubsan \
+        ctest --test-dir "$asan_dir" --output-on-failure --timeout 300 || san_status=$?
+    if compgen -G "$san_logs/*" >/dev/null; then
+        step "sanitizer reports (in $san_logs):"
+        for f in "$san_logs"/*; do
+            printf -- '--- %s\n' "$f"
+            head -40 "$f"
+        done
+        san_status=1
+    else
+        rm -rf "$san_logs"
+    fi
+    if ((san_status != 0)); then
+        step "the sanitizer pass failed"
+        status=1
+    fi
+fi
+
+if [[ "${IVM_FUZZ_SECONDS:-4}" != 0 ]]; then
+    step "fuzzing: tests/fuzz/run.sh ${IVM_FUZZ_SECONDS:-4}"
+    bash tests/fuzz/run.sh "${IVM_FUZZ_SECONDS:-4}" || { step "a fuzz target failed"; status=1; }
+fi
 
 if ((status == 0)); then
     step "all tests passed"
 else
-    step "some tests failed (ctest exit status $status)"
+    step "some tests failed"
 fi
 exit "$status"

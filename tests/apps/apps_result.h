@@ -10,4 +10,11 @@ char *apps_result_field(const char *out, const char *key);
  * -1 if the device is not listed. */
 double apps_share_of(const char *share, const char *name);
 
+/* Under ASan (ASAN_OPTIONS set: the sanitizer pass of scripts/run-tests.sh),
+ * turn leak detection off for the processes this test starts from now on:
+ * Open MPI's plugins, unloaded at exit, leak where LeakSanitizer can name no
+ * library to suppress. Memory errors are still reported. Call it before
+ * running mpirun. */
+void apps_mpi_sanitizer_env(void);
+
 #endif /* IVMT_APPS_RESULT_H */

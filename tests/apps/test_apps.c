@@ -153,6 +153,7 @@ static void check_mpi(const char *prog, const char *ivm_prog, const char *app,
         argv[argc++] = args[i];
     argv[argc++] = "--verify";
     argv[argc] = NULL;
+    apps_mpi_sanitizer_env();
     ivmt_run(argv, NULL, 60, &r);
     why = ivmt_describe(NULL, &r);
     cr_assert(!r.timed_out && r.exited && r.code == 0, "mpirun failed: %s", why);

@@ -112,6 +112,7 @@ Test(himeno, mpi_version_verifies_and_matches_the_ivm_checksum)
     const char *ivm_args[] = {IVMT_HIMENO, "--size", "17", "--iters", "12", NULL};
     ivmt_result_t m, i;
 
+    apps_mpi_sanitizer_env();
     ivmt_run(mpi_argv, NULL, 60, &m);
     expect_code(&m, 0);
     cr_assert(strstr(m.out, "RESULT app=himeno version=mpi size=17 pes=2 ") != NULL, "%s",
