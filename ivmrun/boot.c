@@ -58,6 +58,7 @@
 #include "log.h"
 #include "proto.h"
 #include "status.h"
+#include "version.h"
 
 #define IVMBOOT_MPI_POLL  50   /* ms between MPI_Test calls, at most */
 #define IVMBOOT_GONE_WAIT 0.2  /* s rank 0 tries to tell the others the launcher is gone */
@@ -293,6 +294,13 @@ int main(int argc, char **argv)
 
     ivm_log_set_prefix("ivm-boot");
     ivm_log_init_from_env();
+    /* --version needs no MPI: answered before MPI_Init, run by hand too. */
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; ++i) {
+        if (strcmp(argv[i], "-V") == 0 || strcmp(argv[i], "--version") == 0) {
+            ivm_version_print(stdout, "ivm-boot");
+            return 0;
+        }
+    }
     b = calloc(1, sizeof(*b));
     if (b == NULL) {
         ivm_error("out of memory");

@@ -358,6 +358,35 @@ char *ivmt_describe_procs(const pid_t *pids, int n)
     return sb_take(&b);
 }
 
+/* Whether pid is still there. An orphaned zombie (its parent is init) is
+ * not: it has ended, and collecting it is init's job, which some containers'
+ * init does late or never. A zombie whose parent lives still counts (a daemon
+ * that does not reap its children is a leak). */
+static int ivmt_pid_runs(pid_t pid)
+{
+    char path[64], buf[256], *close_paren, state;
+    int ppid = 0;
+    FILE *f;
+    size_t n;
+
+    if (kill(pid, 0) != 0 && errno == ESRCH) {
+        return 0;
+    }
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    f = fopen(path, "r");
+    if (f == NULL) {
+        return 0;
+    }
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    close_paren = strrchr(buf, ')');
+    if (close_paren == NULL || sscanf(close_paren + 1, " %c %d", &state, &ppid) != 2) {
+        return 1;
+    }
+    return !((state == 'Z' || state == 'X') && ppid == 1);
+}
+
 int ivmt_wait_pids_gone(const pid_t *pids, int n, double timeout_s)
 {
     double deadline = ivmt_now() + timeout_s;
@@ -366,7 +395,7 @@ int ivmt_wait_pids_gone(const pid_t *pids, int n, double timeout_s)
     for (;;) {
         left = 0;
         for (int i = 0; i < n; ++i) {
-            if (pids[i] > 0 && (kill(pids[i], 0) == 0 || errno != ESRCH)) {
+            if (pids[i] > 0 && ivmt_pid_runs(pids[i])) {
                 ++left;
             }
         }

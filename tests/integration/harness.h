@@ -118,8 +118,9 @@ void ivmt_result_free(ivmt_result_t *r);
 /* Parse "<key> n1 n2 ..." from the output; returns how many numbers. */
 int ivmt_parse_pids(const char *out, const char *key, pid_t *pids, int max);
 
-/* Wait up to timeout_s for each pid to be gone (not even a zombie). Returns
- * the number still present (and SIGKILLs them). */
+/* Wait up to timeout_s for each pid to be gone (not even a zombie, unless an
+ * orphaned one, which init collects). Returns the number still present (and
+ * SIGKILLs them). */
 int ivmt_wait_pids_gone(const pid_t *pids, int n, double timeout_s);
 
 /* Processes (other than ourselves and `exclude`) whose parent is `parent` or

@@ -647,7 +647,7 @@ static int sc_job_limits(int argc, char **argv)
 {
     unsigned char *objs[6] = {NULL};
     ivm_device dev;
-    ivm_pe kids[2];
+    ivm_pe kids[3];
     char name[16];
     int i;
 
