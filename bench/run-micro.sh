@@ -8,6 +8,7 @@
 # DPC_GPUS picks the nodes' GPUs for the GPU rows (cold and warm local-gpu):
 # emu (default: one emulated GPU each, ivmrun --emu-gpus 1; no CUDA context
 # cost), real (the real GPUs, ivmrun --gpus all: the cuda rows) or none.
+# Then ivm-perftest --op all on 2 nodes (PERFTEST_SIZES, default 8,4K,64K,1M).
 # Node-to-node sync: bench/run-remote.sh.
 set -eu
 
@@ -33,3 +34,10 @@ echo "== DPC latency =="
 echo
 echo "== local sync (master copy) =="
 "$ivmrun" "$build/bin/bench-sync-local" -b "${SYNC_BATCHES:-1000}" -c "${SYNC_CALLS:-1000}"
+echo
+echo "== ivm-perftest: every operation between node1 and node0's master =="
+if [ -x "$build/bin/ivm-perftest" ]; then
+    "$ivmrun" --nodes 2 "$build/bin/ivm-perftest" --op all --size "${PERFTEST_SIZES:-8,4K,64K,1M}"
+else
+    echo "run-micro.sh: no $build/bin/ivm-perftest (skipped)"
+fi
