@@ -50,15 +50,42 @@ static void wait_parked(uint32_t n, double seconds)
     }
 }
 
-/* Parked processes of job gid of our daemon: their pids (at most max). */
+/* The parent of pid (0 if gone). */
+static pid_t proc_ppid(pid_t pid)
+{
+    char path[64], buf[512], *p;
+    int ppid = 0;
+    size_t len;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    f = fopen(path, "r");
+    if (f == NULL) {
+        return 0;
+    }
+    len = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[len] = '\0';
+    p = strrchr(buf, ')');
+    if (p == NULL || sscanf(p + 1, " %*c %d", &ppid) != 1) {
+        return 0;
+    }
+    return (pid_t)ppid;
+}
+
+/* Parked processes of job gid of our daemon: their pids (at most max). A
+ * parked process is the daemon's child; a PE a parked process forked has its
+ * environment too until it ends, and is not counted. */
 static int parked_pids(int gid, pid_t *pids, int max)
 {
     static char env[1 << 20]; /* the whole environment: IVM's variables come last */
     char want[32], sock[300], path[300];
     struct dirent *e;
     DIR *dir = opendir("/proc");
+    ivm_msg_info_rep_t info;
     int n = 0;
 
+    pool_info(&info);
     ASSERT(dir != NULL, "%s", "cannot list /proc");
     /* Job ids are per daemon: the socket tells this daemon's processes from
      * those of other daemons running beside the test. */
@@ -85,7 +112,7 @@ static int parked_pids(int gid, pid_t *pids, int max)
             ours |= strcmp(env + off, want) == 0;
             here |= strcmp(env + off, sock) == 0;
         }
-        if (parked && ours && here) {
+        if (parked && ours && here && proc_ppid((pid_t)atoi(e->d_name)) == (pid_t)info.pid) {
             pids[n++] = (pid_t)atoi(e->d_name);
         }
     }
