@@ -71,18 +71,21 @@ int ivm_crypto_equal(const void *a, const void *b, size_t len)
     return CRYPTO_memcmp(a, b, len) == 0;
 }
 
-ivmError_t ivm_aead_init(ivm_aead_t *a, const uint8_t key[IVM_CRYPTO_KEY_LEN], int encrypt)
+ivmError_t ivm_aead_init(ivm_aead_t *a, const uint8_t key[IVM_CRYPTO_KEY_LEN],
+                         const uint8_t iv[IVM_CRYPTO_IV_LEN], int encrypt)
 {
     EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
 
     memset(a, 0, sizeof(*a));
     /* One context per direction, for both ways of using it: the key is set
      * here, the nonce per message. */
-    if (ctx == NULL || EVP_CipherInit_ex(ctx, EVP_aes_256_gcm(), NULL, key, NULL, -1) != 1) {
+    if (ctx == NULL ||
+        EVP_CipherInit_ex(ctx, EVP_chacha20_poly1305(), NULL, key, NULL, -1) != 1) {
         EVP_CIPHER_CTX_free(ctx);
-        return ivm_crypto_fail("AES-256-GCM setup");
+        return ivm_crypto_fail("ChaCha20-Poly1305 setup");
     }
-    a->ctx     = ctx;
+    a->ctx = ctx;
+    memcpy(a->iv, iv, sizeof(a->iv));
     a->encrypt = encrypt;
     return IVM_SUCCESS;
 }
@@ -93,14 +96,15 @@ void ivm_aead_free(ivm_aead_t *a)
     a->ctx = NULL;
 }
 
-/* The 96-bit GCM nonce of message seq: 4 zero bytes and seq, big-endian. */
-static void ivm_aead_nonce(uint64_t seq, uint8_t iv[12])
+/* The nonce of message seq: the direction's IV XOR seq (big-endian, in the
+ * last 8 bytes). */
+static void ivm_aead_nonce(const ivm_aead_t *a, uint8_t nonce[IVM_CRYPTO_IV_LEN])
 {
     int i;
 
-    memset(iv, 0, 4);
+    memcpy(nonce, a->iv, IVM_CRYPTO_IV_LEN);
     for (i = 0; i < 8; ++i) {
-        iv[4 + i] = (uint8_t)(seq >> (56 - 8 * i));
+        nonce[4 + i] ^= (uint8_t)(a->seq >> (56 - 8 * i));
     }
 }
 
@@ -127,27 +131,27 @@ static ivmError_t ivm_aead_run(ivm_aead_t *a, int enc, const void *hdr, size_t h
                                void *payload, size_t len, uint8_t *tag)
 {
     EVP_CIPHER_CTX *ctx = a->ctx;
-    uint8_t iv[12];
+    uint8_t nonce[IVM_CRYPTO_IV_LEN], last[16];
     int n;
 
     if (a->seq == UINT64_MAX) {
         return IVM_ERROR_LIMIT;
     }
-    ivm_aead_nonce(a->seq, iv);
-    if (EVP_CipherInit_ex(ctx, NULL, NULL, NULL, iv, enc) != 1 ||
+    ivm_aead_nonce(a, nonce);
+    if (EVP_CipherInit_ex(ctx, NULL, NULL, NULL, nonce, enc) != 1 ||
         ivm_aead_update(ctx, NULL, hdr, hdr_len) != 0 ||
         ivm_aead_update(ctx, a->encrypt ? payload : NULL, payload, len) != 0) {
-        return ivm_crypto_fail(enc ? "AES-256-GCM seal" : "AES-256-GCM open");
+        return ivm_crypto_fail(enc ? "ChaCha20-Poly1305 seal" : "ChaCha20-Poly1305 open");
     }
-    if (!enc && EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, IVM_CRYPTO_TAG_LEN, tag) != 1) {
-        return ivm_crypto_fail("AES-256-GCM tag");
+    if (!enc && EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_SET_TAG, IVM_CRYPTO_TAG_LEN, tag) != 1) {
+        return ivm_crypto_fail("ChaCha20-Poly1305 tag");
     }
-    if (EVP_CipherFinal_ex(ctx, iv, &n) != 1) {
+    if (EVP_CipherFinal_ex(ctx, last, &n) != 1) {
         ERR_clear_error();
-        return enc ? ivm_crypto_fail("AES-256-GCM seal") : IVM_ERROR_PERMISSION;
+        return enc ? ivm_crypto_fail("ChaCha20-Poly1305 seal") : IVM_ERROR_PERMISSION;
     }
-    if (enc && EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, IVM_CRYPTO_TAG_LEN, tag) != 1) {
-        return ivm_crypto_fail("AES-256-GCM tag");
+    if (enc && EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_GET_TAG, IVM_CRYPTO_TAG_LEN, tag) != 1) {
+        return ivm_crypto_fail("ChaCha20-Poly1305 tag");
     }
     ++a->seq;
     return IVM_SUCCESS;

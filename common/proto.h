@@ -453,10 +453,11 @@ _Static_assert(sizeof(ivm_msg_cluster_req_t) == 40, "cluster request size");
  * IVM versions, or that disagree on IVM_PEER_ENCRYPT, refuse each other.
  * After AUTH, both ends derive one key per direction (HKDF-SHA-256 from the
  * secret, salted with nonce_a || nonce_b, bound to both names) and every
- * message carries a 16-byte AES-256-GCM tag after its payload (not counted
+ * message carries a 16-byte ChaCha20-Poly1305 tag after its payload (not counted
  * in the header's length) over header and payload, with a per-direction
- * message counter as the implicit nonce; with IVM_PEER_ENCRYPT the payload
- * is encrypted too. A message whose tag does not check closes the link.
+ * message counter XORed into a per-direction IV as the implicit nonce; with
+ * IVM_PEER_ENCRYPT the payload is encrypted too. A message whose tag does not
+ * check closes the link.
  */
 #define IVM_PEER_NONCE_LEN   32
 #define IVM_PEER_VERSION_LEN 16

@@ -49,7 +49,7 @@
     X(gpu_admit_timeout, "gpu-admit-timeout", STRING, "",                           \
       "seconds a GPU map may wait for device memory (default: ivm-gpud's, 60)")     \
     X(peer_encrypt, "peer-encrypt", BOOL, "0",                                     \
-      "encrypt the links to peer daemons (AES-256-GCM); without it they are "       \
+      "encrypt the links to peer daemons (ChaCha20-Poly1305); without it they are "  \
       "authenticated only; every daemon of a cluster must say the same")            \
     X(poll_us, "poll-us", INT, "0",                                                 \
       "microseconds to poll for the next message before sleeping, after answering "  \

@@ -251,7 +251,7 @@ static int ivmd_peer_random(uint8_t *buf, size_t len)
 static int ivmd_peer_seal(ivmd_t *d, ivmd_conn_t *c, const char *dialer, const char *acceptor,
                           int we_dial)
 {
-    uint8_t salt[2 * IVM_PEER_NONCE_LEN], keys[2][IVM_CRYPTO_KEY_LEN];
+    uint8_t salt[2 * IVM_PEER_NONCE_LEN], keys[2][IVM_CRYPTO_KEY_LEN + IVM_CRYPTO_IV_LEN];
     char info[2][2 * (IVM_HOST_MAX + 1) + 32];
     int rc = 0, k, n[2];
 
@@ -266,10 +266,13 @@ static int ivmd_peer_seal(ivmd_t *d, ivmd_conn_t *c, const char *dialer, const c
             rc = -1;
         }
     }
-    if (rc == 0 &&
-        ivm_aead_init(&c->tx_aead, keys[we_dial ? 0 : 1], d->cfg.peer_encrypt) == IVM_SUCCESS) {
-        if (ivm_aead_init(&c->rx_aead, keys[we_dial ? 1 : 0], d->cfg.peer_encrypt) ==
-            IVM_SUCCESS) {
+    /* Each direction's 44 bytes: its key, then its IV. */
+    if (rc == 0 && ivm_aead_init(&c->tx_aead, keys[we_dial ? 0 : 1],
+                                 keys[we_dial ? 0 : 1] + IVM_CRYPTO_KEY_LEN,
+                                 d->cfg.peer_encrypt) == IVM_SUCCESS) {
+        if (ivm_aead_init(&c->rx_aead, keys[we_dial ? 1 : 0],
+                          keys[we_dial ? 1 : 0] + IVM_CRYPTO_KEY_LEN,
+                          d->cfg.peer_encrypt) == IVM_SUCCESS) {
             c->sealed = 1;
         } else {
             ivm_aead_free(&c->tx_aead);

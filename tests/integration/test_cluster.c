@@ -397,7 +397,7 @@ static void fake_connect(fake_peer_t *f)
             ivm_peer_auth_t      auth;
         } u;
     } m;
-    uint8_t secret[IVM_SECRET_LEN], salt[2 * IVM_PEER_NONCE_LEN], keys[2][32];
+    uint8_t secret[IVM_SECRET_LEN], salt[2 * IVM_PEER_NONCE_LEN], keys[2][44];
     const char *info[2] = {"ivm peer link d2a a-fake\0node0", "ivm peer link a2d a-fake\0node0"};
 
     f->fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -424,11 +424,12 @@ static void fake_connect(fake_peer_t *f)
     memcpy(salt + sizeof(f->na), f->nb, sizeof(f->nb));
     for (int k = 0; k < 2; ++k) {
         cr_assert_eq(ivm_crypto_hkdf(secret, sizeof(secret), salt, sizeof(salt), info[k],
-                                     strlen(info[k]) + 1 + strlen("node0"), keys[k], 32),
+                                     strlen(info[k]) + 1 + strlen("node0"), keys[k], 44),
                      IVM_SUCCESS);
     }
-    cr_assert_eq(ivm_aead_init(&f->tx, keys[0], 0), IVM_SUCCESS);
-    cr_assert_eq(ivm_aead_init(&f->rx, keys[1], 0), IVM_SUCCESS);
+    /* 32 bytes of key, then 12 of IV, per direction. */
+    cr_assert_eq(ivm_aead_init(&f->tx, keys[0], keys[0] + 32, 0), IVM_SUCCESS);
+    cr_assert_eq(ivm_aead_init(&f->rx, keys[1], keys[1] + 32, 0), IVM_SUCCESS);
 }
 
 /* A sealed PING into out (header, payload, tag): the bytes to send. */

@@ -1,7 +1,7 @@
 /* Unit tests of common/crypto.c against published vectors: HMAC-SHA-256
- * (RFC 4231), HKDF-SHA-256 (RFC 5869), AES-256-GCM (the GCM specification's
- * test cases 13 and 14, whose all-zero nonce is a link's first message), and
- * the link properties: a changed byte, a replay, a reordering or a cut fails
+ * (RFC 4231), HKDF-SHA-256 (RFC 5869), ChaCha20-Poly1305 (RFC 8439, 2.8.2:
+ * its nonce is a link's first nonce when the IV is the vector's), and the link
+ * properties: a changed byte, a replay, a reordering or a cut fails
  * the tag. */
 #include <criterion/criterion.h>
 
@@ -62,28 +62,32 @@ Test(crypto, equal_and_random)
     cr_assert(!ivm_crypto_equal(a, b, sizeof(a)), "two draws of 32 random bytes agree");
 }
 
-Test(crypto, aes256_gcm_spec_cases_13_and_14)
+Test(crypto, chacha20_poly1305_rfc8439_section_2_8_2)
 {
-    uint8_t key[32] = {0}, tag[16], want[16], p[16] = {0}, c[16];
+    const char *pt = "Ladies and Gentlemen of the class of '99: If I could offer you only one "
+                     "tip for the future, sunscreen would be it.";
+    uint8_t key[32], iv[12], aad[12], buf[114], want[114], tag[16], want_tag[16];
     ivm_aead_t tx, rx;
 
-    /* Case 13: empty message, the tag alone. */
-    cr_assert_eq(ivm_aead_init(&tx, key, 1), IVM_SUCCESS);
-    cr_assert_eq(ivm_aead_seal(&tx, NULL, 0, NULL, 0, tag), IVM_SUCCESS);
-    unhex("530f8afbc74536b9a963b4f1c4cb738b", want, 16);
-    cr_assert(memcmp(tag, want, 16) == 0, "case 13 tag");
-    ivm_aead_free(&tx);
-    /* Case 14: 16 zero bytes encrypted with nonce 0. */
-    cr_assert_eq(ivm_aead_init(&tx, key, 1), IVM_SUCCESS);
-    cr_assert_eq(ivm_aead_seal(&tx, NULL, 0, p, sizeof(p), tag), IVM_SUCCESS);
-    unhex("cea7403d4d606b6e074ec5d3baf39d18", c, 16);
-    cr_assert(memcmp(p, c, 16) == 0, "case 14 ciphertext");
-    unhex("d0d1c8a799996bf0265b98b5d48ab919", want, 16);
-    cr_assert(memcmp(tag, want, 16) == 0, "case 14 tag");
-    /* And back. */
-    cr_assert_eq(ivm_aead_init(&rx, key, 1), IVM_SUCCESS);
-    cr_assert_eq(ivm_aead_open(&rx, NULL, 0, p, sizeof(p), tag), IVM_SUCCESS);
-    cr_assert(memcmp(p, (uint8_t[16]){0}, 16) == 0);
+    for (int i = 0; i < 32; ++i) {
+        key[i] = (uint8_t)(0x80 + i);
+    }
+    unhex("070000004041424344454647", iv, 12);
+    unhex("50515253c0c1c2c3c4c5c6c7", aad, 12);
+    cr_assert_eq(strlen(pt), sizeof(buf));
+    memcpy(buf, pt, sizeof(buf));
+    /* Message 0: its nonce is the IV itself. */
+    cr_assert_eq(ivm_aead_init(&tx, key, iv, 1), IVM_SUCCESS);
+    cr_assert_eq(ivm_aead_seal(&tx, aad, sizeof(aad), buf, sizeof(buf), tag), IVM_SUCCESS);
+    unhex("d31a8d34648e60db7b86afbc53ef7ec2a4aded51296e08fea9e2b5a736ee62d63dbea45e8ca967"
+          "1282fafb69da92728b1a71de0a9e060b2905d6a5b67ecd3b3692ddbd7f2d778b8c9803aee328091b"
+          "58fab324e4fad675945585808b4831d7bc3ff4def08e4b7a9de576d26586cec64b6116", want, 114);
+    unhex("1ae10b594f09e26a7e902ecbd0600691", want_tag, 16);
+    cr_assert(memcmp(buf, want, sizeof(buf)) == 0, "ciphertext");
+    cr_assert(memcmp(tag, want_tag, 16) == 0, "tag");
+    cr_assert_eq(ivm_aead_init(&rx, key, iv, 1), IVM_SUCCESS);
+    cr_assert_eq(ivm_aead_open(&rx, aad, sizeof(aad), buf, sizeof(buf), tag), IVM_SUCCESS);
+    cr_assert(memcmp(buf, pt, sizeof(buf)) == 0, "and back");
     ivm_aead_free(&tx);
     ivm_aead_free(&rx);
 }
@@ -91,12 +95,13 @@ Test(crypto, aes256_gcm_spec_cases_13_and_14)
 /* A link's properties, authenticated only and encrypted. */
 static void link_properties(int encrypt)
 {
-    uint8_t key[32], hdr[16] = "header-of-msg-0", msg[3][64], tag[3][16], copy[64];
+    uint8_t key[32], iv[12], hdr[16] = "header-of-msg-0", msg[3][64], tag[3][16], copy[64];
     ivm_aead_t tx, rx;
 
     cr_assert_eq(ivm_crypto_random(key, sizeof(key)), IVM_SUCCESS);
-    cr_assert_eq(ivm_aead_init(&tx, key, encrypt), IVM_SUCCESS);
-    cr_assert_eq(ivm_aead_init(&rx, key, encrypt), IVM_SUCCESS);
+    cr_assert_eq(ivm_crypto_random(iv, sizeof(iv)), IVM_SUCCESS);
+    cr_assert_eq(ivm_aead_init(&tx, key, iv, encrypt), IVM_SUCCESS);
+    cr_assert_eq(ivm_aead_init(&rx, key, iv, encrypt), IVM_SUCCESS);
     for (int i = 0; i < 3; ++i) {
         memset(msg[i], 'a' + i, sizeof(msg[i]));
         cr_assert_eq(ivm_aead_seal(&tx, hdr, sizeof(hdr), msg[i], sizeof(msg[i]), tag[i]),
