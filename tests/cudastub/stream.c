@@ -4,12 +4,96 @@
  * an ordered operation needs them done), never before; page-locked host
  * memory (cuMemHostRegister) is read and written when the copy runs (stub.h).
  */
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "stub.h"
 
 #define STUB_STREAM_MAGIC 0x5354524du /* "STRM" */
+#define STUB_GUARDS       64
+
+/* Page-locked host memory a queued copy will write (device to host) or read
+ * (host to device): its whole pages are PROT_NONE (resp. read-only) until the
+ * copy runs, so that the host touching them before the stream's
+ * synchronisation faults with a message instead of silently reading old data.
+ * The signal handler reads this table only. */
+static struct {
+    uintptr_t base;
+    size_t    len;
+    int       d2h;
+} stub_guards[STUB_GUARDS];
+static struct sigaction stub_segv_prev;
+static int stub_segv_installed;
+
+static void stub_segv(int sig, siginfo_t *si, void *uc)
+{
+    uintptr_t a = (uintptr_t)si->si_addr;
+    char msg[256];
+    int i, n;
+
+    for (i = 0; i < STUB_GUARDS; ++i) {
+        if (stub_guards[i].len != 0 && a >= stub_guards[i].base &&
+            a < stub_guards[i].base + stub_guards[i].len) {
+            n = snprintf(msg, sizeof(msg), "cudastub: [pid %d] host access to %p, the %s of an "
+                         "async copy not yet synchronised (cuStreamSynchronize first)\n",
+                         (int)getpid(), si->si_addr,
+                         stub_guards[i].d2h ? "destination" : "source");
+            if (write(2, msg, (size_t)n) < 0) {
+                /* nothing more to say */
+            }
+            signal(SIGSEGV, SIG_DFL);
+            return; /* faults again, now fatally */
+        }
+    }
+    if (stub_segv_prev.sa_flags & SA_SIGINFO) {
+        stub_segv_prev.sa_sigaction(sig, si, uc);
+    } else if (stub_segv_prev.sa_handler != SIG_DFL && stub_segv_prev.sa_handler != SIG_IGN) {
+        stub_segv_prev.sa_handler(sig);
+    } else {
+        signal(SIGSEGV, SIG_DFL);
+    }
+}
+
+static int stub_guard_add(const void *p, size_t size, int d2h)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)p + page - 1) & ~(uintptr_t)(page - 1);
+    uintptr_t hi = ((uintptr_t)p + size) & ~(uintptr_t)(page - 1);
+    struct sigaction sa;
+    int i;
+
+    if (hi <= lo) {
+        return -1;
+    }
+    for (i = 0; i < STUB_GUARDS && stub_guards[i].len != 0; ++i) {
+    }
+    if (i == STUB_GUARDS || mprotect((void *)lo, hi - lo, d2h ? PROT_NONE : PROT_READ) != 0) {
+        return -1;
+    }
+    if (!stub_segv_installed) {
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_sigaction = stub_segv;
+        sa.sa_flags     = SA_SIGINFO;
+        sigaction(SIGSEGV, &sa, &stub_segv_prev);
+        stub_segv_installed = 1;
+    }
+    stub_guards[i].base = lo;
+    stub_guards[i].d2h  = d2h;
+    stub_guards[i].len  = hi - lo;
+    return i;
+}
+
+static void stub_guard_drop(int i)
+{
+    if (i >= 0) {
+        mprotect((void *)stub_guards[i].base, stub_guards[i].len, PROT_READ | PROT_WRITE);
+        stub_guards[i].len = 0;
+    }
+}
 
 int stub_pinned(const void *p, size_t size)
 {
@@ -33,8 +117,10 @@ static void stub_op_run(stub_op_t *op)
         stub_violation("async copy %s device address %p runs after that address was unmapped "
                        "(cuMemUnmap before the stream was synchronised)", op->h2d ? "to" : "from",
                        op->h2d ? op->dst : op->src);
+        stub_guard_drop(op->guard);
         return;
     }
+    stub_guard_drop(op->guard);
     memcpy(op->dst, src, op->size);
 }
 
@@ -177,11 +263,14 @@ static CUresult stub_enqueue(stub_stream_t *s, int h2d, void *dst, const void *s
     if (op == NULL) {
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    op->h2d  = h2d;
-    op->dst  = dst;
-    op->src  = src;
-    op->size = n;
-    if (h2d && !stub_pinned(src, n)) {
+    op->h2d   = h2d;
+    op->dst   = dst;
+    op->src   = src;
+    op->size  = n;
+    op->guard = -1;
+    if (stub_pinned(h2d ? src : dst, n)) {
+        op->guard = stub_guard_add(h2d ? src : dst, n, !h2d);
+    } else if (h2d) {
         /* Pageable source: staged at the call, which returns once it is copied. */
         op->staging = malloc(n);
         if (op->staging == NULL) {

@@ -82,6 +82,7 @@ typedef struct stub_op {
     const void *src;
     size_t    size;
     void     *staging;     /* pageable source, copied at the call */
+    int       guard;       /* its slot in the host guards, -1: none */
 } stub_op_t;
 
 typedef struct stub_stream {
