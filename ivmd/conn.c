@@ -337,7 +337,22 @@ static int ivmd_conn_read_some(ivmd_conn_t *c, const char **why_p)
     }
 }
 
+static void ivmd_conn_write(ivmd_t *d, ivmd_conn_t *c);
+
+/* Write what the socket takes; then, below the low-water mark, let the
+ * connection's producer add more (once: a push from it writes, not drains). */
 static void ivmd_conn_flush(ivmd_t *d, ivmd_conn_t *c)
+{
+    ivmd_conn_write(d, c);
+    if (c->on_drain != NULL && !c->draining && !c->closed && c->doomed == NULL &&
+        c->out_bytes < IVMD_CONN_OUT_LOW) {
+        c->draining = 1;
+        c->on_drain(d, c);
+        c->draining = 0;
+    }
+}
+
+static void ivmd_conn_write(ivmd_t *d, ivmd_conn_t *c)
 {
     ivmd_outbuf_t *b;
 
@@ -379,6 +394,7 @@ static void ivmd_conn_flush(ivmd_t *d, ivmd_conn_t *c)
         }
         b->off += (size_t)n;
         if (b->off == b->len) {
+            c->out_bytes -= b->len;
             c->out_head = b->next;
             if (c->out_head == NULL) {
                 c->out_tail = NULL;
@@ -548,6 +564,7 @@ ivmError_t ivmd_conn_out_push(ivmd_t *d, ivmd_conn_t *c, ivmd_outbuf_t *b, const
         c->out_head = b;
     }
     c->out_tail = b;
+    c->out_bytes += b->len;
     ivmd_conn_flush(d, c);
     return IVM_SUCCESS;
 }

@@ -119,6 +119,12 @@ typedef enum ivmd_conn_kind {
     IVMD_CONN_GPUD    /* socketpair: this node's ivm-gpud */
 } ivmd_conn_kind_t;
 
+/* Flow control of a peer link: a transfer queues chunks until the link holds
+ * IVMD_CONN_OUT_HIGH bytes, and adds more once it fell below
+ * IVMD_CONN_OUT_LOW (so a 4 GiB Put never holds more than a few MiB). */
+#define IVMD_CONN_OUT_HIGH (4u * 1024u * 1024u)
+#define IVMD_CONN_OUT_LOW  (2u * 1024u * 1024u)
+
 /* Bytes a peer connection reads at once (peer links carry no fds). */
 #define IVMD_CONN_RBUF (64u * 1024u)
 
@@ -169,7 +175,13 @@ typedef struct ivmd_conn {
     int               nfds;
     /* writing */
     ivmd_outbuf_t    *out_head, *out_tail;
+    size_t            out_bytes;   /* queued bytes (whole messages, sent or not) */
     int               out_armed;   /* EPOLLOUT is being watched */
+    /* Flow control: called (not nested) when the queue fell below
+     * IVMD_CONN_OUT_LOW, so that a producer adds its next chunks (peer
+     * links: the data plane's transfers). */
+    void            (*on_drain)(ivmd_t *d, struct ivmd_conn *c);
+    int               draining;
     const char       *doomed;      /* to be closed by the loop, and why */
     /* identity once entered */
     ivmd_pe_t        *pe;
@@ -218,6 +230,8 @@ typedef struct ivmd_peer {
     uint16_t     ncores[64];
     uint64_t     next_dial_ns;
     unsigned     failures;   /* consecutive failed dials, for backoff and logs */
+    struct ivmd_sender *senders, *senders_tail; /* transfers waiting for the link
+                                                   to drain, in order (cluster.c) */
 } ivmd_peer_t;
 
 /* Forwarding of one PE stream with "[NODE,N] " prefixes. */
