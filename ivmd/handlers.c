@@ -972,7 +972,7 @@ static int ivmd_handle_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     info->pid     = (uint32_t)getpid();
     info->jobs    = d->reg.njobs;
     info->objects = d->reg.nobjs;
-    info->conns   = d->nconns;
+    info->conns   = d->conns.nclients;
     info->shm_bytes = d->reg.obj_bytes;
     info->pes     = 0;
     for (job = d->reg.jobs; job != NULL; job = job->next) {
@@ -986,7 +986,7 @@ static int ivmd_handle_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     info->parked   = ivmd_pool_count(d);
     info->pooled   = d->pooled;
     info->poll_us  = (uint32_t)d->cfg.poll_us;
-    info->polled   = d->polled;
+    info->polled   = d->loop.polled;
     return IVM_SUCCESS;
 }
 

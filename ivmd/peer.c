@@ -27,14 +27,6 @@
 #define IVMD_PEER_REDIAL_NS       (200ull * 1000000ull)  /* first redial delay */
 #define IVMD_PEER_REDIAL_MAX_NS   (2ull * 1000000000ull)
 
-uint64_t ivmd_now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 uint32_t ivmd_peer_count_up(const ivmd_t *d)
 {
     uint32_t i, up = 0;
@@ -534,6 +526,39 @@ void ivmd_peer_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     }
 }
 
+static void ivmd_peer_malformed(ivmd_t *d, ivmd_conn_t *c, const char *why)
+{
+    ivm_warn_limited("peer %s sent a malformed message (%s, type %u, length %u): "
+                     "connection dropped", c->peer ? c->peer->node : "(unknown)", why,
+                     (unsigned)c->hdr.type, (unsigned)c->hdr.length);
+}
+
+static void ivmd_peer_bad_seal(ivmd_t *d, ivmd_conn_t *c, ivmError_t status)
+{
+    ivm_warn_limited("peer %s: message %llu (type %u, length %u) failed authentication (%s): "
+                     "closing the link", c->peer ? c->peer->node : "(unknown)",
+                     (unsigned long long)c->rx_aead.seq, (unsigned)c->hdr.type,
+                     (unsigned)c->hdr.length,
+                     status == IVM_ERROR_LIMIT
+                         ? "message counter spent"
+                         : "bad MAC: changed, forged, replayed, reordered or cut");
+}
+
+static void ivmd_peer_on_close(ivmd_t *d, ivmd_conn_t *c, const char *why)
+{
+    ivmd_peer_disconnect(d, c);
+}
+
+const ivmd_conn_ops_t ivmd_peer_conn_ops = {
+    .flags        = IVMD_CONN_F_BULK_READ,
+    .check_hdr    = ivm_proto_check_peer,
+    .on_msg       = ivmd_peer_handle_msg,
+    .on_close     = ivmd_peer_on_close,
+    .on_malformed = ivmd_peer_malformed,
+    .on_bad_seal  = ivmd_peer_bad_seal,
+    .on_connected = ivmd_peer_connected,
+};
+
 void ivmd_peer_disconnect(ivmd_t *d, ivmd_conn_t *c)
 {
     ivmd_peer_t *p = c->peer;
@@ -570,7 +595,7 @@ static void ivmd_peer_tick(ivmd_t *d, void *arg, uint32_t events)
     if (read(d->tick_fd, &ticks, sizeof(ticks)) != sizeof(ticks)) {
         return;
     }
-    for (c = d->conns; c != NULL; c = next) {
+    for (c = d->conns.head; c != NULL; c = next) {
         next = c->next;
         if (c->kind != IVMD_CONN_PEER || c->closed) {
             continue;

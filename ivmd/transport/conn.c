@@ -8,15 +8,17 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "gpud_proto.h"
-#include "ivmd.h"
+#include "transport/conn.h"
+#include "transport/netlimits.h"
 #include "log.h"
 #include "sock.h"
 
 static void ivmd_conn_on_event(ivmd_t *d, void *arg, uint32_t events);
 
-void ivmd_conn_accept(ivmd_t *d, void *arg, uint32_t events)
+/* Accept Unix connections of the one user served, each through admit. */
+static void ivmd_conn_accept(ivmd_t *d, void *arg, uint32_t events)
 {
+    ivmd_conn_table_t *t = arg;
     struct ucred cred;
     socklen_t len = sizeof(cred);
     char why[160];
@@ -24,10 +26,10 @@ void ivmd_conn_accept(ivmd_t *d, void *arg, uint32_t events)
     int fd;
 
     for (;;) {
-        fd = accept4(d->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        fd = accept4(t->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-                ivmd_limits_accept_pause(d, &d->listen_h, "PE connections");
+                ivmd_limits_accept_pause(d, &t->listen_h, "PE connections");
             } else if (errno != EAGAIN && errno != EINTR) {
                 ivm_warn_limited("accept: %m");
             }
@@ -38,26 +40,20 @@ void ivmd_conn_accept(ivmd_t *d, void *arg, uint32_t events)
             close(fd);
             continue;
         }
-        if (cred.uid != d->uid) {
+        if (cred.uid != t->uid) {
             ivm_warn_limited("connection from pid %d of uid %u refused: this daemon serves "
                              "uid %u only", (int)cred.pid, (unsigned)cred.uid,
-                             (unsigned)d->uid);
+                             (unsigned)t->uid);
             close(fd);
             continue;
         }
         why[0] = '\0';
-        if (!ivmd_limits_conn_fd_ok(d, fd)) {
-            snprintf(why, sizeof(why), "fd %d is in the daemon's reserve (--fd-reserve %ld)",
-                     fd, d->cfg.fd_reserve);
-        } else {
-            ivmd_limits_conn_admit(d, why, sizeof(why));
-        }
-        if (why[0] != '\0') {
+        if (t->admit != NULL && t->admit(d, fd, cred.pid, why, sizeof(why)) != IVM_SUCCESS) {
             ivm_warn_limited("connection from pid %d refused: %s", (int)cred.pid, why);
             close(fd);
             continue;
         }
-        c = ivmd_conn_open(d, fd, IVMD_CONN_PE, EPOLLIN | EPOLLRDHUP);
+        c = ivmd_conn_create(t, fd, IVMD_CONN_PE, EPOLLIN | EPOLLRDHUP);
         if (c == NULL) {
             continue;
         }
@@ -66,32 +62,52 @@ void ivmd_conn_accept(ivmd_t *d, void *arg, uint32_t events)
     }
 }
 
-ivmd_conn_t *ivmd_conn_open(ivmd_t *d, int fd, ivmd_conn_kind_t kind, uint32_t events)
+ivmError_t ivmd_conn_listen(ivmd_conn_table_t *t, int fd, uid_t uid, ivmd_conn_admit_t admit)
+{
+    t->listen_fd = fd;
+    t->uid       = uid;
+    t->admit     = admit;
+    t->listen_h  = (ivmd_handler_t){.fd = fd, .cb = ivmd_conn_accept, .arg = t};
+    return ivmd_loop_watch(t->loop, &t->listen_h, EPOLLIN);
+}
+
+static unsigned ivmd_conn_flags(const ivmd_conn_t *c)
+{
+    const ivmd_conn_ops_t *ops = c->table->ops[c->kind];
+
+    return ops != NULL ? ops->flags : 0;
+}
+
+ivmd_conn_t *ivmd_conn_create(ivmd_conn_table_t *t, int fd, ivmd_conn_kind_t kind,
+                              uint32_t events)
 {
     ivmd_conn_t *c = calloc(1, sizeof(*c));
 
     if (c == NULL) {
         ivm_error("out of memory for a connection");
-        close(fd);
+        if (fd >= 0) {
+            close(fd);
+        }
         return NULL;
     }
     c->h          = (ivmd_handler_t){.fd = fd, .cb = ivmd_conn_on_event, .arg = c};
+    c->table      = t;
     c->kind       = kind;
     c->opened_ns  = ivmd_now_ns();
     c->last_rx_ns = c->last_tx_ns = c->opened_ns;
-    if (fd >= 0 && ivmd_loop_add(d, &c->h, events) != IVM_SUCCESS) {
+    if (fd >= 0 && ivmd_loop_watch(t->loop, &c->h, events) != IVM_SUCCESS) {
         close(fd);
         free(c);
         return NULL;
     }
-    c->next = d->conns;
-    if (d->conns != NULL) {
-        d->conns->prev = c;
+    c->next = t->head;
+    if (t->head != NULL) {
+        t->head->prev = c;
     }
-    d->conns = c;
-    if (kind == IVMD_CONN_PE) {
-        ++d->nconns;
-        d->had_client = 1;
+    t->head = c;
+    if (ivmd_conn_flags(c) & IVMD_CONN_F_COUNTED) {
+        ++t->nclients;
+        t->had_client = 1;
     }
     return c;
 }
@@ -102,26 +118,44 @@ static void ivmd_conn_drop_fds(ivmd_conn_t *c)
     c->nfds = 0;
 }
 
+static void ivmd_conn_unlink(ivmd_conn_t *c)
+{
+    ivmd_conn_table_t *t = c->table;
+
+    if (c->prev != NULL) {
+        c->prev->next = c->next;
+    } else {
+        t->head = c->next;
+    }
+    if (c->next != NULL) {
+        c->next->prev = c->prev;
+    }
+    if (ivmd_conn_flags(c) & IVMD_CONN_F_COUNTED) {
+        --t->nclients;
+    }
+    c->next = t->dead;
+    t->dead = c;
+}
+
 void ivmd_conn_close(ivmd_t *d, ivmd_conn_t *c, const char *why)
 {
+    ivmd_conn_table_t *t = c->table;
+    const ivmd_conn_ops_t *ops = t->ops[c->kind];
     ivmd_outbuf_t *b;
+    int i;
 
     if (c->closed) {
         return;
     }
     c->closed = 1;
-    if (c->kind == IVMD_CONN_PEER) {
-        ivmd_peer_disconnect(d, c);
-    } else if (c->kind == IVMD_CONN_GPUD) {
-        ivmd_gpu_lost(d, c, why);
-    } else {
-        ivm_debug("closing connection of pid %d: %s", (int)c->peer_pid, why);
-        ivmd_handle_disconnect(d, c);
+    if (ops != NULL && ops->on_close != NULL) {
+        ops->on_close(d, c, why);
     }
-    ivmd_cluster_conn_gone(d, c);
-    ivmd_gpu_conn_gone(d, c);
+    for (i = 0; i < t->ngone; ++i) {
+        t->gone[i](d, c);
+    }
     if (c->h.fd >= 0) {
-        ivmd_loop_del(d, &c->h);
+        ivmd_loop_unwatch(t->loop, &c->h);
         close(c->h.fd);
         c->h.fd = -1;
     }
@@ -131,43 +165,89 @@ void ivmd_conn_close(ivmd_t *d, ivmd_conn_t *c, const char *why)
         ivm_sock_close_fds(b->fds, b->nfds);
         free(b);
     }
+    c->out_tail  = NULL;
+    c->out_bytes = 0;
     if (c->sealed) {
         ivm_aead_free(&c->tx_aead);
         ivm_aead_free(&c->rx_aead);
         c->sealed = 0;
     }
-    if (c->prev != NULL) {
-        c->prev->next = c->next;
-    } else {
-        d->conns = c->next;
-    }
-    if (c->next != NULL) {
-        c->next->prev = c->prev;
-    }
-    if (c->kind == IVMD_CONN_PE) {
-        --d->nconns;
-    }
-    c->next       = d->dead_conns;
-    d->dead_conns = c;
+    ivmd_conn_unlink(c);
 }
 
-void ivmd_conn_reap(ivmd_t *d)
+static void ivmd_conn_reap(ivmd_conn_table_t *t)
 {
     ivmd_conn_t *c;
 
-    while ((c = d->dead_conns) != NULL) {
-        d->dead_conns = c->next;
+    while ((c = t->dead) != NULL) {
+        t->dead = c->next;
         free(c->payload);
         free(c->rbuf);
         free(c);
     }
 }
 
+static void ivmd_conn_close_doomed(ivmd_t *d, ivmd_conn_table_t *t)
+{
+    ivmd_conn_t *c, *next;
+
+    for (c = t->head; c != NULL; c = next) {
+        next = c->next;
+        if (c->doomed != NULL) {
+            ivmd_conn_close(d, c, c->doomed);
+            next = t->head; /* closing may have closed others */
+        }
+    }
+}
+
+/* Before each sleep: close the doomed connections, free the closed ones. */
+static void ivmd_conn_before_sleep(ivmd_t *d, void *arg)
+{
+    ivmd_conn_close_doomed(d, arg);
+    ivmd_conn_reap(arg);
+}
+
+ivmError_t ivmd_conn_table_init(ivmd_conn_table_t *t, ivmd_loop_t *loop)
+{
+    *t = (ivmd_conn_table_t){.loop = loop, .listen_fd = -1};
+    return ivmd_loop_on_before_sleep(loop, ivmd_conn_before_sleep, t);
+}
+
+void ivmd_conn_table_fini(ivmd_conn_table_t *t, ivmd_t *d)
+{
+    while (t->head != NULL) {
+        ivmd_conn_close(d, t->head, "daemon shutdown");
+    }
+    ivmd_conn_reap(t);
+}
+
+void ivmd_conn_register(ivmd_conn_table_t *t, ivmd_conn_kind_t kind,
+                        const ivmd_conn_ops_t *ops)
+{
+    t->ops[kind] = ops;
+}
+
+ivmError_t ivmd_conn_on_gone(ivmd_conn_table_t *t, ivmd_conn_gone_t fn)
+{
+    if (t->ngone == IVMD_CONN_GONE_MAX) {
+        ivm_error("too many connection listeners (at most %d)", IVMD_CONN_GONE_MAX);
+        return IVM_ERROR_INTERNAL;
+    }
+    t->gone[t->ngone++] = fn;
+    return IVM_SUCCESS;
+}
+
+/* Not authenticated yet: a peer link before its handshake ended. */
+static int ivmd_conn_preauth(const ivmd_conn_t *c)
+{
+    return c->kind == IVMD_CONN_PEER && c->pstate != IVMD_PEER_UP;
+}
+
 /* n bytes landed at the read position: advance it, and once the header is
  * complete check it and make room for the payload. Returns 0, or -1 (*why_p). */
 static int ivmd_conn_advance(ivmd_conn_t *c, size_t n, const char **why_p)
 {
-    ivmError_t status;
+    const ivmd_conn_ops_t *ops = c->table->ops[c->kind];
 
     if (c->hdr_got >= sizeof(c->hdr)) {
         c->payload_got += n;
@@ -177,14 +257,14 @@ static int ivmd_conn_advance(ivmd_conn_t *c, size_t n, const char **why_p)
     if (c->hdr_got < sizeof(c->hdr)) {
         return 0;
     }
-    status = (c->kind == IVMD_CONN_PE)     ? ivm_proto_check_hdr(&c->hdr, why_p)
-             : (c->kind == IVMD_CONN_GPUD) ? ivm_gpud_check_hdr(&c->hdr, why_p)
-                                           : ivm_proto_check_peer(&c->hdr, why_p);
-    if (status != IVM_SUCCESS) {
+    if (ops == NULL || ops->check_hdr == NULL) {
+        *why_p = "no reader for this connection";
         return -1;
     }
-    if (c->kind == IVMD_CONN_PEER && c->pstate != IVMD_PEER_UP &&
-        c->hdr.type > IVM_PEER_AUTH) {
+    if (ops->check_hdr(&c->hdr, why_p) != IVM_SUCCESS) {
+        return -1;
+    }
+    if (ivmd_conn_preauth(c) && c->hdr.type > IVM_PEER_AUTH) {
         *why_p = "message before authentication";
         return -1;
     }
@@ -207,8 +287,7 @@ static int ivmd_conn_count_rx(ivmd_conn_t *c, ssize_t n, const char **why_p)
 {
     c->rx_bytes  += (uint64_t)n;
     c->last_rx_ns = ivmd_now_ns();
-    if (c->kind == IVMD_CONN_PEER && c->pstate != IVMD_PEER_UP &&
-        c->rx_bytes > IVM_PEER_PREAUTH_MAX) {
+    if (ivmd_conn_preauth(c) && c->rx_bytes > IVM_PEER_PREAUTH_MAX) {
         *why_p = "too many bytes before authentication";
         return -1;
     }
@@ -253,10 +332,89 @@ static int ivmd_conn_stage(ivmd_conn_t *c, const char **why_p)
     return ivmd_conn_count_rx(c, n, why_p) < 0 ? -1 : 1;
 }
 
+/* Bulk read of want bytes into dst: from the staged bytes (staging more
+ * when small), 1 when some were taken; 2 when dst should be read straight
+ * from the socket; 0 to wait for epoll; -1 to close. */
+static int ivmd_conn_read_staged(ivmd_conn_t *c, char *dst, size_t want, const char **why_p)
+{
+    size_t take;
+    int rc;
+
+    if (c->rbuf_off == c->rbuf_len && c->hdr_got == 0 && c->rbuf_short) {
+        /* The last recv drained the socket: let epoll say when more comes. */
+        c->rbuf_short = 0;
+        return 0;
+    }
+    if (c->rbuf_off == c->rbuf_len && want <= IVMD_CONN_RBUF / 2 &&
+        (rc = ivmd_conn_stage(c, why_p)) <= 0) {
+        return rc;
+    }
+    if (c->rbuf_off == c->rbuf_len) {
+        return 2;
+    }
+    take = c->rbuf_len - c->rbuf_off;
+    if (take > want) {
+        take = want;
+    }
+    memcpy(dst, c->rbuf + c->rbuf_off, take);
+    c->rbuf_off += take;
+    return ivmd_conn_advance(c, take, why_p) < 0 ? -1 : 1;
+}
+
+/* Keep the fds that came with a message (beyond IVM_MSG_MAX_FDS: closed). */
+static void ivmd_conn_take_fds(ivmd_conn_t *c, struct msghdr *msg)
+{
+    struct cmsghdr *cmsg;
+    int k, count, one;
+
+    for (cmsg = CMSG_FIRSTHDR(msg); cmsg; cmsg = CMSG_NXTHDR(msg, cmsg)) {
+        if (cmsg->cmsg_level != SOL_SOCKET || cmsg->cmsg_type != SCM_RIGHTS) {
+            continue;
+        }
+        count = (int)((cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+        for (k = 0; k < count; ++k) {
+            memcpy(&one, CMSG_DATA(cmsg) + k * sizeof(int), sizeof(int));
+            if (c->nfds < IVM_MSG_MAX_FDS) {
+                c->fds[c->nfds++] = one;
+            } else {
+                close(one);
+            }
+        }
+    }
+}
+
+/* recvmsg of want bytes into dst, with fds: 1 when some came, else as
+ * ivmd_conn_read_failed. */
+static int ivmd_conn_read_msg(ivmd_conn_t *c, char *dst, size_t want, const char **why_p)
+{
+    union {
+        struct cmsghdr align;
+        char buf[CMSG_SPACE(sizeof(int) * IVM_MSG_MAX_FDS)];
+    } ctrl;
+    struct iovec iov = {.iov_base = dst, .iov_len = want};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctrl.buf,
+                         .msg_controllen = sizeof(ctrl.buf)};
+    ssize_t n = recvmsg(c->h.fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+
+    if (n <= 0) {
+        return ivmd_conn_read_failed(c, n, why_p);
+    }
+    if (ivmd_conn_count_rx(c, n, why_p) < 0) {
+        return -1;
+    }
+    ivmd_conn_take_fds(c, &msg);
+    if (msg.msg_flags & MSG_CTRUNC) {
+        *why_p = "too many file descriptors in one message";
+        return -1;
+    }
+    return ivmd_conn_advance(c, (size_t)n, why_p) < 0 ? -1 : 1;
+}
+
 /* Read what is available; returns 1 when a whole message is buffered, 0 when
  * more is needed (EAGAIN), -1 when the connection must close (*why_p). */
 static int ivmd_conn_read_some(ivmd_conn_t *c, const char **why_p)
 {
+    int bulk = (ivmd_conn_flags(c) & IVMD_CONN_F_BULK_READ) != 0;
     char *dst;
     size_t want;
     int rc;
@@ -271,68 +429,12 @@ static int ivmd_conn_read_some(ivmd_conn_t *c, const char **why_p)
         } else {
             return 1;
         }
-        if (c->kind == IVMD_CONN_PEER) {
-            if (c->rbuf_off == c->rbuf_len && c->hdr_got == 0 && c->rbuf_short) {
-                /* The last recv drained the socket: let epoll say when more comes. */
-                c->rbuf_short = 0;
-                return 0;
-            }
-            if (c->rbuf_off == c->rbuf_len && want <= IVMD_CONN_RBUF / 2 &&
-                (rc = ivmd_conn_stage(c, why_p)) <= 0) {
-                return rc;
-            }
-            if (c->rbuf_off < c->rbuf_len) {
-                size_t take = c->rbuf_len - c->rbuf_off;
-                if (take > want) {
-                    take = want;
-                }
-                memcpy(dst, c->rbuf + c->rbuf_off, take);
-                c->rbuf_off += take;
-                if (ivmd_conn_advance(c, take, why_p) < 0) {
-                    return -1;
-                }
-                continue;
-            }
+        rc = bulk ? ivmd_conn_read_staged(c, dst, want, why_p) : 2;
+        if (rc == 2) {
+            rc = ivmd_conn_read_msg(c, dst, want, why_p);
         }
-        {
-            union {
-                struct cmsghdr align;
-                char buf[CMSG_SPACE(sizeof(int) * IVM_MSG_MAX_FDS)];
-            } ctrl;
-            struct iovec iov = {.iov_base = dst, .iov_len = want};
-            struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1,
-                                 .msg_control = ctrl.buf,
-                                 .msg_controllen = sizeof(ctrl.buf)};
-            struct cmsghdr *cmsg;
-            ssize_t n = recvmsg(c->h.fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-
-            if (n <= 0) {
-                return ivmd_conn_read_failed(c, n, why_p);
-            }
-            if (ivmd_conn_count_rx(c, n, why_p) < 0) {
-                return -1;
-            }
-            for (cmsg = CMSG_FIRSTHDR(&msg); cmsg; cmsg = CMSG_NXTHDR(&msg, cmsg)) {
-                if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS) {
-                    int k, count = (int)((cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-                    for (k = 0; k < count; ++k) {
-                        int one;
-                        memcpy(&one, CMSG_DATA(cmsg) + k * sizeof(int), sizeof(int));
-                        if (c->nfds < IVM_MSG_MAX_FDS) {
-                            c->fds[c->nfds++] = one;
-                        } else {
-                            close(one);
-                        }
-                    }
-                }
-            }
-            if (msg.msg_flags & MSG_CTRUNC) {
-                *why_p = "too many file descriptors in one message";
-                return -1;
-            }
-            if (ivmd_conn_advance(c, (size_t)n, why_p) < 0) {
-                return -1;
-            }
+        if (rc <= 0) {
+            return rc;
         }
     }
 }
@@ -352,35 +454,42 @@ static void ivmd_conn_flush(ivmd_t *d, ivmd_conn_t *c)
     }
 }
 
+/* sendmsg of b's unsent bytes, its fds with byte 0. */
+static ssize_t ivmd_conn_send_buf(ivmd_conn_t *c, ivmd_outbuf_t *b)
+{
+    union {
+        struct cmsghdr align;
+        char buf[CMSG_SPACE(sizeof(int) * IVM_MSG_MAX_FDS)];
+    } ctrl;
+    struct iovec iov = {.iov_base = b->data + b->off, .iov_len = b->len - b->off};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+    struct cmsghdr *cmsg;
+
+    if (b->off == 0 && b->nfds > 0) {
+        memset(&ctrl, 0, sizeof(ctrl));
+        msg.msg_control    = ctrl.buf;
+        msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)b->nfds);
+        cmsg               = CMSG_FIRSTHDR(&msg);
+        cmsg->cmsg_level   = SOL_SOCKET;
+        cmsg->cmsg_type    = SCM_RIGHTS;
+        cmsg->cmsg_len     = CMSG_LEN(sizeof(int) * (size_t)b->nfds);
+        memcpy(CMSG_DATA(cmsg), b->fds, sizeof(int) * (size_t)b->nfds);
+    }
+    return sendmsg(c->h.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
 static void ivmd_conn_write(ivmd_t *d, ivmd_conn_t *c)
 {
+    ivmd_loop_t *loop = c->table->loop;
     ivmd_outbuf_t *b;
+    ssize_t n;
 
     while ((b = c->out_head) != NULL) {
-        union {
-            struct cmsghdr align;
-            char buf[CMSG_SPACE(sizeof(int) * IVM_MSG_MAX_FDS)];
-        } ctrl;
-        struct iovec iov = {.iov_base = b->data + b->off, .iov_len = b->len - b->off};
-        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-        ssize_t n;
-
-        if (b->off == 0 && b->nfds > 0) {
-            struct cmsghdr *cmsg;
-            memset(&ctrl, 0, sizeof(ctrl));
-            msg.msg_control    = ctrl.buf;
-            msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)b->nfds);
-            cmsg               = CMSG_FIRSTHDR(&msg);
-            cmsg->cmsg_level   = SOL_SOCKET;
-            cmsg->cmsg_type    = SCM_RIGHTS;
-            cmsg->cmsg_len     = CMSG_LEN(sizeof(int) * (size_t)b->nfds);
-            memcpy(CMSG_DATA(cmsg), b->fds, sizeof(int) * (size_t)b->nfds);
-        }
-        n = sendmsg(c->h.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        n = ivmd_conn_send_buf(c, b);
         if (n < 0) {
             if (errno == EAGAIN || errno == EINTR) {
                 if (!c->out_armed) {
-                    ivmd_loop_mod(d, &c->h, EPOLLIN | EPOLLRDHUP | EPOLLOUT);
+                    ivmd_loop_rewatch(loop, &c->h, EPOLLIN | EPOLLRDHUP | EPOLLOUT);
                     c->out_armed = 1;
                 }
                 return;
@@ -393,18 +502,19 @@ static void ivmd_conn_write(ivmd_t *d, ivmd_conn_t *c)
             b->nfds = 0;
         }
         b->off += (size_t)n;
-        if (b->off == b->len) {
-            c->out_bytes -= b->len;
-            c->out_head = b->next;
-            if (c->out_head == NULL) {
-                c->out_tail = NULL;
-                if (c->out_armed) {
-                    ivmd_loop_mod(d, &c->h, EPOLLIN | EPOLLRDHUP);
-                    c->out_armed = 0;
-                }
-            }
-            free(b);
+        if (b->off < b->len) {
+            continue;
         }
+        c->out_bytes -= b->len;
+        c->out_head   = b->next;
+        if (c->out_head == NULL) {
+            c->out_tail = NULL;
+            if (c->out_armed) {
+                ivmd_loop_rewatch(loop, &c->h, EPOLLIN | EPOLLRDHUP);
+                c->out_armed = 0;
+            }
+        }
+        free(b);
     }
 }
 
@@ -419,8 +529,8 @@ ivmError_t ivmd_conn_reply(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t se
     ivmError_t status;
     char *failed;
 
-    if (c->kind == IVMD_CONN_PE) {
-        ivmd_loop_poll_after_reply(d);
+    if (ivmd_conn_flags(c) & IVMD_CONN_F_POLL_AFTER) {
+        ivmd_loop_poll_after(c->table->loop);
     }
     status = ivmd_conn_queue(d, c, (uint16_t)(type | IVM_MSG_REPLY), seq, rep, len, detail,
                              fds, nfds);
@@ -471,19 +581,6 @@ void ivmd_conn_doom(ivmd_conn_t *c, const char *why)
     }
 }
 
-void ivmd_conn_close_doomed(ivmd_t *d)
-{
-    ivmd_conn_t *c, *next;
-
-    for (c = d->conns; c != NULL; c = next) {
-        next = c->next;
-        if (c->doomed != NULL) {
-            ivmd_conn_close(d, c, c->doomed);
-            next = d->conns; /* closing may have closed others */
-        }
-    }
-}
-
 ivmd_outbuf_t *ivmd_conn_out_alloc(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
                                    uint32_t payload_len)
 {
@@ -494,7 +591,7 @@ ivmd_outbuf_t *ivmd_conn_out_alloc(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uin
     if (c->closed || c->doomed != NULL) {
         return NULL;
     }
-    tag = (c->kind == IVMD_CONN_PEER && c->sealed) ? IVM_CRYPTO_TAG_LEN : 0;
+    tag = c->sealed ? IVM_CRYPTO_TAG_LEN : 0;
     b = malloc(sizeof(*b) + sizeof(hdr) + payload_len + tag);
     if (b == NULL) {
         ivmd_conn_doom(c, "out of memory for a message");
@@ -529,41 +626,50 @@ static ivmError_t ivmd_conn_out_fds(ivmd_outbuf_t *b, const int *fds, int nfds)
     return IVM_SUCCESS;
 }
 
+/* Sealed in push order, which is the order on the wire. */
+static ivmError_t ivmd_conn_seal(ivmd_conn_t *c, ivmd_outbuf_t *b)
+{
+    size_t len = b->len - sizeof(ivm_msg_hdr_t) - IVM_CRYPTO_TAG_LEN;
+    ivmError_t status;
+
+    status = ivm_aead_seal(&c->tx_aead, b->data, sizeof(ivm_msg_hdr_t),
+                           b->data + sizeof(ivm_msg_hdr_t), len,
+                           (uint8_t *)b->data + b->len - IVM_CRYPTO_TAG_LEN);
+    if (status != IVM_SUCCESS) {
+        ivmd_conn_doom(c, status == IVM_ERROR_LIMIT ? "message counter spent"
+                                                    : "cannot seal a message");
+    }
+    return status;
+}
+
 ivmError_t ivmd_conn_out_push(ivmd_t *d, ivmd_conn_t *c, ivmd_outbuf_t *b, const int *fds,
                               int nfds)
 {
+    const ivmd_conn_ops_t *ops = c->table->ops[c->kind];
     ivmError_t status;
 
-    if (c->kind == IVMD_CONN_REMOTE) {
-        /* A PE of another node: its reply travels through the peer link. */
-        ivmd_cluster_vconn_reply(d, c, b->data, (uint32_t)b->len);
+    if (c->h.fd < 0) {
+        /* Socketless (a PE of another node): its owner carries the message. */
+        if (ops != NULL && ops->on_output != NULL) {
+            ops->on_output(d, c, b->data, (uint32_t)b->len);
+        }
         free(b);
         return IVM_SUCCESS;
     }
     status = ivmd_conn_out_fds(b, fds, nfds);
+    if (status == IVM_SUCCESS && b->tagged) {
+        status = ivmd_conn_seal(c, b);
+    }
     if (status != IVM_SUCCESS) {
         free(b);
         return status;
-    }
-    if (b->tagged) {
-        /* Sealed in push order, which is the order on the wire. */
-        size_t len = b->len - sizeof(ivm_msg_hdr_t) - IVM_CRYPTO_TAG_LEN;
-        status = ivm_aead_seal(&c->tx_aead, b->data, sizeof(ivm_msg_hdr_t),
-                               b->data + sizeof(ivm_msg_hdr_t), len,
-                               (uint8_t *)b->data + b->len - IVM_CRYPTO_TAG_LEN);
-        if (status != IVM_SUCCESS) {
-            free(b);
-            ivmd_conn_doom(c, status == IVM_ERROR_LIMIT ? "message counter spent"
-                                                        : "cannot seal a message");
-            return status;
-        }
     }
     if (c->out_tail != NULL) {
         c->out_tail->next = b;
     } else {
         c->out_head = b;
     }
-    c->out_tail = b;
+    c->out_tail   = b;
     c->out_bytes += b->len;
     ivmd_conn_flush(d, c);
     return IVM_SUCCESS;
@@ -593,19 +699,65 @@ static ivmError_t ivmd_conn_queue(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint
     return ivmd_conn_out_push(d, c, b, fds, nfds);
 }
 
+/* A sealed message's tag: 0 if it checks; else the link is closed and the
+ * peer counts as lost, as when a link drops (nothing of it is acted on). */
+static int ivmd_conn_open_sealed(ivmd_t *d, ivmd_conn_t *c)
+{
+    ivmError_t status;
+
+    if (c->payload_want <= c->hdr.length) {
+        return 0;
+    }
+    status = ivm_aead_open(&c->rx_aead, &c->hdr, sizeof(c->hdr), c->payload, c->hdr.length,
+                           (uint8_t *)c->payload + c->hdr.length);
+    if (status == IVM_SUCCESS) {
+        return 0;
+    }
+    if (c->table->ops[c->kind]->on_bad_seal != NULL) {
+        c->table->ops[c->kind]->on_bad_seal(d, c, status);
+    }
+    ivmd_conn_close(d, c, "message failed authentication");
+    return -1;
+}
+
+/* A whole message is buffered: check it, hand it to the kind's owner, get
+ * ready for the next. Returns 0 to read on, 1 to stop (closed, or one
+ * message per wakeup). */
+static int ivmd_conn_deliver(ivmd_t *d, ivmd_conn_t *c)
+{
+    const ivmd_conn_ops_t *ops = c->table->ops[c->kind];
+    const char *why;
+
+    if (ivmd_conn_open_sealed(d, c) != 0) {
+        return 1;
+    }
+    if (ops->check_msg != NULL && ops->check_msg(d, c, &why) != IVM_SUCCESS) {
+        ivmd_conn_close(d, c, why);
+        return 1;
+    }
+    ops->on_msg(d, c, &c->hdr, c->payload);
+    ivmd_conn_drop_fds(c);
+    if (c->closed) {
+        return 1;
+    }
+    c->hdr_got     = 0;
+    c->payload_got = 0;
+    return (ops->flags & IVMD_CONN_F_ONE_PER_WAKE) ? 1 : 0;
+}
+
 static void ivmd_conn_on_event(ivmd_t *d, void *arg, uint32_t events)
 {
     ivmd_conn_t *c = arg;
+    const ivmd_conn_ops_t *ops = c->table->ops[c->kind];
     const char *why = NULL;
-    const char *type_why;
     int rc;
 
     if (c->closed) {
         return;
     }
     if (c->pstate == IVMD_PEER_CONNECTING) {
-        if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) {
-            ivmd_peer_connected(d, c);
+        if ((events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) && ops->on_connected != NULL) {
+            ops->on_connected(d, c);
         }
         return;
     }
@@ -618,68 +770,15 @@ static void ivmd_conn_on_event(ivmd_t *d, void *arg, uint32_t events)
     if (!(events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
         return;
     }
-    for (;;) {
+    do {
         rc = ivmd_conn_read_some(c, &why);
         if (rc < 0) {
-            if (strcmp(why, "end of stream") != 0 && strcmp(why, "read error") != 0) {
-                if (c->kind == IVMD_CONN_PE) {
-                    ivm_warn_limited("pid %d sent a malformed message (%s, type %s, length %u): "
-                                     "connection dropped", (int)c->peer_pid, why,
-                                     ivm_proto_type_name(c->hdr.type), (unsigned)c->hdr.length);
-                } else if (c->kind == IVMD_CONN_GPUD) {
-                    ivm_error("ivm-gpud sent a malformed message (%s, type %u, length %u): "
-                              "its socket is closed", why, (unsigned)c->hdr.type,
-                              (unsigned)c->hdr.length);
-                } else {
-                    ivm_warn_limited("peer %s sent a malformed message (%s, type %u, length %u): "
-                                     "connection dropped", c->peer ? c->peer->node : "(unknown)",
-                                     why, (unsigned)c->hdr.type, (unsigned)c->hdr.length);
-                }
+            if (strcmp(why, "end of stream") != 0 && strcmp(why, "read error") != 0 &&
+                ops->on_malformed != NULL) {
+                ops->on_malformed(d, c, why);
             }
             ivmd_conn_close(d, c, why);
             return;
         }
-        if (rc == 0) {
-            return;
-        }
-        if (c->kind == IVMD_CONN_PEER && c->payload_want > c->hdr.length) {
-            ivmError_t status = ivm_aead_open(&c->rx_aead, &c->hdr, sizeof(c->hdr), c->payload,
-                                              c->hdr.length, (uint8_t *)c->payload +
-                                                                 c->hdr.length);
-            if (status != IVM_SUCCESS) {
-                /* Nothing of it is acted on: the link is closed and the peer
-                 * counts as lost, as when a link drops. */
-                ivm_warn_limited("peer %s: message %llu (type %u, length %u) failed "
-                                 "authentication (%s): closing the link",
-                                 c->peer ? c->peer->node : "(unknown)",
-                                 (unsigned long long)c->rx_aead.seq, (unsigned)c->hdr.type,
-                                 (unsigned)c->hdr.length,
-                                 status == IVM_ERROR_LIMIT ? "message counter spent"
-                                 : "bad MAC: changed, forged, replayed, reordered or cut");
-                ivmd_conn_close(d, c, "message failed authentication");
-                return;
-            }
-        }
-        if (c->kind == IVMD_CONN_PEER) {
-            ivmd_peer_handle_msg(d, c, &c->hdr, c->payload);
-        } else if (c->kind == IVMD_CONN_GPUD) {
-            ivmd_gpu_handle_msg(d, c, &c->hdr, c->payload);
-        } else if (ivm_proto_check_req(&c->hdr, c->payload, &type_why) != IVM_SUCCESS) {
-            ivm_warn_limited("pid %d sent a malformed %s request (%s): connection dropped",
-                             (int)c->peer_pid, ivm_proto_type_name(c->hdr.type), type_why);
-            ivmd_conn_close(d, c, type_why);
-            return;
-        } else {
-            ivmd_handle_msg(d, c, &c->hdr, c->payload);
-        }
-        ivmd_conn_drop_fds(c);
-        if (c->closed) {
-            return;
-        }
-        c->hdr_got     = 0;
-        c->payload_got = 0;
-        if (c->kind == IVMD_CONN_PE) {
-            return; /* one request per wakeup: epoll says if another waits */
-        }
-    }
+    } while (rc > 0 && ivmd_conn_deliver(d, c) == 0);
 }
