@@ -180,7 +180,7 @@ typedef struct ivmd_conn {
     /* Flow control: called (not nested) when the queue fell below
      * IVMD_CONN_OUT_LOW, so that a producer adds its next chunks (peer
      * links: the data plane's transfers). */
-    void            (*on_drain)(ivmd_t *d, struct ivmd_conn *c);
+    int             (*on_drain)(ivmd_t *d, struct ivmd_conn *c); /* 1: more to send */
     int               draining;
     const char       *doomed;      /* to be closed by the loop, and why */
     /* identity once entered */
@@ -378,6 +378,9 @@ uint32_t ivmd_peer_count_up(const ivmd_t *d);
 uint64_t ivmd_now_ns(void);
 /* A new connection on fd of the given kind, registered with the loop. */
 ivmd_conn_t *ivmd_conn_open(ivmd_t *d, int fd, ivmd_conn_kind_t kind, uint32_t events);
+/* Flow control: call c->on_drain once the socket takes more bytes (the
+ * producer has more than it sent in this turn of the loop). */
+void ivmd_conn_want_drain(ivmd_t *d, ivmd_conn_t *c);
 /* Send a one-way message (peer protocol). */
 void ivmd_conn_send(ivmd_t *d, ivmd_conn_t *c, uint16_t type, const void *payload,
                     uint32_t len);
