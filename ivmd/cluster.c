@@ -976,24 +976,34 @@ static void ivmd_cluster_senders_drop(ivmd_peer_t *p)
     p->senders_tail = NULL;
 }
 
-/* The link to a peer drained: send the waiting transfers' next chunks. A
- * chunk that cannot be read ends the link: the operations on both sides
- * then fail as with a lost peer, none waits forever. */
-static void ivmd_cluster_on_drain(ivmd_t *d, ivmd_conn_t *c)
+/* The link to a peer drained: send the waiting transfers' next chunks, at
+ * most IVMD_CONN_OUT_HIGH bytes in one turn of the loop (a fast link must
+ * not keep the daemon from its other connections and its heartbeats).
+ * Returns 1 if chunks wait that the link could take now. A chunk that
+ * cannot be read ends the link: the operations on both sides then fail as
+ * with a lost peer, none waits forever. */
+static int ivmd_cluster_on_drain(ivmd_t *d, ivmd_conn_t *c)
 {
     ivmd_peer_t *p = c->peer;
     ivmd_sender_t *s;
+    uint64_t budget = IVMD_CONN_OUT_HIGH;
 
     while (p != NULL && p->conn == c && (s = p->senders) != NULL && !ivmd_cluster_link_full(p)) {
-        ivmError_t status = ivmd_cluster_send_chunk(d, p, s, NULL);
+        uint64_t before = s->done;
+        ivmError_t status;
 
+        if (budget == 0) {
+            return 1;
+        }
+        status = ivmd_cluster_send_chunk(d, p, s, NULL);
         if (status != IVM_SUCCESS) {
             if (status == IVM_ERROR_INTERNAL) {
                 ivm_warn_limited("cannot read an object's copy for node %s: %m", p->node);
                 ivmd_conn_doom(c, "cannot read an object's copy");
             }
-            return;
+            return 0;
         }
+        budget -= s->done - before < budget ? s->done - before : budget;
         if (s->done == s->len) {
             p->senders = s->next;
             if (p->senders == NULL) {
@@ -1002,6 +1012,7 @@ static void ivmd_cluster_on_drain(ivmd_t *d, ivmd_conn_t *c)
             ivmd_sender_free(s);
         }
     }
+    return 0;
 }
 
 /* Send [off, off+len) of obj (local fd) as DATA chunks to peer p, for its
@@ -1020,7 +1031,8 @@ static ivmError_t ivmd_cluster_send_data(ivmd_t *d, ivmd_peer_t *p, uint32_t job
         return IVM_ERROR_DAEMON_LOST;
     }
     p->conn->on_drain = ivmd_cluster_on_drain;
-    while (p->senders == NULL && !ivmd_cluster_link_full(p) && (!s.sent || s.done < s.len)) {
+    while (p->senders == NULL && !ivmd_cluster_link_full(p) && (!s.sent || s.done < s.len) &&
+           s.done < IVMD_CONN_OUT_HIGH) {
         status = ivmd_cluster_send_chunk(d, p, &s, obj);
         if (status != IVM_SUCCESS) {
             return status;
@@ -1048,6 +1060,7 @@ static ivmError_t ivmd_cluster_send_data(ivmd_t *d, ivmd_peer_t *p, uint32_t job
         p->senders = w;
     }
     p->senders_tail = w;
+    ivmd_conn_want_drain(d, p->conn);
     return IVM_SUCCESS;
 }
 

@@ -445,12 +445,33 @@ static void ivmd_conn_write(ivmd_t *d, ivmd_conn_t *c);
  * connection's producer add more (once: a push from it writes, not drains). */
 static void ivmd_conn_flush(ivmd_t *d, ivmd_conn_t *c)
 {
+    int more = 0;
+
     ivmd_conn_write(d, c);
     if (c->on_drain != NULL && !c->draining && !c->closed && c->doomed == NULL &&
         c->out_bytes < IVMD_CONN_OUT_LOW) {
         c->draining = 1;
-        c->on_drain(d, c);
+        more = c->on_drain(d, c);
         c->draining = 0;
+    }
+    if (c->closed || c->doomed != NULL) {
+        return;
+    }
+    if (more) {
+        /* The producer stopped at its share of this turn: the loop calls
+         * back once the socket takes more (at once if it does now). */
+        ivmd_conn_want_drain(d, c);
+    } else if (c->out_head == NULL && c->out_armed) {
+        ivmd_loop_rewatch(c->table->loop, &c->h, EPOLLIN | EPOLLRDHUP);
+        c->out_armed = 0;
+    }
+}
+
+void ivmd_conn_want_drain(ivmd_t *d, ivmd_conn_t *c)
+{
+    if (!c->out_armed && !c->closed && c->doomed == NULL) {
+        ivmd_loop_rewatch(c->table->loop, &c->h, EPOLLIN | EPOLLRDHUP | EPOLLOUT);
+        c->out_armed = 1;
     }
 }
 
@@ -750,6 +771,7 @@ static void ivmd_conn_on_event(ivmd_t *d, void *arg, uint32_t events)
     ivmd_conn_t *c = arg;
     const ivmd_conn_ops_t *ops = c->table->ops[c->kind];
     const char *why = NULL;
+    size_t consumed = 0;
     int rc;
 
     if (c->closed) {
@@ -780,5 +802,12 @@ static void ivmd_conn_on_event(ivmd_t *d, void *arg, uint32_t events)
             ivmd_conn_close(d, c, why);
             return;
         }
-    } while (rc > 0 && ivmd_conn_deliver(d, c) == 0);
+        if (rc == 0 || ivmd_conn_deliver(d, c) != 0) {
+            return;
+        }
+        /* A peer streaming a transfer: after IVMD_CONN_OUT_HIGH bytes, let the
+         * other connections and the heartbeat tick have a turn (nothing may
+         * stay staged: epoll only reports what is still in the socket). */
+        consumed += sizeof(c->hdr) + c->hdr.length;
+    } while (consumed < IVMD_CONN_OUT_HIGH || c->rbuf_off != c->rbuf_len);
 }

@@ -61,8 +61,9 @@ typedef enum ivmd_peer_state {
 typedef struct ivmd_conn ivmd_conn_t;
 typedef struct ivmd_conn_table ivmd_conn_table_t;
 
-/* A producer called back (not nested) when the queue fell below its mark. */
-typedef void (*ivmd_conn_drain_cb_t)(ivmd_t *d, ivmd_conn_t *c);
+/* A producer called back (not nested) when the queue fell below its mark;
+ * returns 1 if it has more to send than it queued in this turn. */
+typedef int (*ivmd_conn_drain_cb_t)(ivmd_t *d, ivmd_conn_t *c);
 
 struct ivmd_conn {
     ivmd_handler_t     h;
@@ -192,6 +193,9 @@ void ivmd_conn_send(ivmd_t *d, ivmd_conn_t *c, uint16_t type, const void *payloa
                     uint32_t len);
 void ivmd_conn_send_parts(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
                           const void *a, uint32_t alen, const void *b, uint32_t blen);
+/* Flow control: call c->on_drain once the socket takes more bytes (the
+ * producer has more than it sent in this turn of the loop). */
+void ivmd_conn_want_drain(ivmd_t *d, ivmd_conn_t *c);
 /* A message built in place: alloc (header filled, payload_len bytes to
  * write at IVMD_OUTBUF_PAYLOAD), then push (queued and sent as possible). */
 ivmd_outbuf_t *ivmd_conn_out_alloc(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
