@@ -148,6 +148,8 @@ static void ivmd_gpud_malformed(ivmd_t *d, ivmd_conn_t *c, const char *why)
 }
 
 static const ivmd_conn_ops_t ivmd_pe_conn_ops = {
+    .name         = "PE",
+    .out_limit    = IVMD_CONN_PE_OUT_LIMIT,
     .flags        = IVMD_CONN_F_COUNTED | IVMD_CONN_F_ONE_PER_WAKE | IVMD_CONN_F_POLL_AFTER,
     .check_hdr    = ivm_proto_check_hdr,
     .check_msg    = ivmd_pe_check_msg,
@@ -157,11 +159,13 @@ static const ivmd_conn_ops_t ivmd_pe_conn_ops = {
 };
 
 static const ivmd_conn_ops_t ivmd_remote_conn_ops = {
+    .name      = "remote PE",
     .on_close  = ivmd_pe_on_close,
     .on_output = ivmd_cluster_vconn_reply,
 };
 
 static const ivmd_conn_ops_t ivmd_gpud_conn_ops = {
+    .name         = "ivm-gpud",
     .check_hdr    = ivm_gpud_check_hdr,
     .on_msg       = ivmd_gpu_handle_msg,
     .on_close     = ivmd_gpu_lost,

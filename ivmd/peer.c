@@ -550,7 +550,9 @@ static void ivmd_peer_on_close(ivmd_t *d, ivmd_conn_t *c, const char *why)
 }
 
 const ivmd_conn_ops_t ivmd_peer_conn_ops = {
+    .name         = "peer link",
     .flags        = IVMD_CONN_F_BULK_READ,
+    .out_limit    = IVMD_CONN_PEER_OUT_LIMIT,
     .check_hdr    = ivm_proto_check_peer,
     .on_msg       = ivmd_peer_handle_msg,
     .on_close     = ivmd_peer_on_close,

@@ -95,6 +95,7 @@ ivmd_conn_t *ivmd_conn_create(ivmd_conn_table_t *t, int fd, ivmd_conn_kind_t kin
     c->kind       = kind;
     c->opened_ns  = ivmd_now_ns();
     c->last_rx_ns = c->last_tx_ns = c->opened_ns;
+    c->out_limit  = t->ops[kind] != NULL ? t->ops[kind]->out_limit : 0;
     if (fd >= 0 && ivmd_loop_watch(t->loop, &c->h, events) != IVM_SUCCESS) {
         close(fd);
         free(c);
@@ -449,9 +450,9 @@ static void ivmd_conn_flush(ivmd_t *d, ivmd_conn_t *c)
 
     ivmd_conn_write(d, c);
     if (c->on_drain != NULL && !c->draining && !c->closed && c->doomed == NULL &&
-        c->out_bytes < IVMD_CONN_OUT_LOW) {
+        c->out_bytes < c->drain_low) {
         c->draining = 1;
-        more = c->on_drain(d, c);
+        more = c->on_drain(d, c, c->drain_arg);
         c->draining = 0;
     }
     if (c->closed || c->doomed != NULL) {
@@ -465,6 +466,42 @@ static void ivmd_conn_flush(ivmd_t *d, ivmd_conn_t *c)
         ivmd_loop_rewatch(c->table->loop, &c->h, EPOLLIN | EPOLLRDHUP);
         c->out_armed = 0;
     }
+}
+
+size_t ivmd_conn_queued(const ivmd_conn_t *c)
+{
+    return c->out_bytes;
+}
+
+void ivmd_conn_on_drain(ivmd_conn_t *c, ivmd_conn_drain_cb_t cb, void *arg, size_t low_water)
+{
+    c->on_drain  = cb;
+    c->drain_arg = arg;
+    c->drain_low = low_water;
+}
+
+void ivmd_conn_set_out_limit(ivmd_conn_t *c, size_t limit)
+{
+    c->out_limit = limit;
+}
+
+/* b would take c's queue beyond its limit: the other end does not read.
+ * Refuse b and close the connection (not at once: the caller may hold
+ * state of it), saying so. */
+static int ivmd_conn_over_limit(ivmd_conn_t *c, const ivmd_outbuf_t *b)
+{
+    const ivmd_conn_ops_t *ops = c->table->ops[c->kind];
+
+    if (c->out_limit == 0 || c->out_bytes + b->len <= c->out_limit) {
+        return 0;
+    }
+    if (c->doomed == NULL) {
+        ivm_warn_limited("%s connection (pid %d) does not read: %zu bytes queued, limit %zu; "
+                         "closing it", ops != NULL && ops->name != NULL ? ops->name : "a",
+                         (int)c->peer_pid, c->out_bytes, c->out_limit);
+    }
+    ivmd_conn_doom(c, "output queue over its limit");
+    return 1;
 }
 
 void ivmd_conn_want_drain(ivmd_t *d, ivmd_conn_t *c)
@@ -676,6 +713,10 @@ ivmError_t ivmd_conn_out_push(ivmd_t *d, ivmd_conn_t *c, ivmd_outbuf_t *b, const
         }
         free(b);
         return IVM_SUCCESS;
+    }
+    if (ivmd_conn_over_limit(c, b)) {
+        free(b);
+        return IVM_ERROR_NO_MEMORY;
     }
     status = ivmd_conn_out_fds(b, fds, nfds);
     if (status == IVM_SUCCESS && b->tagged) {

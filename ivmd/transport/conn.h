@@ -63,7 +63,7 @@ typedef struct ivmd_conn_table ivmd_conn_table_t;
 
 /* A producer called back (not nested) when the queue fell below its mark;
  * returns 1 if it has more to send than it queued in this turn. */
-typedef int (*ivmd_conn_drain_cb_t)(ivmd_t *d, ivmd_conn_t *c);
+typedef int (*ivmd_conn_drain_cb_t)(ivmd_t *d, ivmd_conn_t *c, void *arg);
 
 struct ivmd_conn {
     ivmd_handler_t     h;
@@ -96,11 +96,14 @@ struct ivmd_conn {
     /* writing */
     ivmd_outbuf_t     *out_head, *out_tail;
     size_t             out_bytes;   /* queued bytes (whole messages, sent or not) */
+    size_t             out_limit;   /* most bytes it may queue (0: no limit) */
     int                out_armed;   /* EPOLLOUT is being watched */
-    /* Flow control: called (not nested) when the queue fell below
-     * IVMD_CONN_OUT_LOW, so that a producer adds its next chunks (peer
+    /* Flow control (ivmd_conn_on_drain): called (not nested) when the queue
+     * fell below drain_low, so that a producer adds its next chunks (peer
      * links: the data plane's transfers). */
     ivmd_conn_drain_cb_t on_drain;
+    void              *drain_arg;
+    size_t             drain_low;
     int                draining;
     const char        *doomed;      /* to be closed by the loop, and why */
     /* the owner's identity of the connection (opaque here) */
@@ -115,9 +118,17 @@ struct ivmd_conn {
 #define IVMD_CONN_F_BULK_READ   0x4u /* no fds: staged reads of IVMD_CONN_RBUF */
 #define IVMD_CONN_F_POLL_AFTER  0x8u /* a reply starts --poll-us polling */
 
+/* Output limits of connections: a PE reads its replies (each under
+ * IVM_MSG_MAX_PAYLOAD), a peer link's transfers keep to
+ * IVMD_CONN_OUT_HIGH; beyond these, the other end does not read. */
+#define IVMD_CONN_PE_OUT_LIMIT   (16u * 1024u * 1024u)
+#define IVMD_CONN_PEER_OUT_LIMIT (64u * 1024u * 1024u)
+
 /* What the owner of a connection kind registers. */
 typedef struct ivmd_conn_ops {
-    unsigned flags;
+    const char *name;      /* in log lines: "PE", "peer link", ... */
+    unsigned    flags;
+    size_t      out_limit; /* a new connection's output limit (0: none) */
     /* Socket kinds: the header check (magic, version, length bounds). */
     ivmError_t (*check_hdr)(const ivm_msg_hdr_t *hdr, const char **why_p);
     /* Optional: the whole message, before on_msg; a failure closes the
@@ -193,9 +204,20 @@ void ivmd_conn_send(ivmd_t *d, ivmd_conn_t *c, uint16_t type, const void *payloa
                     uint32_t len);
 void ivmd_conn_send_parts(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
                           const void *a, uint32_t alen, const void *b, uint32_t blen);
-/* Flow control: call c->on_drain once the socket takes more bytes (the
- * producer has more than it sent in this turn of the loop). */
+/* Flow control. Bytes queued on c (whole messages, sent or not). */
+size_t ivmd_conn_queued(const ivmd_conn_t *c);
+/* The producer of c: cb(d, c, arg) is called whenever a write left fewer
+ * than low_water bytes queued (never nested in cb's own pushes); cb returns
+ * 1 if it stopped at its share of this loop turn with more to send (the loop
+ * calls it again once the socket takes more). cb NULL: none. */
+void ivmd_conn_on_drain(ivmd_conn_t *c, ivmd_conn_drain_cb_t cb, void *arg, size_t low_water);
+/* Call the producer once the socket takes more bytes (it has more than it
+ * sent in this turn of the loop). */
 void ivmd_conn_want_drain(ivmd_t *d, ivmd_conn_t *c);
+/* The most bytes c may hold queued (0: no limit; a new connection has its
+ * kind's out_limit). A push beyond it is refused (IVM_ERROR_NO_MEMORY) and
+ * the connection closed with a log line: its other end does not read. */
+void ivmd_conn_set_out_limit(ivmd_conn_t *c, size_t limit);
 /* A message built in place: alloc (header filled, payload_len bytes to
  * write at IVMD_OUTBUF_PAYLOAD), then push (queued and sent as possible). */
 ivmd_outbuf_t *ivmd_conn_out_alloc(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
