@@ -115,8 +115,8 @@ void ivmd_cluster_close_all(ivmd_t *d)
     while (d->ops != NULL) {
         ivmd_op_free(d, d->ops);
     }
-    for (i = 0; i < d->npeers; ++i) {
-        ivmd_cluster_senders_drop(&d->peers[i]);
+    for (i = 0; i < d->link.npeers; ++i) {
+        ivmd_cluster_senders_drop(&d->link.peers[i]);
     }
 }
 
@@ -158,20 +158,20 @@ static void ivmd_op_answer(ivmd_t *d, ivmd_op_t *op, int status, const char *det
 
 int ivmd_cluster_self(const ivmd_t *d)
 {
-    return d->have_cluster ? (int)d->self_idx : 0;
+    return d->link.have_cluster ? (int)d->link.self_idx : 0;
 }
 
 ivmd_peer_t *ivmd_cluster_peer(ivmd_t *d, int node)
 {
-    if (node < 0 || (uint32_t)node >= d->npeers || d->peers[node].self) {
+    if (node < 0 || (uint32_t)node >= d->link.npeers || d->link.peers[node].self) {
         return NULL;
     }
-    return &d->peers[node];
+    return &d->link.peers[node];
 }
 
 int ivmd_cluster_root_node(const ivmd_t *d, uint32_t job_id)
 {
-    return d->have_cluster ? (int)(job_id >> IVMD_JOB_NODE_SHIFT) : 0;
+    return d->link.have_cluster ? (int)(job_id >> IVMD_JOB_NODE_SHIFT) : 0;
 }
 
 /* Send fixed part + tail to a peer; IVM_ERROR_DAEMON_LOST if it is not up. */
@@ -288,7 +288,7 @@ static ivmd_pe_t *ivmd_cluster_remote_pe(ivmd_t *d, ivmd_peer_t *p, uint32_t job
         return NULL;
     }
     pe = ivmd_pe_find(job, pe_id);
-    if (pe == NULL || pe->node != (int)(p - d->peers)) {
+    if (pe == NULL || pe->node != (int)(p - d->link.peers)) {
         return NULL;
     }
     *job_p = job;
@@ -719,7 +719,7 @@ int ivmd_cluster_register(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
         return IVM_ERROR_NO_MEMORY;
     }
     op->obj = obj->id;
-    ivmd_op_wait_on(op, (int)(jd->root_peer - d->peers));
+    ivmd_op_wait_on(op, (int)(jd->root_peer - d->link.peers));
     memset(&m, 0, sizeof(m));
     m.op        = op->id;
     m.job       = c->job->id;
@@ -775,7 +775,7 @@ int ivmd_cluster_lookup(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
         return IVM_ERROR_NO_MEMORY;
     }
     op->map = *req;
-    ivmd_op_wait_on(op, (int)(jd->root_peer - d->peers));
+    ivmd_op_wait_on(op, (int)(jd->root_peer - d->link.peers));
     memset(&m, 0, sizeof(m));
     m.op  = op->id;
     m.job = c->job->id;
@@ -808,7 +808,7 @@ static void ivmd_cluster_on_obj(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t 
         if (m->size == 0) {
             /* unregister: the master was freed on its node */
             obj = ivmd_obj_find_name(job, m->name);
-            if (obj != NULL && obj->master_node == (int)(pc->peer - d->peers) &&
+            if (obj != NULL && obj->master_node == (int)(pc->peer - d->link.peers) &&
                 obj->master_id == m->master_id) {
                 ivmd_obj_free_name(&d->reg, job, obj);
             }
@@ -819,7 +819,7 @@ static void ivmd_cluster_on_obj(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t 
         } else if (ivmd_obj_create(&d->reg, job, NULL, m->name, m->size, -1, &obj) ==
                    IVM_SUCCESS) {
             obj->owner_pe    = m->status;
-            obj->master_node = (int)(pc->peer - d->peers);
+            obj->master_node = (int)(pc->peer - d->link.peers);
             obj->master_id   = m->master_id;
         } else {
             rep.status = IVM_ERROR_NO_MEMORY;
@@ -1509,7 +1509,7 @@ static void ivmd_cluster_on_xfer(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t
 {
     ivmd_xfer_later_t *later;
     const ivm_peer_xfer_t *x = payload;
-    int node = (int)(pc->peer - d->peers);
+    int node = (int)(pc->peer - d->link.peers);
     ivmd_obj_t *obj;
     ivmd_op_t *op;
 
@@ -1694,7 +1694,7 @@ void ivmd_cluster_handle_msg(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hd
 
 void ivmd_cluster_peer_lost(ivmd_t *d, ivmd_peer_t *p)
 {
-    int node = (int)(p - d->peers);
+    int node = (int)(p - d->link.peers);
     ivmd_job_t *job, *next;
     ivmd_op_t *op, *onext;
     int i;

@@ -19,6 +19,7 @@
 #include "job.h"
 #include "proto.h"
 #include "transport/conn.h"
+#include "transport/link.h"
 #include "transport/loop.h"
 #include "transport/netlimits.h"
 
@@ -131,25 +132,6 @@ typedef struct ivmd_job_data {
     int      own_devs;  /* the root brought its CPU device table (IVM_CPU_DEVICES) */
 } ivmd_job_data_t;
 
-/* A node of the cluster, as the CLUSTER message named it. */
-typedef struct ivmd_peer {
-    char         node[IVM_HOST_MAX + 1];
-    char         addr[64];
-    uint16_t     port;
-    int          self;       /* this daemon */
-    int          dialer;     /* we dial it (our name sorts lower) */
-    ivmd_conn_t *conn;       /* its authenticated connection, or the dial */
-    int          up;
-    int          leaving;    /* said BYE: its end is no failure */
-    int          ndevs;      /* its CPU devices (NODEINFO) */
-    int          ngpus;      /* its GPU devices (NODEINFO) */
-    uint16_t     ncores[64];
-    uint64_t     next_dial_ns;
-    unsigned     failures;   /* consecutive failed dials, for backoff and logs */
-    struct ivmd_sender *senders, *senders_tail; /* transfers waiting for the link
-                                                   to drain, in order (cluster.c) */
-} ivmd_peer_t;
-
 /* Forwarding of one PE stream with "[NODE,N] " prefixes. */
 typedef struct ivmd_fwd {
     ivmd_handler_t   h;
@@ -182,17 +164,7 @@ struct ivmd {
     ivmd_fwd_t      *fwds;         /* output forwarders */
     ivmd_fwd_t      *dead_fwds;
     int              devnull;
-    /* cluster */
-    int              tcp_fd;
-    uint16_t         tcp_port;
-    ivmd_handler_t   tcp_h;
-    int              tick_fd;      /* 1 s heartbeat and deadline tick */
-    ivmd_handler_t   tick_h;
-    int              have_cluster;
-    uint8_t          secret[IVM_SECRET_LEN];
-    ivmd_peer_t     *peers;
-    uint32_t         npeers;
-    uint32_t         self_idx;     /* our index in peers */
+    ivmd_link_t      link;         /* peer links, the cluster table (transport/link.h) */
     struct ivmd_op  *ops;          /* cluster operations in flight */
     uint64_t         tx_bytes, rx_bytes; /* object bytes sent to / received from peers */
     uint32_t         pooled;       /* PEs handed out by warm pools (INFO) */
@@ -258,22 +230,16 @@ ivmError_t ivmd_limits_obj_mem(ivmd_t *d, const ivmd_job_t *job, const char *nam
 ivmError_t ivmd_limits_pes_admit(ivmd_t *d, const ivmd_job_t *job, int n, char *detail,
                                  size_t detail_len);
 
-/* Peers (peer.c). */
-/* The callbacks of peer connections (IVMD_CONN_PEER). */
-extern const ivmd_conn_ops_t ivmd_peer_conn_ops;
-ivmError_t ivmd_peer_listen(ivmd_t *d);
-void ivmd_peer_close_all(ivmd_t *d);
-/* Shutdown: tell the peers, so they log our going as no failure. */
-void ivmd_peer_say_bye(ivmd_t *d);
-/* CLUSTER from the owner: the node table and secret. */
-ivmError_t ivmd_peer_set_cluster(ivmd_t *d, const ivm_msg_cluster_req_t *req,
-                                 char *detail, size_t detail_len);
-void ivmd_peer_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                          const void *payload);
-void ivmd_peer_disconnect(ivmd_t *d, ivmd_conn_t *c);
-/* The dial of a peer connection completed (or failed). */
-void ivmd_peer_connected(ivmd_t *d, ivmd_conn_t *c);
-uint32_t ivmd_peer_count_up(const ivmd_t *d);
+/* Peers (transport/link.c), until every caller takes the link's state. */
+static inline ivmError_t ivmd_peer_set_cluster(ivmd_t *d, const ivm_msg_cluster_req_t *req,
+                                               char *detail, size_t detail_len)
+{
+    return ivmd_link_set_cluster(&d->link, d, req, detail, detail_len);
+}
+static inline uint32_t ivmd_peer_count_up(const ivmd_t *d)
+{
+    return ivmd_link_count_up(&d->link);
+}
 
 /* Jobs across nodes (cluster.c). */
 uint32_t ivmd_reply_size(uint16_t type);

@@ -210,19 +210,40 @@ static int ivmd_ops_busy(ivmd_t *d, void *arg)
     return d->ops != NULL;
 }
 
+/* Joined a cluster as node self: job ids name their root daemon's node,
+ * unique in the cluster. */
+static void ivmd_joined(ivmd_t *d, uint32_t self)
+{
+    if (d->reg.njobs == 0) {
+        d->reg.next_job_id = (self << IVMD_JOB_NODE_SHIFT) + 1;
+    }
+}
+
+static const ivmd_link_ops_t ivmd_link_ops = {
+    .on_msg    = ivmd_cluster_handle_msg,
+    .peer_up   = ivmd_cluster_peer_up,
+    .peer_lost = ivmd_cluster_peer_lost,
+    .joined    = ivmd_joined,
+};
+
 /* The transport below, and the callbacks of the layers above it. */
 static ivmError_t ivmd_wire(ivmd_t *d)
 {
+    const ivmd_link_cfg_t link_cfg = {.node               = d->cfg.node,
+                                      .listen             = d->cfg.listen,
+                                      .encrypt            = (int)d->cfg.peer_encrypt,
+                                      .preauth_per_source = d->cfg.preauth_per_source,
+                                      .preauth_rate       = d->cfg.preauth_rate};
     ivmd_conn_table_t *t = &d->conns;
 
     if (ivmd_loop_init(&d->loop, d, &d->stopping, d->cfg.poll_us) != IVM_SUCCESS ||
         ivmd_conn_table_init(t, &d->loop) != IVM_SUCCESS) {
         return IVM_ERROR_INTERNAL;
     }
-    ivmd_conn_register(t, IVMD_CONN_PE, &ivmd_pe_conn_ops);
-    ivmd_conn_register(t, IVMD_CONN_PEER, &ivmd_peer_conn_ops);
-    ivmd_conn_register(t, IVMD_CONN_REMOTE, &ivmd_remote_conn_ops);
-    ivmd_conn_register(t, IVMD_CONN_GPUD, &ivmd_gpud_conn_ops);
+    ivmd_conn_register(t, IVMD_CONN_PE, &ivmd_pe_conn_ops, NULL);
+    ivmd_conn_register(t, IVMD_CONN_REMOTE, &ivmd_remote_conn_ops, NULL);
+    ivmd_conn_register(t, IVMD_CONN_GPUD, &ivmd_gpud_conn_ops, NULL);
+    ivmd_link_init(&d->link, &d->loop, t, &link_cfg, &d->stopping, &ivmd_link_ops);
     if (ivmd_conn_on_gone(t, ivmd_cluster_conn_gone) != IVM_SUCCESS ||
         ivmd_conn_on_gone(t, ivmd_gpu_conn_gone) != IVM_SUCCESS ||
         ivmd_loop_on_before_sleep(&d->loop, ivmd_output_before_sleep, NULL) != IVM_SUCCESS ||
@@ -353,7 +374,8 @@ static void ivmd_ready(ivmd_t *d)
     if (fd < 0) {
         return;
     }
-    len = (d->tcp_fd >= 0) ? snprintf(line, sizeof(line), "R %u\n", (unsigned)d->tcp_port)
+    len = (d->link.tcp_fd >= 0)
+              ? snprintf(line, sizeof(line), "R %u\n", (unsigned)d->link.tcp_port)
                            : snprintf(line, sizeof(line), "R\n");
     if (write(fd, line, (size_t)len) != len) {
         ivm_warn("cannot write the readiness byte to fd %d: %m", fd);
@@ -388,7 +410,7 @@ static void ivmd_teardown(ivmd_t *d)
 {
     ivmd_job_t *job, *next;
 
-    ivmd_peer_say_bye(d);
+    ivmd_link_say_bye(&d->link, d);
     for (job = d->reg.jobs; job != NULL; job = next) {
         next = job->next;
         ivmd_job_terminate(d, job, "the daemon is shutting down");
@@ -416,7 +438,7 @@ static void ivmd_teardown(ivmd_t *d)
     }
     ivmd_devcg_close(d);
     ivmd_cluster_close_all(d);
-    ivmd_peer_close_all(d);
+    ivmd_link_close(&d->link);
     if (d->signal_fd >= 0) {
         close(d->signal_fd);
     }
@@ -448,7 +470,6 @@ int main(int argc, char **argv)
     memset(d, 0, sizeof(*d));
     d->signal_fd = d->timer_fd = d->devnull = -1;
     d->loop.epfd = d->conns.listen_fd = -1;
-    d->tcp_fd = d->tick_fd = -1;
     d->uid = getuid();
     ivm_log_set_prefix("ivmd");
     if (ivmd_parse(d, argc, argv) != IVM_SUCCESS) {
@@ -473,7 +494,7 @@ int main(int argc, char **argv)
     }
     if (ivmd_limits_open(d) != IVM_SUCCESS || ivmd_signals_open(d) != IVM_SUCCESS ||
         ivmd_listen(d) != IVM_SUCCESS ||
-        ivmd_peer_listen(d) != IVM_SUCCESS || ivmd_gpu_start(d) != IVM_SUCCESS) {
+        ivmd_link_listen(&d->link) != IVM_SUCCESS || ivmd_gpu_start(d) != IVM_SUCCESS) {
         ivmd_teardown(d);
         return 1;
     }

@@ -223,9 +223,15 @@ void ivmd_conn_table_fini(ivmd_conn_table_t *t, ivmd_t *d)
 }
 
 void ivmd_conn_register(ivmd_conn_table_t *t, ivmd_conn_kind_t kind,
-                        const ivmd_conn_ops_t *ops)
+                        const ivmd_conn_ops_t *ops, void *owner)
 {
-    t->ops[kind] = ops;
+    t->ops[kind]   = ops;
+    t->owner[kind] = owner;
+}
+
+void *ivmd_conn_owner(const ivmd_conn_t *c)
+{
+    return c->table->owner[c->kind];
 }
 
 ivmError_t ivmd_conn_on_gone(ivmd_conn_table_t *t, ivmd_conn_gone_t fn)

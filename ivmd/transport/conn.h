@@ -164,6 +164,7 @@ struct ivmd_conn_table {
     int                    had_client;
     ivmd_conn_t           *dead;       /* closed, freed before the next sleep */
     const ivmd_conn_ops_t *ops[IVMD_CONN_NKINDS];
+    void                  *owner[IVMD_CONN_NKINDS]; /* the state of each kind's owner */
     ivmd_conn_gone_t       gone[IVMD_CONN_GONE_MAX];
     int                    ngone;
     /* the Unix listener of PE connections */
@@ -177,8 +178,10 @@ struct ivmd_conn_table {
 ivmError_t ivmd_conn_table_init(ivmd_conn_table_t *t, ivmd_loop_t *loop);
 /* Close every connection and free them. */
 void ivmd_conn_table_fini(ivmd_conn_table_t *t, ivmd_t *d);
+/* The owner of kind: its callbacks, and its state (ivmd_conn_owner). */
 void ivmd_conn_register(ivmd_conn_table_t *t, ivmd_conn_kind_t kind,
-                        const ivmd_conn_ops_t *ops);
+                        const ivmd_conn_ops_t *ops, void *owner);
+void *ivmd_conn_owner(const ivmd_conn_t *c);
 ivmError_t ivmd_conn_on_gone(ivmd_conn_table_t *t, ivmd_conn_gone_t fn);
 /* Accept PE connections of user uid on the listening socket fd (owned from
  * now on), each one through admit first. */
