@@ -13,6 +13,7 @@
  *    ACK arrives; a lost peer fails the operations that wait on it.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,10 +106,17 @@ static void ivmd_op_free(ivmd_t *d, ivmd_op_t *op)
     free(op);
 }
 
+static void ivmd_cluster_senders_drop(ivmd_peer_t *p);
+
 void ivmd_cluster_close_all(ivmd_t *d)
 {
+    uint32_t i;
+
     while (d->ops != NULL) {
         ivmd_op_free(d, d->ops);
+    }
+    for (i = 0; i < d->link.npeers; ++i) {
+        ivmd_cluster_senders_drop(&d->link.peers[i]);
     }
 }
 
@@ -150,20 +158,20 @@ static void ivmd_op_answer(ivmd_t *d, ivmd_op_t *op, int status, const char *det
 
 int ivmd_cluster_self(const ivmd_t *d)
 {
-    return d->have_cluster ? (int)d->self_idx : 0;
+    return d->link.have_cluster ? (int)d->link.self_idx : 0;
 }
 
 ivmd_peer_t *ivmd_cluster_peer(ivmd_t *d, int node)
 {
-    if (node < 0 || (uint32_t)node >= d->npeers || d->peers[node].self) {
+    if (node < 0 || (uint32_t)node >= d->link.npeers || d->link.peers[node].self) {
         return NULL;
     }
-    return &d->peers[node];
+    return &d->link.peers[node];
 }
 
 int ivmd_cluster_root_node(const ivmd_t *d, uint32_t job_id)
 {
-    return d->have_cluster ? (int)(job_id >> IVMD_JOB_NODE_SHIFT) : 0;
+    return d->link.have_cluster ? (int)(job_id >> IVMD_JOB_NODE_SHIFT) : 0;
 }
 
 /* Send fixed part + tail to a peer; IVM_ERROR_DAEMON_LOST if it is not up. */
@@ -280,7 +288,7 @@ static ivmd_pe_t *ivmd_cluster_remote_pe(ivmd_t *d, ivmd_peer_t *p, uint32_t job
         return NULL;
     }
     pe = ivmd_pe_find(job, pe_id);
-    if (pe == NULL || pe->node != (int)(p - d->peers)) {
+    if (pe == NULL || pe->node != (int)(p - d->link.peers)) {
         return NULL;
     }
     *job_p = job;
@@ -711,7 +719,7 @@ int ivmd_cluster_register(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
         return IVM_ERROR_NO_MEMORY;
     }
     op->obj = obj->id;
-    ivmd_op_wait_on(op, (int)(jd->root_peer - d->peers));
+    ivmd_op_wait_on(op, (int)(jd->root_peer - d->link.peers));
     memset(&m, 0, sizeof(m));
     m.op        = op->id;
     m.job       = c->job->id;
@@ -767,7 +775,7 @@ int ivmd_cluster_lookup(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
         return IVM_ERROR_NO_MEMORY;
     }
     op->map = *req;
-    ivmd_op_wait_on(op, (int)(jd->root_peer - d->peers));
+    ivmd_op_wait_on(op, (int)(jd->root_peer - d->link.peers));
     memset(&m, 0, sizeof(m));
     m.op  = op->id;
     m.job = c->job->id;
@@ -800,7 +808,7 @@ static void ivmd_cluster_on_obj(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t 
         if (m->size == 0) {
             /* unregister: the master was freed on its node */
             obj = ivmd_obj_find_name(job, m->name);
-            if (obj != NULL && obj->master_node == (int)(pc->peer - d->peers) &&
+            if (obj != NULL && obj->master_node == (int)(pc->peer - d->link.peers) &&
                 obj->master_id == m->master_id) {
                 ivmd_obj_free_name(&d->reg, job, obj);
             }
@@ -811,7 +819,7 @@ static void ivmd_cluster_on_obj(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t 
         } else if (ivmd_obj_create(&d->reg, job, NULL, m->name, m->size, -1, &obj) ==
                    IVM_SUCCESS) {
             obj->owner_pe    = m->status;
-            obj->master_node = (int)(pc->peer - d->peers);
+            obj->master_node = (int)(pc->peer - d->link.peers);
             obj->master_id   = m->master_id;
         } else {
             rep.status = IVM_ERROR_NO_MEMORY;
@@ -887,48 +895,173 @@ static void ivmd_cluster_on_obj_rep(ivmd_t *d, ivmd_conn_t *pc, const void *payl
 
 /* ------------------------------------------------------------ transfers */
 
+/* A transfer to a peer, sent as DATA chunks in order after every transfer
+ * queued to that peer before it. Flow control: chunks go out while the link
+ * holds less than IVMD_CONN_OUT_HIGH bytes; the rest waits in the peer's
+ * list of senders until the link drains (ivmd_cluster_on_drain). A waiting
+ * sender reads through its own descriptor of the copy, so an object freed
+ * meanwhile still sends what the receiver waits for. */
+typedef struct ivmd_sender {
+    struct ivmd_sender *next;
+    int                 fd;
+    int                 sent;   /* a chunk went (a 0-byte transfer sends one) */
+    uint32_t            job, flags;
+    uint64_t            op_id, obj, dst, off, len, done;
+} ivmd_sender_t;
+
+/* The next chunk of s on p's link. obj: the copy, for its statistics (NULL:
+ * looked up). */
+static ivmError_t ivmd_cluster_send_chunk(ivmd_t *d, ivmd_peer_t *p, ivmd_sender_t *s,
+                                          ivmd_obj_t *obj)
+{
+    uint64_t n = s->len - s->done < IVM_PEER_CHUNK ? s->len - s->done : IVM_PEER_CHUNK;
+    ivmd_outbuf_t *b;
+    ivm_peer_xfer_t x;
+    char *payload;
+
+    b = ivmd_conn_out_alloc(d, p->conn, IVM_PEER_DATA, 0, (uint32_t)(sizeof(x) + n));
+    if (b == NULL) {
+        return IVM_ERROR_DAEMON_LOST;
+    }
+    payload = IVMD_OUTBUF_PAYLOAD(b);
+    /* The bytes go from the object's memory straight into the message. */
+    if (n > 0 && pread(s->fd, payload + sizeof(x), n, (off_t)(s->off + s->done)) != (ssize_t)n) {
+        free(b);
+        return IVM_ERROR_INTERNAL;
+    }
+    memset(&x, 0, sizeof(x));
+    x.op    = s->op_id;
+    x.job   = s->job;
+    x.flags = s->flags | (s->done + n == s->len ? IVM_XFER_LAST : 0);
+    x.obj   = s->dst;
+    x.off   = s->off + s->done;
+    x.len   = n;
+    memcpy(payload, &x, sizeof(x));
+    p->conn->last_tx_ns = ivmd_now_ns();
+    ivmd_conn_out_push(d, p->conn, b, NULL, 0);
+    if (obj == NULL) {
+        ivmd_job_t *job = ivmd_job_find(&d->reg, s->job);
+        obj = job != NULL ? ivmd_obj_find_id(job, s->obj) : NULL;
+    }
+    if (obj != NULL) {
+        obj->tx_bytes += n;
+    }
+    d->tx_bytes += n;
+    s->done += n;
+    s->sent = 1;
+    return IVM_SUCCESS;
+}
+
+static int ivmd_cluster_link_full(const ivmd_peer_t *p)
+{
+    return !p->up || p->conn == NULL || ivmd_conn_queued(p->conn) >= IVMD_CONN_OUT_HIGH;
+}
+
+static void ivmd_sender_free(ivmd_sender_t *s)
+{
+    close(s->fd);
+    free(s);
+}
+
+/* Peer lost or daemon ending: drop its waiting transfers (their operations
+ * fail with the peer). */
+static void ivmd_cluster_senders_drop(ivmd_peer_t *p)
+{
+    ivmd_sender_t *s;
+
+    while ((s = p->senders) != NULL) {
+        p->senders = s->next;
+        ivmd_sender_free(s);
+    }
+    p->senders_tail = NULL;
+}
+
+/* The link to a peer drained: send the waiting transfers' next chunks, at
+ * most IVMD_CONN_OUT_HIGH bytes in one turn of the loop (a fast link must
+ * not keep the daemon from its other connections and its heartbeats).
+ * Returns 1 if chunks wait that the link could take now. A chunk that
+ * cannot be read ends the link: the operations on both sides then fail as
+ * with a lost peer, none waits forever. */
+static int ivmd_cluster_on_drain(ivmd_t *d, ivmd_conn_t *c, void *arg)
+{
+    ivmd_peer_t *p = c->peer;
+    ivmd_sender_t *s;
+    uint64_t budget = IVMD_CONN_OUT_HIGH;
+
+    while (p != NULL && p->conn == c && (s = p->senders) != NULL && !ivmd_cluster_link_full(p)) {
+        uint64_t before = s->done;
+        ivmError_t status;
+
+        if (budget == 0) {
+            return 1;
+        }
+        status = ivmd_cluster_send_chunk(d, p, s, NULL);
+        if (status != IVM_SUCCESS) {
+            if (status == IVM_ERROR_INTERNAL) {
+                ivm_warn_limited("cannot read an object's copy for node %s: %m", p->node);
+                ivmd_conn_doom(c, "cannot read an object's copy");
+            }
+            return 0;
+        }
+        budget -= s->done - before < budget ? s->done - before : budget;
+        if (s->done == s->len) {
+            p->senders = s->next;
+            if (p->senders == NULL) {
+                p->senders_tail = NULL;
+            }
+            ivmd_sender_free(s);
+        }
+    }
+    return 0;
+}
+
 /* Send [off, off+len) of obj (local fd) as DATA chunks to peer p, for its
- * object `dst`, as part of operation op_id. */
+ * object `dst`, as part of operation op_id: at once as far as the link takes
+ * them, the rest as it drains. */
 static ivmError_t ivmd_cluster_send_data(ivmd_t *d, ivmd_peer_t *p, uint32_t job,
                                          uint64_t op_id, uint32_t flags, ivmd_obj_t *obj,
                                          uint64_t dst, uint64_t off, uint64_t len)
 {
-    ivm_peer_xfer_t x;
-    uint64_t done = 0;
+    ivmd_sender_t s = {.fd = obj->fd, .job = job, .flags = flags, .op_id = op_id,
+                       .obj = obj->id, .dst = dst, .off = off, .len = len};
+    ivmd_sender_t *w;
+    ivmError_t status;
 
     if (p == NULL || !p->up || p->conn == NULL) {
         return IVM_ERROR_DAEMON_LOST;
     }
-    do {
-        uint64_t n = len - done < IVM_PEER_CHUNK ? len - done : IVM_PEER_CHUNK;
-        ivmd_outbuf_t *b = ivmd_conn_out_alloc(d, p->conn, IVM_PEER_DATA, 0,
-                                               (uint32_t)(sizeof(x) + n));
-        char *payload;
-
-        if (b == NULL) {
-            return IVM_ERROR_DAEMON_LOST;
+    ivmd_conn_on_drain(p->conn, ivmd_cluster_on_drain, NULL, IVMD_CONN_OUT_LOW);
+    while (p->senders == NULL && !ivmd_cluster_link_full(p) && (!s.sent || s.done < s.len) &&
+           s.done < IVMD_CONN_OUT_HIGH) {
+        status = ivmd_cluster_send_chunk(d, p, &s, obj);
+        if (status != IVM_SUCCESS) {
+            return status;
         }
-        payload = IVMD_OUTBUF_PAYLOAD(b);
-        /* The bytes go from the object's memory straight into the message. */
-        if (n > 0 && pread(obj->fd, payload + sizeof(x), n, (off_t)(off + done)) != (ssize_t)n) {
-            free(b);
-            return IVM_ERROR_INTERNAL;
-        }
-        memset(&x, 0, sizeof(x));
-        x.op    = op_id;
-        x.job   = job;
-        x.flags = flags | (done + n == len ? IVM_XFER_LAST : 0);
-        x.obj   = dst;
-        x.off   = off + done;
-        x.len   = n;
-        memcpy(payload, &x, sizeof(x));
-        p->conn->last_tx_ns = ivmd_now_ns();
-        ivmd_conn_out_push(d, p->conn, b, NULL, 0);
-        d->tx_bytes += n;
-        obj->tx_bytes += n;
-        done += n;
-    } while (done < len && p->up && p->conn != NULL);
-    return done == len ? IVM_SUCCESS : IVM_ERROR_DAEMON_LOST;
+    }
+    if (s.sent && s.done == s.len) {
+        return IVM_SUCCESS;
+    }
+    if (!p->up || p->conn == NULL) {
+        return IVM_ERROR_DAEMON_LOST;
+    }
+    w = malloc(sizeof(*w));
+    if (w == NULL) {
+        return IVM_ERROR_NO_MEMORY;
+    }
+    *w    = s;
+    w->fd = fcntl(obj->fd, F_DUPFD_CLOEXEC, 0);
+    if (w->fd < 0) {
+        free(w);
+        return errno == EMFILE || errno == ENFILE ? IVM_ERROR_LIMIT : IVM_ERROR_NO_MEMORY;
+    }
+    if (p->senders_tail != NULL) {
+        p->senders_tail->next = w;
+    } else {
+        p->senders = w;
+    }
+    p->senders_tail = w;
+    ivmd_conn_want_drain(d, p->conn);
+    return IVM_SUCCESS;
 }
 
 static ivmError_t ivmd_cluster_read(ivmd_t *d, ivmd_op_t *op, int node, uint64_t obj_there,
@@ -1376,7 +1509,7 @@ static void ivmd_cluster_on_xfer(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t
 {
     ivmd_xfer_later_t *later;
     const ivm_peer_xfer_t *x = payload;
-    int node = (int)(pc->peer - d->peers);
+    int node = (int)(pc->peer - d->link.peers);
     ivmd_obj_t *obj;
     ivmd_op_t *op;
 
@@ -1561,11 +1694,12 @@ void ivmd_cluster_handle_msg(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hd
 
 void ivmd_cluster_peer_lost(ivmd_t *d, ivmd_peer_t *p)
 {
-    int node = (int)(p - d->peers);
+    int node = (int)(p - d->link.peers);
     ivmd_job_t *job, *next;
     ivmd_op_t *op, *onext;
     int i;
 
+    ivmd_cluster_senders_drop(p);
     for (op = d->ops; op != NULL; op = onext) {
         onext = op->next;
         if (node < 64 && (op->peers & (1ull << node))) {

@@ -43,6 +43,8 @@ fi
 # (log_path), which also catches processes whose exit status no test checks
 # (daemons that ivmrun starts, ivm-boot); a UBSan report ends its process
 # (-fno-sanitize-recover). Suppressions, each with its reason: tests/sanitizers/.
+# A PE exiting runs the leak checker, which can take seconds on a loaded
+# machine: the tests give a run's processes 20 s to be gone, not 5.
 if [[ "${IVM_SANITIZE_PASS:-1}" != 0 ]]; then
     asan_dir=${IVM_ASAN_BUILD_DIR:-build-asan}
     step "sanitizer pass: cmake -S . -B $asan_dir -DIVM_SANITIZE=address,undefined"
@@ -56,6 +58,7 @@ if [[ "${IVM_SANITIZE_PASS:-1}" != 0 ]]; then
     ASAN_OPTIONS=detect_leaks=1:verify_asan_link_order=0:log_path=$san_logs/asan \
     LSAN_OPTIONS=suppressions=$PWD/tests/sanitizers/lsan.supp:print_suppressions=0 \
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$san_logs/ubsan \
+    IVMT_LEFTOVER_GRACE_S=20 \
         ctest --test-dir "$asan_dir" --output-on-failure --timeout 300 || san_status=$?
     # A report names an error (ASan, LSan: "ERROR: ...Sanitizer"; UBSan:
     # "runtime error:"). A file without one holds only the leak checker's own
