@@ -144,6 +144,13 @@ typedef struct ivmd_conn_ops {
     void (*on_bad_seal)(ivmd_t *d, ivmd_conn_t *c, ivmError_t status);
     /* A dial (pstate IVMD_PEER_CONNECTING) completed or failed. */
     void (*on_connected)(ivmd_t *d, ivmd_conn_t *c);
+    /* The wire's byte order, where it is not the host's (peer links): a
+     * header and a payload turned to the wire's order before sealing
+     * (pack), and back after the check (unpack). */
+    void (*hdr_pack)(ivm_msg_hdr_t *hdr);
+    void (*hdr_unpack)(ivm_msg_hdr_t *hdr);
+    void (*msg_pack)(uint16_t type, void *payload, uint32_t len);
+    void (*msg_unpack)(uint16_t type, void *payload, uint32_t len);
     /* Socketless kinds: carry a message (header and payload, len bytes). */
     void (*on_output)(ivmd_t *d, ivmd_conn_t *c, const void *msg, uint32_t len);
 } ivmd_conn_ops_t;

@@ -18,6 +18,7 @@
 #include "crypto.h"
 #include "log.h"
 #include "version.h"
+#include "wire.h"
 
 #define IVMD_PEER_AUTH_TIMEOUT_NS (5ull * 1000000000ull) /* to finish authenticating */
 #define IVMD_PEER_PING_NS         (1ull * 1000000000ull) /* idle time before a PING */
@@ -217,12 +218,16 @@ static uint32_t ivmd_link_flags(const ivmd_link_t *l)
     return l->cfg.encrypt ? IVM_PEER_ENCRYPT : 0;
 }
 
-/* HMAC over tag, two nonces, both names (dialer's first) and the link's
- * flags, so that nobody between the daemons can turn encryption off. */
+/* HMAC over tag, two nonces, both names (dialer's first), the link's flags,
+ * the IVM version and the peer layout (little-endian), so that nobody
+ * between the daemons can turn encryption off or pass one version for
+ * another. */
 static int ivmd_link_mac(const ivmd_link_t *l, char tag, const uint8_t *n1, const uint8_t *n2,
                          const char *dialer, const char *acceptor, uint8_t *out)
 {
-    uint8_t msg[1 + 2 * IVM_PEER_NONCE_LEN + 2 * (IVM_HOST_MAX + 1) + 1];
+    uint8_t msg[1 + 2 * IVM_PEER_NONCE_LEN + 2 * (IVM_HOST_MAX + 1) + 1 +
+                IVM_PEER_VERSION_LEN + 4];
+    uint8_t *tail = msg + 1 + 2 * IVM_PEER_NONCE_LEN + 2 * (IVM_HOST_MAX + 1);
 
     memset(msg, 0, sizeof(msg));
     msg[0] = (uint8_t)tag;
@@ -231,7 +236,9 @@ static int ivmd_link_mac(const ivmd_link_t *l, char tag, const uint8_t *n1, cons
     strncpy((char *)msg + 1 + 2 * IVM_PEER_NONCE_LEN, dialer, IVM_HOST_MAX);
     strncpy((char *)msg + 1 + 2 * IVM_PEER_NONCE_LEN + IVM_HOST_MAX + 1, acceptor,
             IVM_HOST_MAX);
-    msg[sizeof(msg) - 1] = (uint8_t)ivmd_link_flags(l);
+    tail[0] = (uint8_t)ivmd_link_flags(l);
+    strncpy((char *)tail + 1, ivm_version_string(), IVM_PEER_VERSION_LEN);
+    ivm_put_le32(tail + 1 + IVM_PEER_VERSION_LEN, IVM_PEER_LAYOUT);
     return ivm_crypto_hmac(l->secret, sizeof(l->secret), msg, sizeof(msg), out) ==
                    IVM_SUCCESS ? 0 : -1;
 }
@@ -306,6 +313,20 @@ static int ivmd_link_agree(ivmd_link_t *l, ivmd_t *d, ivmd_conn_t *c, const char
     return 0;
 }
 
+/* Refuse a daemon of another peer message layout (a build of the same
+ * version with other peer structs), naming both. Returns 0 when they agree. */
+static int ivmd_link_same_layout(ivmd_t *d, ivmd_conn_t *c, const char *node, uint32_t layout)
+{
+    if (layout == IVM_PEER_LAYOUT) {
+        return 0;
+    }
+    ivm_warn_limited("peer connection refused: %s speaks peer message layout %u, this daemon "
+                     "layout %u (every daemon of a cluster must be of one build)", node,
+                     (unsigned)layout, (unsigned)IVM_PEER_LAYOUT);
+    ivmd_conn_close(d, c, "other peer message layout");
+    return -1;
+}
+
 static void ivmd_link_dial(ivmd_link_t *l, ivmd_peer_t *p)
 {
     struct sockaddr_storage ss;
@@ -358,7 +379,8 @@ static void ivmd_link_connected(ivmd_t *d, ivmd_conn_t *c)
     memset(&hello, 0, sizeof(hello));
     ivm_proto_strset(hello.version, sizeof(hello.version), ivm_version_string());
     ivm_proto_strset(hello.node, sizeof(hello.node), l->cfg.node);
-    hello.flags = ivmd_link_flags(l);
+    hello.flags  = ivmd_link_flags(l);
+    hello.layout = IVM_PEER_LAYOUT;
     if (ivmd_link_random(c->nonce_a, sizeof(c->nonce_a)) != 0) {
         ivmd_conn_close(d, c, "no random nonce");
         return;
@@ -422,6 +444,9 @@ static void ivmd_link_on_hello(ivmd_link_t *l, ivmd_t *d, ivmd_conn_t *c,
         ivmd_conn_close(d, c, "unknown node");
         return;
     }
+    if (ivmd_link_same_layout(d, c, node, m->layout) != 0) {
+        return;
+    }
     if (hdr->length != sizeof(*m)) {
         ivmd_link_refuse(d, c, "HELLO of the wrong length");
         return;
@@ -436,7 +461,8 @@ static void ivmd_link_on_hello(ivmd_link_t *l, ivmd_t *d, ivmd_conn_t *c,
     ivm_proto_strset(ch.version, sizeof(ch.version), ivm_version_string());
     ivm_proto_strset(ch.node, sizeof(ch.node), l->cfg.node);
     memcpy(ch.nonce, c->nonce_b, sizeof(ch.nonce));
-    ch.flags = ivmd_link_flags(l);
+    ch.flags  = ivmd_link_flags(l);
+    ch.layout = IVM_PEER_LAYOUT;
     if (ivmd_link_mac(l, 'B', c->nonce_a, c->nonce_b, p->node, l->cfg.node, ch.mac) != 0) {
         ivmd_conn_close(d, c, "no MAC");
         return;
@@ -479,7 +505,8 @@ static void ivmd_link_on_challenge(ivmd_link_t *l, ivmd_t *d, ivmd_conn_t *c,
         ivmd_conn_close(d, c, "wrong node");
         return;
     }
-    if (ivmd_link_agree(l, d, c, c->peer->node, m->version, m->flags) != 0) {
+    if (ivmd_link_agree(l, d, c, c->peer->node, m->version, m->flags) != 0 ||
+        ivmd_link_same_layout(d, c, c->peer->node, m->layout) != 0) {
         return;
     }
     memcpy(c->nonce_b, m->nonce, sizeof(c->nonce_b));
@@ -610,6 +637,10 @@ const ivmd_conn_ops_t ivmd_link_conn_ops = {
     .on_malformed = ivmd_link_malformed,
     .on_bad_seal  = ivmd_link_bad_seal,
     .on_connected = ivmd_link_connected,
+    .hdr_pack     = ivm_peer_hdr_pack,
+    .hdr_unpack   = ivm_peer_hdr_unpack,
+    .msg_pack     = ivm_peer_pack,
+    .msg_unpack   = ivm_peer_unpack,
 };
 
 /* One peer connection's deadlines: authentication, silence, ping. */
