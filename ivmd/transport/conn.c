@@ -29,7 +29,7 @@ static void ivmd_conn_accept(ivmd_t *d, void *arg, uint32_t events)
         fd = accept4(t->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-                ivmd_limits_accept_pause(d, &t->listen_h, "PE connections");
+                ivmd_netlimits_accept_pause(t->net, &t->listen_h, "PE connections");
             } else if (errno != EAGAIN && errno != EINTR) {
                 ivm_warn_limited("accept: %m");
             }
@@ -208,9 +208,10 @@ static void ivmd_conn_before_sleep(ivmd_t *d, void *arg)
     ivmd_conn_reap(arg);
 }
 
-ivmError_t ivmd_conn_table_init(ivmd_conn_table_t *t, ivmd_loop_t *loop)
+ivmError_t ivmd_conn_table_init(ivmd_conn_table_t *t, ivmd_loop_t *loop,
+                                struct ivmd_netlimits *net)
 {
-    *t = (ivmd_conn_table_t){.loop = loop, .listen_fd = -1};
+    *t = (ivmd_conn_table_t){.loop = loop, .net = net, .listen_fd = -1};
     return ivmd_loop_on_before_sleep(loop, ivmd_conn_before_sleep, t);
 }
 

@@ -164,8 +164,11 @@ typedef void (*ivmd_conn_gone_t)(ivmd_t *d, ivmd_conn_t *c);
 typedef ivmError_t (*ivmd_conn_admit_t)(ivmd_t *d, int fd, pid_t pid, char *why,
                                         size_t why_len);
 
+struct ivmd_netlimits;
+
 struct ivmd_conn_table {
     ivmd_loop_t           *loop;
+    struct ivmd_netlimits *net;        /* the fd budget (accept pauses) */
     ivmd_conn_t           *head;       /* open connections */
     uint32_t               nclients;   /* open connections of counted kinds */
     int                    had_client;
@@ -181,8 +184,10 @@ struct ivmd_conn_table {
     ivmd_conn_admit_t      admit;
 };
 
-/* The table; its closed connections are freed before each sleep of loop. */
-ivmError_t ivmd_conn_table_init(ivmd_conn_table_t *t, ivmd_loop_t *loop);
+/* The table; its closed connections are freed before each sleep of loop;
+ * its listener pauses within the fd budget net. */
+ivmError_t ivmd_conn_table_init(ivmd_conn_table_t *t, ivmd_loop_t *loop,
+                                struct ivmd_netlimits *net);
 /* Close every connection and free them. */
 void ivmd_conn_table_fini(ivmd_conn_table_t *t, ivmd_t *d);
 /* The owner of kind: its callbacks, and its state (ivmd_conn_owner). */

@@ -84,10 +84,10 @@ static void ivmd_link_accept(ivmd_t *d, void *arg, uint32_t events);
 extern const ivmd_conn_ops_t ivmd_link_conn_ops;
 
 void ivmd_link_init(ivmd_link_t *l, ivmd_loop_t *loop, ivmd_conn_table_t *conns,
-                    const ivmd_link_cfg_t *cfg, const int *stopping,
+                    ivmd_netlimits_t *net, const ivmd_link_cfg_t *cfg, const int *stopping,
                     const ivmd_link_ops_t *ops)
 {
-    *l = (ivmd_link_t){.loop = loop, .conns = conns, .ops = ops, .cfg = *cfg,
+    *l = (ivmd_link_t){.loop = loop, .conns = conns, .net = net, .ops = ops, .cfg = *cfg,
                        .stopping = stopping, .tcp_fd = -1, .tick_fd = -1};
     ivmd_conn_register(conns, IVMD_CONN_PEER, &ivmd_link_conn_ops, l);
 }
@@ -177,17 +177,17 @@ static void ivmd_link_accept(ivmd_t *d, void *arg, uint32_t events)
         fd  = accept4(l->tcp_fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-                ivmd_limits_accept_pause(d, &l->tcp_h, "peer connections");
+                ivmd_netlimits_accept_pause(l->net, &l->tcp_h, "peer connections");
             } else if (errno != EAGAIN && errno != EINTR) {
                 ivm_warn_limited("accept (peers): %m");
             }
             return;
         }
-        if (!ivmd_limits_peer_admit(d, &ss, src) || !ivmd_limits_conn_fd_ok(d, fd)) {
+        if (!ivmd_netlimits_peer_admit(l->net, &ss, src) || !ivmd_netlimits_fd_ok(l->net, fd)) {
             /* Over the per-source limits: closed at once, no line of its own. */
             ivm_warn_limited("peer connections closed at once: a source over its limits "
                              "(--preauth-per-source %ld, --preauth-rate %ld) or no fd left",
-                             l->cfg.preauth_per_source, l->cfg.preauth_rate);
+                             l->net->cfg.preauth_per_source, l->net->cfg.preauth_rate);
             close(fd);
             continue;
         }
