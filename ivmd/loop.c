@@ -65,7 +65,7 @@ static int ivmd_loop_poll(ivmd_t *d, struct epoll_event *events, int max)
     }
     now   = ivmd_now_ns();
     until = d->poll_until_ns;
-    if (d->ops != NULL && until < now + (uint64_t)d->cfg.poll_us * 1000u) {
+    if (ivmd_cluster_busy(d) && until < now + (uint64_t)d->cfg.poll_us * 1000u) {
         until = now + (uint64_t)d->cfg.poll_us * 1000u;
     }
     while (now < until) {
