@@ -163,6 +163,14 @@ int ivm_proto_reply_polled(uint16_t type)
     return (type > IVM_MSG_NONE && type < IVM_MSG_LAST) ? ivm_proto_types[type].polled : 0;
 }
 
+uint32_t ivm_proto_rep_size(uint16_t type)
+{
+    if (type > IVM_MSG_NONE && type < IVM_MSG_LAST && ivm_proto_types[type].rep_size > 0) {
+        return ivm_proto_types[type].rep_size;
+    }
+    return (uint32_t)sizeof(ivm_msg_status_t);
+}
+
 /* Shortest reply payload of a type: its fixed struct, except CREATE_PES,
  * whose successful reply ends after its n-th PE id (see proto.h). */
 static uint32_t ivm_proto_rep_min(uint32_t type)

@@ -642,6 +642,10 @@ ivmError_t ivm_proto_check_req(const ivm_msg_hdr_t *hdr, const void *payload,
  * table's last column); 0 for an unknown type. */
 int ivm_proto_reply_polled(uint16_t type);
 
+/* Bytes of a type's fixed reply struct, after which a reply may carry a
+ * detail text; sizeof(ivm_msg_status_t) for a type the table lacks. */
+uint32_t ivm_proto_rep_size(uint16_t type);
+
 /* Check a reply payload's length against its type. */
 ivmError_t ivm_proto_check_rep(const ivm_msg_hdr_t *hdr, const char **why_p);
 
@@ -666,6 +670,13 @@ int ivm_proto_strset(char *dst, size_t dst_size, const char *src);
 
 /* Non-zero if the fixed string field holds a NUL. */
 int ivm_proto_strok(const char *field, size_t size);
+
+/* Any reply struct of the table: its size is the largest's (a reply buffer
+ * holds that and IVM_MSG_DETAIL_MAX bytes of detail). */
+#define IVM_MSG_ANY_REP_MEMBER(name, value, req, rep, var, poll) rep r_##name;
+typedef union ivm_msg_any_rep {
+    IVM_MSG_TABLE(IVM_MSG_ANY_REP_MEMBER)
+} ivm_msg_any_rep_t;
 
 /* Every reply starts with a status and is at least that long: a PE reads a
  * header and a status in one go without touching the next message. */

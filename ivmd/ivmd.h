@@ -1,7 +1,7 @@
 /*
  * ivmd: the node daemon. One epoll loop; all state in one ivmd_t passed
- * explicitly. Modules: loop (epoll, signals), conn (framing, validation,
- * replies), handlers (one per message type), spawn (PE processes), output
+ * explicitly. Modules: transport/loop (epoll, hooks, idle task),
+ * transport/conn (framing, validation, replies, per-kind callbacks), handlers (one per message type), spawn (PE processes), output
  * (tagged forwarding of PE output), job (the registry, pure bookkeeping),
  * devcg (CPU share devices in cgroups, devcg.h).
  */
@@ -21,6 +21,10 @@
 #include "devspec.h"
 #include "job.h"
 #include "proto.h"
+#include "transport/conn.h"
+#include "transport/link.h"
+#include "transport/loop.h"
+#include "transport/netlimits.h"
 
 #define IVMD_CONFIG_TABLE(X)                                                        \
     X(socket, "socket", STRING, "",                                                 \
@@ -96,40 +100,6 @@ IVM_CONFIG_STRUCT(ivmd_config, IVMD_CONFIG_TABLE);
 
 typedef struct ivmd ivmd_t;
 
-/* An fd watched by the loop. */
-typedef void (*ivmd_io_cb_t)(ivmd_t *d, void *arg, uint32_t events);
-typedef struct ivmd_handler {
-    int          fd;
-    ivmd_io_cb_t cb;
-    void        *arg;
-} ivmd_handler_t;
-
-/* Queued outgoing bytes of a connection. */
-typedef struct ivmd_outbuf {
-    struct ivmd_outbuf *next;
-    size_t              len, off;
-    int                 tagged; /* peer link: the last IVM_CRYPTO_TAG_LEN bytes are its tag */
-    int                 fds[IVM_MSG_MAX_FDS]; /* owned; sent with byte 0 */
-    int                 nfds;
-    char                data[];
-} ivmd_outbuf_t;
-
-typedef enum ivmd_conn_kind {
-    IVMD_CONN_PE,     /* Unix socket: a PE or a tool of the daemon's user */
-    IVMD_CONN_PEER,   /* TCP: another daemon of the cluster */
-    IVMD_CONN_REMOTE, /* no socket: a PE of another node, for its job's root daemon */
-    IVMD_CONN_GPUD    /* socketpair: this node's ivm-gpud */
-} ivmd_conn_kind_t;
-
-/* Flow control of a peer link: a transfer queues chunks until the link holds
- * IVMD_CONN_OUT_HIGH bytes, and adds more once it fell below
- * IVMD_CONN_OUT_LOW (so a 4 GiB Put never holds more than a few MiB). */
-#define IVMD_CONN_OUT_HIGH (4u * 1024u * 1024u)
-#define IVMD_CONN_OUT_LOW  (2u * 1024u * 1024u)
-
-/* Bytes a peer connection reads at once (peer links carry no fds). */
-#define IVMD_CONN_RBUF (64u * 1024u)
-
 /* Handler results besides an ivmError_t. */
 #define IVMD_DEFERRED 1 /* the reply comes later */
 #define IVMD_LOCAL    2 /* cluster layer: the object is here, answer as usual */
@@ -137,59 +107,7 @@ typedef enum ivmd_conn_kind {
 /* Job ids carry their root daemon's node index in the top bits. */
 #define IVMD_JOB_NODE_SHIFT 20
 
-typedef enum ivmd_peer_state {
-    IVMD_PEER_DOWN,        /* no connection */
-    IVMD_PEER_CONNECTING,  /* dialing (non-blocking connect) */
-    IVMD_PEER_HELLO_SENT,  /* dialer: awaiting CHALLENGE */
-    IVMD_PEER_AWAIT_HELLO, /* acceptor: awaiting HELLO */
-    IVMD_PEER_AWAIT_AUTH,  /* acceptor: awaiting AUTH */
-    IVMD_PEER_UP           /* authenticated */
-} ivmd_peer_state_t;
-
 struct ivmd_peer;
-
-typedef struct ivmd_conn {
-    ivmd_handler_t    h;
-    struct ivmd_conn *next, *prev;
-    int               closed;
-    ivmd_conn_kind_t  kind;
-    pid_t             peer_pid;
-    /* peer connections */
-    struct ivmd_peer *peer;        /* the cluster node, once known */
-    ivmd_peer_state_t pstate;
-    uint8_t           nonce_a[IVM_PEER_NONCE_LEN];
-    uint8_t           nonce_b[IVM_PEER_NONCE_LEN];
-    int               sealed;      /* keys derived: every message now carries a tag */
-    ivm_aead_t        tx_aead, rx_aead;
-    size_t            payload_want; /* the payload's bytes and, when sealed, its tag */
-    uint64_t          rx_bytes;    /* bytes received (bounded before auth) */
-    uint64_t          last_rx_ns, last_tx_ns, opened_ns;
-    uint8_t           src[16];     /* accepted peers: source address (IPv4 mapped) */
-    /* reading */
-    ivm_msg_hdr_t     hdr;
-    size_t            hdr_got;
-    char             *payload;
-    size_t            payload_cap, payload_got;
-    char             *rbuf;        /* peer links: staged bytes (IVMD_CONN_RBUF) */
-    size_t            rbuf_off, rbuf_len;
-    int               rbuf_short;  /* the last recv did not fill rbuf */
-    int               fds[IVM_MSG_MAX_FDS];
-    int               nfds;
-    /* writing */
-    ivmd_outbuf_t    *out_head, *out_tail;
-    size_t            out_bytes;   /* queued bytes (whole messages, sent or not) */
-    int               out_armed;   /* EPOLLOUT is being watched */
-    /* Flow control: called (not nested) when the queue fell below
-     * IVMD_CONN_OUT_LOW, so that a producer adds its next chunks (peer
-     * links: the data plane's transfers). */
-    int             (*on_drain)(ivmd_t *d, struct ivmd_conn *c); /* 1: more to send */
-    int               draining;
-    const char       *doomed;      /* to be closed by the loop, and why */
-    /* identity once entered */
-    ivmd_pe_t        *pe;
-    ivmd_job_t       *job;
-    struct ivmd_parked *parked;    /* a warm-pool process parked in ivmEnter */
-} ivmd_conn_t;
 
 /* What the daemon keeps per job beside the registry (ivmd_job_t.data). */
 typedef struct ivmd_job_data {
@@ -217,25 +135,6 @@ typedef struct ivmd_job_data {
     int      own_devs;  /* the root brought its CPU device table (IVM_CPU_DEVICES) */
 } ivmd_job_data_t;
 
-/* A node of the cluster, as the CLUSTER message named it. */
-typedef struct ivmd_peer {
-    char         node[IVM_HOST_MAX + 1];
-    char         addr[64];
-    uint16_t     port;
-    int          self;       /* this daemon */
-    int          dialer;     /* we dial it (our name sorts lower) */
-    ivmd_conn_t *conn;       /* its authenticated connection, or the dial */
-    int          up;
-    int          leaving;    /* said BYE: its end is no failure */
-    int          ndevs;      /* its CPU devices (NODEINFO) */
-    int          ngpus;      /* its GPU devices (NODEINFO) */
-    uint16_t     ncores[64];
-    uint64_t     next_dial_ns;
-    unsigned     failures;   /* consecutive failed dials, for backoff and logs */
-    struct ivmd_sender *senders, *senders_tail; /* transfers waiting for the link
-                                                   to drain, in order (cluster.c) */
-} ivmd_peer_t;
-
 /* Forwarding of one PE stream with "[NODE,N] " prefixes. */
 typedef struct ivmd_fwd {
     ivmd_handler_t   h;
@@ -251,40 +150,24 @@ typedef struct ivmd_fwd {
 struct ivmd {
     ivmd_config_t    cfg;
     char             socket_path[108];
-    int              epfd;
-    int              listen_fd;
+    ivmd_loop_t      loop;         /* the event loop (transport/loop.h) */
+    ivmd_conn_table_t conns;       /* connections (transport/conn.h) */
     int              signal_fd;
     int              timer_fd;     /* grace period of PEs that called ivmExit */
-    ivmd_handler_t   listen_h;
     ivmd_handler_t   signal_h;
     ivmd_handler_t   timer_h;
     struct ivmd_limits *limits;    /* fd budget, accept pauses, sources (limits.c) */
     int              stopping;
     int              had_client;
-    uint64_t         poll_until_ns; /* --poll-us: poll, not sleep, until then */
-    uint64_t         polled;        /* loop turns whose events came while polling */
     uid_t            uid;
     ivm_cpu_device_t devs[IVM_DEVSPEC_MAX_DEVICES];
     int              ndevs;
     cpu_set_t        own_affinity;
     ivmd_registry_t  reg;
-    ivmd_conn_t     *conns;        /* open connections */
-    uint32_t         nconns;
-    ivmd_conn_t     *dead_conns;   /* closed, freed before the next sleep */
     ivmd_fwd_t      *fwds;         /* output forwarders */
     ivmd_fwd_t      *dead_fwds;
     int              devnull;
-    /* cluster */
-    int              tcp_fd;
-    uint16_t         tcp_port;
-    ivmd_handler_t   tcp_h;
-    int              tick_fd;      /* 1 s heartbeat and deadline tick */
-    ivmd_handler_t   tick_h;
-    int              have_cluster;
-    uint8_t          secret[IVM_SECRET_LEN];
-    ivmd_peer_t     *peers;
-    uint32_t         npeers;
-    uint32_t         self_idx;     /* our index in peers */
+    ivmd_link_t      link;         /* peer links, the cluster table (transport/link.h) */
     ivmd_data_t      data;         /* the data plane: operations in flight (data/) */
     ivmd_remote_t    remote;       /* spawns on other nodes in flight (ctl/remote.c) */
     uint64_t         tx_bytes, rx_bytes; /* object bytes sent to / received from peers */
@@ -293,30 +176,26 @@ struct ivmd {
     struct ivmd_devcg *devcg;      /* CPU share devices' cgroups (devcg.c) */
 };
 
-/* Loop. */
-/* --poll-us: a PE was answered now; the loop polls for a while (loop.c). */
-void ivmd_loop_poll_after_reply(ivmd_t *d);
-ivmError_t ivmd_loop_add(ivmd_t *d, ivmd_handler_t *h, uint32_t events);
-void ivmd_loop_mod(ivmd_t *d, ivmd_handler_t *h, uint32_t events);
-void ivmd_loop_del(ivmd_t *d, ivmd_handler_t *h);
-int ivmd_loop_run(ivmd_t *d);
-
-/* Connections. */
-void ivmd_conn_accept(ivmd_t *d, void *arg, uint32_t events);
-/* Queue a reply: header + rep (len bytes) + optional detail text + fds
- * (duplicated; the caller keeps its own). When the fds cannot be duplicated
- * the reply goes out as an error without them, and that status is returned:
- * the caller undoes what the reply would have handed over. */
-ivmError_t ivmd_conn_reply(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
-                     const void *rep, uint32_t len, const char *detail,
-                     const int *fds, int nfds);
-void ivmd_conn_close(ivmd_t *d, ivmd_conn_t *c, const char *why);
-/* A send failed deep inside some operation: mark the connection, and let the
- * loop close it between two event batches (closing at once could free state
- * the caller is still using). */
-void ivmd_conn_doom(ivmd_conn_t *c, const char *why);
-void ivmd_conn_close_doomed(ivmd_t *d);
-void ivmd_conn_reap(ivmd_t *d);
+/* Until every module takes the transport's own state: the loop and the
+ * connection table of the daemon context. */
+static inline ivmError_t ivmd_loop_add(ivmd_t *d, ivmd_handler_t *h, uint32_t events)
+{
+    return ivmd_loop_watch(&d->loop, h, events);
+}
+static inline void ivmd_loop_mod(ivmd_t *d, ivmd_handler_t *h, uint32_t events)
+{
+    ivmd_loop_rewatch(&d->loop, h, events);
+}
+static inline void ivmd_loop_del(ivmd_t *d, ivmd_handler_t *h)
+{
+    ivmd_loop_unwatch(&d->loop, h);
+}
+/* A new connection on fd of the given kind, registered with the loop. */
+static inline ivmd_conn_t *ivmd_conn_open(ivmd_t *d, int fd, ivmd_conn_kind_t kind,
+                                          uint32_t events)
+{
+    return ivmd_conn_create(&d->conns, fd, kind, events);
+}
 
 /* Handlers. */
 void ivmd_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
@@ -341,13 +220,6 @@ void ivmd_job_grace_expired(ivmd_t *d, void *arg, uint32_t events);
  * sources. Every refusal names its setting. */
 ivmError_t ivmd_limits_open(ivmd_t *d);
 void ivmd_limits_close(ivmd_t *d);
-/* The listener h could not accept (EMFILE, ENFILE, ENOBUFS, ENOMEM): take it
- * out of the loop and put it back on a timer, saying so once per pause. */
-void ivmd_limits_accept_pause(ivmd_t *d, ivmd_handler_t *h, const char *what);
-/* 1 if a connection (or a new PE's fds) numbered fd stays within the budget
- * of connections; else 0 (the caller refuses it). fd < 0: probe the lowest
- * free fd. */
-int ivmd_limits_conn_fd_ok(ivmd_t *d, int fd);
 /* The connection limits (--max-conns): IVM_SUCCESS or IVM_ERROR_LIMIT. */
 ivmError_t ivmd_limits_conn_admit(ivmd_t *d, char *detail, size_t detail_len);
 /* Memory for an object of size bytes for job: the limits on objects and
@@ -361,46 +233,20 @@ ivmError_t ivmd_limits_obj_mem(ivmd_t *d, const ivmd_job_t *job, const char *nam
 /* n more PEs for job: IVM_SUCCESS or IVM_ERROR_LIMIT (detail). */
 ivmError_t ivmd_limits_pes_admit(ivmd_t *d, const ivmd_job_t *job, int n, char *detail,
                                  size_t detail_len);
-/* A pre-auth peer connection from ss: 1 to keep it, 0 to close it at once. */
-int ivmd_limits_peer_admit(ivmd_t *d, const void *ss, uint8_t src[16]);
 
-/* Peers (peer.c). */
-ivmError_t ivmd_peer_listen(ivmd_t *d);
-void ivmd_peer_close_all(ivmd_t *d);
-/* Shutdown: tell the peers, so they log our going as no failure. */
-void ivmd_peer_say_bye(ivmd_t *d);
-/* CLUSTER from the owner: the node table and secret. */
-ivmError_t ivmd_peer_set_cluster(ivmd_t *d, const ivm_msg_cluster_req_t *req,
-                                 char *detail, size_t detail_len);
-void ivmd_peer_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                          const void *payload);
-void ivmd_peer_disconnect(ivmd_t *d, ivmd_conn_t *c);
-/* The dial of a peer connection completed (or failed). */
-void ivmd_peer_connected(ivmd_t *d, ivmd_conn_t *c);
-uint32_t ivmd_peer_count_up(const ivmd_t *d);
-uint64_t ivmd_now_ns(void);
-/* A new connection on fd of the given kind, registered with the loop. */
-ivmd_conn_t *ivmd_conn_open(ivmd_t *d, int fd, ivmd_conn_kind_t kind, uint32_t events);
-/* Flow control: call c->on_drain once the socket takes more bytes (the
- * producer has more than it sent in this turn of the loop). */
-void ivmd_conn_want_drain(ivmd_t *d, ivmd_conn_t *c);
-/* Send a one-way message (peer protocol). */
-void ivmd_conn_send(ivmd_t *d, ivmd_conn_t *c, uint16_t type, const void *payload,
-                    uint32_t len);
-
-/* A message built in place: alloc (header filled, payload_len bytes to
- * write at IVMD_OUTBUF_PAYLOAD), then push (queued and sent as possible). */
-ivmd_outbuf_t *ivmd_conn_out_alloc(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
-                                   uint32_t payload_len);
-/* IVM_SUCCESS, or (fds not duplicated) an error: b is freed, nothing sent. */
-ivmError_t ivmd_conn_out_push(ivmd_t *d, ivmd_conn_t *c, ivmd_outbuf_t *b, const int *fds,
-                              int nfds);
-#define IVMD_OUTBUF_PAYLOAD(b) ((b)->data + sizeof(ivm_msg_hdr_t))
+/* Peers (transport/link.c), until every caller takes the link's state. */
+static inline ivmError_t ivmd_peer_set_cluster(ivmd_t *d, const ivm_msg_cluster_req_t *req,
+                                               char *detail, size_t detail_len)
+{
+    return ivmd_link_set_cluster(&d->link, d, req, detail, detail_len);
+}
+static inline uint32_t ivmd_peer_count_up(const ivmd_t *d)
+{
+    return ivmd_link_count_up(&d->link);
+}
 
 /* Jobs across nodes (cluster.c): the peer messages' dispatch and the events
  * of peers and connections, handed to ctl/remote.h and data/data.h. */
-void ivmd_conn_send_parts(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
-                          const void *a, uint32_t alen, const void *b, uint32_t blen);
 uint32_t ivmd_reply_size(uint16_t type);
 void ivmd_reply_map(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
                     ivmd_obj_t *obj, uint64_t off, uint64_t size);

@@ -163,9 +163,9 @@ int ivmd_limits_conn_fd_ok(ivmd_t *d, int fd)
 
 ivmError_t ivmd_limits_conn_admit(ivmd_t *d, char *detail, size_t detail_len)
 {
-    if (d->cfg.max_conns > 0 && d->nconns >= (uint32_t)d->cfg.max_conns) {
+    if (d->cfg.max_conns > 0 && d->conns.nclients >= (uint32_t)d->cfg.max_conns) {
         snprintf(detail, detail_len, "this daemon has %u connections, the limit "
-                 "(--max-conns)", (unsigned)d->nconns);
+                 "(--max-conns)", (unsigned)d->conns.nclients);
         return IVM_ERROR_LIMIT;
     }
     return IVM_SUCCESS;
@@ -430,7 +430,7 @@ int ivmd_limits_peer_admit(ivmd_t *d, const void *ss_arg, uint8_t src[16])
         memcpy(src, &((const struct sockaddr_in6 *)ss)->sin6_addr, 16);
     }
     if (d->cfg.preauth_per_source > 0) {
-        for (c = d->conns; c != NULL; c = c->next) {
+        for (c = d->conns.head; c != NULL; c = c->next) {
             if (c->kind == IVMD_CONN_PEER && !c->closed && c->pstate != IVMD_PEER_UP &&
                 c->pstate != IVMD_PEER_CONNECTING && c->pstate != IVMD_PEER_HELLO_SENT &&
                 memcmp(c->src, src, 16) == 0) {

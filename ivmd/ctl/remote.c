@@ -23,20 +23,20 @@ typedef struct ivmd_remote_spawn {
 
 int ivmd_remote_self(const ivmd_t *d)
 {
-    return d->have_cluster ? (int)d->self_idx : 0;
+    return d->link.have_cluster ? (int)d->link.self_idx : 0;
 }
 
 ivmd_peer_t *ivmd_remote_peer(ivmd_t *d, int node)
 {
-    if (node < 0 || (uint32_t)node >= d->npeers || d->peers[node].self) {
+    if (node < 0 || (uint32_t)node >= d->link.npeers || d->link.peers[node].self) {
         return NULL;
     }
-    return &d->peers[node];
+    return &d->link.peers[node];
 }
 
 int ivmd_remote_root_node(const ivmd_t *d, uint32_t job_id)
 {
-    return d->have_cluster ? (int)(job_id >> IVMD_JOB_NODE_SHIFT) : 0;
+    return d->link.have_cluster ? (int)(job_id >> IVMD_JOB_NODE_SHIFT) : 0;
 }
 
 int ivmd_remote_is_proxy(const ivmd_job_t *job)
@@ -182,7 +182,7 @@ static ivmd_pe_t *ivmd_remote_pe(ivmd_t *d, ivmd_peer_t *p, uint32_t job_id, int
         return NULL;
     }
     pe = ivmd_pe_find(job, pe_id);
-    if (pe == NULL || pe->node != (int)(p - d->peers)) {
+    if (pe == NULL || pe->node != (int)(p - d->link.peers)) {
         return NULL;
     }
     *job_p = job;
@@ -710,7 +710,7 @@ static void ivmd_remote_spawns_lost(ivmd_t *d, int node)
 
 void ivmd_remote_peer_lost(ivmd_t *d, ivmd_peer_t *p)
 {
-    int node = (int)(p - d->peers);
+    int node = (int)(p - d->link.peers);
     ivmd_job_t *job, *next;
     int i;
 

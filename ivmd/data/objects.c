@@ -25,7 +25,7 @@ static ivmError_t ivmd_objects_ask_root(ivmd_t *d, ivmd_job_t *job, uint16_t typ
 
     if (op != NULL) {
         m->op = op->id;
-        ivmd_op_wait_on(op, (int)(jd->root_peer - d->peers));
+        ivmd_op_wait_on(op, (int)(jd->root_peer - d->link.peers));
     }
     m->job = job->id;
     return ivmd_remote_post(d, jd->root_peer, type, m, sizeof(*m), NULL, 0);
@@ -137,7 +137,7 @@ void ivmd_data_on_obj(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
     if (job == NULL || ivmd_remote_is_proxy(job) || job->ending) {
         rep.status = IVM_ERROR_NOT_FOUND;
     } else if (hdr->type == IVM_PEER_OBJ_REG) {
-        ivmd_objects_on_reg(d, job, (int)(pc->peer - d->peers), m, &rep);
+        ivmd_objects_on_reg(d, job, (int)(pc->peer - d->link.peers), m, &rep);
         if (m->size == 0) {
             return; /* an unregistration has no reply */
         }

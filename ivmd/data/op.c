@@ -137,7 +137,7 @@ void ivmd_data_conn_gone(ivmd_t *d, ivmd_conn_t *c)
  * operations, so the walk starts over after each (a peer's loss is rare). */
 void ivmd_data_peer_lost(ivmd_t *d, ivmd_peer_t *p)
 {
-    int node = (int)(p - d->peers);
+    int node = (int)(p - d->link.peers);
     uint64_t bit = node < 64 ? 1ull << node : 0;
     ivmd_op_t *op, *tmp;
 
@@ -166,7 +166,7 @@ void ivmd_data_close_all(ivmd_t *d)
     HASH_ITER(hh, d->data.ops, op, tmp) {
         ivmd_op_free(d, op);
     }
-    for (i = 0; i < d->npeers; ++i) {
-        ivmd_sender_drop(d, &d->peers[i]);
+    for (i = 0; i < d->link.npeers; ++i) {
+        ivmd_sender_drop(d, &d->link.peers[i]);
     }
 }

@@ -62,7 +62,7 @@ static ivmError_t ivmd_sender_chunk(ivmd_t *d, ivmd_peer_t *p, ivmd_sender_t *s,
 
 static int ivmd_sender_link_full(const ivmd_peer_t *p)
 {
-    return !p->up || p->conn == NULL || p->conn->out_bytes >= IVMD_CONN_OUT_HIGH;
+    return !p->up || p->conn == NULL || ivmd_conn_queued(p->conn) >= IVMD_CONN_OUT_HIGH;
 }
 
 static void ivmd_sender_free(ivmd_sender_t *s)
@@ -89,7 +89,7 @@ void ivmd_sender_drop(ivmd_t *d, ivmd_peer_t *p)
  * Returns 1 if chunks wait that the link could take now. A chunk that
  * cannot be read ends the link: the operations on both sides then fail as
  * with a lost peer, none waits forever. */
-static int ivmd_sender_on_drain(ivmd_t *d, ivmd_conn_t *c)
+static int ivmd_sender_on_drain(ivmd_t *d, ivmd_conn_t *c, void *arg)
 {
     ivmd_peer_t *p = c->peer;
     ivmd_sender_t *s;
@@ -158,7 +158,7 @@ ivmError_t ivmd_sender_send(ivmd_t *d, ivmd_peer_t *p, uint32_t job, uint64_t op
     if (p == NULL || !p->up || p->conn == NULL) {
         return IVM_ERROR_DAEMON_LOST;
     }
-    p->conn->on_drain = ivmd_sender_on_drain;
+    ivmd_conn_on_drain(p->conn, ivmd_sender_on_drain, NULL, IVMD_CONN_OUT_LOW);
     while (p->senders == NULL && !ivmd_sender_link_full(p) && (!s.sent || s.done < s.len) &&
            s.done < IVMD_CONN_OUT_HIGH) {
         status = ivmd_sender_chunk(d, p, &s, obj);

@@ -299,7 +299,7 @@ void ivmd_data_on_read(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
                        const void *payload)
 {
     const ivm_peer_xfer_t *x = payload;
-    int node = (int)(pc->peer - d->peers);
+    int node = (int)(pc->peer - d->link.peers);
     ivmd_obj_t *obj = ivmd_copies_xfer_obj(d, x);
     ivmd_xfer_later_t *later;
 
@@ -378,7 +378,7 @@ void ivmd_data_on_data(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
                        const void *payload)
 {
     const ivm_peer_xfer_t *x = payload;
-    int node = (int)(pc->peer - d->peers);
+    int node = (int)(pc->peer - d->link.peers);
     ivmd_obj_t *obj;
 
     if (hdr->length != sizeof(*x) + x->len) {
@@ -418,7 +418,7 @@ void ivmd_data_on_group(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
                         const void *payload)
 {
     const ivm_peer_xfer_t *x = payload;
-    int node = (int)(pc->peer - d->peers);
+    int node = (int)(pc->peer - d->link.peers);
     int gather = (x->flags & IVM_XFER_GATHER) != 0;
     ivmd_obj_t *obj = ivmd_copies_xfer_obj(d, x);
     ivmd_op_t *op = obj != NULL ? ivmd_op_new(d, IVMD_OP_GROUP, NULL, NULL) : NULL;

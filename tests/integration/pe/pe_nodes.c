@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <sys/wait.h>
 
+#include "client.h"
 #include "sock.h"
 
 #define OBJ_SIZE (64u * 1024u)
@@ -72,7 +73,7 @@ static void node_info(const char *node, ivm_msg_info_rep_t *info)
         snprintf(path, sizeof(path), "%s/%s.sock", dirname(dir), node);
     }
     memset(info, 0, sizeof(*info));
-    EXPECT(ivm_sock_info(path, 5000, info), IVM_SUCCESS);
+    EXPECT(ivm_client_info(path, 5000, info, NULL), IVM_SUCCESS);
     ASSERT(node == NULL || strcmp(info->node, node) == 0, "%s answers as node '%s'", path,
            info->node);
 }
@@ -88,8 +89,8 @@ static void obj_info(const char *name, ivm_msg_obj_info_rep_t *rep)
     req.job = (uint32_t)gid;
     snprintf(req.name, sizeof(req.name), "%s", name);
     memset(rep, 0, sizeof(*rep));
-    EXPECT(ivm_sock_request(getenv("IVM_SOCKET"), 5000, IVM_MSG_OBJ_INFO, &req, sizeof(req),
-                            rep, sizeof(*rep)),
+    EXPECT(ivm_client_request(getenv("IVM_SOCKET"), 5000, IVM_MSG_OBJ_INFO, &req, sizeof(req),
+                              rep, sizeof(*rep), NULL),
            IVM_SUCCESS);
 }
 
