@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "client.h"
 #include "log.h"
 #include "proto.h"
 #include "sock.h"
@@ -504,7 +505,7 @@ int ivmrun_boot_split(char *args, char **argv, int *argc_p, int max)
 ivmError_t ivmrun_boot_check(const ivmrun_boot_t *b, ivmrun_daemon_t *d)
 {
     ivm_msg_info_rep_t info;
-    ivmError_t status = ivm_sock_info(d->path, IVMRUN_BOOT_INFO_WAIT, &info);
+    ivmError_t status = ivm_client_info(d->path, IVMRUN_BOOT_INFO_WAIT, &info, NULL);
 
     if (status != IVM_SUCCESS) {
         ivm_error("node0's daemon (%s) does not answer on this machine (%s): node0's "
