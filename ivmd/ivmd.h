@@ -13,6 +13,9 @@
 #include <sys/types.h>
 
 #include "config.h"
+#include "ctl/remote.h"
+#include "data/copies.h"
+#include "data/data.h"
 #include "crypto.h"
 #include "devcg.h"
 #include "devspec.h"
@@ -95,7 +98,7 @@ IVM_CONFIG_STRUCT(ivmd_config, IVMD_CONFIG_TABLE);
 
 #define IVMD_POLL_US_MAX 1000000 /* --poll-us: at most one second */
 
-typedef struct ivmd_op ivmd_op_t;
+typedef struct ivmd ivmd_t;
 
 /* Handler results besides an ivmError_t. */
 #define IVMD_DEFERRED 1 /* the reply comes later */
@@ -166,7 +169,8 @@ struct ivmd {
     ivmd_fwd_t      *dead_fwds;
     int              devnull;
     ivmd_link_t      link;         /* peer links, the cluster table (transport/link.h) */
-    struct ivmd_op  *ops;          /* cluster operations in flight */
+    ivmd_data_t      data;         /* the data plane: operations in flight (data/) */
+    ivmd_remote_t    remote;       /* spawns on other nodes in flight (ctl/remote.c) */
     uint64_t         tx_bytes, rx_bytes; /* object bytes sent to / received from peers */
     uint32_t         pooled;       /* PEs handed out by warm pools (INFO) */
     struct ivmd_gpu *gpu;          /* the ivm-gpud client, NULL without GPUs (gpu.c) */
@@ -247,46 +251,43 @@ static inline uint32_t ivmd_peer_count_up(const ivmd_t *d)
     return ivmd_link_count_up(&d->link);
 }
 
-/* Jobs across nodes (cluster.c). */
+/* Jobs across nodes (cluster.c): the peer messages' dispatch and the events
+ * of peers and connections, handed to ctl/remote.h and data/data.h. */
 uint32_t ivmd_reply_size(uint16_t type);
 void ivmd_reply_map(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
                     ivmd_obj_t *obj, uint64_t off, uint64_t size);
 ivmError_t ivmd_job_data_unpack(ivmd_job_data_t *jd, const char *blob, uint32_t len,
                                 uint32_t argc, uint32_t envc);
-int ivmd_cluster_self(const ivmd_t *d);
-ivmd_peer_t *ivmd_cluster_peer(ivmd_t *d, int node);
-int ivmd_cluster_root_node(const ivmd_t *d, uint32_t job_id);
-int ivmd_cluster_is_proxy(const ivmd_job_t *job);
-int ivmd_cluster_forwards(uint16_t type);
-void ivmd_cluster_forward(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                          const void *payload);
-void ivmd_cluster_vconn_reply(ivmd_t *d, ivmd_conn_t *c, const void *msg, uint32_t len);
-void ivmd_cluster_conn_gone(ivmd_t *d, ivmd_conn_t *c);
-/* Teardown: drop the operations still in flight. */
-void ivmd_cluster_close_all(ivmd_t *d);
-void ivmd_cluster_peer_up(ivmd_t *d, ivmd_peer_t *p);
-void ivmd_cluster_peer_lost(ivmd_t *d, ivmd_peer_t *p);
 void ivmd_cluster_handle_msg(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
                              const void *payload);
-void ivmd_cluster_pe_ended(ivmd_t *d, ivmd_pe_t *pe, int failed);
-void ivmd_cluster_pe_entered(ivmd_t *d, ivmd_pe_t *pe);
-void ivmd_cluster_pe_reaped(ivmd_t *d, ivmd_pe_t *pe);
-void ivmd_cluster_job_ending(ivmd_t *d, ivmd_job_t *job);
-int ivmd_cluster_spawn(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, int node,
-                       int devtype, ivmd_pe_t **pes, int n, ivm_msg_create_pes_rep_t *rep,
-                       char *detail, size_t detail_len);
-void ivmd_cluster_output(ivmd_t *d, ivmd_job_t *job, int pe_id, int stream,
-                         const char *bytes, size_t len);
-int ivmd_cluster_register(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                          ivmd_obj_t *obj);
-void ivmd_cluster_unregister(ivmd_t *d, ivmd_job_t *job, ivmd_obj_t *obj);
-void ivmd_cluster_kill(ivmd_t *d, ivmd_pe_t *pe);
-int ivmd_cluster_lookup(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                        const ivm_msg_map_req_t *req);
-int ivmd_cluster_map(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                     const ivm_msg_map_req_t *req, ivmd_obj_t *obj, ivmd_op_t *op);
-int ivmd_cluster_sync(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ivmd_obj_t *obj,
-                      const ivm_msg_sync_req_t *req);
+/* 1 if an operation or a spawn waits for a peer (the loop polls). */
+int ivmd_cluster_busy(const ivmd_t *d);
+/* Teardown: drop the operations still in flight. */
+void ivmd_cluster_close_all(ivmd_t *d);
+void ivmd_cluster_conn_gone(ivmd_t *d, ivmd_conn_t *c);
+void ivmd_cluster_peer_up(ivmd_t *d, ivmd_peer_t *p);
+void ivmd_cluster_peer_lost(ivmd_t *d, ivmd_peer_t *p);
+/* The names other modules call, until the branches are merged. */
+#define ivmd_cluster_self            ivmd_remote_self
+#define ivmd_cluster_peer            ivmd_remote_peer
+#define ivmd_cluster_root_node       ivmd_remote_root_node
+#define ivmd_cluster_is_proxy        ivmd_remote_is_proxy
+#define ivmd_cluster_forwards        ivmd_remote_forwards
+#define ivmd_cluster_forward         ivmd_remote_forward
+#define ivmd_cluster_vconn_reply     ivmd_remote_vconn_reply
+#define ivmd_cluster_pe_ended        ivmd_remote_pe_ended
+#define ivmd_cluster_pe_entered      ivmd_remote_pe_entered
+#define ivmd_cluster_pe_reaped       ivmd_remote_pe_reaped
+#define ivmd_cluster_job_ending      ivmd_remote_job_ending
+#define ivmd_cluster_spawn           ivmd_remote_spawn
+#define ivmd_cluster_output          ivmd_remote_output
+#define ivmd_cluster_kill            ivmd_remote_kill
+#define ivmd_cluster_register        ivmd_data_register
+#define ivmd_cluster_unregister      ivmd_data_unregister
+#define ivmd_cluster_lookup          ivmd_data_lookup
+#define ivmd_cluster_map(d, c, hdr, req, obj, op) ivmd_data_map(d, c, hdr, req, obj)
+#define ivmd_cluster_sync            ivmd_data_sync
+#define ivmd_cluster_sync_op         ivmd_data_sync_op
 /* Write a PE's output bytes to the job's stream fd, tagged if the job asks. */
 void ivmd_output_write_job(ivmd_t *d, ivmd_job_t *job, int pe_id, int fd, const char *bytes,
                            size_t len);
@@ -309,11 +310,6 @@ void ivmd_spawn_bind(ivmd_t *d, const ivmd_job_t *job, const ivmd_pe_t *pe, pid_
 /* list.c: LIST, one entry of the daemon's jobs, PEs, objects or peers. */
 ivmError_t ivmd_list(ivmd_t *d, const ivm_msg_list_req_t *req, ivm_msg_list_rep_t *rep,
                      char *detail, size_t detail_len);
-
-/* numa.c: the NUMA node of a PE's device (-1: none or several), and the
- * placement of an object copy's pages there (nothing on one-node machines). */
-int ivmd_numa_of_pe(const ivmd_job_t *job, const ivmd_pe_t *pe);
-void ivmd_numa_place(int fd, uint64_t size, int numa);
 
 /* The GPU backend's name ("emu", "cuda"), "none" without ivm-gpud. */
 const char *ivmd_gpu_backend_name(const ivmd_t *d);
@@ -355,11 +351,6 @@ int ivmd_gpu_filled(ivmd_t *d, uint32_t job, const ivmd_obj_t *obj, uint64_t off
 int ivmd_gpu_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                   const ivm_msg_gpu_info_req_t *req, ivm_msg_gpu_info_rep_t *rep, char *detail,
                   size_t detail_len);
-/* The cluster sync of the node copy on behalf of a GPU sync (c == NULL,
- * gsync != 0: ivmd_gpu_sync_resume is called when it ends), or of a PE. */
-int ivmd_cluster_sync_op(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, uint32_t job,
-                         ivmd_obj_t *obj, uint32_t op, uint64_t off, uint64_t len,
-                         uint64_t gsync);
 
 /* Spawner. */
 /* A fresh secret for a PE's ENTER (never 0). */

@@ -207,7 +207,7 @@ static void ivmd_pool_idle_run(ivmd_t *d, void *arg)
 /* Cluster operations in flight: --poll-us keeps polling for their answers. */
 static int ivmd_ops_busy(ivmd_t *d, void *arg)
 {
-    return d->ops != NULL;
+    return ivmd_cluster_busy(d);
 }
 
 /* The fd budget, then the quotas drawn on it. */
