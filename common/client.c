@@ -148,6 +148,17 @@ ivmError_t ivm_client_info(const char *path, int timeout_ms, ivm_msg_info_rep_t 
     return status;
 }
 
+ivmError_t ivm_client_probe(const char *path)
+{
+    int fd = ivm_sock_connect(path);
+
+    if (fd < 0) {
+        return (ivmError_t)fd;
+    }
+    close(fd);
+    return IVM_SUCCESS;
+}
+
 /* Milliseconds on the monotonic clock. */
 static int64_t ivm_ready_now_ms(void)
 {

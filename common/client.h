@@ -1,5 +1,6 @@
 /* The synchronous request client and the readiness wait, written once for
  * libivm, ivmrun, the tools and the tests:
+ *   - ivm_client_probe: whether a daemon serves a socket path.
  *   - ivm_client_request: one request on a fresh connection to a daemon's
  *     Unix socket, its reply read under a time-out (INFO, CLUSTER, OBJ_INFO,
  *     SET_SHARE...: requests that need no ivmEnter). A PE's own connection,
@@ -48,6 +49,12 @@ ivmError_t ivm_client_request(const char *path, int timeout_ms, uint16_t type,
  * terminated). res may be NULL. */
 ivmError_t ivm_client_info(const char *path, int timeout_ms, ivm_msg_info_rep_t *info,
                            ivm_client_result_t *res);
+
+/* Whether a daemon serves path: IVM_SUCCESS when something accepts a
+ * connection there (closed at once), else ivm_sock_connect's status
+ * (IVM_ERROR_NO_DAEMON for a missing or stale socket, IVM_ERROR_PERMISSION,
+ * IVM_ERROR_INVALID_VALUE for a path too long). */
+ivmError_t ivm_client_probe(const char *path);
 
 /* Bytes of a readiness line ("R 65535\n" and room to spare). */
 #define IVM_READY_LINE_MAX 32

@@ -21,10 +21,10 @@
 #include "devspec.h"
 #include "job.h"
 #include "proto.h"
+#include "ctl/quota.h"
 #include "transport/conn.h"
 #include "transport/link.h"
 #include "transport/loop.h"
-#include "transport/netlimits.h"
 
 #define IVMD_CONFIG_TABLE(X)                                                        \
     X(socket, "socket", STRING, "",                                                 \
@@ -156,7 +156,8 @@ struct ivmd {
     int              timer_fd;     /* grace period of PEs that called ivmExit */
     ivmd_handler_t   signal_h;
     ivmd_handler_t   timer_h;
-    struct ivmd_limits *limits;    /* fd budget, accept pauses, sources (limits.c) */
+    ivmd_netlimits_t net;          /* fd budget, accept pauses, sources (transport/netlimits.h) */
+    ivmd_quota_t     quota;        /* objects, bytes, PEs, connections (ctl/quota.h) */
     int              stopping;
     int              had_client;
     uid_t            uid;
@@ -216,23 +217,28 @@ void ivmd_job_grace_expired(ivmd_t *d, void *arg, uint32_t events);
 /* Seconds a PE that called ivmExit may take to end once its job is over. */
 #define IVMD_EXIT_GRACE_S 2
 
-/* Limits (limits.c): the fd budget, accept pauses, object memory, pre-auth
- * sources. Every refusal names its setting. */
-ivmError_t ivmd_limits_open(ivmd_t *d);
-void ivmd_limits_close(ivmd_t *d);
-/* The connection limits (--max-conns): IVM_SUCCESS or IVM_ERROR_LIMIT. */
-ivmError_t ivmd_limits_conn_admit(ivmd_t *d, char *detail, size_t detail_len);
-/* Memory for an object of size bytes for job: the limits on objects and
- * bytes checked, a memfd made, its pages preferring NUMA node numa (-1: any;
- * numa.c) and its memory reserved (fallocate). counted: the object is already
- * in the job's and node's counts (a mirror). Returns IVM_SUCCESS and the fd,
- * or an error with a message in detail. */
-ivmError_t ivmd_limits_obj_mem(ivmd_t *d, const ivmd_job_t *job, const char *name,
-                               uint64_t size, int counted, int numa, int *fd_p, char *detail,
-                               size_t detail_len);
-/* n more PEs for job: IVM_SUCCESS or IVM_ERROR_LIMIT (detail). */
-ivmError_t ivmd_limits_pes_admit(ivmd_t *d, const ivmd_job_t *job, int n, char *detail,
-                                 size_t detail_len);
+/* Limits, until every caller takes the modules' own state: the fd budget
+ * (transport/netlimits.h) and the quotas (ctl/quota.h). */
+static inline int ivmd_limits_conn_fd_ok(ivmd_t *d, int fd)
+{
+    return ivmd_netlimits_fd_ok(&d->net, fd);
+}
+static inline ivmError_t ivmd_limits_conn_admit(ivmd_t *d, char *detail, size_t detail_len)
+{
+    return ivmd_quota_conn_admit(&d->quota, detail, detail_len);
+}
+static inline ivmError_t ivmd_limits_obj_mem(ivmd_t *d, const ivmd_job_t *job, const char *name,
+                                             uint64_t size, int counted, int numa, int *fd_p,
+                                             char *detail, size_t detail_len)
+{
+    return ivmd_quota_obj_mem(&d->quota, job, name, size, counted, numa, fd_p, detail,
+                              detail_len);
+}
+static inline ivmError_t ivmd_limits_pes_admit(ivmd_t *d, const ivmd_job_t *job, int n,
+                                               char *detail, size_t detail_len)
+{
+    return ivmd_quota_pes_admit(&d->quota, job, n, detail, detail_len);
+}
 
 /* Peers (transport/link.c), until every caller takes the link's state. */
 static inline ivmError_t ivmd_peer_set_cluster(ivmd_t *d, const ivm_msg_cluster_req_t *req,

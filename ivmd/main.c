@@ -210,6 +210,27 @@ static int ivmd_ops_busy(ivmd_t *d, void *arg)
     return ivmd_cluster_busy(d);
 }
 
+/* The fd budget, then the quotas drawn on it. */
+static ivmError_t ivmd_limits_open(ivmd_t *d)
+{
+    const ivmd_netlimits_cfg_t net_cfg = {.max_fds            = d->cfg.max_fds,
+                                          .fd_reserve         = d->cfg.fd_reserve,
+                                          .preauth_per_source = d->cfg.preauth_per_source,
+                                          .preauth_rate       = d->cfg.preauth_rate};
+    const ivmd_quota_cfg_t quota_cfg = {.node                = d->cfg.node,
+                                        .max_objects_per_job = d->cfg.max_objects_per_job,
+                                        .max_objects         = d->cfg.max_objects,
+                                        .max_bytes_per_job   = d->cfg.max_bytes_per_job,
+                                        .max_bytes           = d->cfg.max_bytes,
+                                        .max_pes_per_job     = d->cfg.max_pes_per_job,
+                                        .max_pes             = d->cfg.max_pes,
+                                        .max_conns           = d->cfg.max_conns,
+                                        .reserve_memory      = (int)d->cfg.reserve_memory};
+
+    ivmd_quota_init(&d->quota, &quota_cfg, &d->reg, &d->conns, &d->net, ivmd_numa_place);
+    return ivmd_netlimits_open(&d->net, &d->loop, &d->conns, &net_cfg);
+}
+
 /* Joined a cluster as node self: job ids name their root daemon's node,
  * unique in the cluster. */
 static void ivmd_joined(ivmd_t *d, uint32_t self)
@@ -229,21 +250,19 @@ static const ivmd_link_ops_t ivmd_link_ops = {
 /* The transport below, and the callbacks of the layers above it. */
 static ivmError_t ivmd_wire(ivmd_t *d)
 {
-    const ivmd_link_cfg_t link_cfg = {.node               = d->cfg.node,
-                                      .listen             = d->cfg.listen,
-                                      .encrypt            = (int)d->cfg.peer_encrypt,
-                                      .preauth_per_source = d->cfg.preauth_per_source,
-                                      .preauth_rate       = d->cfg.preauth_rate};
+    const ivmd_link_cfg_t link_cfg = {.node    = d->cfg.node,
+                                      .listen  = d->cfg.listen,
+                                      .encrypt = (int)d->cfg.peer_encrypt};
     ivmd_conn_table_t *t = &d->conns;
 
     if (ivmd_loop_init(&d->loop, d, &d->stopping, d->cfg.poll_us) != IVM_SUCCESS ||
-        ivmd_conn_table_init(t, &d->loop) != IVM_SUCCESS) {
+        ivmd_conn_table_init(t, &d->loop, &d->net) != IVM_SUCCESS) {
         return IVM_ERROR_INTERNAL;
     }
     ivmd_conn_register(t, IVMD_CONN_PE, &ivmd_pe_conn_ops, NULL);
     ivmd_conn_register(t, IVMD_CONN_REMOTE, &ivmd_remote_conn_ops, NULL);
     ivmd_conn_register(t, IVMD_CONN_GPUD, &ivmd_gpud_conn_ops, NULL);
-    ivmd_link_init(&d->link, &d->loop, t, &link_cfg, &d->stopping, &ivmd_link_ops);
+    ivmd_link_init(&d->link, &d->loop, t, &d->net, &link_cfg, &d->stopping, &ivmd_link_ops);
     if (ivmd_conn_on_gone(t, ivmd_cluster_conn_gone) != IVM_SUCCESS ||
         ivmd_conn_on_gone(t, ivmd_gpu_conn_gone) != IVM_SUCCESS ||
         ivmd_loop_on_before_sleep(&d->loop, ivmd_output_before_sleep, NULL) != IVM_SUCCESS ||
@@ -455,7 +474,7 @@ static void ivmd_teardown(ivmd_t *d)
     if (d->devnull >= 0) {
         close(d->devnull);
     }
-    ivmd_limits_close(d);
+    ivmd_netlimits_close(&d->net);
     ivmd_loop_fini(&d->loop);
     ivm_config_release(ivmd_config_fields, &d->cfg);
 }
@@ -469,7 +488,7 @@ int main(int argc, char **argv)
 
     memset(d, 0, sizeof(*d));
     d->signal_fd = d->timer_fd = d->devnull = -1;
-    d->loop.epfd = d->conns.listen_fd = -1;
+    d->loop.epfd = d->conns.listen_fd = d->net.timer_fd = -1;
     d->uid = getuid();
     ivm_log_set_prefix("ivmd");
     if (ivmd_parse(d, argc, argv) != IVM_SUCCESS) {

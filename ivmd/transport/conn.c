@@ -29,7 +29,7 @@ static void ivmd_conn_accept(ivmd_t *d, void *arg, uint32_t events)
         fd = accept4(t->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-                ivmd_limits_accept_pause(d, &t->listen_h, "PE connections");
+                ivmd_netlimits_accept_pause(t->net, &t->listen_h, "PE connections");
             } else if (errno != EAGAIN && errno != EINTR) {
                 ivm_warn_limited("accept: %m");
             }
@@ -208,9 +208,10 @@ static void ivmd_conn_before_sleep(ivmd_t *d, void *arg)
     ivmd_conn_reap(arg);
 }
 
-ivmError_t ivmd_conn_table_init(ivmd_conn_table_t *t, ivmd_loop_t *loop)
+ivmError_t ivmd_conn_table_init(ivmd_conn_table_t *t, ivmd_loop_t *loop,
+                                struct ivmd_netlimits *net)
 {
-    *t = (ivmd_conn_table_t){.loop = loop, .listen_fd = -1};
+    *t = (ivmd_conn_table_t){.loop = loop, .net = net, .listen_fd = -1};
     return ivmd_loop_on_before_sleep(loop, ivmd_conn_before_sleep, t);
 }
 
@@ -267,6 +268,9 @@ static int ivmd_conn_advance(ivmd_conn_t *c, size_t n, const char **why_p)
     if (ops == NULL || ops->check_hdr == NULL) {
         *why_p = "no reader for this connection";
         return -1;
+    }
+    if (ops->hdr_unpack != NULL) {
+        ops->hdr_unpack(&c->hdr);
     }
     if (ops->check_hdr(&c->hdr, why_p) != IVM_SUCCESS) {
         return -1;
@@ -690,6 +694,17 @@ static ivmError_t ivmd_conn_out_fds(ivmd_outbuf_t *b, const int *fds, int nfds)
     return IVM_SUCCESS;
 }
 
+/* b's header and payload in the wire's byte order. */
+static void ivmd_conn_pack(const ivmd_conn_ops_t *ops, ivmd_outbuf_t *b)
+{
+    ivm_msg_hdr_t *hdr = (ivm_msg_hdr_t *)b->data;
+
+    if (ops->msg_pack != NULL) {
+        ops->msg_pack(hdr->type, IVMD_OUTBUF_PAYLOAD(b), hdr->length);
+    }
+    ops->hdr_pack(hdr);
+}
+
 /* Sealed in push order, which is the order on the wire. */
 static ivmError_t ivmd_conn_seal(ivmd_conn_t *c, ivmd_outbuf_t *b)
 {
@@ -725,6 +740,9 @@ ivmError_t ivmd_conn_out_push(ivmd_t *d, ivmd_conn_t *c, ivmd_outbuf_t *b, const
         return IVM_ERROR_NO_MEMORY;
     }
     status = ivmd_conn_out_fds(b, fds, nfds);
+    if (status == IVM_SUCCESS && ops != NULL && ops->hdr_pack != NULL) {
+        ivmd_conn_pack(ops, b);
+    }
     if (status == IVM_SUCCESS && b->tagged) {
         status = ivmd_conn_seal(c, b);
     }
@@ -771,12 +789,17 @@ static ivmError_t ivmd_conn_queue(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint
  * peer counts as lost, as when a link drops (nothing of it is acted on). */
 static int ivmd_conn_open_sealed(ivmd_t *d, ivmd_conn_t *c)
 {
+    const ivmd_conn_ops_t *ops = c->table->ops[c->kind];
+    ivm_msg_hdr_t wire = c->hdr; /* the tag covers the header as it came */
     ivmError_t status;
 
     if (c->payload_want <= c->hdr.length) {
         return 0;
     }
-    status = ivm_aead_open(&c->rx_aead, &c->hdr, sizeof(c->hdr), c->payload, c->hdr.length,
+    if (ops->hdr_pack != NULL) {
+        ops->hdr_pack(&wire);
+    }
+    status = ivm_aead_open(&c->rx_aead, &wire, sizeof(wire), c->payload, c->hdr.length,
                            (uint8_t *)c->payload + c->hdr.length);
     if (status == IVM_SUCCESS) {
         return 0;
@@ -798,6 +821,9 @@ static int ivmd_conn_deliver(ivmd_t *d, ivmd_conn_t *c)
 
     if (ivmd_conn_open_sealed(d, c) != 0) {
         return 1;
+    }
+    if (ops->msg_unpack != NULL) {
+        ops->msg_unpack(c->hdr.type, c->payload, c->hdr.length);
     }
     if (ops->check_msg != NULL && ops->check_msg(d, c, &why) != IVM_SUCCESS) {
         ivmd_conn_close(d, c, why);

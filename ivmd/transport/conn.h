@@ -144,6 +144,13 @@ typedef struct ivmd_conn_ops {
     void (*on_bad_seal)(ivmd_t *d, ivmd_conn_t *c, ivmError_t status);
     /* A dial (pstate IVMD_PEER_CONNECTING) completed or failed. */
     void (*on_connected)(ivmd_t *d, ivmd_conn_t *c);
+    /* The wire's byte order, where it is not the host's (peer links): a
+     * header and a payload turned to the wire's order before sealing
+     * (pack), and back after the check (unpack). */
+    void (*hdr_pack)(ivm_msg_hdr_t *hdr);
+    void (*hdr_unpack)(ivm_msg_hdr_t *hdr);
+    void (*msg_pack)(uint16_t type, void *payload, uint32_t len);
+    void (*msg_unpack)(uint16_t type, void *payload, uint32_t len);
     /* Socketless kinds: carry a message (header and payload, len bytes). */
     void (*on_output)(ivmd_t *d, ivmd_conn_t *c, const void *msg, uint32_t len);
 } ivmd_conn_ops_t;
@@ -157,8 +164,11 @@ typedef void (*ivmd_conn_gone_t)(ivmd_t *d, ivmd_conn_t *c);
 typedef ivmError_t (*ivmd_conn_admit_t)(ivmd_t *d, int fd, pid_t pid, char *why,
                                         size_t why_len);
 
+struct ivmd_netlimits;
+
 struct ivmd_conn_table {
     ivmd_loop_t           *loop;
+    struct ivmd_netlimits *net;        /* the fd budget (accept pauses) */
     ivmd_conn_t           *head;       /* open connections */
     uint32_t               nclients;   /* open connections of counted kinds */
     int                    had_client;
@@ -174,8 +184,10 @@ struct ivmd_conn_table {
     ivmd_conn_admit_t      admit;
 };
 
-/* The table; its closed connections are freed before each sleep of loop. */
-ivmError_t ivmd_conn_table_init(ivmd_conn_table_t *t, ivmd_loop_t *loop);
+/* The table; its closed connections are freed before each sleep of loop;
+ * its listener pauses within the fd budget net. */
+ivmError_t ivmd_conn_table_init(ivmd_conn_table_t *t, ivmd_loop_t *loop,
+                                struct ivmd_netlimits *net);
 /* Close every connection and free them. */
 void ivmd_conn_table_fini(ivmd_conn_table_t *t, ivmd_t *d);
 /* The owner of kind: its callbacks, and its state (ivmd_conn_owner). */

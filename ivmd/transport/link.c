@@ -18,6 +18,7 @@
 #include "crypto.h"
 #include "log.h"
 #include "version.h"
+#include "wire.h"
 
 #define IVMD_PEER_AUTH_TIMEOUT_NS (5ull * 1000000000ull) /* to finish authenticating */
 #define IVMD_PEER_PING_NS         (1ull * 1000000000ull) /* idle time before a PING */
@@ -83,10 +84,10 @@ static void ivmd_link_accept(ivmd_t *d, void *arg, uint32_t events);
 extern const ivmd_conn_ops_t ivmd_link_conn_ops;
 
 void ivmd_link_init(ivmd_link_t *l, ivmd_loop_t *loop, ivmd_conn_table_t *conns,
-                    const ivmd_link_cfg_t *cfg, const int *stopping,
+                    ivmd_netlimits_t *net, const ivmd_link_cfg_t *cfg, const int *stopping,
                     const ivmd_link_ops_t *ops)
 {
-    *l = (ivmd_link_t){.loop = loop, .conns = conns, .ops = ops, .cfg = *cfg,
+    *l = (ivmd_link_t){.loop = loop, .conns = conns, .net = net, .ops = ops, .cfg = *cfg,
                        .stopping = stopping, .tcp_fd = -1, .tick_fd = -1};
     ivmd_conn_register(conns, IVMD_CONN_PEER, &ivmd_link_conn_ops, l);
 }
@@ -176,17 +177,17 @@ static void ivmd_link_accept(ivmd_t *d, void *arg, uint32_t events)
         fd  = accept4(l->tcp_fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-                ivmd_limits_accept_pause(d, &l->tcp_h, "peer connections");
+                ivmd_netlimits_accept_pause(l->net, &l->tcp_h, "peer connections");
             } else if (errno != EAGAIN && errno != EINTR) {
                 ivm_warn_limited("accept (peers): %m");
             }
             return;
         }
-        if (!ivmd_limits_peer_admit(d, &ss, src) || !ivmd_limits_conn_fd_ok(d, fd)) {
+        if (!ivmd_netlimits_peer_admit(l->net, &ss, src) || !ivmd_netlimits_fd_ok(l->net, fd)) {
             /* Over the per-source limits: closed at once, no line of its own. */
             ivm_warn_limited("peer connections closed at once: a source over its limits "
                              "(--preauth-per-source %ld, --preauth-rate %ld) or no fd left",
-                             l->cfg.preauth_per_source, l->cfg.preauth_rate);
+                             l->net->cfg.preauth_per_source, l->net->cfg.preauth_rate);
             close(fd);
             continue;
         }
@@ -217,12 +218,16 @@ static uint32_t ivmd_link_flags(const ivmd_link_t *l)
     return l->cfg.encrypt ? IVM_PEER_ENCRYPT : 0;
 }
 
-/* HMAC over tag, two nonces, both names (dialer's first) and the link's
- * flags, so that nobody between the daemons can turn encryption off. */
+/* HMAC over tag, two nonces, both names (dialer's first), the link's flags,
+ * the IVM version and the peer layout (little-endian), so that nobody
+ * between the daemons can turn encryption off or pass one version for
+ * another. */
 static int ivmd_link_mac(const ivmd_link_t *l, char tag, const uint8_t *n1, const uint8_t *n2,
                          const char *dialer, const char *acceptor, uint8_t *out)
 {
-    uint8_t msg[1 + 2 * IVM_PEER_NONCE_LEN + 2 * (IVM_HOST_MAX + 1) + 1];
+    uint8_t msg[1 + 2 * IVM_PEER_NONCE_LEN + 2 * (IVM_HOST_MAX + 1) + 1 +
+                IVM_PEER_VERSION_LEN + 4];
+    uint8_t *tail = msg + 1 + 2 * IVM_PEER_NONCE_LEN + 2 * (IVM_HOST_MAX + 1);
 
     memset(msg, 0, sizeof(msg));
     msg[0] = (uint8_t)tag;
@@ -231,7 +236,9 @@ static int ivmd_link_mac(const ivmd_link_t *l, char tag, const uint8_t *n1, cons
     strncpy((char *)msg + 1 + 2 * IVM_PEER_NONCE_LEN, dialer, IVM_HOST_MAX);
     strncpy((char *)msg + 1 + 2 * IVM_PEER_NONCE_LEN + IVM_HOST_MAX + 1, acceptor,
             IVM_HOST_MAX);
-    msg[sizeof(msg) - 1] = (uint8_t)ivmd_link_flags(l);
+    tail[0] = (uint8_t)ivmd_link_flags(l);
+    strncpy((char *)tail + 1, ivm_version_string(), IVM_PEER_VERSION_LEN);
+    ivm_put_le32(tail + 1 + IVM_PEER_VERSION_LEN, IVM_PEER_LAYOUT);
     return ivm_crypto_hmac(l->secret, sizeof(l->secret), msg, sizeof(msg), out) ==
                    IVM_SUCCESS ? 0 : -1;
 }
@@ -306,6 +313,20 @@ static int ivmd_link_agree(ivmd_link_t *l, ivmd_t *d, ivmd_conn_t *c, const char
     return 0;
 }
 
+/* Refuse a daemon of another peer message layout (a build of the same
+ * version with other peer structs), naming both. Returns 0 when they agree. */
+static int ivmd_link_same_layout(ivmd_t *d, ivmd_conn_t *c, const char *node, uint32_t layout)
+{
+    if (layout == IVM_PEER_LAYOUT) {
+        return 0;
+    }
+    ivm_warn_limited("peer connection refused: %s speaks peer message layout %u, this daemon "
+                     "layout %u (every daemon of a cluster must be of one build)", node,
+                     (unsigned)layout, (unsigned)IVM_PEER_LAYOUT);
+    ivmd_conn_close(d, c, "other peer message layout");
+    return -1;
+}
+
 static void ivmd_link_dial(ivmd_link_t *l, ivmd_peer_t *p)
 {
     struct sockaddr_storage ss;
@@ -358,7 +379,8 @@ static void ivmd_link_connected(ivmd_t *d, ivmd_conn_t *c)
     memset(&hello, 0, sizeof(hello));
     ivm_proto_strset(hello.version, sizeof(hello.version), ivm_version_string());
     ivm_proto_strset(hello.node, sizeof(hello.node), l->cfg.node);
-    hello.flags = ivmd_link_flags(l);
+    hello.flags  = ivmd_link_flags(l);
+    hello.layout = IVM_PEER_LAYOUT;
     if (ivmd_link_random(c->nonce_a, sizeof(c->nonce_a)) != 0) {
         ivmd_conn_close(d, c, "no random nonce");
         return;
@@ -422,6 +444,9 @@ static void ivmd_link_on_hello(ivmd_link_t *l, ivmd_t *d, ivmd_conn_t *c,
         ivmd_conn_close(d, c, "unknown node");
         return;
     }
+    if (ivmd_link_same_layout(d, c, node, m->layout) != 0) {
+        return;
+    }
     if (hdr->length != sizeof(*m)) {
         ivmd_link_refuse(d, c, "HELLO of the wrong length");
         return;
@@ -436,7 +461,8 @@ static void ivmd_link_on_hello(ivmd_link_t *l, ivmd_t *d, ivmd_conn_t *c,
     ivm_proto_strset(ch.version, sizeof(ch.version), ivm_version_string());
     ivm_proto_strset(ch.node, sizeof(ch.node), l->cfg.node);
     memcpy(ch.nonce, c->nonce_b, sizeof(ch.nonce));
-    ch.flags = ivmd_link_flags(l);
+    ch.flags  = ivmd_link_flags(l);
+    ch.layout = IVM_PEER_LAYOUT;
     if (ivmd_link_mac(l, 'B', c->nonce_a, c->nonce_b, p->node, l->cfg.node, ch.mac) != 0) {
         ivmd_conn_close(d, c, "no MAC");
         return;
@@ -479,7 +505,8 @@ static void ivmd_link_on_challenge(ivmd_link_t *l, ivmd_t *d, ivmd_conn_t *c,
         ivmd_conn_close(d, c, "wrong node");
         return;
     }
-    if (ivmd_link_agree(l, d, c, c->peer->node, m->version, m->flags) != 0) {
+    if (ivmd_link_agree(l, d, c, c->peer->node, m->version, m->flags) != 0 ||
+        ivmd_link_same_layout(d, c, c->peer->node, m->layout) != 0) {
         return;
     }
     memcpy(c->nonce_b, m->nonce, sizeof(c->nonce_b));
@@ -610,6 +637,10 @@ const ivmd_conn_ops_t ivmd_link_conn_ops = {
     .on_malformed = ivmd_link_malformed,
     .on_bad_seal  = ivmd_link_bad_seal,
     .on_connected = ivmd_link_connected,
+    .hdr_pack     = ivm_peer_hdr_pack,
+    .hdr_unpack   = ivm_peer_hdr_unpack,
+    .msg_pack     = ivm_peer_pack,
+    .msg_unpack   = ivm_peer_unpack,
 };
 
 /* One peer connection's deadlines: authentication, silence, ping. */

@@ -15,6 +15,7 @@
 #include "proto.h"
 #include "transport/conn.h"
 #include "transport/loop.h"
+#include "transport/netlimits.h"
 
 /* A node of the cluster, as the CLUSTER message named it. */
 typedef struct ivmd_peer {
@@ -49,13 +50,12 @@ typedef struct ivmd_link_cfg {
     const char *node;               /* this daemon's name */
     const char *listen;             /* HOST:PORT, "" for none */
     int         encrypt;            /* --peer-encrypt */
-    long        preauth_per_source; /* named when a source is refused */
-    long        preauth_rate;
 } ivmd_link_cfg_t;
 
 typedef struct ivmd_link {
     ivmd_loop_t           *loop;
     ivmd_conn_table_t     *conns;
+    ivmd_netlimits_t      *net;
     const ivmd_link_ops_t *ops;
     ivmd_link_cfg_t        cfg;
     const int             *stopping;   /* the daemon shuts down: ends are no failure */
@@ -73,7 +73,7 @@ typedef struct ivmd_link {
 
 /* The links' state; peer connections registered with conns. */
 void ivmd_link_init(ivmd_link_t *l, ivmd_loop_t *loop, ivmd_conn_table_t *conns,
-                    const ivmd_link_cfg_t *cfg, const int *stopping,
+                    ivmd_netlimits_t *net, const ivmd_link_cfg_t *cfg, const int *stopping,
                     const ivmd_link_ops_t *ops);
 /* Listen on cfg.listen (nothing without one) and start the tick. */
 ivmError_t ivmd_link_listen(ivmd_link_t *l);

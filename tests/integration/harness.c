@@ -189,11 +189,13 @@ char *ivmt_shm_listing(void)
         return sb_take(&b);
     }
     while ((de = readdir(dp)) != NULL) {
-        /* bxfi_*: Criterion's own (BoxFort) test-worker segments;
+        /* bxfi_*, bxf_arena_*: Criterion's own (BoxFort) test-worker
+         * segments and arenas, of this or another test program;
          * vader_segment.*: Open MPI's shared memory, of MPI runs (the apps'
          * baselines) that may run beside a test. */
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
             strncmp(de->d_name, "bxfi_", 5) == 0 ||
+            strncmp(de->d_name, "bxf_arena_", 10) == 0 ||
             strncmp(de->d_name, "vader_segment.", 14) == 0) {
             continue;
         }

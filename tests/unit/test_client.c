@@ -247,6 +247,23 @@ Test(client, former_names_are_the_same_client)
     cr_assert_eq(info.pid, 4321);
 }
 
+Test(client, probe)
+{
+    char path[128], longpath[256];
+    fake_t f;
+
+    snprintf(path, sizeof(path), "%s/nobody.sock", base);
+    cr_assert_eq(ivm_client_probe(path), IVM_ERROR_NO_DAEMON);
+    memset(longpath, 'x', sizeof(longpath) - 1);
+    longpath[0]                   = '/';
+    longpath[sizeof(longpath) - 1] = '\0';
+    cr_assert_eq(ivm_client_probe(longpath), IVM_ERROR_INVALID_VALUE);
+    fake_start(&f, FAKE_SILENT, IVM_SUCCESS, NULL);
+    cr_assert_eq(ivm_client_probe(f.path), IVM_SUCCESS);
+    fake_stop(&f);
+    cr_assert_eq(ivm_client_probe(f.path), IVM_ERROR_NO_DAEMON, "the socket file is gone");
+}
+
 /* ---------------------------------------------------------------- readiness */
 
 static void write_all(int fd, const char *text)
