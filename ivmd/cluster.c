@@ -8,41 +8,58 @@
 #include "data/data.h"
 #include "ivmd.h"
 
-typedef void (*ivmd_peer_msg_fn_t)(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
-                                   const void *payload);
+typedef void (*ivmd_ctl_msg_fn_t)(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
+                                  const void *payload);
+typedef ivmError_t (*ivmd_data_msg_fn_t)(ivmd_t *d, int node, const ivm_msg_hdr_t *hdr,
+                                         const void *payload);
 
-/* The cluster's peer messages (the link's own, HELLO to PONG, stay in peer.c). */
-static const ivmd_peer_msg_fn_t ivmd_cluster_msgs[IVM_PEER_LAST - IVM_PEER_FIRST] = {
-    [IVM_PEER_NODEINFO - IVM_PEER_FIRST]   = ivmd_remote_on_nodeinfo,
-    [IVM_PEER_FWD - IVM_PEER_FIRST]        = ivmd_remote_on_fwd,
-    [IVM_PEER_FWD_REP - IVM_PEER_FIRST]    = ivmd_remote_on_fwd_rep,
-    [IVM_PEER_PE_STATE - IVM_PEER_FIRST]   = ivmd_remote_on_pe_state,
-    [IVM_PEER_SPAWN - IVM_PEER_FIRST]      = ivmd_remote_on_spawn,
-    [IVM_PEER_SPAWN_REP - IVM_PEER_FIRST]  = ivmd_remote_on_spawn_rep,
-    [IVM_PEER_JOB_END - IVM_PEER_FIRST]    = ivmd_remote_on_job_end,
-    [IVM_PEER_OUTPUT - IVM_PEER_FIRST]     = ivmd_remote_on_output,
-    [IVM_PEER_OBJ_REG - IVM_PEER_FIRST]    = ivmd_data_on_obj,
-    [IVM_PEER_OBJ_LOOKUP - IVM_PEER_FIRST] = ivmd_data_on_obj,
-    [IVM_PEER_OBJ_REP - IVM_PEER_FIRST]    = ivmd_data_on_obj_rep,
-    [IVM_PEER_READ - IVM_PEER_FIRST]       = ivmd_data_on_read,
-    [IVM_PEER_DATA - IVM_PEER_FIRST]       = ivmd_data_on_data,
-    [IVM_PEER_ACK - IVM_PEER_FIRST]        = ivmd_data_on_ack,
-    [IVM_PEER_GROUP - IVM_PEER_FIRST]      = ivmd_data_on_group,
+/* Who serves a peer message: the control plane, on the link it came by, or
+ * the data plane, from a node (and what a malformed one is called). */
+typedef struct ivmd_peer_msg {
+    ivmd_ctl_msg_fn_t  ctl;
+    ivmd_data_msg_fn_t data;
+    const char        *malformed;
+} ivmd_peer_msg_t;
+
+#define IVMD_PEER_MSG(type) [IVM_PEER_##type - IVM_PEER_FIRST]
+
+/* The cluster's peer messages (the link's own, HELLO to PONG and BYE, stay
+ * in transport/link.c). */
+static const ivmd_peer_msg_t ivmd_cluster_msgs[IVM_PEER_LAST - IVM_PEER_FIRST] = {
+    IVMD_PEER_MSG(NODEINFO)   = {.ctl = ivmd_remote_on_nodeinfo},
+    IVMD_PEER_MSG(FWD)        = {.ctl = ivmd_remote_on_fwd},
+    IVMD_PEER_MSG(FWD_REP)    = {.ctl = ivmd_remote_on_fwd_rep},
+    IVMD_PEER_MSG(PE_STATE)   = {.ctl = ivmd_remote_on_pe_state},
+    IVMD_PEER_MSG(SPAWN)      = {.ctl = ivmd_remote_on_spawn},
+    IVMD_PEER_MSG(SPAWN_REP)  = {.ctl = ivmd_remote_on_spawn_rep},
+    IVMD_PEER_MSG(JOB_END)    = {.ctl = ivmd_remote_on_job_end},
+    IVMD_PEER_MSG(OUTPUT)     = {.ctl = ivmd_remote_on_output},
+    IVMD_PEER_MSG(OBJ_REG)    = {.data = ivmd_data_on_obj, .malformed = "malformed object message"},
+    IVMD_PEER_MSG(OBJ_LOOKUP) = {.data = ivmd_data_on_obj, .malformed = "malformed object message"},
+    IVMD_PEER_MSG(OBJ_REP)    = {.data = ivmd_data_on_obj_rep},
+    IVMD_PEER_MSG(READ)       = {.data = ivmd_data_on_read},
+    IVMD_PEER_MSG(DATA)       = {.data = ivmd_data_on_data, .malformed = "malformed DATA"},
+    IVMD_PEER_MSG(ACK)        = {.data = ivmd_data_on_ack},
+    IVMD_PEER_MSG(GROUP)      = {.data = ivmd_data_on_group},
 };
 
 void ivmd_cluster_handle_msg(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
                              const void *payload)
 {
-    ivmd_peer_msg_fn_t fn = NULL;
+    const ivmd_peer_msg_t *m = NULL;
 
     if (hdr->type >= IVM_PEER_FIRST && hdr->type < IVM_PEER_LAST) {
-        fn = ivmd_cluster_msgs[hdr->type - IVM_PEER_FIRST];
+        m = &ivmd_cluster_msgs[hdr->type - IVM_PEER_FIRST];
     }
-    if (fn == NULL) {
+    if (m != NULL && m->ctl != NULL) {
+        m->ctl(d, pc, hdr, payload);
+    } else if (m != NULL && m->data != NULL && pc->peer != NULL) {
+        if (m->data(d, (int)(pc->peer - d->link.peers), hdr, payload) != IVM_SUCCESS) {
+            ivmd_conn_close(d, pc, m->malformed != NULL ? m->malformed : "malformed peer message");
+        }
+    } else {
         ivmd_conn_close(d, pc, "unexpected peer message");
-        return;
     }
-    fn(d, pc, hdr, payload);
 }
 
 int ivmd_cluster_busy(const ivmd_t *d)

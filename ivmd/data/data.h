@@ -22,10 +22,17 @@ typedef struct ivmd_conn ivmd_conn_t;
 typedef struct ivmd_peer ivmd_peer_t;
 struct ivmd_op;
 
+struct ivmd_transport_ops;
+
 typedef struct ivmd_data {
-    struct ivmd_op *ops;     /* operations in flight, by id (uthash) */
-    uint64_t        next_op; /* the last id given */
+    struct ivmd_op                  *ops;       /* operations in flight, by id (uthash) */
+    uint64_t                         next_op;   /* the last id given */
+    const struct ivmd_transport_ops *transport; /* NULL: TCP (data/transport.h) */
+    void                            *transport_state;
 } ivmd_data_t;
+
+/* The peer messages of the data plane, from node; IVM_ERROR_PROTOCOL: the
+ * message is malformed (the caller drops the link). */
 
 /* 1 if operations wait for a peer (the loop polls while they do). */
 int ivmd_data_busy(const ivmd_t *d);
@@ -50,10 +57,10 @@ int ivmd_data_lookup(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
  * (IVMD_LOCAL), or a mirror whose missing regions are fetched first. */
 int ivmd_data_map(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                   const ivm_msg_map_req_t *req, ivmd_obj_t *obj);
-void ivmd_data_on_obj(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
-                      const void *payload);
-void ivmd_data_on_obj_rep(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
-                          const void *payload);
+ivmError_t ivmd_data_on_obj(ivmd_t *d, int node, const ivm_msg_hdr_t *hdr,
+                            const void *payload);
+ivmError_t ivmd_data_on_obj_rep(ivmd_t *d, int node, const ivm_msg_hdr_t *hdr,
+                            const void *payload);
 
 /* Transfers (data/xfer.c). */
 /* SYNC request of a PE on this node. */
@@ -64,13 +71,13 @@ int ivmd_data_sync(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ivmd_obj
 int ivmd_data_sync_op(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, uint32_t job,
                       ivmd_obj_t *obj, uint32_t op, uint64_t off, uint64_t len,
                       uint64_t gsync);
-void ivmd_data_on_read(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
-                       const void *payload);
-void ivmd_data_on_data(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
-                       const void *payload);
-void ivmd_data_on_ack(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
-                      const void *payload);
-void ivmd_data_on_group(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
-                        const void *payload);
+ivmError_t ivmd_data_on_read(ivmd_t *d, int node, const ivm_msg_hdr_t *hdr,
+                            const void *payload);
+ivmError_t ivmd_data_on_data(ivmd_t *d, int node, const ivm_msg_hdr_t *hdr,
+                            const void *payload);
+ivmError_t ivmd_data_on_ack(ivmd_t *d, int node, const ivm_msg_hdr_t *hdr,
+                            const void *payload);
+ivmError_t ivmd_data_on_group(ivmd_t *d, int node, const ivm_msg_hdr_t *hdr,
+                            const void *payload);
 
 #endif /* IVMD_DATA_DATA_H */

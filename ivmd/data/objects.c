@@ -7,6 +7,7 @@
 
 #include "data/copies.h"
 #include "data/op.h"
+#include "data/transport.h"
 #include "data/xfer.h"
 #include "ivmd.h"
 #include "log.h"
@@ -22,13 +23,14 @@ static ivmError_t ivmd_objects_ask_root(ivmd_t *d, ivmd_job_t *job, uint16_t typ
                                         ivm_peer_obj_t *m, ivmd_op_t *op)
 {
     ivmd_job_data_t *jd = job->data;
+    int root = jd->root_peer != NULL ? (int)(jd->root_peer - d->link.peers) : -1;
 
     if (op != NULL) {
         m->op = op->id;
-        ivmd_op_wait_on(op, (int)(jd->root_peer - d->link.peers));
+        ivmd_op_wait_on(op, root);
     }
     m->job = job->id;
-    return ivmd_remote_post(d, jd->root_peer, type, m, sizeof(*m), NULL, 0);
+    return ivmd_data_transport(d)->send_msg(d, root, type, m, sizeof(*m), NULL, 0);
 }
 
 int ivmd_data_register(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ivmd_obj_t *obj)
@@ -120,16 +122,15 @@ static void ivmd_objects_on_lookup(ivmd_t *d, ivmd_job_t *job, const ivm_peer_ob
     rep->master_id   = obj->master_node < 0 ? obj->id : obj->master_id;
 }
 
-void ivmd_data_on_obj(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
-                      const void *payload)
+ivmError_t ivmd_data_on_obj(ivmd_t *d, int node, const ivm_msg_hdr_t *hdr,
+                            const void *payload)
 {
     const ivm_peer_obj_t *m = payload;
     ivm_peer_obj_t rep;
     ivmd_job_t *job = ivmd_job_find(&d->reg, m->job);
 
     if (!ivm_proto_strok(m->name, sizeof(m->name))) {
-        ivmd_conn_close(d, pc, "malformed object message");
-        return;
+        return IVM_ERROR_PROTOCOL;
     }
     memset(&rep, 0, sizeof(rep));
     rep.op  = m->op;
@@ -137,14 +138,15 @@ void ivmd_data_on_obj(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
     if (job == NULL || ivmd_remote_is_proxy(job) || job->ending) {
         rep.status = IVM_ERROR_NOT_FOUND;
     } else if (hdr->type == IVM_PEER_OBJ_REG) {
-        ivmd_objects_on_reg(d, job, (int)(pc->peer - d->link.peers), m, &rep);
+        ivmd_objects_on_reg(d, job, node, m, &rep);
         if (m->size == 0) {
-            return; /* an unregistration has no reply */
+            return IVM_SUCCESS; /* an unregistration has no reply */
         }
     } else {
         ivmd_objects_on_lookup(d, job, m, &rep);
     }
-    ivmd_conn_send_parts(d, pc, IVM_PEER_OBJ_REP, 0, &rep, sizeof(rep), NULL, 0);
+    ivmd_data_transport(d)->send_msg(d, node, IVM_PEER_OBJ_REP, &rep, sizeof(rep), NULL, 0);
+    return IVM_SUCCESS;
 }
 
 /* Node daemon: the root daemon registered (or refused) our master. */
@@ -198,17 +200,17 @@ static void ivmd_objects_found(ivmd_t *d, ivmd_op_t *op, ivmd_job_t *job,
     }
 }
 
-void ivmd_data_on_obj_rep(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
-                          const void *payload)
+ivmError_t ivmd_data_on_obj_rep(ivmd_t *d, int node, const ivm_msg_hdr_t *hdr,
+                                const void *payload)
 {
     const ivm_peer_obj_t *m = payload;
     ivmd_op_t *op = ivmd_op_find(d, m->op);
     ivmd_job_t *job;
 
-    (void)pc;
+    (void)node;
     (void)hdr;
     if (op == NULL || (op->kind != IVMD_OP_MALLOC && op->kind != IVMD_OP_LOOKUP)) {
-        return;
+        return IVM_SUCCESS;
     }
     job = ivmd_job_find(&d->reg, op->job);
     if (op->kind == IVMD_OP_MALLOC) {
@@ -216,6 +218,7 @@ void ivmd_data_on_obj_rep(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
     } else {
         ivmd_objects_found(d, op, job, m);
     }
+    return IVM_SUCCESS;
 }
 
 /* ------------------------------------------------------------ maps */

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "data/op.h"
-#include "data/sender.h"
+#include "data/transport.h"
 #include "ivmd.h"
 
 typedef void (*ivmd_op_step_fn_t)(ivmd_t *d, ivmd_op_t *op);
@@ -30,6 +30,7 @@ ivmd_op_t *ivmd_op_new(ivmd_t *d, ivmd_op_kind_t kind, ivmd_conn_t *c,
         return NULL;
     }
     op->id   = ++d->data.next_op;
+    op->reply_node = -1;
     op->kind = kind;
     op->conn = c;
     if (hdr != NULL) {
@@ -141,7 +142,7 @@ void ivmd_data_peer_lost(ivmd_t *d, ivmd_peer_t *p)
     uint64_t bit = node < 64 ? 1ull << node : 0;
     ivmd_op_t *op, *tmp;
 
-    ivmd_sender_drop(d, p);
+    ivmd_data_transport(d)->drop(d, node);
 again:
     HASH_ITER(hh, d->data.ops, op, tmp) {
         if (op->peers & bit) {
@@ -152,8 +153,8 @@ again:
             ivmd_op_done(d, op);
             goto again;
         }
-        if (op->reply_peer == p) {
-            op->reply_peer = NULL;
+        if (op->reply_node == node) {
+            op->reply_node = -1;
         }
     }
 }
@@ -161,12 +162,14 @@ again:
 void ivmd_data_close_all(ivmd_t *d)
 {
     ivmd_op_t *op, *tmp;
-    uint32_t i;
 
     HASH_ITER(hh, d->data.ops, op, tmp) {
         ivmd_op_free(d, op);
     }
-    for (i = 0; i < d->link.npeers; ++i) {
-        ivmd_sender_drop(d, &d->link.peers[i]);
-    }
+    ivmd_data_transport(d)->drop(d, -1);
+}
+
+const ivmd_transport_ops_t *ivmd_data_transport(const ivmd_t *d)
+{
+    return d->data.transport != NULL ? d->data.transport : &ivmd_tcp_transport_ops;
 }

@@ -40,7 +40,7 @@ typedef struct ivmd_op {
     int               pending;   /* DATA/ACK still awaited */
     int               status;
     uint64_t          peers;     /* bit i: waits on node i (nodes < 64) */
-    ivmd_peer_t      *reply_peer;/* GROUP for a mirror: ACK this peer ... */
+    int               reply_node;/* GROUP for a mirror: ACK this node (-1: none) ... */
     uint64_t          reply_op;  /* ... with this operation id */
     int               then_group;/* SYNC PUT_GROUP: scatter after the put */
     uint64_t          obj;       /* object id here */

@@ -16,7 +16,7 @@
 
 #include "data/copies.h"
 #include "data/op.h"
-#include "data/sender.h"
+#include "data/transport.h"
 #include "data/xfer.h"
 #include "ivmd.h"
 #include "log.h"
@@ -44,22 +44,25 @@ static ivmError_t ivmd_xfer_post(ivmd_t *d, int node, uint16_t type, uint64_t op
     x.dst   = dst;
     x.off   = off;
     x.len   = len;
-    return ivmd_remote_post(d, ivmd_remote_peer(d, node), type, &x, sizeof(x), NULL, 0);
+    return ivmd_data_transport(d)->send_msg(d, node, type, &x, sizeof(x), NULL, 0);
 }
 
 static void ivmd_xfer_ack(ivmd_t *d, int node, uint64_t op_id, uint32_t job, int status)
 {
     ivm_peer_xfer_t ack = {.op = op_id, .job = job, .status = status};
 
-    ivmd_remote_post(d, ivmd_remote_peer(d, node), IVM_PEER_ACK, &ack, sizeof(ack), NULL, 0);
+    ivmd_data_transport(d)->send_msg(d, node, IVM_PEER_ACK, &ack, sizeof(ack), NULL, 0);
 }
 
-/* ACK on the link a message came by. */
-static void ivmd_xfer_ack_on(ivmd_t *d, ivmd_conn_t *pc, const ivm_peer_xfer_t *x, int status)
+/* Write [off, off+len) of our copy obj into node's copy dst, for op_id. */
+static ivmError_t ivmd_xfer_put(ivmd_t *d, int node, uint32_t job, uint64_t op_id,
+                                uint32_t flags, const ivmd_obj_t *obj, uint64_t dst,
+                                uint64_t off, uint64_t len)
 {
-    ivm_peer_xfer_t ack = {.op = x->op, .job = x->job, .status = status};
+    ivmd_xfer_range_t r = {.job = job, .op = op_id, .flags = flags, .fd = obj->fd,
+                           .src = obj->id, .dst = dst, .off = off, .len = len};
 
-    ivmd_conn_send_parts(d, pc, IVM_PEER_ACK, 0, &ack, sizeof(ack), NULL, 0);
+    return ivmd_data_transport(d)->put(d, node, &r);
 }
 
 ivmError_t ivmd_xfer_read(ivmd_t *d, ivmd_op_t *op, int node, uint64_t obj_there, uint64_t dst,
@@ -87,6 +90,19 @@ static ivmError_t ivmd_xfer_group_ask(ivmd_t *d, ivmd_op_t *op, const ivmd_obj_t
     return IVM_SUCCESS;
 }
 
+/* Answer a READ with our copy's bytes; a range the transport cannot take
+ * (no memory, no descriptor) fails the reader's operation at once. */
+static void ivmd_xfer_reply(ivmd_t *d, int node, const ivm_peer_xfer_t *x,
+                            const ivmd_obj_t *obj)
+{
+    ivmError_t status = ivmd_xfer_put(d, node, x->job, x->op, IVM_XFER_REPLY, obj, x->dst,
+                                      x->off, x->len);
+
+    if (status != IVM_SUCCESS && status != IVM_ERROR_DAEMON_LOST) {
+        ivmd_xfer_ack(d, node, x->op, x->job, status);
+    }
+}
+
 /* ------------------------------------------------------------ operations */
 
 /* Master: scatter [off, off+len) to the mirrors (except node `skip`), or
@@ -109,15 +125,14 @@ static void ivmd_xfer_group(ivmd_t *d, ivmd_op_t *op, ivmd_obj_t *obj, int gathe
         if (gather) {
             status = ivmd_xfer_read(d, op, h->node, h->obj, obj->id, lo, hi - lo, 0);
         } else {
-            status = ivmd_sender_send(d, ivmd_remote_peer(d, h->node), op->job, op->id, 0, obj,
-                                      h->obj, lo, hi - lo);
+            status = ivmd_xfer_put(d, h->node, op->job, op->id, 0, obj, h->obj, lo, hi - lo);
             if (status == IVM_SUCCESS) {
                 ivmd_op_wait_on(op, h->node);
                 ++op->pending;
             }
         }
         if (status != IVM_SUCCESS) {
-            op->status = IVM_ERROR_DAEMON_LOST;
+            op->status = status;
         }
     }
     ivmd_op_step(d, op, IVM_SUCCESS);
@@ -147,13 +162,8 @@ void ivmd_xfer_sync_step(ivmd_t *d, ivmd_op_t *op)
 /* GROUP: every mirror answered: ACK the mirror that asked, or the PE. */
 void ivmd_xfer_group_step(ivmd_t *d, ivmd_op_t *op)
 {
-    if (op->reply_peer != NULL) {
-        ivm_peer_xfer_t x;
-        memset(&x, 0, sizeof(x));
-        x.op     = op->reply_op;
-        x.job    = op->job;
-        x.status = op->status;
-        ivmd_remote_post(d, op->reply_peer, IVM_PEER_ACK, &x, sizeof(x), NULL, 0);
+    if (op->reply_node >= 0) {
+        ivmd_xfer_ack(d, op->reply_node, op->reply_op, op->job, op->status);
     } else {
         ivmd_op_answer(d, op, op->status, "a mirror's node is unreachable");
     }
@@ -170,13 +180,16 @@ int ivmd_data_sync(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ivmd_obj
 static ivmError_t ivmd_xfer_sync_start(ivmd_t *d, ivmd_op_t *op, ivmd_obj_t *obj,
                                        uint32_t sync_op)
 {
+    ivmError_t status;
+
     switch (sync_op) {
     case IVM_SYNC_PUT:
     case IVM_SYNC_PUT_GROUP:
         op->then_group = (sync_op == IVM_SYNC_PUT_GROUP);
-        if (ivmd_sender_send(d, ivmd_remote_peer(d, obj->master_node), op->job, op->id, 0, obj,
-                             obj->master_id, op->off, op->len) != IVM_SUCCESS) {
-            return IVM_ERROR_DAEMON_LOST;
+        status = ivmd_xfer_put(d, obj->master_node, op->job, op->id, 0, obj, obj->master_id,
+                               op->off, op->len);
+        if (status != IVM_SUCCESS) {
+            return status;
         }
         ivmd_op_wait_on(op, obj->master_node);
         op->pending = 1;
@@ -194,6 +207,7 @@ int ivmd_data_sync_op(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, uint3
                       uint64_t gsync)
 {
     int is_master = obj->master_node < 0;
+    ivmError_t status;
     ivmd_op_t *op;
 
     if (len == 0 || (is_master && (sync_op == IVM_SYNC_PUT || sync_op == IVM_SYNC_GET))) {
@@ -215,9 +229,10 @@ int ivmd_data_sync_op(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, uint3
         ivmd_xfer_group(d, op, obj, sync_op == IVM_SYNC_GET_GROUP, -1);
         return IVMD_DEFERRED;
     }
-    if (ivmd_xfer_sync_start(d, op, obj, sync_op) != IVM_SUCCESS) {
+    status = ivmd_xfer_sync_start(d, op, obj, sync_op);
+    if (status != IVM_SUCCESS) {
         ivmd_op_free(d, op);
-        return IVM_ERROR_DAEMON_LOST;
+        return status;
     }
     return IVMD_DEFERRED;
 }
@@ -268,8 +283,7 @@ static void ivmd_xfer_later_send(ivmd_t *d, void *arg, int status)
         ivmd_xfer_ack(d, l->node, l->x.op, l->x.job,
                       obj == NULL ? IVM_ERROR_NOT_FOUND : status);
     } else {
-        ivmd_sender_send(d, ivmd_remote_peer(d, l->node), l->x.job, l->x.op, IVM_XFER_REPLY,
-                         obj, l->x.dst, l->x.off, l->x.len);
+        ivmd_xfer_reply(d, l->node, &l->x, obj);
     }
     free(l);
 }
@@ -295,17 +309,16 @@ static void ivmd_xfer_later_group(ivmd_t *d, void *arg, int status)
 
 /* ------------------------------------------------------------ peer messages */
 
-void ivmd_data_on_read(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
-                       const void *payload)
+ivmError_t ivmd_data_on_read(ivmd_t *d, int node, const ivm_msg_hdr_t *hdr,
+                             const void *payload)
 {
     const ivm_peer_xfer_t *x = payload;
-    int node = (int)(pc->peer - d->link.peers);
     ivmd_obj_t *obj = ivmd_copies_xfer_obj(d, x);
     ivmd_xfer_later_t *later;
 
     if (obj == NULL || hdr->length != sizeof(*x)) {
-        ivmd_xfer_ack_on(d, pc, x, IVM_ERROR_NOT_FOUND);
-        return;
+        ivmd_xfer_ack(d, node, x->op, x->job, IVM_ERROR_NOT_FOUND);
+        return IVM_SUCCESS;
     }
     if (x->flags & IVM_XFER_HOLD) {
         ivmd_obj_add_holder(obj, node, x->dst, x->off, x->len);
@@ -315,11 +328,12 @@ void ivmd_data_on_read(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
         /* A gather from this mirror: its device copies first. */
         if (ivmd_gpu_group_refresh(d, x->job, obj->id, x->off, x->len, 1, 0,
                                    ivmd_xfer_later_send, later)) {
-            return;
+            return IVM_SUCCESS;
         }
         free(later);
     }
-    ivmd_sender_send(d, pc->peer, x->job, x->op, IVM_XFER_REPLY, obj, x->dst, x->off, x->len);
+    ivmd_xfer_reply(d, node, x, obj);
+    return IVM_SUCCESS;
 }
 
 /* DATA answering one of our READs: a fill's chunk or a Get's. */
@@ -354,8 +368,7 @@ static void ivmd_xfer_on_reply(ivmd_t *d, int node, const ivm_peer_xfer_t *x, iv
 
 /* DATA put or scattered into our copy: ACK its last chunk, once this node's
  * device copies have the bytes. */
-static void ivmd_xfer_on_put(ivmd_t *d, ivmd_conn_t *pc, int node, const ivm_peer_xfer_t *x,
-                             ivmd_obj_t *obj)
+static void ivmd_xfer_on_put(ivmd_t *d, int node, const ivm_peer_xfer_t *x, ivmd_obj_t *obj)
 {
     int devices = obj != NULL && obj->master_node >= 0 && ivmd_gpu_alive(d);
     ivmd_xfer_later_t *later;
@@ -370,20 +383,18 @@ static void ivmd_xfer_on_put(ivmd_t *d, ivmd_conn_t *pc, int node, const ivm_pee
             ivmd_xfer_later_ack(d, later, IVM_SUCCESS);
         }
     } else if (x->flags & IVM_XFER_LAST) {
-        ivmd_xfer_ack_on(d, pc, x, obj != NULL ? IVM_SUCCESS : IVM_ERROR_NOT_FOUND);
+        ivmd_xfer_ack(d, node, x->op, x->job, obj != NULL ? IVM_SUCCESS : IVM_ERROR_NOT_FOUND);
     }
 }
 
-void ivmd_data_on_data(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
-                       const void *payload)
+ivmError_t ivmd_data_on_data(ivmd_t *d, int node, const ivm_msg_hdr_t *hdr,
+                             const void *payload)
 {
     const ivm_peer_xfer_t *x = payload;
-    int node = (int)(pc->peer - d->link.peers);
     ivmd_obj_t *obj;
 
     if (hdr->length != sizeof(*x) + x->len) {
-        ivmd_conn_close(d, pc, "malformed DATA");
-        return;
+        return IVM_ERROR_PROTOCOL;
     }
     obj = ivmd_copies_xfer_obj(d, x);
     if (obj != NULL && x->len > 0 &&
@@ -397,28 +408,29 @@ void ivmd_data_on_data(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
     if (x->flags & IVM_XFER_REPLY) {
         ivmd_xfer_on_reply(d, node, x, obj);
     } else {
-        ivmd_xfer_on_put(d, pc, node, x, obj);
+        ivmd_xfer_on_put(d, node, x, obj);
     }
+    return IVM_SUCCESS;
 }
 
-void ivmd_data_on_ack(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
-                      const void *payload)
+ivmError_t ivmd_data_on_ack(ivmd_t *d, int node, const ivm_msg_hdr_t *hdr,
+                             const void *payload)
 {
     const ivm_peer_xfer_t *x = payload;
     ivmd_op_t *op = ivmd_op_find(d, x->op);
 
-    (void)pc;
+    (void)node;
     (void)hdr;
     if (op != NULL) {
         ivmd_op_step(d, op, x->status);
     }
+    return IVM_SUCCESS;
 }
 
-void ivmd_data_on_group(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
-                        const void *payload)
+ivmError_t ivmd_data_on_group(ivmd_t *d, int node, const ivm_msg_hdr_t *hdr,
+                             const void *payload)
 {
     const ivm_peer_xfer_t *x = payload;
-    int node = (int)(pc->peer - d->link.peers);
     int gather = (x->flags & IVM_XFER_GATHER) != 0;
     ivmd_obj_t *obj = ivmd_copies_xfer_obj(d, x);
     ivmd_op_t *op = obj != NULL ? ivmd_op_new(d, IVMD_OP_GROUP, NULL, NULL) : NULL;
@@ -426,14 +438,14 @@ void ivmd_data_on_group(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
 
     (void)hdr;
     if (op == NULL) {
-        ivmd_xfer_ack_on(d, pc, x, IVM_ERROR_NOT_FOUND);
-        return;
+        ivmd_xfer_ack(d, node, x->op, x->job, IVM_ERROR_NOT_FOUND);
+        return IVM_SUCCESS;
     }
     op->job        = x->job;
     op->obj        = obj->id;
     op->off        = x->off;
     op->len        = x->len;
-    op->reply_peer = pc->peer;
+    op->reply_node = node;
     op->reply_op   = x->op;
     if (ivmd_gpu_has_copies(d, x->job, obj->id, x->off, x->len) &&
         (later = ivmd_xfer_later(x, node)) != NULL) {
@@ -444,9 +456,10 @@ void ivmd_data_on_group(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
         later->skip   = gather ? -1 : node;
         if (ivmd_gpu_group_refresh(d, x->job, obj->id, x->off, x->len, gather, 0,
                                    ivmd_xfer_later_group, later)) {
-            return;
+            return IVM_SUCCESS;
         }
         free(later);
     }
     ivmd_xfer_group(d, op, obj, gather, gather ? -1 : node);
+    return IVM_SUCCESS;
 }

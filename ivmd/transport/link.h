@@ -33,8 +33,6 @@ typedef struct ivmd_peer {
     int          ndevs;      /* its CPU devices (NODEINFO) */
     int          ngpus;      /* its GPU devices (NODEINFO) */
     uint16_t     ncores[64];
-    struct ivmd_sender *senders, *senders_tail; /* transfers waiting for the link
-                                                   to drain, in order (cluster.c) */
 } ivmd_peer_t;
 
 /* What the layers above the links register. */
