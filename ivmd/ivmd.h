@@ -19,7 +19,7 @@
 #include "crypto.h"
 #include "devcg.h"
 #include "devspec.h"
-#include "job.h"
+#include "ctl/job.h"
 #include "proto.h"
 #include "ctl/quota.h"
 #include "transport/conn.h"
