@@ -20,6 +20,7 @@
 #include "devcg.h"
 #include "devspec.h"
 #include "ctl/job.h"
+#include "gpu/gpu.h"
 #include "proto.h"
 #include "ctl/quota.h"
 #include "transport/conn.h"
@@ -173,7 +174,7 @@ struct ivmd {
     ivmd_remote_t    remote;       /* spawns on other nodes in flight (ctl/remote.c) */
     uint64_t         tx_bytes, rx_bytes; /* object bytes sent to / received from peers */
     uint32_t         pooled;       /* PEs handed out by warm pools (INFO) */
-    struct ivmd_gpu *gpu;          /* the ivm-gpud client, NULL without GPUs (gpu.c) */
+    struct ivmd_gpu *gpu;          /* the ivm-gpud client, NULL without GPUs (gpu/) */
     struct ivmd_devcg *devcg;      /* CPU share devices' cgroups (devcg.c) */
 };
 
@@ -292,17 +293,6 @@ void ivmd_cluster_peer_lost(ivmd_t *d, ivmd_peer_t *p);
 void ivmd_output_write_job(ivmd_t *d, ivmd_job_t *job, int pe_id, int fd, const char *bytes,
                            size_t len);
 
-/* The ivm-gpud client (gpu.c). */
-typedef struct ivmd_gsync ivmd_gsync_t;
-typedef void (*ivmd_gsync_done_t)(ivmd_t *d, void *arg, int status);
-/* Start ivm-gpud if this node has GPUs (or --emu-gpus); learn them. */
-ivmError_t ivmd_gpu_start(ivmd_t *d);
-/* Close its socket, wait for it to exit. */
-void ivmd_gpu_stop(ivmd_t *d);
-/* GPU devices of the node (NODEINFO, IVM_GPU_N(k)): its GPUs, or the shares. */
-uint32_t ivmd_gpu_count(const ivmd_t *d);
-int ivmd_gpu_alive(const ivmd_t *d);
-/* CUDA_VISIBLE_DEVICES for a PE on GPU k (cuda backend), else NULL. */
 /* Bind a CPU PE's threads as its job's --bind-to says (spawn.c); nothing for
  * the default, binding to the device's cores, which the PE has from its start. */
 void ivmd_spawn_bind(ivmd_t *d, const ivmd_job_t *job, const ivmd_pe_t *pe, pid_t pid);
@@ -310,47 +300,6 @@ void ivmd_spawn_bind(ivmd_t *d, const ivmd_job_t *job, const ivmd_pe_t *pe, pid_
 /* list.c: LIST, one entry of the daemon's jobs, PEs, objects or peers. */
 ivmError_t ivmd_list(ivmd_t *d, const ivm_msg_list_req_t *req, ivm_msg_list_rep_t *rep,
                      char *detail, size_t detail_len);
-
-/* The GPU backend's name ("emu", "cuda"), "none" without ivm-gpud. */
-const char *ivmd_gpu_backend_name(const ivmd_t *d);
-/* GPU device dev (a whole GPU or a --gpu-shares share of one): the
- * CUDA_VISIBLE_DEVICES of its physical GPU (NULL unless cuda), its percent
- * of that GPU's SMs (100: all). */
-const char *ivmd_gpu_visible(const ivmd_t *d, int dev);
-int ivmd_gpu_share(const ivmd_t *d, int dev);
-/* SIGCHLD: 1 if pid was ivm-gpud. */
-int ivmd_gpu_reaped(ivmd_t *d, pid_t pid, int wstatus);
-void ivmd_gpu_lost(ivmd_t *d, ivmd_conn_t *c, const char *why);
-void ivmd_gpu_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                         const void *payload);
-void ivmd_gpu_conn_gone(ivmd_t *d, ivmd_conn_t *c);
-/* A GPU PE's map of [off, off+size) of obj, whose node copy is ready:
- * ACQUIRE, then the reply with both fds (or the error). */
-void ivmd_gpu_map(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq, ivmd_obj_t *obj,
-                  uint64_t off, uint64_t size);
-/* UNMAP/FREE of a GPU mapping: release its reference. */
-ivmError_t ivmd_gpu_unref(ivmd_t *d, ivmd_pe_t *pe, uint64_t gpu_ref, uint64_t obj_id);
-void ivmd_gpu_pe_ended(ivmd_t *d, ivmd_pe_t *pe);
-void ivmd_gpu_job_end(ivmd_t *d, ivmd_job_t *job);
-int ivmd_gpu_has_copies(const ivmd_t *d, uint32_t job, uint64_t obj, uint64_t off,
-                        uint64_t len);
-/* SYNC of a GPU mapping, or a group call meeting device copies of this node. */
-int ivmd_gpu_sync(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ivmd_obj_t *obj,
-                  const ivm_msg_sync_req_t *req, char *detail, size_t detail_len);
-/* A cluster step of such a sync ended. */
-void ivmd_gpu_sync_resume(ivmd_t *d, uint64_t gsync, int status);
-int ivmd_gpu_group_refresh(ivmd_t *d, uint32_t job, uint64_t obj, uint64_t off, uint64_t len,
-                           int pull, int fence, ivmd_gsync_done_t done, void *arg);
-/* A mirror fill just wrote [off, off+len) of obj, bytes this node did not
- * hold: ivm-gpud copies them into the object's device copies of this node,
- * cached ones included (FILLED). Returns 1 if done(arg, status) will be
- * called once they have landed (done may be NULL: not waited for), 0 if no
- * device copy of obj can exist here (done is not called). */
-int ivmd_gpu_filled(ivmd_t *d, uint32_t job, const ivmd_obj_t *obj, uint64_t off,
-                    uint64_t len, ivmd_gsync_done_t done, void *arg);
-int ivmd_gpu_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                  const ivm_msg_gpu_info_req_t *req, ivm_msg_gpu_info_rep_t *rep, char *detail,
-                  size_t detail_len);
 
 /* Spawner. */
 /* A fresh secret for a PE's ENTER (never 0). */

@@ -23,12 +23,17 @@ typedef struct ivmd_peer ivmd_peer_t;
 struct ivmd_op;
 
 struct ivmd_transport_ops;
+struct ivmd_target_ops;
+
+/* A sync made for another module (the GPU's) ends with status. */
+typedef void (*ivmd_data_done_t)(ivmd_t *d, void *arg, int status);
 
 typedef struct ivmd_data {
     struct ivmd_op                  *ops;       /* operations in flight, by id (uthash) */
     uint64_t                         next_op;   /* the last id given */
     const struct ivmd_transport_ops *transport; /* NULL: TCP (data/transport.h) */
     void                            *transport_state;
+    const struct ivmd_target_ops    *target;    /* copies beside the node copy, or NULL */
 } ivmd_data_t;
 
 /* The peer messages of the data plane, from node; IVM_ERROR_PROTOCOL: the
@@ -66,11 +71,12 @@ ivmError_t ivmd_data_on_obj_rep(ivmd_t *d, int node, const ivm_msg_hdr_t *hdr,
 /* SYNC request of a PE on this node. */
 int ivmd_data_sync(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ivmd_obj_t *obj,
                    const ivm_msg_sync_req_t *req);
-/* The cluster sync of the node copy on behalf of a GPU sync (c == NULL,
- * gsync != 0: ivmd_gpu_sync_resume is called when it ends), or of a PE. */
+/* The sync of the node copy for a PE (c, hdr), or for another module
+ * (c == NULL, done != NULL: done(d, arg, status) is called once if it returns
+ * IVMD_DEFERRED). */
 int ivmd_data_sync_op(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, uint32_t job,
                       ivmd_obj_t *obj, uint32_t op, uint64_t off, uint64_t len,
-                      uint64_t gsync);
+                      ivmd_data_done_t done, void *arg);
 ivmError_t ivmd_data_on_read(ivmd_t *d, int node, const ivm_msg_hdr_t *hdr,
                             const void *payload);
 ivmError_t ivmd_data_on_data(ivmd_t *d, int node, const ivm_msg_hdr_t *hdr,

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "data/op.h"
+#include "data/target.h"
 #include "data/transport.h"
 #include "ivmd.h"
 
@@ -73,10 +74,10 @@ void ivmd_op_answer(ivmd_t *d, ivmd_op_t *op, int status, const char *detail)
     } rep;
     uint32_t len;
 
-    if (op->gsync != 0) {
-        uint64_t gsync = op->gsync;
-        op->gsync = 0;
-        ivmd_gpu_sync_resume(d, gsync, status);
+    if (op->done != NULL) {
+        ivmd_data_done_t done = op->done;
+        op->done = NULL;
+        done(d, op->done_arg, status);
         return;
     }
     if (op->conn == NULL) {
@@ -172,4 +173,33 @@ void ivmd_data_close_all(ivmd_t *d)
 const ivmd_transport_ops_t *ivmd_data_transport(const ivmd_t *d)
 {
     return d->data.transport != NULL ? d->data.transport : &ivmd_tcp_transport_ops;
+}
+
+void ivmd_data_set_target(ivmd_t *d, const ivmd_target_ops_t *ops)
+{
+    d->data.target = ops;
+}
+
+int ivmd_target_has_copies(const ivmd_t *d, uint32_t job, uint64_t obj, uint64_t off,
+                           uint64_t len)
+{
+    const ivmd_target_ops_t *t = d->data.target;
+
+    return t != NULL && t->has_copies(d, job, obj, off, len);
+}
+
+int ivmd_target_refresh(ivmd_t *d, uint32_t job, uint64_t obj, uint64_t off, uint64_t len,
+                        int pull, int fence, ivmd_target_done_t done, void *arg)
+{
+    const ivmd_target_ops_t *t = d->data.target;
+
+    return t != NULL && t->refresh(d, job, obj, off, len, pull, fence, done, arg);
+}
+
+int ivmd_target_filled(ivmd_t *d, uint32_t job, const ivmd_obj_t *obj, uint64_t off,
+                       uint64_t len, ivmd_target_done_t done, void *arg)
+{
+    const ivmd_target_ops_t *t = d->data.target;
+
+    return t != NULL && t->filled(d, job, obj, off, len, done, arg);
 }

@@ -46,7 +46,8 @@ typedef struct ivmd_op {
     uint64_t          obj;       /* object id here */
     uint64_t          off, len;
     ivm_msg_map_req_t map;       /* LOOKUP/FILL: the request */
-    uint64_t          gsync;     /* SYNC/GROUP for a GPU sync: resume it, answer nobody */
+    ivmd_data_done_t  done;      /* SYNC/GROUP for another module: call it, answer nobody */
+    void             *done_arg;
 } ivmd_op_t;
 
 /* A new operation answering hdr on c (both may be NULL). */

@@ -16,6 +16,7 @@
 
 #include "data/copies.h"
 #include "data/op.h"
+#include "data/target.h"
 #include "data/transport.h"
 #include "data/xfer.h"
 #include "ivmd.h"
@@ -173,7 +174,8 @@ void ivmd_xfer_group_step(ivmd_t *d, ivmd_op_t *op)
 int ivmd_data_sync(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ivmd_obj_t *obj,
                    const ivm_msg_sync_req_t *req)
 {
-    return ivmd_data_sync_op(d, c, hdr, c->job->id, obj, req->op, req->offset, req->size, 0);
+    return ivmd_data_sync_op(d, c, hdr, c->job->id, obj, req->op, req->offset, req->size, NULL,
+                             NULL);
 }
 
 /* A SYNC on a mirror: its first phase. */
@@ -204,7 +206,7 @@ static ivmError_t ivmd_xfer_sync_start(ivmd_t *d, ivmd_op_t *op, ivmd_obj_t *obj
 
 int ivmd_data_sync_op(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, uint32_t job,
                       ivmd_obj_t *obj, uint32_t sync_op, uint64_t off, uint64_t len,
-                      uint64_t gsync)
+                      ivmd_data_done_t done, void *arg)
 {
     int is_master = obj->master_node < 0;
     ivmError_t status;
@@ -221,7 +223,8 @@ int ivmd_data_sync_op(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, uint3
         return IVM_ERROR_NO_MEMORY;
     }
     op->job   = job;
-    op->gsync = gsync;
+    op->done     = done;
+    op->done_arg = arg;
     op->obj   = obj->id;
     op->off   = off;
     op->len   = len;
@@ -323,10 +326,10 @@ ivmError_t ivmd_data_on_read(ivmd_t *d, int node, const ivm_msg_hdr_t *hdr,
     if (x->flags & IVM_XFER_HOLD) {
         ivmd_obj_add_holder(obj, node, x->dst, x->off, x->len);
     } else if (obj->master_node >= 0 &&
-               ivmd_gpu_has_copies(d, x->job, obj->id, x->off, x->len) &&
+               ivmd_target_has_copies(d, x->job, obj->id, x->off, x->len) &&
                (later = ivmd_xfer_later(x, node)) != NULL) {
         /* A gather from this mirror: its device copies first. */
-        if (ivmd_gpu_group_refresh(d, x->job, obj->id, x->off, x->len, 1, 0,
+        if (ivmd_target_refresh(d, x->job, obj->id, x->off, x->len, 1, 0,
                                    ivmd_xfer_later_send, later)) {
             return IVM_SUCCESS;
         }
@@ -350,9 +353,9 @@ static void ivmd_xfer_on_reply(ivmd_t *d, int node, const ivm_peer_xfer_t *x, iv
         /* Device copies of the object made before these bytes were here get
          * them too; the map is answered once they have. */
         if (!(x->flags & IVM_XFER_LAST)) {
-            ivmd_gpu_filled(d, x->job, obj, x->off, x->len, NULL, NULL);
+            ivmd_target_filled(d, x->job, obj, x->off, x->len, NULL, NULL);
         } else if ((later = ivmd_xfer_later(x, node)) != NULL) {
-            if (ivmd_gpu_filled(d, x->job, obj, x->off, x->len, ivmd_xfer_later_fill, later)) {
+            if (ivmd_target_filled(d, x->job, obj, x->off, x->len, ivmd_xfer_later_fill, later)) {
                 return;
             }
             free(later);
@@ -370,15 +373,15 @@ static void ivmd_xfer_on_reply(ivmd_t *d, int node, const ivm_peer_xfer_t *x, iv
  * device copies have the bytes. */
 static void ivmd_xfer_on_put(ivmd_t *d, int node, const ivm_peer_xfer_t *x, ivmd_obj_t *obj)
 {
-    int devices = obj != NULL && obj->master_node >= 0 && ivmd_gpu_alive(d);
+    int devices = obj != NULL && obj->master_node >= 0 && d->data.target != NULL;
     ivmd_xfer_later_t *later;
 
     if (devices && !(x->flags & IVM_XFER_LAST)) {
         /* A scatter into this mirror: refresh the device copies. */
-        ivmd_gpu_group_refresh(d, x->job, obj->id, x->off, x->len, 0, 0, NULL, NULL);
+        ivmd_target_refresh(d, x->job, obj->id, x->off, x->len, 0, 0, NULL, NULL);
     } else if (devices && (later = ivmd_xfer_later(x, node)) != NULL) {
         /* Its last chunk: ACK once the device copies have every chunk. */
-        if (!ivmd_gpu_group_refresh(d, x->job, obj->id, x->off, x->len, 0, 1,
+        if (!ivmd_target_refresh(d, x->job, obj->id, x->off, x->len, 0, 1,
                                     ivmd_xfer_later_ack, later)) {
             ivmd_xfer_later_ack(d, later, IVM_SUCCESS);
         }
@@ -447,14 +450,14 @@ ivmError_t ivmd_data_on_group(ivmd_t *d, int node, const ivm_msg_hdr_t *hdr,
     op->len        = x->len;
     op->reply_node = node;
     op->reply_op   = x->op;
-    if (ivmd_gpu_has_copies(d, x->job, obj->id, x->off, x->len) &&
+    if (ivmd_target_has_copies(d, x->job, obj->id, x->off, x->len) &&
         (later = ivmd_xfer_later(x, node)) != NULL) {
         /* The master's node first pulls its device copies (gather) or
          * refreshes them with what the put brought (scatter). */
         later->op     = op->id;
         later->gather = gather;
         later->skip   = gather ? -1 : node;
-        if (ivmd_gpu_group_refresh(d, x->job, obj->id, x->off, x->len, gather, 0,
+        if (ivmd_target_refresh(d, x->job, obj->id, x->off, x->len, gather, 0,
                                    ivmd_xfer_later_group, later)) {
             return IVM_SUCCESS;
         }
