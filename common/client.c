@@ -291,28 +291,3 @@ ivmError_t ivm_ready_port(const ivm_ready_t *r, unsigned *port_p)
     *port_p = (unsigned)port;
     return IVM_SUCCESS;
 }
-
-ivmError_t ivm_sock_request(const char *path, int timeout_ms, uint16_t type, const void *req,
-                            uint32_t req_len, void *rep, uint32_t rep_len)
-{
-    return ivm_client_request(path, timeout_ms, type, req, req_len, rep, rep_len, NULL);
-}
-
-ivmError_t ivm_sock_request_detail(const char *path, int timeout_ms, uint16_t type,
-                                   const void *req, uint32_t req_len, void *rep,
-                                   uint32_t rep_len, char *detail, size_t detail_len)
-{
-    ivm_client_result_t res;
-    ivmError_t status = ivm_client_request(path, timeout_ms, type, req, req_len, rep, rep_len,
-                                           &res);
-
-    if (detail != NULL && detail_len > 0) {
-        snprintf(detail, detail_len, "%s", status != IVM_SUCCESS ? res.detail : "");
-    }
-    return status;
-}
-
-ivmError_t ivm_sock_info(const char *path, int timeout_ms, ivm_msg_info_rep_t *info)
-{
-    return ivm_client_info(path, timeout_ms, info, NULL);
-}

@@ -37,20 +37,6 @@ ivmError_t ivm_sock_send(int fd, const ivm_msg_hdr_t *hdr, const void *payload,
 ivmError_t ivm_sock_recv(int fd, void *buf, size_t len, int *fds, int *nfds_p,
                          int max_fds);
 
-/* The synchronous request client of client.h under its former names, kept
- * for the callers not yet switched (ivmrun, bench); they call
- * ivm_client_request / ivm_client_info.
- * ivm_sock_request: ivm_client_request without a result.
- * ivm_sock_request_detail: when the status is not IVM_SUCCESS, detail gets
- * the result's detail (the daemon's reason, or what failed on the way).
- * ivm_sock_info: ivm_client_info without a result. */
-ivmError_t ivm_sock_request(const char *path, int timeout_ms, uint16_t type, const void *req,
-                            uint32_t req_len, void *rep, uint32_t rep_len);
-ivmError_t ivm_sock_request_detail(const char *path, int timeout_ms, uint16_t type,
-                                   const void *req, uint32_t req_len, void *rep,
-                                   uint32_t rep_len, char *detail, size_t detail_len);
-ivmError_t ivm_sock_info(const char *path, int timeout_ms, ivm_msg_info_rep_t *info);
-
 /* Close every fd in fds[0..n). */
 void ivm_sock_close_fds(const int *fds, int n);
 

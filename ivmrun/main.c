@@ -15,6 +15,7 @@
 
 #include "devspec.h"
 #include "topo.h"
+#include "client.h"
 #include "log.h"
 #include "proto.h"
 #include "sock.h"
@@ -580,7 +581,7 @@ static int ivmrun_root_start(ivmrun_t *run, char **argv)
         const char *node = "node0";
 
         /* The root runs on the node of the daemon it talks to. */
-        if (ivm_sock_info(run->cluster.nodes[0].path, 2000, &info) == IVM_SUCCESS) {
+        if (ivm_client_info(run->cluster.nodes[0].path, 2000, &info, NULL) == IVM_SUCCESS) {
             info.node[sizeof(info.node) - 1] = '\0';
             node = info.node;
         }

@@ -18,6 +18,14 @@ step() {
     printf '\n==> %s\n' "$*"
 }
 
+# The layering of ivmd (calls go down only): reported, not enforced yet (the
+# lead makes it a failure once the transport, control/data and GPU parts are in).
+step "layering: scripts/check-layers.sh"
+if ! layering=$(bash scripts/check-layers.sh 2>/dev/null); then
+    printf '%s\n' "$layering"
+    echo "layering: $(grep -c . <<<"$layering") violations (not enforced yet)"
+fi
+
 step "checking dependencies: scripts/install-deps.sh"
 bash scripts/install-deps.sh
 

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "job.h"
+#include "ctl/job.h"
 #include "transport/conn.h"
 #include "transport/netlimits.h"
 

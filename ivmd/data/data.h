@@ -13,7 +13,7 @@
 
 #include <stdint.h>
 
-#include "job.h"
+#include "ctl/job.h"
 #include "proto.h"
 #include "status.h"
 

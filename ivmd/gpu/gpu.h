@@ -25,7 +25,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "job.h"
+#include "ctl/job.h"
 #include "proto.h"
 #include "status.h"
 

@@ -81,7 +81,7 @@ static int ivmd_link_parse_addr(const char *text, struct sockaddr_storage *ss,
 
 static void ivmd_link_tick(ivmd_t *d, void *arg, uint32_t events);
 static void ivmd_link_accept(ivmd_t *d, void *arg, uint32_t events);
-extern const ivmd_conn_ops_t ivmd_link_conn_ops;
+static const ivmd_conn_ops_t ivmd_link_conn_ops;
 
 void ivmd_link_init(ivmd_link_t *l, ivmd_loop_t *loop, ivmd_conn_table_t *conns,
                     ivmd_netlimits_t *net, const ivmd_link_cfg_t *cfg, const int *stopping,
@@ -627,7 +627,7 @@ static void ivmd_link_on_close(ivmd_t *d, ivmd_conn_t *c, const char *why)
                                                                        : IVMD_PEER_REDIAL_MAX_NS);
 }
 
-const ivmd_conn_ops_t ivmd_link_conn_ops = {
+static const ivmd_conn_ops_t ivmd_link_conn_ops = {
     .name         = "peer link",
     .flags        = IVMD_CONN_F_BULK_READ,
     .out_limit    = IVMD_CONN_PEER_OUT_LIMIT,

@@ -136,16 +136,9 @@ int ivmd_netlimits_fd_ok(const ivmd_netlimits_t *n, int fd)
     return probe < n->conn_line;
 }
 
-int ivmd_netlimits_peer_admit(ivmd_netlimits_t *n, const void *ss_arg, uint8_t src[16])
+/* The source address of ss, IPv4 mapped into IPv6. */
+static void ivmd_netlimits_src_of(const struct sockaddr_storage *ss, uint8_t src[16])
 {
-    const struct sockaddr_storage *ss = ss_arg;
-        ivmd_netlimits_src_t *s = NULL, *oldest = &n->src[0];
-    double burst = 4.0 * (double)n->cfg.preauth_rate;
-    uint64_t now = ivmd_now_ns();
-    const ivmd_conn_t *c;
-    long unauth = 0;
-    int i;
-
     memset(src, 0, 16);
     if (ss->ss_family == AF_INET) {
         src[10] = src[11] = 0xff;
@@ -153,37 +146,61 @@ int ivmd_netlimits_peer_admit(ivmd_netlimits_t *n, const void *ss_arg, uint8_t s
     } else if (ss->ss_family == AF_INET6) {
         memcpy(src, &((const struct sockaddr_in6 *)ss)->sin6_addr, 16);
     }
-    if (n->cfg.preauth_per_source > 0) {
-        for (c = n->conns->head; c != NULL; c = c->next) {
-            if (c->kind == IVMD_CONN_PEER && !c->closed && c->pstate != IVMD_PEER_UP &&
-                c->pstate != IVMD_PEER_CONNECTING && c->pstate != IVMD_PEER_HELLO_SENT &&
-                memcmp(c->src, src, 16) == 0) {
-                ++unauth;
-            }
-        }
-        if (unauth >= n->cfg.preauth_per_source) {
-            ++n->refused_sources;
-            return 0;
+}
+
+/* Accepted peer connections from src not authenticated yet. */
+static long ivmd_netlimits_unauth_from(const ivmd_netlimits_t *n, const uint8_t src[16])
+{
+    const ivmd_conn_t *c;
+    long unauth = 0;
+
+    for (c = n->conns->head; c != NULL; c = c->next) {
+        if (c->kind == IVMD_CONN_PEER && !c->closed && c->pstate != IVMD_PEER_UP &&
+            c->pstate != IVMD_PEER_CONNECTING && c->pstate != IVMD_PEER_HELLO_SENT &&
+            memcmp(c->src, src, 16) == 0) {
+            ++unauth;
         }
     }
-    if (n->cfg.preauth_rate <= 0) {
-        return 1;
-    }
+    return unauth;
+}
+
+/* src's token bucket (the oldest slot taken over for a new source). */
+static ivmd_netlimits_src_t *ivmd_netlimits_bucket(ivmd_netlimits_t *n, const uint8_t src[16],
+                                                   uint64_t now, double burst)
+{
+    ivmd_netlimits_src_t *oldest = &n->src[0];
+    int i;
+
     for (i = 0; i < IVMD_NETLIMITS_NSRC; ++i) {
         if (n->src[i].last_ns != 0 && memcmp(n->src[i].addr, src, 16) == 0) {
-            s = &n->src[i];
-            break;
+            return &n->src[i];
         }
         if (n->src[i].last_ns < oldest->last_ns) {
             oldest = &n->src[i];
         }
     }
-    if (s == NULL) {
-        s = oldest;
-        memcpy(s->addr, src, 16);
-        s->tokens  = burst;
-        s->last_ns = now;
+    memcpy(oldest->addr, src, 16);
+    oldest->tokens  = burst;
+    oldest->last_ns = now;
+    return oldest;
+}
+
+int ivmd_netlimits_peer_admit(ivmd_netlimits_t *n, const void *ss, uint8_t src[16])
+{
+    double burst = 4.0 * (double)n->cfg.preauth_rate;
+    uint64_t now = ivmd_now_ns();
+    ivmd_netlimits_src_t *s;
+
+    ivmd_netlimits_src_of(ss, src);
+    if (n->cfg.preauth_per_source > 0 &&
+        ivmd_netlimits_unauth_from(n, src) >= n->cfg.preauth_per_source) {
+        ++n->refused_sources;
+        return 0;
     }
+    if (n->cfg.preauth_rate <= 0) {
+        return 1;
+    }
+    s = ivmd_netlimits_bucket(n, src, now, burst);
     s->tokens += (double)(now - s->last_ns) * 1e-9 * (double)n->cfg.preauth_rate;
     if (s->tokens > burst) {
         s->tokens = burst;

@@ -114,20 +114,6 @@ Test(multinode, big_transfers_keep_daemon_memory_bounded)
     ivmt_result_free(&r);
 }
 
-/* The same with 1 GiB: a remote ivmSyncPut and ivmSyncGet of 1 GiB between
- * two nodes keep each daemon's peak memory within 64 MiB of idle (before flow
- * control a daemon queued the whole Put: +449 MiB). */
-Test(multinode, gib_put_and_get_keep_daemon_memory_bounded)
-{
-    const char *args[] = {IVMT_PE_NODES, "big_nodes", "1024", NULL};
-    ivmt_result_t r;
-
-    ivmrun_nodes("2", args, &r);
-    ivmt_expect_pe_ok(NULL, &r, "big_nodes");
-    cr_log_info("%s", r.out);
-    ivmt_result_free(&r);
-}
-
 /* By data patterns and by node1's received-byte counter. */
 Test(multinode, second_map_of_a_held_region_moves_no_data)
 {

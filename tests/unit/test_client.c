@@ -228,25 +228,6 @@ Test(client, reply_cut_short_is_daemon_lost)
     cr_assert_not_null(strstr(res.detail, "cut short"), "detail: %s", res.detail);
 }
 
-Test(client, former_names_are_the_same_client)
-{
-    ivm_msg_info_rep_t info;
-    char detail[64] = "stale";
-    ivm_msg_empty_t req = {0};
-    fake_t f;
-
-    fake_start(&f, FAKE_ANSWER, IVM_ERROR_NOT_FOUND, "no such thing");
-    cr_assert_eq(ivm_sock_request_detail(f.path, 2000, IVM_MSG_INFO, &req, sizeof(req), &info,
-                                         sizeof(info), detail, sizeof(detail)),
-                 IVM_ERROR_NOT_FOUND);
-    fake_stop(&f);
-    cr_assert_str_eq(detail, "no such thing");
-    fake_start(&f, FAKE_ANSWER, IVM_SUCCESS, "ignored");
-    cr_assert_eq(ivm_sock_info(f.path, 2000, &info), IVM_SUCCESS);
-    fake_stop(&f);
-    cr_assert_eq(info.pid, 4321);
-}
-
 Test(client, probe)
 {
     char path[128], longpath[256];
