@@ -41,9 +41,6 @@ uint32_t ivmd_gpu_count(const ivmd_t *d);
 int ivmd_gpu_alive(const ivmd_t *d);
 /* The GPU backend's name ("emu", "cuda"), "none" without ivm-gpud. */
 const char *ivmd_gpu_backend_name(const ivmd_t *d);
-/* GPU device dev's CUDA_VISIBLE_DEVICES (NULL unless cuda; until spawn.c
- * takes ivmd_gpu_env). */
-const char *ivmd_gpu_visible(const ivmd_t *d, int dev);
 /* GPU device dev's percent of its GPU's SMs (100: all). */
 int ivmd_gpu_share(const ivmd_t *d, int dev);
 /* The environment a PE on GPU device dev needs beside IVM's own variables,

@@ -74,7 +74,6 @@ struct ivmd_gpu {
     char                backend_name[IVM_GPUD_BACKEND_MAX];
     uint32_t            ngpus;
     ivm_gpud_gpu_info_t gpus[IVM_GPUD_MAX_GPUS];
-    char                visible[IVM_GPUD_MAX_GPUS][16]; /* cuda: CUDA_VISIBLE_DEVICES of GPU k */
     uint32_t            ndevs;      /* GPU devices: ngpus, or --gpu-shares's entries */
     ivm_gpu_share_t     devs[IVM_DEVSPEC_MAX_GPU_DEVICES]; /* device k: a share of a GPU */
     uint32_t            next_seq;

@@ -24,7 +24,6 @@
 /* --gpus as parsed: the listed CUDA indices. */
 typedef struct ivmd_gpu_list {
     int  n;                                  /* listed GPUs; 0: all; -1: none */
-    char visible[IVM_GPUD_MAX_GPUS][16];     /* each index */
     char csv[IVM_GPUD_MAX_GPUS * 4 + 1];     /* them, comma-separated */
 } ivmd_gpu_list_t;
 
@@ -52,7 +51,6 @@ static ivmError_t ivmd_gpu_parse_list(const char *spec, ivmd_gpu_list_t *l)
             free(copy);
             return IVM_ERROR_INVALID_VALUE;
         }
-        snprintf(l->visible[l->n], sizeof(l->visible[0]), "%ld", v);
         snprintf(l->csv + strlen(l->csv), sizeof(l->csv) - strlen(l->csv), "%s%ld",
                  l->n ? "," : "", v);
         ++l->n;
@@ -190,7 +188,7 @@ static const char *ivmd_gpu_backend_pick(const ivmd_t *d, const ivmd_gpu_list_t 
 
 /* ivm-gpud's command line. */
 static void ivmd_gpu_argv(const ivmd_t *d, char *exe, char *ctl, const char *backend,
-                          char *argv[IVMD_GPU_ARGV_MAX])
+                          const ivmd_gpu_list_t *l, char *argv[IVMD_GPU_ARGV_MAX])
 {
     int argc = 0;
 
@@ -207,6 +205,10 @@ static void ivmd_gpu_argv(const ivmd_t *d, char *exe, char *ctl, const char *bac
         argv[argc++] = "--admit-timeout";
         argv[argc++] = (char *)d->cfg.gpu_admit_timeout;
     }
+    if (l->n > 0 && strcmp(backend, "cuda") == 0) {
+        argv[argc++] = "--gpus"; /* it sees those GPUs only, numbered from 0 */
+        argv[argc++] = (char *)l->csv;
+    }
     argv[argc++] = "--node";
     argv[argc++] = (char *)d->cfg.node;
     argv[argc++] = "--log-level";
@@ -214,52 +216,20 @@ static void ivmd_gpu_argv(const ivmd_t *d, char *exe, char *ctl, const char *bac
     argv[argc]   = NULL;
 }
 
-/* ivm-gpud's environment: ivmd's, where a --gpus list makes it see those
- * GPUs only, numbered from 0. NULL: out of memory. */
-static char **ivmd_gpu_envp(const ivmd_gpu_list_t *l, const char *backend, char *visible_var,
-                            size_t var_len)
-{
-    extern char **environ;
-    size_t n = 0, i;
-    char **envp;
-
-    while (environ[n] != NULL) {
-        ++n;
-    }
-    envp = calloc(n + 2, sizeof(char *));
-    if (envp == NULL) {
-        return NULL;
-    }
-    for (i = 0, n = 0; environ[i] != NULL; ++i) {
-        if (l->n <= 0 || strncmp(environ[i], "CUDA_VISIBLE_DEVICES=", 21) != 0) {
-            envp[n++] = environ[i];
-        }
-    }
-    if (l->n > 0 && strcmp(backend, "cuda") == 0) {
-        snprintf(visible_var, var_len, "CUDA_VISIBLE_DEVICES=%s", l->csv);
-        envp[n++] = visible_var;
-    }
-    return envp;
-}
-
 /* posix_spawn ivm-gpud with sv_child as its control socket: 0 or an errno. */
 static int ivmd_gpu_spawn(ivmd_t *d, const char *backend, const ivmd_gpu_list_t *l,
                           int sv_child, char *exe, size_t exe_len, pid_t *pid_p)
 {
-    char ctl[16], visible_var[64 + sizeof(l->csv)];
+    extern char **environ;
+    char ctl[16];
     char *argv[IVMD_GPU_ARGV_MAX];
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
-    char **envp;
     int rc;
 
     ivmd_gpu_find_exe(d, exe, exe_len);
     snprintf(ctl, sizeof(ctl), "%d", IVMD_GPU_CTL_FD);
-    ivmd_gpu_argv(d, exe, ctl, backend, argv);
-    envp = ivmd_gpu_envp(l, backend, visible_var, sizeof(visible_var));
-    if (envp == NULL) {
-        return ENOMEM;
-    }
+    ivmd_gpu_argv(d, exe, ctl, backend, l, argv);
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, d->devnull, 0);
     posix_spawn_file_actions_adddup2(&fa, sv_child, IVMD_GPU_CTL_FD);
@@ -268,10 +238,9 @@ static int ivmd_gpu_spawn(ivmd_t *d, const char *backend, const ivmd_gpu_list_t 
         posix_spawn_file_actions_addclose(&fa, (int)d->cfg.ready_fd);
     }
     ivmd_spawn_attr_init(&attr);
-    rc = posix_spawnp(pid_p, exe, &fa, &attr, argv, envp);
+    rc = posix_spawnp(pid_p, exe, &fa, &attr, argv, environ);
     posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&fa);
-    free(envp);
     return rc;
 }
 
@@ -310,16 +279,18 @@ static ivmError_t ivmd_gpu_adopt(ivmd_t *d, struct ivmd_gpu *g, const ivm_gpud_h
     g->ngpus = h->ngpus;
     memcpy(g->gpus, h->gpus, sizeof(g->gpus));
     for (i = 0; i < g->ngpus; ++i) {
-        g->gpus[i].name[sizeof(g->gpus[i].name) - 1] = '\0';
-        if (l->n > 0 && (int)i < l->n) {
-            memcpy(g->visible[i], l->visible[i], sizeof(g->visible[i]));
-        } else {
-            snprintf(g->visible[i], sizeof(g->visible[i]), "%u", i);
+        ivm_gpud_gpu_info_t *gi = &g->gpus[i];
+        gi->name[sizeof(gi->name) - 1]           = '\0';
+        gi->env[sizeof(gi->env) - 1]             = '\0';
+        gi->share_env[sizeof(gi->share_env) - 1] = '\0';
+        if (gi->env[0] != '\0' && strchr(gi->env, '=') == NULL) {
+            gi->env[0] = '\0'; /* no NAME=value */
         }
     }
     if (g->backend != IVM_GPUD_BACKEND_EMU && l->n > (int)g->ngpus) {
-        ivm_warn("--gpus %s names %d GPUs, but only %u of them exist on %s (CUDA stops at "
-                 "the first index it does not have): GPU PEs can use IVM_GPU_N(0..%u)",
+        ivm_warn("--gpus %s names %d GPUs, but only %u of them exist on %s (the driver "
+                 "stops at the first index it does not have): GPU PEs can use "
+                 "IVM_GPU_N(0..%u)",
                  d->cfg.gpus, l->n, g->ngpus, d->cfg.node, g->ngpus > 0 ? g->ngpus - 1 : 0);
     }
     g->next_seq = 2;
@@ -427,13 +398,50 @@ const char *ivmd_gpu_backend_name(const ivmd_t *d)
     return d->gpu != NULL ? d->gpu->backend_name : "none";
 }
 
-const char *ivmd_gpu_visible(const ivmd_t *d, int dev)
+/* The GPU info of device dev, NULL if there is none. */
+static const ivm_gpud_gpu_info_t *ivmd_gpu_dev_info(const ivmd_t *d, int dev)
 {
-    if (d->gpu == NULL || d->gpu->backend != IVM_GPUD_BACKEND_CUDA || dev < 0 ||
-        (uint32_t)dev >= d->gpu->ndevs) {
+    if (d->gpu == NULL || dev < 0 || (uint32_t)dev >= d->gpu->ndevs) {
         return NULL;
     }
-    return d->gpu->visible[ivmd_gpu_phys(d->gpu, dev)];
+    return &d->gpu->gpus[ivmd_gpu_phys(d->gpu, dev)];
+}
+
+int ivmd_gpu_env(const ivmd_t *d, int dev, char (*env)[160], int max)
+{
+    const ivm_gpud_gpu_info_t *gi = ivmd_gpu_dev_info(d, dev);
+    int share = ivmd_gpu_share(d, dev), n = 0;
+
+    if (gi == NULL) {
+        return 0;
+    }
+    if (gi->env[0] != '\0' && n < max) {
+        snprintf(env[n++], sizeof(env[0]), "%s", gi->env);
+    }
+    if (gi->share_env[0] != '\0' && share < 100 && n < max) {
+        snprintf(env[n++], sizeof(env[0]), "%s=%d", gi->share_env, share);
+    }
+    return n;
+}
+
+/* var ("NAME=value") names the variable name[0, len). */
+static int ivmd_gpu_env_names(const char *var, const char *name, size_t len)
+{
+    return len > 0 && strncmp(var, name, len) == 0 && var[len] == '=';
+}
+
+int ivmd_gpu_env_overrides(const ivmd_t *d, int dev, const char *var)
+{
+    const ivm_gpud_gpu_info_t *gi = ivmd_gpu_dev_info(d, dev);
+
+    if (gi == NULL) {
+        return 0;
+    }
+    if (gi->env[0] != '\0' && ivmd_gpu_env_names(var, gi->env, strcspn(gi->env, "="))) {
+        return 1;
+    }
+    return ivmd_gpu_share(d, dev) < 100 &&
+           ivmd_gpu_env_names(var, gi->share_env, strlen(gi->share_env));
 }
 
 int ivmd_gpu_reaped(ivmd_t *d, pid_t pid, int wstatus)
