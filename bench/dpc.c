@@ -57,6 +57,7 @@
 
 #include "bench_util.h"
 #include "proto.h"
+#include "client.h"
 #include "sock.h"
 
 #define SPAWN_ENV "IVM_BENCH_DPC_SPAWNED"
@@ -131,7 +132,7 @@ static uint32_t parked_now(void)
 
     memset(&info, 0, sizeof(info));
     if (getenv("IVM_SOCKET") == NULL ||
-        ivm_sock_info(getenv("IVM_SOCKET"), 5000, &info) != IVM_SUCCESS)
+        ivm_client_info(getenv("IVM_SOCKET"), 5000, &info, NULL) != IVM_SUCCESS)
         return 0;
     return info.parked;
 }
@@ -212,8 +213,8 @@ static ivm_device open_gpu(char *backend, size_t backend_len)
     memset(&g, 0, sizeof(g));
     snprintf(backend, backend_len, "?");
     if (getenv("IVM_SOCKET") != NULL &&
-        ivm_sock_request(getenv("IVM_SOCKET"), 5000, IVM_MSG_GPU_INFO, &req, sizeof(req), &g,
-                         sizeof(g)) == IVM_SUCCESS)
+        ivm_client_request(getenv("IVM_SOCKET"), 5000, IVM_MSG_GPU_INFO, &req, sizeof(req), &g,
+                         sizeof(g), NULL) == IVM_SUCCESS)
         snprintf(backend, backend_len, "%.*s", (int)sizeof(g.backend), g.backend);
     return gdev;
 }

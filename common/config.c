@@ -133,14 +133,71 @@ ivmError_t ivm_config_set(const ivm_config_field_t *table, void *cfg,
     return ivm_config_assign(f, cfg, value, err, errlen);
 }
 
+/* -h/--help, --help-man, -V/--version: sets *help_p (a help request wins
+ * over --version) and returns 1; 0 for any other argument. */
+static int ivm_config_help_flag(const char *arg, int *help_p)
+{
+    if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+        *help_p = IVM_CONFIG_ASK_HELP;
+        return 1;
+    }
+    if (strcmp(arg, "--help-man") == 0) {
+        *help_p = IVM_CONFIG_ASK_MAN;
+        return 1;
+    }
+    if (strcmp(arg, "-V") == 0 || strcmp(arg, "--version") == 0) {
+        if (*help_p == 0) {
+            *help_p = IVM_CONFIG_ASK_VERSION;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+/* One option argv[*i_p] ("--name", "--name=value", "--name value" taking
+ * argv[*i_p + 1], "--no-name" for a boolean) assigned into cfg; *i_p is left
+ * on the last argument it used. */
+static ivmError_t ivm_config_parse_option(const ivm_config_field_t *table, void *cfg,
+                                          int argc, char **argv, int *i_p, char *err,
+                                          size_t errlen)
+{
+    const char *arg = argv[*i_p] + 2;
+    const char *eq  = strchr(arg, '=');
+    size_t len      = (eq != NULL) ? (size_t)(eq - arg) : strlen(arg);
+    const ivm_config_field_t *f = ivm_config_find(table, arg, len);
+    const char *value;
+
+    if (f == NULL && eq == NULL && strncmp(arg, "no-", 3) == 0) {
+        f = ivm_config_find(table, arg + 3, len - 3);
+        if (f != NULL && f->type == IVM_CONFIG_BOOL) {
+            *(int *)((char *)cfg + f->offset) = 0;
+            return IVM_SUCCESS;
+        }
+        f = NULL;
+    }
+    if (f == NULL) {
+        snprintf(err, errlen, "unknown option --%.*s (see --help)", (int)len, arg);
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    if (eq != NULL) {
+        value = eq + 1;
+    } else if (f->type == IVM_CONFIG_BOOL) {
+        value = "1";
+    } else if (*i_p + 1 < argc) {
+        value = argv[++*i_p];
+    } else {
+        snprintf(err, errlen, "option --%s needs a value", f->name);
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    return ivm_config_assign(f, cfg, value, err, errlen);
+}
+
 ivmError_t ivm_config_parse_args(const ivm_config_field_t *table, void *cfg,
                                  int argc, char **argv, int *first_arg_p,
                                  int *help_p, char *err, size_t errlen)
 {
-    const ivm_config_field_t *f;
-    const char *arg, *eq, *value;
+    const char *arg;
     ivmError_t status;
-    size_t len;
     int i;
 
     *help_p = 0;
@@ -150,50 +207,13 @@ ivmError_t ivm_config_parse_args(const ivm_config_field_t *table, void *cfg,
             ++i;
             break;
         }
-        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
-            *help_p = IVM_CONFIG_ASK_HELP;
-            continue;
-        }
-        if (strcmp(arg, "--help-man") == 0) {
-            *help_p = IVM_CONFIG_ASK_MAN;
-            continue;
-        }
-        if (strcmp(arg, "-V") == 0 || strcmp(arg, "--version") == 0) {
-            if (*help_p == 0) {
-                *help_p = IVM_CONFIG_ASK_VERSION;
-            }
+        if (ivm_config_help_flag(arg, help_p)) {
             continue;
         }
         if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0') {
             break;
         }
-        arg += 2;
-        eq = strchr(arg, '=');
-        len = (eq != NULL) ? (size_t)(eq - arg) : strlen(arg);
-        f = ivm_config_find(table, arg, len);
-        if (f == NULL && eq == NULL && strncmp(arg, "no-", 3) == 0) {
-            f = ivm_config_find(table, arg + 3, len - 3);
-            if (f != NULL && f->type == IVM_CONFIG_BOOL) {
-                *(int *)((char *)cfg + f->offset) = 0;
-                continue;
-            }
-            f = NULL;
-        }
-        if (f == NULL) {
-            snprintf(err, errlen, "unknown option --%.*s (see --help)", (int)len, arg);
-            return IVM_ERROR_INVALID_VALUE;
-        }
-        if (eq != NULL) {
-            value = eq + 1;
-        } else if (f->type == IVM_CONFIG_BOOL) {
-            value = "1";
-        } else if (i + 1 < argc) {
-            value = argv[++i];
-        } else {
-            snprintf(err, errlen, "option --%s needs a value", f->name);
-            return IVM_ERROR_INVALID_VALUE;
-        }
-        status = ivm_config_assign(f, cfg, value, err, errlen);
+        status = ivm_config_parse_option(table, cfg, argc, argv, &i, err, errlen);
         if (status != IVM_SUCCESS) {
             return status;
         }

@@ -1,6 +1,9 @@
 #include "proto.h"
 
+#include <stddef.h>
 #include <string.h>
+
+#include "wire.h"
 
 typedef struct ivm_proto_type_info {
     const char *name;
@@ -17,17 +20,160 @@ static const ivm_proto_type_info_t ivm_proto_types[IVM_MSG_LAST] = {
     IVM_MSG_TABLE(IVM_PROTO_INFO_ENTRY)
 };
 
+/* A multi-byte field of a peer message: count elements of width bytes. */
+typedef struct ivm_peer_field {
+    uint16_t off;
+    uint8_t  width;
+    uint8_t  count;
+} ivm_peer_field_t;
+
+#define IVM_PEER_FIELD(T, f) {offsetof(T, f), sizeof(((T *)0)->f), 1},
+#define IVM_PEER_ARRAY(T, f)                                                   \
+    {offsetof(T, f), sizeof(((T *)0)->f[0]),                                   \
+     sizeof(((T *)0)->f) / sizeof(((T *)0)->f[0])},
+#define IVM_PEER_FIELD_LIST(list)                                              \
+    static const ivm_peer_field_t ivm_peer_fields_##list[] = {                 \
+        IVM_PEER_FIELDS_##list(IVM_PEER_FIELD, IVM_PEER_ARRAY){0, 0, 0}};
+IVM_PEER_FIELD_LIST(NONE)
+IVM_PEER_FIELD_LIST(HELLO)
+IVM_PEER_FIELD_LIST(CHALLENGE)
+IVM_PEER_FIELD_LIST(PING)
+IVM_PEER_FIELD_LIST(NODEINFO)
+IVM_PEER_FIELD_LIST(FWD)
+IVM_PEER_FIELD_LIST(PE_STATE)
+IVM_PEER_FIELD_LIST(SPAWN)
+IVM_PEER_FIELD_LIST(SPAWN_REP)
+IVM_PEER_FIELD_LIST(JOB)
+IVM_PEER_FIELD_LIST(OUTPUT)
+IVM_PEER_FIELD_LIST(OBJ)
+IVM_PEER_FIELD_LIST(XFER)
+
 typedef struct ivm_peer_type_info {
-    const char *name;
-    uint32_t    size;  /* fixed part */
-    uint32_t    tail;  /* largest variable part after it */
+    const char             *name;
+    uint32_t                size;   /* fixed part */
+    uint32_t                tail;   /* largest variable part after it */
+    const ivm_peer_field_t *fields; /* its multi-byte fields, ending in width 0 */
 } ivm_peer_type_info_t;
 
-#define IVM_PEER_INFO_ENTRY(name, value, type, tail) \
-    [value - IVM_PEER_FIRST] = {#name, sizeof(type), tail},
+#define IVM_PEER_INFO_ENTRY(name, value, type, tail, fields) \
+    [value - IVM_PEER_FIRST] = {#name, sizeof(type), tail, ivm_peer_fields_##fields},
 static const ivm_peer_type_info_t ivm_peer_types[IVM_PEER_LAST - IVM_PEER_FIRST] = {
     IVM_PEER_TABLE(IVM_PEER_INFO_ENTRY)
 };
+
+/* One field element at p: host order to little-endian (pack) or back. */
+static void ivm_peer_swap(uint8_t *p, unsigned width, int pack)
+{
+    uint16_t v16;
+    uint32_t v32;
+    uint64_t v64;
+
+    switch (width) {
+    case 2:
+        if (pack) {
+            memcpy(&v16, p, 2);
+            ivm_put_le16(p, v16);
+        } else {
+            v16 = ivm_get_le16(p);
+            memcpy(p, &v16, 2);
+        }
+        break;
+    case 4:
+        if (pack) {
+            memcpy(&v32, p, 4);
+            ivm_put_le32(p, v32);
+        } else {
+            v32 = ivm_get_le32(p);
+            memcpy(p, &v32, 4);
+        }
+        break;
+    case 8:
+        if (pack) {
+            memcpy(&v64, p, 8);
+            ivm_put_le64(p, v64);
+        } else {
+            v64 = ivm_get_le64(p);
+            memcpy(p, &v64, 8);
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+static void ivm_peer_swap_fields(const ivm_peer_field_t *f, uint8_t *base, int pack)
+{
+    unsigned k;
+
+    for (; f->width != 0; ++f) {
+        for (k = 0; k < f->count; ++k) {
+            ivm_peer_swap(base + f->off + (size_t)k * f->width, f->width, pack);
+        }
+    }
+}
+
+/* SPAWN's n PE ids after its fixed part, when they fit in len. */
+static void ivm_peer_swap_spawn_ids(uint8_t *payload, uint32_t len, int32_t n, int pack)
+{
+    int32_t k;
+
+    if (n < 0 || (uint64_t)n * sizeof(int32_t) > len - sizeof(ivm_peer_spawn_t)) {
+        return; /* refused by the receiver's checks */
+    }
+    for (k = 0; k < n; ++k) {
+        ivm_peer_swap(payload + sizeof(ivm_peer_spawn_t) + (size_t)k * sizeof(int32_t), 4,
+                      pack);
+    }
+}
+
+static void ivm_peer_convert(uint16_t type, void *payload, uint32_t len, int pack)
+{
+    const ivm_peer_type_info_t *info;
+    int32_t n = 0;
+
+    if (type < IVM_PEER_FIRST || type >= IVM_PEER_LAST) {
+        return;
+    }
+    info = &ivm_peer_types[type - IVM_PEER_FIRST];
+    if (info->name == NULL || len < info->size) {
+        return;
+    }
+    if (type == IVM_PEER_SPAWN && pack) {
+        memcpy(&n, (uint8_t *)payload + offsetof(ivm_peer_spawn_t, n), sizeof(n));
+    }
+    ivm_peer_swap_fields(info->fields, payload, pack);
+    if (type == IVM_PEER_SPAWN) {
+        if (!pack) {
+            memcpy(&n, (uint8_t *)payload + offsetof(ivm_peer_spawn_t, n), sizeof(n));
+        }
+        ivm_peer_swap_spawn_ids(payload, len, n, pack);
+    }
+}
+
+void ivm_peer_pack(uint16_t type, void *payload, uint32_t len)
+{
+    ivm_peer_convert(type, payload, len, 1);
+}
+
+void ivm_peer_unpack(uint16_t type, void *payload, uint32_t len)
+{
+    ivm_peer_convert(type, payload, len, 0);
+}
+
+static const ivm_peer_field_t ivm_peer_hdr_fields[] = {
+    IVM_PEER_FIELD(ivm_msg_hdr_t, magic) IVM_PEER_FIELD(ivm_msg_hdr_t, version)
+    IVM_PEER_FIELD(ivm_msg_hdr_t, type) IVM_PEER_FIELD(ivm_msg_hdr_t, length)
+    IVM_PEER_FIELD(ivm_msg_hdr_t, seq) {0, 0, 0}};
+
+void ivm_peer_hdr_pack(ivm_msg_hdr_t *hdr)
+{
+    ivm_peer_swap_fields(ivm_peer_hdr_fields, (uint8_t *)hdr, 1);
+}
+
+void ivm_peer_hdr_unpack(ivm_msg_hdr_t *hdr)
+{
+    ivm_peer_swap_fields(ivm_peer_hdr_fields, (uint8_t *)hdr, 0);
+}
 
 ivmError_t ivm_proto_check_peer(const ivm_msg_hdr_t *hdr, const char **why_p)
 {
@@ -161,6 +307,14 @@ ivmError_t ivm_proto_check_req(const ivm_msg_hdr_t *hdr, const void *payload,
 int ivm_proto_reply_polled(uint16_t type)
 {
     return (type > IVM_MSG_NONE && type < IVM_MSG_LAST) ? ivm_proto_types[type].polled : 0;
+}
+
+uint32_t ivm_proto_rep_size(uint16_t type)
+{
+    if (type > IVM_MSG_NONE && type < IVM_MSG_LAST && ivm_proto_types[type].rep_size > 0) {
+        return ivm_proto_types[type].rep_size;
+    }
+    return (uint32_t)sizeof(ivm_msg_status_t);
 }
 
 /* Shortest reply payload of a type: its fixed struct, except CREATE_PES,

@@ -463,31 +463,39 @@ _Static_assert(sizeof(ivm_msg_cluster_req_t) == 40, "cluster request size");
 #define IVM_PEER_VERSION_LEN 16
 #define IVM_PEER_ENCRYPT     0x1u /* HELLO/CHALLENGE flags: the link is encrypted */
 
-/* X(name, value, struct, largest tail after the struct in bytes) */
-#define IVM_PEER_TABLE(X)                                                   \
-    X(HELLO,      64, ivm_peer_hello_t,      256)                           \
-    X(CHALLENGE,  65, ivm_peer_challenge_t,  0)                             \
-    X(AUTH,       66, ivm_peer_auth_t,       0)                             \
-    X(PING,       67, ivm_peer_ping_t,       0)                             \
-    X(PONG,       68, ivm_peer_ping_t,       0)                             \
-    X(NODEINFO,   69, ivm_peer_nodeinfo_t,   0)                             \
-    X(FWD,        70, ivm_peer_fwd_t,        IVM_PEER_FWD_MAX)              \
-    X(FWD_REP,    71, ivm_peer_fwd_t,        IVM_PEER_FWD_MAX)              \
-    X(PE_STATE,   72, ivm_peer_pe_state_t,   0)                             \
-    X(SPAWN,      73, ivm_peer_spawn_t,      IVM_MSG_MAX_PAYLOAD / 2)       \
-    X(SPAWN_REP,  74, ivm_peer_spawn_rep_t,  0)                             \
-    X(JOB_END,    75, ivm_peer_job_t,        0)                             \
-    X(OUTPUT,     76, ivm_peer_output_t,     IVM_PEER_OUTPUT_MAX)           \
-    X(OBJ_REG,    77, ivm_peer_obj_t,        0)                             \
-    X(OBJ_LOOKUP, 78, ivm_peer_obj_t,        0)                             \
-    X(OBJ_REP,    79, ivm_peer_obj_t,        0)                             \
-    X(READ,       80, ivm_peer_xfer_t,       0)                             \
-    X(DATA,       81, ivm_peer_xfer_t,       IVM_PEER_CHUNK)                \
-    X(ACK,        82, ivm_peer_xfer_t,       0)                             \
-    X(GROUP,      83, ivm_peer_xfer_t,       0)                             \
-    X(BYE,        84, ivm_peer_job_t,        0)
+/* The layout of the peer messages (the structs below, each field little-
+ * endian on the wire): HELLO and CHALLENGE carry it, bound into the
+ * handshake's MACs, and daemons of different layouts refuse each other.
+ * Raise it with any change of a peer message's fields. */
+#define IVM_PEER_LAYOUT 1u
 
-#define IVM_PEER_ENUM_ENTRY(name, value, type, tail) IVM_PEER_##name = (value),
+/* X(name, value, struct, largest tail after the struct in bytes, fields):
+ * `fields` names the struct's multi-byte fields (IVM_PEER_FIELDS_*), which
+ * ivm_peer_pack/ivm_peer_unpack turn little-endian and back. */
+#define IVM_PEER_TABLE(X)                                                   \
+    X(HELLO,      64, ivm_peer_hello_t,      256,                     HELLO)     \
+    X(CHALLENGE,  65, ivm_peer_challenge_t,  0,                       CHALLENGE) \
+    X(AUTH,       66, ivm_peer_auth_t,       0,                       NONE)      \
+    X(PING,       67, ivm_peer_ping_t,       0,                       PING)      \
+    X(PONG,       68, ivm_peer_ping_t,       0,                       PING)      \
+    X(NODEINFO,   69, ivm_peer_nodeinfo_t,   0,                       NODEINFO)  \
+    X(FWD,        70, ivm_peer_fwd_t,        IVM_PEER_FWD_MAX,        FWD)       \
+    X(FWD_REP,    71, ivm_peer_fwd_t,        IVM_PEER_FWD_MAX,        FWD)       \
+    X(PE_STATE,   72, ivm_peer_pe_state_t,   0,                       PE_STATE)  \
+    X(SPAWN,      73, ivm_peer_spawn_t,      IVM_MSG_MAX_PAYLOAD / 2, SPAWN)     \
+    X(SPAWN_REP,  74, ivm_peer_spawn_rep_t,  0,                       SPAWN_REP) \
+    X(JOB_END,    75, ivm_peer_job_t,        0,                       JOB)       \
+    X(OUTPUT,     76, ivm_peer_output_t,     IVM_PEER_OUTPUT_MAX,     OUTPUT)    \
+    X(OBJ_REG,    77, ivm_peer_obj_t,        0,                       OBJ)       \
+    X(OBJ_LOOKUP, 78, ivm_peer_obj_t,        0,                       OBJ)       \
+    X(OBJ_REP,    79, ivm_peer_obj_t,        0,                       OBJ)       \
+    X(READ,       80, ivm_peer_xfer_t,       0,                       XFER)      \
+    X(DATA,       81, ivm_peer_xfer_t,       IVM_PEER_CHUNK,          XFER)      \
+    X(ACK,        82, ivm_peer_xfer_t,       0,                       XFER)      \
+    X(GROUP,      83, ivm_peer_xfer_t,       0,                       XFER)      \
+    X(BYE,        84, ivm_peer_job_t,        0,                       JOB)
+
+#define IVM_PEER_ENUM_ENTRY(name, value, type, tail, fields) IVM_PEER_##name = (value),
 typedef enum ivm_peer_type {
     IVM_PEER_FIRST = 64,
     IVM_PEER_TABLE(IVM_PEER_ENUM_ENTRY)
@@ -501,7 +509,7 @@ typedef struct ivm_peer_hello {
     char     node[IVM_HOST_MAX + 1];        /* the dialer's node name */
     uint8_t  nonce[IVM_PEER_NONCE_LEN];     /* nonce_a, random */
     uint32_t flags;                         /* IVM_PEER_ENCRYPT */
-    uint32_t reserved;                      /* zero */
+    uint32_t layout;                        /* the dialer's IVM_PEER_LAYOUT */
 } ivm_peer_hello_t;
 
 typedef struct ivm_peer_challenge {
@@ -509,12 +517,12 @@ typedef struct ivm_peer_challenge {
     char     node[IVM_HOST_MAX + 1];        /* the acceptor's node name */
     uint8_t  nonce[IVM_PEER_NONCE_LEN];     /* nonce_b, random */
     uint32_t flags;                         /* IVM_PEER_ENCRYPT */
-    uint32_t reserved;                      /* zero */
-    uint8_t  mac[32];   /* HMAC("B" nonce_a nonce_b node_a node_b flags) */
+    uint32_t layout;                        /* the acceptor's IVM_PEER_LAYOUT */
+    uint8_t  mac[32];   /* HMAC("B" nonce_a nonce_b node_a node_b flags version layout) */
 } ivm_peer_challenge_t;
 
 typedef struct ivm_peer_auth {
-    uint8_t mac[32];    /* HMAC("A" nonce_b nonce_a node_a node_b flags) */
+    uint8_t mac[32];    /* HMAC("A" nonce_b nonce_a node_a node_b flags version layout) */
 } ivm_peer_auth_t;
 
 typedef struct ivm_peer_ping {
@@ -619,6 +627,41 @@ typedef struct ivm_peer_xfer {
     uint32_t reserved;   /* zero */
 } ivm_peer_xfer_t;
 
+/* The multi-byte fields of each peer message, F(struct, field) or, for an
+ * array of them, A(struct, field), in order;
+ * the rest is bytes (names, nonces, MACs, data). The tail of SPAWN starts
+ * with its n int32 PE ids, converted too; the tail of FWD and FWD_REP is a
+ * PE message in the PE protocol's own (host) layout. */
+#define IVM_PEER_FIELDS_NONE(F, A)
+#define IVM_PEER_FIELDS_HELLO(F, A) F(ivm_peer_hello_t, flags) F(ivm_peer_hello_t, layout)
+#define IVM_PEER_FIELDS_CHALLENGE(F, A) \
+    F(ivm_peer_challenge_t, flags) F(ivm_peer_challenge_t, layout)
+#define IVM_PEER_FIELDS_PING(F, A) F(ivm_peer_ping_t, sent_ns)
+#define IVM_PEER_FIELDS_NODEINFO(F, A) \
+    F(ivm_peer_nodeinfo_t, ndevs) F(ivm_peer_nodeinfo_t, ngpus) A(ivm_peer_nodeinfo_t, ncores)
+#define IVM_PEER_FIELDS_FWD(F, A) F(ivm_peer_fwd_t, job) F(ivm_peer_fwd_t, pe)
+#define IVM_PEER_FIELDS_PE_STATE(F, A)                                                     \
+    F(ivm_peer_pe_state_t, job) F(ivm_peer_pe_state_t, pe) F(ivm_peer_pe_state_t, state) \
+    F(ivm_peer_pe_state_t, reserved)
+#define IVM_PEER_FIELDS_SPAWN(F, A)                                                         \
+    F(ivm_peer_spawn_t, op) F(ivm_peer_spawn_t, job) F(ivm_peer_spawn_t, devtype)        \
+    F(ivm_peer_spawn_t, n) F(ivm_peer_spawn_t, flags) F(ivm_peer_spawn_t, argc)          \
+    F(ivm_peer_spawn_t, envc) F(ivm_peer_spawn_t, blob_len) F(ivm_peer_spawn_t, pe_pool)
+#define IVM_PEER_FIELDS_SPAWN_REP(F, A) \
+    F(ivm_peer_spawn_rep_t, op) F(ivm_peer_spawn_rep_t, status) F(ivm_peer_spawn_rep_t, started)
+#define IVM_PEER_FIELDS_JOB(F, A) F(ivm_peer_job_t, job) F(ivm_peer_job_t, reserved)
+#define IVM_PEER_FIELDS_OUTPUT(F, A)                                                        \
+    F(ivm_peer_output_t, job) F(ivm_peer_output_t, pe) F(ivm_peer_output_t, stream)     \
+    F(ivm_peer_output_t, len)
+#define IVM_PEER_FIELDS_OBJ(F, A)                                                           \
+    F(ivm_peer_obj_t, op) F(ivm_peer_obj_t, job) F(ivm_peer_obj_t, status)               \
+    F(ivm_peer_obj_t, master_node) F(ivm_peer_obj_t, reserved)                           \
+    F(ivm_peer_obj_t, master_id) F(ivm_peer_obj_t, size)
+#define IVM_PEER_FIELDS_XFER(F, A)                                                          \
+    F(ivm_peer_xfer_t, op) F(ivm_peer_xfer_t, job) F(ivm_peer_xfer_t, flags)             \
+    F(ivm_peer_xfer_t, obj) F(ivm_peer_xfer_t, dst) F(ivm_peer_xfer_t, off)              \
+    F(ivm_peer_xfer_t, len) F(ivm_peer_xfer_t, status) F(ivm_peer_xfer_t, reserved)
+
 _Static_assert(sizeof(ivm_peer_hello_t) == 120, "hello size");
 _Static_assert(sizeof(ivm_peer_xfer_t) == 56, "xfer size");
 _Static_assert(sizeof(ivm_peer_obj_t) == 296, "obj size");
@@ -642,6 +685,10 @@ ivmError_t ivm_proto_check_req(const ivm_msg_hdr_t *hdr, const void *payload,
  * table's last column); 0 for an unknown type. */
 int ivm_proto_reply_polled(uint16_t type);
 
+/* Bytes of a type's fixed reply struct, after which a reply may carry a
+ * detail text; sizeof(ivm_msg_status_t) for a type the table lacks. */
+uint32_t ivm_proto_rep_size(uint16_t type);
+
 /* Check a reply payload's length against its type. */
 ivmError_t ivm_proto_check_rep(const ivm_msg_hdr_t *hdr, const char **why_p);
 
@@ -653,6 +700,15 @@ ivmError_t ivm_proto_check_rep_body(const ivm_msg_hdr_t *hdr, const void *payloa
 /* Check a peer message: magic, version, type among the peer types, exact
  * payload length for the type. */
 ivmError_t ivm_proto_check_peer(const ivm_msg_hdr_t *hdr, const char **why_p);
+
+/* The peer wire's byte order: a header, and a message's fixed part (and
+ * SPAWN's PE ids) of len payload bytes, turned into explicit little-endian
+ * fields in place (pack, before sending) or back into the host's (unpack,
+ * after receiving). A no-op on little-endian hosts. */
+void ivm_peer_hdr_pack(ivm_msg_hdr_t *hdr);
+void ivm_peer_hdr_unpack(ivm_msg_hdr_t *hdr);
+void ivm_peer_pack(uint16_t type, void *payload, uint32_t len);
+void ivm_peer_unpack(uint16_t type, void *payload, uint32_t len);
 
 /* Name of a message type, for logs ("CREATE_PES", "?"). */
 const char *ivm_proto_type_name(uint32_t type);
@@ -666,6 +722,13 @@ int ivm_proto_strset(char *dst, size_t dst_size, const char *src);
 
 /* Non-zero if the fixed string field holds a NUL. */
 int ivm_proto_strok(const char *field, size_t size);
+
+/* Any reply struct of the table: its size is the largest's (a reply buffer
+ * holds that and IVM_MSG_DETAIL_MAX bytes of detail). */
+#define IVM_MSG_ANY_REP_MEMBER(name, value, req, rep, var, poll) rep r_##name;
+typedef union ivm_msg_any_rep {
+    IVM_MSG_TABLE(IVM_MSG_ANY_REP_MEMBER)
+} ivm_msg_any_rep_t;
 
 /* Every reply starts with a status and is at least that long: a PE reads a
  * header and a status in one go without touching the next message. */

@@ -7,7 +7,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -208,69 +207,4 @@ void ivm_sock_close_fds(const int *fds, int n)
             close(fds[i]);
         }
     }
-}
-
-ivmError_t ivm_sock_request(const char *path, int timeout_ms, uint16_t type, const void *req,
-                            uint32_t req_len, void *rep, uint32_t rep_len)
-{
-    return ivm_sock_request_detail(path, timeout_ms, type, req, req_len, rep, rep_len, NULL, 0);
-}
-
-ivmError_t ivm_sock_request_detail(const char *path, int timeout_ms, uint16_t type,
-                                   const void *req, uint32_t req_len, void *rep,
-                                   uint32_t rep_len, char *detail, size_t detail_len)
-{
-    struct timeval tv = {.tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000};
-    char buf[sizeof(ivm_msg_create_pes_rep_t) + IVM_MSG_DETAIL_MAX + 1];
-    ivm_msg_hdr_t hdr;
-    ivmError_t status = IVM_ERROR_PROTOCOL;
-    const char *why;
-    int fd;
-
-    if (detail != NULL && detail_len > 0) {
-        detail[0] = '\0';
-    }
-    fd = ivm_sock_connect(path);
-    if (fd < 0) {
-        return (ivmError_t)fd;
-    }
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    ivm_proto_hdr_init(&hdr, type, req_len, 1);
-    if (ivm_sock_send(fd, &hdr, req, NULL, 0) != IVM_SUCCESS ||
-        ivm_sock_recv(fd, &hdr, sizeof(hdr), NULL, NULL, 0) != IVM_SUCCESS) {
-        status = IVM_ERROR_DAEMON_LOST;
-        goto out;
-    }
-    if (ivm_proto_check_hdr(&hdr, &why) != IVM_SUCCESS ||
-        hdr.type != (type | IVM_MSG_REPLY) || ivm_proto_check_rep(&hdr, &why) != IVM_SUCCESS ||
-        hdr.length >= sizeof(buf) || hdr.length < rep_len) {
-        goto out;
-    }
-    if (ivm_sock_recv(fd, buf, hdr.length, NULL, NULL, 0) != IVM_SUCCESS) {
-        status = IVM_ERROR_DAEMON_LOST;
-        goto out;
-    }
-    memcpy(&status, buf, sizeof(int32_t));
-    if (status == IVM_SUCCESS) {
-        memcpy(rep, buf, rep_len);
-    } else if (detail != NULL && detail_len > 0) {
-        buf[hdr.length] = '\0';
-        snprintf(detail, detail_len, "%s", hdr.length > rep_len ? buf + rep_len : "");
-    }
-out:
-    close(fd);
-    return status;
-}
-
-ivmError_t ivm_sock_info(const char *path, int timeout_ms, ivm_msg_info_rep_t *info)
-{
-    ivm_msg_empty_t req = {0};
-    ivmError_t status = ivm_sock_request(path, timeout_ms, IVM_MSG_INFO, &req, sizeof(req),
-                                         info, sizeof(*info));
-
-    if (status == IVM_SUCCESS) {
-        info->node[sizeof(info->node) - 1] = '\0';
-    }
-    return status;
 }

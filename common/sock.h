@@ -37,24 +37,6 @@ ivmError_t ivm_sock_send(int fd, const ivm_msg_hdr_t *hdr, const void *payload,
 ivmError_t ivm_sock_recv(int fd, void *buf, size_t len, int *fds, int *nfds_p,
                          int max_fds);
 
-/* One request on a fresh connection (no ivmEnter needed: INFO, OBJ_INFO,
- * CLUSTER): rep receives rep_len bytes of the reply when its status is
- * IVM_SUCCESS; returns that status, or IVM_ERROR_NO_DAEMON / DAEMON_LOST /
- * PROTOCOL. */
-ivmError_t ivm_sock_request(const char *path, int timeout_ms, uint16_t type, const void *req,
-                            uint32_t req_len, void *rep, uint32_t rep_len);
-
-/* ivm_sock_request, and when the status is not IVM_SUCCESS the reply's
- * detail text (the daemon's reason) in detail, "" if it sent none. rep_len
- * must then be the type's whole reply struct, which the detail follows. */
-ivmError_t ivm_sock_request_detail(const char *path, int timeout_ms, uint16_t type,
-                                   const void *req, uint32_t req_len, void *rep,
-                                   uint32_t rep_len, char *detail, size_t detail_len);
-
-/* Ask the daemon on path for its INFO (no ivmEnter needed), waiting at most
- * timeout_ms for each step. IVM_ERROR_NO_DAEMON if nobody answers. */
-ivmError_t ivm_sock_info(const char *path, int timeout_ms, ivm_msg_info_rep_t *info);
-
 /* Close every fd in fds[0..n). */
 void ivm_sock_close_fds(const int *fds, int n);
 

@@ -62,17 +62,69 @@ int ivm_topo_is_keyword(const char *spec)
     return ivm_topo_unit(spec, &len) >= 0;
 }
 
+/* The ":PCT" share after a unit keyword (spec[len] on), "" when none;
+ * IVM_ERROR_INVALID_VALUE unless PCT is 1..100. */
+static ivmError_t ivm_topo_share(const char *spec, size_t len, const char **share_p,
+                                 char *err, size_t errlen)
+{
+    const char *share = spec + len;
+    char *end;
+    long pct;
+
+    *share_p = "";
+    if (*share != ':') {
+        return IVM_SUCCESS;
+    }
+    pct = strtol(share + 1, &end, 10);
+    if (share[1] < '0' || share[1] > '9' || *end != '\0' || pct < 1 || pct > 100) {
+        snprintf(err, errlen, "spec '%s': '%s' is not a share of 1..100 percent", spec,
+                 share + 1);
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    *share_p = share;
+    return IVM_SUCCESS;
+}
+
+/* Append to out (used bytes so far, in *used_p) one device of the cores of
+ * obj, written "a+b-c" and followed by share; nothing for a unit without
+ * cores (e.g. a NUMA node of memory only). */
+static ivmError_t ivm_topo_append_unit(hwloc_obj_t obj, const char *unit_name, const char *spec,
+                                       const char *share, char *out, size_t outlen,
+                                       size_t *used_p, char *err, size_t errlen)
+{
+    size_t used = *used_p;
+    char cores[1024];
+    char *c;
+    int w;
+
+    if (obj == NULL || obj->cpuset == NULL || hwloc_bitmap_iszero(obj->cpuset)) {
+        return IVM_SUCCESS;
+    }
+    if (hwloc_bitmap_list_snprintf(cores, sizeof(cores), obj->cpuset) >= (int)sizeof(cores)) {
+        snprintf(err, errlen, "spec '%s': a %s has too many cores to list", spec, unit_name);
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    for (c = cores; *c != '\0'; ++c) {
+        *c = *c == ',' ? '+' : *c;
+    }
+    w = snprintf(out + used, outlen - used, "%s%s%s", used > 0 ? "," : "", cores, share);
+    if (w < 0 || (size_t)w >= outlen - used) {
+        snprintf(err, errlen, "spec '%s': the expanded spec is longer than %zu characters",
+                 spec, outlen - 1);
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    *used_p = used + (size_t)w;
+    return IVM_SUCCESS;
+}
+
 ivmError_t ivm_topo_expand(const char *spec, char *out, size_t outlen, char *err,
                            size_t errlen)
 {
+    const char *share, *name;
     hwloc_topology_t t;
-    hwloc_obj_t obj;
-    const char *share = "";
-    char cores[1024];
     size_t len, used = 0;
-    int unit, n, i, w;
-    char *end, *c;
-    long pct;
+    ivmError_t status;
+    int unit, n, i;
 
     unit = ivm_topo_unit(spec, &len);
     if (unit < 0) {
@@ -82,51 +134,32 @@ ivmError_t ivm_topo_expand(const char *spec, char *out, size_t outlen, char *err
         }
         return IVM_SUCCESS;
     }
-    if (spec[len] == ':') {
-        share = spec + len;
-        pct = strtol(share + 1, &end, 10);
-        if (share[1] < '0' || share[1] > '9' || *end != '\0' || pct < 1 || pct > 100) {
-            snprintf(err, errlen, "spec '%s': '%s' is not a share of 1..100 percent", spec,
-                     share + 1);
-            return IVM_ERROR_INVALID_VALUE;
-        }
+    status = ivm_topo_share(spec, len, &share, err, errlen);
+    if (status != IVM_SUCCESS) {
+        return status;
     }
-    t = ivm_topo_get();
+    name = ivm_topo_units[unit].name;
+    t    = ivm_topo_get();
     if (t == NULL) {
         snprintf(err, errlen, "spec '%s': hwloc cannot read this machine's topology", spec);
         return IVM_ERROR_UNSUPPORTED;
     }
     n = hwloc_get_nbobjs_by_type(t, ivm_topo_units[unit].type);
     if (n <= 0) {
-        snprintf(err, errlen, "spec '%s': this machine has no %s unit (hwloc)", spec,
-                 ivm_topo_units[unit].name);
+        snprintf(err, errlen, "spec '%s': this machine has no %s unit (hwloc)", spec, name);
         return IVM_ERROR_UNSUPPORTED;
     }
     out[0] = '\0';
     for (i = 0; i < n; ++i) {
-        obj = hwloc_get_obj_by_type(t, ivm_topo_units[unit].type, (unsigned)i);
-        if (obj == NULL || obj->cpuset == NULL || hwloc_bitmap_iszero(obj->cpuset)) {
-            continue; /* e.g. a NUMA node of memory only */
+        status = ivm_topo_append_unit(hwloc_get_obj_by_type(t, ivm_topo_units[unit].type,
+                                                            (unsigned)i),
+                                      name, spec, share, out, outlen, &used, err, errlen);
+        if (status != IVM_SUCCESS) {
+            return status;
         }
-        if (hwloc_bitmap_list_snprintf(cores, sizeof(cores), obj->cpuset) >= (int)sizeof(cores)) {
-            snprintf(err, errlen, "spec '%s': a %s has too many cores to list", spec,
-                     ivm_topo_units[unit].name);
-            return IVM_ERROR_INVALID_VALUE;
-        }
-        for (c = cores; *c != '\0'; ++c) {
-            *c = *c == ',' ? '+' : *c;
-        }
-        w = snprintf(out + used, outlen - used, "%s%s%s", used > 0 ? "," : "", cores, share);
-        if (w < 0 || (size_t)w >= outlen - used) {
-            snprintf(err, errlen, "spec '%s': the expanded spec is longer than %zu characters",
-                     spec, outlen - 1);
-            return IVM_ERROR_INVALID_VALUE;
-        }
-        used += (size_t)w;
     }
     if (used == 0) {
-        snprintf(err, errlen, "spec '%s': no %s of this machine has cores", spec,
-                 ivm_topo_units[unit].name);
+        snprintf(err, errlen, "spec '%s': no %s of this machine has cores", spec, name);
         return IVM_ERROR_UNSUPPORTED;
     }
     return IVM_SUCCESS;

@@ -35,7 +35,7 @@
 #include <sys/types.h>
 
 #include "cgroup.h"
-#include "job.h"
+#include "ctl/job.h"
 #include "proto.h"
 
 typedef struct ivmd ivmd_t;

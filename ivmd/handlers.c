@@ -458,9 +458,9 @@ static ivmError_t ivmd_check_host(ivmd_t *d, const char *host, int *node_p, ivmd
     if (host[0] == '\0' || strcmp(host, d->cfg.node) == 0) {
         return IVM_SUCCESS;
     }
-    for (i = 0; i < d->npeers; ++i) {
-        if (!d->peers[i].self && strcmp(d->peers[i].node, host) == 0) {
-            if (!d->peers[i].up) {
+    for (i = 0; i < d->link.npeers; ++i) {
+        if (!d->link.peers[i].self && strcmp(d->link.peers[i].node, host) == 0) {
+            if (!d->link.peers[i].up) {
                 ivmd_detail(rep, "node %s is unreachable", host);
                 return IVM_ERROR_DAEMON_LOST;
             }
@@ -469,7 +469,7 @@ static ivmError_t ivmd_check_host(ivmd_t *d, const char *host, int *node_p, ivmd
         }
     }
     ivmd_detail(rep, "unknown host '%s' (this cluster has %u node%s)", host,
-                d->npeers ? d->npeers : 1, d->npeers > 1 ? "s" : "");
+                d->link.npeers ? d->link.npeers : 1, d->link.npeers > 1 ? "s" : "");
     return IVM_ERROR_NOT_FOUND;
 }
 
@@ -480,7 +480,7 @@ static ivmError_t ivmd_check_dev(ivmd_t *d, ivmd_conn_t *c, int node, int devtyp
     ivmError_t status;
 
     if (node >= 0) {
-        const ivmd_peer_t *p = &d->peers[node];
+        const ivmd_peer_t *p = &d->link.peers[node];
         if (devtype >= 0 && !IVM_DEV_IS_GPU(devtype) && devtype < p->ndevs) {
             *resolved_p = devtype;
             *ncores_p   = p->ncores[devtype];
@@ -551,7 +551,7 @@ static int ivmd_handle_create_dev(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t
     rep->body.create_dev.devtype = devtype;
     rep->body.create_dev.ncores  = ncores;
     ivm_proto_strset(rep->body.create_dev.host, sizeof(rep->body.create_dev.host),
-                     node < 0 ? d->cfg.node : d->peers[node].node);
+                     node < 0 ? d->cfg.node : d->link.peers[node].node);
     return IVM_SUCCESS;
 }
 
@@ -972,21 +972,21 @@ static int ivmd_handle_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     info->pid     = (uint32_t)getpid();
     info->jobs    = d->reg.njobs;
     info->objects = d->reg.nobjs;
-    info->conns   = d->nconns;
+    info->conns   = d->conns.nclients;
     info->shm_bytes = d->reg.obj_bytes;
     info->pes     = 0;
     for (job = d->reg.jobs; job != NULL; job = job->next) {
         info->pes += (uint32_t)job->alive;
     }
     ivm_proto_strset(info->node, sizeof(info->node), d->cfg.node);
-    info->peers    = d->npeers > 0 ? d->npeers - 1 : 0;
+    info->peers    = d->link.npeers > 0 ? d->link.npeers - 1 : 0;
     info->peers_up = ivmd_peer_count_up(d);
     info->tx_bytes = d->tx_bytes;
     info->rx_bytes = d->rx_bytes;
     info->parked   = ivmd_pool_count(d);
     info->pooled   = d->pooled;
     info->poll_us  = (uint32_t)d->cfg.poll_us;
-    info->polled   = d->polled;
+    info->polled   = d->loop.polled;
     return IVM_SUCCESS;
 }
 

@@ -1,7 +1,7 @@
 /*
  * ivmd: the node daemon. One epoll loop; all state in one ivmd_t passed
- * explicitly. Modules: loop (epoll, signals), conn (framing, validation,
- * replies), handlers (one per message type), spawn (PE processes), output
+ * explicitly. Modules: transport/loop (epoll, hooks, idle task),
+ * transport/conn (framing, validation, replies, per-kind callbacks), handlers (one per message type), spawn (PE processes), output
  * (tagged forwarding of PE output), job (the registry, pure bookkeeping),
  * devcg (CPU share devices in cgroups, devcg.h).
  */
@@ -13,11 +13,19 @@
 #include <sys/types.h>
 
 #include "config.h"
+#include "ctl/remote.h"
+#include "data/copies.h"
+#include "data/data.h"
 #include "crypto.h"
 #include "devcg.h"
 #include "devspec.h"
-#include "job.h"
+#include "ctl/job.h"
+#include "gpu/gpu.h"
 #include "proto.h"
+#include "ctl/quota.h"
+#include "transport/conn.h"
+#include "transport/link.h"
+#include "transport/loop.h"
 
 #define IVMD_CONFIG_TABLE(X)                                                        \
     X(socket, "socket", STRING, "",                                                 \
@@ -92,35 +100,6 @@ IVM_CONFIG_STRUCT(ivmd_config, IVMD_CONFIG_TABLE);
 #define IVMD_POLL_US_MAX 1000000 /* --poll-us: at most one second */
 
 typedef struct ivmd ivmd_t;
-typedef struct ivmd_op ivmd_op_t;
-
-/* An fd watched by the loop. */
-typedef void (*ivmd_io_cb_t)(ivmd_t *d, void *arg, uint32_t events);
-typedef struct ivmd_handler {
-    int          fd;
-    ivmd_io_cb_t cb;
-    void        *arg;
-} ivmd_handler_t;
-
-/* Queued outgoing bytes of a connection. */
-typedef struct ivmd_outbuf {
-    struct ivmd_outbuf *next;
-    size_t              len, off;
-    int                 tagged; /* peer link: the last IVM_CRYPTO_TAG_LEN bytes are its tag */
-    int                 fds[IVM_MSG_MAX_FDS]; /* owned; sent with byte 0 */
-    int                 nfds;
-    char                data[];
-} ivmd_outbuf_t;
-
-typedef enum ivmd_conn_kind {
-    IVMD_CONN_PE,     /* Unix socket: a PE or a tool of the daemon's user */
-    IVMD_CONN_PEER,   /* TCP: another daemon of the cluster */
-    IVMD_CONN_REMOTE, /* no socket: a PE of another node, for its job's root daemon */
-    IVMD_CONN_GPUD    /* socketpair: this node's ivm-gpud */
-} ivmd_conn_kind_t;
-
-/* Bytes a peer connection reads at once (peer links carry no fds). */
-#define IVMD_CONN_RBUF (64u * 1024u)
 
 /* Handler results besides an ivmError_t. */
 #define IVMD_DEFERRED 1 /* the reply comes later */
@@ -129,53 +108,7 @@ typedef enum ivmd_conn_kind {
 /* Job ids carry their root daemon's node index in the top bits. */
 #define IVMD_JOB_NODE_SHIFT 20
 
-typedef enum ivmd_peer_state {
-    IVMD_PEER_DOWN,        /* no connection */
-    IVMD_PEER_CONNECTING,  /* dialing (non-blocking connect) */
-    IVMD_PEER_HELLO_SENT,  /* dialer: awaiting CHALLENGE */
-    IVMD_PEER_AWAIT_HELLO, /* acceptor: awaiting HELLO */
-    IVMD_PEER_AWAIT_AUTH,  /* acceptor: awaiting AUTH */
-    IVMD_PEER_UP           /* authenticated */
-} ivmd_peer_state_t;
-
 struct ivmd_peer;
-
-typedef struct ivmd_conn {
-    ivmd_handler_t    h;
-    struct ivmd_conn *next, *prev;
-    int               closed;
-    ivmd_conn_kind_t  kind;
-    pid_t             peer_pid;
-    /* peer connections */
-    struct ivmd_peer *peer;        /* the cluster node, once known */
-    ivmd_peer_state_t pstate;
-    uint8_t           nonce_a[IVM_PEER_NONCE_LEN];
-    uint8_t           nonce_b[IVM_PEER_NONCE_LEN];
-    int               sealed;      /* keys derived: every message now carries a tag */
-    ivm_aead_t        tx_aead, rx_aead;
-    size_t            payload_want; /* the payload's bytes and, when sealed, its tag */
-    uint64_t          rx_bytes;    /* bytes received (bounded before auth) */
-    uint64_t          last_rx_ns, last_tx_ns, opened_ns;
-    uint8_t           src[16];     /* accepted peers: source address (IPv4 mapped) */
-    /* reading */
-    ivm_msg_hdr_t     hdr;
-    size_t            hdr_got;
-    char             *payload;
-    size_t            payload_cap, payload_got;
-    char             *rbuf;        /* peer links: staged bytes (IVMD_CONN_RBUF) */
-    size_t            rbuf_off, rbuf_len;
-    int               rbuf_short;  /* the last recv did not fill rbuf */
-    int               fds[IVM_MSG_MAX_FDS];
-    int               nfds;
-    /* writing */
-    ivmd_outbuf_t    *out_head, *out_tail;
-    int               out_armed;   /* EPOLLOUT is being watched */
-    const char       *doomed;      /* to be closed by the loop, and why */
-    /* identity once entered */
-    ivmd_pe_t        *pe;
-    ivmd_job_t       *job;
-    struct ivmd_parked *parked;    /* a warm-pool process parked in ivmEnter */
-} ivmd_conn_t;
 
 /* What the daemon keeps per job beside the registry (ivmd_job_t.data). */
 typedef struct ivmd_job_data {
@@ -203,23 +136,6 @@ typedef struct ivmd_job_data {
     int      own_devs;  /* the root brought its CPU device table (IVM_CPU_DEVICES) */
 } ivmd_job_data_t;
 
-/* A node of the cluster, as the CLUSTER message named it. */
-typedef struct ivmd_peer {
-    char         node[IVM_HOST_MAX + 1];
-    char         addr[64];
-    uint16_t     port;
-    int          self;       /* this daemon */
-    int          dialer;     /* we dial it (our name sorts lower) */
-    ivmd_conn_t *conn;       /* its authenticated connection, or the dial */
-    int          up;
-    int          leaving;    /* said BYE: its end is no failure */
-    int          ndevs;      /* its CPU devices (NODEINFO) */
-    int          ngpus;      /* its GPU devices (NODEINFO) */
-    uint16_t     ncores[64];
-    uint64_t     next_dial_ns;
-    unsigned     failures;   /* consecutive failed dials, for backoff and logs */
-} ivmd_peer_t;
-
 /* Forwarding of one PE stream with "[NODE,N] " prefixes. */
 typedef struct ivmd_fwd {
     ivmd_handler_t   h;
@@ -235,71 +151,53 @@ typedef struct ivmd_fwd {
 struct ivmd {
     ivmd_config_t    cfg;
     char             socket_path[108];
-    int              epfd;
-    int              listen_fd;
+    ivmd_loop_t      loop;         /* the event loop (transport/loop.h) */
+    ivmd_conn_table_t conns;       /* connections (transport/conn.h) */
     int              signal_fd;
     int              timer_fd;     /* grace period of PEs that called ivmExit */
-    ivmd_handler_t   listen_h;
     ivmd_handler_t   signal_h;
     ivmd_handler_t   timer_h;
-    struct ivmd_limits *limits;    /* fd budget, accept pauses, sources (limits.c) */
+    ivmd_netlimits_t net;          /* fd budget, accept pauses, sources (transport/netlimits.h) */
+    ivmd_quota_t     quota;        /* objects, bytes, PEs, connections (ctl/quota.h) */
     int              stopping;
     int              had_client;
-    uint64_t         poll_until_ns; /* --poll-us: poll, not sleep, until then */
-    uint64_t         polled;        /* loop turns whose events came while polling */
     uid_t            uid;
     ivm_cpu_device_t devs[IVM_DEVSPEC_MAX_DEVICES];
     int              ndevs;
     cpu_set_t        own_affinity;
     ivmd_registry_t  reg;
-    ivmd_conn_t     *conns;        /* open connections */
-    uint32_t         nconns;
-    ivmd_conn_t     *dead_conns;   /* closed, freed before the next sleep */
     ivmd_fwd_t      *fwds;         /* output forwarders */
     ivmd_fwd_t      *dead_fwds;
     int              devnull;
-    /* cluster */
-    int              tcp_fd;
-    uint16_t         tcp_port;
-    ivmd_handler_t   tcp_h;
-    int              tick_fd;      /* 1 s heartbeat and deadline tick */
-    ivmd_handler_t   tick_h;
-    int              have_cluster;
-    uint8_t          secret[IVM_SECRET_LEN];
-    ivmd_peer_t     *peers;
-    uint32_t         npeers;
-    uint32_t         self_idx;     /* our index in peers */
-    struct ivmd_op  *ops;          /* cluster operations in flight */
+    ivmd_link_t      link;         /* peer links, the cluster table (transport/link.h) */
+    ivmd_data_t      data;         /* the data plane: operations in flight (data/) */
+    ivmd_remote_t    remote;       /* spawns on other nodes in flight (ctl/remote.c) */
     uint64_t         tx_bytes, rx_bytes; /* object bytes sent to / received from peers */
     uint32_t         pooled;       /* PEs handed out by warm pools (INFO) */
-    struct ivmd_gpu *gpu;          /* the ivm-gpud client, NULL without GPUs (gpu.c) */
+    struct ivmd_gpu *gpu;          /* the ivm-gpud client, NULL without GPUs (gpu/) */
     struct ivmd_devcg *devcg;      /* CPU share devices' cgroups (devcg.c) */
 };
 
-/* Loop. */
-/* --poll-us: a PE was answered now; the loop polls for a while (loop.c). */
-void ivmd_loop_poll_after_reply(ivmd_t *d);
-ivmError_t ivmd_loop_add(ivmd_t *d, ivmd_handler_t *h, uint32_t events);
-void ivmd_loop_mod(ivmd_t *d, ivmd_handler_t *h, uint32_t events);
-void ivmd_loop_del(ivmd_t *d, ivmd_handler_t *h);
-int ivmd_loop_run(ivmd_t *d);
-
-/* Connections. */
-void ivmd_conn_accept(ivmd_t *d, void *arg, uint32_t events);
-/* Queue a reply: header + rep (len bytes) + optional detail text + fds
- * (duplicated; the caller keeps its own). When the fds cannot be duplicated
- * the reply goes out as an error without them, and that status is returned:
- * the caller undoes what the reply would have handed over. */
-ivmError_t ivmd_conn_reply(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
-                     const void *rep, uint32_t len, const char *detail,
-                     const int *fds, int nfds);
-void ivmd_conn_close(ivmd_t *d, ivmd_conn_t *c, const char *why);
-/* A send failed deep inside some operation: mark the connection, and let the
- * loop close it between two event batches (closing at once could free state
- * the caller is still using). */
-void ivmd_conn_doom(ivmd_conn_t *c, const char *why);
-void ivmd_conn_close_doomed(ivmd_t *d);
-void ivmd_conn_reap(ivmd_t *d);
+/* Until every module takes the transport's own state: the loop and the
+ * connection table of the daemon context. */
+static inline ivmError_t ivmd_loop_add(ivmd_t *d, ivmd_handler_t *h, uint32_t events)
+{
+    return ivmd_loop_watch(&d->loop, h, events);
+}
+static inline void ivmd_loop_mod(ivmd_t *d, ivmd_handler_t *h, uint32_t events)
+{
+    ivmd_loop_rewatch(&d->loop, h, events);
+}
+static inline void ivmd_loop_del(ivmd_t *d, ivmd_handler_t *h)
+{
+    ivmd_loop_unwatch(&d->loop, h);
+}
+/* A new connection on fd of the given kind, registered with the loop. */
+static inline ivmd_conn_t *ivmd_conn_open(ivmd_t *d, int fd, ivmd_conn_kind_t kind,
+                                          uint32_t events)
+{
+    return ivmd_conn_create(&d->conns, fd, kind, events);
+}
 
 /* Handlers. */
 void ivmd_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
@@ -320,120 +218,81 @@ void ivmd_job_grace_expired(ivmd_t *d, void *arg, uint32_t events);
 /* Seconds a PE that called ivmExit may take to end once its job is over. */
 #define IVMD_EXIT_GRACE_S 2
 
-/* Limits (limits.c): the fd budget, accept pauses, object memory, pre-auth
- * sources. Every refusal names its setting. */
-ivmError_t ivmd_limits_open(ivmd_t *d);
-void ivmd_limits_close(ivmd_t *d);
-/* The listener h could not accept (EMFILE, ENFILE, ENOBUFS, ENOMEM): take it
- * out of the loop and put it back on a timer, saying so once per pause. */
-void ivmd_limits_accept_pause(ivmd_t *d, ivmd_handler_t *h, const char *what);
-/* 1 if a connection (or a new PE's fds) numbered fd stays within the budget
- * of connections; else 0 (the caller refuses it). fd < 0: probe the lowest
- * free fd. */
-int ivmd_limits_conn_fd_ok(ivmd_t *d, int fd);
-/* The connection limits (--max-conns): IVM_SUCCESS or IVM_ERROR_LIMIT. */
-ivmError_t ivmd_limits_conn_admit(ivmd_t *d, char *detail, size_t detail_len);
-/* Memory for an object of size bytes for job: the limits on objects and
- * bytes checked, a memfd made, its pages preferring NUMA node numa (-1: any;
- * numa.c) and its memory reserved (fallocate). counted: the object is already
- * in the job's and node's counts (a mirror). Returns IVM_SUCCESS and the fd,
- * or an error with a message in detail. */
-ivmError_t ivmd_limits_obj_mem(ivmd_t *d, const ivmd_job_t *job, const char *name,
-                               uint64_t size, int counted, int numa, int *fd_p, char *detail,
-                               size_t detail_len);
-/* n more PEs for job: IVM_SUCCESS or IVM_ERROR_LIMIT (detail). */
-ivmError_t ivmd_limits_pes_admit(ivmd_t *d, const ivmd_job_t *job, int n, char *detail,
-                                 size_t detail_len);
-/* A pre-auth peer connection from ss: 1 to keep it, 0 to close it at once. */
-int ivmd_limits_peer_admit(ivmd_t *d, const void *ss, uint8_t src[16]);
+/* Limits, until every caller takes the modules' own state: the fd budget
+ * (transport/netlimits.h) and the quotas (ctl/quota.h). */
+static inline int ivmd_limits_conn_fd_ok(ivmd_t *d, int fd)
+{
+    return ivmd_netlimits_fd_ok(&d->net, fd);
+}
+static inline ivmError_t ivmd_limits_conn_admit(ivmd_t *d, char *detail, size_t detail_len)
+{
+    return ivmd_quota_conn_admit(&d->quota, detail, detail_len);
+}
+static inline ivmError_t ivmd_limits_obj_mem(ivmd_t *d, const ivmd_job_t *job, const char *name,
+                                             uint64_t size, int counted, int numa, int *fd_p,
+                                             char *detail, size_t detail_len)
+{
+    return ivmd_quota_obj_mem(&d->quota, job, name, size, counted, numa, fd_p, detail,
+                              detail_len);
+}
+static inline ivmError_t ivmd_limits_pes_admit(ivmd_t *d, const ivmd_job_t *job, int n,
+                                               char *detail, size_t detail_len)
+{
+    return ivmd_quota_pes_admit(&d->quota, job, n, detail, detail_len);
+}
 
-/* Peers (peer.c). */
-ivmError_t ivmd_peer_listen(ivmd_t *d);
-void ivmd_peer_close_all(ivmd_t *d);
-/* Shutdown: tell the peers, so they log our going as no failure. */
-void ivmd_peer_say_bye(ivmd_t *d);
-/* CLUSTER from the owner: the node table and secret. */
-ivmError_t ivmd_peer_set_cluster(ivmd_t *d, const ivm_msg_cluster_req_t *req,
-                                 char *detail, size_t detail_len);
-void ivmd_peer_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                          const void *payload);
-void ivmd_peer_disconnect(ivmd_t *d, ivmd_conn_t *c);
-/* The dial of a peer connection completed (or failed). */
-void ivmd_peer_connected(ivmd_t *d, ivmd_conn_t *c);
-uint32_t ivmd_peer_count_up(const ivmd_t *d);
-uint64_t ivmd_now_ns(void);
-/* A new connection on fd of the given kind, registered with the loop. */
-ivmd_conn_t *ivmd_conn_open(ivmd_t *d, int fd, ivmd_conn_kind_t kind, uint32_t events);
-/* Send a one-way message (peer protocol). */
-void ivmd_conn_send(ivmd_t *d, ivmd_conn_t *c, uint16_t type, const void *payload,
-                    uint32_t len);
+/* Peers (transport/link.c), until every caller takes the link's state. */
+static inline ivmError_t ivmd_peer_set_cluster(ivmd_t *d, const ivm_msg_cluster_req_t *req,
+                                               char *detail, size_t detail_len)
+{
+    return ivmd_link_set_cluster(&d->link, d, req, detail, detail_len);
+}
+static inline uint32_t ivmd_peer_count_up(const ivmd_t *d)
+{
+    return ivmd_link_count_up(&d->link);
+}
 
-/* A message built in place: alloc (header filled, payload_len bytes to
- * write at IVMD_OUTBUF_PAYLOAD), then push (queued and sent as possible). */
-ivmd_outbuf_t *ivmd_conn_out_alloc(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
-                                   uint32_t payload_len);
-/* IVM_SUCCESS, or (fds not duplicated) an error: b is freed, nothing sent. */
-ivmError_t ivmd_conn_out_push(ivmd_t *d, ivmd_conn_t *c, ivmd_outbuf_t *b, const int *fds,
-                              int nfds);
-#define IVMD_OUTBUF_PAYLOAD(b) ((b)->data + sizeof(ivm_msg_hdr_t))
-
-/* Jobs across nodes (cluster.c). */
-void ivmd_conn_send_parts(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
-                          const void *a, uint32_t alen, const void *b, uint32_t blen);
+/* Jobs across nodes (cluster.c): the peer messages' dispatch and the events
+ * of peers and connections, handed to ctl/remote.h and data/data.h. */
 uint32_t ivmd_reply_size(uint16_t type);
 void ivmd_reply_map(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
                     ivmd_obj_t *obj, uint64_t off, uint64_t size);
 ivmError_t ivmd_job_data_unpack(ivmd_job_data_t *jd, const char *blob, uint32_t len,
                                 uint32_t argc, uint32_t envc);
-int ivmd_cluster_self(const ivmd_t *d);
-ivmd_peer_t *ivmd_cluster_peer(ivmd_t *d, int node);
-int ivmd_cluster_root_node(const ivmd_t *d, uint32_t job_id);
-int ivmd_cluster_is_proxy(const ivmd_job_t *job);
-int ivmd_cluster_forwards(uint16_t type);
-void ivmd_cluster_forward(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                          const void *payload);
-void ivmd_cluster_vconn_reply(ivmd_t *d, ivmd_conn_t *c, const void *msg, uint32_t len);
-void ivmd_cluster_conn_gone(ivmd_t *d, ivmd_conn_t *c);
-/* Teardown: drop the operations still in flight. */
-void ivmd_cluster_close_all(ivmd_t *d);
-void ivmd_cluster_peer_up(ivmd_t *d, ivmd_peer_t *p);
-void ivmd_cluster_peer_lost(ivmd_t *d, ivmd_peer_t *p);
 void ivmd_cluster_handle_msg(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
                              const void *payload);
-void ivmd_cluster_pe_ended(ivmd_t *d, ivmd_pe_t *pe, int failed);
-void ivmd_cluster_pe_entered(ivmd_t *d, ivmd_pe_t *pe);
-void ivmd_cluster_pe_reaped(ivmd_t *d, ivmd_pe_t *pe);
-void ivmd_cluster_job_ending(ivmd_t *d, ivmd_job_t *job);
-int ivmd_cluster_spawn(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, int node,
-                       int devtype, ivmd_pe_t **pes, int n, ivm_msg_create_pes_rep_t *rep,
-                       char *detail, size_t detail_len);
-void ivmd_cluster_output(ivmd_t *d, ivmd_job_t *job, int pe_id, int stream,
-                         const char *bytes, size_t len);
-int ivmd_cluster_register(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                          ivmd_obj_t *obj);
-void ivmd_cluster_unregister(ivmd_t *d, ivmd_job_t *job, ivmd_obj_t *obj);
-void ivmd_cluster_kill(ivmd_t *d, ivmd_pe_t *pe);
-int ivmd_cluster_lookup(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                        const ivm_msg_map_req_t *req);
-int ivmd_cluster_map(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                     const ivm_msg_map_req_t *req, ivmd_obj_t *obj, ivmd_op_t *op);
-int ivmd_cluster_sync(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ivmd_obj_t *obj,
-                      const ivm_msg_sync_req_t *req);
+/* 1 if an operation or a spawn waits for a peer (the loop polls). */
+int ivmd_cluster_busy(const ivmd_t *d);
+/* Teardown: drop the operations still in flight. */
+void ivmd_cluster_close_all(ivmd_t *d);
+void ivmd_cluster_conn_gone(ivmd_t *d, ivmd_conn_t *c);
+void ivmd_cluster_peer_up(ivmd_t *d, ivmd_peer_t *p);
+void ivmd_cluster_peer_lost(ivmd_t *d, ivmd_peer_t *p);
+/* The names other modules call, until the branches are merged. */
+#define ivmd_cluster_self            ivmd_remote_self
+#define ivmd_cluster_peer            ivmd_remote_peer
+#define ivmd_cluster_root_node       ivmd_remote_root_node
+#define ivmd_cluster_is_proxy        ivmd_remote_is_proxy
+#define ivmd_cluster_forwards        ivmd_remote_forwards
+#define ivmd_cluster_forward         ivmd_remote_forward
+#define ivmd_cluster_vconn_reply     ivmd_remote_vconn_reply
+#define ivmd_cluster_pe_ended        ivmd_remote_pe_ended
+#define ivmd_cluster_pe_entered      ivmd_remote_pe_entered
+#define ivmd_cluster_pe_reaped       ivmd_remote_pe_reaped
+#define ivmd_cluster_job_ending      ivmd_remote_job_ending
+#define ivmd_cluster_spawn           ivmd_remote_spawn
+#define ivmd_cluster_output          ivmd_remote_output
+#define ivmd_cluster_kill            ivmd_remote_kill
+#define ivmd_cluster_register        ivmd_data_register
+#define ivmd_cluster_unregister      ivmd_data_unregister
+#define ivmd_cluster_lookup          ivmd_data_lookup
+#define ivmd_cluster_map(d, c, hdr, req, obj, op) ivmd_data_map(d, c, hdr, req, obj)
+#define ivmd_cluster_sync            ivmd_data_sync
+#define ivmd_cluster_sync_op         ivmd_data_sync_op
 /* Write a PE's output bytes to the job's stream fd, tagged if the job asks. */
 void ivmd_output_write_job(ivmd_t *d, ivmd_job_t *job, int pe_id, int fd, const char *bytes,
                            size_t len);
 
-/* The ivm-gpud client (gpu.c). */
-typedef struct ivmd_gsync ivmd_gsync_t;
-typedef void (*ivmd_gsync_done_t)(ivmd_t *d, void *arg, int status);
-/* Start ivm-gpud if this node has GPUs (or --emu-gpus); learn them. */
-ivmError_t ivmd_gpu_start(ivmd_t *d);
-/* Close its socket, wait for it to exit. */
-void ivmd_gpu_stop(ivmd_t *d);
-/* GPU devices of the node (NODEINFO, IVM_GPU_N(k)): its GPUs, or the shares. */
-uint32_t ivmd_gpu_count(const ivmd_t *d);
-int ivmd_gpu_alive(const ivmd_t *d);
-/* CUDA_VISIBLE_DEVICES for a PE on GPU k (cuda backend), else NULL. */
 /* Bind a CPU PE's threads as its job's --bind-to says (spawn.c); nothing for
  * the default, binding to the device's cores, which the PE has from its start. */
 void ivmd_spawn_bind(ivmd_t *d, const ivmd_job_t *job, const ivmd_pe_t *pe, pid_t pid);
@@ -441,57 +300,6 @@ void ivmd_spawn_bind(ivmd_t *d, const ivmd_job_t *job, const ivmd_pe_t *pe, pid_
 /* list.c: LIST, one entry of the daemon's jobs, PEs, objects or peers. */
 ivmError_t ivmd_list(ivmd_t *d, const ivm_msg_list_req_t *req, ivm_msg_list_rep_t *rep,
                      char *detail, size_t detail_len);
-
-/* numa.c: the NUMA node of a PE's device (-1: none or several), and the
- * placement of an object copy's pages there (nothing on one-node machines). */
-int ivmd_numa_of_pe(const ivmd_job_t *job, const ivmd_pe_t *pe);
-void ivmd_numa_place(int fd, uint64_t size, int numa);
-
-/* The GPU backend's name ("emu", "cuda"), "none" without ivm-gpud. */
-const char *ivmd_gpu_backend_name(const ivmd_t *d);
-/* GPU device dev (a whole GPU or a --gpu-shares share of one): the
- * CUDA_VISIBLE_DEVICES of its physical GPU (NULL unless cuda), its percent
- * of that GPU's SMs (100: all). */
-const char *ivmd_gpu_visible(const ivmd_t *d, int dev);
-int ivmd_gpu_share(const ivmd_t *d, int dev);
-/* SIGCHLD: 1 if pid was ivm-gpud. */
-int ivmd_gpu_reaped(ivmd_t *d, pid_t pid, int wstatus);
-void ivmd_gpu_lost(ivmd_t *d, ivmd_conn_t *c, const char *why);
-void ivmd_gpu_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                         const void *payload);
-void ivmd_gpu_conn_gone(ivmd_t *d, ivmd_conn_t *c);
-/* A GPU PE's map of [off, off+size) of obj, whose node copy is ready:
- * ACQUIRE, then the reply with both fds (or the error). */
-void ivmd_gpu_map(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq, ivmd_obj_t *obj,
-                  uint64_t off, uint64_t size);
-/* UNMAP/FREE of a GPU mapping: release its reference. */
-ivmError_t ivmd_gpu_unref(ivmd_t *d, ivmd_pe_t *pe, uint64_t gpu_ref, uint64_t obj_id);
-void ivmd_gpu_pe_ended(ivmd_t *d, ivmd_pe_t *pe);
-void ivmd_gpu_job_end(ivmd_t *d, ivmd_job_t *job);
-int ivmd_gpu_has_copies(const ivmd_t *d, uint32_t job, uint64_t obj, uint64_t off,
-                        uint64_t len);
-/* SYNC of a GPU mapping, or a group call meeting device copies of this node. */
-int ivmd_gpu_sync(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ivmd_obj_t *obj,
-                  const ivm_msg_sync_req_t *req, char *detail, size_t detail_len);
-/* A cluster step of such a sync ended. */
-void ivmd_gpu_sync_resume(ivmd_t *d, uint64_t gsync, int status);
-int ivmd_gpu_group_refresh(ivmd_t *d, uint32_t job, uint64_t obj, uint64_t off, uint64_t len,
-                           int pull, int fence, ivmd_gsync_done_t done, void *arg);
-/* A mirror fill just wrote [off, off+len) of obj, bytes this node did not
- * hold: ivm-gpud copies them into the object's device copies of this node,
- * cached ones included (FILLED). Returns 1 if done(arg, status) will be
- * called once they have landed (done may be NULL: not waited for), 0 if no
- * device copy of obj can exist here (done is not called). */
-int ivmd_gpu_filled(ivmd_t *d, uint32_t job, const ivmd_obj_t *obj, uint64_t off,
-                    uint64_t len, ivmd_gsync_done_t done, void *arg);
-int ivmd_gpu_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                  const ivm_msg_gpu_info_req_t *req, ivm_msg_gpu_info_rep_t *rep, char *detail,
-                  size_t detail_len);
-/* The cluster sync of the node copy on behalf of a GPU sync (c == NULL,
- * gsync != 0: ivmd_gpu_sync_resume is called when it ends), or of a PE. */
-int ivmd_cluster_sync_op(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, uint32_t job,
-                         ivmd_obj_t *obj, uint32_t op, uint64_t off, uint64_t len,
-                         uint64_t gsync);
 
 /* Spawner. */
 /* A fresh secret for a PE's ENTER (never 0). */

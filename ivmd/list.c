@@ -128,11 +128,11 @@ static ivmError_t ivmd_list_peer(ivmd_t *d, uint32_t index, ivm_msg_list_rep_t *
 {
     const ivmd_peer_t *p;
 
-    rep->total = d->npeers;
-    if (index >= d->npeers) {
+    rep->total = d->link.npeers;
+    if (index >= d->link.npeers) {
         return IVM_ERROR_NOT_FOUND;
     }
-    p          = &d->peers[index];
+    p          = &d->link.peers[index];
     rep->id    = index;
     rep->state = p->self || p->up;
     rep->count = p->self;

@@ -13,6 +13,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "gpud_proto.h"
 #include "ivmd.h"
 #include "log.h"
 #include "sock.h"
@@ -102,6 +103,178 @@ static ivmError_t ivmd_parse(ivmd_t *d, int argc, char **argv)
     return IVM_SUCCESS;
 }
 
+/* ------------------------------------------------ wiring of the layers */
+
+/* A PE connection: within the fd budget and the connection limits. */
+static ivmError_t ivmd_pe_admit(ivmd_t *d, int fd, pid_t pid, char *why, size_t why_len)
+{
+    if (!ivmd_limits_conn_fd_ok(d, fd)) {
+        snprintf(why, why_len, "fd %d is in the daemon's reserve (--fd-reserve %ld)", fd,
+                 d->cfg.fd_reserve);
+        return IVM_ERROR_LIMIT;
+    }
+    return ivmd_limits_conn_admit(d, why, why_len);
+}
+
+static ivmError_t ivmd_pe_check_msg(ivmd_t *d, ivmd_conn_t *c, const char **why_p)
+{
+    ivmError_t status = ivm_proto_check_req(&c->hdr, c->payload, why_p);
+
+    if (status != IVM_SUCCESS) {
+        ivm_warn_limited("pid %d sent a malformed %s request (%s): connection dropped",
+                         (int)c->peer_pid, ivm_proto_type_name(c->hdr.type), *why_p);
+    }
+    return status;
+}
+
+static void ivmd_pe_malformed(ivmd_t *d, ivmd_conn_t *c, const char *why)
+{
+    ivm_warn_limited("pid %d sent a malformed message (%s, type %s, length %u): "
+                     "connection dropped", (int)c->peer_pid, why,
+                     ivm_proto_type_name(c->hdr.type), (unsigned)c->hdr.length);
+}
+
+/* A PE's connection (or a remote PE's virtual one) closed. */
+static void ivmd_pe_on_close(ivmd_t *d, ivmd_conn_t *c, const char *why)
+{
+    ivm_debug("closing connection of pid %d: %s", (int)c->peer_pid, why);
+    ivmd_handle_disconnect(d, c);
+}
+
+static void ivmd_gpud_malformed(ivmd_t *d, ivmd_conn_t *c, const char *why)
+{
+    ivm_error("ivm-gpud sent a malformed message (%s, type %u, length %u): its socket is "
+              "closed", why, (unsigned)c->hdr.type, (unsigned)c->hdr.length);
+}
+
+static const ivmd_conn_ops_t ivmd_pe_conn_ops = {
+    .name         = "PE",
+    .out_limit    = IVMD_CONN_PE_OUT_LIMIT,
+    .flags        = IVMD_CONN_F_COUNTED | IVMD_CONN_F_ONE_PER_WAKE | IVMD_CONN_F_POLL_AFTER,
+    .check_hdr    = ivm_proto_check_hdr,
+    .check_msg    = ivmd_pe_check_msg,
+    .on_msg       = ivmd_handle_msg,
+    .on_close     = ivmd_pe_on_close,
+    .on_malformed = ivmd_pe_malformed,
+};
+
+static const ivmd_conn_ops_t ivmd_remote_conn_ops = {
+    .name      = "remote PE",
+    .on_close  = ivmd_pe_on_close,
+    .on_output = ivmd_cluster_vconn_reply,
+};
+
+static const ivmd_conn_ops_t ivmd_gpud_conn_ops = {
+    .name         = "ivm-gpud",
+    .check_hdr    = ivm_gpud_check_hdr,
+    .on_msg       = ivmd_gpu_handle_msg,
+    .on_close     = ivmd_gpu_lost,
+    .on_malformed = ivmd_gpud_malformed,
+};
+
+static void ivmd_output_before_sleep(ivmd_t *d, void *arg)
+{
+    ivmd_output_reap(d);
+}
+
+/* --exit-when-idle: once the last job ended and no client is connected. */
+static void ivmd_idle_exit(ivmd_t *d, void *arg)
+{
+    if (d->cfg.exit_when_idle && !d->loop.quit && d->conns.had_client &&
+        d->reg.njobs == 0 && d->conns.nclients == 0) {
+        ivm_info("idle: no job and no client left, exiting");
+        ivmd_loop_quit(&d->loop);
+    }
+}
+
+static int ivmd_pool_idle_want(ivmd_t *d, void *arg)
+{
+    switch (ivmd_pool_wanted(d)) {
+    case IVMD_POOL_EMPTY:
+        return IVMD_LOOP_IDLE_NOW;
+    case IVMD_POOL_SHORT:
+        return IVMD_LOOP_IDLE_SOON;
+    default:
+        return IVMD_LOOP_IDLE_NONE;
+    }
+}
+
+static void ivmd_pool_idle_run(ivmd_t *d, void *arg)
+{
+    ivmd_pool_fill(d);
+}
+
+/* Cluster operations in flight: --poll-us keeps polling for their answers. */
+static int ivmd_ops_busy(ivmd_t *d, void *arg)
+{
+    return ivmd_cluster_busy(d);
+}
+
+/* The fd budget, then the quotas drawn on it. */
+static ivmError_t ivmd_limits_open(ivmd_t *d)
+{
+    const ivmd_netlimits_cfg_t net_cfg = {.max_fds            = d->cfg.max_fds,
+                                          .fd_reserve         = d->cfg.fd_reserve,
+                                          .preauth_per_source = d->cfg.preauth_per_source,
+                                          .preauth_rate       = d->cfg.preauth_rate};
+    const ivmd_quota_cfg_t quota_cfg = {.node                = d->cfg.node,
+                                        .max_objects_per_job = d->cfg.max_objects_per_job,
+                                        .max_objects         = d->cfg.max_objects,
+                                        .max_bytes_per_job   = d->cfg.max_bytes_per_job,
+                                        .max_bytes           = d->cfg.max_bytes,
+                                        .max_pes_per_job     = d->cfg.max_pes_per_job,
+                                        .max_pes             = d->cfg.max_pes,
+                                        .max_conns           = d->cfg.max_conns,
+                                        .reserve_memory      = (int)d->cfg.reserve_memory};
+
+    ivmd_quota_init(&d->quota, &quota_cfg, &d->reg, &d->conns, &d->net, ivmd_numa_place);
+    return ivmd_netlimits_open(&d->net, &d->loop, &d->conns, &net_cfg);
+}
+
+/* Joined a cluster as node self: job ids name their root daemon's node,
+ * unique in the cluster. */
+static void ivmd_joined(ivmd_t *d, uint32_t self)
+{
+    if (d->reg.njobs == 0) {
+        d->reg.next_job_id = (self << IVMD_JOB_NODE_SHIFT) + 1;
+    }
+}
+
+static const ivmd_link_ops_t ivmd_link_ops = {
+    .on_msg    = ivmd_cluster_handle_msg,
+    .peer_up   = ivmd_cluster_peer_up,
+    .peer_lost = ivmd_cluster_peer_lost,
+    .joined    = ivmd_joined,
+};
+
+/* The transport below, and the callbacks of the layers above it. */
+static ivmError_t ivmd_wire(ivmd_t *d)
+{
+    const ivmd_link_cfg_t link_cfg = {.node    = d->cfg.node,
+                                      .listen  = d->cfg.listen,
+                                      .encrypt = (int)d->cfg.peer_encrypt};
+    ivmd_conn_table_t *t = &d->conns;
+
+    if (ivmd_loop_init(&d->loop, d, &d->stopping, d->cfg.poll_us) != IVM_SUCCESS ||
+        ivmd_conn_table_init(t, &d->loop, &d->net) != IVM_SUCCESS) {
+        return IVM_ERROR_INTERNAL;
+    }
+    ivmd_conn_register(t, IVMD_CONN_PE, &ivmd_pe_conn_ops, NULL);
+    ivmd_conn_register(t, IVMD_CONN_REMOTE, &ivmd_remote_conn_ops, NULL);
+    ivmd_conn_register(t, IVMD_CONN_GPUD, &ivmd_gpud_conn_ops, NULL);
+    ivmd_link_init(&d->link, &d->loop, t, &d->net, &link_cfg, &d->stopping, &ivmd_link_ops);
+    if (ivmd_conn_on_gone(t, ivmd_cluster_conn_gone) != IVM_SUCCESS ||
+        ivmd_conn_on_gone(t, ivmd_gpu_conn_gone) != IVM_SUCCESS ||
+        ivmd_loop_on_before_sleep(&d->loop, ivmd_output_before_sleep, NULL) != IVM_SUCCESS ||
+        ivmd_loop_on_before_sleep(&d->loop, ivmd_idle_exit, NULL) != IVM_SUCCESS) {
+        return IVM_ERROR_INTERNAL;
+    }
+    ivmd_loop_set_idle(&d->loop, ivmd_pool_idle_want, ivmd_pool_idle_run, NULL,
+                       IVMD_POOL_IDLE_US);
+    ivmd_loop_set_busy(&d->loop, ivmd_ops_busy, NULL);
+    return IVM_SUCCESS;
+}
+
 static ivmError_t ivmd_listen(ivmd_t *d)
 {
     struct sockaddr_un addr;
@@ -144,25 +317,25 @@ static ivmError_t ivmd_listen(ivmd_t *d)
     }
     unlink(d->socket_path);
 
-    d->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (d->listen_fd < 0) {
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
         ivm_error("socket: %m");
         return IVM_ERROR_INTERNAL;
     }
     memset(&addr, 0, sizeof(addr));
     addr.sun_family = AF_UNIX;
     strcpy(addr.sun_path, d->socket_path);
-    if (bind(d->listen_fd, (struct sockaddr *)&addr, sizeof(addr)) != 0) {
+    d->conns.listen_fd = fd; /* closed and unlinked at teardown */
+    if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0) {
         ivm_error("bind %s: %m", d->socket_path);
         return IVM_ERROR_PERMISSION;
     }
     chmod(d->socket_path, 0600);
-    if (listen(d->listen_fd, 512) != 0) {
+    if (listen(fd, 512) != 0) {
         ivm_error("listen %s: %m", d->socket_path);
         return IVM_ERROR_INTERNAL;
     }
-    d->listen_h = (ivmd_handler_t){.fd = d->listen_fd, .cb = ivmd_conn_accept, .arg = NULL};
-    return ivmd_loop_add(d, &d->listen_h, EPOLLIN);
+    return ivmd_conn_listen(&d->conns, fd, d->uid, ivmd_pe_admit);
 }
 
 static void ivmd_on_signal(ivmd_t *d, void *arg, uint32_t events)
@@ -220,7 +393,8 @@ static void ivmd_ready(ivmd_t *d)
     if (fd < 0) {
         return;
     }
-    len = (d->tcp_fd >= 0) ? snprintf(line, sizeof(line), "R %u\n", (unsigned)d->tcp_port)
+    len = (d->link.tcp_fd >= 0)
+              ? snprintf(line, sizeof(line), "R %u\n", (unsigned)d->link.tcp_port)
                            : snprintf(line, sizeof(line), "R\n");
     if (write(fd, line, (size_t)len) != len) {
         ivm_warn("cannot write the readiness byte to fd %d: %m", fd);
@@ -255,16 +429,13 @@ static void ivmd_teardown(ivmd_t *d)
 {
     ivmd_job_t *job, *next;
 
-    ivmd_peer_say_bye(d);
+    ivmd_link_say_bye(&d->link, d);
     for (job = d->reg.jobs; job != NULL; job = next) {
         next = job->next;
         ivmd_job_terminate(d, job, "the daemon is shutting down");
     }
     ivmd_gpu_stop(d);
-    while (d->conns != NULL) {
-        ivmd_conn_close(d, d->conns, "daemon shutdown");
-    }
-    ivmd_conn_reap(d);
+    ivmd_conn_table_fini(&d->conns, d);
     ivmd_output_close_all(d);
     /* Reap the PEs we killed, briefly, so none is left a zombie. */
     for (int tries = 0; tries < 100 && d->reg.njobs > 0; ++tries) {
@@ -286,15 +457,15 @@ static void ivmd_teardown(ivmd_t *d)
     }
     ivmd_devcg_close(d);
     ivmd_cluster_close_all(d);
-    ivmd_peer_close_all(d);
+    ivmd_link_close(&d->link);
     if (d->signal_fd >= 0) {
         close(d->signal_fd);
     }
     if (d->timer_fd >= 0) {
         close(d->timer_fd);
     }
-    if (d->listen_fd >= 0) {
-        close(d->listen_fd);
+    if (d->conns.listen_fd >= 0) {
+        close(d->conns.listen_fd);
         unlink(d->socket_path);
         if (d->cfg.remove_dir) {
             ivmd_remove_run_dir(d);
@@ -303,8 +474,8 @@ static void ivmd_teardown(ivmd_t *d)
     if (d->devnull >= 0) {
         close(d->devnull);
     }
-    ivmd_limits_close(d);
-    close(d->epfd);
+    ivmd_netlimits_close(&d->net);
+    ivmd_loop_fini(&d->loop);
     ivm_config_release(ivmd_config_fields, &d->cfg);
 }
 
@@ -316,8 +487,8 @@ int main(int argc, char **argv)
     int rc;
 
     memset(d, 0, sizeof(*d));
-    d->listen_fd = d->signal_fd = d->timer_fd = d->devnull = -1;
-    d->tcp_fd = d->tick_fd = -1;
+    d->signal_fd = d->timer_fd = d->devnull = -1;
+    d->loop.epfd = d->conns.listen_fd = d->net.timer_fd = -1;
     d->uid = getuid();
     ivm_log_set_prefix("ivmd");
     if (ivmd_parse(d, argc, argv) != IVM_SUCCESS) {
@@ -332,22 +503,24 @@ int main(int argc, char **argv)
         return 1;
     }
     ivmd_registry_init(&d->reg, &ivmd_job_ops, d);
-    d->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (ivmd_wire(d) != IVM_SUCCESS) {
+        return 1;
+    }
     d->devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (d->epfd < 0 || d->devnull < 0) {
-        ivm_error("epoll_create1 or /dev/null: %m");
+    if (d->devnull < 0) {
+        ivm_error("/dev/null: %m");
         return 1;
     }
     if (ivmd_limits_open(d) != IVM_SUCCESS || ivmd_signals_open(d) != IVM_SUCCESS ||
         ivmd_listen(d) != IVM_SUCCESS ||
-        ivmd_peer_listen(d) != IVM_SUCCESS || ivmd_gpu_start(d) != IVM_SUCCESS) {
+        ivmd_link_listen(&d->link) != IVM_SUCCESS || ivmd_gpu_start(d) != IVM_SUCCESS) {
         ivmd_teardown(d);
         return 1;
     }
     ivm_info("listening on %s (%d CPU device%s, %u GPU device%s)", d->socket_path, d->ndevs,
              d->ndevs == 1 ? "" : "s", ivmd_gpu_count(d), ivmd_gpu_count(d) == 1 ? "" : "s");
     ivmd_ready(d);
-    rc = ivmd_loop_run(d);
+    rc = ivmd_loop_run_until_stop(&d->loop);
     ivmd_teardown(d);
     return rc == 0 ? 0 : 1;
 }

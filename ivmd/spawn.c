@@ -64,7 +64,6 @@ ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail
     posix_spawnattr_t attr;
     ivmd_devcg_place_t cg;
     const ivm_cpu_device_t *dev = NULL, *cpu_for_gpu = NULL, *pin;
-    const char *gpu_visible = NULL;
     int gpu_share = 100;
     char **envp;
     size_t nenv = 0, nown, i, k;
@@ -91,8 +90,7 @@ ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail
             return (uint32_t)gpu < ivmd_gpu_count(d) ? IVM_ERROR_DAEMON_LOST
                                                      : IVM_ERROR_NOT_FOUND;
         }
-        gpu_visible = ivmd_gpu_visible(d, gpu);
-        gpu_share   = ivmd_gpu_share(d, gpu);
+        gpu_share = ivmd_gpu_share(d, gpu);
         /* Its host threads run on the job's first CPU device. */
         cpu_for_gpu = &job->devs[0];
     }
@@ -122,24 +120,16 @@ ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail
         snprintf(own[nown++], sizeof(own[0]), "IVM_GPU=%d", IVM_DEV_INDEX(pe->devtype));
         snprintf(own[nown++], sizeof(own[0]), "IVM_GPU_BACKEND=%s", ivmd_gpu_backend_name(d));
         snprintf(own[nown++], sizeof(own[0]), "IVM_GPU_SHARE=%d", gpu_share);
-        if (gpu_visible != NULL) {
-            /* The PE sees its own GPU only, as device 0; on a share, MPS
-             * limits it to its percentage of the SMs (where an MPS daemon
-             * runs; without one the share is advisory). */
-            int mps = gpu_share < 100;
-            snprintf(own[nown++], sizeof(own[0]), "CUDA_VISIBLE_DEVICES=%s", gpu_visible);
-            if (mps) {
-                snprintf(own[nown++], sizeof(own[0]), "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%d",
-                         gpu_share);
+        /* What ivm-gpud says a PE on that GPU needs (cuda: its GPU only, and
+         * on a share its percent of the SMs), instead of the job's own. */
+        nown += (size_t)ivmd_gpu_env(d, IVM_DEV_INDEX(pe->devtype), own + nown,
+                                     (int)(IVMD_SPAWN_ENV_OWN - nown));
+        for (i = 0, k = 0; i < nenv; ++i) {
+            if (!ivmd_gpu_env_overrides(d, IVM_DEV_INDEX(pe->devtype), envp[i])) {
+                envp[k++] = envp[i];
             }
-            for (i = 0, k = 0; i < nenv; ++i) {
-                if (strncmp(envp[i], "CUDA_VISIBLE_DEVICES=", 21) != 0 &&
-                    !(mps && strncmp(envp[i], "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=", 34) == 0)) {
-                    envp[k++] = envp[i];
-                }
-            }
-            nenv = k;
         }
+        nenv = k;
     }
     for (i = 0; i < nown; ++i) {
         envp[nenv + i] = own[i];

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "client.h"
 #include "log.h"
 #include "proto.h"
 #include "sock.h"
@@ -356,7 +357,7 @@ int ivmboot_wait_peers(ivmboot_t *b)
     int up = -1, term;
 
     for (;;) {
-        if (ivm_sock_info(b->daemon.path, IVMBOOT_INFO_WAIT, &info) == IVM_SUCCESS) {
+        if (ivm_client_info(b->daemon.path, IVMBOOT_INFO_WAIT, &info, NULL) == IVM_SUCCESS) {
             up = (int)info.peers_up;
             if (up == b->size - 1) {
                 ivm_info("node%d sees its %d peer%s (%.0f ms)", b->rank, up,

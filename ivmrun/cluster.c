@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "client.h"
 #include "log.h"
 #include "proto.h"
 #include "sock.h"
@@ -336,7 +337,7 @@ static ivmError_t ivmrun_cluster_wait_up(ivmrun_cluster_t *c, int sigfd, int *si
                           "see its messages above", c->nodes[k].node, why);
                 return IVM_ERROR_DAEMON_LOST;
             }
-            if (ivm_sock_info(c->nodes[k].path, IVMRUN_CLUSTER_INFO_WAIT, &info) !=
+            if (ivm_client_info(c->nodes[k].path, IVMRUN_CLUSTER_INFO_WAIT, &info, NULL) !=
                 IVM_SUCCESS) {
                 up[k] = -1;
             } else {

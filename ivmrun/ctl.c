@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/un.h>
 
+#include "client.h"
 #include "proto.h"
 #include "sock.h"
 #include "status.h"
@@ -41,8 +42,9 @@ static long ivm_ctl_number(const char *text, long max)
 
 int main(int argc, char **argv)
 {
-    char path[sizeof(((struct sockaddr_un *)0)->sun_path)], detail[IVM_MSG_DETAIL_MAX + 1];
+    char path[sizeof(((struct sockaddr_un *)0)->sun_path)], detail[IVM_CLIENT_DETAIL_MAX];
     ivm_msg_set_share_req_t req;
+    ivm_client_result_t res;
     ivm_msg_status_t rep;
     const char *sock = NULL;
     ivmError_t status;
@@ -77,8 +79,9 @@ int main(int argc, char **argv)
         return 2;
     }
     req = (ivm_msg_set_share_req_t){.dev = (uint32_t)dev, .percent = (uint32_t)pct};
-    status = ivm_sock_request_detail(path, 5000, IVM_MSG_SET_SHARE, &req, sizeof(req), &rep,
-                                     sizeof(rep), detail, sizeof(detail));
+    status = ivm_client_request(path, 5000, IVM_MSG_SET_SHARE, &req, sizeof(req), &rep,
+                                sizeof(rep), &res);
+    snprintf(detail, sizeof(detail), "%s", status != IVM_SUCCESS ? res.detail : "");
     if (status != IVM_SUCCESS) {
         fprintf(stderr, "ivm-ctl: %s: set-share %ld %ld: %s%s%s\n", path, dev, pct,
                 ivm_status_string(status), detail[0] != '\0' ? ": " : "", detail);

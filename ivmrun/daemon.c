@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "client.h"
 #include "log.h"
 #include "proto.h"
 #include "sock.h"
@@ -24,7 +25,6 @@
 #define IVMRUN_DAEMON_STOP_WAIT 5.0 /* seconds between SIGTERM and SIGKILL */
 #define IVMRUN_DAEMON_INFO_WAIT 1   /* seconds an INFO round trip may take */
 #define IVMRUN_DAEMON_LISTEN    "127.0.0.1" /* --listen address of a simulated node */
-#define IVMRUN_READY_LINE_MAX   32  /* bytes of a readiness line ("R 65535\n") */
 
 int ivmrun_daemon_reap(ivmrun_daemon_t *d)
 {
@@ -83,14 +83,11 @@ void ivmrun_daemon_kill(ivmrun_daemon_t *d)
 void ivmrun_daemon_unlink(ivmrun_daemon_t *d)
 {
     struct stat st;
-    int fd;
 
     if (lstat(d->path, &st) != 0 || !S_ISSOCK(st.st_mode)) {
         return;
     }
-    fd = ivm_sock_connect(d->path);
-    if (fd >= 0) {
-        close(fd);
+    if (ivm_client_probe(d->path) == IVM_SUCCESS) {
         return;
     }
     if (unlink(d->path) == 0) {
@@ -110,41 +107,135 @@ void ivmrun_arg_opt(char **argv, int *argc_p, const char *opt, const char *value
 
 /* The readiness line: "R" (single node) or "R PORT" (with --listen). Returns
  * 0 and sets d->port, or -1 if the line does not fit. */
-static int ivmrun_daemon_ready_parse(ivmrun_daemon_t *d, char *line)
+/* The daemon's command line into argv (at most 32 entries with the NULL);
+ * fdtext and listen are the caller's buffers the entries point into. */
+static void ivmrun_daemon_argv(const ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
+                               char *exe, int ready_fd, char *fdtext, size_t fdtext_len,
+                               char *listen, size_t listen_len, char **argv)
 {
-    unsigned long port;
-    char *end;
+    const char *addr;
+    int argc = 0;
 
-    line[strcspn(line, "\n")] = '\0';
+    snprintf(fdtext, fdtext_len, "%d", ready_fd);
+    argv[argc++] = exe;
+    argv[argc++] = "--socket";
+    argv[argc++] = (char *)d->path;
+    if (d->node[0] != '\0') {
+        argv[argc++] = "--node";
+        argv[argc++] = (char *)d->node;
+    }
+    if (d->listen) {
+        /* Port 0: any free one, which the readiness line reports. */
+        addr = (d->listen_addr != NULL) ? d->listen_addr : IVMRUN_DAEMON_LISTEN;
+        snprintf(listen, listen_len, strchr(addr, ':') != NULL ? "[%s]:0" : "%s:0", addr);
+        argv[argc++] = "--listen";
+        argv[argc++] = listen;
+    }
+    argv[argc++] = "--ready-fd";
+    argv[argc++] = fdtext;
+    if (d->remove_dir) {
+        argv[argc++] = "--remove-dir";
+    }
+    ivmrun_arg_opt(argv, &argc, "--log-level", cfg->log_level);
+    ivmrun_arg_opt(argv, &argc, "--cpu-devices", d->cpu_devices);
+    ivmrun_arg_opt(argv, &argc, "--emu-gpus", cfg->emu_gpus);
+    ivmrun_arg_opt(argv, &argc, "--gpus", cfg->gpus);
+    ivmrun_arg_opt(argv, &argc, "--gpu-shares", cfg->gpu_shares);
+    ivmrun_arg_opt(argv, &argc, "--poll-us", cfg->daemon_poll_us);
+    if (cfg->peer_encrypt) {
+        argv[argc++] = "--peer-encrypt";
+    }
+    argv[argc] = NULL;
+}
+
+/* The readiness line came: with --listen it must be "R PORT". */
+static ivmError_t ivmrun_daemon_ready_line(ivmrun_daemon_t *d, const ivm_ready_t *r)
+{
     if (!d->listen) {
-        return 0; /* any line will do, as before --listen existed */
+        return IVM_SUCCESS; /* any line will do, as before --listen existed */
     }
-    if (line[0] != 'R' || line[1] != ' ' || line[2] < '0' || line[2] > '9') {
-        return -1;
+    if (ivm_ready_port(r, &d->port) == IVM_SUCCESS) {
+        ivm_debug("ivmd (pid %d) on %s is ready, TCP port %u", (int)d->pid, d->path, d->port);
+        return IVM_SUCCESS;
     }
-    errno = 0;
-    port  = strtoul(line + 2, &end, 10);
-    if (errno != 0 || *end != '\0' || port == 0 || port > 65535) {
-        return -1;
+    ivm_error("ivmd (pid %d) on %s sent the readiness line '%s', not 'R PORT' (does it "
+              "support --listen?); killing it", (int)d->pid, d->path, r->line);
+    ivmrun_daemon_kill(d);
+    ivmrun_daemon_unlink(d);
+    return IVM_ERROR_PROTOCOL;
+}
+
+/* The pipe closed without a line: almost always, the daemon exited. */
+static ivmError_t ivmrun_daemon_ready_eof(ivmrun_daemon_t *d, const char *exe, int sigfd)
+{
+    char why[64];
+
+    if (ivmrun_daemon_wait_exit(d, sigfd, 1.0)) {
+        ivmrun_proc_status_text(d->status, why, sizeof(why));
+        ivm_error("ivmd '%s' exited (%s) before it was ready on %s; see its messages above",
+                  exe, why, d->path);
+    } else {
+        ivm_error("ivmd (pid %d) closed its ready fd without signalling readiness; "
+                  "killing it", (int)d->pid);
+        ivmrun_daemon_kill(d);
     }
-    d->port = (unsigned)port;
-    return 0;
+    ivmrun_daemon_unlink(d);
+    return IVM_ERROR_NO_DAEMON;
+}
+
+/* Wait for the started daemon's readiness line on ready_fd, at most
+ * cfg->daemon_wait seconds, serving signals on sigfd meanwhile (a
+ * terminating one stops the daemon: *signo_p). */
+static ivmError_t ivmrun_daemon_wait_ready(ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
+                                           const char *exe, int ready_fd, int sigfd,
+                                           int *signo_p)
+{
+    double deadline = ivmrun_time_now() + cfg->daemon_wait;
+    ivm_ready_t r;
+    ivmError_t status;
+
+    ivm_ready_init(&r, ready_fd);
+    for (;;) {
+        double left = deadline - ivmrun_time_now();
+        int term;
+
+        if (left <= 0) {
+            ivm_error("ivmd (pid %d) did not become ready on %s within %g s; killing it",
+                      (int)d->pid, d->path, cfg->daemon_wait);
+            ivmrun_daemon_kill(d);
+            ivmrun_daemon_unlink(d);
+            return IVM_ERROR_TIMEOUT;
+        }
+        status = ivm_ready_wait(&r, (int)(left * 1000) + 1, sigfd);
+        if (status == IVM_SUCCESS) {
+            return ivmrun_daemon_ready_line(d, &r);
+        }
+        if (status == IVM_ERROR_NO_DAEMON) {
+            return ivmrun_daemon_ready_eof(d, exe, sigfd);
+        }
+        if (status != IVM_ERROR_TIMEOUT) {
+            ivm_error("cannot read ivmd's readiness pipe: %m");
+            ivmrun_daemon_kill(d);
+            return IVM_ERROR_INTERNAL;
+        }
+        term = ivmrun_proc_signals(sigfd, &d->pid, &d->status);
+        if (term != 0) {
+            ivm_info("got signal %d while starting ivmd; stopping it", term);
+            *signo_p = term;
+            ivmrun_daemon_close(d, sigfd);
+            return IVM_ERROR_INTERNAL;
+        }
+    }
 }
 
 ivmError_t ivmrun_daemon_start(ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
                                int sigfd, const sigset_t *child_mask, int *signo_p)
 {
-    char exe[PATH_MAX], dir[sizeof(d->path)], fdtext[16], why[64];
-    char line[IVMRUN_READY_LINE_MAX], listen[80];
-    const char *addr;
+    char exe[PATH_MAX], dir[sizeof(d->path)], fdtext[16], listen[80];
     char *argv[32];
-    int argc = 0, ready[2] = {-1, -1}, devnull = -1, err = 0, term;
-    struct pollfd pfds[2];
+    int ready[2] = {-1, -1}, devnull = -1, err = 0;
     ivmrun_spawn_t spec;
     ivmError_t status;
-    double deadline, left;
-    size_t got = 0;
-    ssize_t n;
 
     ivmrun_daemon_find(cfg, exe, sizeof(exe));
     snprintf(dir, sizeof(dir), "%s", d->path);
@@ -164,37 +255,8 @@ ivmError_t ivmrun_daemon_start(ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
         status = IVM_ERROR_INTERNAL;
         goto out_close_devnull;
     }
-    snprintf(fdtext, sizeof(fdtext), "%d", ready[1]);
-    argv[argc++] = exe;
-    argv[argc++] = "--socket";
-    argv[argc++] = d->path;
-    if (d->node[0] != '\0') {
-        argv[argc++] = "--node";
-        argv[argc++] = d->node;
-    }
-    if (d->listen) {
-        /* Port 0: any free one, which the readiness line reports. */
-        addr = (d->listen_addr != NULL) ? d->listen_addr : IVMRUN_DAEMON_LISTEN;
-        snprintf(listen, sizeof(listen), strchr(addr, ':') != NULL ? "[%s]:0" : "%s:0",
-                 addr);
-        argv[argc++] = "--listen";
-        argv[argc++] = listen;
-    }
-    argv[argc++] = "--ready-fd";
-    argv[argc++] = fdtext;
-    if (d->remove_dir) {
-        argv[argc++] = "--remove-dir";
-    }
-    ivmrun_arg_opt(argv, &argc, "--log-level", cfg->log_level);
-    ivmrun_arg_opt(argv, &argc, "--cpu-devices", d->cpu_devices);
-    ivmrun_arg_opt(argv, &argc, "--emu-gpus", cfg->emu_gpus);
-    ivmrun_arg_opt(argv, &argc, "--gpus", cfg->gpus);
-    ivmrun_arg_opt(argv, &argc, "--gpu-shares", cfg->gpu_shares);
-    ivmrun_arg_opt(argv, &argc, "--poll-us", cfg->daemon_poll_us);
-    if (cfg->peer_encrypt) {
-        argv[argc++] = "--peer-encrypt";
-    }
-    argv[argc] = NULL;
+    ivmrun_daemon_argv(d, cfg, exe, ready[1], fdtext, sizeof(fdtext), listen, sizeof(listen),
+                       argv);
     d->port = 0;
 
     memset(&spec, 0, sizeof(spec));
@@ -224,85 +286,7 @@ ivmError_t ivmrun_daemon_start(ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
     } else {
         ivm_info("started ivmd '%s' (pid %d) on %s", exe, (int)d->pid, d->path);
     }
-
-    deadline = ivmrun_time_now() + cfg->daemon_wait;
-    pfds[0].fd     = ready[0];
-    pfds[0].events = POLLIN;
-    pfds[1].fd     = sigfd;
-    pfds[1].events = POLLIN;
-    for (;;) {
-        left = deadline - ivmrun_time_now();
-        if (left <= 0) {
-            ivm_error("ivmd (pid %d) did not become ready on %s within %g s; "
-                      "killing it", (int)d->pid, d->path, cfg->daemon_wait);
-            ivmrun_daemon_kill(d);
-            ivmrun_daemon_unlink(d);
-            status = IVM_ERROR_TIMEOUT;
-            goto out_close_ready;
-        }
-        if (poll(pfds, 2, (int)(left * 1000) + 1) < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            ivm_error("poll failed while waiting for ivmd: %m");
-            ivmrun_daemon_kill(d);
-            status = IVM_ERROR_INTERNAL;
-            goto out_close_ready;
-        }
-        if (pfds[1].revents & POLLIN) {
-            term = ivmrun_proc_signals(sigfd, &d->pid, &d->status);
-            if (term != 0) {
-                ivm_info("got signal %d while starting ivmd; stopping it", term);
-                *signo_p = term;
-                ivmrun_daemon_close(d, sigfd);
-                status = IVM_ERROR_INTERNAL;
-                goto out_close_ready;
-            }
-        }
-        if (pfds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-            n = read(ready[0], line + got, sizeof(line) - 1 - got);
-            if (n < 0 && errno == EINTR) {
-                continue;
-            }
-            if (n > 0) {
-                got += (size_t)n;
-                line[got] = '\0';
-                if (memchr(line, '\n', got) == NULL && got < sizeof(line) - 1) {
-                    continue; /* the rest of the line, or EOF */
-                }
-            }
-            if (got > 0) {
-                if (ivmrun_daemon_ready_parse(d, line) == 0) {
-                    if (d->listen) {
-                        ivm_debug("ivmd (pid %d) on %s is ready, TCP port %u",
-                                  (int)d->pid, d->path, d->port);
-                    }
-                    status = IVM_SUCCESS;
-                    goto out_close_ready;
-                }
-                ivm_error("ivmd (pid %d) on %s sent the readiness line '%s', not "
-                          "'R PORT' (does it support --listen?); killing it",
-                          (int)d->pid, d->path, line);
-                ivmrun_daemon_kill(d);
-                ivmrun_daemon_unlink(d);
-                status = IVM_ERROR_PROTOCOL;
-                goto out_close_ready;
-            }
-            /* EOF: it closed the fd without a byte, almost always by exiting. */
-            if (ivmrun_daemon_wait_exit(d, sigfd, 1.0)) {
-                ivmrun_proc_status_text(d->status, why, sizeof(why));
-                ivm_error("ivmd '%s' exited (%s) before it was ready on %s; "
-                          "see its messages above", exe, why, d->path);
-            } else {
-                ivm_error("ivmd (pid %d) closed its ready fd without signalling "
-                          "readiness; killing it", (int)d->pid);
-                ivmrun_daemon_kill(d);
-            }
-            ivmrun_daemon_unlink(d);
-            status = IVM_ERROR_NO_DAEMON;
-            goto out_close_ready;
-        }
-    }
+    status = ivmrun_daemon_wait_ready(d, cfg, exe, ready[0], sigfd, signo_p);
 
 out_close_ready:
     close(ready[0]);
@@ -319,14 +303,12 @@ ivmError_t ivmrun_daemon_open(ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
                               int sigfd, const sigset_t *child_mask, int *signo_p)
 {
     ivmError_t status;
-    int fd;
 
     d->pid     = 0;
     d->started = 0;
     d->status  = 0;
-    fd = ivm_sock_connect(d->path);
-    if (fd >= 0) {
-        close(fd);
+    status = ivm_client_probe(d->path);
+    if (status == IVM_SUCCESS) {
         ivm_info("using the running ivmd on %s", d->path);
         if (cfg->emu_gpus[0] != '\0' || cfg->gpus[0] != '\0' || cfg->gpu_shares[0] != '\0' ||
             cfg->daemon_poll_us[0] != '\0') {
@@ -337,12 +319,12 @@ ivmError_t ivmrun_daemon_open(ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
         }
         return IVM_SUCCESS;
     }
-    if (fd == IVM_ERROR_PERMISSION) {
+    if (status == IVM_ERROR_PERMISSION) {
         ivm_error("cannot connect to the daemon socket %s: permission denied",
                   d->path);
         return IVM_ERROR_PERMISSION;
     }
-    if (fd == IVM_ERROR_INVALID_VALUE) {
+    if (status == IVM_ERROR_INVALID_VALUE) {
         ivm_error("daemon socket path '%s' is too long for a Unix socket", d->path);
         return IVM_ERROR_INVALID_VALUE;
     }
@@ -351,9 +333,7 @@ ivmError_t ivmrun_daemon_open(ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
         return status;
     }
     /* Another launcher may have started a daemon on the same path meanwhile. */
-    fd = ivm_sock_connect(d->path);
-    if (fd >= 0) {
-        close(fd);
+    if (ivm_client_probe(d->path) == IVM_SUCCESS) {
         ivm_warn("using the ivmd that another process started on %s", d->path);
         return IVM_SUCCESS;
     }
@@ -387,62 +367,19 @@ ivmError_t ivmrun_daemon_request(const char *path, uint16_t type, const void *pa
                                  uint32_t len, int timeout_ms, char *detail,
                                  size_t detail_len)
 {
-    struct timeval tv = {.tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000};
-    union {
-        ivm_msg_status_t rep;
-        char raw[sizeof(ivm_msg_status_t) + IVM_MSG_DETAIL_MAX + 1];
-    } rep;
-    const uint32_t seq = 1;
-    ivm_msg_hdr_t hdr;
+    ivm_client_result_t res;
+    ivm_msg_status_t rep;
     ivmError_t status;
-    const char *why = NULL;
-    int fd;
 
-    detail[0] = '\0';
-    fd = ivm_sock_connect(path);
-    if (fd < 0) {
-        snprintf(detail, detail_len, "cannot connect to %s", path);
-        return (ivmError_t)fd;
-    }
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    ivm_proto_hdr_init(&hdr, type, len, seq);
-    if (ivm_sock_send(fd, &hdr, payload, NULL, 0) != IVM_SUCCESS ||
-        ivm_sock_recv(fd, &hdr, sizeof(hdr), NULL, NULL, 0) != IVM_SUCCESS) {
-        snprintf(detail, detail_len, "no reply to %s within %d ms",
-                 ivm_proto_type_name(type), timeout_ms);
-        status = IVM_ERROR_DAEMON_LOST;
-        goto out;
-    }
-    if (ivm_proto_check_hdr(&hdr, &why) != IVM_SUCCESS ||
-        ivm_proto_check_rep(&hdr, &why) != IVM_SUCCESS ||
-        hdr.type != (type | IVM_MSG_REPLY) || hdr.seq != seq ||
-        hdr.length > sizeof(rep.raw) - 1) {
-        snprintf(detail, detail_len, "bad reply to %s: %s", ivm_proto_type_name(type),
-                 why != NULL ? why : "not the reply to the request");
-        status = IVM_ERROR_PROTOCOL;
-        goto out;
-    }
-    if (ivm_sock_recv(fd, rep.raw, hdr.length, NULL, NULL, 0) != IVM_SUCCESS) {
-        snprintf(detail, detail_len, "the reply to %s was cut short",
-                 ivm_proto_type_name(type));
-        status = IVM_ERROR_DAEMON_LOST;
-        goto out;
-    }
-    rep.raw[hdr.length] = '\0';
-    status = (ivmError_t)rep.rep.status;
-    if (hdr.length > sizeof(rep.rep)) {
-        snprintf(detail, detail_len, "%s", rep.raw + sizeof(rep.rep));
-    }
-out:
-    close(fd);
+    status = ivm_client_request(path, timeout_ms, type, payload, len, &rep, sizeof(rep), &res);
+    snprintf(detail, detail_len, "%s", res.detail);
     return status;
 }
 
 int ivmrun_daemon_jobs(const ivmrun_daemon_t *d)
 {
     ivm_msg_info_rep_t info;
-    ivmError_t status = ivm_sock_info(d->path, IVMRUN_DAEMON_INFO_WAIT * 1000, &info);
+    ivmError_t status = ivm_client_info(d->path, IVMRUN_DAEMON_INFO_WAIT * 1000, &info, NULL);
 
     if (status != IVM_SUCCESS) {
         ivm_debug("no INFO from ivmd on %s: %s", d->path, ivm_status_string(status));

@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "client.h"
 #include "log.h"
 #include "proto.h"
 #include "sock.h"
@@ -504,7 +505,7 @@ int ivmrun_boot_split(char *args, char **argv, int *argc_p, int max)
 ivmError_t ivmrun_boot_check(const ivmrun_boot_t *b, ivmrun_daemon_t *d)
 {
     ivm_msg_info_rep_t info;
-    ivmError_t status = ivm_sock_info(d->path, IVMRUN_BOOT_INFO_WAIT, &info);
+    ivmError_t status = ivm_client_info(d->path, IVMRUN_BOOT_INFO_WAIT, &info, NULL);
 
     if (status != IVM_SUCCESS) {
         ivm_error("node0's daemon (%s) does not answer on this machine (%s): node0's "
@@ -631,38 +632,19 @@ fail:
     return -1;
 }
 
-ivmError_t ivmrun_boot_open(ivmrun_boot_t *b, ivmrun_daemon_t *d,
-                            const ivmrun_config_t *cfg, char *const *specs,
-                            int sigfd, const sigset_t *child_mask, int *signo_p)
+/* mpirun's command line into argv (MAX_ARGS entries at most): one ivm-boot
+ * rank per host entry; *extra_p and *specs_p get what argv points into. */
+static int ivmrun_boot_mpirun_argv(ivmrun_boot_t *b, const ivmrun_config_t *cfg,
+                                   char *const *specs, char *exe, char *np, size_t np_len,
+                                   char *dwait, char *uwait, size_t wait_len, char **argv,
+                                   int max_args, char **extra_p, char **specs_p)
 {
-    enum { MAX_ARGS = 96 };
-    char *mpirun_env[] = {IVMRUN_MPIRUN_SIGKILL_VAR "=0", NULL};
-    char exe[PATH_MAX], np[16], dwait[32], uwait[32], line[IVMRUN_BOOT_LINE_MAX];
-    char *argv[MAX_ARGS], *extra = NULL, *specs_arg = NULL, why[64];
-    int argc = 0, term;
-    double start = ivmrun_time_now(), deadline = start + cfg->boot_wait, left;
-    size_t got = 0, rlen;
-    struct pollfd pfds[2];
-    ivmError_t status = IVM_ERROR_INTERNAL;
-    char *nl;
-    ssize_t n;
+    int argc = 0;
 
-    if (cfg->slurm) {
-        return ivmrun_srun_open(b, d, cfg, specs, sigfd, child_mask, signo_p);
-    }
-    b->pid      = 0;
-    b->in_fd    = -1;
-    b->out_fd   = -1;
-    b->launcher = "mpirun";
-    b->stop_line = 1;
-    if (ivmrun_boot_find(cfg, "ivm-boot", exe, sizeof(exe)) != 0) {
-        return IVM_ERROR_NO_DAEMON;
-    }
-    snprintf(np, sizeof(np), "%d", b->nhosts);
-    snprintf(dwait, sizeof(dwait), "%g", cfg->daemon_wait);
+    snprintf(np, np_len, "%d", b->nhosts);
+    snprintf(dwait, wait_len, "%g", cfg->daemon_wait);
     /* ivm-boot gives up first, saying which node misses which peers. */
-    snprintf(uwait, sizeof(uwait), "%g", cfg->boot_wait * 0.8);
-
+    snprintf(uwait, wait_len, "%g", cfg->boot_wait * 0.8);
     argv[argc++] = cfg->mpirun;
     if (geteuid() == 0) {
         argv[argc++] = "--allow-run-as-root";
@@ -681,14 +663,171 @@ ivmError_t ivmrun_boot_open(ivmrun_boot_t *b, ivmrun_daemon_t *d,
         argv[argc++] = "-x";
         argv[argc++] = "IVM_SOCKET_DIR";
     }
-    if (ivmrun_boot_extra(cfg->mpirun_args, "--mpirun-args", argv, &argc, MAX_ARGS, &extra) != 0) {
-        goto out;
+    if (ivmrun_boot_extra(cfg->mpirun_args, "--mpirun-args", argv, &argc, max_args,
+                          extra_p) != 0) {
+        return -1;
     }
-    if (ivmrun_boot_node_args(b, cfg, specs, exe, dwait, uwait, argv, &argc,
-                              &specs_arg) != 0) {
-        goto out;
-    }
+    return ivmrun_boot_node_args(b, cfg, specs, exe, dwait, uwait, argv, &argc, specs_p);
+}
 
+/* mpirun's output ended before the ready line: ivm-boot failed (it said why)
+ * or did not start. */
+static ivmError_t ivmrun_boot_ended(ivmrun_boot_t *b, const char *line, size_t got)
+{
+    char why[64];
+
+    if (got > 0) {
+        (void)ivmrun_fd_write_all(STDOUT_FILENO, line, got);
+    }
+    close(b->out_fd);
+    b->out_fd = -1;
+    while (b->pid > 0) {
+        while (waitpid(b->pid, &b->status, 0) < 0 && errno == EINTR) {
+        }
+        b->pid = 0;
+    }
+    ivmrun_proc_status_text(b->status, why, sizeof(why));
+    ivm_error("the cluster's daemons did not come up: mpirun ended with %s "
+              "(see the messages above)", why);
+    return IVM_ERROR_NO_DAEMON;
+}
+
+/* The lines in line[0..*got_p): other output is passed on; the ready line
+ * names node0's daemon. Returns IVM_SUCCESS once it came (what follows it is
+ * passed on), IVM_ERROR_TIMEOUT while it has not, another error if it is
+ * unusable. */
+static ivmError_t ivmrun_boot_lines(ivmrun_boot_t *b, ivmrun_daemon_t *d, char *line,
+                                    size_t line_size, size_t *got_p, double start)
+{
+    size_t rlen = strlen(IVMRUN_BOOT_READY), got = *got_p;
+    ivmError_t status;
+    char *nl;
+
+    while ((nl = memchr(line, '\n', got)) != NULL) {
+        *nl = '\0';
+        if (strncmp(line, IVMRUN_BOOT_READY, rlen) == 0) {
+            if (strlen(line + rlen) >= sizeof(d->path)) {
+                ivm_error("ivm-boot reported a socket path that is too long: %s", line + rlen);
+                return IVM_ERROR_INTERNAL;
+            }
+            snprintf(d->path, sizeof(d->path), "%s", line + rlen);
+            snprintf(d->node, sizeof(d->node), "node0");
+            d->pid     = 0;
+            d->started = 0; /* ivm-boot stops it */
+            status = ivmrun_boot_check(b, d);
+            if (status != IVM_SUCCESS) {
+                return status;
+            }
+            ivm_info("cluster of %d node%s is up (%.0f ms); node0's daemon is %s", b->nhosts,
+                     b->nhosts == 1 ? "" : "s", (ivmrun_time_now() - start) * 1000, d->path);
+            /* Anything after the line is passed on at the end. */
+            got -= (size_t)(nl + 1 - line);
+            if (got > 0) {
+                (void)ivmrun_fd_write_all(STDOUT_FILENO, nl + 1, got);
+            }
+            fcntl(b->out_fd, F_SETFL, O_NONBLOCK);
+            return IVM_SUCCESS;
+        }
+        /* Not ours: somebody's output, passed on. */
+        *nl = '\n';
+        (void)ivmrun_fd_write_all(STDOUT_FILENO, line, (size_t)(nl + 1 - line));
+        got -= (size_t)(nl + 1 - line);
+        memmove(line, nl + 1, got);
+        line[got] = '\0';
+    }
+    if (got == line_size - 1) { /* a line too long to be ours */
+        (void)ivmrun_fd_write_all(STDOUT_FILENO, line, got);
+        got = 0;
+    }
+    *got_p = got;
+    return IVM_ERROR_TIMEOUT;
+}
+
+/* Wait for ivm-boot's ready line on mpirun's output, at most --boot-wait
+ * seconds, serving signals on sigfd meanwhile. */
+static ivmError_t ivmrun_boot_wait_up(ivmrun_boot_t *b, ivmrun_daemon_t *d,
+                                      const ivmrun_config_t *cfg, int sigfd, int *signo_p,
+                                      double start)
+{
+    char line[IVMRUN_BOOT_LINE_MAX];
+    double deadline = start + cfg->boot_wait;
+    struct pollfd pfds[2] = {{.fd = b->out_fd, .events = POLLIN},
+                             {.fd = sigfd, .events = POLLIN}};
+    size_t got = 0;
+    ivmError_t status;
+
+    for (;;) {
+        double left = deadline - ivmrun_time_now();
+        ssize_t n;
+        int term;
+
+        if (left <= 0) {
+            ivm_error("the cluster's daemons did not come up within %g s (--boot-wait); "
+                      "stopping them", cfg->boot_wait);
+            return IVM_ERROR_TIMEOUT;
+        }
+        if (poll(pfds, 2, (int)(left * 1000) + 1) < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            ivm_error("poll failed while waiting for ivm-boot: %m");
+            return IVM_ERROR_INTERNAL;
+        }
+        if ((pfds[1].revents & POLLIN) &&
+            (term = ivmrun_proc_signals(sigfd, &b->pid, &b->status)) != 0) {
+            ivm_info("got signal %d while the cluster was forming; stopping it", term);
+            *signo_p = term;
+            return IVM_ERROR_INTERNAL;
+        }
+        if (!(pfds[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+            continue;
+        }
+        n = read(b->out_fd, line + got, sizeof(line) - 1 - got);
+        if (n < 0) {
+            if (errno == EINTR || errno == EAGAIN) {
+                continue;
+            }
+            ivm_error("cannot read ivm-boot's output: %m");
+            return IVM_ERROR_INTERNAL;
+        }
+        if (n == 0) {
+            return ivmrun_boot_ended(b, line, got);
+        }
+        got += (size_t)n;
+        line[got] = '\0';
+        status = ivmrun_boot_lines(b, d, line, sizeof(line), &got, start);
+        if (status != IVM_ERROR_TIMEOUT) {
+            return status;
+        }
+    }
+}
+
+ivmError_t ivmrun_boot_open(ivmrun_boot_t *b, ivmrun_daemon_t *d,
+                            const ivmrun_config_t *cfg, char *const *specs,
+                            int sigfd, const sigset_t *child_mask, int *signo_p)
+{
+    enum { MAX_ARGS = 96 };
+    char *mpirun_env[] = {IVMRUN_MPIRUN_SIGKILL_VAR "=0", NULL};
+    char exe[PATH_MAX], np[16], dwait[32], uwait[32];
+    char *argv[MAX_ARGS], *extra = NULL, *specs_arg = NULL;
+    double start = ivmrun_time_now();
+    ivmError_t status = IVM_ERROR_INTERNAL;
+
+    if (cfg->slurm) {
+        return ivmrun_srun_open(b, d, cfg, specs, sigfd, child_mask, signo_p);
+    }
+    b->pid      = 0;
+    b->in_fd    = -1;
+    b->out_fd   = -1;
+    b->launcher = "mpirun";
+    b->stop_line = 1;
+    if (ivmrun_boot_find(cfg, "ivm-boot", exe, sizeof(exe)) != 0) {
+        return IVM_ERROR_NO_DAEMON;
+    }
+    if (ivmrun_boot_mpirun_argv(b, cfg, specs, exe, np, sizeof(np), dwait, uwait,
+                                sizeof(dwait), argv, MAX_ARGS, &extra, &specs_arg) != 0) {
+        goto out;
+    }
     /* When a rank dies, mpirun ends the others: SIGTERM, and SIGKILL a second
      * later by default, and it exits only then. With no wait it is all over
      * at once: what matters was done by then or is done anyway (each ivmd
@@ -703,110 +842,10 @@ ivmError_t ivmrun_boot_open(ivmrun_boot_t *b, ivmrun_daemon_t *d,
     }
     ivm_info("started %s (pid %d): ivm-boot '%s' on %d host%s (%s)", cfg->mpirun,
              (int)b->pid, exe, b->nhosts, b->nhosts == 1 ? "" : "s", b->host_list);
-
-    pfds[0].fd     = b->out_fd;
-    pfds[0].events = POLLIN;
-    pfds[1].fd     = sigfd;
-    pfds[1].events = POLLIN;
-    for (;;) {
-        left = deadline - ivmrun_time_now();
-        if (left <= 0) {
-            ivm_error("the cluster's daemons did not come up within %g s (--boot-wait); "
-                      "stopping them", cfg->boot_wait);
-            status = IVM_ERROR_TIMEOUT;
-            goto fail;
-        }
-        if (poll(pfds, 2, (int)(left * 1000) + 1) < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            ivm_error("poll failed while waiting for ivm-boot: %m");
-            goto fail;
-        }
-        if (pfds[1].revents & POLLIN) {
-            term = ivmrun_proc_signals(sigfd, &b->pid, &b->status);
-            if (term != 0) {
-                ivm_info("got signal %d while the cluster was forming; stopping it",
-                         term);
-                *signo_p = term;
-                goto fail;
-            }
-        }
-        if (!(pfds[0].revents & (POLLIN | POLLHUP | POLLERR))) {
-            continue;
-        }
-        n = read(b->out_fd, line + got, sizeof(line) - 1 - got);
-        if (n < 0) {
-            if (errno == EINTR || errno == EAGAIN) {
-                continue;
-            }
-            ivm_error("cannot read ivm-boot's output: %m");
-            goto fail;
-        }
-        if (n == 0) {
-            /* mpirun is ending: ivm-boot failed (it said why) or did not start. */
-            if (got > 0) {
-                (void)ivmrun_fd_write_all(STDOUT_FILENO, line, got);
-            }
-            close(b->out_fd);
-            b->out_fd = -1;
-            while (b->pid > 0) {
-                while (waitpid(b->pid, &b->status, 0) < 0 && errno == EINTR) {
-                }
-                b->pid = 0;
-            }
-            ivmrun_proc_status_text(b->status, why, sizeof(why));
-            ivm_error("the cluster's daemons did not come up: mpirun ended with %s "
-                      "(see the messages above)", why);
-            status = IVM_ERROR_NO_DAEMON;
-            goto fail;
-        }
-        got += (size_t)n;
-        line[got] = '\0';
-        while ((nl = memchr(line, '\n', got)) != NULL) {
-            *nl  = '\0';
-            rlen = strlen(IVMRUN_BOOT_READY);
-            if (strncmp(line, IVMRUN_BOOT_READY, rlen) == 0) {
-                if (strlen(line + rlen) >= sizeof(d->path)) {
-                    ivm_error("ivm-boot reported a socket path that is too long: %s",
-                              line + rlen);
-                    goto fail;
-                }
-                snprintf(d->path, sizeof(d->path), "%s", line + rlen);
-                snprintf(d->node, sizeof(d->node), "node0");
-                d->pid     = 0;
-                d->started = 0; /* ivm-boot stops it */
-                status = ivmrun_boot_check(b, d);
-                if (status != IVM_SUCCESS) {
-                    goto fail;
-                }
-                ivm_info("cluster of %d node%s is up (%.0f ms); node0's daemon is %s",
-                         b->nhosts, b->nhosts == 1 ? "" : "s",
-                         (ivmrun_time_now() - start) * 1000, d->path);
-                /* Anything after the line is passed on at the end. */
-                got -= (size_t)(nl + 1 - line);
-                if (got > 0) {
-                    (void)ivmrun_fd_write_all(STDOUT_FILENO, nl + 1, got);
-                }
-                fcntl(b->out_fd, F_SETFL, O_NONBLOCK);
-                status = IVM_SUCCESS;
-                goto out;
-            }
-            /* Not ours: somebody's output, passed on. */
-            *nl = '\n';
-            (void)ivmrun_fd_write_all(STDOUT_FILENO, line, (size_t)(nl + 1 - line));
-            got -= (size_t)(nl + 1 - line);
-            memmove(line, nl + 1, got);
-            line[got] = '\0';
-        }
-        if (got == sizeof(line) - 1) { /* a line too long to be ours */
-            (void)ivmrun_fd_write_all(STDOUT_FILENO, line, got);
-            got = 0;
-        }
+    status = ivmrun_boot_wait_up(b, d, cfg, sigfd, signo_p, start);
+    if (status != IVM_SUCCESS) {
+        ivmrun_boot_close(b, sigfd);
     }
-
-fail:
-    ivmrun_boot_close(b, sigfd);
 out:
     free(extra);
     free(specs_arg);

@@ -26,6 +26,7 @@
 #include "gpud.h"
 #include "ivmd.h"
 #include "ivmrun.h"
+#include "client.h"
 #include "log.h"
 #include "sock.h"
 #include "status.h"
@@ -298,7 +299,7 @@ static void info_probe(const char *path, info_daemon_t *found, int *n)
             return;
         }
     }
-    if (*n >= INFO_MAX_DAEMONS || ivm_sock_info(path, INFO_TIMEOUT_MS, &info) != IVM_SUCCESS) {
+    if (*n >= INFO_MAX_DAEMONS || ivm_client_info(path, INFO_TIMEOUT_MS, &info, NULL) != IVM_SUCCESS) {
         return;
     }
     snprintf(found[*n].path, sizeof(found[*n].path), "%s", path);
@@ -371,8 +372,8 @@ static ivmError_t info_list(const char *path, uint32_t kind, uint32_t job, uint3
     ivm_msg_list_req_t req = {.kind = kind, .job = job, .index = index};
 
     memset(rep, 0, sizeof(*rep));
-    return ivm_sock_request(path, INFO_TIMEOUT_MS, IVM_MSG_LIST, &req, sizeof(req), rep,
-                            sizeof(*rep));
+    return ivm_client_request(path, INFO_TIMEOUT_MS, IVM_MSG_LIST, &req, sizeof(req), rep,
+                            sizeof(*rep), NULL);
 }
 
 /* The daemon among found where job `job` has its root PE; -1 if none. */
@@ -410,8 +411,8 @@ static void info_cpu_devices(info_out_t *o, const char *path)
 
     for (k = 0; k < n; ++k) {
         req.dev = k;
-        if (ivm_sock_request(path, INFO_TIMEOUT_MS, IVM_MSG_CPU_INFO, &req, sizeof(req), &rep,
-                             sizeof(rep)) != IVM_SUCCESS) {
+        if (ivm_client_request(path, INFO_TIMEOUT_MS, IVM_MSG_CPU_INFO, &req, sizeof(req), &rep,
+                             sizeof(rep), NULL) != IVM_SUCCESS) {
             return;
         }
         rep.cores[sizeof(rep.cores) - 1] = '\0';
@@ -442,8 +443,8 @@ static void info_gpus(info_out_t *o, const char *path)
     ivm_msg_gpu_info_rep_t rep;
 
     memset(&req, 0, sizeof(req));
-    if (ivm_sock_request(path, INFO_TIMEOUT_MS, IVM_MSG_GPU_INFO, &req, sizeof(req), &rep,
-                         sizeof(rep)) != IVM_SUCCESS) {
+    if (ivm_client_request(path, INFO_TIMEOUT_MS, IVM_MSG_GPU_INFO, &req, sizeof(req), &rep,
+                         sizeof(rep), NULL) != IVM_SUCCESS) {
         info_u64(o, "gpus", 0);
         return;
     }
@@ -513,7 +514,7 @@ static int info_node(info_out_t *o, const char *path)
     char label[32];
     uint32_t k;
 
-    status = ivm_sock_info(path, INFO_TIMEOUT_MS, &info);
+    status = ivm_client_info(path, INFO_TIMEOUT_MS, &info, NULL);
     if (status != IVM_SUCCESS) {
         fprintf(stderr, "ivm-info: %s: %s\n", path, ivm_status_string(status));
         return 1;
@@ -623,8 +624,8 @@ static int info_object(info_out_t *o, const char *path, const char *job, const c
         fprintf(stderr, "ivm-info: object name too long\n");
         return 2;
     }
-    status = ivm_sock_request(path, INFO_TIMEOUT_MS, IVM_MSG_OBJ_INFO, &req, sizeof(req), &rep,
-                              sizeof(rep));
+    status = ivm_client_request(path, INFO_TIMEOUT_MS, IVM_MSG_OBJ_INFO, &req, sizeof(req), &rep,
+                              sizeof(rep), NULL);
     if (status != IVM_SUCCESS) {
         fprintf(stderr, "ivm-info: %s: object '%s' of job %s: %s\n", path, name, job,
                 ivm_status_string(status));
@@ -653,8 +654,8 @@ static int info_gpu(info_out_t *o, const char *path, const char *gpu)
     }
     memset(&req, 0, sizeof(req));
     req.gpu = (uint32_t)k;
-    status = ivm_sock_request(path, INFO_TIMEOUT_MS, IVM_MSG_GPU_INFO, &req, sizeof(req), &rep,
-                              sizeof(rep));
+    status = ivm_client_request(path, INFO_TIMEOUT_MS, IVM_MSG_GPU_INFO, &req, sizeof(req), &rep,
+                              sizeof(rep), NULL);
     if (status != IVM_SUCCESS) {
         fprintf(stderr, "ivm-info: %s: GPU %lu: %s\n", path, k, ivm_status_string(status));
         return 1;

@@ -15,6 +15,7 @@
 
 #include "devspec.h"
 #include "topo.h"
+#include "client.h"
 #include "log.h"
 #include "proto.h"
 #include "sock.h"
@@ -273,13 +274,11 @@ static int ivmrun_node_specs_parse(ivmrun_t *run)
 }
 
 /* Check the settings and prepare the root PE's environment entries. */
-static int ivmrun_config_check(ivmrun_t *run)
+/* --nodes, --timeout, --daemon-wait, --log-level, --pe-pool, --bind-to. */
+static int ivmrun_config_check_run(ivmrun_t *run)
 {
     ivmrun_config_t *cfg = &run->cfg;
-    ivm_cpu_device_t devs[IVM_DEVSPEC_MAX_DEVICES];
-    char err[256];
-    int level, ndevs, code;
-    long ncpus;
+    int level;
 
     if (cfg->nodes < 1) {
         ivm_error("--nodes must be at least 1 (got %ld)", cfg->nodes);
@@ -327,6 +326,18 @@ static int ivmrun_config_check(ivmrun_t *run)
         }
         snprintf(run->env_bind, sizeof(run->env_bind), "IVM_BIND_TO=%s", cfg->bind_to);
     }
+    return 0;
+}
+
+/* --cpu-devices, --hosts/--hostfile/--slurm, --node-cpu-devices. */
+static int ivmrun_config_check_nodes(ivmrun_t *run)
+{
+    ivmrun_config_t *cfg = &run->cfg;
+    ivm_cpu_device_t devs[IVM_DEVSPEC_MAX_DEVICES];
+    char err[256];
+    int ndevs, code;
+    long ncpus;
+
     if (cfg->cpu_devices[0] != '\0') {
         ncpus = sysconf(_SC_NPROCESSORS_CONF);
         if (ivm_topo_devspec_parse(cfg->cpu_devices, ncpus > 0 ? (int)ncpus : 0, devs,
@@ -362,10 +373,22 @@ static int ivmrun_config_check(ivmrun_t *run)
         run->cluster.multi = 0;
     }
     if (cfg->node_cpu_devices[0] != '\0') {
-        code = ivmrun_node_specs_parse(run);
-        if (code != 0) {
-            return code;
-        }
+        return ivmrun_node_specs_parse(run);
+    }
+    return 0;
+}
+
+static int ivmrun_config_check(ivmrun_t *run)
+{
+    ivmrun_config_t *cfg = &run->cfg;
+    int code;
+
+    code = ivmrun_config_check_run(run);
+    if (code == 0) {
+        code = ivmrun_config_check_nodes(run);
+    }
+    if (code != 0) {
+        return code;
     }
     if (run->cluster.multi || run->cluster.boot.nhosts > 0) {
         /* The nodes' sockets are named when the run directory exists (or
@@ -580,7 +603,7 @@ static int ivmrun_root_start(ivmrun_t *run, char **argv)
         const char *node = "node0";
 
         /* The root runs on the node of the daemon it talks to. */
-        if (ivm_sock_info(run->cluster.nodes[0].path, 2000, &info) == IVM_SUCCESS) {
+        if (ivm_client_info(run->cluster.nodes[0].path, 2000, &info, NULL) == IVM_SUCCESS) {
             info.node[sizeof(info.node) - 1] = '\0';
             node = info.node;
         }
@@ -620,58 +643,120 @@ static int ivmrun_poll_ms(double wait)
     return wait > 60.0 ? 60000 : (int)(wait * 1000) + 1;
 }
 
+/* How long the loop may sleep (*wait_p, seconds): until the time-out or the
+ * kill after SIGTERM while the root runs; after its exit, while a pipe is
+ * still open. Returns 1 when the loop is over (the pipes drained). */
+static int ivmrun_loop_wait(ivmrun_t *run, double timeout_at, double now, double *wait_p)
+{
+    double wait = HUGE_VAL;
+
+    if (!run->root_done) {
+        if (timeout_at > 0 && !run->timed_out) {
+            wait = fmin(wait, timeout_at - now);
+        }
+        if (run->kill_at > 0) {
+            wait = fmin(wait, run->kill_at - now);
+        }
+        *wait_p = wait;
+        return 0;
+    }
+    /* The root is gone but a pipe is still open: some process of the job (or
+     * one that leaked the pipe) still holds it. */
+    if (run->signo != 0 || now - run->quiet_since >= IVMRUN_LINGER) {
+        ivm_info("no more output after the root PE's exit; closing its pipes");
+        ivmrun_stream_drain(&run->out);
+        ivmrun_stream_drain(&run->err);
+        return 1;
+    }
+    *wait_p = fmin(IVMRUN_JOB_POLL, run->quiet_since + IVMRUN_LINGER - now);
+    return 0;
+}
+
+/* The fds to poll: the signalfd, the open output streams (polled[k] for
+ * pfds[k]) and node0's watch (*watch_p, -1: none). Returns how many. */
+static int ivmrun_loop_fds(ivmrun_t *run, struct pollfd *pfds, ivmrun_stream_t **polled,
+                           int *watch_p)
+{
+    ivmrun_stream_t *streams[2] = {&run->out, &run->err};
+    int n = 0;
+
+    pfds[n].fd     = run->sigfd;
+    pfds[n].events = POLLIN;
+    ++n;
+    for (int k = 0; k < 2; ++k) {
+        if (streams[k]->fd >= 0) {
+            pfds[n].fd     = streams[k]->fd;
+            pfds[n].events = POLLIN;
+            polled[n++]    = streams[k];
+        }
+    }
+    *watch_p = -1;
+    if (run->cluster.watch_fd >= 0) {
+        *watch_p       = n;
+        pfds[n].fd     = run->cluster.watch_fd;
+        pfds[n].events = POLLIN;
+        polled[n++]    = NULL;
+    }
+    return n;
+}
+
+/* The root runs: kill it at the time-out, or when the grace after SIGTERM
+ * is over. */
+static void ivmrun_loop_deadlines(ivmrun_t *run, double timeout_at, double now)
+{
+    if (timeout_at > 0 && !run->timed_out && run->signo == 0 && now >= timeout_at) {
+        fprintf(stderr, "ivmrun: timeout after %g s, killing the job\n", run->cfg.timeout);
+        run->timed_out = 1;
+        ivmrun_root_kill(run, SIGKILL);
+        run->kill_at = 0;
+    }
+    if (run->kill_at > 0 && now >= run->kill_at) {
+        ivm_info("root PE (pid %d) still alive %g s after SIGTERM; killing it",
+                 (int)run->root_pid, IVMRUN_KILL_GRACE);
+        ivmrun_root_kill(run, SIGKILL);
+        run->kill_at = 0;
+    }
+}
+
+/* The polled fds' events: output forwarded (returns 1 if some came), node0's
+ * daemon gone. */
+static int ivmrun_loop_events(ivmrun_t *run, const struct pollfd *pfds,
+                              ivmrun_stream_t **polled, int n, int watch)
+{
+    int got_data = 0;
+
+    for (int k = 1; k < n; ++k) {
+        if (pfds[k].revents == 0) {
+            continue;
+        }
+        if (k == watch) {
+            if (ivmrun_cluster_watch_ended(&run->cluster)) {
+                ivmrun_cluster_lost(run, "node0's daemon stopped");
+            }
+        } else if (ivmrun_stream_pump(polled[k]) >= 0) {
+            got_data = 1;
+        }
+    }
+    return got_data;
+}
+
 /* Run until the root PE is gone and its output is forwarded. */
 static void ivmrun_loop(ivmrun_t *run)
 {
     double timeout_at = run->cfg.timeout > 0 ? ivmrun_time_now() + run->cfg.timeout : 0;
-    ivmrun_stream_t *streams[2] = {&run->out, &run->err};
     ivmrun_stream_t *polled[4];
     struct pollfd pfds[4];
     double now, wait;
-    int n, k, r, got_data, watch;
+    int n, r, got_data, watch;
 
     for (;;) {
         if (run->root_done && !ivmrun_streams_open(run)) {
             return;
         }
-        now  = ivmrun_time_now();
-        wait = HUGE_VAL;
-        if (!run->root_done) {
-            if (timeout_at > 0 && !run->timed_out) {
-                wait = fmin(wait, timeout_at - now);
-            }
-            if (run->kill_at > 0) {
-                wait = fmin(wait, run->kill_at - now);
-            }
-        } else {
-            /* The root is gone but a pipe is still open: some process of the
-             * job (or one that leaked the pipe) still holds it. */
-            if (run->signo != 0 || now - run->quiet_since >= IVMRUN_LINGER) {
-                ivm_info("no more output after the root PE's exit; closing its pipes");
-                ivmrun_stream_drain(&run->out);
-                ivmrun_stream_drain(&run->err);
-                return;
-            }
-            wait = fmin(IVMRUN_JOB_POLL, run->quiet_since + IVMRUN_LINGER - now);
+        if (ivmrun_loop_wait(run, timeout_at, ivmrun_time_now(), &wait)) {
+            return;
         }
-        n = 0;
-        pfds[n].fd     = run->sigfd;
-        pfds[n].events = POLLIN;
-        ++n;
-        for (k = 0; k < 2; ++k) {
-            if (streams[k]->fd >= 0) {
-                pfds[n].fd     = streams[k]->fd;
-                pfds[n].events = POLLIN;
-                polled[n++]    = streams[k];
-            }
-        }
-        watch = -1;
-        if (run->cluster.watch_fd >= 0) {
-            watch          = n;
-            pfds[n].fd     = run->cluster.watch_fd;
-            pfds[n].events = POLLIN;
-            polled[n++]    = NULL;
-        }
+        n = ivmrun_loop_fds(run, pfds, polled, &watch);
         r = poll(pfds, (nfds_t)n, ivmrun_poll_ms(wait));
         if (r < 0 && errno != EINTR) {
             ivm_error("poll failed: %m");
@@ -684,32 +769,10 @@ static void ivmrun_loop(ivmrun_t *run)
         if (pfds[0].revents & POLLIN) {
             ivmrun_signals_handle(run);
         }
-        got_data = 0;
-        for (k = 1; k < n; ++k) {
-            if (k == watch) {
-                if (pfds[k].revents != 0 && ivmrun_cluster_watch_ended(&run->cluster)) {
-                    ivmrun_cluster_lost(run, "node0's daemon stopped");
-                }
-            } else if (pfds[k].revents != 0 && ivmrun_stream_pump(polled[k]) >= 0) {
-                got_data = 1;
-            }
-        }
+        got_data = ivmrun_loop_events(run, pfds, polled, n, watch);
         now = ivmrun_time_now();
         if (!run->root_done) {
-            if (timeout_at > 0 && !run->timed_out && run->signo == 0 &&
-                now >= timeout_at) {
-                fprintf(stderr, "ivmrun: timeout after %g s, killing the job\n",
-                        run->cfg.timeout);
-                run->timed_out = 1;
-                ivmrun_root_kill(run, SIGKILL);
-                run->kill_at = 0;
-            }
-            if (run->kill_at > 0 && now >= run->kill_at) {
-                ivm_info("root PE (pid %d) still alive %g s after SIGTERM; killing it",
-                         (int)run->root_pid, IVMRUN_KILL_GRACE);
-                ivmrun_root_kill(run, SIGKILL);
-                run->kill_at = 0;
-            }
+            ivmrun_loop_deadlines(run, timeout_at, now);
         } else if (got_data) {
             run->quiet_since = now;
         } else if (r == 0 && ivmrun_daemon_jobs(&run->cluster.nodes[0]) == 0) {

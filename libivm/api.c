@@ -52,6 +52,15 @@ static pthread_mutex_t ivm_life_lock = PTHREAD_MUTEX_INITIALIZER;
         return (status);                 \
     } while (0)
 
+/* IVM_FAIL's message, then var = status and a jump to label. */
+#define IVM_FAIL_AT(label, var, status, ...) \
+    do {                                     \
+        ivm_set_error(__VA_ARGS__);          \
+        ivm_debug(__VA_ARGS__);              \
+        (var) = (status);                    \
+        goto label;                          \
+    } while (0)
+
 IVM_API const char *ivmGetErrorString(ivmError_t err)
 {
     return ivm_status_string(err);
@@ -191,38 +200,79 @@ static ivmError_t ivm_pe_pool_setting(uint32_t *pool_p)
     return IVM_SUCCESS;
 }
 
-/* Root PE: exe, cwd, argv and environment travel in the ENTER blob. */
-static ivmError_t ivm_enter_root(ivm_msg_enter_rep_t *rep)
+/* IVM_BIND_TO of a root PE: IVM_BIND_DEVICE (the default), _CORE, _NUMA or
+ * _NONE. */
+static ivmError_t ivm_bind_setting(uint32_t *bind_p)
+{
+    static const char *const names[] = {"device", "core", "numa", "none"};
+    const char *bind = getenv("IVM_BIND_TO");
+    uint32_t flag;
+
+    *bind_p = IVM_BIND_DEVICE;
+    if (bind == NULL || *bind == '\0') {
+        return IVM_SUCCESS;
+    }
+    for (flag = 0; flag < 4 && strcmp(bind, names[flag]) != 0; ++flag) {
+    }
+    if (flag == 4) {
+        IVM_FAIL(IVM_ERROR_INVALID_VALUE,
+                 "ivmEnter: IVM_BIND_TO='%s' is not device, core, numa or none", bind);
+    }
+    *bind_p = flag;
+    return IVM_SUCCESS;
+}
+
+/* Bytes of the environment's strings, their NULs included. */
+static size_t ivm_environ_len(void)
 {
     extern char **environ;
+    size_t len = 0;
+    char **e;
+
+    for (e = environ; e != NULL && *e != NULL; ++e) {
+        len += strlen(*e) + 1;
+    }
+    return len;
+}
+
+/* Append a root PE's blob after req's fixed part: exe, cwd, the argument
+ * strings (args_len bytes of args) and the environment; sets envc. */
+static void ivm_enter_fill_blob(ivm_msg_enter_req_t *req, const char *exe, const char *cwd,
+                                const char *args, size_t args_len)
+{
+    extern char **environ;
+    char *at = (char *)(req + 1);
+    size_t l;
+    char **e;
+
+    l = strlen(exe) + 1;
+    memcpy(at, exe, l);
+    at += l;
+    l = strlen(cwd) + 1;
+    memcpy(at, cwd, l);
+    at += l;
+    memcpy(at, args, args_len);
+    at += args_len;
+    for (e = environ; e != NULL && *e != NULL; ++e) {
+        l = strlen(*e) + 1;
+        memcpy(at, *e, l);
+        at += l;
+        ++req->envc;
+    }
+}
+
+/* A root PE's ENTER request: the fixed part with pid, argc, envc and
+ * blob_len set, and its blob (exe, cwd, argv, environment); malloc'd into
+ * *req_p. */
+static ivmError_t ivm_enter_root_request(ivm_msg_enter_req_t **req_p)
+{
     char exe[PATH_MAX], cwd[PATH_MAX];
+    size_t args_len = 0, blob_len;
     ivm_msg_enter_req_t *req;
-    size_t args_len = 0, env_len = 0, blob_len, exe_len, cwd_len, off;
-    char *args, **e;
-    const char *spec = getenv("IVM_CPU_DEVICES");
-    const char *tag  = getenv("IVM_TAG_OUTPUT");
-    const char *bind = getenv("IVM_BIND_TO");
-    uint32_t bind_flag = IVM_BIND_DEVICE;
-    ivm_rpc_reply_t reply = {.buf = rep, .len = sizeof(*rep), .fd = -1};
-    int fds[2] = {1, 2};
-    int null_fd = -1, i;
-    uint32_t pe_pool;
-    ivmError_t status;
+    ivmError_t status = IVM_SUCCESS;
+    char *args;
     ssize_t n;
 
-    status = ivm_pe_pool_setting(&pe_pool);
-    if (status != IVM_SUCCESS) {
-        return status;
-    }
-    if (bind != NULL && *bind != '\0') {
-        static const char *const names[] = {"device", "core", "numa", "none"};
-        for (bind_flag = 0; bind_flag < 4 && strcmp(bind, names[bind_flag]) != 0; ++bind_flag) {
-        }
-        if (bind_flag == 4) {
-            IVM_FAIL(IVM_ERROR_INVALID_VALUE,
-                     "ivmEnter: IVM_BIND_TO='%s' is not device, core, numa or none", bind);
-        }
-    }
     n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
     if (n <= 0 || getcwd(cwd, sizeof(cwd)) == NULL) {
         IVM_FAIL(IVM_ERROR_INTERNAL, "ivmEnter: cannot read /proc/self/exe or the cwd");
@@ -233,53 +283,35 @@ static ivmError_t ivm_enter_root(ivm_msg_enter_rep_t *rep)
         free(args);
         IVM_FAIL(IVM_ERROR_INTERNAL, "ivmEnter: cannot read /proc/self/cmdline");
     }
-    for (e = environ; e != NULL && *e != NULL; ++e) {
-        env_len += strlen(*e) + 1;
-    }
-    exe_len  = strlen(exe) + 1;
-    cwd_len  = strlen(cwd) + 1;
-    blob_len = exe_len + cwd_len + args_len + env_len;
+    blob_len = strlen(exe) + 1 + strlen(cwd) + 1 + args_len + ivm_environ_len();
     if (sizeof(*req) + blob_len > IVM_MSG_MAX_PAYLOAD) {
-        free(args);
-        IVM_FAIL(IVM_ERROR_INVALID_VALUE,
-                 "ivmEnter: arguments and environment exceed %u bytes",
-                 IVM_MSG_MAX_PAYLOAD);
+        IVM_FAIL_AT(out, status, IVM_ERROR_INVALID_VALUE,
+                    "ivmEnter: arguments and environment exceed %u bytes", IVM_MSG_MAX_PAYLOAD);
     }
     req = calloc(1, sizeof(*req) + blob_len);
     if (req == NULL) {
-        free(args);
-        return IVM_ERROR_NO_MEMORY;
+        status = IVM_ERROR_NO_MEMORY;
+        goto out;
     }
-    req->flags   = IVM_ENTER_ROOT | (bind_flag << IVM_BIND_SHIFT);
-    req->pe_pool = pe_pool;
-    if (tag != NULL && strcmp(tag, "1") == 0) {
-        req->flags |= IVM_ENTER_TAG_OUTPUT;
-    }
-    req->pid  = (uint32_t)getpid();
-    req->argc = ivm_count_strings(args, args_len);
-    if (spec != NULL && ivm_proto_strset(req->cpu_devices, sizeof(req->cpu_devices),
-                                         spec) != 0) {
-        free(args);
-        free(req);
-        IVM_FAIL(IVM_ERROR_INVALID_VALUE, "IVM_CPU_DEVICES is longer than %zu bytes",
-                 sizeof(req->cpu_devices) - 1);
-    }
-    off = sizeof(*req);
-    memcpy((char *)req + off, exe, exe_len);
-    off += exe_len;
-    memcpy((char *)req + off, cwd, cwd_len);
-    off += cwd_len;
-    memcpy((char *)req + off, args, args_len);
-    off += args_len;
-    for (e = environ; e != NULL && *e != NULL; ++e) {
-        size_t l = strlen(*e) + 1;
-        memcpy((char *)req + off, *e, l);
-        off += l;
-        ++req->envc;
-    }
+    req->pid      = (uint32_t)getpid();
+    req->argc     = ivm_count_strings(args, args_len);
     req->blob_len = (uint32_t)blob_len;
+    ivm_enter_fill_blob(req, exe, cwd, args, args_len);
+    *req_p = req;
+out:
     free(args);
-    /* Children inherit our stdout/stderr; a closed one becomes /dev/null. */
+    return status;
+}
+
+/* Send a root PE's ENTER with our stdout and stderr, which its children
+ * inherit (a closed one becomes /dev/null). */
+static ivmError_t ivm_enter_root_send(const ivm_msg_enter_req_t *req, ivm_msg_enter_rep_t *rep)
+{
+    ivm_rpc_reply_t reply = {.buf = rep, .len = sizeof(*rep), .fd = -1};
+    int fds[2] = {1, 2};
+    int null_fd = -1, i;
+    ivmError_t status;
+
     for (i = 0; i < 2; ++i) {
         if (fcntl(fds[i], F_GETFD) < 0) {
             if (null_fd < 0) {
@@ -288,12 +320,48 @@ static ivmError_t ivm_enter_root(ivm_msg_enter_rep_t *rep)
             fds[i] = null_fd;
         }
     }
-    status = ivm_rpc_call(IVM_MSG_ENTER, req, (uint32_t)(sizeof(*req) + blob_len), fds, 2,
+    status = ivm_rpc_call(IVM_MSG_ENTER, req, (uint32_t)(sizeof(*req) + req->blob_len), fds, 2,
                           &reply);
-    free(req);
     if (null_fd >= 0) {
         close(null_fd);
     }
+    return status;
+}
+
+/* Root PE: exe, cwd, argv and environment travel in the ENTER blob. */
+static ivmError_t ivm_enter_root(ivm_msg_enter_rep_t *rep)
+{
+    const char *spec = getenv("IVM_CPU_DEVICES");
+    const char *tag  = getenv("IVM_TAG_OUTPUT");
+    ivm_msg_enter_req_t *req = NULL;
+    uint32_t pe_pool, bind_flag;
+    ivmError_t status;
+
+    status = ivm_pe_pool_setting(&pe_pool);
+    if (status != IVM_SUCCESS) {
+        return status;
+    }
+    status = ivm_bind_setting(&bind_flag);
+    if (status != IVM_SUCCESS) {
+        return status;
+    }
+    status = ivm_enter_root_request(&req);
+    if (status != IVM_SUCCESS) {
+        return status;
+    }
+    req->flags   = IVM_ENTER_ROOT | (bind_flag << IVM_BIND_SHIFT);
+    req->pe_pool = pe_pool;
+    if (tag != NULL && strcmp(tag, "1") == 0) {
+        req->flags |= IVM_ENTER_TAG_OUTPUT;
+    }
+    if (spec != NULL && ivm_proto_strset(req->cpu_devices, sizeof(req->cpu_devices),
+                                         spec) != 0) {
+        IVM_FAIL_AT(out, status, IVM_ERROR_INVALID_VALUE,
+                    "IVM_CPU_DEVICES is longer than %zu bytes", sizeof(req->cpu_devices) - 1);
+    }
+    status = ivm_enter_root_send(req, rep);
+out:
+    free(req);
     return status;
 }
 

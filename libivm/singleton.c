@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,9 +14,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "client.h"
 #include "libivm.h"
 #include "log.h"
 #include "sock.h"
+
+/* Milliseconds the private daemon has to report ready. */
+#define IVM_SINGLETON_READY_MS 10000
 
 #ifndef IVM_INSTALL_BINDIR
 #define IVM_INSTALL_BINDIR "/usr/local/bin"
@@ -82,8 +85,7 @@ ivmError_t ivm_singleton_start(const char *path)
     int ready[2];
     pid_t mid;
     int wstatus;
-    char byte;
-    struct pollfd pfd;
+    ivm_ready_t wait;
     ivmError_t status;
 
     status = ivm_singleton_find_daemon(daemon, sizeof(daemon));
@@ -142,9 +144,8 @@ ivmError_t ivm_singleton_start(const char *path)
     close(ready[1]);
     while (waitpid(mid, &wstatus, 0) < 0 && errno == EINTR) {
     }
-    pfd.fd     = ready[0];
-    pfd.events = POLLIN;
-    if (poll(&pfd, 1, 10000) != 1 || read(ready[0], &byte, 1) != 1) {
+    ivm_ready_init(&wait, ready[0]);
+    if (ivm_ready_wait(&wait, IVM_SINGLETON_READY_MS, -1) != IVM_SUCCESS) {
         close(ready[0]);
         ivm_set_error("the private IVM daemon (%s) did not start; run it by hand to see "
                       "why", daemon);

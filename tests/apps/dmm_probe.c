@@ -10,6 +10,7 @@
 
 #include <ivm.h>
 
+#include "client.h"
 #include "proto.h"
 #include "sock.h"
 
@@ -31,7 +32,8 @@ uint64_t dmm_probe_rx(const char *name)
     req.job = (uint32_t)gid;
     snprintf(req.name, sizeof(req.name), "%s", name);
     memset(&rep, 0, sizeof(rep));
-    rc = ivm_sock_request(sock, 5000, IVM_MSG_OBJ_INFO, &req, sizeof(req), &rep, sizeof(rep));
+    rc = ivm_client_request(sock, 5000, IVM_MSG_OBJ_INFO, &req, sizeof(req), &rep, sizeof(rep),
+                            NULL);
     if (rc == IVM_ERROR_NOT_FOUND)
         return 0;       /* no copy of the object on this node yet */
     if (rc != IVM_SUCCESS) {

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "cgroup.h"
+#include "client.h"
 #include "sock.h"
 #include "status.h"
 
@@ -188,11 +189,13 @@ char *ivmt_shm_listing(void)
         return sb_take(&b);
     }
     while ((de = readdir(dp)) != NULL) {
-        /* bxfi_*: Criterion's own (BoxFort) test-worker segments;
+        /* bxfi_*, bxf_arena_*: Criterion's own (BoxFort) test-worker
+         * segments and arenas, of this or another test program;
          * vader_segment.*: Open MPI's shared memory, of MPI runs (the apps'
          * baselines) that may run beside a test. */
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
             strncmp(de->d_name, "bxfi_", 5) == 0 ||
+            strncmp(de->d_name, "bxf_arena_", 10) == 0 ||
             strncmp(de->d_name, "vader_segment.", 14) == 0) {
             continue;
         }
@@ -747,54 +750,17 @@ int ivmt_connect(const ivmt_daemon_t *d)
 
 int ivmt_info(const char *sock, ivm_msg_info_rep_t *info, const char **why_p)
 {
-    union {
-        ivm_msg_info_rep_t info;
-        char bytes[sizeof(ivm_msg_info_rep_t) + IVM_MSG_DETAIL_MAX];
-    } rep;
-    struct timeval tv = {3, 0};
-    ivm_msg_empty_t empty = {0};
-    ivm_msg_hdr_t hdr, rhdr;
-    const char *why = "?";
-    int fd = ivm_sock_connect(sock);
+    static ivm_client_result_t res; /* *why_p points into it until the next call */
+    ivmError_t status = ivm_client_info(sock, IVMT_INFO_WAIT_MS, info, &res);
 
-    if (fd < 0) {
-        *why_p = "cannot connect to the daemon";
-        return -1;
+    if (status == IVM_SUCCESS) {
+        return 0;
     }
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    ivm_proto_hdr_init(&hdr, IVM_MSG_INFO, sizeof(empty), 4242);
-    if (ivm_sock_send(fd, &hdr, &empty, NULL, 0) != IVM_SUCCESS) {
-        why = "sending INFO failed";
-        goto fail;
+    if (res.detail[0] == '\0') {
+        snprintf(res.detail, sizeof(res.detail), "INFO reply status is %s",
+                 ivm_status_string(status));
     }
-    if (ivm_sock_recv(fd, &rhdr, sizeof(rhdr), NULL, NULL, 0) != IVM_SUCCESS) {
-        why = "no INFO reply (connection closed or 3 s time-out)";
-        goto fail;
-    }
-    if (ivm_proto_check_hdr(&rhdr, &why) != IVM_SUCCESS ||
-        ivm_proto_check_rep(&rhdr, &why) != IVM_SUCCESS) {
-        goto fail;
-    }
-    if (rhdr.type != (IVM_MSG_INFO | IVM_MSG_REPLY) || rhdr.seq != 4242) {
-        why = "INFO reply has the wrong type or sequence number";
-        goto fail;
-    }
-    memset(&rep, 0, sizeof(rep));
-    if (ivm_sock_recv(fd, &rep, rhdr.length, NULL, NULL, 0) != IVM_SUCCESS) {
-        why = "INFO reply payload cut short";
-        goto fail;
-    }
-    if (rep.info.status != IVM_SUCCESS) {
-        why = "INFO reply status is not IVM_SUCCESS";
-        goto fail;
-    }
-    *info = rep.info;
-    close(fd);
-    return 0;
-fail:
-    close(fd);
-    *why_p = why;
+    *why_p = res.detail;
     return -1;
 }
 
@@ -983,14 +949,43 @@ int ivmt_daemon_wrapper(const char **argv, int max)
     return n;
 }
 
+/* ivmd's readiness line on fd within 10 s, then EOF (it closes the fd)
+ * within 5 s; otherwise kill it and fail with its log. */
+static void ivmt_daemon_wait_ready(ivmt_daemon_t *d, int fd)
+{
+    ivm_ready_t ready;
+    ivmError_t rc;
+    const char *what;
+
+    ivm_ready_init(&ready, fd);
+    rc = ivm_ready_wait(&ready, 10000, -1);
+    what = rc == IVM_ERROR_TIMEOUT     ? "10 s time-out"
+           : rc == IVM_ERROR_NO_DAEMON ? "EOF without a byte"
+                                       : "poll or read failed";
+    if (rc == IVM_SUCCESS) {
+        rc   = ivm_ready_wait_eof(&ready, 5000);
+        what = "the ready fd was not closed within 5 s";
+    }
+    if (rc != IVM_SUCCESS) {
+        char *log = ivmt_daemon_log_tail(d, 3000);
+        pid_t pid = d->pid;
+        int status = 0;
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        d->pid = 0;
+        close(fd);
+        cr_assert_fail("ivmd did not signal readiness on --ready-fd (%s; exit status 0x%x)."
+                       "\n--- ivmd log ---\n%s",
+                       what, status, log);
+    }
+}
+
 void ivmt_daemon_start(ivmt_daemon_t *d, const char *const *extra_args)
 {
     const char *argv[56];
-    int pipefd[2], logfd, devnull, n = 0, rc;
+    int pipefd[2], logfd, devnull, n = 0;
     char **envp = build_env(NULL);
     pid_t parent = getpid();
-    struct pollfd pfd;
-    char byte = 0;
     const char *why;
     ivm_msg_info_rep_t info;
 
@@ -1030,44 +1025,8 @@ void ivmt_daemon_start(ivmt_daemon_t *d, const char *const *extra_args)
     close(logfd);
     close(devnull);
 
-    pfd.fd = pipefd[0];
-    pfd.events = POLLIN;
-    do {
-        rc = poll(&pfd, 1, 10000);
-    } while (rc < 0 && errno == EINTR);
-    if (rc == 1) {
-        rc = (int)read(pipefd[0], &byte, 1);
-    } else {
-        rc = -2;
-    }
-    if (rc == 1) {
-        /* The rest of the readiness line, then EOF: ivmd closes the fd. */
-        char rest[64];
-        ssize_t n;
-        do {
-            pfd.revents = 0;
-            if (poll(&pfd, 1, 5000) != 1) {
-                rc = -3;
-                break;
-            }
-            n = read(pipefd[0], rest, sizeof(rest));
-        } while (n > 0 || (n < 0 && errno == EINTR));
-    }
+    ivmt_daemon_wait_ready(d, pipefd[0]);
     close(pipefd[0]);
-    if (rc != 1) {
-        char *log = ivmt_daemon_log_tail(d, 3000);
-        pid_t pid = d->pid;
-        int status = 0;
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-        d->pid = 0;
-        cr_assert_fail("ivmd did not signal readiness on --ready-fd (%s; exit status 0x%x)."
-                       "\n--- ivmd log ---\n%s",
-                       rc == -2   ? "10 s time-out"
-                       : rc == -3 ? "the ready fd was not closed within 5 s"
-                                  : "EOF without a byte",
-                       status, log);
-    }
     /* Baseline now, before any client connects. */
     d->fd_baseline = ivmt_count_fds(d->pid);
     cr_assert_gt(d->fd_baseline, 0, "cannot read /proc/%d/fd", (int)d->pid);
@@ -1522,12 +1481,25 @@ void ivmt_launch_finish_clean(ivmt_launch_t *c, double timeout_s, ivmt_result_t 
     ivmt_launch_collect(c, timeout_s, r, 1);
 }
 
+uint16_t ivmt_ready_port(int fd, const char *who, const char *node, const char *netns)
+{
+    ivm_ready_t ready;
+    unsigned port = 0;
+
+    ivm_ready_init(&ready, fd);
+    ivm_ready_wait(&ready, 10000, -1);
+    close(fd);
+    cr_assert(ivm_ready_port(&ready, &port) == IVM_SUCCESS,
+              "%s%s%s%s%s: no readiness line (got '%s')", who, node != NULL ? " " : "",
+              node != NULL ? node : "", netns != NULL ? " in " : "", netns != NULL ? netns : "",
+              ready.line);
+    return (uint16_t)port;
+}
+
 pid_t ivmt_peer_daemon_start(const char *netns, const char *node, const char *sock,
                              const char *log, const char *listen, uint16_t *port_p)
 {
-    char fdarg[16], line[64];
-    struct pollfd pfd;
-    ssize_t got = 0;
+    char fdarg[16];
     int ready[2], logfd;
     pid_t pid;
 
@@ -1566,48 +1538,21 @@ pid_t ivmt_peer_daemon_start(const char *netns, const char *node, const char *so
         _exit(127);
     }
     close(ready[1]);
-    pfd = (struct pollfd){.fd = ready[0], .events = POLLIN};
-    while (got < (ssize_t)sizeof(line) - 1 && poll(&pfd, 1, 10000) == 1) {
-        ssize_t r = read(ready[0], line + got, sizeof(line) - 1 - (size_t)got);
-        if (r <= 0) {
-            break;
-        }
-        got += r;
-    }
-    close(ready[0]);
-    line[got > 0 ? got : 0] = '\0';
-    cr_assert(line[0] == 'R' && line[1] == ' ', "%s%s%s: no readiness line (got '%s')", node,
-              netns ? " in " : "", netns ? netns : "", line);
-    *port_p = (uint16_t)atoi(line + 2);
-    cr_assert_gt(*port_p, 0);
+    *port_p = ivmt_ready_port(ready[0], "ivmd", node, netns);
     return pid;
 }
-
-#define IVMT_REP_SIZE(name, value, req, rep, var, poll) [value] = sizeof(rep),
-static const uint32_t ivmt_rep_sizes[IVM_MSG_LAST] = {IVM_MSG_TABLE(IVMT_REP_SIZE)};
 
 int ivmt_unix_call(const char *sock, uint16_t type, const void *payload, uint32_t len,
                    char *detail, size_t detail_len)
 {
-    char rep[4096 + IVM_MSG_DETAIL_MAX + 1];
-    ivm_msg_hdr_t hdr;
-    int fd = ivm_sock_connect(sock), status;
-    uint32_t fixed = type < IVM_MSG_LAST && ivmt_rep_sizes[type] > 0 ? ivmt_rep_sizes[type]
-                                                                     : sizeof(ivm_msg_status_t);
+    ivm_client_result_t res;
+    ivm_msg_status_t rep;
+    ivmError_t status = ivm_client_request(sock, 0, type, payload, len, &rep, sizeof(rep), &res);
 
-    cr_assert_geq(fd, 0, "cannot connect to %s", sock);
-    ivm_proto_hdr_init(&hdr, type, len, 7);
-    cr_assert_eq(ivm_sock_send(fd, &hdr, payload, NULL, 0), IVM_SUCCESS);
-    cr_assert_eq(ivm_sock_recv(fd, &hdr, sizeof(hdr), NULL, NULL, 0), IVM_SUCCESS);
-    cr_assert_leq(hdr.length, sizeof(rep) - 1);
-    cr_assert_eq(ivm_sock_recv(fd, rep, hdr.length, NULL, NULL, 0), IVM_SUCCESS);
-    close(fd);
-    memcpy(&status, rep, sizeof(status));
-    rep[hdr.length] = '\0';
+    cr_assert(res.answered, "%s to %s: %s (%s)", ivm_proto_type_name(type), sock,
+              ivm_status_string(status), res.detail);
     if (detail != NULL) {
-        /* the detail text follows the type's fixed reply */
-        snprintf(detail, detail_len, "%.*s", (int)detail_len,
-                 hdr.length > fixed ? rep + fixed : "");
+        snprintf(detail, detail_len, "%s", res.detail);
     }
     return status;
 }

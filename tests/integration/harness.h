@@ -63,7 +63,11 @@ void ivmt_daemon_abandon(ivmt_daemon_t *d);
 /* The last bytes of the daemon's log (malloc'd). */
 char *ivmt_daemon_log_tail(const ivmt_daemon_t *d, size_t max);
 
-/* Ask the daemon at sock for its INFO. Returns 0, or -1 with *why_p set. */
+/* Milliseconds ivmt_info waits for each step of INFO. */
+#define IVMT_INFO_WAIT_MS 3000
+
+/* Ask the daemon at sock for its INFO. Returns 0, or -1 with *why_p set (a
+ * text valid until the next call). */
 int ivmt_info(const char *sock, ivm_msg_info_rep_t *info, const char **why_p);
 
 /* Connect to the daemon's socket (asserts success). */
@@ -200,6 +204,11 @@ void ivmt_scenario(const char *prog, const char *scenario, const char *const *ar
  * into *port_p (asserts). Returns its pid. */
 pid_t ivmt_peer_daemon_start(const char *netns, const char *node, const char *sock,
                              const char *log, const char *listen, uint16_t *port_p);
+
+/* The "R PORT" readiness line of a daemon (`who`, e.g. "ivmd", on node
+ * `node` in `netns`, each may be NULL, for the message) on the read end fd of
+ * its --ready-fd pipe, within 10 s; closes fd. Asserts a port came. */
+uint16_t ivmt_ready_port(int fd, const char *who, const char *node, const char *netns);
 
 /* One request on a fresh connection to sock (asserts the transport); returns
  * the reply's status and copies its detail text, if any, into detail. */

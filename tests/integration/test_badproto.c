@@ -755,3 +755,50 @@ Test(badproto, cpu_share_requests_out_of_range)
     expect_alive("CPU_INFO and SET_SHARE out of range");
     ivmt_daemon_finish(&ivmt_d);
 }
+
+/* A PE that sends requests and never reads the replies: the daemon queues
+ * them up to the connection's output limit, then drops it (its memory stays
+ * bounded) and keeps serving. */
+Test(badproto, pe_not_reading_its_replies_is_dropped)
+{
+    enum { BATCH = 256 };
+    struct {
+        ivm_msg_hdr_t   h;
+        ivm_msg_empty_t m;
+    } reqs[BATCH];
+    double deadline = ivmt_now() + 40.0;
+    int fd = ivmt_connect(&ivmt_d), small = 4096, i, dropped = 0;
+    size_t off = 0;
+
+    memset(reqs, 0, sizeof(reqs));
+    for (i = 0; i < BATCH; ++i) {
+        ivm_proto_hdr_init(&reqs[i].h, IVM_MSG_INFO, sizeof(reqs[i].m), (uint32_t)i + 1);
+    }
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    while (!dropped && ivmt_now() < deadline) {
+        struct pollfd p = {fd, POLLOUT, 0};
+        ssize_t n;
+
+        if (poll(&p, 1, 100) <= 0) {
+            continue;
+        }
+        n = send(fd, (const char *)reqs + off, sizeof(reqs) - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0) {
+            dropped = errno == EPIPE || errno == ECONNRESET;
+            cr_assert(dropped || errno == EAGAIN || errno == EINTR, "send: %s",
+                      strerror(errno));
+            continue;
+        }
+        off = (off + (size_t)n) % sizeof(reqs);
+        dropped = (p.revents & (POLLHUP | POLLERR)) != 0;
+    }
+    close(fd);
+    cr_assert(dropped, "ivmd kept a connection that read none of its replies for 40 s");
+    expect_alive("a PE that did not read its replies");
+    {
+        char *log = ivmt_daemon_log_tail(&ivmt_d, 8192);
+        int said = log != NULL && strstr(log, "does not read") != NULL;
+        free(log);
+        cr_assert(said, "the daemon's log does not say why it dropped the connection");
+    }
+}

@@ -374,7 +374,9 @@ static void fake_recv_all(int fd, void *buf, size_t len)
 
 static void fake_mac(char tag, const uint8_t *n1, const uint8_t *n2, uint8_t *out)
 {
-    uint8_t msg[1 + 2 * IVM_PEER_NONCE_LEN + 2 * (IVM_HOST_MAX + 1) + 1], secret[IVM_SECRET_LEN];
+    uint8_t msg[1 + 2 * IVM_PEER_NONCE_LEN + 2 * (IVM_HOST_MAX + 1) + 1 + IVM_PEER_VERSION_LEN + 4],
+        secret[IVM_SECRET_LEN];
+    uint8_t *tail = msg + 1 + 2 * IVM_PEER_NONCE_LEN + 2 * (IVM_HOST_MAX + 1);
 
     memset(secret, 's', sizeof(secret));
     memset(msg, 0, sizeof(msg));
@@ -383,10 +385,22 @@ static void fake_mac(char tag, const uint8_t *n1, const uint8_t *n2, uint8_t *ou
     memcpy(msg + 1 + IVM_PEER_NONCE_LEN, n2, IVM_PEER_NONCE_LEN);
     strcpy((char *)msg + 1 + 2 * IVM_PEER_NONCE_LEN, "a-fake");
     strcpy((char *)msg + 1 + 2 * IVM_PEER_NONCE_LEN + IVM_HOST_MAX + 1, "node0");
+    /* flags (none), the version, the peer layout (32 bits, little-endian) */
+    strncpy((char *)tail + 1, ivm_version_string(), IVM_PEER_VERSION_LEN);
+    tail[1 + IVM_PEER_VERSION_LEN] = (uint8_t)IVM_PEER_LAYOUT;
     cr_assert_eq(ivm_crypto_hmac(secret, sizeof(secret), msg, sizeof(msg), out), IVM_SUCCESS);
 }
 
+static void fake_connect_layout(fake_peer_t *f, uint32_t layout);
+
 static void fake_connect(fake_peer_t *f)
+{
+    fake_connect_layout(f, IVM_PEER_LAYOUT);
+}
+
+/* The handshake, the fake peer's HELLO saying layout; returns early (fd
+ * open, no keys) when node0 refuses it before its CHALLENGE. */
+static void fake_connect_layout(fake_peer_t *f, uint32_t layout)
 {
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons(nodes[0].port)};
     struct {
@@ -409,8 +423,12 @@ static void fake_connect(fake_peer_t *f)
     snprintf(m.u.hello.node, sizeof(m.u.hello.node), "a-fake");
     cr_assert_eq(ivm_crypto_random(f->na, sizeof(f->na)), IVM_SUCCESS);
     memcpy(m.u.hello.nonce, f->na, sizeof(f->na));
+    m.u.hello.layout = layout;
     cr_assert_eq(send(f->fd, &m, sizeof(m.h) + sizeof(m.u.hello), MSG_NOSIGNAL),
                  (ssize_t)(sizeof(m.h) + sizeof(m.u.hello)));
+    if (layout != IVM_PEER_LAYOUT) {
+        return;
+    }
     fake_recv_all(f->fd, &m, sizeof(m.h) + sizeof(m.u.ch));
     cr_assert_eq(m.h.type, IVM_PEER_CHALLENGE);
     memcpy(f->nb, m.u.ch.nonce, sizeof(f->nb));
@@ -581,5 +599,52 @@ Test(cluster, forged_replayed_reordered_and_untagged_messages_close_the_link)
     ivm_aead_free(&f.tx);
     ivm_aead_free(&f.rx);
     table_names[0] = table_names[1] = NULL;
+    cluster_stop_clean();
+}
+
+/* A daemon that speaks another peer message layout (its HELLO says so) is
+ * refused at the handshake, with one log line naming both layouts; node0
+ * serves on, and a peer of its own layout is accepted after. */
+Test(cluster, peer_of_another_message_layout_is_refused)
+{
+    char want[128];
+    fake_peer_t f;
+    uint8_t a[128];
+    size_t alen;
+
+    table_names[0] = "node0";
+    table_names[1] = "a-fake";
+    cluster_setup(1);
+    cr_assert_eq(send_cluster(0, 2, "s", NULL, 0), IVM_SUCCESS);
+
+    memset(&f, 0, sizeof(f));
+    fake_connect_layout(&f, IVM_PEER_LAYOUT + 1);
+    {
+        char buf[256];
+        struct pollfd pfd = {.fd = f.fd, .events = POLLIN};
+        double end = ivmt_now() + 8;
+        int closed = 0;
+
+        while (!closed && ivmt_now() < end) {
+            if (poll(&pfd, 1, 100) == 1) {
+                ssize_t n = recv(f.fd, buf, sizeof(buf), 0);
+                cr_assert(n <= 0, "node0 answered a HELLO of another layout");
+                closed = 1;
+            }
+        }
+        close(f.fd);
+        cr_assert(closed, "node0 kept the link of a peer of another layout");
+    }
+    snprintf(want, sizeof(want), "a-fake speaks peer message layout %u, this daemon layout %u",
+             (unsigned)(IVM_PEER_LAYOUT + 1), (unsigned)IVM_PEER_LAYOUT);
+    cr_assert(log_contains(0, want), "node0's log does not name both layouts ('%s')", want);
+
+    fake_connect(&f);
+    alen = fake_ping(&f, 7, a);
+    cr_assert_eq(send(f.fd, a, alen, MSG_NOSIGNAL), (ssize_t)alen);
+    fake_expect_pong(&f, 7);
+    close(f.fd);
+    ivm_aead_free(&f.tx);
+    ivm_aead_free(&f.rx);
     cluster_stop_clean();
 }

@@ -101,6 +101,19 @@ Test(multinode, daemons_poll_with_daemon_poll_us)
     ivmt_result_free(&r);
 }
 
+/* Flow control: 512 MiB through the link three ways (mirror fill, Put,
+ * Get) raise neither daemon's peak memory by more than 64 MiB. */
+Test(multinode, big_transfers_keep_daemon_memory_bounded)
+{
+    const char *args[] = {IVMT_PE_NODES, "big_nodes", "512", NULL};
+    ivmt_result_t r;
+
+    ivmrun_nodes("2", args, &r);
+    ivmt_expect_pe_ok(NULL, &r, "big_nodes");
+    cr_log_info("%s", r.out);
+    ivmt_result_free(&r);
+}
+
 /* By data patterns and by node1's received-byte counter. */
 Test(multinode, second_map_of_a_held_region_moves_no_data)
 {

@@ -19,7 +19,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,9 +118,7 @@ static char *nf_proxy_cmd(const char *cmd)
 
 static void nf_proxy_start(void)
 {
-    char to[32], fdarg[16], line[64];
-    struct pollfd pfd;
-    ssize_t got = 0;
+    char to[32], fdarg[16];
     int ready[2], logfd;
 
     snprintf(nf_ctl, sizeof(nf_ctl), "%s/proxy.sock", nf_dir);
@@ -141,20 +138,7 @@ static void nf_proxy_start(void)
         _exit(127);
     }
     close(ready[1]);
-    pfd = (struct pollfd){.fd = ready[0], .events = POLLIN};
-    while (got < (ssize_t)sizeof(line) - 1 && poll(&pfd, 1, 10000) == 1) {
-        ssize_t r = read(ready[0], line + got, sizeof(line) - 1 - (size_t)got);
-        if (r <= 0) {
-            break;
-        }
-        got += r;
-    }
-    close(ready[0]);
-    line[got > 0 ? got : 0] = '\0';
-    cr_assert(line[0] == 'R' && line[1] == ' ', "ivm-faultproxy: no readiness line ('%s')",
-              line);
-    nf_proxy_port = (uint16_t)atoi(line + 2);
-    cr_assert_gt(nf_proxy_port, 0);
+    nf_proxy_port = ivmt_ready_port(ready[0], "ivm-faultproxy", NULL, NULL);
 }
 
 /* CLUSTER to node k: node1 at the proxy's port in node0's table. */

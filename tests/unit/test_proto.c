@@ -3,11 +3,13 @@
  * payload is refused with a reason. */
 #include <criterion/criterion.h>
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "proto.h"
+#include "wire.h"
 
 typedef struct msg_type_desc {
     const char *name;
@@ -467,4 +469,71 @@ Test(proto, strset_and_strok)
     cr_assert_not(ivm_proto_strok(field, sizeof(field)));
     field[7] = '\0';
     cr_assert(ivm_proto_strok(field, sizeof(field)));
+}
+
+/* ------------------------------------------------ peer wire byte order */
+
+Test(proto, wire_helpers_are_little_endian)
+{
+    uint8_t b[8];
+
+    ivm_put_le16(b, 0x0102);
+    cr_assert(b[0] == 0x02 && b[1] == 0x01);
+    ivm_put_le32(b, 0x01020304u);
+    cr_assert(b[0] == 0x04 && b[1] == 0x03 && b[2] == 0x02 && b[3] == 0x01);
+    ivm_put_le64(b, 0x0102030405060708ull);
+    cr_assert(b[0] == 0x08 && b[7] == 0x01);
+    cr_assert_eq(ivm_get_le16(b), 0x0708);
+    cr_assert_eq(ivm_get_le32(b), 0x05060708u);
+    cr_assert_eq(ivm_get_le64(b), 0x0102030405060708ull);
+}
+
+/* A packed peer message holds each field little-endian at its offset, and
+ * unpacks to what was packed; SPAWN's PE ids go along, its blob does not. */
+Test(proto, peer_messages_pack_little_endian_and_back)
+{
+    struct {
+        ivm_peer_spawn_t sp;
+        int32_t          ids[2];
+        char             blob[4];
+    } m, orig;
+    ivm_peer_xfer_t x = {.op = 0x1122334455667788ull, .job = 7, .off = 0x0a0b0c0d0e0f1011ull};
+    ivm_msg_hdr_t h;
+    uint8_t *p = (uint8_t *)&x;
+
+    ivm_peer_pack(IVM_PEER_DATA, &x, sizeof(x));
+    cr_assert_eq(ivm_get_le64(p + offsetof(ivm_peer_xfer_t, op)), 0x1122334455667788ull);
+    cr_assert_eq(ivm_get_le32(p + offsetof(ivm_peer_xfer_t, job)), 7u);
+    cr_assert_eq(ivm_get_le64(p + offsetof(ivm_peer_xfer_t, off)), 0x0a0b0c0d0e0f1011ull);
+    ivm_peer_unpack(IVM_PEER_DATA, &x, sizeof(x));
+    cr_assert(x.op == 0x1122334455667788ull && x.job == 7 && x.off == 0x0a0b0c0d0e0f1011ull);
+
+    memset(&m, 0, sizeof(m));
+    m.sp.n      = 2;
+    m.sp.op     = 99;
+    m.ids[0]    = 0x01020304;
+    m.ids[1]    = -5;
+    memcpy(m.blob, "abc", 4);
+    orig = m;
+    ivm_peer_pack(IVM_PEER_SPAWN, &m, sizeof(m));
+    cr_assert_eq(ivm_get_le32((uint8_t *)&m.ids[0]), 0x01020304u);
+    cr_assert_eq((int32_t)ivm_get_le32((uint8_t *)&m.ids[1]), -5);
+    cr_assert_str_eq(m.blob, "abc");
+    ivm_peer_unpack(IVM_PEER_SPAWN, &m, sizeof(m));
+    cr_assert_eq(memcmp(&m, &orig, sizeof(m)), 0);
+
+    ivm_proto_hdr_init(&h, IVM_PEER_PING, 8, 3);
+    ivm_peer_hdr_pack(&h);
+    cr_assert_eq(ivm_get_le32((uint8_t *)&h), IVM_PROTO_MAGIC);
+    cr_assert_eq(ivm_get_le16((uint8_t *)&h + offsetof(ivm_msg_hdr_t, type)), IVM_PEER_PING);
+    ivm_peer_hdr_unpack(&h);
+    cr_assert(h.type == IVM_PEER_PING && h.length == 8 && h.seq == 3);
+}
+
+/* HELLO and CHALLENGE carry the peer message layout where a reserved word was. */
+Test(proto, hello_and_challenge_carry_the_layout)
+{
+    cr_assert_eq(offsetof(ivm_peer_hello_t, layout), 116u);
+    cr_assert_eq(offsetof(ivm_peer_challenge_t, layout), 116u);
+    cr_assert_geq(IVM_PEER_LAYOUT, 1u);
 }

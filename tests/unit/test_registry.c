@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-#include "job.h"
+#include "ctl/job.h"
 
 #define MAXREC 64
 

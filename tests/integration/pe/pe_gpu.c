@@ -12,6 +12,7 @@
 #include <signal.h>
 
 #include "pe_util.h"
+#include "client.h"
 #include "proto.h"
 #include "sock.h"
 
@@ -101,8 +102,8 @@ static void gpu_info(int gpu, ivm_msg_gpu_info_rep_t *rep)
 
     ASSERT(getenv("IVM_SOCKET") != NULL, "GPU_INFO needs IVM_SOCKET (not singleton mode)");
     memset(rep, 0, sizeof(*rep));
-    EXPECT(ivm_sock_request(getenv("IVM_SOCKET"), 5000, IVM_MSG_GPU_INFO, &req, sizeof(req),
-                            rep, sizeof(*rep)),
+    EXPECT(ivm_client_request(getenv("IVM_SOCKET"), 5000, IVM_MSG_GPU_INFO, &req, sizeof(req),
+                              rep, sizeof(*rep), NULL),
            IVM_SUCCESS);
 }
 
@@ -1053,8 +1054,8 @@ static int sc_bogus(int argc, char **argv)
     create_on(IVM_THIS_HOST, IVM_GPU_0, 1, &pes[0]);
     create_on(IVM_THIS_HOST, IVM_CPU, 1, &pes[1]);
     wait_all(pes, 2);
-    EXPECT(ivm_sock_request(getenv("IVM_SOCKET"), 5000, IVM_MSG_GPU_INFO, &greq, sizeof(greq),
-                            &g, sizeof(g)),
+    EXPECT(ivm_client_request(getenv("IVM_SOCKET"), 5000, IVM_MSG_GPU_INFO, &greq, sizeof(greq),
+                              &g, sizeof(g), NULL),
            IVM_ERROR_NOT_FOUND);
     gpu_info(0, &g);
     print_info("after the bogus requests", &g);

@@ -13,7 +13,9 @@
 #include <libgen.h>
 #include <limits.h>
 #include <stdint.h>
+#include <sys/wait.h>
 
+#include "client.h"
 #include "sock.h"
 
 #define OBJ_SIZE (64u * 1024u)
@@ -71,7 +73,7 @@ static void node_info(const char *node, ivm_msg_info_rep_t *info)
         snprintf(path, sizeof(path), "%s/%s.sock", dirname(dir), node);
     }
     memset(info, 0, sizeof(*info));
-    EXPECT(ivm_sock_info(path, 5000, info), IVM_SUCCESS);
+    EXPECT(ivm_client_info(path, 5000, info, NULL), IVM_SUCCESS);
     ASSERT(node == NULL || strcmp(info->node, node) == 0, "%s answers as node '%s'", path,
            info->node);
 }
@@ -87,8 +89,8 @@ static void obj_info(const char *name, ivm_msg_obj_info_rep_t *rep)
     req.job = (uint32_t)gid;
     snprintf(req.name, sizeof(req.name), "%s", name);
     memset(rep, 0, sizeof(*rep));
-    EXPECT(ivm_sock_request(getenv("IVM_SOCKET"), 5000, IVM_MSG_OBJ_INFO, &req, sizeof(req),
-                            rep, sizeof(*rep)),
+    EXPECT(ivm_client_request(getenv("IVM_SOCKET"), 5000, IVM_MSG_OBJ_INFO, &req, sizeof(req),
+                              rep, sizeof(*rep), NULL),
            IVM_SUCCESS);
 }
 
@@ -848,6 +850,108 @@ static int sc_info_nodes(int argc, char **argv)
     return pe_ok();
 }
 
+/* Flow control: a big object crosses the link three ways (node1's map fills
+ * its mirror from node0, a Put from node1 while node0's daemon is stopped for
+ * half a second, so that the link is full, a Get from node0) while neither
+ * daemon may hold more than a few MiB of it queued: each daemon's VmHWM
+ * (its peak resident memory) rises at most BIG_HWM_MIB above its resident
+ * memory before the transfers. Before flow control a daemon queued a whole
+ * transfer (1 GiB Put: +449 MiB). argv[2]: the object's MiB (512). */
+#if defined(__SANITIZE_ADDRESS__)
+/* AddressSanitizer keeps freed blocks in a quarantine of up to 256 MiB
+ * (quarantine_size_mb) before reusing them: a daemon that queued a whole
+ * 512 MiB transfer still goes past this. */
+#define BIG_HWM_MIB (64 + 256)
+#else
+#define BIG_HWM_MIB 64
+#endif
+
+/* Resident kB of process pid: VmRSS or VmHWM ("VmHWM:"). */
+static long proc_kb(uint32_t pid, const char *field)
+{
+    char path[64], line[256];
+    long kb = -1;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%u/status", pid);
+    f = fopen(path, "r");
+    ASSERT(f != NULL, "cannot read %s", path);
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (strncmp(line, field, strlen(field)) == 0) {
+            kb = strtol(line + strlen(field), NULL, 10);
+        }
+    }
+    fclose(f);
+    ASSERT(kb >= 0, "no %s in %s", field, path);
+    return kb;
+}
+
+static int sc_big_nodes(int argc, char **argv)
+{
+    size_t size = (size_t)(argc > 2 ? strtoul(argv[2], NULL, 10) : 512) << 20;
+    ivm_msg_info_rep_t i0, i1;
+    unsigned char *p;
+    long rss0, rss1, hwm0, hwm1;
+    ivm_device d1;
+    ivm_pe kid;
+    pid_t waker;
+    int id = pe_enter();
+
+    if (id != 0) {
+        CHECK(ivmMap("big", &p, 0));
+        expect_pat(p, 'B', 0, 4096, __LINE__, "node1's mirror, first page");
+        expect_pat(p + size - 4096, 'B', size - 4096, 4096, __LINE__,
+                   "node1's mirror, last page");
+        fill(p, 'C', 0, size);
+        /* node0's daemon stops reading for half a second while node1's sends
+         * the Put: the link fills up, and node1's daemon must hold back. */
+        node_info("node0", &i0);
+        ASSERT(kill((pid_t)i0.pid, SIGSTOP) == 0, "SIGSTOP node0's daemon: %s",
+               strerror(errno));
+        waker = fork();
+        if (waker == 0) {
+            usleep(500000);
+            kill((pid_t)i0.pid, SIGCONT);
+            _exit(0);
+        }
+        if (waker < 0) {
+            kill((pid_t)i0.pid, SIGCONT);
+        }
+        ASSERT(waker > 0, "fork: %s", strerror(errno));
+        CHECK(ivmSyncPut(p, size));
+        ASSERT(waitpid(waker, NULL, 0) == waker, "waitpid: %s", strerror(errno));
+        memset(p, 0, size);
+        CHECK(ivmSyncGet(p, size));
+        expect_pat(p + size / 2, 'C', size / 2, 4096, __LINE__, "the Get of the Put");
+        CHECK(ivmUnmap(p));
+        CHECK(ivmExit());
+        return 0;
+    }
+    node_info(NULL, &i0);
+    node_info("node1", &i1);
+    rss0 = proc_kb(i0.pid, "VmRSS:");
+    rss1 = proc_kb(i1.pid, "VmRSS:");
+    CHECK(ivmMalloc("big", &p, size));
+    fill(p, 'B', 0, size);
+    CHECK(ivmCreateDev("node1", IVM_CPU, &d1));
+    CHECK(ivmCreatePEs(d1, 1, &kid));
+    CHECK(ivmDestroyDev(d1));
+    CHECK(ivmWait(kid));
+    expect_pat(p, 'C', 0, 4096, __LINE__, "the master after node1's Put");
+    expect_pat(p + size - 4096, 'C', size - 4096, 4096, __LINE__, "the master's last page");
+    hwm0 = proc_kb(i0.pid, "VmHWM:");
+    hwm1 = proc_kb(i1.pid, "VmHWM:");
+    printf("HWM node0 +%ld MiB node1 +%ld MiB for %zu MiB three ways\n", (hwm0 - rss0) >> 10,
+           (hwm1 - rss1) >> 10, size >> 20);
+    ASSERT(hwm0 - rss0 <= BIG_HWM_MIB * 1024L && hwm1 - rss1 <= BIG_HWM_MIB * 1024L,
+           "a daemon's peak memory rose by more than %d MiB moving %zu MiB: node0 +%ld MiB, "
+           "node1 +%ld MiB (a transfer queued whole?)", BIG_HWM_MIB, size >> 20,
+           (hwm0 - rss0) >> 10, (hwm1 - rss1) >> 10);
+    CHECK(ivmFree(p));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
 static const pe_scenario_entry_t scenarios[] = {
     {"info_nodes", sc_info_nodes},
     {"sync_nodes", sc_sync_nodes},
@@ -858,6 +962,7 @@ static const pe_scenario_entry_t scenarios[] = {
     {"spawn_missing", sc_spawn_missing},
     {"daemon_lost", sc_daemon_lost},
     {"kill_mid_transfer", sc_kill_mid_transfer},
+    {"big_nodes", sc_big_nodes},
     {NULL, NULL},
 };
 

@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <sys/mman.h>
 
+#include "client.h"
 #include "proto.h"
 #include "sock.h"
 
@@ -30,7 +31,7 @@ typedef struct board {
 static void pool_info(ivm_msg_info_rep_t *info)
 {
     memset(info, 0, sizeof(*info));
-    EXPECT(ivm_sock_info(getenv("IVM_SOCKET"), 5000, info), IVM_SUCCESS);
+    EXPECT(ivm_client_info(getenv("IVM_SOCKET"), 5000, info, NULL), IVM_SUCCESS);
 }
 
 /* Wait until the daemon reports `n` parked processes. */
@@ -165,12 +166,14 @@ static void forge_pool_enter(int gid, pid_t parked)
     req.pe_id  = atoi(slot);
     req.token  = strtoull(token, NULL, 10) + 1;
     pe_stage = "pool ENTER with a wrong token";
-    EXPECT(ivm_sock_request(getenv("IVM_SOCKET"), 5000, IVM_MSG_ENTER, &req, sizeof(req),
-                            &rep, sizeof(rep)), IVM_ERROR_PERMISSION);
+    EXPECT(ivm_client_request(getenv("IVM_SOCKET"), 5000, IVM_MSG_ENTER, &req, sizeof(req),
+                              &rep, sizeof(rep), NULL),
+           IVM_ERROR_PERMISSION);
     req.token = strtoull(token, NULL, 10);
     pe_stage = "pool ENTER for a parked slot, right token, another pid";
-    EXPECT(ivm_sock_request(getenv("IVM_SOCKET"), 5000, IVM_MSG_ENTER, &req, sizeof(req),
-                            &rep, sizeof(rep)), IVM_ERROR_PERMISSION);
+    EXPECT(ivm_client_request(getenv("IVM_SOCKET"), 5000, IVM_MSG_ENTER, &req, sizeof(req),
+                              &rep, sizeof(rep), NULL),
+           IVM_ERROR_PERMISSION);
 }
 
 /* A process that has exited (a zombie) or is gone: its sockets are closed. */
@@ -514,7 +517,7 @@ static void node1_info(ivm_msg_info_rep_t *info)
     snprintf(dir, sizeof(dir), "%s", getenv("IVM_SOCKET"));
     snprintf(path, sizeof(path), "%s/node1.sock", dirname(dir));
     memset(info, 0, sizeof(*info));
-    EXPECT(ivm_sock_info(path, 5000, info), IVM_SUCCESS);
+    EXPECT(ivm_client_info(path, 5000, info, NULL), IVM_SUCCESS);
 }
 
 /* Remote node: node1's daemon keeps a pool for the job once its first PE
@@ -647,8 +650,8 @@ static void gpu_info0(ivm_msg_gpu_info_rep_t *g)
     ivm_msg_gpu_info_req_t req = {.gpu = 0};
 
     memset(g, 0, sizeof(*g));
-    EXPECT(ivm_sock_request(getenv("IVM_SOCKET"), 5000, IVM_MSG_GPU_INFO, &req, sizeof(req),
-                            g, sizeof(*g)),
+    EXPECT(ivm_client_request(getenv("IVM_SOCKET"), 5000, IVM_MSG_GPU_INFO, &req, sizeof(req),
+                              g, sizeof(*g), NULL),
            IVM_SUCCESS);
 }
 

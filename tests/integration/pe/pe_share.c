@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 
 #include "cgroup.h"
+#include "client.h"
 #include "proto.h"
 #include "sock.h"
 
@@ -182,7 +183,7 @@ static ivm_msg_info_rep_t share_info(void)
 {
     ivm_msg_info_rep_t info;
 
-    EXPECT(ivm_sock_info(getenv("IVM_SOCKET"), 5000, &info), IVM_SUCCESS);
+    EXPECT(ivm_client_info(getenv("IVM_SOCKET"), 5000, &info, NULL), IVM_SUCCESS);
     return info;
 }
 

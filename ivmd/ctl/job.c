@@ -1,4 +1,4 @@
-#include "job.h"
+#include "ctl/job.h"
 
 #include <limits.h>
 #include <stdlib.h>

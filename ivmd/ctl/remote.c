@@ -1,0 +1,738 @@
+/* The control messages between daemons (see ctl/remote.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uthash.h>
+
+#include "ctl/remote.h"
+#include "ivmd.h"
+#include "log.h"
+
+/* A CREATE_PES waiting for the SPAWN_REP of another node. */
+typedef struct ivmd_remote_spawn {
+    UT_hash_handle            hh;
+    uint64_t                  id;
+    ivmd_conn_t              *conn; /* whom to answer, NULL once gone */
+    uint32_t                  seq;
+    uint16_t                  type;
+    uint32_t                  job;
+    int                       node;
+    int                       nslots;
+    ivm_msg_create_pes_rep_t  rep;  /* the reply being built */
+} ivmd_remote_spawn_t;
+
+int ivmd_remote_self(const ivmd_t *d)
+{
+    return d->link.have_cluster ? (int)d->link.self_idx : 0;
+}
+
+ivmd_peer_t *ivmd_remote_peer(ivmd_t *d, int node)
+{
+    if (node < 0 || (uint32_t)node >= d->link.npeers || d->link.peers[node].self) {
+        return NULL;
+    }
+    return &d->link.peers[node];
+}
+
+int ivmd_remote_root_node(const ivmd_t *d, uint32_t job_id)
+{
+    return d->link.have_cluster ? (int)(job_id >> IVMD_JOB_NODE_SHIFT) : 0;
+}
+
+int ivmd_remote_is_proxy(const ivmd_job_t *job)
+{
+    return ((const ivmd_job_data_t *)job->data)->proxy;
+}
+
+ivmError_t ivmd_remote_post(ivmd_t *d, ivmd_peer_t *p, uint16_t type, const void *a,
+                            uint32_t alen, const void *b, uint32_t blen)
+{
+    if (p == NULL || !p->up || p->conn == NULL) {
+        return IVM_ERROR_DAEMON_LOST;
+    }
+    ivmd_conn_send_parts(d, p->conn, type, 0, a, alen, b, blen);
+    return IVM_SUCCESS;
+}
+
+int ivmd_remote_busy(const ivmd_t *d)
+{
+    return d->remote.spawns != NULL;
+}
+
+static void ivmd_remote_spawn_free(ivmd_t *d, ivmd_remote_spawn_t *s)
+{
+    HASH_DEL(d->remote.spawns, s);
+    free(s);
+}
+
+void ivmd_remote_close_all(ivmd_t *d)
+{
+    ivmd_remote_spawn_t *s, *tmp;
+
+    HASH_ITER(hh, d->remote.spawns, s, tmp) {
+        ivmd_remote_spawn_free(d, s);
+    }
+}
+
+/* ------------------------------------------------------------ node info */
+
+void ivmd_remote_send_nodeinfo(ivmd_t *d, ivmd_peer_t *p, uint32_t ngpus)
+{
+    ivm_peer_nodeinfo_t info;
+    int i;
+
+    memset(&info, 0, sizeof(info));
+    info.ndevs = (uint32_t)d->ndevs;
+    info.ngpus = ngpus;
+    for (i = 0; i < d->ndevs && i < 64; ++i) {
+        info.ncores[i] = (uint16_t)d->devs[i].ncores;
+    }
+    ivmd_remote_post(d, p, IVM_PEER_NODEINFO, &info, sizeof(info), NULL, 0);
+}
+
+void ivmd_remote_on_nodeinfo(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
+                             const void *payload)
+{
+    const ivm_peer_nodeinfo_t *m = payload;
+    ivmd_peer_t *p = pc->peer;
+    int i;
+
+    (void)d;
+    (void)hdr;
+    p->ndevs = m->ndevs > 64 ? 64 : (int)m->ndevs;
+    p->ngpus = m->ngpus > 64 ? 64 : (int)m->ngpus;
+    for (i = 0; i < p->ndevs; ++i) {
+        p->ncores[i] = m->ncores[i];
+    }
+}
+
+/* ------------------------------------------------------------ forwarding */
+
+int ivmd_remote_forwards(uint16_t type)
+{
+    switch (type) {
+    case IVM_MSG_WAIT:
+    case IVM_MSG_SIGNAL:
+    case IVM_MSG_NUM_PES:
+    case IVM_MSG_SET_MAX_ID:
+    case IVM_MSG_CREATE_PES:
+    case IVM_MSG_KILL_PES:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+void ivmd_remote_forward(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                         const void *payload)
+{
+    ivmd_job_data_t *jd = c->job->data;
+    ivm_peer_fwd_t fwd = {.job = c->job->id, .pe = c->pe->id};
+    ivm_msg_status_t fail = {.status = IVM_ERROR_DAEMON_LOST};
+    char body[sizeof(ivm_msg_create_pes_rep_t)];
+    char *buf = malloc(sizeof(*hdr) + hdr->length);
+    ivmError_t status = IVM_ERROR_NO_MEMORY;
+
+    if (buf != NULL) {
+        memcpy(buf, hdr, sizeof(*hdr));
+        memcpy(buf + sizeof(*hdr), payload, hdr->length);
+        status = ivmd_remote_post(d, jd->root_peer, IVM_PEER_FWD, &fwd, sizeof(fwd), buf,
+                                  (uint32_t)(sizeof(*hdr) + hdr->length));
+        free(buf);
+    }
+    if (status == IVM_SUCCESS) {
+        return;
+    }
+    memset(body, 0, sizeof(body));
+    fail.status = status;
+    memcpy(body, &fail, sizeof(fail));
+    ivmd_conn_reply(d, c, hdr->type, hdr->seq, body, ivmd_reply_size(hdr->type),
+                    "the job's root daemon is unreachable", NULL, 0);
+}
+
+/* The root daemon's virtual connection of a remote PE. */
+static ivmd_conn_t *ivmd_remote_vconn(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe,
+                                      ivmd_peer_t *p)
+{
+    ivmd_conn_t *c;
+
+    if (pe->conn != NULL) {
+        return pe->conn;
+    }
+    c = ivmd_conn_open(d, -1, IVMD_CONN_REMOTE, 0);
+    if (c == NULL) {
+        return NULL;
+    }
+    c->peer  = p;
+    c->job   = job;
+    c->pe    = pe;
+    pe->conn = c;
+    ++((ivmd_job_data_t *)job->data)->nconns;
+    return c;
+}
+
+/* A job rooted here and one of its PEs hosted by peer p. */
+static ivmd_pe_t *ivmd_remote_pe(ivmd_t *d, ivmd_peer_t *p, uint32_t job_id, int pe_id,
+                                 ivmd_job_t **job_p)
+{
+    ivmd_job_t *job = ivmd_job_find(&d->reg, job_id);
+    ivmd_pe_t *pe;
+
+    if (job == NULL || ivmd_remote_is_proxy(job)) {
+        return NULL;
+    }
+    pe = ivmd_pe_find(job, pe_id);
+    if (pe == NULL || pe->node != (int)(p - d->link.peers)) {
+        return NULL;
+    }
+    *job_p = job;
+    return pe;
+}
+
+/* A forwarded message's inner header and body are whole and valid. */
+static int ivmd_remote_fwd_ok(const ivm_msg_hdr_t *hdr, const ivm_msg_hdr_t *inner, int req,
+                              const char **why)
+{
+    if (hdr->length < sizeof(ivm_peer_fwd_t) + sizeof(*inner) ||
+        inner->length != hdr->length - sizeof(ivm_peer_fwd_t) - sizeof(*inner) ||
+        ivm_proto_check_hdr(inner, why) != IVM_SUCCESS) {
+        return 0;
+    }
+    if (!req) {
+        return ivm_proto_check_rep(inner, why) == IVM_SUCCESS;
+    }
+    return ivm_proto_check_req(inner, inner + 1, why) == IVM_SUCCESS &&
+           ivmd_remote_forwards(inner->type);
+}
+
+/* FWD for a PE that is not (or no longer) there: NOT_ENTERED back. */
+static void ivmd_remote_fwd_refuse(ivmd_t *d, ivmd_conn_t *pc, const ivm_peer_fwd_t *fwd,
+                                   const ivm_msg_hdr_t *inner)
+{
+    char msg[sizeof(ivm_msg_hdr_t) + sizeof(ivm_msg_create_pes_rep_t)];
+    ivm_msg_hdr_t rh;
+    ivm_msg_status_t st = {.status = IVM_ERROR_NOT_ENTERED};
+    uint32_t len = ivmd_reply_size(inner->type);
+
+    ivm_proto_hdr_init(&rh, (uint16_t)(inner->type | IVM_MSG_REPLY), len, inner->seq);
+    memset(msg, 0, sizeof(msg));
+    memcpy(msg, &rh, sizeof(rh));
+    memcpy(msg + sizeof(rh), &st, sizeof(st));
+    ivmd_conn_send_parts(d, pc, IVM_PEER_FWD_REP, 0, fwd, sizeof(*fwd), msg,
+                         (uint32_t)(sizeof(rh) + len));
+}
+
+void ivmd_remote_on_fwd(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
+                        const void *payload)
+{
+    const ivm_peer_fwd_t *fwd = payload;
+    const ivm_msg_hdr_t *inner = (const ivm_msg_hdr_t *)(fwd + 1);
+    const char *why = NULL;
+    ivmd_job_t *job;
+    ivmd_pe_t *pe;
+    ivmd_conn_t *vc;
+
+    if (!ivmd_remote_fwd_ok(hdr, inner, 1, &why)) {
+        ivm_warn("peer %s forwarded a malformed request (%s): connection dropped",
+                 pc->peer->node, why ? why : "not a forwardable type");
+        ivmd_conn_close(d, pc, "malformed FWD");
+        return;
+    }
+    pe = ivmd_remote_pe(d, pc->peer, fwd->job, fwd->pe, &job);
+    if (pe == NULL || job->ending ||
+        (pe->state != IVMD_PE_RUNNING && pe->state != IVMD_PE_SPAWNED)) {
+        ivmd_remote_fwd_refuse(d, pc, fwd, inner);
+        return;
+    }
+    if (pe->state == IVMD_PE_SPAWNED) {
+        ivmd_pe_enter(pe, NULL);
+    }
+    vc = ivmd_remote_vconn(d, job, pe, pc->peer);
+    if (vc != NULL) {
+        ivmd_handle_msg(d, vc, inner, inner + 1);
+    }
+}
+
+void ivmd_remote_vconn_reply(ivmd_t *d, ivmd_conn_t *c, const void *msg, uint32_t len)
+{
+    ivm_peer_fwd_t fwd;
+
+    if (c->job == NULL || c->pe == NULL) {
+        return;
+    }
+    fwd.job = c->job->id;
+    fwd.pe  = c->pe->id;
+    ivmd_remote_post(d, c->peer, IVM_PEER_FWD_REP, &fwd, sizeof(fwd), msg, len);
+}
+
+void ivmd_remote_on_fwd_rep(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
+                            const void *payload)
+{
+    const ivm_peer_fwd_t *fwd = payload;
+    const ivm_msg_hdr_t *inner = (const ivm_msg_hdr_t *)(fwd + 1);
+    const char *why = NULL;
+    ivmd_job_t *job = ivmd_job_find(&d->reg, fwd->job);
+    ivmd_pe_t *pe = job != NULL ? ivmd_pe_find(job, fwd->pe) : NULL;
+
+    if (!ivmd_remote_fwd_ok(hdr, inner, 0, &why)) {
+        ivm_warn("peer %s sent a malformed forwarded reply: connection dropped",
+                 pc->peer->node);
+        ivmd_conn_close(d, pc, "malformed FWD_REP");
+        return;
+    }
+    if (pe == NULL || pe->conn == NULL) {
+        return; /* the PE is gone */
+    }
+    ivmd_conn_send_parts(d, pe->conn, inner->type, inner->seq, inner + 1, inner->length,
+                         NULL, 0);
+}
+
+/* ------------------------------------------------------------ PE states */
+
+static void ivmd_remote_send_state(ivmd_t *d, ivmd_job_t *job, int pe_id, uint32_t state)
+{
+    ivmd_job_data_t *jd = job->data;
+    ivm_peer_pe_state_t m = {.job = job->id, .pe = pe_id, .state = state};
+
+    ivmd_remote_post(d, jd->root_peer, IVM_PEER_PE_STATE, &m, sizeof(m), NULL, 0);
+}
+
+void ivmd_remote_pe_ended(ivmd_t *d, ivmd_pe_t *pe, int failed)
+{
+    if (pe->job->data != NULL && ivmd_remote_is_proxy(pe->job) && !pe->job->ending) {
+        ivmd_remote_send_state(d, pe->job, pe->id,
+                               failed ? IVM_PE_STATE_FAILED : IVM_PE_STATE_EXITED);
+    }
+}
+
+void ivmd_remote_pe_entered(ivmd_t *d, ivmd_pe_t *pe)
+{
+    if (ivmd_remote_is_proxy(pe->job)) {
+        ivmd_remote_send_state(d, pe->job, pe->id, IVM_PE_STATE_ENTERED);
+    }
+}
+
+void ivmd_remote_pe_reaped(ivmd_t *d, ivmd_pe_t *pe)
+{
+    if (ivmd_remote_is_proxy(pe->job)) {
+        ivmd_remote_send_state(d, pe->job, pe->id, IVM_PE_STATE_GONE);
+    }
+}
+
+/* Close a remote PE's virtual connection and end it. */
+static void ivmd_remote_end(ivmd_t *d, ivmd_pe_t *pe, int failed, int gone)
+{
+    ivmd_conn_t *vc = pe->conn;
+
+    ivmd_pe_end(&d->reg, pe, failed);
+    if (vc != NULL) {
+        ivmd_conn_close(d, vc, "remote PE ended");
+    }
+    if (gone) {
+        pe->reaped = 1;
+    }
+}
+
+void ivmd_remote_kill(ivmd_t *d, ivmd_pe_t *pe)
+{
+    ivm_peer_pe_state_t m = {.job = pe->job->id, .pe = pe->id, .state = IVM_PE_STATE_FAILED};
+    ivmd_conn_t *vc = pe->conn;
+
+    if (ivmd_remote_post(d, ivmd_remote_peer(d, pe->node), IVM_PEER_PE_STATE, &m, sizeof(m),
+                         NULL, 0) != IVM_SUCCESS) {
+        pe->reaped = 1;
+    }
+    ivmd_pe_end(&d->reg, pe, 1);
+    if (vc != NULL) {
+        ivmd_conn_close(d, vc, "killed");
+    }
+}
+
+/* Node daemon: the root daemon kills one of the proxy's PEs. */
+static void ivmd_remote_proxy_kill(ivmd_t *d, ivmd_job_t *job, const ivm_peer_pe_state_t *m)
+{
+    ivmd_pe_t *pe = ivmd_pe_find(job, m->pe);
+
+    if (pe != NULL && m->state == IVM_PE_STATE_FAILED &&
+        ((pe->pid > 0 && !pe->reaped) ||
+         (pe->forked && pe->pid == 0 && pe->state == IVMD_PE_SPAWNED))) {
+        ivmd_spawn_kill(d, pe);
+        ivmd_pe_end(&d->reg, pe, 1);
+    }
+}
+
+void ivmd_remote_on_pe_state(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
+                             const void *payload)
+{
+    const ivm_peer_pe_state_t *m = payload;
+    ivmd_job_t *job = ivmd_job_find(&d->reg, m->job);
+    ivmd_pe_t *pe;
+
+    (void)hdr;
+    if (job != NULL && ivmd_remote_is_proxy(job)) {
+        ivmd_remote_proxy_kill(d, job, m);
+        return;
+    }
+    pe = ivmd_remote_pe(d, pc->peer, m->job, m->pe, &job);
+    if (pe == NULL) {
+        return;
+    }
+    switch (m->state) {
+    case IVM_PE_STATE_ENTERED:
+        if (pe->state == IVMD_PE_SPAWNED) {
+            ivmd_pe_enter(pe, NULL);
+        }
+        break;
+    case IVM_PE_STATE_EXITED:
+    case IVM_PE_STATE_FAILED:
+        ivmd_remote_end(d, pe, m->state == IVM_PE_STATE_FAILED, 0);
+        break;
+    case IVM_PE_STATE_GONE:
+        ivmd_remote_end(d, pe, 1, 1);
+        ivmd_job_collect(d, job);
+        break;
+    default:
+        break;
+    }
+}
+
+void ivmd_remote_job_ending(ivmd_t *d, ivmd_job_t *job)
+{
+    ivm_peer_job_t m = {.job = job->id};
+    uint64_t told = 0;
+    int i;
+
+    if (ivmd_remote_is_proxy(job)) {
+        return;
+    }
+    for (i = 1; i < job->next_pe_id; ++i) {
+        ivmd_pe_t *pe = job->pes[i];
+        if (pe == NULL || pe->node < 0) {
+            continue;
+        }
+        if (pe->node < 64 && !(told & (1ull << pe->node))) {
+            told |= 1ull << pe->node;
+            if (ivmd_remote_post(d, ivmd_remote_peer(d, pe->node), IVM_PEER_JOB_END, &m,
+                                 sizeof(m), NULL, 0) != IVM_SUCCESS) {
+                told &= ~(1ull << pe->node);
+            }
+        }
+        ivmd_remote_end(d, pe, 1, !(pe->node < 64 && (told & (1ull << pe->node))));
+    }
+}
+
+void ivmd_remote_on_job_end(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
+                            const void *payload)
+{
+    const ivm_peer_job_t *m = payload;
+    ivmd_job_t *job = ivmd_job_find(&d->reg, m->job);
+
+    (void)pc;
+    (void)hdr;
+    if (job != NULL && ivmd_remote_is_proxy(job)) {
+        ivmd_job_terminate(d, job, "its root PE ended");
+        ivmd_job_collect(d, job);
+    }
+}
+
+/* ------------------------------------------------------------ spawning */
+
+/* The SPAWN message's tail: the PE ids, then the job's spawn blob. */
+static char *ivmd_remote_spawn_tail(const ivmd_job_data_t *jd, ivmd_pe_t **pes, int n,
+                                    int node, uint32_t *len_p)
+{
+    size_t ids_len = sizeof(int32_t) * (size_t)n;
+    char *tail = malloc(ids_len + jd->blob_len);
+    int i;
+
+    if (tail == NULL) {
+        return NULL;
+    }
+    for (i = 0; i < n; ++i) {
+        int32_t id = pes[i]->id;
+        pes[i]->node = node;
+        memcpy(tail + sizeof(int32_t) * (size_t)i, &id, sizeof(id));
+    }
+    memcpy(tail + ids_len, jd->spawn_blob, jd->blob_len);
+    *len_p = (uint32_t)(ids_len + jd->blob_len);
+    return tail;
+}
+
+int ivmd_remote_spawn(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, int node,
+                      int devtype, ivmd_pe_t **pes, int n, ivm_msg_create_pes_rep_t *rep,
+                      char *detail, size_t detail_len)
+{
+    ivmd_job_data_t *jd = c->job->data;
+    ivmd_peer_t *p = ivmd_remote_peer(d, node);
+    ivm_peer_spawn_t sp;
+    ivmd_remote_spawn_t *s;
+    uint32_t tail_len = 0;
+    char *tail;
+
+    if (p == NULL || !p->up) {
+        snprintf(detail, detail_len, "node %s is unreachable", p ? p->node : "?");
+        return IVM_ERROR_DAEMON_LOST;
+    }
+    s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        return IVM_ERROR_NO_MEMORY;
+    }
+    tail = ivmd_remote_spawn_tail(jd, pes, n, node, &tail_len);
+    if (tail == NULL) {
+        free(s);
+        return IVM_ERROR_NO_MEMORY;
+    }
+    *s = (ivmd_remote_spawn_t){.id = ++d->remote.next_id, .conn = c, .seq = hdr->seq,
+                               .type = hdr->type, .job = c->job->id, .node = node,
+                               .nslots = n};
+    memcpy(&s->rep, rep, sizeof(*rep));
+    HASH_ADD(hh, d->remote.spawns, id, sizeof(s->id), s);
+    memset(&sp, 0, sizeof(sp));
+    sp.op       = s->id;
+    sp.job      = c->job->id;
+    sp.devtype  = devtype;
+    sp.n        = n;
+    sp.flags    = (jd->tag_output ? IVM_SPAWN_TAG_OUTPUT : 0) | (jd->bind << IVM_BIND_SHIFT);
+    sp.argc     = jd->argc;
+    sp.envc     = jd->envc;
+    sp.blob_len = jd->blob_len;
+    sp.pe_pool  = jd->pe_pool;
+    ivmd_remote_post(d, p, IVM_PEER_SPAWN, &sp, sizeof(sp), tail, tail_len);
+    free(tail);
+    return IVMD_DEFERRED;
+}
+
+/* Node daemon: the proxy job of a first SPAWN, made from its blob. */
+static ivmError_t ivmd_remote_proxy_create(ivmd_t *d, ivmd_conn_t *pc,
+                                           const ivm_peer_spawn_t *sp, ivmd_job_t **job_p,
+                                           ivm_peer_spawn_rep_t *rep)
+{
+    const int32_t *ids = (const int32_t *)(sp + 1);
+    ivmd_job_data_t *jd;
+    ivmd_job_t *job;
+
+    if (ivmd_job_create_proxy(&d->reg, sp->job, d->devs, d->ndevs, &job) != IVM_SUCCESS) {
+        return IVM_ERROR_NO_MEMORY;
+    }
+    jd = calloc(1, sizeof(*jd));
+    if (jd == NULL || ivmd_job_data_unpack(jd, (const char *)(ids + sp->n), sp->blob_len,
+                                           sp->argc, sp->envc) != IVM_SUCCESS) {
+        ivmd_job_data_free(jd);
+        job->data = NULL;
+        ivmd_job_destroy(&d->reg, job);
+        snprintf(rep->detail, sizeof(rep->detail), "malformed spawn information");
+        return IVM_ERROR_PROTOCOL;
+    }
+    jd->out_fd = jd->err_fd = -1;
+    jd->proxy      = 1;
+    jd->root_peer  = pc->peer;
+    jd->tag_output = (sp->flags & IVM_SPAWN_TAG_OUTPUT) != 0;
+    jd->bind       = IVM_BIND_GET(sp->flags);
+    jd->pe_pool    = sp->pe_pool <= IVM_PE_POOL_MAX ? sp->pe_pool : IVM_PE_POOL_MAX;
+    job->data      = jd;
+    *job_p         = job;
+    return IVM_SUCCESS;
+}
+
+/* Node daemon: start (or take from the pool) the SPAWN's PEs; rep counts
+ * those started. */
+static void ivmd_remote_spawn_pes(ivmd_t *d, ivmd_job_t *job, const ivm_peer_spawn_t *sp,
+                                  ivm_peer_spawn_rep_t *rep)
+{
+    const int32_t *ids = (const int32_t *)(sp + 1);
+    int i;
+
+    for (i = 0; i < sp->n; ++i) {
+        ivmd_pe_t *pe = ivmd_pe_add_at(job, ids[i], sp->devtype);
+        if (pe == NULL) {
+            rep->status = IVM_ERROR_INVALID_VALUE;
+            snprintf(rep->detail, sizeof(rep->detail), "PE id %d is not new", ids[i]);
+            return;
+        }
+        if (!ivmd_pool_take(d, job, pe)) {
+            rep->status = ivmd_spawn_pe(d, job, pe, rep->detail, sizeof(rep->detail));
+        }
+        if (rep->status != IVM_SUCCESS) {
+            --job->alive;
+            job->pes[pe->id] = NULL;
+            free(pe);
+            return;
+        }
+        ++rep->started;
+    }
+}
+
+static int ivmd_remote_spawn_ok(const ivmd_t *d, const ivm_msg_hdr_t *hdr,
+                                const ivm_peer_spawn_t *sp)
+{
+    if (sp->n < 1 || sp->n > IVM_CREATE_PES_MAX ||
+        hdr->length != sizeof(*sp) + sizeof(int32_t) * (size_t)sp->n + sp->blob_len) {
+        return 0;
+    }
+    if (IVM_DEV_IS_GPU(sp->devtype)) {
+        return (uint32_t)IVM_DEV_INDEX(sp->devtype) < ivmd_gpu_count(d);
+    }
+    return sp->devtype >= 0 && sp->devtype < d->ndevs;
+}
+
+void ivmd_remote_on_spawn(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
+                          const void *payload)
+{
+    const ivm_peer_spawn_t *sp = payload;
+    ivm_peer_spawn_rep_t rep;
+    ivmd_job_t *job;
+
+    memset(&rep, 0, sizeof(rep));
+    rep.op = sp->op;
+    if (!ivmd_remote_spawn_ok(d, hdr, sp)) {
+        rep.status = IVM_ERROR_INVALID_VALUE;
+        snprintf(rep.detail, sizeof(rep.detail), "%s cannot start PEs on device 0x%x",
+                 d->cfg.node, (unsigned)sp->devtype);
+        goto out;
+    }
+    job = ivmd_job_find(&d->reg, sp->job);
+    if (job == NULL) {
+        rep.status = ivmd_remote_proxy_create(d, pc, sp, &job, &rep);
+        if (rep.status != IVM_SUCCESS) {
+            goto out;
+        }
+    } else if (!ivmd_remote_is_proxy(job) || job->ending) {
+        rep.status = IVM_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    ivmd_remote_spawn_pes(d, job, sp, &rep);
+out:
+    ivmd_conn_send_parts(d, pc, IVM_PEER_SPAWN_REP, 0, &rep, sizeof(rep), NULL, 0);
+}
+
+void ivmd_remote_on_spawn_rep(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
+                              const void *payload)
+{
+    const ivm_peer_spawn_rep_t *m = payload;
+    ivmd_remote_spawn_t *s;
+    ivmd_job_t *job;
+    int i;
+
+    (void)pc;
+    (void)hdr;
+    HASH_FIND(hh, d->remote.spawns, &m->op, sizeof(m->op), s);
+    if (s == NULL) {
+        return;
+    }
+    job = ivmd_job_find(&d->reg, s->job);
+    for (i = m->started > 0 ? (int)m->started : 0; i < s->nslots; ++i) {
+        ivmd_pe_t *pe = job != NULL ? ivmd_pe_find(job, s->rep.pes[i]) : NULL;
+        s->rep.pes[i] = IVM_PE_NULL;
+        if (pe != NULL) {
+            ivmd_remote_end(d, pe, 1, 1);
+        }
+    }
+    s->rep.status = m->status;
+    if (s->conn != NULL) {
+        char detail[IVM_MSG_DETAIL_MAX];
+        snprintf(detail, sizeof(detail), "%.*s", (int)sizeof(m->detail) - 1, m->detail);
+        ivmd_conn_reply(d, s->conn, s->type, s->seq, &s->rep, sizeof(s->rep),
+                        m->status != IVM_SUCCESS ? detail : NULL, NULL, 0);
+    }
+    ivmd_remote_spawn_free(d, s);
+    if (job != NULL) {
+        ivmd_job_collect(d, job);
+    }
+}
+
+/* ------------------------------------------------------------ output */
+
+void ivmd_remote_output(ivmd_t *d, ivmd_job_t *job, int pe_id, int stream, const char *bytes,
+                        size_t len)
+{
+    ivmd_job_data_t *jd = job->data;
+    ivm_peer_output_t m = {.job = job->id, .pe = pe_id, .stream = (uint32_t)stream};
+
+    while (len > 0) {
+        m.len = (uint32_t)(len < IVM_PEER_OUTPUT_MAX ? len : IVM_PEER_OUTPUT_MAX);
+        ivmd_remote_post(d, jd->root_peer, IVM_PEER_OUTPUT, &m, sizeof(m), bytes, m.len);
+        bytes += m.len;
+        len -= m.len;
+    }
+}
+
+void ivmd_remote_on_output(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
+                           const void *payload)
+{
+    const ivm_peer_output_t *m = payload;
+    ivmd_job_t *job;
+    ivmd_pe_t *pe;
+
+    if (hdr->length != sizeof(*m) + m->len || (m->stream != 1 && m->stream != 2)) {
+        ivmd_conn_close(d, pc, "malformed OUTPUT");
+        return;
+    }
+    pe = ivmd_remote_pe(d, pc->peer, m->job, m->pe, &job);
+    if (pe != NULL) {
+        ivmd_job_data_t *jd = job->data;
+        ivmd_output_write_job(d, job, m->pe, m->stream == 1 ? jd->out_fd : jd->err_fd,
+                              (const char *)(m + 1), m->len);
+    }
+}
+
+/* ------------------------------------------------------------ faults */
+
+void ivmd_remote_conn_gone(ivmd_t *d, ivmd_conn_t *c)
+{
+    ivmd_remote_spawn_t *s, *tmp;
+
+    HASH_ITER(hh, d->remote.spawns, s, tmp) {
+        if (s->conn == c) {
+            s->conn = NULL;
+        }
+    }
+}
+
+/* The spawns waiting on a lost node fail. */
+static void ivmd_remote_spawns_lost(ivmd_t *d, int node)
+{
+    ivmd_remote_spawn_t *s, *tmp;
+
+    HASH_ITER(hh, d->remote.spawns, s, tmp) {
+        if (s->node != node) {
+            continue;
+        }
+        if (s->conn != NULL) {
+            ivm_msg_create_pes_rep_t rep;
+            memset(&rep, 0, sizeof(rep));
+            rep.status = IVM_ERROR_DAEMON_LOST;
+            ivmd_conn_reply(d, s->conn, s->type, s->seq, &rep, ivmd_reply_size(s->type),
+                            "a node of the cluster is unreachable", NULL, 0);
+        }
+        ivmd_remote_spawn_free(d, s);
+    }
+}
+
+void ivmd_remote_peer_lost(ivmd_t *d, ivmd_peer_t *p)
+{
+    int node = (int)(p - d->link.peers);
+    ivmd_job_t *job, *next;
+    int i;
+
+    ivmd_remote_spawns_lost(d, node);
+    for (job = d->reg.jobs; job != NULL; job = next) {
+        next = job->next;
+        if (job->data == NULL) {
+            continue;
+        }
+        if (ivmd_remote_is_proxy(job)) {
+            if (((ivmd_job_data_t *)job->data)->root_peer == p) {
+                ivmd_job_terminate(d, job, "its root daemon was lost");
+                ivmd_job_collect(d, job);
+            }
+            continue;
+        }
+        for (i = 1; i < job->next_pe_id; ++i) {
+            ivmd_pe_t *pe = job->pes[i];
+            if (pe != NULL && pe->node == node) {
+                ivmd_remote_end(d, pe, 1, 1);
+            }
+        }
+        ivmd_job_collect(d, job);
+    }
+}

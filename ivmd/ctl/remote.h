@@ -1,0 +1,100 @@
+/*
+ * ctl/remote: the control messages between daemons. The root daemon of a job
+ * (the root PE's node) holds its registry; a node daemon holds a proxy job
+ * with its own PEs.
+ *  - PE requests that need the registry (WAIT, SIGNAL, NUM_PES, SET_MAX_ID,
+ *    CREATE_PES, KILL_PES) travel as FWD to the root daemon, which runs the
+ *    same handlers on a virtual connection whose replies go back as FWD_REP.
+ *  - CREATE_PES on another node: the root daemon takes the ids and sends
+ *    SPAWN; the node daemon spawns and reports PE_STATE changes; the root
+ *    daemon ends the job there with JOB_END; PE output travels as OUTPUT.
+ * State: the spawns waiting for their SPAWN_REP, by id (ivmd_remote_t, hung
+ * off ivmd_t).
+ */
+#ifndef IVMD_CTL_REMOTE_H
+#define IVMD_CTL_REMOTE_H
+
+#include <stdint.h>
+
+#include "ctl/job.h"
+#include "proto.h"
+#include "status.h"
+
+typedef struct ivmd ivmd_t;
+typedef struct ivmd_conn ivmd_conn_t;
+typedef struct ivmd_peer ivmd_peer_t;
+struct ivmd_remote_spawn;
+
+typedef struct ivmd_remote {
+    struct ivmd_remote_spawn *spawns; /* CREATE_PES waiting for SPAWN_REP, by id (uthash) */
+    uint64_t                  next_id;
+} ivmd_remote_t;
+
+/* This daemon's node index (0 without a cluster). */
+int ivmd_remote_self(const ivmd_t *d);
+/* Node `node` of the cluster, NULL for this daemon or an index out of range. */
+ivmd_peer_t *ivmd_remote_peer(ivmd_t *d, int node);
+/* The node index of a job's root daemon. */
+int ivmd_remote_root_node(const ivmd_t *d, uint32_t job_id);
+/* Whether the job is rooted on another node (a proxy job). */
+int ivmd_remote_is_proxy(const ivmd_job_t *job);
+/* Send fixed part + tail to a peer: IVM_ERROR_DAEMON_LOST if it is not up. */
+ivmError_t ivmd_remote_post(ivmd_t *d, ivmd_peer_t *p, uint16_t type, const void *a,
+                            uint32_t alen, const void *b, uint32_t blen);
+/* 1 if spawns wait for a reply (the loop polls while they do). */
+int ivmd_remote_busy(const ivmd_t *d);
+/* Teardown: drop the spawns in flight. */
+void ivmd_remote_close_all(ivmd_t *d);
+
+/* NODEINFO to a peer that came up: our CPU devices and ngpus GPU devices. */
+void ivmd_remote_send_nodeinfo(ivmd_t *d, ivmd_peer_t *p, uint32_t ngpus);
+void ivmd_remote_on_nodeinfo(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
+                             const void *payload);
+
+/* Forwarding (node daemon -> root daemon). */
+int ivmd_remote_forwards(uint16_t type);
+void ivmd_remote_forward(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                         const void *payload);
+/* A reply on a virtual connection: wrapped for the PE's node. */
+void ivmd_remote_vconn_reply(ivmd_t *d, ivmd_conn_t *c, const void *msg, uint32_t len);
+void ivmd_remote_on_fwd(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
+                        const void *payload);
+void ivmd_remote_on_fwd_rep(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
+                            const void *payload);
+
+/* PE states (registry callbacks of proxy jobs) and job ends. */
+void ivmd_remote_pe_ended(ivmd_t *d, ivmd_pe_t *pe, int failed);
+void ivmd_remote_pe_entered(ivmd_t *d, ivmd_pe_t *pe);
+void ivmd_remote_pe_reaped(ivmd_t *d, ivmd_pe_t *pe);
+/* Root daemon: kill a PE of another node. */
+void ivmd_remote_kill(ivmd_t *d, ivmd_pe_t *pe);
+/* The root daemon ends a job: remote PEs end, their nodes are told. */
+void ivmd_remote_job_ending(ivmd_t *d, ivmd_job_t *job);
+void ivmd_remote_on_pe_state(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
+                             const void *payload);
+void ivmd_remote_on_job_end(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
+                            const void *payload);
+
+/* Spawning on another node: IVMD_DEFERRED (the reply comes with SPAWN_REP) or
+ * an ivmError_t with detail. */
+int ivmd_remote_spawn(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, int node,
+                      int devtype, ivmd_pe_t **pes, int n, ivm_msg_create_pes_rep_t *rep,
+                      char *detail, size_t detail_len);
+void ivmd_remote_on_spawn(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
+                          const void *payload);
+void ivmd_remote_on_spawn_rep(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
+                              const void *payload);
+
+/* Output of a proxy job's PE, for the root daemon. */
+void ivmd_remote_output(ivmd_t *d, ivmd_job_t *job, int pe_id, int stream, const char *bytes,
+                        size_t len);
+void ivmd_remote_on_output(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
+                           const void *payload);
+
+/* Connections and peers. */
+void ivmd_remote_conn_gone(ivmd_t *d, ivmd_conn_t *c);
+/* A peer was lost: its spawns fail, its PEs fail, the proxy jobs it was root
+ * of end. */
+void ivmd_remote_peer_lost(ivmd_t *d, ivmd_peer_t *p);
+
+#endif /* IVMD_CTL_REMOTE_H */

@@ -1,0 +1,205 @@
+/* The data plane's operations in flight (see data/op.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/op.h"
+#include "data/target.h"
+#include "data/transport.h"
+#include "ivmd.h"
+
+typedef void (*ivmd_op_step_fn_t)(ivmd_t *d, ivmd_op_t *op);
+
+static void ivmd_op_fail_step(ivmd_t *d, ivmd_op_t *op);
+static void ivmd_op_wait_step(ivmd_t *d, ivmd_op_t *op);
+
+/* What each kind does once nothing is awaited any more. */
+static const ivmd_op_step_fn_t ivmd_op_steps[IVMD_OP_KINDS] = {
+    [IVMD_OP_MALLOC]    = ivmd_op_fail_step, /* ends with OBJ_REP, here only when failed */
+    [IVMD_OP_LOOKUP]    = ivmd_op_fail_step,
+    [IVMD_OP_FILL]      = ivmd_objects_fill_step,
+    [IVMD_OP_FILL_WAIT] = ivmd_op_wait_step, /* retried when the fill ends, here when failed */
+    [IVMD_OP_SYNC]      = ivmd_xfer_sync_step,
+    [IVMD_OP_GROUP]     = ivmd_xfer_group_step,
+};
+
+ivmd_op_t *ivmd_op_new(ivmd_t *d, ivmd_op_kind_t kind, ivmd_conn_t *c,
+                       const ivm_msg_hdr_t *hdr)
+{
+    ivmd_op_t *op = calloc(1, sizeof(*op));
+
+    if (op == NULL) {
+        return NULL;
+    }
+    op->id   = ++d->data.next_op;
+    op->reply_node = -1;
+    op->kind = kind;
+    op->conn = c;
+    if (hdr != NULL) {
+        op->seq  = hdr->seq;
+        op->type = hdr->type;
+    }
+    op->job = (c != NULL && c->job != NULL) ? c->job->id : 0;
+    HASH_ADD(hh, d->data.ops, id, sizeof(op->id), op);
+    return op;
+}
+
+ivmd_op_t *ivmd_op_find(ivmd_t *d, uint64_t id)
+{
+    ivmd_op_t *op;
+
+    HASH_FIND(hh, d->data.ops, &id, sizeof(id), op);
+    return op;
+}
+
+void ivmd_op_free(ivmd_t *d, ivmd_op_t *op)
+{
+    HASH_DEL(d->data.ops, op);
+    free(op);
+}
+
+void ivmd_op_wait_on(ivmd_op_t *op, int node)
+{
+    if (node >= 0 && node < 64) {
+        op->peers |= 1ull << node;
+    }
+}
+
+void ivmd_op_answer(ivmd_t *d, ivmd_op_t *op, int status, const char *detail)
+{
+    /* The reply has its type's full size (a MAP reply is no bare status). */
+    union {
+        ivm_msg_status_t         status;
+        ivm_msg_create_pes_rep_t largest;
+        ivm_msg_map_rep_t        map;
+    } rep;
+    uint32_t len;
+
+    if (op->done != NULL) {
+        ivmd_data_done_t done = op->done;
+        op->done = NULL;
+        done(d, op->done_arg, status);
+        return;
+    }
+    if (op->conn == NULL) {
+        return;
+    }
+    len = ivmd_reply_size(op->type);
+    memset(&rep, 0, len);
+    rep.status.status = status;
+    ivmd_conn_reply(d, op->conn, op->type, op->seq, &rep, len,
+                    status != IVM_SUCCESS ? detail : NULL, NULL, 0);
+}
+
+void ivmd_op_step(ivmd_t *d, ivmd_op_t *op, int status)
+{
+    if (status != IVM_SUCCESS && op->status == IVM_SUCCESS) {
+        op->status = status;
+    }
+    if (--op->pending <= 0) {
+        ivmd_op_done(d, op);
+    }
+}
+
+void ivmd_op_done(ivmd_t *d, ivmd_op_t *op)
+{
+    ivmd_op_steps[op->kind](d, op);
+}
+
+static void ivmd_op_fail_step(ivmd_t *d, ivmd_op_t *op)
+{
+    ivmd_op_answer(d, op, op->status ? op->status : IVM_ERROR_DAEMON_LOST,
+                   "a node of the cluster is unreachable");
+    ivmd_op_free(d, op);
+}
+
+static void ivmd_op_wait_step(ivmd_t *d, ivmd_op_t *op)
+{
+    ivmd_op_answer(d, op, op->status ? op->status : IVM_ERROR_DAEMON_LOST,
+                   "the node holding the object's master is unreachable");
+    ivmd_op_free(d, op);
+}
+
+int ivmd_data_busy(const ivmd_t *d)
+{
+    return d->data.ops != NULL;
+}
+
+void ivmd_data_conn_gone(ivmd_t *d, ivmd_conn_t *c)
+{
+    ivmd_op_t *op, *tmp;
+
+    HASH_ITER(hh, d->data.ops, op, tmp) {
+        if (op->conn == c) {
+            op->conn = NULL;
+        }
+    }
+}
+
+/* The operations waiting on a lost node fail. A step may free or add other
+ * operations, so the walk starts over after each (a peer's loss is rare). */
+void ivmd_data_peer_lost(ivmd_t *d, ivmd_peer_t *p)
+{
+    int node = (int)(p - d->link.peers);
+    uint64_t bit = node < 64 ? 1ull << node : 0;
+    ivmd_op_t *op, *tmp;
+
+    ivmd_data_transport(d)->drop(d, node);
+again:
+    HASH_ITER(hh, d->data.ops, op, tmp) {
+        if (op->peers & bit) {
+            op->peers     &= ~bit;
+            op->status     = IVM_ERROR_DAEMON_LOST;
+            op->pending    = 0;
+            op->then_group = 0;
+            ivmd_op_done(d, op);
+            goto again;
+        }
+        if (op->reply_node == node) {
+            op->reply_node = -1;
+        }
+    }
+}
+
+void ivmd_data_close_all(ivmd_t *d)
+{
+    ivmd_op_t *op, *tmp;
+
+    HASH_ITER(hh, d->data.ops, op, tmp) {
+        ivmd_op_free(d, op);
+    }
+    ivmd_data_transport(d)->drop(d, -1);
+}
+
+const ivmd_transport_ops_t *ivmd_data_transport(const ivmd_t *d)
+{
+    return d->data.transport != NULL ? d->data.transport : &ivmd_tcp_transport_ops;
+}
+
+void ivmd_data_set_target(ivmd_t *d, const ivmd_target_ops_t *ops)
+{
+    d->data.target = ops;
+}
+
+int ivmd_target_has_copies(const ivmd_t *d, uint32_t job, uint64_t obj, uint64_t off,
+                           uint64_t len)
+{
+    const ivmd_target_ops_t *t = d->data.target;
+
+    return t != NULL && t->has_copies(d, job, obj, off, len);
+}
+
+int ivmd_target_refresh(ivmd_t *d, uint32_t job, uint64_t obj, uint64_t off, uint64_t len,
+                        int pull, int fence, ivmd_target_done_t done, void *arg)
+{
+    const ivmd_target_ops_t *t = d->data.target;
+
+    return t != NULL && t->refresh(d, job, obj, off, len, pull, fence, done, arg);
+}
+
+int ivmd_target_filled(ivmd_t *d, uint32_t job, const ivmd_obj_t *obj, uint64_t off,
+                       uint64_t len, ivmd_target_done_t done, void *arg)
+{
+    const ivmd_target_ops_t *t = d->data.target;
+
+    return t != NULL && t->filled(d, job, obj, off, len, done, arg);
+}
