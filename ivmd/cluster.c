@@ -10,7 +10,7 @@
 
 typedef void (*ivmd_ctl_msg_fn_t)(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
                                   const void *payload);
-typedef ivmError_t (*ivmd_data_msg_fn_t)(ivmd_t *d, int node, const ivm_msg_hdr_t *hdr,
+typedef ivmError_t (*ivmd_data_msg_fn_t)(ivmd_data_t *dp, int node, const ivm_msg_hdr_t *hdr,
                                          const void *payload);
 
 /* Who serves a peer message: the control plane, on the link it came by, or
@@ -54,7 +54,7 @@ void ivmd_cluster_handle_msg(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hd
     if (m != NULL && m->ctl != NULL) {
         m->ctl(d, pc, hdr, payload);
     } else if (m != NULL && m->data != NULL && pc->peer != NULL) {
-        if (m->data(d, (int)(pc->peer - d->link.peers), hdr, payload) != IVM_SUCCESS) {
+        if (m->data(&d->data, (int)(pc->peer - d->link.peers), hdr, payload) != IVM_SUCCESS) {
             ivmd_conn_close(d, pc, m->malformed != NULL ? m->malformed : "malformed peer message");
         }
     } else {
@@ -62,20 +62,31 @@ void ivmd_cluster_handle_msg(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hd
     }
 }
 
+/* What the PE protocol's handlers answer for the data plane. */
+static const ivmd_data_ops_t ivmd_cluster_data_ops = {
+    .reply_size = ivmd_reply_size,
+    .reply_map  = ivmd_reply_map,
+};
+
+void ivmd_cluster_init(ivmd_t *d)
+{
+    ivmd_data_init(&d->data, d, &d->reg, &d->link, &d->quota, &ivmd_cluster_data_ops);
+}
+
 int ivmd_cluster_busy(const ivmd_t *d)
 {
-    return ivmd_data_busy(d) || ivmd_remote_busy(d);
+    return ivmd_data_busy(&d->data) || ivmd_remote_busy(d);
 }
 
 void ivmd_cluster_close_all(ivmd_t *d)
 {
-    ivmd_data_close_all(d);
+    ivmd_data_close_all(&d->data);
     ivmd_remote_close_all(d);
 }
 
 void ivmd_cluster_conn_gone(ivmd_t *d, ivmd_conn_t *c)
 {
-    ivmd_data_conn_gone(d, c);
+    ivmd_data_conn_gone(&d->data, c);
     ivmd_remote_conn_gone(d, c);
 }
 
@@ -88,6 +99,6 @@ void ivmd_cluster_peer_up(ivmd_t *d, ivmd_peer_t *p)
  * plane ends what it hosted and the proxy jobs it was root of. */
 void ivmd_cluster_peer_lost(ivmd_t *d, ivmd_peer_t *p)
 {
-    ivmd_data_peer_lost(d, p);
+    ivmd_data_peer_lost(&d->data, (int)(p - d->link.peers));
     ivmd_remote_peer_lost(d, p);
 }

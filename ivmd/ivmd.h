@@ -172,7 +172,6 @@ struct ivmd {
     ivmd_link_t      link;         /* peer links, the cluster table (transport/link.h) */
     ivmd_data_t      data;         /* the data plane: operations in flight (data/) */
     ivmd_remote_t    remote;       /* spawns on other nodes in flight (ctl/remote.c) */
-    uint64_t         tx_bytes, rx_bytes; /* object bytes sent to / received from peers */
     uint32_t         pooled;       /* PEs handed out by warm pools (INFO) */
     struct ivmd_gpu *gpu;          /* the ivm-gpud client, NULL without GPUs (gpu/) */
     struct ivmd_devcg *devcg;      /* CPU share devices' cgroups (devcg.c) */
@@ -261,6 +260,8 @@ ivmError_t ivmd_job_data_unpack(ivmd_job_data_t *jd, const char *blob, uint32_t 
                                 uint32_t argc, uint32_t envc);
 void ivmd_cluster_handle_msg(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
                              const void *payload);
+/* Wire the cluster's modules to the daemon's state (after the registry). */
+void ivmd_cluster_init(ivmd_t *d);
 /* 1 if an operation or a spawn waits for a peer (the loop polls). */
 int ivmd_cluster_busy(const ivmd_t *d);
 /* Teardown: drop the operations still in flight. */
@@ -283,12 +284,12 @@ void ivmd_cluster_peer_lost(ivmd_t *d, ivmd_peer_t *p);
 #define ivmd_cluster_spawn           ivmd_remote_spawn
 #define ivmd_cluster_output          ivmd_remote_output
 #define ivmd_cluster_kill            ivmd_remote_kill
-#define ivmd_cluster_register        ivmd_data_register
-#define ivmd_cluster_unregister      ivmd_data_unregister
-#define ivmd_cluster_lookup          ivmd_data_lookup
-#define ivmd_cluster_map(d, c, hdr, req, obj, op) ivmd_data_map(d, c, hdr, req, obj)
-#define ivmd_cluster_sync            ivmd_data_sync
-#define ivmd_cluster_sync_op         ivmd_data_sync_op
+#define ivmd_cluster_register(d, ...)  ivmd_data_register(&(d)->data, __VA_ARGS__)
+#define ivmd_cluster_unregister(d, ...) ivmd_data_unregister(&(d)->data, __VA_ARGS__)
+#define ivmd_cluster_lookup(d, ...)    ivmd_data_lookup(&(d)->data, __VA_ARGS__)
+#define ivmd_cluster_map(d, c, hdr, req, obj, op) ivmd_data_map(&(d)->data, c, hdr, req, obj)
+#define ivmd_cluster_sync(d, ...)      ivmd_data_sync(&(d)->data, __VA_ARGS__)
+#define ivmd_cluster_sync_op(d, ...)   ivmd_data_sync_op(&(d)->data, __VA_ARGS__)
 /* Write a PE's output bytes to the job's stream fd, tagged if the job asks. */
 void ivmd_output_write_job(ivmd_t *d, ivmd_job_t *job, int pe_id, int fd, const char *bytes,
                            size_t len);

@@ -503,6 +503,7 @@ int main(int argc, char **argv)
         return 1;
     }
     ivmd_registry_init(&d->reg, &ivmd_job_ops, d);
+    ivmd_cluster_init(d);
     if (ivmd_wire(d) != IVM_SUCCESS) {
         return 1;
     }

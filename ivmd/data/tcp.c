@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 #include "data/transport.h"
-#include "ivmd.h"
 #include "log.h"
 
 typedef struct ivmd_tcp_sender {
@@ -35,31 +34,31 @@ typedef struct ivmd_tcp {
 } ivmd_tcp_t;
 
 /* The authenticated link to node, NULL if it is not up. */
-static ivmd_conn_t *ivmd_tcp_link(const ivmd_t *d, int node)
+static ivmd_conn_t *ivmd_tcp_link(const ivmd_data_t *dp, int node)
 {
     const ivmd_peer_t *p;
 
-    if (node < 0 || (uint32_t)node >= d->link.npeers) {
+    if (node < 0 || (uint32_t)node >= dp->link->npeers) {
         return NULL;
     }
-    p = &d->link.peers[node];
+    p = &dp->link->peers[node];
     return (p->self || !p->up) ? NULL : p->conn;
 }
 
 /* node's queue, made on first use (NULL: out of memory, or create == 0). */
-static ivmd_tcp_queue_t *ivmd_tcp_queue(ivmd_t *d, int node, int create)
+static ivmd_tcp_queue_t *ivmd_tcp_queue(ivmd_data_t *dp, int node, int create)
 {
-    ivmd_tcp_t *t = d->data.transport_state;
+    ivmd_tcp_t *t = dp->transport_state;
     ivmd_tcp_queue_t *q;
 
     if (t == NULL && create) {
-        t = d->data.transport_state = calloc(1, sizeof(*t));
+        t = dp->transport_state = calloc(1, sizeof(*t));
     }
     if (t == NULL || node < 0) {
         return NULL;
     }
     if ((uint32_t)node >= t->nqueues && create) {
-        uint32_t n = d->link.npeers > (uint32_t)node ? d->link.npeers : (uint32_t)node + 1;
+        uint32_t n = dp->link->npeers > (uint32_t)node ? dp->link->npeers : (uint32_t)node + 1;
         q = realloc(t->queues, n * sizeof(*q));
         if (q == NULL) {
             return NULL;
@@ -71,21 +70,21 @@ static ivmd_tcp_queue_t *ivmd_tcp_queue(ivmd_t *d, int node, int create)
     return (uint32_t)node < t->nqueues ? &t->queues[node] : NULL;
 }
 
-static ivmError_t ivmd_tcp_send_msg(ivmd_t *d, int node, uint16_t type, const void *a,
+static ivmError_t ivmd_tcp_send_msg(ivmd_data_t *dp, int node, uint16_t type, const void *a,
                                     uint32_t alen, const void *b, uint32_t blen)
 {
-    ivmd_conn_t *c = ivmd_tcp_link(d, node);
+    ivmd_conn_t *c = ivmd_tcp_link(dp, node);
 
     if (c == NULL) {
         return IVM_ERROR_DAEMON_LOST;
     }
-    ivmd_conn_send_parts(d, c, type, 0, a, alen, b, blen);
+    ivmd_conn_send_parts(dp->d, c, type, 0, a, alen, b, blen);
     return IVM_SUCCESS;
 }
 
-static uint64_t ivmd_tcp_window(const ivmd_t *d, int node)
+static uint64_t ivmd_tcp_window(const ivmd_data_t *dp, int node)
 {
-    (void)d;
+    (void)dp;
     (void)node;
     return IVMD_CONN_OUT_HIGH;
 }
@@ -97,12 +96,12 @@ static int ivmd_tcp_full(const ivmd_conn_t *c)
 
 /* The next chunk of s on link c. obj: the copy, for its statistics (NULL:
  * looked up). */
-static ivmError_t ivmd_tcp_chunk(ivmd_t *d, ivmd_conn_t *c, ivmd_tcp_sender_t *s,
+static ivmError_t ivmd_tcp_chunk(ivmd_data_t *dp, ivmd_conn_t *c, ivmd_tcp_sender_t *s,
                                  ivmd_obj_t *obj)
 {
     const ivmd_xfer_range_t *r = &s->r;
     uint64_t n = r->len - s->done < IVM_PEER_CHUNK ? r->len - s->done : IVM_PEER_CHUNK;
-    ivmd_outbuf_t *b = ivmd_conn_out_alloc(d, c, IVM_PEER_DATA, 0, (uint32_t)(sizeof(ivm_peer_xfer_t) + n));
+    ivmd_outbuf_t *b = ivmd_conn_out_alloc(dp->d, c, IVM_PEER_DATA, 0, (uint32_t)(sizeof(ivm_peer_xfer_t) + n));
     ivm_peer_xfer_t x;
     char *payload;
 
@@ -124,15 +123,15 @@ static ivmError_t ivmd_tcp_chunk(ivmd_t *d, ivmd_conn_t *c, ivmd_tcp_sender_t *s
     x.len   = n;
     memcpy(payload, &x, sizeof(x));
     c->last_tx_ns = ivmd_now_ns();
-    ivmd_conn_out_push(d, c, b, NULL, 0);
+    ivmd_conn_out_push(dp->d, c, b, NULL, 0);
     if (obj == NULL) {
-        ivmd_job_t *job = ivmd_job_find(&d->reg, r->job);
+        ivmd_job_t *job = ivmd_job_find(dp->reg, r->job);
         obj = job != NULL ? ivmd_obj_find_id(job, r->src) : NULL;
     }
     if (obj != NULL) {
         obj->tx_bytes += n;
     }
-    d->tx_bytes += n;
+    dp->tx_bytes += n;
     s->done += n;
     s->sent = 1;
     return IVM_SUCCESS;
@@ -155,9 +154,9 @@ static void ivmd_tcp_drop_queue(ivmd_tcp_queue_t *q)
     q->tail = NULL;
 }
 
-static void ivmd_tcp_drop(ivmd_t *d, int node)
+static void ivmd_tcp_drop(ivmd_data_t *dp, int node)
 {
-    ivmd_tcp_t *t = d->data.transport_state;
+    ivmd_tcp_t *t = dp->transport_state;
     uint32_t i;
 
     if (t == NULL) {
@@ -174,7 +173,7 @@ static void ivmd_tcp_drop(ivmd_t *d, int node)
     }
     free(t->queues);
     free(t);
-    d->data.transport_state = NULL;
+    dp->transport_state = NULL;
 }
 
 /* The link to a peer drained: send the waiting senders' next chunks, at most
@@ -185,13 +184,14 @@ static void ivmd_tcp_drop(ivmd_t *d, int node)
  * peer, none waits forever. */
 static int ivmd_tcp_on_drain(ivmd_t *d, ivmd_conn_t *c, void *arg)
 {
-    int node = c->peer != NULL ? (int)(c->peer - d->link.peers) : -1;
-    ivmd_tcp_queue_t *q = ivmd_tcp_queue(d, node, 0);
+    ivmd_data_t *dp = arg;
+    int node = c->peer != NULL ? (int)(c->peer - dp->link->peers) : -1;
+    ivmd_tcp_queue_t *q = ivmd_tcp_queue(dp, node, 0);
     uint64_t budget = IVMD_CONN_OUT_HIGH;
     ivmd_tcp_sender_t *s;
 
-    (void)arg;
-    while (q != NULL && ivmd_tcp_link(d, node) == c && (s = q->head) != NULL &&
+    (void)d;
+    while (q != NULL && ivmd_tcp_link(dp, node) == c && (s = q->head) != NULL &&
            !ivmd_tcp_full(c)) {
         uint64_t before = s->done;
         ivmError_t status;
@@ -199,7 +199,7 @@ static int ivmd_tcp_on_drain(ivmd_t *d, ivmd_conn_t *c, void *arg)
         if (budget == 0) {
             return 1;
         }
-        status = ivmd_tcp_chunk(d, c, s, NULL);
+        status = ivmd_tcp_chunk(dp, c, s, NULL);
         if (status != IVM_SUCCESS) {
             if (status == IVM_ERROR_INTERNAL) {
                 ivm_warn_limited("cannot read an object's copy for node %s: %m", c->peer->node);
@@ -219,19 +219,19 @@ static int ivmd_tcp_on_drain(ivmd_t *d, ivmd_conn_t *c, void *arg)
     return 0;
 }
 
-static void ivmd_tcp_flush(ivmd_t *d, int node)
+static void ivmd_tcp_flush(ivmd_data_t *dp, int node)
 {
-    ivmd_conn_t *c = ivmd_tcp_link(d, node);
+    ivmd_conn_t *c = ivmd_tcp_link(dp, node);
 
     if (c != NULL) {
-        ivmd_conn_want_drain(d, c);
+        ivmd_conn_want_drain(dp->d, c);
     }
 }
 
 /* Queue what s has left behind node's waiting senders, with its own fd. */
-static ivmError_t ivmd_tcp_enqueue(ivmd_t *d, int node, const ivmd_tcp_sender_t *s)
+static ivmError_t ivmd_tcp_enqueue(ivmd_data_t *dp, int node, const ivmd_tcp_sender_t *s)
 {
-    ivmd_tcp_queue_t *q = ivmd_tcp_queue(d, node, 1);
+    ivmd_tcp_queue_t *q = ivmd_tcp_queue(dp, node, 1);
     ivmd_tcp_sender_t *w = q != NULL ? malloc(sizeof(*w)) : NULL;
 
     if (w == NULL) {
@@ -250,26 +250,26 @@ static ivmError_t ivmd_tcp_enqueue(ivmd_t *d, int node, const ivmd_tcp_sender_t 
         q->head = w;
     }
     q->tail = w;
-    ivmd_tcp_flush(d, node);
+    ivmd_tcp_flush(dp, node);
     return IVM_SUCCESS;
 }
 
-static ivmError_t ivmd_tcp_put(ivmd_t *d, int node, const ivmd_xfer_range_t *r)
+static ivmError_t ivmd_tcp_put(ivmd_data_t *dp, int node, const ivmd_xfer_range_t *r)
 {
-    ivmd_conn_t *c = ivmd_tcp_link(d, node);
-    ivmd_tcp_queue_t *q = ivmd_tcp_queue(d, node, 0);
+    ivmd_conn_t *c = ivmd_tcp_link(dp, node);
+    ivmd_tcp_queue_t *q = ivmd_tcp_queue(dp, node, 0);
     ivmd_tcp_sender_t s = {.r = *r};
-    ivmd_job_t *job = ivmd_job_find(&d->reg, r->job);
+    ivmd_job_t *job = ivmd_job_find(dp->reg, r->job);
     ivmd_obj_t *obj = job != NULL ? ivmd_obj_find_id(job, r->src) : NULL;
     ivmError_t status;
 
     if (c == NULL) {
         return IVM_ERROR_DAEMON_LOST;
     }
-    ivmd_conn_on_drain(c, ivmd_tcp_on_drain, NULL, IVMD_CONN_OUT_LOW);
+    ivmd_conn_on_drain(c, ivmd_tcp_on_drain, dp, IVMD_CONN_OUT_LOW);
     while ((q == NULL || q->head == NULL) && !ivmd_tcp_full(c) &&
            (!s.sent || s.done < r->len) && s.done < IVMD_CONN_OUT_HIGH) {
-        status = ivmd_tcp_chunk(d, c, &s, obj);
+        status = ivmd_tcp_chunk(dp, c, &s, obj);
         if (status != IVM_SUCCESS) {
             return status;
         }
@@ -277,10 +277,10 @@ static ivmError_t ivmd_tcp_put(ivmd_t *d, int node, const ivmd_xfer_range_t *r)
     if (s.sent && s.done == r->len) {
         return IVM_SUCCESS;
     }
-    if (ivmd_tcp_link(d, node) != c) {
+    if (ivmd_tcp_link(dp, node) != c) {
         return IVM_ERROR_DAEMON_LOST;
     }
-    return ivmd_tcp_enqueue(d, node, &s);
+    return ivmd_tcp_enqueue(dp, node, &s);
 }
 
 const ivmd_transport_ops_t ivmd_tcp_transport_ops = {

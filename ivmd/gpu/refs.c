@@ -164,7 +164,7 @@ static void ivmd_gpu_map_undo_malloc(ivmd_t *d, ivmd_job_t *job, ivmd_obj_t *obj
         return;
     }
     if (ivmd_remote_is_proxy(job) && obj->master_node < 0) {
-        ivmd_data_unregister(d, job, obj);
+        ivmd_data_unregister(&d->data, job, obj);
     }
     ivmd_obj_free_name(&d->reg, job, obj);
 }

@@ -301,7 +301,7 @@ static ivmError_t ivmd_gpu_adopt(ivmd_t *d, struct ivmd_gpu *g, const ivm_gpud_h
         return IVM_ERROR_INTERNAL;
     }
     g->conn->peer_pid = g->pid;
-    ivmd_data_set_target(d, &ivmd_gpu_target_ops);
+    ivmd_data_set_target(&d->data, &ivmd_gpu_target_ops);
     ivm_info("ivm-gpud pid %d: %s backend%s, %u GPU%s (GPU 0: %s, %llu MiB), %u GPU "
              "device%s%s%s", (int)g->pid, g->backend_name, g->backend == IVM_GPUD_BACKEND_EMU
                                   ? " (emulated GPUs, host memory)" : "",
@@ -526,7 +526,7 @@ void ivmd_gpu_stop(ivmd_t *d)
         kill(g->pid, SIGKILL);
         waitpid(g->pid, &wstatus, 0);
     }
-    ivmd_data_set_target(d, NULL);
+    ivmd_data_set_target(&d->data, NULL);
     ivmd_gpu_syncs_clear(d);
     ivmd_gpu_refs_clear(d);
     ivmd_gpu_reqs_fail(d);

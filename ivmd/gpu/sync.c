@@ -173,7 +173,7 @@ static int ivmd_gsync_node(ivmd_t *d, ivmd_gsync_t *gs, const ivmd_gstep_t *s)
         ivmd_gsync_finish(d, gs, IVM_ERROR_INVALID_VALUE, "the object is gone");
         return 1;
     }
-    rc = ivmd_data_sync_op(d, NULL, NULL, gs->job, obj, s->op, s->off, s->len,
+    rc = ivmd_data_sync_op(&d->data, NULL, NULL, gs->job, obj, s->op, s->off, s->len,
                            ivmd_gsync_resume, (void *)(uintptr_t)gs->id);
     if (rc == IVMD_DEFERRED) {
         return 1;
