@@ -68,9 +68,28 @@ static const ivmd_data_ops_t ivmd_cluster_data_ops = {
     .reply_map  = ivmd_reply_map,
 };
 
+/* What the control plane does for the GPU module. */
+static const ivmd_gpu_up_t ivmd_cluster_gpu_up = {
+    .spawn_attr_init = ivmd_spawn_attr_init,
+    .gpus_lost       = ivmd_pool_gpus_lost,
+};
+
 void ivmd_cluster_init(ivmd_t *d)
 {
+    ivmd_gpu_cfg_t gcfg = {
+        .emu_gpus = d->cfg.emu_gpus, .gpus = d->cfg.gpus, .gpu_shares = d->cfg.gpu_shares,
+        .gpud = d->cfg.gpud, .gpu_admit_timeout = d->cfg.gpu_admit_timeout,
+        .node = d->cfg.node, .log_level = d->cfg.log_level, .ready_fd = d->cfg.ready_fd,
+    };
+
     ivmd_data_init(&d->data, d, &d->reg, &d->link, &d->quota, &ivmd_cluster_data_ops);
+    ivmd_gpu_init(&d->gpu, d, &gcfg, &d->devnull, &d->stopping, &d->reg, &d->conns, &d->data,
+                  &ivmd_cluster_gpu_up);
+}
+
+void ivmd_gpu_conn_gone(ivmd_t *d, ivmd_conn_t *c)
+{
+    ivmd_gpu_forget_conn(&d->gpu, c);
 }
 
 int ivmd_cluster_busy(const ivmd_t *d)

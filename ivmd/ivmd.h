@@ -173,7 +173,7 @@ struct ivmd {
     ivmd_data_t      data;         /* the data plane: operations in flight (data/) */
     ivmd_remote_t    remote;       /* spawns on other nodes in flight (ctl/remote.c) */
     uint32_t         pooled;       /* PEs handed out by warm pools (INFO) */
-    struct ivmd_gpu *gpu;          /* the ivm-gpud client, NULL without GPUs (gpu/) */
+    ivmd_gpu_t       gpu;          /* GPU coherence, the ivm-gpud client (gpu/) */
     struct ivmd_devcg *devcg;      /* CPU share devices' cgroups (devcg.c) */
 };
 
@@ -269,6 +269,31 @@ void ivmd_cluster_close_all(ivmd_t *d);
 void ivmd_cluster_conn_gone(ivmd_t *d, ivmd_conn_t *c);
 void ivmd_cluster_peer_up(ivmd_t *d, ivmd_peer_t *p);
 void ivmd_cluster_peer_lost(ivmd_t *d, ivmd_peer_t *p);
+/* A connection closed: the GPU module's requests and syncs of it answer
+ * nobody (cluster.c). */
+void ivmd_gpu_conn_gone(ivmd_t *d, ivmd_conn_t *c);
+/* The names other modules call, until the branches are merged: the GPU
+ * module's functions take its state (gpu/gpu.h), these pass the daemon's. */
+static inline ivmd_gpu_t *ivmd_gpu_of(const ivmd_t *d)
+{
+    return (ivmd_gpu_t *)&d->gpu;
+}
+#define ivmd_gpu_start(d)                ivmd_gpu_start(ivmd_gpu_of(d))
+#define ivmd_gpu_stop(d)                 ivmd_gpu_stop(ivmd_gpu_of(d))
+#define ivmd_gpu_count(d)                ivmd_gpu_count(ivmd_gpu_of(d))
+#define ivmd_gpu_alive(d)                ivmd_gpu_alive(ivmd_gpu_of(d))
+#define ivmd_gpu_backend_name(d)         ivmd_gpu_backend_name(ivmd_gpu_of(d))
+#define ivmd_gpu_share(d, ...)           ivmd_gpu_share(ivmd_gpu_of(d), __VA_ARGS__)
+#define ivmd_gpu_env(d, ...)             ivmd_gpu_env(ivmd_gpu_of(d), __VA_ARGS__)
+#define ivmd_gpu_env_overrides(d, ...)   ivmd_gpu_env_overrides(ivmd_gpu_of(d), __VA_ARGS__)
+#define ivmd_gpu_reaped(d, ...)          ivmd_gpu_reaped(ivmd_gpu_of(d), __VA_ARGS__)
+#define ivmd_gpu_map(d, ...)             ivmd_gpu_map(ivmd_gpu_of(d), __VA_ARGS__)
+#define ivmd_gpu_unref(d, ...)           ivmd_gpu_unref(ivmd_gpu_of(d), __VA_ARGS__)
+#define ivmd_gpu_pe_ended(d, ...)        ivmd_gpu_pe_ended(ivmd_gpu_of(d), __VA_ARGS__)
+#define ivmd_gpu_job_end(d, ...)         ivmd_gpu_job_end(ivmd_gpu_of(d), __VA_ARGS__)
+#define ivmd_gpu_has_copies(d, ...)      ivmd_gpu_has_copies(ivmd_gpu_of(d), __VA_ARGS__)
+#define ivmd_gpu_sync(d, ...)            ivmd_gpu_sync(ivmd_gpu_of(d), __VA_ARGS__)
+#define ivmd_gpu_info(d, ...)            ivmd_gpu_info(ivmd_gpu_of(d), __VA_ARGS__)
 /* The names other modules call, until the branches are merged. */
 #define ivmd_cluster_self            ivmd_remote_self
 #define ivmd_cluster_peer            ivmd_remote_peer

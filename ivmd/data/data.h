@@ -36,8 +36,9 @@ struct ivmd_op;
 struct ivmd_transport_ops;
 struct ivmd_target_ops;
 
-/* A sync made for another module (the GPU's) ends with status. */
-typedef void (*ivmd_data_done_t)(ivmd_t *d, void *arg, int status);
+/* A sync made for another module (the GPU's) ends with status; arg and tag
+ * are the caller's. */
+typedef void (*ivmd_data_done_t)(void *arg, uint64_t tag, int status);
 
 /* What the service layer answers for the data plane (the PE protocol). */
 typedef struct ivmd_data_ops {
@@ -61,6 +62,7 @@ typedef struct ivmd_data {
     const struct ivmd_transport_ops *transport; /* NULL: TCP (data/transport.h) */
     void                            *transport_state;
     const struct ivmd_target_ops    *target;    /* copies beside the node copy, or NULL */
+    void                            *target_ctx;
 } ivmd_data_t;
 
 void ivmd_data_init(ivmd_data_t *dp, ivmd_t *d, ivmd_registry_t *reg, ivmd_link_t *link,
@@ -100,11 +102,11 @@ ivmError_t ivmd_data_on_obj_rep(ivmd_data_t *dp, int node, const ivm_msg_hdr_t *
 int ivmd_data_sync(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ivmd_obj_t *obj,
                    const ivm_msg_sync_req_t *req);
 /* The sync of the node copy for a PE (c, hdr), or for another module
- * (c == NULL, done != NULL: done(dp, arg, status) is called once if it returns
- * IVMD_DEFERRED). */
+ * (c == NULL, done != NULL: done(arg, tag, status) is called once if it
+ * returns IVMD_DEFERRED). */
 int ivmd_data_sync_op(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, uint32_t job,
                       ivmd_obj_t *obj, uint32_t op, uint64_t off, uint64_t len,
-                      ivmd_data_done_t done, void *arg);
+                      ivmd_data_done_t done, void *arg, uint64_t tag);
 ivmError_t ivmd_data_on_read(ivmd_data_t *dp, int node, const ivm_msg_hdr_t *hdr,
                             const void *payload);
 ivmError_t ivmd_data_on_data(ivmd_data_t *dp, int node, const ivm_msg_hdr_t *hdr,

@@ -76,7 +76,7 @@ void ivmd_op_answer(ivmd_data_t *dp, ivmd_op_t *op, int status, const char *deta
     if (op->done != NULL) {
         ivmd_data_done_t done = op->done;
         op->done = NULL;
-        done(dp->d, op->done_arg, status);
+        done(op->done_arg, op->done_tag, status);
         return;
     }
     if (op->conn == NULL) {
@@ -183,9 +183,10 @@ const ivmd_transport_ops_t *ivmd_data_transport(const ivmd_data_t *dp)
     return dp->transport != NULL ? dp->transport : &ivmd_tcp_transport_ops;
 }
 
-void ivmd_data_set_target(ivmd_data_t *dp, const ivmd_target_ops_t *ops)
+void ivmd_data_set_target(ivmd_data_t *dp, const ivmd_target_ops_t *ops, void *ctx)
 {
-    dp->target = ops;
+    dp->target     = ops;
+    dp->target_ctx = ctx;
 }
 
 int ivmd_target_has_copies(const ivmd_data_t *dp, uint32_t job, uint64_t obj, uint64_t off,
@@ -193,7 +194,7 @@ int ivmd_target_has_copies(const ivmd_data_t *dp, uint32_t job, uint64_t obj, ui
 {
     const ivmd_target_ops_t *t = dp->target;
 
-    return t != NULL && t->has_copies(dp->d, job, obj, off, len);
+    return t != NULL && t->has_copies(dp->target_ctx, job, obj, off, len);
 }
 
 int ivmd_target_refresh(ivmd_data_t *dp, uint32_t job, uint64_t obj, uint64_t off, uint64_t len,
@@ -201,7 +202,7 @@ int ivmd_target_refresh(ivmd_data_t *dp, uint32_t job, uint64_t obj, uint64_t of
 {
     const ivmd_target_ops_t *t = dp->target;
 
-    return t != NULL && t->refresh(dp->d, job, obj, off, len, pull, fence, done, arg);
+    return t != NULL && t->refresh(dp->target_ctx, job, obj, off, len, pull, fence, done, arg);
 }
 
 int ivmd_target_filled(ivmd_data_t *dp, uint32_t job, const ivmd_obj_t *obj, uint64_t off,
@@ -209,5 +210,5 @@ int ivmd_target_filled(ivmd_data_t *dp, uint32_t job, const ivmd_obj_t *obj, uin
 {
     const ivmd_target_ops_t *t = dp->target;
 
-    return t != NULL && t->filled(dp->d, job, obj, off, len, done, arg);
+    return t != NULL && t->filled(dp->target_ctx, job, obj, off, len, done, arg);
 }

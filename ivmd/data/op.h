@@ -48,6 +48,7 @@ typedef struct ivmd_op {
     ivm_msg_map_req_t map;       /* LOOKUP/FILL: the request */
     ivmd_data_done_t  done;      /* SYNC/GROUP for another module: call it, answer nobody */
     void             *done_arg;
+    uint64_t          done_tag;
 } ivmd_op_t;
 
 /* A new operation answering hdr on c (both may be NULL). */

@@ -175,7 +175,7 @@ int ivmd_data_sync(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, iv
                    const ivm_msg_sync_req_t *req)
 {
     return ivmd_data_sync_op(dp, c, hdr, c->job->id, obj, req->op, req->offset, req->size, NULL,
-                             NULL);
+                             NULL, 0);
 }
 
 /* A SYNC on a mirror: its first phase. */
@@ -206,7 +206,7 @@ static ivmError_t ivmd_xfer_sync_start(ivmd_data_t *dp, ivmd_op_t *op, ivmd_obj_
 
 int ivmd_data_sync_op(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, uint32_t job,
                       ivmd_obj_t *obj, uint32_t sync_op, uint64_t off, uint64_t len,
-                      ivmd_data_done_t done, void *arg)
+                      ivmd_data_done_t done, void *arg, uint64_t tag)
 {
     int is_master = obj->master_node < 0;
     ivmError_t status;
@@ -225,6 +225,7 @@ int ivmd_data_sync_op(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     op->job   = job;
     op->done     = done;
     op->done_arg = arg;
+    op->done_tag = tag;
     op->obj   = obj->id;
     op->off   = off;
     op->len   = len;
