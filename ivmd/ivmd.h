@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "config.h"
+#include "ctl/jobdata.h"
 #include "ctl/remote.h"
 #include "data/copies.h"
 #include "data/data.h"
@@ -105,36 +106,9 @@ typedef struct ivmd ivmd_t;
 #define IVMD_DEFERRED 1 /* the reply comes later */
 #define IVMD_LOCAL    2 /* cluster layer: the object is here, answer as usual */
 
-/* Job ids carry their root daemon's node index in the top bits. */
-#define IVMD_JOB_NODE_SHIFT 20
 
 struct ivmd_peer;
 
-/* What the daemon keeps per job beside the registry (ivmd_job_t.data). */
-typedef struct ivmd_job_data {
-    char    *exe;
-    char    *cwd;
-    char   **argv;      /* NULL-terminated */
-    char   **envp;      /* NULL-terminated, without IVM identity variables */
-    char    *blob;      /* the strings argv and envp point into */
-    char    *spawn_blob;/* exe, cwd, argv, envp as sent to other nodes */
-    uint32_t blob_len, argc, envc;
-    int      proxy;     /* the root daemon is elsewhere */
-    struct ivmd_peer *root_peer; /* proxy: the root daemon's node */
-    int      out_fd;    /* root PE's stdout, -1 once the job ended */
-    int      err_fd;    /* root PE's stderr */
-    int      tag_output;
-    unsigned bind;      /* IVM_BIND_*: how its CPU PEs are bound (ivmrun --bind-to) */
-    uint32_t nconns;    /* connections bound to the job */
-    pid_t    root_pid;
-    uint32_t pe_pool;   /* parked processes wanted per CPU device and GPU (pool.c) */
-    struct ivmd_parked *parked; /* the job's warm-pool processes */
-    uint32_t pool_slots;        /* pool slots used (negative IVM_PE_IDs) */
-    int      pool_exe_fd;       /* O_PATH fd of exe, if pool_exe_open (pool.c) */
-    int      pool_exe_open;
-    int      pool_early_deaths; /* parked processes in a row that died before ENTER */
-    int      own_devs;  /* the root brought its CPU device table (IVM_CPU_DEVICES) */
-} ivmd_job_data_t;
 
 /* Forwarding of one PE stream with "[NODE,N] " prefixes. */
 typedef struct ivmd_fwd {
@@ -295,20 +269,20 @@ static inline ivmd_gpu_t *ivmd_gpu_of(const ivmd_t *d)
 #define ivmd_gpu_sync(d, ...)            ivmd_gpu_sync(ivmd_gpu_of(d), __VA_ARGS__)
 #define ivmd_gpu_info(d, ...)            ivmd_gpu_info(ivmd_gpu_of(d), __VA_ARGS__)
 /* The names other modules call, until the branches are merged. */
-#define ivmd_cluster_self            ivmd_remote_self
-#define ivmd_cluster_peer            ivmd_remote_peer
-#define ivmd_cluster_root_node       ivmd_remote_root_node
+#define ivmd_cluster_self(d)         ivmd_remote_self(&(d)->remote)
+#define ivmd_cluster_peer(d, ...)    ivmd_remote_peer(&(d)->remote, __VA_ARGS__)
+#define ivmd_cluster_root_node(d, ...) ivmd_remote_root_node(&(d)->remote, __VA_ARGS__)
 #define ivmd_cluster_is_proxy        ivmd_remote_is_proxy
 #define ivmd_cluster_forwards        ivmd_remote_forwards
-#define ivmd_cluster_forward         ivmd_remote_forward
+#define ivmd_cluster_forward(d, ...) ivmd_remote_forward(&(d)->remote, __VA_ARGS__)
 #define ivmd_cluster_vconn_reply     ivmd_remote_vconn_reply
-#define ivmd_cluster_pe_ended        ivmd_remote_pe_ended
-#define ivmd_cluster_pe_entered      ivmd_remote_pe_entered
-#define ivmd_cluster_pe_reaped       ivmd_remote_pe_reaped
-#define ivmd_cluster_job_ending      ivmd_remote_job_ending
-#define ivmd_cluster_spawn           ivmd_remote_spawn
-#define ivmd_cluster_output          ivmd_remote_output
-#define ivmd_cluster_kill            ivmd_remote_kill
+#define ivmd_cluster_pe_ended(d, ...) ivmd_remote_pe_ended(&((ivmd_t *)(d))->remote, __VA_ARGS__)
+#define ivmd_cluster_pe_entered(d, ...) ivmd_remote_pe_entered(&(d)->remote, __VA_ARGS__)
+#define ivmd_cluster_pe_reaped(d, ...) ivmd_remote_pe_reaped(&(d)->remote, __VA_ARGS__)
+#define ivmd_cluster_job_ending(d, ...) ivmd_remote_job_ending(&(d)->remote, __VA_ARGS__)
+#define ivmd_cluster_spawn(d, ...)   ivmd_remote_spawn(&(d)->remote, __VA_ARGS__)
+#define ivmd_cluster_output(d, ...)  ivmd_remote_output(&(d)->remote, __VA_ARGS__)
+#define ivmd_cluster_kill(d, ...)    ivmd_remote_kill(&(d)->remote, __VA_ARGS__)
 #define ivmd_cluster_register(d, ...)  ivmd_data_register(&(d)->data, __VA_ARGS__)
 #define ivmd_cluster_unregister(d, ...) ivmd_data_unregister(&(d)->data, __VA_ARGS__)
 #define ivmd_cluster_lookup(d, ...)    ivmd_data_lookup(&(d)->data, __VA_ARGS__)
