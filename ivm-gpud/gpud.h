@@ -25,6 +25,9 @@
     X(admit_timeout, "admit-timeout", DOUBLE, "60",                                 \
       "seconds an ACQUIRE waits for GPU memory before NO_MEMORY "                   \
       "(env IVM_GPU_ADMIT_TIMEOUT too)")                                            \
+    X(gpus, "gpus", STRING, "",                                                     \
+      "cuda backend: the CUDA indices of the GPUs to use, e.g. 0,2 (GPU k is the "   \
+      "k-th listed); empty: every GPU the driver shows")                            \
     X(mem_limit, "mem-limit", STRING, "0",                                          \
       "bytes of each GPU gpud may hand out (K/M/G suffix); 0: all it has")          \
     X(node, "node", STRING, "node0", "this node's name, for the log prefix")        \
@@ -47,6 +50,9 @@ typedef struct gpud_backend_ops {
     void (*fini)(void *ctx);
     ivmError_t (*gpu_info)(void *ctx, uint32_t gpu, uint64_t *capacity_p,
                            uint64_t *granularity_p, char *name, size_t name_len);
+    /* The environment a PE on gpu needs (ivm_gpud_gpu_info_t's env and
+     * share_env, each IVM_GPUD_ENV_MAX bytes; "" for none). */
+    void (*gpu_env)(void *ctx, uint32_t gpu, char *env, char *share_env);
     /* size is a multiple of the GPU's granularity. */
     ivmError_t (*alloc)(void *ctx, uint32_t gpu, uint64_t size, gpud_mem_t **mem_p);
     /* A new fd the PE imports (the caller closes it after sending). */

@@ -165,6 +165,7 @@ static ivmError_t gpud_gpus_describe(gpud_t *g)
         if (status != IVM_SUCCESS) {
             return status;
         }
+        g->ops->gpu_env(g->bctx, i, gi->env, gi->share_env);
         if (g->mem_limit > 0 && g->mem_limit < gi->capacity) {
             gi->capacity = g->mem_limit;
         }

@@ -10,7 +10,7 @@
 
 typedef void (*ivmd_ctl_msg_fn_t)(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
                                   const void *payload);
-typedef ivmError_t (*ivmd_data_msg_fn_t)(ivmd_t *d, int node, const ivm_msg_hdr_t *hdr,
+typedef ivmError_t (*ivmd_data_msg_fn_t)(ivmd_data_t *dp, int node, const ivm_msg_hdr_t *hdr,
                                          const void *payload);
 
 /* Who serves a peer message: the control plane, on the link it came by, or
@@ -54,7 +54,7 @@ void ivmd_cluster_handle_msg(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hd
     if (m != NULL && m->ctl != NULL) {
         m->ctl(d, pc, hdr, payload);
     } else if (m != NULL && m->data != NULL && pc->peer != NULL) {
-        if (m->data(d, (int)(pc->peer - d->link.peers), hdr, payload) != IVM_SUCCESS) {
+        if (m->data(&d->data, (int)(pc->peer - d->link.peers), hdr, payload) != IVM_SUCCESS) {
             ivmd_conn_close(d, pc, m->malformed != NULL ? m->malformed : "malformed peer message");
         }
     } else {
@@ -62,20 +62,50 @@ void ivmd_cluster_handle_msg(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hd
     }
 }
 
+/* What the PE protocol's handlers answer for the data plane. */
+static const ivmd_data_ops_t ivmd_cluster_data_ops = {
+    .reply_size = ivmd_reply_size,
+    .reply_map  = ivmd_reply_map,
+};
+
+/* What the control plane does for the GPU module. */
+static const ivmd_gpu_up_t ivmd_cluster_gpu_up = {
+    .spawn_attr_init = ivmd_spawn_attr_init,
+    .gpus_lost       = ivmd_pool_gpus_lost,
+};
+
+void ivmd_cluster_init(ivmd_t *d)
+{
+    ivmd_gpu_cfg_t gcfg = {
+        .emu_gpus = d->cfg.emu_gpus, .gpus = d->cfg.gpus, .gpu_shares = d->cfg.gpu_shares,
+        .gpud = d->cfg.gpud, .gpu_admit_timeout = d->cfg.gpu_admit_timeout,
+        .node = d->cfg.node, .log_level = d->cfg.log_level, .ready_fd = d->cfg.ready_fd,
+    };
+
+    ivmd_data_init(&d->data, d, &d->reg, &d->link, &d->quota, &ivmd_cluster_data_ops);
+    ivmd_gpu_init(&d->gpu, d, &gcfg, &d->devnull, &d->stopping, &d->reg, &d->conns, &d->data,
+                  &ivmd_cluster_gpu_up);
+}
+
+void ivmd_gpu_conn_gone(ivmd_t *d, ivmd_conn_t *c)
+{
+    ivmd_gpu_forget_conn(&d->gpu, c);
+}
+
 int ivmd_cluster_busy(const ivmd_t *d)
 {
-    return ivmd_data_busy(d) || ivmd_remote_busy(d);
+    return ivmd_data_busy(&d->data) || ivmd_remote_busy(d);
 }
 
 void ivmd_cluster_close_all(ivmd_t *d)
 {
-    ivmd_data_close_all(d);
+    ivmd_data_close_all(&d->data);
     ivmd_remote_close_all(d);
 }
 
 void ivmd_cluster_conn_gone(ivmd_t *d, ivmd_conn_t *c)
 {
-    ivmd_data_conn_gone(d, c);
+    ivmd_data_conn_gone(&d->data, c);
     ivmd_remote_conn_gone(d, c);
 }
 
@@ -88,6 +118,6 @@ void ivmd_cluster_peer_up(ivmd_t *d, ivmd_peer_t *p)
  * plane ends what it hosted and the proxy jobs it was root of. */
 void ivmd_cluster_peer_lost(ivmd_t *d, ivmd_peer_t *p)
 {
-    ivmd_data_peer_lost(d, p);
+    ivmd_data_peer_lost(&d->data, (int)(p - d->link.peers));
     ivmd_remote_peer_lost(d, p);
 }

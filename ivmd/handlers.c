@@ -981,8 +981,8 @@ static int ivmd_handle_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     ivm_proto_strset(info->node, sizeof(info->node), d->cfg.node);
     info->peers    = d->link.npeers > 0 ? d->link.npeers - 1 : 0;
     info->peers_up = ivmd_peer_count_up(d);
-    info->tx_bytes = d->tx_bytes;
-    info->rx_bytes = d->rx_bytes;
+    info->tx_bytes = d->data.tx_bytes;
+    info->rx_bytes = d->data.rx_bytes;
     info->parked   = ivmd_pool_count(d);
     info->pooled   = d->pooled;
     info->poll_us  = (uint32_t)d->cfg.poll_us;

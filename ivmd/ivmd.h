@@ -172,9 +172,8 @@ struct ivmd {
     ivmd_link_t      link;         /* peer links, the cluster table (transport/link.h) */
     ivmd_data_t      data;         /* the data plane: operations in flight (data/) */
     ivmd_remote_t    remote;       /* spawns on other nodes in flight (ctl/remote.c) */
-    uint64_t         tx_bytes, rx_bytes; /* object bytes sent to / received from peers */
     uint32_t         pooled;       /* PEs handed out by warm pools (INFO) */
-    struct ivmd_gpu *gpu;          /* the ivm-gpud client, NULL without GPUs (gpu/) */
+    ivmd_gpu_t       gpu;          /* GPU coherence, the ivm-gpud client (gpu/) */
     struct ivmd_devcg *devcg;      /* CPU share devices' cgroups (devcg.c) */
 };
 
@@ -261,6 +260,8 @@ ivmError_t ivmd_job_data_unpack(ivmd_job_data_t *jd, const char *blob, uint32_t 
                                 uint32_t argc, uint32_t envc);
 void ivmd_cluster_handle_msg(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
                              const void *payload);
+/* Wire the cluster's modules to the daemon's state (after the registry). */
+void ivmd_cluster_init(ivmd_t *d);
 /* 1 if an operation or a spawn waits for a peer (the loop polls). */
 int ivmd_cluster_busy(const ivmd_t *d);
 /* Teardown: drop the operations still in flight. */
@@ -268,6 +269,31 @@ void ivmd_cluster_close_all(ivmd_t *d);
 void ivmd_cluster_conn_gone(ivmd_t *d, ivmd_conn_t *c);
 void ivmd_cluster_peer_up(ivmd_t *d, ivmd_peer_t *p);
 void ivmd_cluster_peer_lost(ivmd_t *d, ivmd_peer_t *p);
+/* A connection closed: the GPU module's requests and syncs of it answer
+ * nobody (cluster.c). */
+void ivmd_gpu_conn_gone(ivmd_t *d, ivmd_conn_t *c);
+/* The names other modules call, until the branches are merged: the GPU
+ * module's functions take its state (gpu/gpu.h), these pass the daemon's. */
+static inline ivmd_gpu_t *ivmd_gpu_of(const ivmd_t *d)
+{
+    return (ivmd_gpu_t *)&d->gpu;
+}
+#define ivmd_gpu_start(d)                ivmd_gpu_start(ivmd_gpu_of(d))
+#define ivmd_gpu_stop(d)                 ivmd_gpu_stop(ivmd_gpu_of(d))
+#define ivmd_gpu_count(d)                ivmd_gpu_count(ivmd_gpu_of(d))
+#define ivmd_gpu_alive(d)                ivmd_gpu_alive(ivmd_gpu_of(d))
+#define ivmd_gpu_backend_name(d)         ivmd_gpu_backend_name(ivmd_gpu_of(d))
+#define ivmd_gpu_share(d, ...)           ivmd_gpu_share(ivmd_gpu_of(d), __VA_ARGS__)
+#define ivmd_gpu_env(d, ...)             ivmd_gpu_env(ivmd_gpu_of(d), __VA_ARGS__)
+#define ivmd_gpu_env_overrides(d, ...)   ivmd_gpu_env_overrides(ivmd_gpu_of(d), __VA_ARGS__)
+#define ivmd_gpu_reaped(d, ...)          ivmd_gpu_reaped(ivmd_gpu_of(d), __VA_ARGS__)
+#define ivmd_gpu_map(d, ...)             ivmd_gpu_map(ivmd_gpu_of(d), __VA_ARGS__)
+#define ivmd_gpu_unref(d, ...)           ivmd_gpu_unref(ivmd_gpu_of(d), __VA_ARGS__)
+#define ivmd_gpu_pe_ended(d, ...)        ivmd_gpu_pe_ended(ivmd_gpu_of(d), __VA_ARGS__)
+#define ivmd_gpu_job_end(d, ...)         ivmd_gpu_job_end(ivmd_gpu_of(d), __VA_ARGS__)
+#define ivmd_gpu_has_copies(d, ...)      ivmd_gpu_has_copies(ivmd_gpu_of(d), __VA_ARGS__)
+#define ivmd_gpu_sync(d, ...)            ivmd_gpu_sync(ivmd_gpu_of(d), __VA_ARGS__)
+#define ivmd_gpu_info(d, ...)            ivmd_gpu_info(ivmd_gpu_of(d), __VA_ARGS__)
 /* The names other modules call, until the branches are merged. */
 #define ivmd_cluster_self            ivmd_remote_self
 #define ivmd_cluster_peer            ivmd_remote_peer
@@ -283,12 +309,12 @@ void ivmd_cluster_peer_lost(ivmd_t *d, ivmd_peer_t *p);
 #define ivmd_cluster_spawn           ivmd_remote_spawn
 #define ivmd_cluster_output          ivmd_remote_output
 #define ivmd_cluster_kill            ivmd_remote_kill
-#define ivmd_cluster_register        ivmd_data_register
-#define ivmd_cluster_unregister      ivmd_data_unregister
-#define ivmd_cluster_lookup          ivmd_data_lookup
-#define ivmd_cluster_map(d, c, hdr, req, obj, op) ivmd_data_map(d, c, hdr, req, obj)
-#define ivmd_cluster_sync            ivmd_data_sync
-#define ivmd_cluster_sync_op         ivmd_data_sync_op
+#define ivmd_cluster_register(d, ...)  ivmd_data_register(&(d)->data, __VA_ARGS__)
+#define ivmd_cluster_unregister(d, ...) ivmd_data_unregister(&(d)->data, __VA_ARGS__)
+#define ivmd_cluster_lookup(d, ...)    ivmd_data_lookup(&(d)->data, __VA_ARGS__)
+#define ivmd_cluster_map(d, c, hdr, req, obj, op) ivmd_data_map(&(d)->data, c, hdr, req, obj)
+#define ivmd_cluster_sync(d, ...)      ivmd_data_sync(&(d)->data, __VA_ARGS__)
+#define ivmd_cluster_sync_op(d, ...)   ivmd_data_sync_op(&(d)->data, __VA_ARGS__)
 /* Write a PE's output bytes to the job's stream fd, tagged if the job asks. */
 void ivmd_output_write_job(ivmd_t *d, ivmd_job_t *job, int pe_id, int fd, const char *bytes,
                            size_t len);

@@ -261,7 +261,7 @@ static ivmError_t ivmd_wire(ivmd_t *d)
     }
     ivmd_conn_register(t, IVMD_CONN_PE, &ivmd_pe_conn_ops, NULL);
     ivmd_conn_register(t, IVMD_CONN_REMOTE, &ivmd_remote_conn_ops, NULL);
-    ivmd_conn_register(t, IVMD_CONN_GPUD, &ivmd_gpud_conn_ops, NULL);
+    ivmd_conn_register(t, IVMD_CONN_GPUD, &ivmd_gpud_conn_ops, &d->gpu);
     ivmd_link_init(&d->link, &d->loop, t, &d->net, &link_cfg, &d->stopping, &ivmd_link_ops);
     if (ivmd_conn_on_gone(t, ivmd_cluster_conn_gone) != IVM_SUCCESS ||
         ivmd_conn_on_gone(t, ivmd_gpu_conn_gone) != IVM_SUCCESS ||
@@ -503,6 +503,7 @@ int main(int argc, char **argv)
         return 1;
     }
     ivmd_registry_init(&d->reg, &ivmd_job_ops, d);
+    ivmd_cluster_init(d);
     if (ivmd_wire(d) != IVM_SUCCESS) {
         return 1;
     }

@@ -55,52 +55,49 @@ void ivmd_spawn_attr_init(posix_spawnattr_t *attr)
                                        POSIX_SPAWN_SETPGROUP);
 }
 
-ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail,
-                         size_t detail_len)
+/* Where pe runs: a CPU device (*dev_p; a share device's cgroup in *cg) or
+ * a GPU (*cpu_for_gpu_p: the CPU device of its host threads, *gpu_share_p). */
+static ivmError_t ivmd_spawn_where(ivmd_t *d, ivmd_job_t *job, const ivmd_pe_t *pe,
+                                   const ivm_cpu_device_t **dev_p,
+                                   const ivm_cpu_device_t **cpu_for_gpu_p, int *gpu_share_p,
+                                   ivmd_devcg_place_t *cg, char *detail, size_t detail_len)
 {
-    ivmd_job_data_t *jd = job->data;
-    char own[IVMD_SPAWN_ENV_OWN][160];
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t attr;
-    ivmd_devcg_place_t cg;
-    const ivm_cpu_device_t *dev = NULL, *cpu_for_gpu = NULL, *pin;
-    const char *gpu_visible = NULL;
-    int gpu_share = 100;
-    char **envp;
-    size_t nenv = 0, nown, i, k;
-    int out_fd = jd->out_fd, err_fd = jd->err_fd;
-    int fwd_out = -1, fwd_err = -1;
-    ivmError_t status = IVM_SUCCESS;
-    pid_t pid;
-    int rc;
+    ivmError_t status;
+    int gpu;
 
-    cg.rel[0] = cg.procs[0] = '\0';
+    cg->rel[0] = cg->procs[0] = '\0';
     if (!IVM_DEV_IS_GPU(pe->devtype)) {
-        dev = &job->devs[pe->devtype];
+        *dev_p = &job->devs[pe->devtype];
         /* A share device's processes run in its cgroup (devcg.c). */
-        status = ivmd_devcg_place(d, job, pe->devtype, &cg, detail, detail_len);
+        status = ivmd_devcg_place(d, job, pe->devtype, cg, detail, detail_len);
         if (status != IVM_SUCCESS) {
             ivm_warn("job %u: no cgroup for CPU device %d: %s", job->id, pe->devtype, detail);
-            return status;
         }
-    } else {
-        int gpu = IVM_DEV_INDEX(pe->devtype);
-        if ((uint32_t)gpu >= ivmd_gpu_count(d) || !ivmd_gpu_alive(d)) {
-            snprintf(detail, detail_len, "%s has no GPU %d%s", d->cfg.node, gpu,
-                     (uint32_t)gpu < ivmd_gpu_count(d) ? " (its GPU daemon is gone)" : "");
-            return (uint32_t)gpu < ivmd_gpu_count(d) ? IVM_ERROR_DAEMON_LOST
-                                                     : IVM_ERROR_NOT_FOUND;
-        }
-        gpu_visible = ivmd_gpu_visible(d, gpu);
-        gpu_share   = ivmd_gpu_share(d, gpu);
-        /* Its host threads run on the job's first CPU device. */
-        cpu_for_gpu = &job->devs[0];
+        return status;
     }
-    pe->token = ivmd_spawn_new_token();
-    if (pe->token == 0) {
-        snprintf(detail, detail_len, "no random bytes for pe %d's token", pe->id);
-        return IVM_ERROR_INTERNAL;
+    gpu = IVM_DEV_INDEX(pe->devtype);
+    if ((uint32_t)gpu >= ivmd_gpu_count(d) || !ivmd_gpu_alive(d)) {
+        snprintf(detail, detail_len, "%s has no GPU %d%s", d->cfg.node, gpu,
+                 (uint32_t)gpu < ivmd_gpu_count(d) ? " (its GPU daemon is gone)" : "");
+        return (uint32_t)gpu < ivmd_gpu_count(d) ? IVM_ERROR_DAEMON_LOST : IVM_ERROR_NOT_FOUND;
     }
+    *gpu_share_p = ivmd_gpu_share(d, gpu);
+    /* Its host threads run on the job's first CPU device. */
+    *cpu_for_gpu_p = &job->devs[0];
+    return IVM_SUCCESS;
+}
+
+/* pe's environment: the job's, with IVM's identity variables (in own) and,
+ * for a GPU PE, what ivm-gpud says a PE on that GPU needs instead of the
+ * job's own. *envp_p: malloc'd, pointing into the job's strings and own. */
+static ivmError_t ivmd_spawn_env(ivmd_t *d, const ivmd_job_t *job, const ivmd_pe_t *pe,
+                                 const ivm_cpu_device_t *dev, int gpu_share,
+                                 char own[IVMD_SPAWN_ENV_OWN][160], char ***envp_p)
+{
+    const ivmd_job_data_t *jd = job->data;
+    size_t nenv = 0, nown = 7, i, k;
+    char **envp;
+
     while (jd->envp[nenv] != NULL) {
         ++nenv;
     }
@@ -117,39 +114,44 @@ ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail
     snprintf(own[5], sizeof(own[5]), "OMP_NUM_THREADS=%d",
              dev != NULL && jd->bind != IVM_BIND_CORE ? dev->ncores : 1);
     snprintf(own[6], sizeof(own[6]), "IVM_DEVICE_CORES=%d", dev ? dev->ncores : 0);
-    nown = 7;
     if (IVM_DEV_IS_GPU(pe->devtype)) {
         snprintf(own[nown++], sizeof(own[0]), "IVM_GPU=%d", IVM_DEV_INDEX(pe->devtype));
         snprintf(own[nown++], sizeof(own[0]), "IVM_GPU_BACKEND=%s", ivmd_gpu_backend_name(d));
         snprintf(own[nown++], sizeof(own[0]), "IVM_GPU_SHARE=%d", gpu_share);
-        if (gpu_visible != NULL) {
-            /* The PE sees its own GPU only, as device 0; on a share, MPS
-             * limits it to its percentage of the SMs (where an MPS daemon
-             * runs; without one the share is advisory). */
-            int mps = gpu_share < 100;
-            snprintf(own[nown++], sizeof(own[0]), "CUDA_VISIBLE_DEVICES=%s", gpu_visible);
-            if (mps) {
-                snprintf(own[nown++], sizeof(own[0]), "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%d",
-                         gpu_share);
+        /* What ivm-gpud says a PE on that GPU needs (cuda: its GPU only, and
+         * on a share its percent of the SMs), instead of the job's own. */
+        nown += (size_t)ivmd_gpu_env(d, IVM_DEV_INDEX(pe->devtype), own + nown,
+                                     (int)(IVMD_SPAWN_ENV_OWN - nown));
+        for (i = 0, k = 0; i < nenv; ++i) {
+            if (!ivmd_gpu_env_overrides(d, IVM_DEV_INDEX(pe->devtype), envp[i])) {
+                envp[k++] = envp[i];
             }
-            for (i = 0, k = 0; i < nenv; ++i) {
-                if (strncmp(envp[i], "CUDA_VISIBLE_DEVICES=", 21) != 0 &&
-                    !(mps && strncmp(envp[i], "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=", 34) == 0)) {
-                    envp[k++] = envp[i];
-                }
-            }
-            nenv = k;
         }
+        nenv = k;
     }
     for (i = 0; i < nown; ++i) {
         envp[nenv + i] = own[i];
     }
     envp[nenv + nown] = NULL;
+    *envp_p = envp;
+    return IVM_SUCCESS;
+}
 
-    if ((jd->proxy || (jd->tag_output && out_fd >= 0)) &&
-        ivmd_output_open(d, job, pe->id, &fwd_out, &fwd_err) == IVM_SUCCESS) {
-        out_fd = fwd_out;
-        err_fd = fwd_err;
+/* Start pe's process (or a parked one of the warm pool, pe->id < -1) with
+ * envp, its output on out_fd / err_fd, pinned to pin's cores. Returns 0 or
+ * an errno value. */
+static int ivmd_spawn_start(ivmd_t *d, const ivmd_job_data_t *jd, const ivmd_pe_t *pe,
+                            char **envp, int out_fd, int err_fd, const ivm_cpu_device_t *pin,
+                            const ivmd_devcg_place_t *cg, pid_t *pid_p)
+{
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    int rc;
+
+    if (pe->id < -1) {
+        /* A parked process of the warm pool (pool.c): started with fork, so
+         * that the daemon does not wait for its exec. */
+        return ivmd_pool_exec(d, jd, envp, out_fd, err_fd, pin, cg->procs, pid_p);
     }
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, d->devnull, 0);
@@ -157,25 +159,54 @@ ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail
     posix_spawn_file_actions_adddup2(&fa, err_fd >= 0 ? err_fd : d->devnull, 2);
     posix_spawn_file_actions_addchdir_np(&fa, jd->cwd);
     ivmd_spawn_attr_init(&attr);
-
-    pin = dev != NULL ? dev : cpu_for_gpu;
-    if (pe->id < -1) {
-        /* A parked process of the warm pool (pool.c): started with fork, so
-         * that the daemon does not wait for its exec. */
-        rc = ivmd_pool_exec(d, jd, envp, out_fd, err_fd, pin, cg.procs, &pid);
-    } else {
-        /* The child inherits the affinity: pin ourselves, spawn, restore. The
-         * daemon is single-threaded, so nothing else runs meanwhile. */
-        if (pin != NULL && sched_setaffinity(0, sizeof(pin->cores), &pin->cores) != 0) {
-            ivm_warn("cannot pin pe %d to its device's cores: %m", pe->id);
-        }
-        rc = posix_spawn(&pid, jd->exe, &fa, &attr, jd->argv, envp);
-        if (pin != NULL) {
-            sched_setaffinity(0, sizeof(d->own_affinity), &d->own_affinity);
-        }
+    /* The child inherits the affinity: pin ourselves, spawn, restore. The
+     * daemon is single-threaded, so nothing else runs meanwhile. */
+    if (pin != NULL && sched_setaffinity(0, sizeof(pin->cores), &pin->cores) != 0) {
+        ivm_warn("cannot pin pe %d to its device's cores: %m", pe->id);
+    }
+    rc = posix_spawn(pid_p, jd->exe, &fa, &attr, jd->argv, envp);
+    if (pin != NULL) {
+        sched_setaffinity(0, sizeof(d->own_affinity), &d->own_affinity);
     }
     posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&fa);
+    return rc;
+}
+
+ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail,
+                         size_t detail_len)
+{
+    ivmd_job_data_t *jd = job->data;
+    char own[IVMD_SPAWN_ENV_OWN][160];
+    ivmd_devcg_place_t cg;
+    const ivm_cpu_device_t *dev = NULL, *cpu_for_gpu = NULL;
+    int gpu_share = 100, out_fd = jd->out_fd, err_fd = jd->err_fd, fwd_out = -1, fwd_err = -1;
+    char **envp;
+    ivmError_t status;
+    pid_t pid;
+    int rc;
+
+    status = ivmd_spawn_where(d, job, pe, &dev, &cpu_for_gpu, &gpu_share, &cg, detail,
+                              detail_len);
+    if (status != IVM_SUCCESS) {
+        return status;
+    }
+    pe->token = ivmd_spawn_new_token();
+    if (pe->token == 0) {
+        snprintf(detail, detail_len, "no random bytes for pe %d's token", pe->id);
+        return IVM_ERROR_INTERNAL;
+    }
+    status = ivmd_spawn_env(d, job, pe, dev, gpu_share, own, &envp);
+    if (status != IVM_SUCCESS) {
+        return status;
+    }
+    if ((jd->proxy || (jd->tag_output && out_fd >= 0)) &&
+        ivmd_output_open(d, job, pe->id, &fwd_out, &fwd_err) == IVM_SUCCESS) {
+        out_fd = fwd_out;
+        err_fd = fwd_err;
+    }
+    rc = ivmd_spawn_start(d, jd, pe, envp, out_fd, err_fd, dev != NULL ? dev : cpu_for_gpu,
+                          &cg, &pid);
     if (fwd_out >= 0) {
         close(fwd_out);
         close(fwd_err);

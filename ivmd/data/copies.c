@@ -7,7 +7,6 @@
 #include <sys/mman.h>
 
 #include "data/copies.h"
-#include "ivmd.h"
 #include "log.h"
 #include "topo.h"
 
@@ -44,7 +43,7 @@ void ivmd_numa_place(int fd, uint64_t size, int numa)
     munmap(p, size);
 }
 
-ivmError_t ivmd_copies_mirror_mem(ivmd_t *d, ivmd_job_t *job, ivmd_obj_t *obj, int numa,
+ivmError_t ivmd_copies_mirror_mem(ivmd_data_t *dp, ivmd_job_t *job, ivmd_obj_t *obj, int numa,
                                   char *detail, size_t detail_len)
 {
     ivmError_t status;
@@ -53,7 +52,7 @@ ivmError_t ivmd_copies_mirror_mem(ivmd_t *d, ivmd_job_t *job, ivmd_obj_t *obj, i
     if (obj->fd >= 0) {
         return IVM_SUCCESS;
     }
-    status = ivmd_limits_obj_mem(d, job, obj->name != NULL ? obj->name : "(mirror)",
+    status = ivmd_quota_obj_mem(dp->quota, job, obj->name != NULL ? obj->name : "(mirror)",
                                  obj->size, 1, numa, &fd, detail, detail_len);
     if (status != IVM_SUCCESS) {
         ivm_warn_limited("no mirror of %llu bytes for job %u: %s",
@@ -64,9 +63,9 @@ ivmError_t ivmd_copies_mirror_mem(ivmd_t *d, ivmd_job_t *job, ivmd_obj_t *obj, i
     return IVM_SUCCESS;
 }
 
-ivmd_obj_t *ivmd_copies_xfer_obj(ivmd_t *d, const ivm_peer_xfer_t *x)
+ivmd_obj_t *ivmd_copies_xfer_obj(ivmd_data_t *dp, const ivm_peer_xfer_t *x)
 {
-    ivmd_job_t *job = ivmd_job_find(&d->reg, x->job);
+    ivmd_job_t *job = ivmd_job_find(dp->reg, x->job);
     ivmd_obj_t *obj = job != NULL ? ivmd_obj_find_id(job, x->obj) : NULL;
 
     if (obj == NULL || obj->fd < 0 || x->off > obj->size || x->len > obj->size - x->off) {

@@ -20,10 +20,10 @@ void ivmd_numa_place(int fd, uint64_t size, int numa);
 /* Make sure a mirror has its memory, its pages on NUMA node numa (-1: any;
  * the limits of its job and node apply; on failure it has none, and detail
  * says why). */
-ivmError_t ivmd_copies_mirror_mem(ivmd_t *d, ivmd_job_t *job, ivmd_obj_t *obj, int numa,
+ivmError_t ivmd_copies_mirror_mem(ivmd_data_t *dp, ivmd_job_t *job, ivmd_obj_t *obj, int numa,
                                   char *detail, size_t detail_len);
 /* The copy a transfer message names, with its memory and range checked;
  * NULL if there is none. */
-ivmd_obj_t *ivmd_copies_xfer_obj(ivmd_t *d, const ivm_peer_xfer_t *x);
+ivmd_obj_t *ivmd_copies_xfer_obj(ivmd_data_t *dp, const ivm_peer_xfer_t *x);
 
 #endif /* IVMD_DATA_COPIES_H */

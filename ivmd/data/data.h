@@ -6,7 +6,10 @@
  * master, which records the mirror for the group calls. Every request that
  * waits on a peer is an operation (data/op.h) answered when its last DATA or
  * ACK arrives; a lost peer fails the operations that wait on it.
- * State: the operations in flight, by id (ivmd_data_t, hung off ivmd_t).
+ * State: ivmd_data_t (hung off the daemon's context): the operations in
+ * flight by id, the transport, the copy target, and the lower layers' state
+ * it works with, given at init. The daemon itself is opaque here: it is only
+ * passed on to the lower layers' functions and to callbacks.
  */
 #ifndef IVMD_DATA_DATA_H
 #define IVMD_DATA_DATA_H
@@ -14,8 +17,16 @@
 #include <stdint.h>
 
 #include "ctl/job.h"
+#include "ctl/quota.h"
 #include "proto.h"
 #include "status.h"
+#include "transport/link.h"
+
+/* Results of the PE-facing calls besides an ivmError_t (as in ivmd.h). */
+#ifndef IVMD_DEFERRED
+#define IVMD_DEFERRED 1 /* the reply comes later */
+#define IVMD_LOCAL    2 /* the object is here, answer as usual */
+#endif
 
 typedef struct ivmd ivmd_t;
 typedef struct ivmd_conn ivmd_conn_t;
@@ -25,65 +36,84 @@ struct ivmd_op;
 struct ivmd_transport_ops;
 struct ivmd_target_ops;
 
-/* A sync made for another module (the GPU's) ends with status. */
-typedef void (*ivmd_data_done_t)(ivmd_t *d, void *arg, int status);
+/* A sync made for another module (the GPU's) ends with status; arg and tag
+ * are the caller's. */
+typedef void (*ivmd_data_done_t)(void *arg, uint64_t tag, int status);
+
+/* What the service layer answers for the data plane (the PE protocol). */
+typedef struct ivmd_data_ops {
+    /* Bytes of the reply to a PE request of this type (a status-only reply
+     * has its type's full size). */
+    uint32_t (*reply_size)(uint16_t type);
+    /* Answer a MAP or MALLOC with [off, off+size) of obj's copy here. */
+    void (*reply_map)(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq, ivmd_obj_t *obj,
+                      uint64_t off, uint64_t size);
+} ivmd_data_ops_t;
 
 typedef struct ivmd_data {
+    ivmd_t                          *d;         /* the daemon, for callbacks (opaque) */
+    ivmd_registry_t                 *reg;       /* the jobs and their objects */
+    ivmd_link_t                     *link;      /* the peers, by node index */
+    ivmd_quota_t                    *quota;     /* mirrors' memory */
+    const ivmd_data_ops_t           *svc;
+    uint64_t                         tx_bytes, rx_bytes; /* object bytes sent to / got from peers */
     struct ivmd_op                  *ops;       /* operations in flight, by id (uthash) */
     uint64_t                         next_op;   /* the last id given */
     const struct ivmd_transport_ops *transport; /* NULL: TCP (data/transport.h) */
     void                            *transport_state;
     const struct ivmd_target_ops    *target;    /* copies beside the node copy, or NULL */
+    void                            *target_ctx;
 } ivmd_data_t;
 
-/* The peer messages of the data plane, from node; IVM_ERROR_PROTOCOL: the
- * message is malformed (the caller drops the link). */
-
+void ivmd_data_init(ivmd_data_t *dp, ivmd_t *d, ivmd_registry_t *reg, ivmd_link_t *link,
+                    ivmd_quota_t *quota, const ivmd_data_ops_t *svc);
 /* 1 if operations wait for a peer (the loop polls while they do). */
-int ivmd_data_busy(const ivmd_t *d);
+int ivmd_data_busy(const ivmd_data_t *dp);
 /* Teardown: drop the operations in flight and the transfers waiting to send. */
-void ivmd_data_close_all(ivmd_t *d);
+void ivmd_data_close_all(ivmd_data_t *dp);
 /* A connection closed: its operations answer nobody. */
-void ivmd_data_conn_gone(ivmd_t *d, ivmd_conn_t *c);
-/* A peer was lost: the operations waiting on it fail (IVM_ERROR_DAEMON_LOST). */
-void ivmd_data_peer_lost(ivmd_t *d, ivmd_peer_t *p);
+void ivmd_data_conn_gone(ivmd_data_t *dp, ivmd_conn_t *c);
+/* Node `node` was lost: the operations waiting on it fail (IVM_ERROR_DAEMON_LOST). */
+void ivmd_data_peer_lost(ivmd_data_t *dp, int node);
 
 /* Objects (data/objects.c). The PE-facing calls return IVM_SUCCESS,
  * IVMD_DEFERRED (the reply comes later), IVMD_LOCAL (map: the copy here
  * serves, answer as usual) or an ivmError_t. */
 /* Node daemon: a master made here is registered at the root daemon. */
-int ivmd_data_register(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ivmd_obj_t *obj);
+int ivmd_data_register(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ivmd_obj_t *obj);
 /* Node daemon: a master made here was freed; the root daemon drops the name. */
-void ivmd_data_unregister(ivmd_t *d, ivmd_job_t *job, ivmd_obj_t *obj);
+void ivmd_data_unregister(ivmd_data_t *dp, ivmd_job_t *job, ivmd_obj_t *obj);
 /* Node daemon: the master's daemon is unknown here; ask the root daemon. */
-int ivmd_data_lookup(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+int ivmd_data_lookup(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                      const ivm_msg_map_req_t *req);
 /* MAP of obj on this node: the master or a mirror holding the range
  * (IVMD_LOCAL), or a mirror whose missing regions are fetched first. */
-int ivmd_data_map(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+int ivmd_data_map(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                   const ivm_msg_map_req_t *req, ivmd_obj_t *obj);
-ivmError_t ivmd_data_on_obj(ivmd_t *d, int node, const ivm_msg_hdr_t *hdr,
+ivmError_t ivmd_data_on_obj(ivmd_data_t *dp, int node, const ivm_msg_hdr_t *hdr,
                             const void *payload);
-ivmError_t ivmd_data_on_obj_rep(ivmd_t *d, int node, const ivm_msg_hdr_t *hdr,
+ivmError_t ivmd_data_on_obj_rep(ivmd_data_t *dp, int node, const ivm_msg_hdr_t *hdr,
                             const void *payload);
 
-/* Transfers (data/xfer.c). */
+/* Transfers (data/xfer.c). The peer messages of the data plane come from
+ * node; IVM_ERROR_PROTOCOL: the message is malformed (the caller drops the
+ * link). */
 /* SYNC request of a PE on this node. */
-int ivmd_data_sync(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ivmd_obj_t *obj,
+int ivmd_data_sync(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ivmd_obj_t *obj,
                    const ivm_msg_sync_req_t *req);
 /* The sync of the node copy for a PE (c, hdr), or for another module
- * (c == NULL, done != NULL: done(d, arg, status) is called once if it returns
- * IVMD_DEFERRED). */
-int ivmd_data_sync_op(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, uint32_t job,
+ * (c == NULL, done != NULL: done(arg, tag, status) is called once if it
+ * returns IVMD_DEFERRED). */
+int ivmd_data_sync_op(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, uint32_t job,
                       ivmd_obj_t *obj, uint32_t op, uint64_t off, uint64_t len,
-                      ivmd_data_done_t done, void *arg);
-ivmError_t ivmd_data_on_read(ivmd_t *d, int node, const ivm_msg_hdr_t *hdr,
+                      ivmd_data_done_t done, void *arg, uint64_t tag);
+ivmError_t ivmd_data_on_read(ivmd_data_t *dp, int node, const ivm_msg_hdr_t *hdr,
                             const void *payload);
-ivmError_t ivmd_data_on_data(ivmd_t *d, int node, const ivm_msg_hdr_t *hdr,
+ivmError_t ivmd_data_on_data(ivmd_data_t *dp, int node, const ivm_msg_hdr_t *hdr,
                             const void *payload);
-ivmError_t ivmd_data_on_ack(ivmd_t *d, int node, const ivm_msg_hdr_t *hdr,
+ivmError_t ivmd_data_on_ack(ivmd_data_t *dp, int node, const ivm_msg_hdr_t *hdr,
                             const void *payload);
-ivmError_t ivmd_data_on_group(ivmd_t *d, int node, const ivm_msg_hdr_t *hdr,
+ivmError_t ivmd_data_on_group(ivmd_data_t *dp, int node, const ivm_msg_hdr_t *hdr,
                             const void *payload);
 
 #endif /* IVMD_DATA_DATA_H */

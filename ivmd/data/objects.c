@@ -5,38 +5,37 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ctl/remote.h"
 #include "data/copies.h"
 #include "data/op.h"
 #include "data/transport.h"
 #include "data/xfer.h"
-#include "ivmd.h"
 #include "log.h"
 
 #define IVMD_MAP_GAPS 16 /* regions a map fetches at most at once */
 
-static int ivmd_objects_map_op(ivmd_t *d, ivmd_op_t *op, ivmd_obj_t *obj);
+static int ivmd_objects_map_op(ivmd_data_t *dp, ivmd_op_t *op, ivmd_obj_t *obj);
 
 /* ------------------------------------------------------------ registration */
 
 /* Send an object message to the job's root daemon for op (NULL: none). */
-static ivmError_t ivmd_objects_ask_root(ivmd_t *d, ivmd_job_t *job, uint16_t type,
+static ivmError_t ivmd_objects_ask_root(ivmd_data_t *dp, ivmd_job_t *job, uint16_t type,
                                         ivm_peer_obj_t *m, ivmd_op_t *op)
 {
-    ivmd_job_data_t *jd = job->data;
-    int root = jd->root_peer != NULL ? (int)(jd->root_peer - d->link.peers) : -1;
+    int root = ivmd_remote_root_node(dp->d, job->id);
 
     if (op != NULL) {
         m->op = op->id;
         ivmd_op_wait_on(op, root);
     }
     m->job = job->id;
-    return ivmd_data_transport(d)->send_msg(d, root, type, m, sizeof(*m), NULL, 0);
+    return ivmd_data_transport(dp)->send_msg(dp, root, type, m, sizeof(*m), NULL, 0);
 }
 
-int ivmd_data_register(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ivmd_obj_t *obj)
+int ivmd_data_register(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ivmd_obj_t *obj)
 {
     ivm_peer_obj_t m;
-    ivmd_op_t *op = ivmd_op_new(d, IVMD_OP_MALLOC, c, hdr);
+    ivmd_op_t *op = ivmd_op_new(dp, IVMD_OP_MALLOC, c, hdr);
 
     if (op == NULL) {
         return IVM_ERROR_NO_MEMORY;
@@ -47,28 +46,28 @@ int ivmd_data_register(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ivmd
     m.master_id = obj->id;
     m.size      = obj->size;
     ivm_proto_strset(m.name, sizeof(m.name), obj->name);
-    if (ivmd_objects_ask_root(d, c->job, IVM_PEER_OBJ_REG, &m, op) != IVM_SUCCESS) {
-        ivmd_op_free(d, op);
+    if (ivmd_objects_ask_root(dp, c->job, IVM_PEER_OBJ_REG, &m, op) != IVM_SUCCESS) {
+        ivmd_op_free(dp, op);
         return IVM_ERROR_DAEMON_LOST;
     }
     return IVMD_DEFERRED;
 }
 
-void ivmd_data_unregister(ivmd_t *d, ivmd_job_t *job, ivmd_obj_t *obj)
+void ivmd_data_unregister(ivmd_data_t *dp, ivmd_job_t *job, ivmd_obj_t *obj)
 {
     ivm_peer_obj_t m;
 
     memset(&m, 0, sizeof(m));
     m.master_id = obj->id;
     ivm_proto_strset(m.name, sizeof(m.name), obj->name);
-    ivmd_objects_ask_root(d, job, IVM_PEER_OBJ_REG, &m, NULL);
+    ivmd_objects_ask_root(dp, job, IVM_PEER_OBJ_REG, &m, NULL);
 }
 
-int ivmd_data_lookup(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+int ivmd_data_lookup(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                      const ivm_msg_map_req_t *req)
 {
     ivm_peer_obj_t m;
-    ivmd_op_t *op = ivmd_op_new(d, IVMD_OP_LOOKUP, c, hdr);
+    ivmd_op_t *op = ivmd_op_new(dp, IVMD_OP_LOOKUP, c, hdr);
 
     if (op == NULL) {
         return IVM_ERROR_NO_MEMORY;
@@ -76,28 +75,28 @@ int ivmd_data_lookup(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     op->map = *req;
     memset(&m, 0, sizeof(m));
     memcpy(m.name, req->name, sizeof(m.name));
-    if (ivmd_objects_ask_root(d, c->job, IVM_PEER_OBJ_LOOKUP, &m, op) != IVM_SUCCESS) {
-        ivmd_op_free(d, op);
+    if (ivmd_objects_ask_root(dp, c->job, IVM_PEER_OBJ_LOOKUP, &m, op) != IVM_SUCCESS) {
+        ivmd_op_free(dp, op);
         return IVM_ERROR_DAEMON_LOST;
     }
     return IVMD_DEFERRED;
 }
 
 /* Root daemon: OBJ_REG of a master on node `node` (size 0: it was freed). */
-static void ivmd_objects_on_reg(ivmd_t *d, ivmd_job_t *job, int node, const ivm_peer_obj_t *m,
+static void ivmd_objects_on_reg(ivmd_data_t *dp, ivmd_job_t *job, int node, const ivm_peer_obj_t *m,
                                 ivm_peer_obj_t *rep)
 {
     ivmd_obj_t *obj = ivmd_obj_find_name(job, m->name);
 
     if (m->size == 0) {
         if (obj != NULL && obj->master_node == node && obj->master_id == m->master_id) {
-            ivmd_obj_free_name(&d->reg, job, obj);
+            ivmd_obj_free_name(dp->reg, job, obj);
         }
         return;
     }
     if (obj != NULL) {
         rep->status = IVM_ERROR_EXISTS;
-    } else if (ivmd_obj_create(&d->reg, job, NULL, m->name, m->size, -1, &obj) == IVM_SUCCESS) {
+    } else if (ivmd_obj_create(dp->reg, job, NULL, m->name, m->size, -1, &obj) == IVM_SUCCESS) {
         obj->owner_pe    = m->status;
         obj->master_node = node;
         obj->master_id   = m->master_id;
@@ -107,7 +106,7 @@ static void ivmd_objects_on_reg(ivmd_t *d, ivmd_job_t *job, int node, const ivm_
 }
 
 /* Root daemon: where the master of a name is. */
-static void ivmd_objects_on_lookup(ivmd_t *d, ivmd_job_t *job, const ivm_peer_obj_t *m,
+static void ivmd_objects_on_lookup(ivmd_data_t *dp, ivmd_job_t *job, const ivm_peer_obj_t *m,
                                    ivm_peer_obj_t *rep)
 {
     ivmd_obj_t *obj = ivmd_obj_find_name(job, m->name);
@@ -117,17 +116,17 @@ static void ivmd_objects_on_lookup(ivmd_t *d, ivmd_job_t *job, const ivm_peer_ob
         return;
     }
     rep->size        = obj->size;
-    rep->master_node = obj->master_node < 0 ? (uint32_t)ivmd_remote_self(d)
+    rep->master_node = obj->master_node < 0 ? (uint32_t)ivmd_remote_self(dp->d)
                                             : (uint32_t)obj->master_node;
     rep->master_id   = obj->master_node < 0 ? obj->id : obj->master_id;
 }
 
-ivmError_t ivmd_data_on_obj(ivmd_t *d, int node, const ivm_msg_hdr_t *hdr,
+ivmError_t ivmd_data_on_obj(ivmd_data_t *dp, int node, const ivm_msg_hdr_t *hdr,
                             const void *payload)
 {
     const ivm_peer_obj_t *m = payload;
     ivm_peer_obj_t rep;
-    ivmd_job_t *job = ivmd_job_find(&d->reg, m->job);
+    ivmd_job_t *job = ivmd_job_find(dp->reg, m->job);
 
     if (!ivm_proto_strok(m->name, sizeof(m->name))) {
         return IVM_ERROR_PROTOCOL;
@@ -138,39 +137,39 @@ ivmError_t ivmd_data_on_obj(ivmd_t *d, int node, const ivm_msg_hdr_t *hdr,
     if (job == NULL || ivmd_remote_is_proxy(job) || job->ending) {
         rep.status = IVM_ERROR_NOT_FOUND;
     } else if (hdr->type == IVM_PEER_OBJ_REG) {
-        ivmd_objects_on_reg(d, job, node, m, &rep);
+        ivmd_objects_on_reg(dp, job, node, m, &rep);
         if (m->size == 0) {
             return IVM_SUCCESS; /* an unregistration has no reply */
         }
     } else {
-        ivmd_objects_on_lookup(d, job, m, &rep);
+        ivmd_objects_on_lookup(dp, job, m, &rep);
     }
-    ivmd_data_transport(d)->send_msg(d, node, IVM_PEER_OBJ_REP, &rep, sizeof(rep), NULL, 0);
+    ivmd_data_transport(dp)->send_msg(dp, node, IVM_PEER_OBJ_REP, &rep, sizeof(rep), NULL, 0);
     return IVM_SUCCESS;
 }
 
 /* Node daemon: the root daemon registered (or refused) our master. */
-static void ivmd_objects_registered(ivmd_t *d, ivmd_op_t *op, ivmd_job_t *job,
+static void ivmd_objects_registered(ivmd_data_t *dp, ivmd_op_t *op, ivmd_job_t *job,
                                     const ivm_peer_obj_t *m)
 {
     ivmd_obj_t *obj = job != NULL ? ivmd_obj_find_id(job, op->obj) : NULL;
 
     if (m->status == IVM_SUCCESS && obj != NULL && op->conn != NULL) {
-        ivmd_reply_map(d, op->conn, op->type, op->seq, obj, 0, obj->size);
+        dp->svc->reply_map(dp->d, op->conn, op->type, op->seq, obj, 0, obj->size);
     } else {
         if (obj != NULL) {
-            ivmd_obj_free_name(&d->reg, job, obj);
+            ivmd_obj_free_name(dp->reg, job, obj);
         }
-        ivmd_op_answer(d, op, m->status != IVM_SUCCESS ? m->status : IVM_ERROR_NOT_FOUND,
+        ivmd_op_answer(dp, op, m->status != IVM_SUCCESS ? m->status : IVM_ERROR_NOT_FOUND,
                        m->status == IVM_ERROR_EXISTS
                            ? "an object of that name already exists in the job"
                            : "the object could not be registered");
     }
-    ivmd_op_free(d, op);
+    ivmd_op_free(dp, op);
 }
 
 /* Node daemon: the root daemon said where the master is: map a mirror. */
-static void ivmd_objects_found(ivmd_t *d, ivmd_op_t *op, ivmd_job_t *job,
+static void ivmd_objects_found(ivmd_data_t *dp, ivmd_op_t *op, ivmd_job_t *job,
                                const ivm_peer_obj_t *m)
 {
     ivmd_obj_t *obj;
@@ -179,32 +178,32 @@ static void ivmd_objects_found(ivmd_t *d, ivmd_op_t *op, ivmd_job_t *job,
         char detail[IVM_MSG_DETAIL_MAX];
         snprintf(detail, sizeof(detail), "no object named '%.200s' in job %u", op->map.name,
                  op->job);
-        ivmd_op_answer(d, op, m->status != IVM_SUCCESS ? m->status : IVM_ERROR_NOT_FOUND,
+        ivmd_op_answer(dp, op, m->status != IVM_SUCCESS ? m->status : IVM_ERROR_NOT_FOUND,
                        detail);
-        ivmd_op_free(d, op);
+        ivmd_op_free(dp, op);
         return;
     }
     obj = ivmd_obj_find_name(job, op->map.name);
     if (obj == NULL) {
-        if (ivmd_obj_create(&d->reg, job, NULL, op->map.name, m->size, -1, &obj) !=
+        if (ivmd_obj_create(dp->reg, job, NULL, op->map.name, m->size, -1, &obj) !=
             IVM_SUCCESS) {
-            ivmd_op_answer(d, op, IVM_ERROR_NO_MEMORY, "out of memory");
-            ivmd_op_free(d, op);
+            ivmd_op_answer(dp, op, IVM_ERROR_NO_MEMORY, "out of memory");
+            ivmd_op_free(dp, op);
             return;
         }
         obj->master_node = (int)m->master_node;
         obj->master_id   = m->master_id;
     }
-    if (ivmd_objects_map_op(d, op, obj) != IVMD_DEFERRED) {
-        ivmd_op_free(d, op);
+    if (ivmd_objects_map_op(dp, op, obj) != IVMD_DEFERRED) {
+        ivmd_op_free(dp, op);
     }
 }
 
-ivmError_t ivmd_data_on_obj_rep(ivmd_t *d, int node, const ivm_msg_hdr_t *hdr,
+ivmError_t ivmd_data_on_obj_rep(ivmd_data_t *dp, int node, const ivm_msg_hdr_t *hdr,
                                 const void *payload)
 {
     const ivm_peer_obj_t *m = payload;
-    ivmd_op_t *op = ivmd_op_find(d, m->op);
+    ivmd_op_t *op = ivmd_op_find(dp, m->op);
     ivmd_job_t *job;
 
     (void)node;
@@ -212,11 +211,11 @@ ivmError_t ivmd_data_on_obj_rep(ivmd_t *d, int node, const ivm_msg_hdr_t *hdr,
     if (op == NULL || (op->kind != IVMD_OP_MALLOC && op->kind != IVMD_OP_LOOKUP)) {
         return IVM_SUCCESS;
     }
-    job = ivmd_job_find(&d->reg, op->job);
+    job = ivmd_job_find(dp->reg, op->job);
     if (op->kind == IVMD_OP_MALLOC) {
-        ivmd_objects_registered(d, op, job, m);
+        ivmd_objects_registered(dp, op, job, m);
     } else {
-        ivmd_objects_found(d, op, job, m);
+        ivmd_objects_found(dp, op, job, m);
     }
     return IVM_SUCCESS;
 }
@@ -237,7 +236,7 @@ static uint64_t ivmd_objects_map_size(const ivmd_obj_t *obj, const ivm_msg_map_r
 /* What a map of [req->offset, +size) of obj needs: IVMD_LOCAL (the copy here
  * holds it), IVMD_DEFERRED (the regions in gaps are to be fetched), or an
  * error (why says it) when a mirror gets no memory. */
-static int ivmd_objects_map_need(ivmd_t *d, ivmd_job_t *job, int numa,
+static int ivmd_objects_map_need(ivmd_data_t *dp, ivmd_job_t *job, int numa,
                                  const ivm_msg_map_req_t *req, uint64_t size, ivmd_obj_t *obj,
                                  ivmd_range_t *gaps, int *ngaps_p, char *why, size_t why_len)
 {
@@ -251,7 +250,7 @@ static int ivmd_objects_map_need(ivmd_t *d, ivmd_job_t *job, int numa,
             snprintf(why, why_len, "the job ended");
             return IVM_ERROR_NOT_FOUND;
         }
-        status = ivmd_copies_mirror_mem(d, job, obj, numa, why, why_len);
+        status = ivmd_copies_mirror_mem(dp, job, obj, numa, why, why_len);
         if (status != IVM_SUCCESS) {
             return status;
         }
@@ -263,7 +262,7 @@ static int ivmd_objects_map_need(ivmd_t *d, ivmd_job_t *job, int numa,
 
 /* Fetch a mirror's gaps for op's map: IVMD_DEFERRED (op answers when they
  * arrive, or when the fill of obj in flight ended). */
-static int ivmd_objects_fill(ivmd_t *d, ivmd_op_t *op, ivmd_obj_t *obj, uint64_t size,
+static int ivmd_objects_fill(ivmd_data_t *dp, ivmd_op_t *op, ivmd_obj_t *obj, uint64_t size,
                              const ivmd_range_t *gaps, int ngaps)
 {
     int i;
@@ -280,13 +279,13 @@ static int ivmd_objects_fill(ivmd_t *d, ivmd_op_t *op, ivmd_obj_t *obj, uint64_t
     op->off  = op->map.offset;
     op->len  = size;
     for (i = 0; i < ngaps; ++i) {
-        if (ivmd_xfer_read(d, op, obj->master_node, obj->master_id, obj->id, gaps[i].off,
+        if (ivmd_xfer_read(dp, op, obj->master_node, obj->master_id, obj->id, gaps[i].off,
                            gaps[i].len, IVM_XFER_HOLD) != IVM_SUCCESS) {
             /* Answered now if nothing is in flight, else when the lost peer's
              * operations are failed. */
             op->status = IVM_ERROR_DAEMON_LOST;
             if (op->pending == 0) {
-                ivmd_op_done(d, op);
+                ivmd_op_done(dp, op);
             }
             return IVMD_DEFERRED;
         }
@@ -294,7 +293,7 @@ static int ivmd_objects_fill(ivmd_t *d, ivmd_op_t *op, ivmd_obj_t *obj, uint64_t
     return IVMD_DEFERRED;
 }
 
-int ivmd_data_map(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+int ivmd_data_map(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                   const ivm_msg_map_req_t *req, ivmd_obj_t *obj)
 {
     ivmd_range_t gaps[IVMD_MAP_GAPS];
@@ -306,28 +305,28 @@ int ivmd_data_map(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     if (size == 0) {
         return IVM_ERROR_INVALID_VALUE;
     }
-    r = ivmd_objects_map_need(d, c->job, ivmd_numa_of_pe(c->job, c->pe), req, size, obj, gaps,
+    r = ivmd_objects_map_need(dp, c->job, ivmd_numa_of_pe(c->job, c->pe), req, size, obj, gaps,
                               &ngaps, why, sizeof(why));
     if (r == IVMD_LOCAL) {
         return r;
     }
     if (r != IVMD_DEFERRED) {
         ivm_msg_map_rep_t rep = {.status = r};
-        ivmd_conn_reply(d, c, hdr->type, hdr->seq, &rep, sizeof(rep), why, NULL, 0);
+        ivmd_conn_reply(dp->d, c, hdr->type, hdr->seq, &rep, sizeof(rep), why, NULL, 0);
         return IVMD_DEFERRED;
     }
-    op = ivmd_op_new(d, IVMD_OP_FILL, c, hdr);
+    op = ivmd_op_new(dp, IVMD_OP_FILL, c, hdr);
     if (op == NULL) {
         return IVM_ERROR_NO_MEMORY;
     }
     op->map = *req;
-    return ivmd_objects_fill(d, op, obj, size, gaps, ngaps);
+    return ivmd_objects_fill(dp, op, obj, size, gaps, ngaps);
 }
 
 /* The map of an existing operation (a LOOKUP answered, a FILL_WAIT whose
  * fill ended): answered through op. IVMD_DEFERRED if op lives on, else the
  * caller frees it. */
-static int ivmd_objects_map_op(ivmd_t *d, ivmd_op_t *op, ivmd_obj_t *obj)
+static int ivmd_objects_map_op(ivmd_data_t *dp, ivmd_op_t *op, ivmd_obj_t *obj)
 {
     ivmd_range_t gaps[IVMD_MAP_GAPS];
     char why[IVM_MSG_DETAIL_MAX];
@@ -337,26 +336,26 @@ static int ivmd_objects_map_op(ivmd_t *d, ivmd_op_t *op, ivmd_obj_t *obj)
     int ngaps = 0, r;
 
     if (size == 0) {
-        ivmd_op_answer(d, op, IVM_ERROR_INVALID_VALUE, "range outside the object");
+        ivmd_op_answer(dp, op, IVM_ERROR_INVALID_VALUE, "range outside the object");
         return IVM_ERROR_INVALID_VALUE;
     }
-    job = (c != NULL && c->job != NULL) ? c->job : ivmd_job_find(&d->reg, op->job);
-    r   = ivmd_objects_map_need(d, job, c != NULL ? ivmd_numa_of_pe(job, c->pe) : -1, &op->map,
+    job = (c != NULL && c->job != NULL) ? c->job : ivmd_job_find(dp->reg, op->job);
+    r   = ivmd_objects_map_need(dp, job, c != NULL ? ivmd_numa_of_pe(job, c->pe) : -1, &op->map,
                                 size, obj, gaps, &ngaps, why, sizeof(why));
     if (r == IVMD_LOCAL) {
-        ivmd_reply_map(d, op->conn, op->type, op->seq, obj, op->map.offset, size);
+        dp->svc->reply_map(dp->d, op->conn, op->type, op->seq, obj, op->map.offset, size);
         return IVM_SUCCESS;
     }
     if (r != IVMD_DEFERRED) {
-        ivmd_op_answer(d, op, r, why);
+        ivmd_op_answer(dp, op, r, why);
         return r;
     }
-    return ivmd_objects_fill(d, op, obj, size, gaps, ngaps);
+    return ivmd_objects_fill(dp, op, obj, size, gaps, ngaps);
 }
 
 /* A fill of obj ended: the maps that waited for it try again, until one of
  * them starts a fill of its own. */
-static void ivmd_objects_fill_ended(ivmd_t *d, ivmd_obj_t *obj, uint32_t job_id)
+static void ivmd_objects_fill_ended(ivmd_data_t *dp, ivmd_obj_t *obj, uint32_t job_id)
 {
     ivmd_op_t *op, *tmp;
 
@@ -364,12 +363,12 @@ static void ivmd_objects_fill_ended(ivmd_t *d, ivmd_obj_t *obj, uint32_t job_id)
         return;
     }
 again:
-    HASH_ITER(hh, d->data.ops, op, tmp) {
+    HASH_ITER(hh, dp->ops, op, tmp) {
         if (op->kind != IVMD_OP_FILL_WAIT || op->obj != obj->id || op->job != job_id) {
             continue;
         }
-        if (op->conn == NULL || ivmd_objects_map_op(d, op, obj) != IVMD_DEFERRED) {
-            ivmd_op_free(d, op);
+        if (op->conn == NULL || ivmd_objects_map_op(dp, op, obj) != IVMD_DEFERRED) {
+            ivmd_op_free(dp, op);
         }
         if (obj->fills > 0) {
             return;
@@ -379,17 +378,17 @@ again:
 }
 
 /* FILL: every region arrived (or the fill failed). */
-void ivmd_objects_fill_step(ivmd_t *d, ivmd_op_t *op)
+void ivmd_objects_fill_step(ivmd_data_t *dp, ivmd_op_t *op)
 {
-    ivmd_job_t *job = ivmd_job_find(&d->reg, op->job);
+    ivmd_job_t *job = ivmd_job_find(dp->reg, op->job);
     ivmd_obj_t *obj = job != NULL ? ivmd_obj_find_id(job, op->obj) : NULL;
 
     if (op->status == IVM_SUCCESS && obj != NULL && op->conn != NULL) {
-        ivmd_reply_map(d, op->conn, op->type, op->seq, obj, op->off, op->len);
+        dp->svc->reply_map(dp->d, op->conn, op->type, op->seq, obj, op->off, op->len);
     } else {
-        ivmd_op_answer(d, op, op->status ? op->status : IVM_ERROR_NOT_FOUND,
+        ivmd_op_answer(dp, op, op->status ? op->status : IVM_ERROR_NOT_FOUND,
                        "the mirror could not be filled from the master");
     }
-    ivmd_op_free(d, op);
-    ivmd_objects_fill_ended(d, obj, job != NULL ? job->id : 0);
+    ivmd_op_free(dp, op);
+    ivmd_objects_fill_ended(dp, obj, job != NULL ? job->id : 0);
 }

@@ -5,12 +5,11 @@
 #include "data/op.h"
 #include "data/target.h"
 #include "data/transport.h"
-#include "ivmd.h"
 
-typedef void (*ivmd_op_step_fn_t)(ivmd_t *d, ivmd_op_t *op);
+typedef void (*ivmd_op_step_fn_t)(ivmd_data_t *dp, ivmd_op_t *op);
 
-static void ivmd_op_fail_step(ivmd_t *d, ivmd_op_t *op);
-static void ivmd_op_wait_step(ivmd_t *d, ivmd_op_t *op);
+static void ivmd_op_fail_step(ivmd_data_t *dp, ivmd_op_t *op);
+static void ivmd_op_wait_step(ivmd_data_t *dp, ivmd_op_t *op);
 
 /* What each kind does once nothing is awaited any more. */
 static const ivmd_op_step_fn_t ivmd_op_steps[IVMD_OP_KINDS] = {
@@ -22,7 +21,7 @@ static const ivmd_op_step_fn_t ivmd_op_steps[IVMD_OP_KINDS] = {
     [IVMD_OP_GROUP]     = ivmd_xfer_group_step,
 };
 
-ivmd_op_t *ivmd_op_new(ivmd_t *d, ivmd_op_kind_t kind, ivmd_conn_t *c,
+ivmd_op_t *ivmd_op_new(ivmd_data_t *dp, ivmd_op_kind_t kind, ivmd_conn_t *c,
                        const ivm_msg_hdr_t *hdr)
 {
     ivmd_op_t *op = calloc(1, sizeof(*op));
@@ -30,7 +29,7 @@ ivmd_op_t *ivmd_op_new(ivmd_t *d, ivmd_op_kind_t kind, ivmd_conn_t *c,
     if (op == NULL) {
         return NULL;
     }
-    op->id   = ++d->data.next_op;
+    op->id   = ++dp->next_op;
     op->reply_node = -1;
     op->kind = kind;
     op->conn = c;
@@ -39,21 +38,21 @@ ivmd_op_t *ivmd_op_new(ivmd_t *d, ivmd_op_kind_t kind, ivmd_conn_t *c,
         op->type = hdr->type;
     }
     op->job = (c != NULL && c->job != NULL) ? c->job->id : 0;
-    HASH_ADD(hh, d->data.ops, id, sizeof(op->id), op);
+    HASH_ADD(hh, dp->ops, id, sizeof(op->id), op);
     return op;
 }
 
-ivmd_op_t *ivmd_op_find(ivmd_t *d, uint64_t id)
+ivmd_op_t *ivmd_op_find(ivmd_data_t *dp, uint64_t id)
 {
     ivmd_op_t *op;
 
-    HASH_FIND(hh, d->data.ops, &id, sizeof(id), op);
+    HASH_FIND(hh, dp->ops, &id, sizeof(id), op);
     return op;
 }
 
-void ivmd_op_free(ivmd_t *d, ivmd_op_t *op)
+void ivmd_op_free(ivmd_data_t *dp, ivmd_op_t *op)
 {
-    HASH_DEL(d->data.ops, op);
+    HASH_DEL(dp->ops, op);
     free(op);
 }
 
@@ -64,7 +63,7 @@ void ivmd_op_wait_on(ivmd_op_t *op, int node)
     }
 }
 
-void ivmd_op_answer(ivmd_t *d, ivmd_op_t *op, int status, const char *detail)
+void ivmd_op_answer(ivmd_data_t *dp, ivmd_op_t *op, int status, const char *detail)
 {
     /* The reply has its type's full size (a MAP reply is no bare status). */
     union {
@@ -77,58 +76,68 @@ void ivmd_op_answer(ivmd_t *d, ivmd_op_t *op, int status, const char *detail)
     if (op->done != NULL) {
         ivmd_data_done_t done = op->done;
         op->done = NULL;
-        done(d, op->done_arg, status);
+        done(op->done_arg, op->done_tag, status);
         return;
     }
     if (op->conn == NULL) {
         return;
     }
-    len = ivmd_reply_size(op->type);
+    len = dp->svc->reply_size(op->type);
     memset(&rep, 0, len);
     rep.status.status = status;
-    ivmd_conn_reply(d, op->conn, op->type, op->seq, &rep, len,
+    ivmd_conn_reply(dp->d, op->conn, op->type, op->seq, &rep, len,
                     status != IVM_SUCCESS ? detail : NULL, NULL, 0);
 }
 
-void ivmd_op_step(ivmd_t *d, ivmd_op_t *op, int status)
+void ivmd_op_step(ivmd_data_t *dp, ivmd_op_t *op, int status)
 {
     if (status != IVM_SUCCESS && op->status == IVM_SUCCESS) {
         op->status = status;
     }
     if (--op->pending <= 0) {
-        ivmd_op_done(d, op);
+        ivmd_op_done(dp, op);
     }
 }
 
-void ivmd_op_done(ivmd_t *d, ivmd_op_t *op)
+void ivmd_op_done(ivmd_data_t *dp, ivmd_op_t *op)
 {
-    ivmd_op_steps[op->kind](d, op);
+    ivmd_op_steps[op->kind](dp, op);
 }
 
-static void ivmd_op_fail_step(ivmd_t *d, ivmd_op_t *op)
+static void ivmd_op_fail_step(ivmd_data_t *dp, ivmd_op_t *op)
 {
-    ivmd_op_answer(d, op, op->status ? op->status : IVM_ERROR_DAEMON_LOST,
+    ivmd_op_answer(dp, op, op->status ? op->status : IVM_ERROR_DAEMON_LOST,
                    "a node of the cluster is unreachable");
-    ivmd_op_free(d, op);
+    ivmd_op_free(dp, op);
 }
 
-static void ivmd_op_wait_step(ivmd_t *d, ivmd_op_t *op)
+static void ivmd_op_wait_step(ivmd_data_t *dp, ivmd_op_t *op)
 {
-    ivmd_op_answer(d, op, op->status ? op->status : IVM_ERROR_DAEMON_LOST,
+    ivmd_op_answer(dp, op, op->status ? op->status : IVM_ERROR_DAEMON_LOST,
                    "the node holding the object's master is unreachable");
-    ivmd_op_free(d, op);
+    ivmd_op_free(dp, op);
 }
 
-int ivmd_data_busy(const ivmd_t *d)
+void ivmd_data_init(ivmd_data_t *dp, ivmd_t *d, ivmd_registry_t *reg, ivmd_link_t *link,
+                    ivmd_quota_t *quota, const ivmd_data_ops_t *svc)
 {
-    return d->data.ops != NULL;
+    dp->d     = d;
+    dp->reg   = reg;
+    dp->link  = link;
+    dp->quota = quota;
+    dp->svc   = svc;
 }
 
-void ivmd_data_conn_gone(ivmd_t *d, ivmd_conn_t *c)
+int ivmd_data_busy(const ivmd_data_t *dp)
+{
+    return dp->ops != NULL;
+}
+
+void ivmd_data_conn_gone(ivmd_data_t *dp, ivmd_conn_t *c)
 {
     ivmd_op_t *op, *tmp;
 
-    HASH_ITER(hh, d->data.ops, op, tmp) {
+    HASH_ITER(hh, dp->ops, op, tmp) {
         if (op->conn == c) {
             op->conn = NULL;
         }
@@ -137,21 +146,20 @@ void ivmd_data_conn_gone(ivmd_t *d, ivmd_conn_t *c)
 
 /* The operations waiting on a lost node fail. A step may free or add other
  * operations, so the walk starts over after each (a peer's loss is rare). */
-void ivmd_data_peer_lost(ivmd_t *d, ivmd_peer_t *p)
+void ivmd_data_peer_lost(ivmd_data_t *dp, int node)
 {
-    int node = (int)(p - d->link.peers);
     uint64_t bit = node < 64 ? 1ull << node : 0;
     ivmd_op_t *op, *tmp;
 
-    ivmd_data_transport(d)->drop(d, node);
+    ivmd_data_transport(dp)->drop(dp, node);
 again:
-    HASH_ITER(hh, d->data.ops, op, tmp) {
+    HASH_ITER(hh, dp->ops, op, tmp) {
         if (op->peers & bit) {
             op->peers     &= ~bit;
             op->status     = IVM_ERROR_DAEMON_LOST;
             op->pending    = 0;
             op->then_group = 0;
-            ivmd_op_done(d, op);
+            ivmd_op_done(dp, op);
             goto again;
         }
         if (op->reply_node == node) {
@@ -160,46 +168,47 @@ again:
     }
 }
 
-void ivmd_data_close_all(ivmd_t *d)
+void ivmd_data_close_all(ivmd_data_t *dp)
 {
     ivmd_op_t *op, *tmp;
 
-    HASH_ITER(hh, d->data.ops, op, tmp) {
-        ivmd_op_free(d, op);
+    HASH_ITER(hh, dp->ops, op, tmp) {
+        ivmd_op_free(dp, op);
     }
-    ivmd_data_transport(d)->drop(d, -1);
+    ivmd_data_transport(dp)->drop(dp, -1);
 }
 
-const ivmd_transport_ops_t *ivmd_data_transport(const ivmd_t *d)
+const ivmd_transport_ops_t *ivmd_data_transport(const ivmd_data_t *dp)
 {
-    return d->data.transport != NULL ? d->data.transport : &ivmd_tcp_transport_ops;
+    return dp->transport != NULL ? dp->transport : &ivmd_tcp_transport_ops;
 }
 
-void ivmd_data_set_target(ivmd_t *d, const ivmd_target_ops_t *ops)
+void ivmd_data_set_target(ivmd_data_t *dp, const ivmd_target_ops_t *ops, void *ctx)
 {
-    d->data.target = ops;
+    dp->target     = ops;
+    dp->target_ctx = ctx;
 }
 
-int ivmd_target_has_copies(const ivmd_t *d, uint32_t job, uint64_t obj, uint64_t off,
+int ivmd_target_has_copies(const ivmd_data_t *dp, uint32_t job, uint64_t obj, uint64_t off,
                            uint64_t len)
 {
-    const ivmd_target_ops_t *t = d->data.target;
+    const ivmd_target_ops_t *t = dp->target;
 
-    return t != NULL && t->has_copies(d, job, obj, off, len);
+    return t != NULL && t->has_copies(dp->target_ctx, job, obj, off, len);
 }
 
-int ivmd_target_refresh(ivmd_t *d, uint32_t job, uint64_t obj, uint64_t off, uint64_t len,
+int ivmd_target_refresh(ivmd_data_t *dp, uint32_t job, uint64_t obj, uint64_t off, uint64_t len,
                         int pull, int fence, ivmd_target_done_t done, void *arg)
 {
-    const ivmd_target_ops_t *t = d->data.target;
+    const ivmd_target_ops_t *t = dp->target;
 
-    return t != NULL && t->refresh(d, job, obj, off, len, pull, fence, done, arg);
+    return t != NULL && t->refresh(dp->target_ctx, job, obj, off, len, pull, fence, done, arg);
 }
 
-int ivmd_target_filled(ivmd_t *d, uint32_t job, const ivmd_obj_t *obj, uint64_t off,
+int ivmd_target_filled(ivmd_data_t *dp, uint32_t job, const ivmd_obj_t *obj, uint64_t off,
                        uint64_t len, ivmd_target_done_t done, void *arg)
 {
-    const ivmd_target_ops_t *t = d->data.target;
+    const ivmd_target_ops_t *t = dp->target;
 
-    return t != NULL && t->filled(d, job, obj, off, len, done, arg);
+    return t != NULL && t->filled(dp->target_ctx, job, obj, off, len, done, arg);
 }

@@ -48,25 +48,26 @@ typedef struct ivmd_op {
     ivm_msg_map_req_t map;       /* LOOKUP/FILL: the request */
     ivmd_data_done_t  done;      /* SYNC/GROUP for another module: call it, answer nobody */
     void             *done_arg;
+    uint64_t          done_tag;
 } ivmd_op_t;
 
 /* A new operation answering hdr on c (both may be NULL). */
-ivmd_op_t *ivmd_op_new(ivmd_t *d, ivmd_op_kind_t kind, ivmd_conn_t *c,
+ivmd_op_t *ivmd_op_new(ivmd_data_t *dp, ivmd_op_kind_t kind, ivmd_conn_t *c,
                        const ivm_msg_hdr_t *hdr);
-ivmd_op_t *ivmd_op_find(ivmd_t *d, uint64_t id);
-void ivmd_op_free(ivmd_t *d, ivmd_op_t *op);
+ivmd_op_t *ivmd_op_find(ivmd_data_t *dp, uint64_t id);
+void ivmd_op_free(ivmd_data_t *dp, ivmd_op_t *op);
 /* The operation waits on node `node`: it fails if that peer is lost. */
 void ivmd_op_wait_on(ivmd_op_t *op, int node);
 /* Answer the PE request (or resume the GPU sync) with a plain status. */
-void ivmd_op_answer(ivmd_t *d, ivmd_op_t *op, int status, const char *detail);
+void ivmd_op_answer(ivmd_data_t *dp, ivmd_op_t *op, int status, const char *detail);
 /* One awaited reply arrived with status. */
-void ivmd_op_step(ivmd_t *d, ivmd_op_t *op, int status);
+void ivmd_op_step(ivmd_data_t *dp, ivmd_op_t *op, int status);
 /* Nothing is awaited any more: run the kind's step function. */
-void ivmd_op_done(ivmd_t *d, ivmd_op_t *op);
+void ivmd_op_done(ivmd_data_t *dp, ivmd_op_t *op);
 
 /* The step functions of the kinds (data/objects.c, data/xfer.c). */
-void ivmd_objects_fill_step(ivmd_t *d, ivmd_op_t *op);
-void ivmd_xfer_sync_step(ivmd_t *d, ivmd_op_t *op);
-void ivmd_xfer_group_step(ivmd_t *d, ivmd_op_t *op);
+void ivmd_objects_fill_step(ivmd_data_t *dp, ivmd_op_t *op);
+void ivmd_xfer_sync_step(ivmd_data_t *dp, ivmd_op_t *op);
+void ivmd_xfer_group_step(ivmd_data_t *dp, ivmd_op_t *op);
 
 #endif /* IVMD_DATA_OP_H */

@@ -8,7 +8,7 @@
  *  - before the node copy's bytes leave for a gather (refresh, pull) and
  *    after scattered bytes arrived (refresh, push);
  *  - to know whether it has copies of a range (has_copies).
- * A call that will finish later returns 1 and calls done(d, arg, status)
+ * A call that will finish later returns 1 and calls done(dp, arg, status)
  * once; one with nothing to do returns 0 and never calls done.
  */
 #ifndef IVMD_DATA_TARGET_H
@@ -22,26 +22,26 @@ typedef void (*ivmd_target_done_t)(ivmd_t *d, void *arg, int status);
 
 typedef struct ivmd_target_ops {
     const char *name;
-    int (*has_copies)(const ivmd_t *d, uint32_t job, uint64_t obj, uint64_t off,
+    int (*has_copies)(const void *ctx, uint32_t job, uint64_t obj, uint64_t off,
                       uint64_t len);
     /* pull: the copies' bytes of the range into the node copy; else the
      * node copy's into them. fence: also wait for earlier work on obj. */
-    int (*refresh)(ivmd_t *d, uint32_t job, uint64_t obj, uint64_t off, uint64_t len, int pull,
+    int (*refresh)(void *ctx, uint32_t job, uint64_t obj, uint64_t off, uint64_t len, int pull,
                    int fence, ivmd_target_done_t done, void *arg);
     /* A fill wrote [off, off+len) of obj (done may be NULL: not waited for). */
-    int (*filled)(ivmd_t *d, uint32_t job, const ivmd_obj_t *obj, uint64_t off, uint64_t len,
+    int (*filled)(void *ctx, uint32_t job, const ivmd_obj_t *obj, uint64_t off, uint64_t len,
                   ivmd_target_done_t done, void *arg);
 } ivmd_target_ops_t;
 
-/* Register the node's copy target (NULL: none). */
-void ivmd_data_set_target(ivmd_t *d, const ivmd_target_ops_t *ops);
+/* Register the node's copy target (NULL: none) with its context. */
+void ivmd_data_set_target(ivmd_data_t *dp, const ivmd_target_ops_t *ops, void *ctx);
 
 /* The data plane's calls of its target (0 without one). */
-int ivmd_target_has_copies(const ivmd_t *d, uint32_t job, uint64_t obj, uint64_t off,
+int ivmd_target_has_copies(const ivmd_data_t *dp, uint32_t job, uint64_t obj, uint64_t off,
                            uint64_t len);
-int ivmd_target_refresh(ivmd_t *d, uint32_t job, uint64_t obj, uint64_t off, uint64_t len,
+int ivmd_target_refresh(ivmd_data_t *dp, uint32_t job, uint64_t obj, uint64_t off, uint64_t len,
                         int pull, int fence, ivmd_target_done_t done, void *arg);
-int ivmd_target_filled(ivmd_t *d, uint32_t job, const ivmd_obj_t *obj, uint64_t off,
+int ivmd_target_filled(ivmd_data_t *dp, uint32_t job, const ivmd_obj_t *obj, uint64_t off,
                        uint64_t len, ivmd_target_done_t done, void *arg);
 
 #endif /* IVMD_DATA_TARGET_H */

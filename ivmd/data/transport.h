@@ -29,7 +29,7 @@ typedef struct ivmd_transport_ops {
     const char *name;
     /* A message of the peer protocol (fixed part a, tail b) to node:
      * IVM_ERROR_DAEMON_LOST if the node is not reachable. */
-    ivmError_t (*send_msg)(ivmd_t *d, int node, uint16_t type, const void *a, uint32_t alen,
+    ivmError_t (*send_msg)(ivmd_data_t *dp, int node, uint16_t type, const void *a, uint32_t alen,
                            const void *b, uint32_t blen);
     /* Write r into node's copy r->dst at r->off, after every earlier put to
      * node. The receiver's on_data sees the bytes land in pieces carrying
@@ -37,21 +37,21 @@ typedef struct ivmd_transport_ops {
      * a 0-byte range). Returns once the range is accepted: the transport
      * keeps at most window(node) bytes queued and sends the rest as the link
      * drains; IVM_ERROR_NO_MEMORY or IVM_ERROR_LIMIT if it cannot hold it. */
-    ivmError_t (*put)(ivmd_t *d, int node, const ivmd_xfer_range_t *r);
+    ivmError_t (*put)(ivmd_data_t *dp, int node, const ivmd_xfer_range_t *r);
     /* Push what waits for node as far as the link takes it now. */
-    void (*flush)(ivmd_t *d, int node);
+    void (*flush)(ivmd_data_t *dp, int node);
     /* Bytes the transport keeps queued for node before puts wait for the
      * link to drain. */
-    uint64_t (*window)(const ivmd_t *d, int node);
+    uint64_t (*window)(const ivmd_data_t *dp, int node);
     /* node lost (-1: every node, at teardown): drop what waits for it; the
      * operations waiting on it fail with the node. */
-    void (*drop)(ivmd_t *d, int node);
+    void (*drop)(ivmd_data_t *dp, int node);
 } ivmd_transport_ops_t;
 
 /* The TCP peer link (data/tcp.c). */
 extern const ivmd_transport_ops_t ivmd_tcp_transport_ops;
 
 /* The transport of this daemon's data plane. */
-const ivmd_transport_ops_t *ivmd_data_transport(const ivmd_t *d);
+const ivmd_transport_ops_t *ivmd_data_transport(const ivmd_data_t *dp);
 
 #endif /* IVMD_DATA_TRANSPORT_H */

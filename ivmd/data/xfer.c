@@ -19,10 +19,10 @@
 #include "data/target.h"
 #include "data/transport.h"
 #include "data/xfer.h"
-#include "ivmd.h"
 #include "log.h"
 
 typedef struct ivmd_xfer_later {
+    ivmd_data_t    *dp;
     ivm_peer_xfer_t x;     /* the message that asked */
     int             node;  /* the peer that sent it */
     uint64_t        op;    /* GROUP: the operation made for it */
@@ -31,7 +31,7 @@ typedef struct ivmd_xfer_later {
 } ivmd_xfer_later_t;
 
 /* A transfer message to node about op_id (ours or the peer's). */
-static ivmError_t ivmd_xfer_post(ivmd_t *d, int node, uint16_t type, uint64_t op_id,
+static ivmError_t ivmd_xfer_post(ivmd_data_t *dp, int node, uint16_t type, uint64_t op_id,
                                  uint32_t job, uint32_t flags, uint64_t obj, uint64_t dst,
                                  uint64_t off, uint64_t len)
 {
@@ -45,31 +45,31 @@ static ivmError_t ivmd_xfer_post(ivmd_t *d, int node, uint16_t type, uint64_t op
     x.dst   = dst;
     x.off   = off;
     x.len   = len;
-    return ivmd_data_transport(d)->send_msg(d, node, type, &x, sizeof(x), NULL, 0);
+    return ivmd_data_transport(dp)->send_msg(dp, node, type, &x, sizeof(x), NULL, 0);
 }
 
-static void ivmd_xfer_ack(ivmd_t *d, int node, uint64_t op_id, uint32_t job, int status)
+static void ivmd_xfer_ack(ivmd_data_t *dp, int node, uint64_t op_id, uint32_t job, int status)
 {
     ivm_peer_xfer_t ack = {.op = op_id, .job = job, .status = status};
 
-    ivmd_data_transport(d)->send_msg(d, node, IVM_PEER_ACK, &ack, sizeof(ack), NULL, 0);
+    ivmd_data_transport(dp)->send_msg(dp, node, IVM_PEER_ACK, &ack, sizeof(ack), NULL, 0);
 }
 
 /* Write [off, off+len) of our copy obj into node's copy dst, for op_id. */
-static ivmError_t ivmd_xfer_put(ivmd_t *d, int node, uint32_t job, uint64_t op_id,
+static ivmError_t ivmd_xfer_put(ivmd_data_t *dp, int node, uint32_t job, uint64_t op_id,
                                 uint32_t flags, const ivmd_obj_t *obj, uint64_t dst,
                                 uint64_t off, uint64_t len)
 {
     ivmd_xfer_range_t r = {.job = job, .op = op_id, .flags = flags, .fd = obj->fd,
                            .src = obj->id, .dst = dst, .off = off, .len = len};
 
-    return ivmd_data_transport(d)->put(d, node, &r);
+    return ivmd_data_transport(dp)->put(dp, node, &r);
 }
 
-ivmError_t ivmd_xfer_read(ivmd_t *d, ivmd_op_t *op, int node, uint64_t obj_there, uint64_t dst,
+ivmError_t ivmd_xfer_read(ivmd_data_t *dp, ivmd_op_t *op, int node, uint64_t obj_there, uint64_t dst,
                           uint64_t off, uint64_t len, uint32_t flags)
 {
-    if (ivmd_xfer_post(d, node, IVM_PEER_READ, op->id, op->job, flags, obj_there, dst, off,
+    if (ivmd_xfer_post(dp, node, IVM_PEER_READ, op->id, op->job, flags, obj_there, dst, off,
                        len) != IVM_SUCCESS) {
         return IVM_ERROR_DAEMON_LOST;
     }
@@ -79,10 +79,10 @@ ivmError_t ivmd_xfer_read(ivmd_t *d, ivmd_op_t *op, int node, uint64_t obj_there
 }
 
 /* Ask the master's node to scatter or gather (GROUP) for op. */
-static ivmError_t ivmd_xfer_group_ask(ivmd_t *d, ivmd_op_t *op, const ivmd_obj_t *obj,
+static ivmError_t ivmd_xfer_group_ask(ivmd_data_t *dp, ivmd_op_t *op, const ivmd_obj_t *obj,
                                       uint32_t flags)
 {
-    if (ivmd_xfer_post(d, obj->master_node, IVM_PEER_GROUP, op->id, op->job, flags,
+    if (ivmd_xfer_post(dp, obj->master_node, IVM_PEER_GROUP, op->id, op->job, flags,
                        obj->master_id, 0, op->off, op->len) != IVM_SUCCESS) {
         return IVM_ERROR_DAEMON_LOST;
     }
@@ -93,14 +93,14 @@ static ivmError_t ivmd_xfer_group_ask(ivmd_t *d, ivmd_op_t *op, const ivmd_obj_t
 
 /* Answer a READ with our copy's bytes; a range the transport cannot take
  * (no memory, no descriptor) fails the reader's operation at once. */
-static void ivmd_xfer_reply(ivmd_t *d, int node, const ivm_peer_xfer_t *x,
+static void ivmd_xfer_reply(ivmd_data_t *dp, int node, const ivm_peer_xfer_t *x,
                             const ivmd_obj_t *obj)
 {
-    ivmError_t status = ivmd_xfer_put(d, node, x->job, x->op, IVM_XFER_REPLY, obj, x->dst,
+    ivmError_t status = ivmd_xfer_put(dp, node, x->job, x->op, IVM_XFER_REPLY, obj, x->dst,
                                       x->off, x->len);
 
     if (status != IVM_SUCCESS && status != IVM_ERROR_DAEMON_LOST) {
-        ivmd_xfer_ack(d, node, x->op, x->job, status);
+        ivmd_xfer_ack(dp, node, x->op, x->job, status);
     }
 }
 
@@ -108,7 +108,7 @@ static void ivmd_xfer_reply(ivmd_t *d, int node, const ivm_peer_xfer_t *x,
 
 /* Master: scatter [off, off+len) to the mirrors (except node `skip`), or
  * gather it from them. Completes op when every mirror answered. */
-static void ivmd_xfer_group(ivmd_t *d, ivmd_op_t *op, ivmd_obj_t *obj, int gather, int skip)
+static void ivmd_xfer_group(ivmd_data_t *dp, ivmd_op_t *op, ivmd_obj_t *obj, int gather, int skip)
 {
     uint64_t end = op->off + op->len;
     uint32_t i;
@@ -124,9 +124,9 @@ static void ivmd_xfer_group(ivmd_t *d, ivmd_op_t *op, ivmd_obj_t *obj, int gathe
             continue;
         }
         if (gather) {
-            status = ivmd_xfer_read(d, op, h->node, h->obj, obj->id, lo, hi - lo, 0);
+            status = ivmd_xfer_read(dp, op, h->node, h->obj, obj->id, lo, hi - lo, 0);
         } else {
-            status = ivmd_xfer_put(d, h->node, op->job, op->id, 0, obj, h->obj, lo, hi - lo);
+            status = ivmd_xfer_put(dp, h->node, op->job, op->id, 0, obj, h->obj, lo, hi - lo);
             if (status == IVM_SUCCESS) {
                 ivmd_op_wait_on(op, h->node);
                 ++op->pending;
@@ -136,50 +136,50 @@ static void ivmd_xfer_group(ivmd_t *d, ivmd_op_t *op, ivmd_obj_t *obj, int gathe
             op->status = status;
         }
     }
-    ivmd_op_step(d, op, IVM_SUCCESS);
+    ivmd_op_step(dp, op, IVM_SUCCESS);
 }
 
 /* SYNC: the transfer ended; a PUT_GROUP goes on with the master's scatter. */
-void ivmd_xfer_sync_step(ivmd_t *d, ivmd_op_t *op)
+void ivmd_xfer_sync_step(ivmd_data_t *dp, ivmd_op_t *op)
 {
-    ivmd_job_t *job = ivmd_job_find(&d->reg, op->job);
+    ivmd_job_t *job = ivmd_job_find(dp->reg, op->job);
     ivmd_obj_t *obj = job != NULL ? ivmd_obj_find_id(job, op->obj) : NULL;
 
     if (op->phase == IVMD_OP_MOVE && op->then_group && op->status == IVM_SUCCESS &&
         obj != NULL) {
         op->phase = IVMD_OP_SCATTER;
-        if (ivmd_xfer_group_ask(d, op, obj, IVM_XFER_SCATTER) == IVM_SUCCESS) {
+        if (ivmd_xfer_group_ask(dp, op, obj, IVM_XFER_SCATTER) == IVM_SUCCESS) {
             return;
         }
         op->status = IVM_ERROR_DAEMON_LOST;
     }
-    ivmd_op_answer(d, op, op->status,
+    ivmd_op_answer(dp, op, op->status,
                    op->status == IVM_ERROR_DAEMON_LOST
                        ? "the node holding the object's master is unreachable"
                        : "the transfer failed");
-    ivmd_op_free(d, op);
+    ivmd_op_free(dp, op);
 }
 
 /* GROUP: every mirror answered: ACK the mirror that asked, or the PE. */
-void ivmd_xfer_group_step(ivmd_t *d, ivmd_op_t *op)
+void ivmd_xfer_group_step(ivmd_data_t *dp, ivmd_op_t *op)
 {
     if (op->reply_node >= 0) {
-        ivmd_xfer_ack(d, op->reply_node, op->reply_op, op->job, op->status);
+        ivmd_xfer_ack(dp, op->reply_node, op->reply_op, op->job, op->status);
     } else {
-        ivmd_op_answer(d, op, op->status, "a mirror's node is unreachable");
+        ivmd_op_answer(dp, op, op->status, "a mirror's node is unreachable");
     }
-    ivmd_op_free(d, op);
+    ivmd_op_free(dp, op);
 }
 
-int ivmd_data_sync(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ivmd_obj_t *obj,
+int ivmd_data_sync(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ivmd_obj_t *obj,
                    const ivm_msg_sync_req_t *req)
 {
-    return ivmd_data_sync_op(d, c, hdr, c->job->id, obj, req->op, req->offset, req->size, NULL,
-                             NULL);
+    return ivmd_data_sync_op(dp, c, hdr, c->job->id, obj, req->op, req->offset, req->size, NULL,
+                             NULL, 0);
 }
 
 /* A SYNC on a mirror: its first phase. */
-static ivmError_t ivmd_xfer_sync_start(ivmd_t *d, ivmd_op_t *op, ivmd_obj_t *obj,
+static ivmError_t ivmd_xfer_sync_start(ivmd_data_t *dp, ivmd_op_t *op, ivmd_obj_t *obj,
                                        uint32_t sync_op)
 {
     ivmError_t status;
@@ -188,7 +188,7 @@ static ivmError_t ivmd_xfer_sync_start(ivmd_t *d, ivmd_op_t *op, ivmd_obj_t *obj
     case IVM_SYNC_PUT:
     case IVM_SYNC_PUT_GROUP:
         op->then_group = (sync_op == IVM_SYNC_PUT_GROUP);
-        status = ivmd_xfer_put(d, obj->master_node, op->job, op->id, 0, obj, obj->master_id,
+        status = ivmd_xfer_put(dp, obj->master_node, op->job, op->id, 0, obj, obj->master_id,
                                op->off, op->len);
         if (status != IVM_SUCCESS) {
             return status;
@@ -197,16 +197,16 @@ static ivmError_t ivmd_xfer_sync_start(ivmd_t *d, ivmd_op_t *op, ivmd_obj_t *obj
         op->pending = 1;
         return IVM_SUCCESS;
     case IVM_SYNC_GET:
-        return ivmd_xfer_read(d, op, obj->master_node, obj->master_id, obj->id, op->off,
+        return ivmd_xfer_read(dp, op, obj->master_node, obj->master_id, obj->id, op->off,
                               op->len, 0);
     default: /* GET_GROUP: the master gathers from every mirror, this one too */
-        return ivmd_xfer_group_ask(d, op, obj, IVM_XFER_GATHER);
+        return ivmd_xfer_group_ask(dp, op, obj, IVM_XFER_GATHER);
     }
 }
 
-int ivmd_data_sync_op(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, uint32_t job,
+int ivmd_data_sync_op(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, uint32_t job,
                       ivmd_obj_t *obj, uint32_t sync_op, uint64_t off, uint64_t len,
-                      ivmd_data_done_t done, void *arg)
+                      ivmd_data_done_t done, void *arg, uint64_t tag)
 {
     int is_master = obj->master_node < 0;
     ivmError_t status;
@@ -218,23 +218,24 @@ int ivmd_data_sync_op(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, uint3
     if (is_master && obj->nholders == 0) {
         return IVM_SUCCESS; /* no mirror anywhere: nothing to scatter or gather */
     }
-    op = ivmd_op_new(d, is_master ? IVMD_OP_GROUP : IVMD_OP_SYNC, c, hdr);
+    op = ivmd_op_new(dp, is_master ? IVMD_OP_GROUP : IVMD_OP_SYNC, c, hdr);
     if (op == NULL) {
         return IVM_ERROR_NO_MEMORY;
     }
     op->job   = job;
     op->done     = done;
     op->done_arg = arg;
+    op->done_tag = tag;
     op->obj   = obj->id;
     op->off   = off;
     op->len   = len;
     if (is_master) {
-        ivmd_xfer_group(d, op, obj, sync_op == IVM_SYNC_GET_GROUP, -1);
+        ivmd_xfer_group(dp, op, obj, sync_op == IVM_SYNC_GET_GROUP, -1);
         return IVMD_DEFERRED;
     }
-    status = ivmd_xfer_sync_start(d, op, obj, sync_op);
+    status = ivmd_xfer_sync_start(dp, op, obj, sync_op);
     if (status != IVM_SUCCESS) {
-        ivmd_op_free(d, op);
+        ivmd_op_free(dp, op);
         return status;
     }
     return IVMD_DEFERRED;
@@ -242,11 +243,12 @@ int ivmd_data_sync_op(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, uint3
 
 /* ------------------------------------------------------------ later steps */
 
-static ivmd_xfer_later_t *ivmd_xfer_later(const ivm_peer_xfer_t *x, int node)
+static ivmd_xfer_later_t *ivmd_xfer_later(ivmd_data_t *dp, const ivm_peer_xfer_t *x, int node)
 {
     ivmd_xfer_later_t *l = calloc(1, sizeof(*l));
 
     if (l != NULL) {
+        l->dp   = dp;
         l->x    = *x;
         l->node = node;
     }
@@ -257,8 +259,9 @@ static ivmd_xfer_later_t *ivmd_xfer_later(const ivm_peer_xfer_t *x, int node)
 static void ivmd_xfer_later_ack(ivmd_t *d, void *arg, int status)
 {
     ivmd_xfer_later_t *l = arg;
+    ivmd_data_t *dp = l->dp;
 
-    ivmd_xfer_ack(d, l->node, l->x.op, l->x.job, status);
+    ivmd_xfer_ack(dp, l->node, l->x.op, l->x.job, status);
     free(l);
 }
 
@@ -268,11 +271,12 @@ static void ivmd_xfer_later_ack(ivmd_t *d, void *arg, int status)
 static void ivmd_xfer_later_fill(ivmd_t *d, void *arg, int status)
 {
     ivmd_xfer_later_t *l = arg;
-    ivmd_op_t *op = ivmd_op_find(d, l->x.op);
+    ivmd_data_t *dp = l->dp;
+    ivmd_op_t *op = ivmd_op_find(dp, l->x.op);
 
     free(l);
     if (op != NULL) {
-        ivmd_op_step(d, op, status == IVM_ERROR_DAEMON_LOST ? IVM_SUCCESS : status);
+        ivmd_op_step(dp, op, status == IVM_ERROR_DAEMON_LOST ? IVM_SUCCESS : status);
     }
 }
 
@@ -280,13 +284,14 @@ static void ivmd_xfer_later_fill(ivmd_t *d, void *arg, int status)
 static void ivmd_xfer_later_send(ivmd_t *d, void *arg, int status)
 {
     ivmd_xfer_later_t *l = arg;
-    ivmd_obj_t *obj = ivmd_copies_xfer_obj(d, &l->x);
+    ivmd_data_t *dp = l->dp;
+    ivmd_obj_t *obj = ivmd_copies_xfer_obj(dp, &l->x);
 
     if (obj == NULL || status != IVM_SUCCESS) {
-        ivmd_xfer_ack(d, l->node, l->x.op, l->x.job,
+        ivmd_xfer_ack(dp, l->node, l->x.op, l->x.job,
                       obj == NULL ? IVM_ERROR_NOT_FOUND : status);
     } else {
-        ivmd_xfer_reply(d, l->node, &l->x, obj);
+        ivmd_xfer_reply(dp, l->node, &l->x, obj);
     }
     free(l);
 }
@@ -295,16 +300,17 @@ static void ivmd_xfer_later_send(ivmd_t *d, void *arg, int status)
 static void ivmd_xfer_later_group(ivmd_t *d, void *arg, int status)
 {
     ivmd_xfer_later_t *l = arg;
-    ivmd_op_t *op = ivmd_op_find(d, l->op);
-    ivmd_obj_t *obj = ivmd_copies_xfer_obj(d, &l->x);
+    ivmd_data_t *dp = l->dp;
+    ivmd_op_t *op = ivmd_op_find(dp, l->op);
+    ivmd_obj_t *obj = ivmd_copies_xfer_obj(dp, &l->x);
 
     if (op != NULL) {
         if (obj == NULL || status != IVM_SUCCESS) {
             op->status  = obj == NULL ? IVM_ERROR_NOT_FOUND : status;
             op->pending = 0;
-            ivmd_op_done(d, op);
+            ivmd_op_done(dp, op);
         } else {
-            ivmd_xfer_group(d, op, obj, l->gather, l->skip);
+            ivmd_xfer_group(dp, op, obj, l->gather, l->skip);
         }
     }
     free(l);
@@ -312,37 +318,37 @@ static void ivmd_xfer_later_group(ivmd_t *d, void *arg, int status)
 
 /* ------------------------------------------------------------ peer messages */
 
-ivmError_t ivmd_data_on_read(ivmd_t *d, int node, const ivm_msg_hdr_t *hdr,
+ivmError_t ivmd_data_on_read(ivmd_data_t *dp, int node, const ivm_msg_hdr_t *hdr,
                              const void *payload)
 {
     const ivm_peer_xfer_t *x = payload;
-    ivmd_obj_t *obj = ivmd_copies_xfer_obj(d, x);
+    ivmd_obj_t *obj = ivmd_copies_xfer_obj(dp, x);
     ivmd_xfer_later_t *later;
 
     if (obj == NULL || hdr->length != sizeof(*x)) {
-        ivmd_xfer_ack(d, node, x->op, x->job, IVM_ERROR_NOT_FOUND);
+        ivmd_xfer_ack(dp, node, x->op, x->job, IVM_ERROR_NOT_FOUND);
         return IVM_SUCCESS;
     }
     if (x->flags & IVM_XFER_HOLD) {
         ivmd_obj_add_holder(obj, node, x->dst, x->off, x->len);
     } else if (obj->master_node >= 0 &&
-               ivmd_target_has_copies(d, x->job, obj->id, x->off, x->len) &&
-               (later = ivmd_xfer_later(x, node)) != NULL) {
+               ivmd_target_has_copies(dp, x->job, obj->id, x->off, x->len) &&
+               (later = ivmd_xfer_later(dp, x, node)) != NULL) {
         /* A gather from this mirror: its device copies first. */
-        if (ivmd_target_refresh(d, x->job, obj->id, x->off, x->len, 1, 0,
+        if (ivmd_target_refresh(dp, x->job, obj->id, x->off, x->len, 1, 0,
                                    ivmd_xfer_later_send, later)) {
             return IVM_SUCCESS;
         }
         free(later);
     }
-    ivmd_xfer_reply(d, node, x, obj);
+    ivmd_xfer_reply(dp, node, x, obj);
     return IVM_SUCCESS;
 }
 
 /* DATA answering one of our READs: a fill's chunk or a Get's. */
-static void ivmd_xfer_on_reply(ivmd_t *d, int node, const ivm_peer_xfer_t *x, ivmd_obj_t *obj)
+static void ivmd_xfer_on_reply(ivmd_data_t *dp, int node, const ivm_peer_xfer_t *x, ivmd_obj_t *obj)
 {
-    ivmd_op_t *op = ivmd_op_find(d, x->op);
+    ivmd_op_t *op = ivmd_op_find(dp, x->op);
     ivmd_xfer_later_t *later;
 
     if (op == NULL) {
@@ -353,9 +359,9 @@ static void ivmd_xfer_on_reply(ivmd_t *d, int node, const ivm_peer_xfer_t *x, iv
         /* Device copies of the object made before these bytes were here get
          * them too; the map is answered once they have. */
         if (!(x->flags & IVM_XFER_LAST)) {
-            ivmd_target_filled(d, x->job, obj, x->off, x->len, NULL, NULL);
-        } else if ((later = ivmd_xfer_later(x, node)) != NULL) {
-            if (ivmd_target_filled(d, x->job, obj, x->off, x->len, ivmd_xfer_later_fill, later)) {
+            ivmd_target_filled(dp, x->job, obj, x->off, x->len, NULL, NULL);
+        } else if ((later = ivmd_xfer_later(dp, x, node)) != NULL) {
+            if (ivmd_target_filled(dp, x->job, obj, x->off, x->len, ivmd_xfer_later_fill, later)) {
                 return;
             }
             free(later);
@@ -365,32 +371,32 @@ static void ivmd_xfer_on_reply(ivmd_t *d, int node, const ivm_peer_xfer_t *x, iv
         op->status = IVM_ERROR_INTERNAL;
     }
     if (x->flags & IVM_XFER_LAST) {
-        ivmd_op_step(d, op, IVM_SUCCESS);
+        ivmd_op_step(dp, op, IVM_SUCCESS);
     }
 }
 
 /* DATA put or scattered into our copy: ACK its last chunk, once this node's
  * device copies have the bytes. */
-static void ivmd_xfer_on_put(ivmd_t *d, int node, const ivm_peer_xfer_t *x, ivmd_obj_t *obj)
+static void ivmd_xfer_on_put(ivmd_data_t *dp, int node, const ivm_peer_xfer_t *x, ivmd_obj_t *obj)
 {
-    int devices = obj != NULL && obj->master_node >= 0 && d->data.target != NULL;
+    int devices = obj != NULL && obj->master_node >= 0 && dp->target != NULL;
     ivmd_xfer_later_t *later;
 
     if (devices && !(x->flags & IVM_XFER_LAST)) {
         /* A scatter into this mirror: refresh the device copies. */
-        ivmd_target_refresh(d, x->job, obj->id, x->off, x->len, 0, 0, NULL, NULL);
-    } else if (devices && (later = ivmd_xfer_later(x, node)) != NULL) {
+        ivmd_target_refresh(dp, x->job, obj->id, x->off, x->len, 0, 0, NULL, NULL);
+    } else if (devices && (later = ivmd_xfer_later(dp, x, node)) != NULL) {
         /* Its last chunk: ACK once the device copies have every chunk. */
-        if (!ivmd_target_refresh(d, x->job, obj->id, x->off, x->len, 0, 1,
+        if (!ivmd_target_refresh(dp, x->job, obj->id, x->off, x->len, 0, 1,
                                     ivmd_xfer_later_ack, later)) {
-            ivmd_xfer_later_ack(d, later, IVM_SUCCESS);
+            ivmd_xfer_later_ack(dp->d, later, IVM_SUCCESS);
         }
     } else if (x->flags & IVM_XFER_LAST) {
-        ivmd_xfer_ack(d, node, x->op, x->job, obj != NULL ? IVM_SUCCESS : IVM_ERROR_NOT_FOUND);
+        ivmd_xfer_ack(dp, node, x->op, x->job, obj != NULL ? IVM_SUCCESS : IVM_ERROR_NOT_FOUND);
     }
 }
 
-ivmError_t ivmd_data_on_data(ivmd_t *d, int node, const ivm_msg_hdr_t *hdr,
+ivmError_t ivmd_data_on_data(ivmd_data_t *dp, int node, const ivm_msg_hdr_t *hdr,
                              const void *payload)
 {
     const ivm_peer_xfer_t *x = payload;
@@ -399,49 +405,49 @@ ivmError_t ivmd_data_on_data(ivmd_t *d, int node, const ivm_msg_hdr_t *hdr,
     if (hdr->length != sizeof(*x) + x->len) {
         return IVM_ERROR_PROTOCOL;
     }
-    obj = ivmd_copies_xfer_obj(d, x);
+    obj = ivmd_copies_xfer_obj(dp, x);
     if (obj != NULL && x->len > 0 &&
         pwrite(obj->fd, x + 1, x->len, (off_t)x->off) != (ssize_t)x->len) {
         obj = NULL;
     }
-    d->rx_bytes += x->len;
+    dp->rx_bytes += x->len;
     if (obj != NULL) {
         obj->rx_bytes += x->len;
     }
     if (x->flags & IVM_XFER_REPLY) {
-        ivmd_xfer_on_reply(d, node, x, obj);
+        ivmd_xfer_on_reply(dp, node, x, obj);
     } else {
-        ivmd_xfer_on_put(d, node, x, obj);
+        ivmd_xfer_on_put(dp, node, x, obj);
     }
     return IVM_SUCCESS;
 }
 
-ivmError_t ivmd_data_on_ack(ivmd_t *d, int node, const ivm_msg_hdr_t *hdr,
+ivmError_t ivmd_data_on_ack(ivmd_data_t *dp, int node, const ivm_msg_hdr_t *hdr,
                              const void *payload)
 {
     const ivm_peer_xfer_t *x = payload;
-    ivmd_op_t *op = ivmd_op_find(d, x->op);
+    ivmd_op_t *op = ivmd_op_find(dp, x->op);
 
     (void)node;
     (void)hdr;
     if (op != NULL) {
-        ivmd_op_step(d, op, x->status);
+        ivmd_op_step(dp, op, x->status);
     }
     return IVM_SUCCESS;
 }
 
-ivmError_t ivmd_data_on_group(ivmd_t *d, int node, const ivm_msg_hdr_t *hdr,
+ivmError_t ivmd_data_on_group(ivmd_data_t *dp, int node, const ivm_msg_hdr_t *hdr,
                              const void *payload)
 {
     const ivm_peer_xfer_t *x = payload;
     int gather = (x->flags & IVM_XFER_GATHER) != 0;
-    ivmd_obj_t *obj = ivmd_copies_xfer_obj(d, x);
-    ivmd_op_t *op = obj != NULL ? ivmd_op_new(d, IVMD_OP_GROUP, NULL, NULL) : NULL;
+    ivmd_obj_t *obj = ivmd_copies_xfer_obj(dp, x);
+    ivmd_op_t *op = obj != NULL ? ivmd_op_new(dp, IVMD_OP_GROUP, NULL, NULL) : NULL;
     ivmd_xfer_later_t *later;
 
     (void)hdr;
     if (op == NULL) {
-        ivmd_xfer_ack(d, node, x->op, x->job, IVM_ERROR_NOT_FOUND);
+        ivmd_xfer_ack(dp, node, x->op, x->job, IVM_ERROR_NOT_FOUND);
         return IVM_SUCCESS;
     }
     op->job        = x->job;
@@ -450,19 +456,19 @@ ivmError_t ivmd_data_on_group(ivmd_t *d, int node, const ivm_msg_hdr_t *hdr,
     op->len        = x->len;
     op->reply_node = node;
     op->reply_op   = x->op;
-    if (ivmd_target_has_copies(d, x->job, obj->id, x->off, x->len) &&
-        (later = ivmd_xfer_later(x, node)) != NULL) {
+    if (ivmd_target_has_copies(dp, x->job, obj->id, x->off, x->len) &&
+        (later = ivmd_xfer_later(dp, x, node)) != NULL) {
         /* The master's node first pulls its device copies (gather) or
          * refreshes them with what the put brought (scatter). */
         later->op     = op->id;
         later->gather = gather;
         later->skip   = gather ? -1 : node;
-        if (ivmd_target_refresh(d, x->job, obj->id, x->off, x->len, gather, 0,
+        if (ivmd_target_refresh(dp, x->job, obj->id, x->off, x->len, gather, 0,
                                    ivmd_xfer_later_group, later)) {
             return IVM_SUCCESS;
         }
         free(later);
     }
-    ivmd_xfer_group(d, op, obj, gather, gather ? -1 : node);
+    ivmd_xfer_group(dp, op, obj, gather, gather ? -1 : node);
     return IVM_SUCCESS;
 }

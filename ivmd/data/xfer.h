@@ -12,7 +12,7 @@
 
 /* Ask node for [off, off+len) of its copy obj_there, into our copy dst, as
  * part of op (one more reply awaited). */
-ivmError_t ivmd_xfer_read(ivmd_t *d, ivmd_op_t *op, int node, uint64_t obj_there, uint64_t dst,
+ivmError_t ivmd_xfer_read(ivmd_data_t *dp, ivmd_op_t *op, int node, uint64_t obj_there, uint64_t dst,
                           uint64_t off, uint64_t len, uint32_t flags);
 
 #endif /* IVMD_DATA_XFER_H */

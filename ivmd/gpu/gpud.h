@@ -15,7 +15,7 @@
 #include "gpud_proto.h"
 
 typedef struct ivmd_gpu_req ivmd_gpu_req_t;
-typedef void (*ivmd_gpu_cb_t)(ivmd_t *d, ivmd_gpu_req_t *r, int status, const void *rep,
+typedef void (*ivmd_gpu_cb_t)(ivmd_gpu_t *gm, ivmd_gpu_req_t *r, int status, const void *rep,
                               int *fds, int nfds, const char *detail);
 
 /* A request to ivm-gpud in flight, by sequence number. */
@@ -66,7 +66,7 @@ typedef struct ivmd_gpu_obj {
 typedef struct ivmd_gsync ivmd_gsync_t;
 
 
-struct ivmd_gpu {
+struct ivmd_gpud {
     pid_t               pid;        /* ivm-gpud, 0 once reaped */
     ivmd_conn_t        *conn;       /* the control socket, NULL once lost */
     int                 alive;
@@ -74,7 +74,6 @@ struct ivmd_gpu {
     char                backend_name[IVM_GPUD_BACKEND_MAX];
     uint32_t            ngpus;
     ivm_gpud_gpu_info_t gpus[IVM_GPUD_MAX_GPUS];
-    char                visible[IVM_GPUD_MAX_GPUS][16]; /* cuda: CUDA_VISIBLE_DEVICES of GPU k */
     uint32_t            ndevs;      /* GPU devices: ngpus, or --gpu-shares's entries */
     ivm_gpu_share_t     devs[IVM_DEVSPEC_MAX_GPU_DEVICES]; /* device k: a share of a GPU */
     uint32_t            next_seq;
@@ -89,35 +88,35 @@ struct ivmd_gpu {
 };
 
 /* The physical GPU of device dev (< ndevs). */
-static inline uint32_t ivmd_gpu_phys(const struct ivmd_gpu *g, int dev)
+static inline uint32_t ivmd_gpu_phys(const ivmd_gpud_t *g, int dev)
 {
     return (uint32_t)g->devs[dev].phys;
 }
 
 /* Requests (gpu/req.c). */
-ivmd_gpu_req_t *ivmd_gpu_req_new(ivmd_t *d, uint16_t type, ivmd_gpu_cb_t cb);
+ivmd_gpu_req_t *ivmd_gpu_req_new(ivmd_gpu_t *gm, uint16_t type, ivmd_gpu_cb_t cb);
 /* Send r's request; r is then in flight (its cb runs exactly once, with the
  * reply or DAEMON_LOST). Returns IVM_ERROR_DAEMON_LOST (r freed) if
  * ivm-gpud is gone, or the error of fds that could not go along (r freed). */
-ivmError_t ivmd_gpu_send(ivmd_t *d, ivmd_gpu_req_t *r, const void *payload, uint32_t len,
+ivmError_t ivmd_gpu_send(ivmd_gpu_t *gm, ivmd_gpu_req_t *r, const void *payload, uint32_t len,
                          const int *fds, int nfds);
 /* Fail every request in flight (ivm-gpud is gone). */
-void ivmd_gpu_reqs_fail(ivmd_t *d);
+void ivmd_gpu_reqs_fail(ivmd_gpu_t *gm);
 /* A one-way request whose reply only matters for the log. */
-void ivmd_gpu_tell(ivmd_t *d, uint16_t type, const void *req, uint32_t len);
-void ivmd_gpu_release(ivmd_t *d, uint64_t copy);
+void ivmd_gpu_tell(ivmd_gpu_t *gm, uint16_t type, const void *req, uint32_t len);
+void ivmd_gpu_release(ivmd_gpu_t *gm, uint64_t copy);
 
 /* References (gpu/refs.c). */
-ivmd_gpu_ref_t *ivmd_gpu_ref_find(const ivmd_t *d, uint64_t id);
+ivmd_gpu_ref_t *ivmd_gpu_ref_find(const ivmd_gpu_t *gm, uint64_t id);
 /* The references of (job, obj), NULL if none. */
-ivmd_gpu_ref_t *ivmd_gpu_obj_refs(const ivmd_t *d, uint32_t job, uint64_t obj);
+ivmd_gpu_ref_t *ivmd_gpu_obj_refs(const ivmd_gpu_t *gm, uint32_t job, uint64_t obj);
 /* Drop a reference from the tables and free it (no RELEASE sent). */
-void ivmd_gpu_ref_forget(ivmd_t *d, ivmd_gpu_ref_t *ref);
-void ivmd_gpu_refs_clear(ivmd_t *d);
+void ivmd_gpu_ref_forget(ivmd_gpu_t *gm, ivmd_gpu_ref_t *ref);
+void ivmd_gpu_refs_clear(ivmd_gpu_t *gm);
 
 /* Syncs (gpu/sync.c). */
-void ivmd_gpu_syncs_clear(ivmd_t *d);
-void ivmd_gpu_syncs_conn_gone(ivmd_t *d, ivmd_conn_t *c);
+void ivmd_gpu_syncs_clear(ivmd_gpu_t *gm);
+void ivmd_gpu_syncs_conn_gone(ivmd_gpu_t *gm, ivmd_conn_t *c);
 extern const ivmd_target_ops_t ivmd_gpu_target_ops;
 
 #endif /* IVMD_GPU_GPUD_H */

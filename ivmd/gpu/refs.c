@@ -4,21 +4,21 @@
 #include <string.h>
 #include <utlist.h>
 
+#include "ctl/remote.h"
 #include "gpu/gpud.h"
-#include "ivmd.h"
 #include "log.h"
 
-ivmd_gpu_ref_t *ivmd_gpu_ref_find(const ivmd_t *d, uint64_t id)
+ivmd_gpu_ref_t *ivmd_gpu_ref_find(const ivmd_gpu_t *gm, uint64_t id)
 {
     ivmd_gpu_ref_t *ref = NULL;
 
-    if (d->gpu != NULL) {
-        HASH_FIND(hh, d->gpu->refs, &id, sizeof(id), ref);
+    if (gm->g != NULL) {
+        HASH_FIND(hh, gm->g->refs, &id, sizeof(id), ref);
     }
     return ref;
 }
 
-static ivmd_gpu_obj_t *ivmd_gpu_obj_find(const struct ivmd_gpu *g, uint32_t job, uint64_t obj)
+static ivmd_gpu_obj_t *ivmd_gpu_obj_find(const ivmd_gpud_t *g, uint32_t job, uint64_t obj)
 {
     ivmd_gpu_obj_key_t key;
     ivmd_gpu_obj_t *o;
@@ -30,15 +30,15 @@ static ivmd_gpu_obj_t *ivmd_gpu_obj_find(const struct ivmd_gpu *g, uint32_t job,
     return o;
 }
 
-ivmd_gpu_ref_t *ivmd_gpu_obj_refs(const ivmd_t *d, uint32_t job, uint64_t obj)
+ivmd_gpu_ref_t *ivmd_gpu_obj_refs(const ivmd_gpu_t *gm, uint32_t job, uint64_t obj)
 {
-    ivmd_gpu_obj_t *o = d->gpu != NULL ? ivmd_gpu_obj_find(d->gpu, job, obj) : NULL;
+    ivmd_gpu_obj_t *o = gm->g != NULL ? ivmd_gpu_obj_find(gm->g, job, obj) : NULL;
 
     return o != NULL ? o->refs : NULL;
 }
 
 /* Enter ref (filled) in both tables. */
-static ivmError_t ivmd_gpu_ref_add(struct ivmd_gpu *g, ivmd_gpu_ref_t *ref)
+static ivmError_t ivmd_gpu_ref_add(ivmd_gpud_t *g, ivmd_gpu_ref_t *ref)
 {
     ivmd_gpu_obj_t *o = ivmd_gpu_obj_find(g, ref->job, ref->obj);
 
@@ -57,9 +57,9 @@ static ivmError_t ivmd_gpu_ref_add(struct ivmd_gpu *g, ivmd_gpu_ref_t *ref)
     return IVM_SUCCESS;
 }
 
-void ivmd_gpu_ref_forget(ivmd_t *d, ivmd_gpu_ref_t *ref)
+void ivmd_gpu_ref_forget(ivmd_gpu_t *gm, ivmd_gpu_ref_t *ref)
 {
-    struct ivmd_gpu *g = d->gpu;
+    ivmd_gpud_t *g = gm->g;
     ivmd_gpu_obj_t *o = ivmd_gpu_obj_find(g, ref->job, ref->obj);
 
     if (o != NULL) {
@@ -74,76 +74,76 @@ void ivmd_gpu_ref_forget(ivmd_t *d, ivmd_gpu_ref_t *ref)
     free(ref);
 }
 
-void ivmd_gpu_refs_clear(ivmd_t *d)
+void ivmd_gpu_refs_clear(ivmd_gpu_t *gm)
 {
     ivmd_gpu_ref_t *ref, *tmp;
 
-    if (d->gpu == NULL) {
+    if (gm->g == NULL) {
         return;
     }
-    HASH_ITER(hh, d->gpu->refs, ref, tmp) {
-        ivmd_gpu_ref_forget(d, ref);
+    HASH_ITER(hh, gm->g->refs, ref, tmp) {
+        ivmd_gpu_ref_forget(gm, ref);
     }
 }
 
-ivmError_t ivmd_gpu_unref(ivmd_t *d, ivmd_pe_t *pe, uint64_t gpu_ref, uint64_t obj_id)
+ivmError_t ivmd_gpu_unref(ivmd_gpu_t *gm, ivmd_pe_t *pe, uint64_t gpu_ref, uint64_t obj_id)
 {
     ivmd_gpu_ref_t *ref;
 
     if (gpu_ref == 0) {
         return IVM_SUCCESS;
     }
-    if (d->gpu == NULL) {
+    if (gm->g == NULL) {
         return IVM_ERROR_INVALID_VALUE;
     }
-    if (!d->gpu->alive) {
+    if (!gm->g->alive) {
         return IVM_SUCCESS; /* the copies went with ivm-gpud */
     }
-    ref = ivmd_gpu_ref_find(d, gpu_ref);
+    ref = ivmd_gpu_ref_find(gm, gpu_ref);
     if (ref == NULL || ref->job != pe->job->id || ref->pe != pe->id || ref->obj != obj_id) {
         return IVM_ERROR_INVALID_VALUE;
     }
-    ivmd_gpu_release(d, ref->copy);
-    ivmd_gpu_ref_forget(d, ref);
+    ivmd_gpu_release(gm, ref->copy);
+    ivmd_gpu_ref_forget(gm, ref);
     return IVM_SUCCESS;
 }
 
-void ivmd_gpu_pe_ended(ivmd_t *d, ivmd_pe_t *pe)
+void ivmd_gpu_pe_ended(ivmd_gpu_t *gm, ivmd_pe_t *pe)
 {
     ivmd_gpu_ref_t *ref, *tmp;
 
-    if (d->gpu == NULL) {
+    if (gm->g == NULL) {
         return;
     }
-    HASH_ITER(hh, d->gpu->refs, ref, tmp) {
+    HASH_ITER(hh, gm->g->refs, ref, tmp) {
         if (ref->job == pe->job->id && ref->pe == pe->id) {
             ivm_debug("job %u: pe %d ended: its reference on GPU copy %llu released",
                       ref->job, ref->pe, (unsigned long long)ref->copy);
-            ivmd_gpu_release(d, ref->copy);
-            ivmd_gpu_ref_forget(d, ref);
+            ivmd_gpu_release(gm, ref->copy);
+            ivmd_gpu_ref_forget(gm, ref);
         }
     }
 }
 
-void ivmd_gpu_job_end(ivmd_t *d, ivmd_job_t *job)
+void ivmd_gpu_job_end(ivmd_gpu_t *gm, ivmd_job_t *job)
 {
     ivm_gpud_job_req_t req = {.job = job->id};
     ivmd_gpu_ref_t *ref, *tmp;
 
-    if (d->gpu == NULL || !d->gpu->alive) {
+    if (gm->g == NULL || !gm->g->alive) {
         return;
     }
-    HASH_ITER(hh, d->gpu->refs, ref, tmp) {
+    HASH_ITER(hh, gm->g->refs, ref, tmp) {
         if (ref->job == job->id) {
-            ivmd_gpu_ref_forget(d, ref);
+            ivmd_gpu_ref_forget(gm, ref);
         }
     }
-    ivmd_gpu_tell(d, IVM_GPUD_JOB_END, &req, sizeof(req));
+    ivmd_gpu_tell(gm, IVM_GPUD_JOB_END, &req, sizeof(req));
 }
 
 /* ------------------------------------------------------------ maps */
 
-static void ivmd_gpu_map_reply_error(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
+static void ivmd_gpu_map_reply_error(ivmd_gpu_t *gm, ivmd_conn_t *c, uint16_t type, uint32_t seq,
                                      int status, const char *detail)
 {
     ivm_msg_map_rep_t rep;
@@ -153,29 +153,29 @@ static void ivmd_gpu_map_reply_error(ivmd_t *d, ivmd_conn_t *c, uint16_t type, u
     }
     memset(&rep, 0, sizeof(rep));
     rep.status = status;
-    ivmd_conn_reply(d, c, type, seq, &rep, sizeof(rep), detail, NULL, 0);
+    ivmd_conn_reply(gm->d, c, type, seq, &rep, sizeof(rep), detail, NULL, 0);
 }
 
 /* A failed ivmMalloc leaves no object behind. */
-static void ivmd_gpu_map_undo_malloc(ivmd_t *d, ivmd_job_t *job, ivmd_obj_t *obj,
+static void ivmd_gpu_map_undo_malloc(ivmd_gpu_t *gm, ivmd_job_t *job, ivmd_obj_t *obj,
                                      uint16_t type)
 {
     if (type != IVM_MSG_MALLOC || obj == NULL || obj->name == NULL || obj->nmaps > 0) {
         return;
     }
     if (ivmd_remote_is_proxy(job) && obj->master_node < 0) {
-        ivmd_data_unregister(d, job, obj);
+        ivmd_data_unregister(gm->data, job, obj);
     }
-    ivmd_obj_free_name(&d->reg, job, obj);
+    ivmd_obj_free_name(gm->reg, job, obj);
 }
 
 /* The map of r fails with status: the PE is told, a MALLOC undone. */
-static void ivmd_gpu_map_fail(ivmd_t *d, ivmd_gpu_req_t *r, ivmd_job_t *job, ivmd_obj_t *obj,
+static void ivmd_gpu_map_fail(ivmd_gpu_t *gm, ivmd_gpu_req_t *r, ivmd_job_t *job, ivmd_obj_t *obj,
                               int status, const char *detail)
 {
-    ivmd_gpu_map_reply_error(d, r->conn, r->pe_type, r->pe_seq, status, detail);
+    ivmd_gpu_map_reply_error(gm, r->conn, r->pe_type, r->pe_seq, status, detail);
     if (job != NULL) {
-        ivmd_gpu_map_undo_malloc(d, job, obj, r->pe_type);
+        ivmd_gpu_map_undo_malloc(gm, job, obj, r->pe_type);
     }
 }
 
@@ -189,7 +189,7 @@ static int ivmd_gpu_acquire_ok(const ivmd_gpu_req_t *r, const ivm_gpud_acquire_r
 }
 
 /* The PE's reply: both fds and the device copy's place. */
-static void ivmd_gpu_map_reply(ivmd_t *d, ivmd_gpu_req_t *r, const ivmd_obj_t *obj,
+static void ivmd_gpu_map_reply(ivmd_gpu_t *gm, ivmd_gpu_req_t *r, const ivmd_obj_t *obj,
                                const ivmd_gpu_ref_t *ref, const ivm_gpud_acquire_rep_t *a,
                                int devfd)
 {
@@ -210,12 +210,12 @@ static void ivmd_gpu_map_reply(ivmd_t *d, ivmd_gpu_req_t *r, const ivmd_obj_t *o
               ref->job, ref->pe, (unsigned long long)r->off, (unsigned long long)r->len,
               (unsigned long long)obj->id, ref->gpu, (unsigned long long)a->copy_id,
               (a->flags & IVM_GPUD_COPY_REUSED) ? " (reused)" : "");
-    ivmd_conn_reply(d, r->conn, r->pe_type, r->pe_seq, &rep, sizeof(rep), NULL, two, 2);
+    ivmd_conn_reply(gm->d, r->conn, r->pe_type, r->pe_seq, &rep, sizeof(rep), NULL, two, 2);
 }
 
 /* A granted copy becomes the PE's reference: IVM_SUCCESS, or an error after
  * which the copy is released and the map failed. */
-static ivmError_t ivmd_gpu_map_ref(ivmd_t *d, ivmd_gpu_req_t *r, ivmd_pe_t *pe,
+static ivmError_t ivmd_gpu_map_ref(ivmd_gpu_t *gm, ivmd_gpu_req_t *r, ivmd_pe_t *pe,
                                    ivmd_obj_t *obj, const ivm_gpud_acquire_rep_t *a,
                                    ivmd_gpu_ref_t **ref_p)
 {
@@ -224,20 +224,20 @@ static ivmError_t ivmd_gpu_map_ref(ivmd_t *d, ivmd_gpu_req_t *r, ivmd_pe_t *pe,
     if (ref == NULL) {
         return IVM_ERROR_NO_MEMORY;
     }
-    ref->id        = ++d->gpu->next_ref;
+    ref->id        = ++gm->g->next_ref;
     ref->job       = r->job;
     ref->pe        = pe->id;
     ref->obj       = obj->id;
     ref->copy      = a->copy_id;
     ref->copy_off  = a->copy_offset;
     ref->copy_size = a->copy_size;
-    ref->gpu       = ivmd_gpu_phys(d->gpu, IVM_DEV_INDEX(pe->devtype));
-    if (ivmd_obj_map(&d->reg, pe, obj) != IVM_SUCCESS) {
+    ref->gpu       = ivmd_gpu_phys(gm->g, IVM_DEV_INDEX(pe->devtype));
+    if (ivmd_obj_map(gm->reg, pe, obj) != IVM_SUCCESS) {
         free(ref);
         return IVM_ERROR_NO_MEMORY;
     }
-    if (ivmd_gpu_ref_add(d->gpu, ref) != IVM_SUCCESS) {
-        ivmd_obj_unmap(&d->reg, pe, obj->id);
+    if (ivmd_gpu_ref_add(gm->g, ref) != IVM_SUCCESS) {
+        ivmd_obj_unmap(gm->reg, pe, obj->id);
         free(ref);
         return IVM_ERROR_NO_MEMORY;
     }
@@ -245,11 +245,11 @@ static ivmError_t ivmd_gpu_map_ref(ivmd_t *d, ivmd_gpu_req_t *r, ivmd_pe_t *pe,
     return IVM_SUCCESS;
 }
 
-static void ivmd_gpu_on_acquire(ivmd_t *d, ivmd_gpu_req_t *r, int status, const void *payload,
+static void ivmd_gpu_on_acquire(ivmd_gpu_t *gm, ivmd_gpu_req_t *r, int status, const void *payload,
                                 int *fds, int nfds, const char *detail)
 {
     const ivm_gpud_acquire_rep_t *a = payload;
-    ivmd_job_t *job = ivmd_job_find(&d->reg, r->job);
+    ivmd_job_t *job = ivmd_job_find(gm->reg, r->job);
     ivmd_obj_t *obj = job != NULL ? ivmd_obj_find_id(job, r->obj) : NULL;
     ivmd_pe_t *pe = r->conn != NULL ? r->conn->pe : NULL;
     ivmd_gpu_ref_t *ref;
@@ -258,49 +258,49 @@ static void ivmd_gpu_on_acquire(ivmd_t *d, ivmd_gpu_req_t *r, int status, const 
         ivm_error("ivm-gpud's ACQUIRE reply is unusable (no fd or a copy not covering "
                   "the range)");
         if (a->copy_id != 0) {
-            ivmd_gpu_release(d, a->copy_id);
+            ivmd_gpu_release(gm, a->copy_id);
         }
         status = IVM_ERROR_PROTOCOL;
         detail = "the GPU daemon sent an unusable device copy";
     }
     if (status != IVM_SUCCESS) {
-        ivmd_gpu_map_fail(d, r, job, obj, status,
+        ivmd_gpu_map_fail(gm, r, job, obj, status,
                           detail[0] ? detail : "the GPU daemon refused the device copy");
         return;
     }
     if (pe == NULL || pe->state != IVMD_PE_RUNNING || obj == NULL || obj->fd < 0 ||
         job->ending) {
-        ivmd_gpu_release(d, a->copy_id);
-        ivmd_gpu_map_reply_error(d, r->conn, r->pe_type, r->pe_seq, IVM_ERROR_NOT_FOUND,
+        ivmd_gpu_release(gm, a->copy_id);
+        ivmd_gpu_map_reply_error(gm, r->conn, r->pe_type, r->pe_seq, IVM_ERROR_NOT_FOUND,
                                  "the object or the PE went away while its device copy "
                                  "was made");
         return;
     }
-    if (ivmd_gpu_map_ref(d, r, pe, obj, a, &ref) != IVM_SUCCESS) {
-        ivmd_gpu_release(d, a->copy_id);
-        ivmd_gpu_map_fail(d, r, job, obj, IVM_ERROR_NO_MEMORY, "out of memory");
+    if (ivmd_gpu_map_ref(gm, r, pe, obj, a, &ref) != IVM_SUCCESS) {
+        ivmd_gpu_release(gm, a->copy_id);
+        ivmd_gpu_map_fail(gm, r, job, obj, IVM_ERROR_NO_MEMORY, "out of memory");
         return;
     }
-    ivmd_gpu_map_reply(d, r, obj, ref, a, fds[0]);
+    ivmd_gpu_map_reply(gm, r, obj, ref, a, fds[0]);
 }
 
-void ivmd_gpu_map(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq, ivmd_obj_t *obj,
+void ivmd_gpu_map(ivmd_gpu_t *gm, ivmd_conn_t *c, uint16_t type, uint32_t seq, ivmd_obj_t *obj,
                   uint64_t off, uint64_t size)
 {
     ivm_gpud_acquire_req_t req;
     ivmd_gpu_req_t *r;
     int dev = IVM_DEV_INDEX(c->pe->devtype);
 
-    if (!ivmd_gpu_alive(d) || (uint32_t)dev >= d->gpu->ndevs) {
-        ivmd_gpu_map_reply_error(d, c, type, seq, IVM_ERROR_DAEMON_LOST,
+    if (!ivmd_gpu_alive(gm) || (uint32_t)dev >= gm->g->ndevs) {
+        ivmd_gpu_map_reply_error(gm, c, type, seq, IVM_ERROR_DAEMON_LOST,
                                  "the GPU daemon (ivm-gpud) of this node is gone");
-        ivmd_gpu_map_undo_malloc(d, c->job, obj, type);
+        ivmd_gpu_map_undo_malloc(gm, c->job, obj, type);
         return;
     }
-    r = ivmd_gpu_req_new(d, IVM_GPUD_ACQUIRE, ivmd_gpu_on_acquire);
+    r = ivmd_gpu_req_new(gm, IVM_GPUD_ACQUIRE, ivmd_gpu_on_acquire);
     if (r == NULL) {
-        ivmd_gpu_map_reply_error(d, c, type, seq, IVM_ERROR_NO_MEMORY, "out of memory");
-        ivmd_gpu_map_undo_malloc(d, c->job, obj, type);
+        ivmd_gpu_map_reply_error(gm, c, type, seq, IVM_ERROR_NO_MEMORY, "out of memory");
+        ivmd_gpu_map_undo_malloc(gm, c->job, obj, type);
         return;
     }
     *r = (ivmd_gpu_req_t){.type = IVM_GPUD_ACQUIRE, .cb = ivmd_gpu_on_acquire, .conn = c,
@@ -308,15 +308,15 @@ void ivmd_gpu_map(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq, ivmd_o
                           .off = off, .len = size};
     memset(&req, 0, sizeof(req));
     req.job      = c->job->id;
-    req.gpu      = ivmd_gpu_phys(d->gpu, dev); /* copies are per physical GPU */
+    req.gpu      = ivmd_gpu_phys(gm->g, dev); /* copies are per physical GPU */
     req.obj_id   = obj->id;
     req.obj_size = obj->size;
     req.offset   = off;
     req.size     = size;
     ++obj->gpu_acquires;
-    if (ivmd_gpu_send(d, r, &req, sizeof(req), &obj->fd, 1) != IVM_SUCCESS) {
-        ivmd_gpu_map_reply_error(d, c, type, seq, IVM_ERROR_DAEMON_LOST,
+    if (ivmd_gpu_send(gm, r, &req, sizeof(req), &obj->fd, 1) != IVM_SUCCESS) {
+        ivmd_gpu_map_reply_error(gm, c, type, seq, IVM_ERROR_DAEMON_LOST,
                                  "the GPU daemon (ivm-gpud) of this node is gone");
-        ivmd_gpu_map_undo_malloc(d, c->job, obj, type);
+        ivmd_gpu_map_undo_malloc(gm, c->job, obj, type);
     }
 }

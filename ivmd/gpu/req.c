@@ -4,14 +4,13 @@
 #include <string.h>
 
 #include "gpu/gpud.h"
-#include "ivmd.h"
 #include "log.h"
 
-ivmd_gpu_req_t *ivmd_gpu_req_new(ivmd_t *d, uint16_t type, ivmd_gpu_cb_t cb)
+ivmd_gpu_req_t *ivmd_gpu_req_new(ivmd_gpu_t *gm, uint16_t type, ivmd_gpu_cb_t cb)
 {
     ivmd_gpu_req_t *r = calloc(1, sizeof(*r));
 
-    (void)d;
+    (void)gm;
     if (r == NULL) {
         return NULL;
     }
@@ -20,10 +19,10 @@ ivmd_gpu_req_t *ivmd_gpu_req_new(ivmd_t *d, uint16_t type, ivmd_gpu_cb_t cb)
     return r;
 }
 
-ivmError_t ivmd_gpu_send(ivmd_t *d, ivmd_gpu_req_t *r, const void *payload, uint32_t len,
+ivmError_t ivmd_gpu_send(ivmd_gpu_t *gm, ivmd_gpu_req_t *r, const void *payload, uint32_t len,
                          const int *fds, int nfds)
 {
-    struct ivmd_gpu *g = d->gpu;
+    ivmd_gpud_t *g = gm->g;
     ivmd_outbuf_t *b;
     ivmError_t status;
 
@@ -32,13 +31,13 @@ ivmError_t ivmd_gpu_send(ivmd_t *d, ivmd_gpu_req_t *r, const void *payload, uint
         return IVM_ERROR_DAEMON_LOST;
     }
     r->seq = g->next_seq++;
-    b = ivmd_conn_out_alloc(d, g->conn, r->type, r->seq, len);
+    b = ivmd_conn_out_alloc(gm->d, g->conn, r->type, r->seq, len);
     if (b == NULL) {
         free(r);
         return IVM_ERROR_DAEMON_LOST;
     }
     memcpy(IVMD_OUTBUF_PAYLOAD(b), payload, len);
-    status = ivmd_conn_out_push(d, g->conn, b, fds, nfds);
+    status = ivmd_conn_out_push(gm->d, g->conn, b, fds, nfds);
     if (status != IVM_SUCCESS) {
         free(r);
         return status;
@@ -47,22 +46,22 @@ ivmError_t ivmd_gpu_send(ivmd_t *d, ivmd_gpu_req_t *r, const void *payload, uint
     return IVM_SUCCESS;
 }
 
-void ivmd_gpu_reqs_fail(ivmd_t *d)
+void ivmd_gpu_reqs_fail(ivmd_gpu_t *gm)
 {
-    struct ivmd_gpu *g = d->gpu;
+    ivmd_gpud_t *g = gm->g;
     ivmd_gpu_req_t *r;
 
     while (g != NULL && (r = g->reqs) != NULL) {
         HASH_DEL(g->reqs, r);
-        r->cb(d, r, IVM_ERROR_DAEMON_LOST, NULL, NULL, 0, "the GPU daemon (ivm-gpud) is gone");
+        r->cb(gm, r, IVM_ERROR_DAEMON_LOST, NULL, NULL, 0, "the GPU daemon (ivm-gpud) is gone");
         free(r);
     }
 }
 
-static void ivmd_gpu_ignore(ivmd_t *d, ivmd_gpu_req_t *r, int status, const void *rep,
+static void ivmd_gpu_ignore(ivmd_gpu_t *gm, ivmd_gpu_req_t *r, int status, const void *rep,
                             int *fds, int nfds, const char *detail)
 {
-    (void)d;
+    (void)gm;
     (void)rep;
     (void)fds;
     (void)nfds;
@@ -71,26 +70,27 @@ static void ivmd_gpu_ignore(ivmd_t *d, ivmd_gpu_req_t *r, int status, const void
     }
 }
 
-void ivmd_gpu_tell(ivmd_t *d, uint16_t type, const void *req, uint32_t len)
+void ivmd_gpu_tell(ivmd_gpu_t *gm, uint16_t type, const void *req, uint32_t len)
 {
-    ivmd_gpu_req_t *r = ivmd_gpu_req_new(d, type, ivmd_gpu_ignore);
+    ivmd_gpu_req_t *r = ivmd_gpu_req_new(gm, type, ivmd_gpu_ignore);
 
     if (r != NULL) {
-        ivmd_gpu_send(d, r, req, len, NULL, 0);
+        ivmd_gpu_send(gm, r, req, len, NULL, 0);
     }
 }
 
-void ivmd_gpu_release(ivmd_t *d, uint64_t copy)
+void ivmd_gpu_release(ivmd_gpu_t *gm, uint64_t copy)
 {
     ivm_gpud_copy_ref_t req = {.copy_id = copy};
 
-    ivmd_gpu_tell(d, IVM_GPUD_RELEASE, &req, sizeof(req));
+    ivmd_gpu_tell(gm, IVM_GPUD_RELEASE, &req, sizeof(req));
 }
 
 void ivmd_gpu_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                          const void *payload)
 {
-    struct ivmd_gpu *g = d->gpu;
+    ivmd_gpu_t *gm = ivmd_conn_owner(c);
+    ivmd_gpud_t *g = gm->g;
     const char *why = NULL, *detail = "";
     ivmd_gpu_req_t *r;
     uint32_t fixed;
@@ -117,18 +117,18 @@ void ivmd_gpu_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
         text[hdr->length - fixed - 1] = '\0';
         detail = text;
     }
-    r->cb(d, r, status, payload, c->fds, c->nfds, detail);
+    r->cb(gm, r, status, payload, c->fds, c->nfds, detail);
     free(r);
 }
 
-void ivmd_gpu_conn_gone(ivmd_t *d, ivmd_conn_t *c)
+void ivmd_gpu_forget_conn(ivmd_gpu_t *gm, ivmd_conn_t *c)
 {
     ivmd_gpu_req_t *r, *tmp;
 
-    if (d->gpu == NULL) {
+    if (gm->g == NULL) {
         return;
     }
-    HASH_ITER(hh, d->gpu->reqs, r, tmp) {
+    HASH_ITER(hh, gm->g->reqs, r, tmp) {
         if (r->conn != c) {
             continue;
         }
@@ -138,16 +138,16 @@ void ivmd_gpu_conn_gone(ivmd_t *d, ivmd_conn_t *c)
              * withdraw it. If it was granted meanwhile, its reply comes
              * first and the copy is released (on_acquire). */
             ivm_gpud_cancel_req_t req = {.seq = r->seq};
-            ivmd_gpu_tell(d, IVM_GPUD_CANCEL, &req, sizeof(req));
+            ivmd_gpu_tell(gm, IVM_GPUD_CANCEL, &req, sizeof(req));
         }
     }
-    ivmd_gpu_syncs_conn_gone(d, c);
+    ivmd_gpu_syncs_conn_gone(gm, c);
 }
 
 /* ------------------------------------------------------------ GPU_INFO */
 
 /* The GSTATS counters into a GPU_INFO reply. */
-static void ivmd_gpu_stats_copy(ivm_msg_gpu_info_rep_t *rep, const struct ivmd_gpu *g,
+static void ivmd_gpu_stats_copy(ivm_msg_gpu_info_rep_t *rep, const ivmd_gpud_t *g,
                                 uint32_t gpu, const ivm_gpud_stats_rep_t *s)
 {
     rep->flags         = IVM_GPU_INFO_ALIVE;
@@ -163,11 +163,11 @@ static void ivmd_gpu_stats_copy(ivm_msg_gpu_info_rep_t *rep, const struct ivmd_g
     rep->wait_timeouts = s->wait_timeouts;
 }
 
-static void ivmd_gpu_on_stats(ivmd_t *d, ivmd_gpu_req_t *r, int status, const void *payload,
+static void ivmd_gpu_on_stats(ivmd_gpu_t *gm, ivmd_gpu_req_t *r, int status, const void *payload,
                               int *fds, int nfds, const char *detail)
 {
     const ivm_gpud_stats_rep_t *s = payload;
-    struct ivmd_gpu *g = d->gpu;
+    ivmd_gpud_t *g = gm->g;
     uint32_t gpu = r->gpu < g->ngpus ? r->gpu : 0;
     ivm_msg_gpu_info_rep_t rep;
 
@@ -189,24 +189,24 @@ static void ivmd_gpu_on_stats(ivmd_t *d, ivmd_gpu_req_t *r, int status, const vo
     if (status == IVM_SUCCESS && s != NULL) {
         ivmd_gpu_stats_copy(&rep, g, gpu, s);
     }
-    ivmd_conn_reply(d, r->conn, r->pe_type, r->pe_seq, &rep, sizeof(rep),
+    ivmd_conn_reply(gm->d, r->conn, r->pe_type, r->pe_seq, &rep, sizeof(rep),
                     status != IVM_SUCCESS ? detail : NULL, NULL, 0);
 }
 
-int ivmd_gpu_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+int ivmd_gpu_info(ivmd_gpu_t *gm, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                   const ivm_msg_gpu_info_req_t *req, ivm_msg_gpu_info_rep_t *rep, char *detail,
                   size_t detail_len)
 {
-    struct ivmd_gpu *g = d->gpu;
+    ivmd_gpud_t *g = gm->g;
     ivm_gpud_stats_req_t sreq;
     ivmd_gpu_req_t *r;
 
     if (g == NULL || g->ngpus == 0) {
-        snprintf(detail, detail_len, "%s has no GPU (no GPU daemon serves it)", d->cfg.node);
+        snprintf(detail, detail_len, "%s has no GPU (no GPU daemon serves it)", gm->cfg.node);
         return IVM_ERROR_NOT_FOUND;
     }
     if (req->gpu >= g->ngpus) {
-        snprintf(detail, detail_len, "%s has no GPU %u (it has %u)", d->cfg.node, req->gpu,
+        snprintf(detail, detail_len, "%s has no GPU %u (it has %u)", gm->cfg.node, req->gpu,
                  g->ngpus);
         return IVM_ERROR_NOT_FOUND;
     }
@@ -219,7 +219,7 @@ int ivmd_gpu_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     if (!g->alive) {
         return IVM_SUCCESS; /* flags without IVM_GPU_INFO_ALIVE */
     }
-    r = ivmd_gpu_req_new(d, IVM_GPUD_GSTATS, ivmd_gpu_on_stats);
+    r = ivmd_gpu_req_new(gm, IVM_GPUD_GSTATS, ivmd_gpu_on_stats);
     if (r == NULL) {
         return IVM_ERROR_NO_MEMORY;
     }
@@ -229,7 +229,7 @@ int ivmd_gpu_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     r->gpu     = req->gpu;
     memset(&sreq, 0, sizeof(sreq));
     sreq.gpu = req->gpu;
-    if (ivmd_gpu_send(d, r, &sreq, sizeof(sreq), NULL, 0) != IVM_SUCCESS) {
+    if (ivmd_gpu_send(gm, r, &sreq, sizeof(sreq), NULL, 0) != IVM_SUCCESS) {
         return IVM_SUCCESS;
     }
     return IVMD_DEFERRED;

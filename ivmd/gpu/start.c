@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include "gpu/gpud.h"
-#include "ivmd.h"
 #include "log.h"
 #include "sock.h"
 
@@ -24,7 +23,6 @@
 /* --gpus as parsed: the listed CUDA indices. */
 typedef struct ivmd_gpu_list {
     int  n;                                  /* listed GPUs; 0: all; -1: none */
-    char visible[IVM_GPUD_MAX_GPUS][16];     /* each index */
     char csv[IVM_GPUD_MAX_GPUS * 4 + 1];     /* them, comma-separated */
 } ivmd_gpu_list_t;
 
@@ -52,7 +50,6 @@ static ivmError_t ivmd_gpu_parse_list(const char *spec, ivmd_gpu_list_t *l)
             free(copy);
             return IVM_ERROR_INVALID_VALUE;
         }
-        snprintf(l->visible[l->n], sizeof(l->visible[0]), "%ld", v);
         snprintf(l->csv + strlen(l->csv), sizeof(l->csv) - strlen(l->csv), "%s%ld",
                  l->n ? "," : "", v);
         ++l->n;
@@ -62,14 +59,14 @@ static ivmError_t ivmd_gpu_parse_list(const char *spec, ivmd_gpu_list_t *l)
 }
 
 /* ivm-gpud beside ivmd, else the name for PATH. */
-static void ivmd_gpu_find_exe(const ivmd_t *d, char *buf, size_t len)
+static void ivmd_gpu_find_exe(const ivmd_gpu_t *gm, char *buf, size_t len)
 {
     char self[4096];
     ssize_t n;
     char *slash;
 
-    if (d->cfg.gpud[0] != '\0') {
-        snprintf(buf, len, "%s", d->cfg.gpud);
+    if (gm->cfg.gpud[0] != '\0') {
+        snprintf(buf, len, "%s", gm->cfg.gpud);
         return;
     }
     n = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -143,19 +140,19 @@ static ivmError_t ivmd_gpu_hello(int fd, ivm_gpud_hello_rep_t *rep, char *detail
 
 /* The device table: one device per GPU of ivm-gpud, or --gpu-shares (whose
  * GPU numbers are checked against ngpus here). */
-static ivmError_t ivmd_gpu_devs_init(ivmd_t *d, struct ivmd_gpu *g, uint32_t ngpus)
+static ivmError_t ivmd_gpu_devs_init(ivmd_gpu_t *gm, ivmd_gpud_t *g, uint32_t ngpus)
 {
     char err[256];
     int n;
 
-    if (d->cfg.gpu_shares[0] == '\0') {
+    if (gm->cfg.gpu_shares[0] == '\0') {
         for (g->ndevs = 0; g->ndevs < ngpus; ++g->ndevs) {
             g->devs[g->ndevs].phys    = (int)g->ndevs;
             g->devs[g->ndevs].percent = 100;
         }
         return IVM_SUCCESS;
     }
-    if (ivm_devspec_gpu_shares_parse(d->cfg.gpu_shares, (int)ngpus, g->devs,
+    if (ivm_devspec_gpu_shares_parse(gm->cfg.gpu_shares, (int)ngpus, g->devs,
                                      IVM_DEVSPEC_MAX_GPU_DEVICES, &n, err,
                                      sizeof(err)) != IVM_SUCCESS) {
         ivm_error("%s", err);
@@ -167,30 +164,30 @@ static ivmError_t ivmd_gpu_devs_init(ivmd_t *d, struct ivmd_gpu *g, uint32_t ngp
 
 /* Which backend this node needs: "emu", "cuda", or NULL for none (status
  * says whether that is an error). */
-static const char *ivmd_gpu_backend_pick(const ivmd_t *d, const ivmd_gpu_list_t *l,
+static const char *ivmd_gpu_backend_pick(const ivmd_gpu_t *gm, const ivmd_gpu_list_t *l,
                                          ivmError_t *status_p)
 {
     *status_p = IVM_SUCCESS;
-    if (d->cfg.emu_gpus[0] != '\0') {
+    if (gm->cfg.emu_gpus[0] != '\0') {
         return "emu";
     }
     if (l->n >= 0 && access("/dev/nvidiactl", F_OK) == 0) {
         return "cuda";
     }
-    if (d->cfg.gpu_shares[0] != '\0') {
+    if (gm->cfg.gpu_shares[0] != '\0') {
         ivm_error("--gpu-shares '%s' but this node has no GPU (no --emu-gpus; %s)",
-                  d->cfg.gpu_shares, l->n < 0 ? "--gpus none" : "no NVIDIA driver");
+                  gm->cfg.gpu_shares, l->n < 0 ? "--gpus none" : "no NVIDIA driver");
         *status_p = IVM_ERROR_INVALID_VALUE;
     } else if (l->n > 0) {
         ivm_warn("--gpus %s: this node has no NVIDIA driver (/dev/nvidiactl), so no GPU "
-                 "PE can run here", d->cfg.gpus);
+                 "PE can run here", gm->cfg.gpus);
     }
     return NULL;
 }
 
 /* ivm-gpud's command line. */
-static void ivmd_gpu_argv(const ivmd_t *d, char *exe, char *ctl, const char *backend,
-                          char *argv[IVMD_GPU_ARGV_MAX])
+static void ivmd_gpu_argv(const ivmd_gpu_t *gm, char *exe, char *ctl, const char *backend,
+                          const ivmd_gpu_list_t *l, char *argv[IVMD_GPU_ARGV_MAX])
 {
     int argc = 0;
 
@@ -199,90 +196,61 @@ static void ivmd_gpu_argv(const ivmd_t *d, char *exe, char *ctl, const char *bac
     argv[argc++] = ctl;
     argv[argc++] = "--backend";
     argv[argc++] = (char *)backend;
-    if (d->cfg.emu_gpus[0] != '\0') {
+    if (gm->cfg.emu_gpus[0] != '\0') {
         argv[argc++] = "--emu-gpus";
-        argv[argc++] = (char *)d->cfg.emu_gpus;
+        argv[argc++] = (char *)gm->cfg.emu_gpus;
     }
-    if (d->cfg.gpu_admit_timeout[0] != '\0') {
+    if (gm->cfg.gpu_admit_timeout[0] != '\0') {
         argv[argc++] = "--admit-timeout";
-        argv[argc++] = (char *)d->cfg.gpu_admit_timeout;
+        argv[argc++] = (char *)gm->cfg.gpu_admit_timeout;
+    }
+    if (l->n > 0 && strcmp(backend, "cuda") == 0) {
+        argv[argc++] = "--gpus"; /* it sees those GPUs only, numbered from 0 */
+        argv[argc++] = (char *)l->csv;
     }
     argv[argc++] = "--node";
-    argv[argc++] = (char *)d->cfg.node;
+    argv[argc++] = (char *)gm->cfg.node;
     argv[argc++] = "--log-level";
-    argv[argc++] = (char *)d->cfg.log_level;
+    argv[argc++] = (char *)gm->cfg.log_level;
     argv[argc]   = NULL;
 }
 
-/* ivm-gpud's environment: ivmd's, where a --gpus list makes it see those
- * GPUs only, numbered from 0. NULL: out of memory. */
-static char **ivmd_gpu_envp(const ivmd_gpu_list_t *l, const char *backend, char *visible_var,
-                            size_t var_len)
-{
-    extern char **environ;
-    size_t n = 0, i;
-    char **envp;
-
-    while (environ[n] != NULL) {
-        ++n;
-    }
-    envp = calloc(n + 2, sizeof(char *));
-    if (envp == NULL) {
-        return NULL;
-    }
-    for (i = 0, n = 0; environ[i] != NULL; ++i) {
-        if (l->n <= 0 || strncmp(environ[i], "CUDA_VISIBLE_DEVICES=", 21) != 0) {
-            envp[n++] = environ[i];
-        }
-    }
-    if (l->n > 0 && strcmp(backend, "cuda") == 0) {
-        snprintf(visible_var, var_len, "CUDA_VISIBLE_DEVICES=%s", l->csv);
-        envp[n++] = visible_var;
-    }
-    return envp;
-}
-
 /* posix_spawn ivm-gpud with sv_child as its control socket: 0 or an errno. */
-static int ivmd_gpu_spawn(ivmd_t *d, const char *backend, const ivmd_gpu_list_t *l,
+static int ivmd_gpu_spawn(ivmd_gpu_t *gm, const char *backend, const ivmd_gpu_list_t *l,
                           int sv_child, char *exe, size_t exe_len, pid_t *pid_p)
 {
-    char ctl[16], visible_var[64 + sizeof(l->csv)];
+    extern char **environ;
+    char ctl[16];
     char *argv[IVMD_GPU_ARGV_MAX];
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
-    char **envp;
     int rc;
 
-    ivmd_gpu_find_exe(d, exe, exe_len);
+    ivmd_gpu_find_exe(gm, exe, exe_len);
     snprintf(ctl, sizeof(ctl), "%d", IVMD_GPU_CTL_FD);
-    ivmd_gpu_argv(d, exe, ctl, backend, argv);
-    envp = ivmd_gpu_envp(l, backend, visible_var, sizeof(visible_var));
-    if (envp == NULL) {
-        return ENOMEM;
-    }
+    ivmd_gpu_argv(gm, exe, ctl, backend, l, argv);
     posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, d->devnull, 0);
+    posix_spawn_file_actions_adddup2(&fa, *gm->devnull, 0);
     posix_spawn_file_actions_adddup2(&fa, sv_child, IVMD_GPU_CTL_FD);
-    if (d->cfg.ready_fd >= 0 && d->cfg.ready_fd != IVMD_GPU_CTL_FD) {
+    if (gm->cfg.ready_fd >= 0 && gm->cfg.ready_fd != IVMD_GPU_CTL_FD) {
         /* Whoever waits for ivmd's readiness waits for the fd's EOF too. */
-        posix_spawn_file_actions_addclose(&fa, (int)d->cfg.ready_fd);
+        posix_spawn_file_actions_addclose(&fa, (int)gm->cfg.ready_fd);
     }
-    ivmd_spawn_attr_init(&attr);
-    rc = posix_spawnp(pid_p, exe, &fa, &attr, argv, envp);
+    gm->up->spawn_attr_init(&attr);
+    rc = posix_spawnp(pid_p, exe, &fa, &attr, argv, environ);
     posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&fa);
-    free(envp);
     return rc;
 }
 
 /* GHELLO failed or found no GPU: the node has none (an error only where
  * GPUs were asked for). */
-static ivmError_t ivmd_gpu_none(ivmd_t *d, struct ivmd_gpu *g, ivmError_t status,
+static ivmError_t ivmd_gpu_none(ivmd_gpu_t *gm, ivmd_gpud_t *g, ivmError_t status,
                                 const char *backend, const char *detail, int fd)
 {
     if (status != IVM_SUCCESS) {
         ivm_error("ivm-gpud (pid %d, %s backend): %s; %s", (int)g->pid, backend, detail,
-                  d->cfg.emu_gpus[0] != '\0' ? "the emulated GPUs asked for are missing"
+                  gm->cfg.emu_gpus[0] != '\0' ? "the emulated GPUs asked for are missing"
                                               : "this node has no GPU device");
         kill(g->pid, SIGKILL);
     } else {
@@ -290,15 +258,15 @@ static ivmError_t ivmd_gpu_none(ivmd_t *d, struct ivmd_gpu *g, ivmError_t status
     }
     close(fd); /* it exits on EOF */
     g->ngpus = 0;
-    if (d->cfg.gpu_shares[0] != '\0') {
-        ivm_error("--gpu-shares '%s' but this node has no GPU", d->cfg.gpu_shares);
+    if (gm->cfg.gpu_shares[0] != '\0') {
+        ivm_error("--gpu-shares '%s' but this node has no GPU", gm->cfg.gpu_shares);
         return status != IVM_SUCCESS ? status : IVM_ERROR_INVALID_VALUE;
     }
-    return status == IVM_SUCCESS || d->cfg.emu_gpus[0] == '\0' ? IVM_SUCCESS : status;
+    return status == IVM_SUCCESS || gm->cfg.emu_gpus[0] == '\0' ? IVM_SUCCESS : status;
 }
 
 /* Take GHELLO's GPUs and serve the socket in the loop. */
-static ivmError_t ivmd_gpu_adopt(ivmd_t *d, struct ivmd_gpu *g, const ivm_gpud_hello_rep_t *h,
+static ivmError_t ivmd_gpu_adopt(ivmd_gpu_t *gm, ivmd_gpud_t *g, const ivm_gpud_hello_rep_t *h,
                                  const ivmd_gpu_list_t *l, int fd)
 {
     uint32_t i;
@@ -310,63 +278,65 @@ static ivmError_t ivmd_gpu_adopt(ivmd_t *d, struct ivmd_gpu *g, const ivm_gpud_h
     g->ngpus = h->ngpus;
     memcpy(g->gpus, h->gpus, sizeof(g->gpus));
     for (i = 0; i < g->ngpus; ++i) {
-        g->gpus[i].name[sizeof(g->gpus[i].name) - 1] = '\0';
-        if (l->n > 0 && (int)i < l->n) {
-            memcpy(g->visible[i], l->visible[i], sizeof(g->visible[i]));
-        } else {
-            snprintf(g->visible[i], sizeof(g->visible[i]), "%u", i);
+        ivm_gpud_gpu_info_t *gi = &g->gpus[i];
+        gi->name[sizeof(gi->name) - 1]           = '\0';
+        gi->env[sizeof(gi->env) - 1]             = '\0';
+        gi->share_env[sizeof(gi->share_env) - 1] = '\0';
+        if (gi->env[0] != '\0' && strchr(gi->env, '=') == NULL) {
+            gi->env[0] = '\0'; /* no NAME=value */
         }
     }
     if (g->backend != IVM_GPUD_BACKEND_EMU && l->n > (int)g->ngpus) {
-        ivm_warn("--gpus %s names %d GPUs, but only %u of them exist on %s (CUDA stops at "
-                 "the first index it does not have): GPU PEs can use IVM_GPU_N(0..%u)",
-                 d->cfg.gpus, l->n, g->ngpus, d->cfg.node, g->ngpus > 0 ? g->ngpus - 1 : 0);
+        ivm_warn("--gpus %s names %d GPUs, but only %u of them exist on %s (the driver "
+                 "stops at the first index it does not have): GPU PEs can use "
+                 "IVM_GPU_N(0..%u)",
+                 gm->cfg.gpus, l->n, g->ngpus, gm->cfg.node, g->ngpus > 0 ? g->ngpus - 1 : 0);
     }
     g->next_seq = 2;
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-    g->conn = ivmd_conn_open(d, fd, IVMD_CONN_GPUD, EPOLLIN | EPOLLRDHUP);
+    g->conn = ivmd_conn_create(gm->conns, fd, IVMD_CONN_GPUD, EPOLLIN | EPOLLRDHUP);
     if (g->conn == NULL) {
         g->alive = 0;
         return IVM_ERROR_INTERNAL;
     }
     g->conn->peer_pid = g->pid;
-    ivmd_data_set_target(d, &ivmd_gpu_target_ops);
+    ivmd_data_set_target(gm->data, &ivmd_gpu_target_ops, gm);
     ivm_info("ivm-gpud pid %d: %s backend%s, %u GPU%s (GPU 0: %s, %llu MiB), %u GPU "
              "device%s%s%s", (int)g->pid, g->backend_name, g->backend == IVM_GPUD_BACKEND_EMU
                                   ? " (emulated GPUs, host memory)" : "",
              g->ngpus, g->ngpus == 1 ? "" : "s", g->gpus[0].name,
              (unsigned long long)(g->gpus[0].capacity >> 20), g->ndevs,
-             g->ndevs == 1 ? "" : "s", d->cfg.gpu_shares[0] != '\0' ? " from --gpu-shares "
+             g->ndevs == 1 ? "" : "s", gm->cfg.gpu_shares[0] != '\0' ? " from --gpu-shares "
                                                                       : "",
-             d->cfg.gpu_shares);
+             gm->cfg.gpu_shares);
     return IVM_SUCCESS;
 }
 
 /* ivm-gpud could not be started: an error only where GPUs were asked for. */
-static ivmError_t ivmd_gpu_spawn_failed(const ivmd_t *d, const char *exe, int rc)
+static ivmError_t ivmd_gpu_spawn_failed(const ivmd_gpu_t *gm, const char *exe, int rc)
 {
-    if (d->cfg.emu_gpus[0] != '\0') {
+    if (gm->cfg.emu_gpus[0] != '\0') {
         ivm_error("cannot start %s for --emu-gpus: %s", exe, strerror(rc));
         return IVM_ERROR_SPAWN;
     }
     ivm_error("cannot start %s: %s; this node has no GPU device", exe, strerror(rc));
-    return d->cfg.gpu_shares[0] != '\0' ? IVM_ERROR_SPAWN : IVM_SUCCESS;
+    return gm->cfg.gpu_shares[0] != '\0' ? IVM_ERROR_SPAWN : IVM_SUCCESS;
 }
 
-ivmError_t ivmd_gpu_start(ivmd_t *d)
+ivmError_t ivmd_gpu_start(ivmd_gpu_t *gm)
 {
     char exe[4200], detail[IVM_MSG_DETAIL_MAX];
     ivm_gpud_hello_rep_t hello;
     ivmd_gpu_list_t list;
-    struct ivmd_gpu *g;
+    ivmd_gpud_t *g;
     const char *backend;
     ivmError_t status;
     int sv[2], rc;
 
-    if (ivmd_gpu_parse_list(d->cfg.gpus, &list) != IVM_SUCCESS) {
+    if (ivmd_gpu_parse_list(gm->cfg.gpus, &list) != IVM_SUCCESS) {
         return IVM_ERROR_INVALID_VALUE;
     }
-    backend = ivmd_gpu_backend_pick(d, &list, &status);
+    backend = ivmd_gpu_backend_pick(gm, &list, &status);
     if (backend == NULL) {
         return status; /* no GPU on this node */
     }
@@ -379,23 +349,23 @@ ivmError_t ivmd_gpu_start(ivmd_t *d)
         status = IVM_ERROR_INTERNAL;
         goto free_g;
     }
-    rc = ivmd_gpu_spawn(d, backend, &list, sv[1], exe, sizeof(exe), &g->pid);
+    rc = ivmd_gpu_spawn(gm, backend, &list, sv[1], exe, sizeof(exe), &g->pid);
     close(sv[1]);
     if (rc != 0) {
-        status = ivmd_gpu_spawn_failed(d, exe, rc);
+        status = ivmd_gpu_spawn_failed(gm, exe, rc);
         goto close_sock;
     }
-    d->gpu = g;
+    gm->g = g;
     status = ivmd_gpu_hello(sv[0], &hello, detail, sizeof(detail));
     if (status != IVM_SUCCESS || hello.ngpus == 0) {
-        return ivmd_gpu_none(d, g, status, backend, detail, sv[0]);
+        return ivmd_gpu_none(gm, g, status, backend, detail, sv[0]);
     }
-    if (ivmd_gpu_devs_init(d, g, hello.ngpus) != IVM_SUCCESS) {
+    if (ivmd_gpu_devs_init(gm, g, hello.ngpus) != IVM_SUCCESS) {
         kill(g->pid, SIGKILL);
         close(sv[0]);
         return IVM_ERROR_INVALID_VALUE;
     }
-    return ivmd_gpu_adopt(d, g, &hello, &list, sv[0]);
+    return ivmd_gpu_adopt(gm, g, &hello, &list, sv[0]);
 
 close_sock:
     close(sv[0]);
@@ -404,45 +374,96 @@ free_g:
     return status;
 }
 
-uint32_t ivmd_gpu_count(const ivmd_t *d)
+void ivmd_gpu_init(ivmd_gpu_t *gm, ivmd_t *d, const ivmd_gpu_cfg_t *cfg, const int *devnull,
+                   const int *stopping, ivmd_registry_t *reg, ivmd_conn_table_t *conns,
+                   ivmd_data_t *data, const ivmd_gpu_up_t *up)
 {
-    return d->gpu != NULL ? d->gpu->ndevs : 0;
+    gm->conns    = conns;
+    gm->d        = d;
+    gm->cfg      = *cfg;
+    gm->devnull  = devnull;
+    gm->stopping = stopping;
+    gm->reg      = reg;
+    gm->data     = data;
+    gm->up       = up;
 }
 
-int ivmd_gpu_share(const ivmd_t *d, int dev)
+uint32_t ivmd_gpu_count(const ivmd_gpu_t *gm)
 {
-    if (d->gpu == NULL || dev < 0 || (uint32_t)dev >= d->gpu->ndevs) {
+    return gm->g != NULL ? gm->g->ndevs : 0;
+}
+
+int ivmd_gpu_share(const ivmd_gpu_t *gm, int dev)
+{
+    if (gm->g == NULL || dev < 0 || (uint32_t)dev >= gm->g->ndevs) {
         return 0;
     }
-    return d->gpu->devs[dev].percent;
+    return gm->g->devs[dev].percent;
 }
 
-int ivmd_gpu_alive(const ivmd_t *d)
+int ivmd_gpu_alive(const ivmd_gpu_t *gm)
 {
-    return d->gpu != NULL && d->gpu->alive;
+    return gm->g != NULL && gm->g->alive;
 }
 
-const char *ivmd_gpu_backend_name(const ivmd_t *d)
+const char *ivmd_gpu_backend_name(const ivmd_gpu_t *gm)
 {
-    return d->gpu != NULL ? d->gpu->backend_name : "none";
+    return gm->g != NULL ? gm->g->backend_name : "none";
 }
 
-const char *ivmd_gpu_visible(const ivmd_t *d, int dev)
+/* The GPU info of device dev, NULL if there is none. */
+static const ivm_gpud_gpu_info_t *ivmd_gpu_dev_info(const ivmd_gpu_t *gm, int dev)
 {
-    if (d->gpu == NULL || d->gpu->backend != IVM_GPUD_BACKEND_CUDA || dev < 0 ||
-        (uint32_t)dev >= d->gpu->ndevs) {
+    if (gm->g == NULL || dev < 0 || (uint32_t)dev >= gm->g->ndevs) {
         return NULL;
     }
-    return d->gpu->visible[ivmd_gpu_phys(d->gpu, dev)];
+    return &gm->g->gpus[ivmd_gpu_phys(gm->g, dev)];
 }
 
-int ivmd_gpu_reaped(ivmd_t *d, pid_t pid, int wstatus)
+int ivmd_gpu_env(const ivmd_gpu_t *gm, int dev, char (*env)[160], int max)
 {
-    if (d->gpu == NULL || d->gpu->pid != pid || pid <= 0) {
+    const ivm_gpud_gpu_info_t *gi = ivmd_gpu_dev_info(gm, dev);
+    int share = ivmd_gpu_share(gm, dev), n = 0;
+
+    if (gi == NULL) {
         return 0;
     }
-    d->gpu->pid = 0;
-    if (!d->stopping && !d->gpu->closing) {
+    if (gi->env[0] != '\0' && n < max) {
+        snprintf(env[n++], sizeof(env[0]), "%s", gi->env);
+    }
+    if (gi->share_env[0] != '\0' && share < 100 && n < max) {
+        snprintf(env[n++], sizeof(env[0]), "%s=%d", gi->share_env, share);
+    }
+    return n;
+}
+
+/* var ("NAME=value") names the variable name[0, len). */
+static int ivmd_gpu_env_names(const char *var, const char *name, size_t len)
+{
+    return len > 0 && strncmp(var, name, len) == 0 && var[len] == '=';
+}
+
+int ivmd_gpu_env_overrides(const ivmd_gpu_t *gm, int dev, const char *var)
+{
+    const ivm_gpud_gpu_info_t *gi = ivmd_gpu_dev_info(gm, dev);
+
+    if (gi == NULL) {
+        return 0;
+    }
+    if (gi->env[0] != '\0' && ivmd_gpu_env_names(var, gi->env, strcspn(gi->env, "="))) {
+        return 1;
+    }
+    return ivmd_gpu_share(gm, dev) < 100 &&
+           ivmd_gpu_env_names(var, gi->share_env, strlen(gi->share_env));
+}
+
+int ivmd_gpu_reaped(ivmd_gpu_t *gm, pid_t pid, int wstatus)
+{
+    if (gm->g == NULL || gm->g->pid != pid || pid <= 0) {
+        return 0;
+    }
+    gm->g->pid = 0;
+    if (!*gm->stopping && !gm->g->closing) {
         if (WIFSIGNALED(wstatus)) {
             ivm_warn("ivm-gpud (pid %d) was killed by signal %d", (int)pid, WTERMSIG(wstatus));
         } else {
@@ -455,29 +476,30 @@ int ivmd_gpu_reaped(ivmd_t *d, pid_t pid, int wstatus)
 
 void ivmd_gpu_lost(ivmd_t *d, ivmd_conn_t *c, const char *why)
 {
-    struct ivmd_gpu *g = d->gpu;
+    ivmd_gpu_t *gm = ivmd_conn_owner(c);
+    ivmd_gpud_t *g = gm->g;
 
     if (g == NULL || g->conn != c) {
         return;
     }
     g->conn  = NULL;
     g->alive = 0;
-    if (!d->stopping && !g->closing) {
+    if (!*gm->stopping && !g->closing) {
         ivm_warn("ivm-gpud (pid %d) is gone (%s): GPU maps, syncs and GPU PEs now fail "
                  "with IVM_ERROR_DAEMON_LOST; CPU PEs are served as before",
                  (int)g->pid, why);
     }
-    if (g->pid > 0 && !d->stopping && !g->closing) {
+    if (g->pid > 0 && !*gm->stopping && !g->closing) {
         kill(g->pid, SIGKILL); /* if it still runs (a malformed message) */
     }
-    ivmd_pool_gpus_lost(d); /* parked GPU processes could never become PEs now */
-    ivmd_gpu_reqs_fail(d);
-    ivmd_gpu_refs_clear(d);
+    gm->up->gpus_lost(gm->d); /* parked GPU processes could never become PEs now */
+    ivmd_gpu_reqs_fail(gm);
+    ivmd_gpu_refs_clear(gm);
 }
 
 /* Let ivm-gpud answer what it was sent (JOB_END of the jobs just ended),
  * then see its EOF: it exits without a broken pipe. */
-static void ivmd_gpu_drain_close(ivmd_t *d, struct ivmd_gpu *g)
+static void ivmd_gpu_drain_close(ivmd_gpu_t *gm, ivmd_gpud_t *g)
 {
     struct pollfd pfd = {.fd = g->conn->h.fd, .events = POLLIN};
     char scratch[4096];
@@ -489,12 +511,12 @@ static void ivmd_gpu_drain_close(ivmd_t *d, struct ivmd_gpu *g)
            read(g->conn->h.fd, scratch, sizeof(scratch)) > 0) {
         left_ms = 2000 - (double)(ivmd_now_ns() - t0) / 1e6;
     }
-    ivmd_conn_close(d, g->conn, "daemon shutdown");
+    ivmd_conn_close(gm->d, g->conn, "daemon shutdown");
 }
 
-void ivmd_gpu_stop(ivmd_t *d)
+void ivmd_gpu_stop(ivmd_gpu_t *gm)
 {
-    struct ivmd_gpu *g = d->gpu;
+    ivmd_gpud_t *g = gm->g;
     int wstatus, tries;
 
     if (g == NULL) {
@@ -502,7 +524,7 @@ void ivmd_gpu_stop(ivmd_t *d)
     }
     g->closing = 1;
     if (g->conn != NULL) {
-        ivmd_gpu_drain_close(d, g);
+        ivmd_gpu_drain_close(gm, g);
     }
     /* ivm-gpud exits on EOF of its socket. */
     for (tries = 0; g->pid > 0 && tries < 300; ++tries) {
@@ -518,10 +540,10 @@ void ivmd_gpu_stop(ivmd_t *d)
         kill(g->pid, SIGKILL);
         waitpid(g->pid, &wstatus, 0);
     }
-    ivmd_data_set_target(d, NULL);
-    ivmd_gpu_syncs_clear(d);
-    ivmd_gpu_refs_clear(d);
-    ivmd_gpu_reqs_fail(d);
+    ivmd_data_set_target(gm->data, NULL, NULL);
+    ivmd_gpu_syncs_clear(gm);
+    ivmd_gpu_refs_clear(gm);
+    ivmd_gpu_reqs_fail(gm);
     free(g);
-    d->gpu = NULL;
+    gm->g = NULL;
 }

@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "gpu/gpud.h"
-#include "ivmd.h"
 #include "log.h"
 
 typedef enum ivmd_gstep_kind {
@@ -41,63 +40,63 @@ struct ivmd_gsync {
     void              *arg;     /* for done */
 };
 
-static ivmd_gsync_t *ivmd_gsync_find(ivmd_t *d, uint64_t id)
+static ivmd_gsync_t *ivmd_gsync_find(ivmd_gpu_t *gm, uint64_t id)
 {
     ivmd_gsync_t *gs = NULL;
 
-    if (d->gpu != NULL) {
-        HASH_FIND(hh, d->gpu->syncs, &id, sizeof(id), gs);
+    if (gm->g != NULL) {
+        HASH_FIND(hh, gm->g->syncs, &id, sizeof(id), gs);
     }
     return gs;
 }
 
-static void ivmd_gsync_free(ivmd_t *d, ivmd_gsync_t *gs)
+static void ivmd_gsync_free(ivmd_gpu_t *gm, ivmd_gsync_t *gs)
 {
-    HASH_DEL(d->gpu->syncs, gs);
+    HASH_DEL(gm->g->syncs, gs);
     free(gs->steps);
     free(gs);
 }
 
-void ivmd_gpu_syncs_clear(ivmd_t *d)
+void ivmd_gpu_syncs_clear(ivmd_gpu_t *gm)
 {
     ivmd_gsync_t *gs, *tmp;
 
-    HASH_ITER(hh, d->gpu->syncs, gs, tmp) {
-        ivmd_gsync_free(d, gs);
+    HASH_ITER(hh, gm->g->syncs, gs, tmp) {
+        ivmd_gsync_free(gm, gs);
     }
 }
 
-void ivmd_gpu_syncs_conn_gone(ivmd_t *d, ivmd_conn_t *c)
+void ivmd_gpu_syncs_conn_gone(ivmd_gpu_t *gm, ivmd_conn_t *c)
 {
     ivmd_gsync_t *gs, *tmp;
 
-    HASH_ITER(hh, d->gpu->syncs, gs, tmp) {
+    HASH_ITER(hh, gm->g->syncs, gs, tmp) {
         if (gs->conn == c) {
             gs->conn = NULL;
         }
     }
 }
 
-static void ivmd_gsync_finish(ivmd_t *d, ivmd_gsync_t *gs, int status, const char *detail)
+static void ivmd_gsync_finish(ivmd_gpu_t *gm, ivmd_gsync_t *gs, int status, const char *detail)
 {
-    HASH_DEL(d->gpu->syncs, gs);
+    HASH_DEL(gm->g->syncs, gs);
     if (gs->done != NULL) {
-        gs->done(d, gs->arg, status);
+        gs->done(gm->d, gs->arg, status);
     } else if (gs->conn != NULL) {
         ivm_msg_status_t rep = {.status = status};
-        ivmd_conn_reply(d, gs->conn, gs->type, gs->seq, &rep, sizeof(rep),
+        ivmd_conn_reply(gm->d, gs->conn, gs->type, gs->seq, &rep, sizeof(rep),
                         status != IVM_SUCCESS ? detail : NULL, NULL, 0);
     }
     free(gs->steps);
     free(gs);
 }
 
-static void ivmd_gsync_run(ivmd_t *d, ivmd_gsync_t *gs);
+static void ivmd_gsync_run(ivmd_gpu_t *gm, ivmd_gsync_t *gs);
 
-static void ivmd_gsync_on_reply(ivmd_t *d, ivmd_gpu_req_t *r, int status, const void *rep,
+static void ivmd_gsync_on_reply(ivmd_gpu_t *gm, ivmd_gpu_req_t *r, int status, const void *rep,
                                 int *fds, int nfds, const char *detail)
 {
-    ivmd_gsync_t *gs = ivmd_gsync_find(d, r->gsync);
+    ivmd_gsync_t *gs = ivmd_gsync_find(gm, r->gsync);
 
     (void)rep;
     (void)fds;
@@ -106,51 +105,52 @@ static void ivmd_gsync_on_reply(ivmd_t *d, ivmd_gpu_req_t *r, int status, const 
         return;
     }
     if (status != IVM_SUCCESS) {
-        ivmd_gsync_finish(d, gs, status,
+        ivmd_gsync_finish(gm, gs, status,
                           detail[0] ? detail : "moving bytes to or from the device copy failed");
         return;
     }
-    ivmd_gsync_run(d, gs);
+    ivmd_gsync_run(gm, gs);
 }
 
 /* The node copy's sync ended (the data plane's done callback). */
-static void ivmd_gsync_resume(ivmd_t *d, void *arg, int status)
+static void ivmd_gsync_resume(void *arg, uint64_t id, int status)
 {
-    ivmd_gsync_t *gs = ivmd_gsync_find(d, (uint64_t)(uintptr_t)arg);
+    ivmd_gpu_t *gm = arg;
+    ivmd_gsync_t *gs = ivmd_gsync_find(gm, id);
 
     if (gs == NULL) {
         return;
     }
     if (status != IVM_SUCCESS) {
-        ivmd_gsync_finish(d, gs, status,
+        ivmd_gsync_finish(gm, gs, status,
                           status == IVM_ERROR_DAEMON_LOST
                               ? "the node holding the object's master is unreachable"
                               : "the transfer failed");
         return;
     }
-    ivmd_gsync_run(d, gs);
+    ivmd_gsync_run(gm, gs);
 }
 
 /* Send a step's request to ivm-gpud: the sync goes on in its reply (or ends
  * here if it cannot be sent). */
-static void ivmd_gsync_send(ivmd_t *d, ivmd_gsync_t *gs, uint16_t type, const void *req,
+static void ivmd_gsync_send(ivmd_gpu_t *gm, ivmd_gsync_t *gs, uint16_t type, const void *req,
                             uint32_t len)
 {
-    ivmd_gpu_req_t *r = ivmd_gpu_req_new(d, type, ivmd_gsync_on_reply);
+    ivmd_gpu_req_t *r = ivmd_gpu_req_new(gm, type, ivmd_gsync_on_reply);
 
     if (r == NULL) {
-        ivmd_gsync_finish(d, gs, IVM_ERROR_NO_MEMORY, "out of memory");
+        ivmd_gsync_finish(gm, gs, IVM_ERROR_NO_MEMORY, "out of memory");
         return;
     }
     r->gsync = gs->id;
-    if (ivmd_gpu_send(d, r, req, len, NULL, 0) != IVM_SUCCESS) {
-        ivmd_gsync_finish(d, gs, IVM_ERROR_DAEMON_LOST,
+    if (ivmd_gpu_send(gm, r, req, len, NULL, 0) != IVM_SUCCESS) {
+        ivmd_gsync_finish(gm, gs, IVM_ERROR_DAEMON_LOST,
                           "the GPU daemon (ivm-gpud) of this node is gone");
     }
 }
 
 /* A COPY step's request. */
-static void ivmd_gsync_copy(ivmd_t *d, ivmd_gsync_t *gs, const ivmd_gstep_t *s)
+static void ivmd_gsync_copy(ivmd_gpu_t *gm, ivmd_gsync_t *gs, const ivmd_gstep_t *s)
 {
     ivm_gpud_copy_req_t req;
 
@@ -159,27 +159,27 @@ static void ivmd_gsync_copy(ivmd_t *d, ivmd_gsync_t *gs, const ivmd_gstep_t *s)
     req.offset  = s->off;
     req.size    = s->len;
     req.dir     = s->kind == IVMD_GSTEP_D2H ? IVM_GPUD_COPY_D2H : IVM_GPUD_COPY_H2D;
-    ivmd_gsync_send(d, gs, IVM_GPUD_COPY, &req, sizeof(req));
+    ivmd_gsync_send(gm, gs, IVM_GPUD_COPY, &req, sizeof(req));
 }
 
 /* The NODE step: 1 if the sync waits for it (or ended), 0 to go on. */
-static int ivmd_gsync_node(ivmd_t *d, ivmd_gsync_t *gs, const ivmd_gstep_t *s)
+static int ivmd_gsync_node(ivmd_gpu_t *gm, ivmd_gsync_t *gs, const ivmd_gstep_t *s)
 {
-    ivmd_job_t *job = ivmd_job_find(&d->reg, gs->job);
+    ivmd_job_t *job = ivmd_job_find(gm->reg, gs->job);
     ivmd_obj_t *obj = job != NULL ? ivmd_obj_find_id(job, gs->obj) : NULL;
     int rc;
 
     if (obj == NULL) {
-        ivmd_gsync_finish(d, gs, IVM_ERROR_INVALID_VALUE, "the object is gone");
+        ivmd_gsync_finish(gm, gs, IVM_ERROR_INVALID_VALUE, "the object is gone");
         return 1;
     }
-    rc = ivmd_data_sync_op(d, NULL, NULL, gs->job, obj, s->op, s->off, s->len,
-                           ivmd_gsync_resume, (void *)(uintptr_t)gs->id);
+    rc = ivmd_data_sync_op(gm->data, NULL, NULL, gs->job, obj, s->op, s->off, s->len,
+                           ivmd_gsync_resume, gm, gs->id);
     if (rc == IVMD_DEFERRED) {
         return 1;
     }
     if (rc != IVM_SUCCESS) {
-        ivmd_gsync_finish(d, gs, rc,
+        ivmd_gsync_finish(gm, gs, rc,
                           rc == IVM_ERROR_DAEMON_LOST
                               ? "the node holding the object's master is unreachable"
                               : "the sync of the node copy failed");
@@ -189,7 +189,7 @@ static int ivmd_gsync_node(ivmd_t *d, ivmd_gsync_t *gs, const ivmd_gstep_t *s)
 }
 
 /* Run the steps from gs->at on until one must wait. */
-static void ivmd_gsync_run(ivmd_t *d, ivmd_gsync_t *gs)
+static void ivmd_gsync_run(ivmd_gpu_t *gm, ivmd_gsync_t *gs)
 {
     while (gs->at < gs->nsteps) {
         const ivmd_gstep_t *s = &gs->steps[gs->at++];
@@ -197,41 +197,41 @@ static void ivmd_gsync_run(ivmd_t *d, ivmd_gsync_t *gs)
         switch (s->kind) {
         case IVMD_GSTEP_D2H:
         case IVMD_GSTEP_H2D:
-            ivmd_gsync_copy(d, gs, s);
+            ivmd_gsync_copy(gm, gs, s);
             return;
         case IVMD_GSTEP_FENCE: {
             ivm_gpud_stats_req_t req = {.gpu = 0};
-            ivmd_gsync_send(d, gs, IVM_GPUD_GSTATS, &req, sizeof(req));
+            ivmd_gsync_send(gm, gs, IVM_GPUD_GSTATS, &req, sizeof(req));
             return;
         }
         case IVMD_GSTEP_NODE:
-            if (ivmd_gsync_node(d, gs, s)) {
+            if (ivmd_gsync_node(gm, gs, s)) {
                 return;
             }
             break;
         }
     }
-    ivmd_gsync_finish(d, gs, IVM_SUCCESS, NULL);
+    ivmd_gsync_finish(gm, gs, IVM_SUCCESS, NULL);
 }
 
 /* A sync of (job, obj) with room for the steps it may need. */
-static ivmd_gsync_t *ivmd_gsync_new(ivmd_t *d, uint32_t job, uint64_t obj, int extra_steps)
+static ivmd_gsync_t *ivmd_gsync_new(ivmd_gpu_t *gm, uint32_t job, uint64_t obj, int extra_steps)
 {
     ivmd_gsync_t *gs = calloc(1, sizeof(*gs));
 
     if (gs == NULL) {
         return NULL;
     }
-    gs->max   = (int)d->gpu->nrefs + extra_steps;
+    gs->max   = (int)gm->g->nrefs + extra_steps;
     gs->steps = calloc((size_t)gs->max, sizeof(*gs->steps));
     if (gs->steps == NULL) {
         free(gs);
         return NULL;
     }
-    gs->id  = ++d->gpu->next_sync;
+    gs->id  = ++gm->g->next_sync;
     gs->job = job;
     gs->obj = obj;
-    HASH_ADD(hh, d->gpu->syncs, id, sizeof(gs->id), gs);
+    HASH_ADD(hh, gm->g->syncs, id, sizeof(gs->id), gs);
     return gs;
 }
 
@@ -269,10 +269,10 @@ static int ivmd_gpu_clip(const ivmd_gpu_ref_t *ref, uint64_t off, uint64_t len,
 
 /* Add a COPY step for each device copy of the sync's object on this node
  * meeting [off, off+len), once per copy, except copy `skip`. */
-static void ivmd_gsync_add_copies(ivmd_t *d, ivmd_gsync_t *gs, ivmd_gstep_kind_t kind,
+static void ivmd_gsync_add_copies(ivmd_gpu_t *gm, ivmd_gsync_t *gs, ivmd_gstep_kind_t kind,
                                   uint64_t off, uint64_t len, uint64_t skip)
 {
-    ivmd_gpu_ref_t *head = ivmd_gpu_obj_refs(d, gs->job, gs->obj), *ref, *seen;
+    ivmd_gpu_ref_t *head = ivmd_gpu_obj_refs(gm, gs->job, gs->obj), *ref, *seen;
     uint64_t lo, n;
 
     for (ref = head; ref != NULL; ref = ref->next) {
@@ -287,16 +287,16 @@ static void ivmd_gsync_add_copies(ivmd_t *d, ivmd_gsync_t *gs, ivmd_gstep_kind_t
     }
 }
 
-int ivmd_gpu_has_copies(const ivmd_t *d, uint32_t job, uint64_t obj, uint64_t off,
+int ivmd_gpu_has_copies(const ivmd_gpu_t *gm, uint32_t job, uint64_t obj, uint64_t off,
                         uint64_t len)
 {
     const ivmd_gpu_ref_t *ref;
     uint64_t lo, n;
 
-    if (d->gpu == NULL || !d->gpu->alive) {
+    if (gm->g == NULL || !gm->g->alive) {
         return 0;
     }
-    for (ref = ivmd_gpu_obj_refs(d, job, obj); ref != NULL; ref = ref->next) {
+    for (ref = ivmd_gpu_obj_refs(gm, job, obj); ref != NULL; ref = ref->next) {
         if (ivmd_gpu_clip(ref, off, len, &lo, &n)) {
             return 1;
         }
@@ -306,7 +306,7 @@ int ivmd_gpu_has_copies(const ivmd_t *d, uint32_t job, uint64_t obj, uint64_t of
 
 /* The reference a GPU PE's sync names, checked: IVM_SUCCESS (*own_p NULL
  * when it names none), or an error with detail. */
-static ivmError_t ivmd_gpu_sync_ref(ivmd_t *d, ivmd_conn_t *c, const ivmd_obj_t *obj,
+static ivmError_t ivmd_gpu_sync_ref(ivmd_gpu_t *gm, ivmd_conn_t *c, const ivmd_obj_t *obj,
                                     const ivm_msg_sync_req_t *req, ivmd_gpu_ref_t **own_p,
                                     char *detail, size_t detail_len)
 {
@@ -317,16 +317,16 @@ static ivmError_t ivmd_gpu_sync_ref(ivmd_t *d, ivmd_conn_t *c, const ivmd_obj_t 
     if (req->gpu_ref == 0) {
         return IVM_SUCCESS;
     }
-    if (d->gpu == NULL || c->pe == NULL || !IVM_DEV_IS_GPU(c->pe->devtype)) {
+    if (gm->g == NULL || c->pe == NULL || !IVM_DEV_IS_GPU(c->pe->devtype)) {
         snprintf(detail, detail_len, "a sync names a device copy, but pe %d is no GPU PE",
                  c->pe != NULL ? c->pe->id : -1);
         return IVM_ERROR_INVALID_VALUE;
     }
-    if (!ivmd_gpu_alive(d)) {
+    if (!ivmd_gpu_alive(gm)) {
         snprintf(detail, detail_len, "the GPU daemon (ivm-gpud) of this node is gone");
         return IVM_ERROR_DAEMON_LOST;
     }
-    own = ivmd_gpu_ref_find(d, req->gpu_ref);
+    own = ivmd_gpu_ref_find(gm, req->gpu_ref);
     /* The copy holds [off, off+len) (an empty range: off inside or at its end). */
     if (own == NULL || own->job != c->job->id || own->pe != c->pe->id || own->obj != obj->id ||
         off < own->copy_off || off - own->copy_off > own->copy_size ||
@@ -339,7 +339,7 @@ static ivmError_t ivmd_gpu_sync_ref(ivmd_t *d, ivmd_conn_t *c, const ivmd_obj_t 
 }
 
 /* The steps of a sync op of [off, off+len) with the caller's copy own. */
-static void ivmd_gsync_plan(ivmd_t *d, ivmd_gsync_t *gs, const ivmd_obj_t *obj, uint32_t op,
+static void ivmd_gsync_plan(ivmd_gpu_t *gm, ivmd_gsync_t *gs, const ivmd_obj_t *obj, uint32_t op,
                             const ivmd_gpu_ref_t *own, uint64_t off, uint64_t len)
 {
     int mirror = obj->master_node >= 0;
@@ -364,40 +364,40 @@ static void ivmd_gsync_plan(ivmd_t *d, ivmd_gsync_t *gs, const ivmd_obj_t *obj, 
             ivmd_gsync_add(gs, IVMD_GSTEP_D2H, own->copy, off, len, 0);
         }
         ivmd_gsync_add(gs, IVMD_GSTEP_NODE, 0, off, len, IVM_SYNC_PUT_GROUP);
-        ivmd_gsync_add_copies(d, gs, IVMD_GSTEP_H2D, off, len, own != NULL ? own->copy : 0);
+        ivmd_gsync_add_copies(gm, gs, IVMD_GSTEP_H2D, off, len, own != NULL ? own->copy : 0);
         break;
     default:
         /* GET_GROUP: every device copy of this node into the node copy, then
          * the master gathers from the nodes. */
-        ivmd_gsync_add_copies(d, gs, IVMD_GSTEP_D2H, off, len, 0);
+        ivmd_gsync_add_copies(gm, gs, IVMD_GSTEP_D2H, off, len, 0);
         ivmd_gsync_add(gs, IVMD_GSTEP_NODE, 0, off, len, IVM_SYNC_GET_GROUP);
         break;
     }
 }
 
-int ivmd_gpu_sync(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ivmd_obj_t *obj,
+int ivmd_gpu_sync(ivmd_gpu_t *gm, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ivmd_obj_t *obj,
                   const ivm_msg_sync_req_t *req, char *detail, size_t detail_len)
 {
     ivmd_gpu_ref_t *own = NULL;
     ivmd_gsync_t *gs;
     ivmError_t status;
 
-    status = ivmd_gpu_sync_ref(d, c, obj, req, &own, detail, detail_len);
+    status = ivmd_gpu_sync_ref(gm, c, obj, req, &own, detail, detail_len);
     if (status != IVM_SUCCESS) {
         return status;
     }
     if (req->size == 0) {
         return IVM_SUCCESS;
     }
-    gs = ivmd_gsync_new(d, c->job->id, obj->id, 3);
+    gs = ivmd_gsync_new(gm, c->job->id, obj->id, 3);
     if (gs == NULL) {
         return IVM_ERROR_NO_MEMORY;
     }
     gs->conn = c;
     gs->seq  = hdr->seq;
     gs->type = hdr->type;
-    ivmd_gsync_plan(d, gs, obj, req->op, own, req->offset, req->size);
-    ivmd_gsync_run(d, gs);
+    ivmd_gsync_plan(gm, gs, obj, req->op, own, req->offset, req->size);
+    ivmd_gsync_run(gm, gs);
     return IVMD_DEFERRED;
 }
 
@@ -407,36 +407,37 @@ int ivmd_gpu_sync(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, ivmd_obj_
  * gather (pull = D2H from this node's device copies first) or just arrived
  * from a scatter (push = H2D into them). `fence`: wait for earlier copies of
  * the object too. */
-static int ivmd_gpu_refresh(ivmd_t *d, uint32_t job, uint64_t obj, uint64_t off, uint64_t len,
+static int ivmd_gpu_refresh(void *ctx, uint32_t job, uint64_t obj, uint64_t off, uint64_t len,
                             int pull, int fence, ivmd_target_done_t done, void *arg)
 {
+    ivmd_gpu_t *gm = ctx;
     ivmd_gsync_t *gs, *tmp;
     int busy = 0;
 
-    if (d->gpu == NULL || !d->gpu->alive) {
+    if (gm->g == NULL || !gm->g->alive) {
         return 0;
     }
-    HASH_ITER(hh, d->gpu->syncs, gs, tmp) {
+    HASH_ITER(hh, gm->g->syncs, gs, tmp) {
         busy |= gs->job == job && gs->obj == obj;
     }
-    if (!ivmd_gpu_has_copies(d, job, obj, off, len) && !(fence && busy)) {
+    if (!ivmd_gpu_has_copies(gm, job, obj, off, len) && !(fence && busy)) {
         return 0;
     }
-    gs = ivmd_gsync_new(d, job, obj, 2);
+    gs = ivmd_gsync_new(gm, job, obj, 2);
     if (gs == NULL) {
         return 0;
     }
     gs->done = done;
     gs->arg  = arg;
-    ivmd_gsync_add_copies(d, gs, pull ? IVMD_GSTEP_D2H : IVMD_GSTEP_H2D, off, len, 0);
+    ivmd_gsync_add_copies(gm, gs, pull ? IVMD_GSTEP_D2H : IVMD_GSTEP_H2D, off, len, 0);
     if (gs->nsteps == 0) {
         ivmd_gsync_add(gs, IVMD_GSTEP_FENCE, 0, 0, 0, 0);
     }
-    ivmd_gsync_run(d, gs);
+    ivmd_gsync_run(gm, gs);
     return 1;
 }
 
-static void ivmd_gpu_on_filled(ivmd_t *d, ivmd_gpu_req_t *r, int status, const void *payload,
+static void ivmd_gpu_on_filled(ivmd_gpu_t *gm, ivmd_gpu_req_t *r, int status, const void *payload,
                                int *fds, int nfds, const char *detail)
 {
     (void)payload;
@@ -447,23 +448,24 @@ static void ivmd_gpu_on_filled(ivmd_t *d, ivmd_gpu_req_t *r, int status, const v
                   r->job, (unsigned long long)r->obj, detail[0] ? detail : "?");
     }
     if (r->done != NULL) {
-        r->done(d, r->done_arg, status);
+        r->done(gm->d, r->done_arg, status);
     }
 }
 
 /* A mirror fill just wrote [off, off+len) of obj, bytes this node did not
  * hold: ivm-gpud copies them into the object's device copies of this node,
  * cached ones included (FILLED). */
-static int ivmd_gpu_filled(ivmd_t *d, uint32_t job, const ivmd_obj_t *obj, uint64_t off,
+static int ivmd_gpu_filled(void *ctx, uint32_t job, const ivmd_obj_t *obj, uint64_t off,
                            uint64_t len, ivmd_target_done_t done, void *arg)
 {
+    ivmd_gpu_t *gm = ctx;
     ivm_gpud_filled_req_t req;
     ivmd_gpu_req_t *r;
 
-    if (len == 0 || obj->gpu_acquires == 0 || !ivmd_gpu_alive(d)) {
+    if (len == 0 || obj->gpu_acquires == 0 || !ivmd_gpu_alive(gm)) {
         return 0;
     }
-    r = ivmd_gpu_req_new(d, IVM_GPUD_FILLED, ivmd_gpu_on_filled);
+    r = ivmd_gpu_req_new(gm, IVM_GPUD_FILLED, ivmd_gpu_on_filled);
     if (r == NULL) {
         ivm_error("job %u object %llu: out of memory: its device copies miss filled bytes",
                   job, (unsigned long long)obj->id);
@@ -479,12 +481,18 @@ static int ivmd_gpu_filled(ivmd_t *d, uint32_t job, const ivmd_obj_t *obj, uint6
     req.offset = off;
     req.size   = len;
     /* On failure r is freed and gpud is gone: no device copy is used again. */
-    return ivmd_gpu_send(d, r, &req, sizeof(req), NULL, 0) == IVM_SUCCESS;
+    return ivmd_gpu_send(gm, r, &req, sizeof(req), NULL, 0) == IVM_SUCCESS;
+}
+
+static int ivmd_gpu_target_has_copies(const void *ctx, uint32_t job, uint64_t obj,
+                                      uint64_t off, uint64_t len)
+{
+    return ivmd_gpu_has_copies(ctx, job, obj, off, len);
 }
 
 const ivmd_target_ops_t ivmd_gpu_target_ops = {
     .name       = "gpu",
-    .has_copies = ivmd_gpu_has_copies,
+    .has_copies = ivmd_gpu_target_has_copies,
     .refresh    = ivmd_gpu_refresh,
     .filled     = ivmd_gpu_filled,
 };

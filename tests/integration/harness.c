@@ -1164,6 +1164,22 @@ static void daemon_stop(ivmt_daemon_t *d, strbuf_t *problems)
     }
 }
 
+/* The stand-in (tests/cudastub) reports each broken CUDA driver contract of
+ * ivm-gpud, whose output is the daemon's log, on a "cudastub:" line. */
+static void cudastub_check_log(const ivmt_daemon_t *d, strbuf_t *problems)
+{
+    char *log, *at;
+
+    if (!ivmt_cudastub() || (log = read_file(d->log)) == NULL) {
+        return;
+    }
+    at = strstr(log, "cudastub:");
+    if (at != NULL) {
+        sb_addf(problems, "\n* ivm-gpud broke a CUDA driver contract: %.600s", at);
+    }
+    free(log);
+}
+
 void ivmt_daemon_finish(ivmt_daemon_t *d)
 {
     strbuf_t problems = {0};
@@ -1250,6 +1266,9 @@ void ivmt_daemon_finish(ivmt_daemon_t *d)
 
     /* 5. SIGTERM: exit 0, socket removed, nothing left. */
     daemon_stop(d, &problems);
+
+    /* 6. The CUDA stand-in's runs: ivm-gpud broke no driver contract. */
+    cudastub_check_log(d, &problems);
 
     if (problems.len > 0) {
         char *log = ivmt_daemon_log_tail(d, 3000);

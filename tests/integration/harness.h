@@ -10,6 +10,7 @@
 #define IVMT_HARNESS_H
 
 #include <stddef.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -216,5 +217,25 @@ int ivmt_unix_call(const char *sock, uint16_t type, const void *payload, uint32_
 
 double ivmt_now(void);
 void ivmt_sleep_ms(int ms);
+
+/* The CUDA stand-in runs (tests/cudastub; ctest's *_cudastub entries set
+ * IVMT_CUDASTUB=1 with the stand-in on LD_LIBRARY_PATH): the cuda backend
+ * must be there, so a test that would skip for want of a GPU fails instead. */
+static inline int ivmt_cudastub(void)
+{
+    const char *v = getenv("IVMT_CUDASTUB");
+    return v != NULL && v[0] == '1';
+}
+
+/* Stand-in runs: the emulated GPUs a test would ask of the emu backend (N:SIZE,
+ * as --emu-gpus) are the stand-in's GPUs, with the emu backend's 64 KiB
+ * granularity; ivmd and its children inherit them. */
+static inline void ivmt_cudastub_devices(const char *emu)
+{
+    if (ivmt_cudastub()) {
+        setenv("CUDASTUB_DEVICES", emu, 1);
+        setenv("CUDASTUB_GRANULARITY", "64K", 1);
+    }
+}
 
 #endif /* IVMT_HARNESS_H */

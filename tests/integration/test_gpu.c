@@ -41,6 +41,7 @@ static int gpu_skip(int emu_only)
         return 1;
     }
     if (access("/dev/nvidiactl", F_OK) != 0) {
+        cr_assert(!ivmt_cudastub(), "%s", "the CUDA stand-in run sees no /dev/nvidiactl");
         cr_skip_test("IVM_TEST_GPU_BACKEND=cuda but this machine has no NVIDIA GPU "
                      "(/dev/nvidiactl missing)");
         return 1;
@@ -55,6 +56,7 @@ static void gpu_daemon(const char *emu, const char *const *more)
     int n = 0;
 
     if (gpu_cuda()) {
+        ivmt_cudastub_devices(emu);
         args[n++] = "--gpus";
         args[n++] = "all";
     } else {
@@ -342,6 +344,7 @@ static void gpu_two_nodes(const char *scenario, const char *arg)
     ivmt_result_t r;
     char *why;
 
+    ivmt_cudastub_devices("1:64M");
     ivmt_launch_start(IVMT_IVMRUN, argv, &c);
     ivmt_launch_finish_clean(&c, 75, &r);
     why = ivmt_describe(NULL, &r);
@@ -439,6 +442,7 @@ Test(gpu, gpu_shares_reach_every_node, .fini = gpu_fini)
     if (gpu_skip(0)) {
         return;
     }
+    ivmt_cudastub_devices("1:64M");
     ivmt_launch_start(IVMT_IVMRUN, argv, &c);
     ivmt_launch_finish_clean(&c, 75, &r);
     why = ivmt_describe(NULL, &r);

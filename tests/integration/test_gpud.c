@@ -359,6 +359,9 @@ static void gt_start_with(const char *const *extra, const char *const *env)
     args[n++] = "debug";
     args[n++] = "--backend";
     if (gt.cuda) {
+        if (ivmt_cudastub()) {
+            setenv("CUDASTUB_DEVICES", "2:64M", 1); /* two GPUs, as the emu run has */
+        }
         snprintf(limit, sizeof(limit), "%dM", 2 * GT_SLOTS);
         args[n++] = "cuda";
         args[n++] = "--mem-limit";
@@ -379,12 +382,15 @@ static void gt_start_with(const char *const *extra, const char *const *env)
         int st = gt_wait_exit(5);
         cr_assert(gt.cuda, "gpud (emu) did not answer GHELLO (exit status %d); log:\n%s", st,
                   gt_log_tail());
+        cr_assert(!ivmt_cudastub(), "gpud on the CUDA stand-in did not answer GHELLO (exit "
+                  "status %d); log:\n%s", st, gt_log_tail());
         cr_skip_test("cuda backend unavailable here (no driver/GPU, or built without "
                      "CUDA): gpud said:\n%s", gt_log_tail());
     }
     cr_assert_eq(gt_status(&r), IVM_SUCCESS);
     memcpy(&gt.hello, r.payload, sizeof(gt.hello));
     if (gt.cuda && gt.hello.ngpus == 0) {
+        cr_assert(!ivmt_cudastub(), "%s", "gpud on the CUDA stand-in found no GPU");
         cr_skip_test("cuda backend: no GPU on this machine");
     }
     gt.gran = gt.hello.gpus[0].granularity;
@@ -418,6 +424,9 @@ static void gt_finish(void)
         cr_assert(st != -1, "gpud did not exit when its control socket closed");
         cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "gpud exit status %#x; log:\n%s", st,
                   gt_log_tail());
+        /* The stand-in reports each broken driver contract on a "cudastub:" line. */
+        cr_assert(!ivmt_cudastub() || strstr(gt_log_tail(), "cudastub:") == NULL,
+                  "gpud broke a CUDA driver contract; log:\n%s", gt_log_tail());
     }
     /* Only IVM's entries count: other programs (MPI runs of parallel tests)
      * come and go in /dev/shm too. */

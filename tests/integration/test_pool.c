@@ -181,7 +181,11 @@ Test(pool_gpu, warm_gpu_pes_from_the_gpu_pool)
     static const char *const cuda_args[] = {"--gpus", "all", NULL};
     const char *env[] = {"IVM_PE_POOL=2", cuda ? "IVM_TEST_GPU_BACKEND=cuda" : NULL, NULL};
 
+    if (cuda) {
+        ivmt_cudastub_devices("1:64M");
+    }
     if (cuda && access("/dev/nvidiactl", F_OK) != 0) {
+        cr_assert(!ivmt_cudastub(), "%s", "the CUDA stand-in run sees no /dev/nvidiactl");
         cr_skip_test("IVM_TEST_GPU_BACKEND=cuda but this machine has no NVIDIA GPU "
                      "(/dev/nvidiactl missing)");
         return;

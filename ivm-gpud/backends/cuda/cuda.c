@@ -96,6 +96,7 @@ typedef struct gpud_cuda {
     gpud_cuda_api_t  api;
     uint32_t         ngpus;
     gpud_cuda_gpu_t  gpus[IVM_GPUD_MAX_GPUS];
+    char             visible[IVM_GPUD_MAX_GPUS][16]; /* GPU k's CUDA index, for PEs */
 } gpud_cuda_t;
 
 struct gpud_mem {
@@ -240,6 +241,26 @@ static void gpud_cuda_fini(void *ctx)
     free(cu);
 }
 
+/* GPU k of the driver is the k-th index of CUDA_VISIBLE_DEVICES where it is
+ * a list of numbers (else k): a PE on GPU k sees that one GPU only. */
+static void gpud_cuda_visible_parse(gpud_cuda_t *cu, const char *list)
+{
+    const char *p = list;
+    uint32_t k;
+
+    for (k = 0; k < IVM_GPUD_MAX_GPUS; ++k) {
+        snprintf(cu->visible[k], sizeof(cu->visible[k]), "%u", k);
+    }
+    for (k = 0; p != NULL && *p != '\0' && k < IVM_GPUD_MAX_GPUS; ++k) {
+        size_t n = strspn(p, "0123456789");
+        if (n == 0 || n >= sizeof(cu->visible[k]) || (p[n] != ',' && p[n] != '\0')) {
+            return; /* UUIDs or garbage: the driver's own numbering */
+        }
+        snprintf(cu->visible[k], sizeof(cu->visible[k]), "%.*s", (int)n, p);
+        p += n + (p[n] == ',');
+    }
+}
+
 static ivmError_t gpud_cuda_init(const gpud_config_t *cfg, void **ctx_p, uint32_t *ngpus_p)
 {
     gpud_cuda_t *cu = calloc(1, sizeof(*cu));
@@ -251,6 +272,12 @@ static ivmError_t gpud_cuda_init(const gpud_config_t *cfg, void **ctx_p, uint32_
     if (cu == NULL) {
         return IVM_ERROR_NO_MEMORY;
     }
+    /* --gpus: the driver shows those GPUs only, numbered from 0. */
+    if (cfg->gpus[0] != '\0' && setenv("CUDA_VISIBLE_DEVICES", cfg->gpus, 1) != 0) {
+        free(cu);
+        return IVM_ERROR_NO_MEMORY;
+    }
+    gpud_cuda_visible_parse(cu, getenv("CUDA_VISIBLE_DEVICES"));
     status = gpud_cuda_load(cu, quiet);
     if (status == IVM_SUCCESS) {
         status = GPUD_CU(cu, Init(0));
@@ -284,6 +311,17 @@ static ivmError_t gpud_cuda_gpu_info(void *ctx, uint32_t gpu, uint64_t *capacity
     *granularity_p = cu->gpus[gpu].granularity;
     snprintf(name, name_len, "%s", cu->gpus[gpu].name);
     return IVM_SUCCESS;
+}
+
+/* A PE on gpu sees that GPU only (as its device 0); on a share of it, MPS
+ * limits it to the share's percent of the SMs (where an MPS daemon runs;
+ * without one the share is advisory). */
+static void gpud_cuda_gpu_env(void *ctx, uint32_t gpu, char *env, char *share_env)
+{
+    gpud_cuda_t *cu = ctx;
+
+    snprintf(env, IVM_GPUD_ENV_MAX, "CUDA_VISIBLE_DEVICES=%s", cu->visible[gpu]);
+    snprintf(share_env, IVM_GPUD_ENV_MAX, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
 }
 
 static ivmError_t gpud_cuda_alloc(void *ctx, uint32_t gpu, uint64_t size, gpud_mem_t **mem_p)
@@ -413,6 +451,7 @@ const gpud_backend_ops_t gpud_backend_cuda = {
     .init            = gpud_cuda_init,
     .fini            = gpud_cuda_fini,
     .gpu_info        = gpud_cuda_gpu_info,
+    .gpu_env         = gpud_cuda_gpu_env,
     .alloc           = gpud_cuda_alloc,
     .export_fd       = gpud_cuda_export_fd,
     .copy            = gpud_cuda_copy,

@@ -92,6 +92,15 @@ static ivmError_t gpud_emu_gpu_info(void *ctx, uint32_t gpu, uint64_t *capacity_
     return IVM_SUCCESS;
 }
 
+/* An emulated GPU needs nothing in a PE's environment. */
+static void gpud_emu_gpu_env(void *ctx, uint32_t gpu, char *env, char *share_env)
+{
+    (void)ctx;
+    (void)gpu;
+    env[0]       = '\0';
+    share_env[0] = '\0';
+}
+
 static ivmError_t gpud_emu_alloc(void *ctx, uint32_t gpu, uint64_t size, gpud_mem_t **mem_p)
 {
     gpud_mem_t *m = calloc(1, sizeof(*m));
@@ -176,6 +185,7 @@ const gpud_backend_ops_t gpud_backend_emu = {
     .init            = gpud_emu_init,
     .fini            = gpud_emu_fini,
     .gpu_info        = gpud_emu_gpu_info,
+    .gpu_env         = gpud_emu_gpu_env,
     .alloc           = gpud_emu_alloc,
     .export_fd       = gpud_emu_export_fd,
     .copy            = gpud_emu_copy,
