@@ -1409,13 +1409,51 @@ static double ivmt_leftover_grace_s(void)
     return v > 0.0 ? v : 5.0;
 }
 
+/* What leftover processes are doing, for the failure message: each one's
+ * IVM_PE_ID, kernel wait channel and, where gdb is installed, its threads'
+ * stacks (the first four processes; taken before they are killed). */
+static char *ivmt_describe_stacks(const pid_t *pids, int n)
+{
+    strbuf_t b = {0};
+    char buf[4096], cmd[128];
+    int have_gdb = access("/usr/bin/gdb", X_OK) == 0;
+
+    sb_addf(&b, "%s", "");
+    for (int i = 0; i < n && i < 4; ++i) {
+        ssize_t len = read_proc_file(pids[i], "environ", buf, sizeof(buf) - 1);
+        const char *pe = "?";
+        for (ssize_t off = 0; off < len; off += (ssize_t)strlen(buf + off) + 1) {
+            if (strncmp(buf + off, "IVM_PE_ID=", 10) == 0) {
+                pe = buf + off + 10;
+            }
+        }
+        sb_addf(&b, "\n--- pid %d (IVM_PE_ID %s)", (int)pids[i], pe);
+        len = read_proc_file(pids[i], "wchan", buf, sizeof(buf) - 1);
+        buf[len > 0 ? len : 0] = '\0';
+        sb_addf(&b, ", wchan %s ---\n", len > 0 ? buf : "?");
+        if (!have_gdb) {
+            continue;
+        }
+        snprintf(cmd, sizeof(cmd), "timeout 20 gdb -batch -nx -p %d -ex 'thread apply all bt 12' "
+                 "2>/dev/null | grep -E '^(#|Thread)'", (int)pids[i]);
+        FILE *f = popen(cmd, "r");
+        size_t got = f != NULL ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+        if (f != NULL) {
+            pclose(f);
+        }
+        buf[got] = '\0';
+        sb_addf(&b, "%s", buf);
+    }
+    return sb_take(&b);
+}
+
 static void ivmt_launch_collect(ivmt_launch_t *c, double timeout_s, ivmt_result_t *r,
                                 int expect_empty_dir)
 {
     const char *entries[] = {c->dir_env, NULL};
     pid_t pids[64];
     int n = 0;
-    char *procs, *left = NULL;
+    char *procs, *stacks, *left = NULL;
 
     ivmt_finish(&c->proc, timeout_s, r);
     for (double deadline = ivmt_now() + ivmt_leftover_grace_s();; ivmt_sleep_ms(20)) {
@@ -1425,6 +1463,7 @@ static void ivmt_launch_collect(ivmt_launch_t *c, double timeout_s, ivmt_result_
         }
     }
     procs = ivmt_describe_procs(pids, n);
+    stacks = n > 0 ? ivmt_describe_stacks(pids, n) : NULL;
     for (int i = 0; i < n; ++i) {
         kill(pids[i], SIGKILL);
     }
@@ -1460,9 +1499,11 @@ static void ivmt_launch_collect(ivmt_launch_t *c, double timeout_s, ivmt_result_
     if (n > 0) {
         char *why = ivmt_describe(NULL, r);
         cr_assert_fail("%d process(es) of the launched run left %.0f s after the launcher "
-                       "returned: %s\nlauncher: %s", n, ivmt_leftover_grace_s(), procs, why);
+                       "returned: %s%s\nlauncher: %s", n, ivmt_leftover_grace_s(), procs,
+                       stacks, why);
     }
     free(procs);
+    free(stacks);
     if (left != NULL && left[0] != '\0') {
         char *why = ivmt_describe(NULL, r);
         cr_assert_fail("the launcher left entries in its private IVM_SOCKET_DIR:\n%s"
