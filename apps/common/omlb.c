@@ -540,7 +540,6 @@ static void omlb_root_judge(omlb_root_t *r)
         r->tol = fmin(2.0 * r->tol, OMLB_TOL_MAX);
     else
         r->tol = fmax(0.75 * r->tol, r->cfg->balance_tol);
-    if (getenv("XDBG")) fprintf(stderr, "judge: before %.6f after %.6f kept %.3f promised %.3f -> tol %.3f\n", r->judge_before, 0.5*r->judge_sum, kept, r->judge_gain, r->tol);
     r->judge = 0;
 }
 
