@@ -30,6 +30,7 @@
 #define OMLB_TRIAL_GAIN 0.10   /* a trial PE stays if its device got 10% faster */
 #define OMLB_SPIN_S     0.2    /* a halo wait spins this long, then naps */
 #define OMLB_STREAK     2      /* windows in a row a move must pay off, after the first */
+#define OMLB_TOL_MAX    0.4    /* the most a move must promise after moves that did not pay */
 
 /* One PE's share in a plan. */
 typedef struct omlb_slot {
@@ -239,6 +240,11 @@ typedef struct omlb_root {
     double               last_live;
     int                  rebalances;
     int                  streak;  /* windows in a row that found a move worth it */
+    double               tol;     /* the gain a move must promise (adapts, below) */
+    double               win_tmax;/* the last window's slowest PE, s per iteration */
+    int                  judge;   /* a move waits to be judged by the next window */
+    double               judge_before, judge_gain; /* the time before, its promise */
+    double               judge_sum;  /* the windows' times since the move */
 } omlb_root_t;
 
 /* Deal each device's units evenly to its PEs and write the shares, in unit
@@ -484,6 +490,7 @@ static int omlb_root_window(omlb_root_t *r, double *cost, int force)
     double mean = tsum / pl->nparts;
     omlb_root_record(r, first, last, tmax, sqrt(fmax(0.0, tsq / pl->nparts - mean * mean)));
     r->t_iter = r->t_iter > 0.0 ? 0.5 * r->t_iter + 0.5 * tmax : tmax;
+    r->win_tmax = tmax;
     r->win_start = app_now_s();
     return 1;
 }
@@ -514,6 +521,28 @@ static int omlb_root_trial_wanted(const omlb_root_t *r, int d)
            (IVM_DEV_IS_GPU(cfg->devtypes[d]) || r->dev_cores[d] >= 2);
 }
 
+/* The two windows after a move judge it: their slowest PE's mean time per
+   iteration against the smoothed time before the move. A move that kept
+   less than half of what it promised (devices that only look different:
+   noise, a core shared with the daemons) doubles the gain the next move
+   must promise, up to OMLB_TOL_MAX; one that kept it brings it down by a
+   quarter towards the configured tolerance. So equal devices stop trading
+   units back and forth, and really different ones are still followed. */
+static void omlb_root_judge(omlb_root_t *r)
+{
+    if (r->judge == 0 || !(r->judge_before > 0.0))
+        return;
+    r->judge_sum += r->win_tmax;
+    if (++r->judge < 3)
+        return;
+    double kept = (r->judge_before - 0.5 * r->judge_sum) / r->judge_before;
+    if (kept < 0.5 * r->judge_gain)
+        r->tol = fmin(2.0 * r->tol, OMLB_TOL_MAX);
+    else
+        r->tol = fmax(0.75 * r->tol, r->cfg->balance_tol);
+    r->judge = 0;
+}
+
 /* After a window: smooth the costs in, settle trials, start one, and tell
    whether the shares move (*move_p) to the split in r->dev_units. */
 static int omlb_root_adjust(omlb_root_t *r, const double *cost, int remaining, int *move_p)
@@ -538,8 +567,9 @@ static int omlb_root_adjust(omlb_root_t *r, const double *cost, int remaining, i
             r->est[d] = cost[d];
         }
     }
+    omlb_root_judge(r);
     int worth = omlb_rule_worth(cfg->ndevs, cfg->units, r->dev_pes, r->dev_units, r->est,
-                                cfg->balance_tol, remaining, r->move_s);
+                                r->tol, remaining, r->move_s);
     /* The first move as soon as it pays (the start's equal split may be far
        off); later ones only when two windows in a row agree, so that one
        noisy window moves nothing. */
@@ -561,6 +591,14 @@ static int omlb_root_adjust(omlb_root_t *r, const double *cost, int remaining, i
     if (!*move_p)
         return 0;
     omlb_rule_split(cfg->ndevs, cfg->units, r->dev_pes, r->est, alloc);
+    if (worth && !changed) {
+        double now = omlb_split_time(cfg->ndevs, r->dev_units, r->est);
+        r->judge        = 1;
+        r->judge_sum    = 0.0;
+        r->judge_before = r->t_iter;
+        r->judge_gain   = now > 0.0 ? (now - omlb_split_time(cfg->ndevs, alloc, r->est)) / now
+                                    : 0.0;
+    }
     memcpy(r->dev_units, alloc, sizeof(int) * (size_t)cfg->ndevs);
     return 0;
 }
@@ -657,6 +695,7 @@ int omlb_root_run(const omlb_config_t *cfg, omlb_result_t *res)
         return -1;
     }
     r->cfg = cfg;
+    r->tol = cfg->balance_tol;
     if (cfg->ndevs < 1 || cfg->ndevs > OMLB_MAX_DEVS || cfg->iterations < 1 ||
         cfg->units < cfg->ndevs || cfg->cap < 1 || !(cfg->balance_tol >= 0.0)) {
         fprintf(stderr, "omlb: bad settings: %d devices (1..%d), %d iterations (>= 1), "
