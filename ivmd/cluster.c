@@ -71,7 +71,7 @@ static const ivmd_data_ops_t ivmd_cluster_data_ops = {
 /* What the control plane does for the GPU module. */
 static const ivmd_gpu_up_t ivmd_cluster_gpu_up = {
     .spawn_attr_init = ivmd_spawn_attr_init,
-    .gpus_lost       = ivmd_pool_gpus_lost,
+    .gpus_lost       = ivmd_pool_gpus_lost_d,
 };
 
 void ivmd_cluster_init(ivmd_t *d)

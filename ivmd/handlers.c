@@ -53,114 +53,86 @@ static void ivmd_detail(ivmd_reply_t *rep, const char *fmt, ...)
     va_end(ap);
 }
 
-/* ---------------------------------------------------------------- jobs */
+/* ---------------------------------------------------------------- wiring */
 
-void ivmd_job_data_free(ivmd_job_data_t *jd)
+/* GPU coherence as the control plane sees it (ctl/ctl.h): ctx is the daemon. */
+static uint32_t ivmd_gpu_op_count(const void *ctx)
 {
-    if (jd == NULL) {
-        return;
-    }
-    if (jd->out_fd >= 0) {
-        close(jd->out_fd);
-    }
-    if (jd->err_fd >= 0) {
-        close(jd->err_fd);
-    }
-    free(jd->exe);
-    free(jd->cwd);
-    free(jd->argv);
-    free(jd->envp);
-    free(jd->blob);
-    free(jd->spawn_blob);
-    ivmd_pool_free(jd);
-    free(jd);
+    return ivmd_gpu_count((const ivmd_t *)ctx);
 }
 
-void ivmd_job_collect(ivmd_t *d, ivmd_job_t *job)
+static int ivmd_gpu_op_alive(const void *ctx)
 {
-    ivmd_job_data_t *jd = job->data;
-    int i;
+    return ivmd_gpu_alive((const ivmd_t *)ctx);
+}
 
-    if (!job->ending || jd->nconns > 0 || ivmd_pool_busy(job)) {
-        return;
-    }
-    for (i = 0; i < job->next_pe_id; ++i) {
-        if (job->pes[i] != NULL && !job->pes[i]->reaped) {
-            return;
-        }
-    }
-    ivm_info("job %u: all PEs gone, released", job->id);
-    ivmd_devcg_job_end(d, job);
-    ivmd_job_data_free(jd);
-    ivmd_job_destroy(&d->reg, job);
+static const char *ivmd_gpu_op_backend_name(const void *ctx)
+{
+    return ivmd_gpu_backend_name((const ivmd_t *)ctx);
+}
+
+static int ivmd_gpu_op_share(const void *ctx, int dev)
+{
+    return ivmd_gpu_share((const ivmd_t *)ctx, dev);
+}
+
+static int ivmd_gpu_op_env(const void *ctx, int dev, char (*env)[160], int max)
+{
+    return ivmd_gpu_env((const ivmd_t *)ctx, dev, env, max);
+}
+
+static int ivmd_gpu_op_env_overrides(const void *ctx, int dev, const char *var)
+{
+    return ivmd_gpu_env_overrides((const ivmd_t *)ctx, dev, var);
+}
+
+static int ivmd_gpu_op_reaped(void *ctx, pid_t pid, int wstatus)
+{
+    return ivmd_gpu_reaped((ivmd_t *)ctx, pid, wstatus);
+}
+
+static const ivmd_ctl_gpu_ops_t ivmd_ctl_gpu_ops = {
+    .count         = ivmd_gpu_op_count,
+    .alive         = ivmd_gpu_op_alive,
+    .backend_name  = ivmd_gpu_op_backend_name,
+    .share         = ivmd_gpu_op_share,
+    .env           = ivmd_gpu_op_env,
+    .env_overrides = ivmd_gpu_op_env_overrides,
+    .reaped        = ivmd_gpu_op_reaped,
+};
+
+/* A job ends: its device copies go (GPU coherence's job-end listener). */
+static void ivmd_gpu_on_job_end(void *ctx, ivmd_job_t *job)
+{
+    ivmd_gpu_job_end((ivmd_t *)ctx, job);
+}
+
+void ivmd_handlers_init(ivmd_t *d)
+{
+    d->ctl = (ivmd_ctl_env_t){
+        .d = d, .loop = &d->loop, .reg = &d->reg, .node = d->cfg.node,
+        .socket_path = d->socket_path, .devnull = &d->devnull,
+        .own_affinity = &d->own_affinity, .gpu = &ivmd_ctl_gpu_ops, .gpu_ctx = d,
+    };
+    ivmd_output_init(&d->output, d, &d->loop, &d->reg, d->cfg.node);
+    ivmd_devcg_init(&d->devcg, d->cfg.node, d->devs, d->ndevs, &d->reg);
+    ivmd_spawn_init(&d->spawn, &d->ctl, &d->pool, &d->output, &d->devcg, &d->teardown);
+    ivmd_pool_init(&d->pool, &d->ctl, &d->spawn, &d->output, &d->teardown);
+    ivmd_teardown_init(&d->teardown, &d->ctl, &d->pool, &d->devcg, &d->timer_fd);
+    ivmd_teardown_on_job_end(&d->teardown, ivmd_gpu_on_job_end, d);
 }
 
 void ivmd_job_grace_expired(ivmd_t *d, void *arg, uint32_t events)
 {
-    uint64_t ticks;
-    ivmd_job_t *job;
-    int i;
-
-    if (read(d->timer_fd, &ticks, sizeof(ticks)) != sizeof(ticks)) {
-        return;
-    }
-    for (job = d->reg.jobs; job != NULL; job = job->next) {
-        if (!job->ending) {
-            continue;
-        }
-        for (i = 1; i < job->next_pe_id; ++i) {
-            ivmd_pe_t *pe = job->pes[i];
-            if (pe != NULL && pe->pid > 0 && !pe->reaped) {
-                ivm_warn("job %u: pe %d still runs %d s after its job ended: killed",
-                         job->id, pe->id, IVMD_EXIT_GRACE_S);
-                kill(pe->pid, SIGKILL);
-            }
-        }
-    }
+    ivmd_teardown_grace_expired(&d->teardown);
 }
 
-void ivmd_job_terminate(ivmd_t *d, ivmd_job_t *job, const char *why)
+void ivmd_pool_gpus_lost_d(ivmd_t *d)
 {
-    ivmd_job_data_t *jd = job->data;
-    int i, killed = 0, lingering = 0;
-
-    if (job->ending) {
-        return;
-    }
-    ivmd_cluster_job_ending(d, job);
-    ivmd_gpu_job_end(d, job);
-    ivmd_job_end(&d->reg, job);
-    ivmd_pool_job_end(d, job);
-    for (i = 1; i < job->next_pe_id; ++i) {
-        ivmd_pe_t *pe = job->pes[i];
-        if (pe == NULL) {
-            continue;
-        }
-        if (pe->state == IVMD_PE_SPAWNED || pe->state == IVMD_PE_RUNNING) {
-            killed += ivmd_spawn_kill(d, pe);
-            ivmd_pe_end(&d->reg, pe, 1);
-        } else if (pe->pid > 0 && !pe->reaped) {
-            ++lingering; /* called ivmExit: let it finish its exit (flush output) */
-        }
-    }
-    if (lingering > 0) {
-        struct itimerspec grace = {.it_value = {.tv_sec = IVMD_EXIT_GRACE_S}};
-        timerfd_settime(d->timer_fd, 0, &grace, NULL);
-    }
-    if (!jd->proxy) {
-        ivmd_pe_end(&d->reg, job->pes[0], 0);
-    }
-    if (jd->out_fd >= 0) {
-        close(jd->out_fd);
-        jd->out_fd = -1;
-    }
-    if (jd->err_fd >= 0) {
-        close(jd->err_fd);
-        jd->err_fd = -1;
-    }
-    ivm_info("job %u ended (%s); %d PE%s terminated", job->id, why, killed,
-             killed == 1 ? "" : "s");
+    ivmd_pool_gpus_lost(&d->pool);
 }
+
+/* ---------------------------------------------------------------- jobs */
 
 static void ivmd_on_wait_done(void *ctx, void *owner, uint32_t seq, ivmError_t status)
 {
@@ -199,7 +171,7 @@ void ivmd_handle_disconnect(ivmd_t *d, ivmd_conn_t *c)
 
     ivmd_waiter_cancel(&d->reg, c);
     if (c->parked != NULL) {
-        ivmd_pool_disconnect(d, c);
+        ivmd_pool_disconnect(&d->pool, c);
     }
     if (job == NULL) {
         return;
@@ -221,69 +193,6 @@ void ivmd_handle_disconnect(ivmd_t *d, ivmd_conn_t *c)
 }
 
 /* ---------------------------------------------------------------- ENTER */
-
-/* Split a spawn blob (exe, cwd, argc args, envc env strings) into jd, keeping
- * a copy to send to other nodes. */
-ivmError_t ivmd_job_data_unpack(ivmd_job_data_t *jd, const char *blob, uint32_t len,
-                                uint32_t argc, uint32_t envc)
-{
-    static const char *const own[] = {"IVM_JOB_ID=", "IVM_PE_ID=", "IVM_PE_TOKEN=",
-                                      "IVM_SOCKET=", "IVM_NODE=", "OMP_NUM_THREADS=",
-                                      "IVM_DEVICE_CORES=", "IVM_GPU=", "IVM_GPU_BACKEND=",
-                                      "IVM_GPU_SHARE=", NULL};
-    const char *p = blob, *end = blob + len;
-    uint32_t i, n = 0, nstr = 2 + argc + envc;
-    const char **strs;
-    char *copy;
-
-    if (argc < 1 || argc > 65536 || envc > 65536) {
-        return IVM_ERROR_PROTOCOL;
-    }
-    strs = calloc(nstr, sizeof(*strs));
-    if (strs == NULL) {
-        return IVM_ERROR_NO_MEMORY;
-    }
-    for (i = 0; i < nstr; ++i) {
-        const char *nul = (p < end) ? memchr(p, '\0', (size_t)(end - p)) : NULL;
-        if (nul == NULL) {
-            free(strs);
-            return IVM_ERROR_PROTOCOL;
-        }
-        strs[i] = p;
-        p       = nul + 1;
-    }
-    copy = malloc(len);
-    jd->spawn_blob = malloc(len);
-    jd->argv = calloc(argc + 1, sizeof(char *));
-    jd->envp = calloc(envc + 1, sizeof(char *));
-    jd->blob = copy;
-    if (copy == NULL || jd->spawn_blob == NULL || jd->argv == NULL || jd->envp == NULL) {
-        free(strs);
-        return IVM_ERROR_NO_MEMORY;
-    }
-    memcpy(copy, blob, len);
-    memcpy(jd->spawn_blob, blob, len);
-    jd->blob_len = len;
-    jd->argc     = argc;
-    jd->envc     = envc;
-    jd->exe      = strdup(strs[0]);
-    jd->cwd      = strdup(strs[1]);
-    for (i = 0; i < argc; ++i) {
-        jd->argv[i] = copy + (strs[2 + i] - blob);
-    }
-    for (i = 0; i < envc; ++i) {
-        const char *e = strs[2 + argc + i];
-        int skip = 0, k;
-        for (k = 0; own[k] != NULL; ++k) {
-            skip |= strncmp(e, own[k], strlen(own[k])) == 0;
-        }
-        if (!skip) {
-            jd->envp[n++] = copy + (e - blob);
-        }
-    }
-    free(strs);
-    return (jd->exe != NULL && jd->cwd != NULL) ? IVM_SUCCESS : IVM_ERROR_NO_MEMORY;
-}
 
 static int ivmd_handle_enter_root(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_enter_req_t *req,
                                   ivmd_reply_t *rep)
@@ -309,7 +218,7 @@ static int ivmd_handle_enter_root(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_enter
             return status;
         }
         if (ivm_devspec_has_shares(devs, ndevs)) {
-            status = ivmd_devcg_require(d, err, sizeof(err));
+            status = ivmd_devcg_require(&d->devcg, err, sizeof(err));
             if (status != IVM_SUCCESS) {
                 ivmd_detail(rep, "IVM_CPU_DEVICES '%s' has shares of cores, which %s cannot "
                             "enforce: %s", req->cpu_devices, d->cfg.node, err);
@@ -381,7 +290,7 @@ static int ivmd_handle_enter(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr
         return ivmd_handle_enter_root(d, c, req, rep);
     }
     if (req->flags & IVM_ENTER_POOL) {
-        return ivmd_pool_enter(d, c, hdr, req, rep->detail, sizeof(rep->detail));
+        return ivmd_pool_enter(&d->pool, c, hdr, req, rep->detail, sizeof(rep->detail));
     }
     job = ivmd_job_find(&d->reg, req->job_id);
     pe  = (job != NULL) ? ivmd_pe_find(job, req->pe_id) : NULL;
@@ -406,7 +315,7 @@ static int ivmd_handle_enter(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr
     if (pe->forked && pe->pid == 0) {
         /* Forked by a parked process (pool.c): not our child, watched. */
         pe->pid = c->peer_pid;
-        ivmd_spawn_watch(d, pe);
+        ivmd_spawn_watch(&d->spawn, pe);
     }
     if (d->cfg.max_conns_per_job > 0 &&
         ((ivmd_job_data_t *)job->data)->nconns >= (uint32_t)d->cfg.max_conns_per_job) {
@@ -415,7 +324,7 @@ static int ivmd_handle_enter(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr
                     (unsigned)((ivmd_job_data_t *)job->data)->nconns, d->cfg.node);
         return IVM_ERROR_LIMIT;
     }
-    ivmd_spawn_bind(d, job, pe, c->peer_pid);
+    ivmd_spawn_bind(&d->spawn, job, pe, c->peer_pid);
     ivmd_pe_enter(pe, c);
     c->job = job;
     c->pe  = pe;
@@ -983,8 +892,8 @@ static int ivmd_handle_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     info->peers_up = ivmd_peer_count_up(d);
     info->tx_bytes = d->data.tx_bytes;
     info->rx_bytes = d->data.rx_bytes;
-    info->parked   = ivmd_pool_count(d);
-    info->pooled   = d->pooled;
+    info->parked   = ivmd_pool_count(&d->pool);
+    info->pooled   = d->pool.pooled;
     info->poll_us  = (uint32_t)d->cfg.poll_us;
     info->polled   = d->loop.polled;
     return IVM_SUCCESS;
@@ -1037,14 +946,15 @@ static int ivmd_handle_list(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
 static int ivmd_handle_cpu_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                                 const void *payload, ivmd_reply_t *rep)
 {
-    return ivmd_devcg_info(d, payload, &rep->body.cpu_info, rep->detail, sizeof(rep->detail));
+    return ivmd_devcg_info(&d->devcg, payload, &rep->body.cpu_info, rep->detail,
+                           sizeof(rep->detail));
 }
 
 static int ivmd_handle_set_share(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                                  const void *payload, ivmd_reply_t *rep)
 {
     ivm_info("SET_SHARE from pid %d", (int)c->peer_pid);
-    return ivmd_devcg_set_share(d, payload, rep->detail, sizeof(rep->detail));
+    return ivmd_devcg_set_share(&d->devcg, payload, rep->detail, sizeof(rep->detail));
 }
 
 static int ivmd_handle_cluster(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,

@@ -1,0 +1,51 @@
+/*
+ * ctl/jobdata: what the daemon keeps per job beside the registry
+ * (ivmd_job_t.data): the job's executable, arguments, environment and
+ * streams, how its PEs are bound, its warm pool.
+ */
+#ifndef IVMD_CTL_JOBDATA_H
+#define IVMD_CTL_JOBDATA_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ctl/job.h"
+#include "status.h"
+
+struct ivmd_peer;
+struct ivmd_parked;
+
+typedef struct ivmd_job_data {
+    char    *exe;
+    char    *cwd;
+    char   **argv;      /* NULL-terminated */
+    char   **envp;      /* NULL-terminated, without IVM identity variables */
+    char    *blob;      /* the strings argv and envp point into */
+    char    *spawn_blob;/* exe, cwd, argv, envp as sent to other nodes */
+    uint32_t blob_len, argc, envc;
+    int      proxy;     /* the root daemon is elsewhere */
+    struct ivmd_peer *root_peer; /* proxy: the root daemon's node */
+    int      out_fd;    /* root PE's stdout, -1 once the job ended */
+    int      err_fd;    /* root PE's stderr */
+    int      tag_output;
+    unsigned bind;      /* IVM_BIND_*: how its CPU PEs are bound (ivmrun --bind-to) */
+    uint32_t nconns;    /* connections bound to the job */
+    pid_t    root_pid;
+    uint32_t pe_pool;   /* parked processes wanted per CPU device and GPU (ctl/pool.c) */
+    struct ivmd_parked *parked; /* the job's warm-pool processes */
+    uint32_t pool_slots;        /* pool slots used (negative IVM_PE_IDs) */
+    int      pool_exe_fd;       /* O_PATH fd of exe, if pool_exe_open (ctl/pool.c) */
+    int      pool_exe_open;
+    int      pool_early_deaths; /* parked processes in a row that died before ENTER */
+    int      own_devs;  /* the root brought its CPU device table (IVM_CPU_DEVICES) */
+} ivmd_job_data_t;
+
+/* Split a spawn blob (exe, cwd, argc args, envc env strings) into jd, keeping
+ * a copy to send to other nodes; IVM's identity variables are dropped from
+ * the environment. IVM_ERROR_PROTOCOL for a malformed blob. */
+ivmError_t ivmd_job_data_unpack(ivmd_job_data_t *jd, const char *blob, uint32_t len,
+                                uint32_t argc, uint32_t envc);
+/* Close its streams, free it and its warm pool's bookkeeping. */
+void ivmd_job_data_free(ivmd_job_data_t *jd);
+
+#endif /* IVMD_CTL_JOBDATA_H */
