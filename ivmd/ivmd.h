@@ -29,6 +29,7 @@
 #include "devspec.h"
 #include "ctl/job.h"
 #include "gpu/gpu.h"
+#include "handlers.h"
 #include "proto.h"
 #include "ctl/quota.h"
 #include "transport/conn.h"
@@ -109,9 +110,6 @@ IVM_CONFIG_STRUCT(ivmd_config, IVMD_CONFIG_TABLE);
 
 typedef struct ivmd ivmd_t;
 
-/* Handler results besides an ivmError_t. */
-#define IVMD_DEFERRED 1 /* the reply comes later */
-#define IVMD_LOCAL    2 /* cluster layer: the object is here, answer as usual */
 
 /* Job ids carry their root daemon's node index in the top bits. */
 #define IVMD_JOB_NODE_SHIFT 20
@@ -146,6 +144,7 @@ struct ivmd {
     ivmd_data_t      data;         /* the data plane: operations in flight (data/) */
     ivmd_remote_t    remote;       /* spawns on other nodes in flight (ctl/remote.c) */
     ivmd_gpu_t       gpu;          /* GPU coherence, the ivm-gpud client (gpu/) */
+    ivmd_handlers_t  svc;          /* the PE protocol's reply in the making (handlers.h) */
     ivmd_devcg_t     devcg;        /* CPU share devices' cgroups (ctl/devcg.h) */
 };
 
@@ -169,19 +168,6 @@ static inline ivmd_conn_t *ivmd_conn_open(ivmd_t *d, int fd, ivmd_conn_kind_t ki
 {
     return ivmd_conn_create(&d->conns, fd, kind, events);
 }
-
-/* Handlers. */
-void ivmd_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                     const void *payload);
-/* The connection of a PE closed (EOF, error, bad input). */
-void ivmd_handle_disconnect(ivmd_t *d, ivmd_conn_t *c);
-/* Registry callbacks. */
-extern const ivmd_job_ops_t ivmd_job_ops;
-/* Grace period over: kill what is left of ended jobs (the timer's handler). */
-void ivmd_job_grace_expired(ivmd_t *d, void *arg, uint32_t events);
-/* Wire the control plane's modules to the daemon's state (before any of
- * them runs: after the options, before ivmd_devcg_open). */
-void ivmd_handlers_init(ivmd_t *d);
 
 /* Limits, until every caller takes the modules' own state: the fd budget
  * (transport/netlimits.h) and the quotas (ctl/quota.h). */
@@ -219,9 +205,6 @@ static inline uint32_t ivmd_peer_count_up(const ivmd_t *d)
 
 /* Jobs across nodes (cluster.c): the peer messages' dispatch and the events
  * of peers and connections, handed to ctl/remote.h and data/data.h. */
-uint32_t ivmd_reply_size(uint16_t type);
-void ivmd_reply_map(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
-                    ivmd_obj_t *obj, uint64_t off, uint64_t size);
 void ivmd_cluster_handle_msg(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
                              const void *payload);
 /* Wire the cluster's modules to the daemon's state (after the registry). */
@@ -279,6 +262,31 @@ static inline ivmd_gpu_t *ivmd_gpu_of(const ivmd_t *d)
 #define ivmd_cluster_map(d, c, hdr, req, obj, op) ivmd_data_map(&(d)->data, c, hdr, req, obj)
 #define ivmd_cluster_sync(d, ...)      ivmd_data_sync(&(d)->data, __VA_ARGS__)
 #define ivmd_cluster_sync_op(d, ...)   ivmd_data_sync_op(&(d)->data, __VA_ARGS__)
+/* Until the callers (ctl/remote.c, main.c) pass an ivmd_reply_t: */
+static inline ivmError_t ivmd_spawn_pe_d(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe,
+                                         char *detail, size_t detail_len)
+{
+    ivmd_reply_t rep;
+    ivmError_t status;
+
+    ivmd_reply_init(&rep);
+    status = ivmd_spawn_pe(&d->spawn, job, pe, &rep);
+    snprintf(detail, detail_len, "%s", rep.detail);
+    return status;
+}
+static inline ivmError_t ivmd_devcg_open_d(ivmd_t *d, char *err, size_t errlen)
+{
+    ivmd_reply_t rep;
+    ivmError_t status;
+
+    ivmd_reply_init(&rep);
+    status = ivmd_devcg_open(&d->devcg, &rep);
+    snprintf(err, errlen, "%s", rep.detail);
+    return status;
+}
+#define ivmd_spawn_pe(d, ...)   ivmd_spawn_pe_d(d, __VA_ARGS__)
+#define ivmd_devcg_open(d, ...) ivmd_devcg_open_d(d, __VA_ARGS__)
+
 /* The control plane's names other modules call with the daemon, until the
  * branches are merged: the modules take their own state (ctl/). */
 #define ivmd_job_terminate(d, ...)    ivmd_teardown_terminate(&(d)->teardown, __VA_ARGS__)
@@ -286,21 +294,12 @@ static inline ivmd_gpu_t *ivmd_gpu_of(const ivmd_t *d)
 #define ivmd_output_write_job(d, ...) ivmd_output_write_job(&(d)->output, __VA_ARGS__)
 #define ivmd_output_reap(d)           ivmd_output_reap(&(d)->output)
 #define ivmd_output_close_all(d)      ivmd_output_close_all(&(d)->output)
-#define ivmd_spawn_pe(d, ...)         ivmd_spawn_pe(&(d)->spawn, __VA_ARGS__)
 #define ivmd_spawn_reap(d)            ivmd_spawn_reap(&(d)->spawn)
 #define ivmd_spawn_unwatch(d, ...)    ivmd_spawn_unwatch(&(d)->spawn, __VA_ARGS__)
 #define ivmd_spawn_kill(d, pe)        ivmd_spawn_kill(pe)
 #define ivmd_pool_take(d, ...)        ivmd_pool_take(&(d)->pool, __VA_ARGS__)
 #define ivmd_pool_wanted(d)           ivmd_pool_wanted(&(d)->pool)
 #define ivmd_pool_fill(d)             ivmd_pool_fill(&(d)->pool)
-#define ivmd_devcg_open(d, ...)       ivmd_devcg_open(&(d)->devcg, __VA_ARGS__)
 #define ivmd_devcg_close(d)           ivmd_devcg_close(&(d)->devcg)
-/* The GPU daemon is gone (GPU coherence's up-call): the warm pool's GPU
- * processes can never be PEs. */
-void ivmd_pool_gpus_lost_d(ivmd_t *d);
-
-/* list.c: LIST, one entry of the daemon's jobs, PEs, objects or peers. */
-ivmError_t ivmd_list(ivmd_t *d, const ivm_msg_list_req_t *req, ivm_msg_list_rep_t *rep,
-                     char *detail, size_t detail_len);
 
 #endif /* IVMD_IVMD_H */

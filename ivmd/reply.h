@@ -4,8 +4,8 @@
  *  - two internal values, positive so never an IVM error, say how a request
  *    goes on instead of a result: IVMD_DEFERRED (the reply comes later, from
  *    whoever completes it) and IVMD_LOCAL (the data plane: the object is
- *    here, the service answers as usual). They are ivmError_t-typed so that
- *    one return type carries them, and never leave the daemon;
+ *    here, the service answers as usual). A function returning ivmError_t
+ *    may return them; they never leave the daemon;
  *  - the detail of an error (the text a PE's caller gets) always travels in
  *    an ivmd_reply_t passed down, never as a char *, size_t pair;
  *  - no value is an fd or a status: an fd is an output parameter.
@@ -27,8 +27,12 @@ typedef enum ivmd_status {
     IVMD_STATUS_LOCAL    = 2  /* the object is here: answer as usual */
 } ivmd_status_t;
 
-#define IVMD_DEFERRED ((ivmError_t)IVMD_STATUS_DEFERRED)
-#define IVMD_LOCAL    ((ivmError_t)IVMD_STATUS_LOCAL)
+/* Their names as returned (ivmError_t converts from them; the same tokens
+ * as data/data.h's until the merge, so both headers may be included). */
+#define IVMD_DEFERRED 1 /* the reply comes later */
+#define IVMD_LOCAL    2 /* the object is here, answer as usual */
+_Static_assert(IVMD_DEFERRED == IVMD_STATUS_DEFERRED && IVMD_LOCAL == IVMD_STATUS_LOCAL,
+               "internal status values");
 
 /* Whether st is one of the internal values (no IVM status). */
 static inline int ivmd_status_internal(ivmError_t st)

@@ -13,10 +13,8 @@
 #include <sys/types.h>
 
 #include "ctl/job.h"
+#include "reply.h" /* the daemon's status convention (to move below ctl/) */
 #include "transport/loop.h"
-
-/* Handler results besides an ivmError_t (as in ivmd.h, data/data.h). */
-#define IVMD_DEFERRED 1 /* the reply comes later */
 
 /* The GPUs a PE may run on, as GPU coherence tells (ctx: its state). */
 typedef struct ivmd_ctl_gpu_ops {

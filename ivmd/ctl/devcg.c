@@ -40,7 +40,7 @@ static int ivmd_devcg_shared(const ivmd_job_t *job)
     return jd == NULL || !jd->own_devs;
 }
 
-ivmError_t ivmd_devcg_open(ivmd_devcg_t *cg, char *err, size_t errlen)
+ivmError_t ivmd_devcg_open(ivmd_devcg_t *cg, ivmd_reply_t *rep)
 {
     char why[320];
     int removed = 0;
@@ -61,10 +61,10 @@ ivmError_t ivmd_devcg_open(ivmd_devcg_t *cg, char *err, size_t errlen)
     if (!ivm_devspec_has_shares(cg->devs, cg->ndevs)) {
         return IVM_SUCCESS;
     }
-    return ivmd_devcg_require(cg, err, errlen);
+    return ivmd_devcg_require(cg, rep);
 }
 
-ivmError_t ivmd_devcg_require(ivmd_devcg_t *cg, char *err, size_t errlen)
+ivmError_t ivmd_devcg_require(ivmd_devcg_t *cg, ivmd_reply_t *rep)
 {
     ivmError_t status;
     size_t used;
@@ -73,19 +73,20 @@ ivmError_t ivmd_devcg_require(ivmd_devcg_t *cg, char *err, size_t errlen)
         return IVM_SUCCESS;
     }
     if (!cg->found) {
-        status = ivm_cgroup_root_find(&cg->root, err, errlen);
+        status = ivm_cgroup_root_find(&cg->root, rep->detail, sizeof(rep->detail));
         if (status != IVM_SUCCESS) {
             return status;
         }
         cg->found = 1;
     }
     if (ivm_cgroup_owner_dir(IVMD_DEVCG_PREFIX, 0, cg->own, sizeof(cg->own)) != IVM_SUCCESS) {
-        snprintf(err, errlen, "cannot read this daemon's start time (/proc/self/stat)");
-        return IVM_ERROR_INTERNAL;
+        return ivmd_reply_set(rep, IVM_ERROR_INTERNAL,
+                              "cannot read this daemon's start time (/proc/self/stat)");
     }
-    status = ivm_cgroup_create(&cg->root, cg->own, 0, err, errlen);
-    if (status == IVM_ERROR_PERMISSION && (used = strlen(err)) < errlen) {
-        snprintf(err + used, errlen - used, " (CPU shares need root, or a cgroup of the cpu "
+    status = ivm_cgroup_create(&cg->root, cg->own, 0, rep->detail, sizeof(rep->detail));
+    if (status == IVM_ERROR_PERMISSION && (used = strlen(rep->detail)) < sizeof(rep->detail)) {
+        snprintf(rep->detail + used, sizeof(rep->detail) - used,
+                 " (CPU shares need root, or a cgroup of the cpu "
                  "controller delegated to this user)");
     }
     if (status != IVM_SUCCESS) {
@@ -112,19 +113,19 @@ static ivmd_devcg_group_t *ivmd_devcg_find(ivmd_devcg_t *cg, uint32_t job, int d
 /* The group of job on dev, made now: dev<K>/job<J> (made with dev<K> if it
  * is the device's first) or job<J>-dev<K>. */
 static ivmError_t ivmd_devcg_group_make(ivmd_devcg_t *cg, ivmd_job_t *job, int dev,
-                                        ivmd_devcg_group_t **g_p, char *err, size_t errlen)
+                                        ivmd_devcg_group_t **g_p, ivmd_reply_t *rep)
 {
     char devrel[IVMD_DEVCG_DEV_MAX], scratch[128];
     ivmd_devcg_group_t *g;
     ivmError_t status;
 
-    status = ivmd_devcg_require(cg, err, errlen);
+    status = ivmd_devcg_require(cg, rep);
     if (status != IVM_SUCCESS) {
         return status;
     }
     g = calloc(1, sizeof(*g));
     if (g == NULL) {
-        snprintf(err, errlen, "out of memory");
+        ivmd_reply_set(rep, IVM_ERROR_NO_MEMORY, "out of memory");
         return IVM_ERROR_NO_MEMORY;
     }
     g->job    = job->id;
@@ -133,15 +134,15 @@ static ivmError_t ivmd_devcg_group_make(ivmd_devcg_t *cg, ivmd_job_t *job, int d
     snprintf(devrel, sizeof(devrel), "%s/dev%d", cg->own, dev);
     if (!g->shared) {
         snprintf(g->rel, sizeof(g->rel), "%s/job%u-dev%d", cg->own, job->id, dev);
-        status = ivm_cgroup_create(&cg->root, g->rel, ivmd_devcg_limit(&job->devs[dev]), err,
-                                   errlen);
+        status = ivm_cgroup_create(&cg->root, g->rel, ivmd_devcg_limit(&job->devs[dev]),
+                                   rep->detail, sizeof(rep->detail));
     } else {
         snprintf(g->rel, sizeof(g->rel), "%s/job%u", devrel, job->id);
         status = cg->dev_jobs[dev] > 0 ? IVM_SUCCESS
-                 : ivm_cgroup_create(&cg->root, devrel, ivmd_devcg_limit(&cg->devs[dev]), err,
-                                     errlen);
+                 : ivm_cgroup_create(&cg->root, devrel, ivmd_devcg_limit(&cg->devs[dev]),
+                                     rep->detail, sizeof(rep->detail));
         if (status == IVM_SUCCESS) {
-            status = ivm_cgroup_create(&cg->root, g->rel, 0, err, errlen);
+            status = ivm_cgroup_create(&cg->root, g->rel, 0, rep->detail, sizeof(rep->detail));
             if (status != IVM_SUCCESS && cg->dev_jobs[dev] == 0) {
                 ivm_cgroup_destroy(&cg->root, devrel, scratch, sizeof(scratch));
             }
@@ -160,7 +161,7 @@ static ivmError_t ivmd_devcg_group_make(ivmd_devcg_t *cg, ivmd_job_t *job, int d
 }
 
 ivmError_t ivmd_devcg_place(ivmd_devcg_t *cg, ivmd_job_t *job, int dev, ivmd_devcg_place_t *pl,
-                            char *err, size_t errlen)
+                            ivmd_reply_t *rep)
 {
     ivmd_devcg_group_t *g;
     ivmError_t status;
@@ -174,7 +175,7 @@ ivmError_t ivmd_devcg_place(ivmd_devcg_t *cg, ivmd_job_t *job, int dev, ivmd_dev
         if (job->devs[dev].percent >= 100) {
             return IVM_SUCCESS;
         }
-        status = ivmd_devcg_group_make(cg, job, dev, &g, err, errlen);
+        status = ivmd_devcg_group_make(cg, job, dev, &g, rep);
         if (status != IVM_SUCCESS) {
             return status;
         }
@@ -182,20 +183,21 @@ ivmError_t ivmd_devcg_place(ivmd_devcg_t *cg, ivmd_job_t *job, int dev, ivmd_dev
     snprintf(pl->rel, sizeof(pl->rel), "%s", g->rel);
     if (ivm_cgroup_path(&cg->root, g->rel, "cgroup.procs", pl->procs, sizeof(pl->procs)) !=
         IVM_SUCCESS) {
-        snprintf(err, errlen, "the path of cgroup %s/%s is too long", cg->root.parent, g->rel);
+        snprintf(rep->detail, sizeof(rep->detail), "the path of cgroup %.120s/%.100s is too long",
+                 cg->root.parent, g->rel);
         pl->rel[0] = '\0';
         return IVM_ERROR_INVALID_VALUE;
     }
     return IVM_SUCCESS;
 }
 
-ivmError_t ivmd_devcg_attach(ivmd_devcg_t *cg, const ivmd_devcg_place_t *pl, pid_t pid, char *err,
-                             size_t errlen)
+ivmError_t ivmd_devcg_attach(ivmd_devcg_t *cg, const ivmd_devcg_place_t *pl, pid_t pid,
+                             ivmd_reply_t *rep)
 {
     if (pl->rel[0] == '\0') {
         return IVM_SUCCESS;
     }
-    return ivm_cgroup_attach(&cg->root, pl->rel, pid, err, errlen);
+    return ivm_cgroup_attach(&cg->root, pl->rel, pid, rep->detail, sizeof(rep->detail));
 }
 
 /* Remove g's directory (and dev<K> after its last job). */
@@ -296,7 +298,7 @@ static int ivmd_devcg_job_on(const ivmd_job_t *job, int dev)
 /* Device dev of the daemon's table has a share: every process already on it
  * (PEs and parked processes of the jobs that use the table) joins its job's
  * group; one that is there already stays. */
-static ivmError_t ivmd_devcg_adopt(ivmd_devcg_t *cg, int dev, char *err, size_t errlen)
+static ivmError_t ivmd_devcg_adopt(ivmd_devcg_t *cg, int dev, ivmd_reply_t *rep)
 {
     pid_t pids[IVM_PE_POOL_MAX];
     ivmd_devcg_place_t pl;
@@ -312,13 +314,13 @@ static ivmError_t ivmd_devcg_adopt(ivmd_devcg_t *cg, int dev, char *err, size_t 
         if (n == 0 && !ivmd_devcg_job_on(job, dev)) {
             continue; /* no process of this job on dev: no group */
         }
-        status = ivmd_devcg_place(cg, job, dev, &pl, err, errlen);
+        status = ivmd_devcg_place(cg, job, dev, &pl, rep);
         for (i = 0; status == IVM_SUCCESS && i < n; ++i) {
-            status = ivmd_devcg_attach(cg, &pl, pids[i], err, errlen);
+            status = ivmd_devcg_attach(cg, &pl, pids[i], rep);
         }
         for (i = 1; status == IVM_SUCCESS && i < job->next_pe_id; ++i) {
             if (ivmd_devcg_pe_live(job->pes[i]) && job->pes[i]->devtype == dev) {
-                status = ivmd_devcg_attach(cg, &pl, job->pes[i]->pid, err, errlen);
+                status = ivmd_devcg_attach(cg, &pl, job->pes[i]->pid, rep);
             }
         }
         if (status != IVM_SUCCESS) {
@@ -342,39 +344,41 @@ static void ivmd_devcg_table_set(ivmd_devcg_t *cg, int dev, int percent)
     }
 }
 
-int ivmd_devcg_set_share(ivmd_devcg_t *cg, const ivm_msg_set_share_req_t *req, char *detail,
-                         size_t detail_len)
+ivmError_t ivmd_devcg_set_share(ivmd_devcg_t *cg, const ivm_msg_set_share_req_t *req,
+                                ivmd_reply_t *rep)
 {
     int dev = (int)req->dev, old;
-    char why[320], devrel[IVMD_DEVCG_DEV_MAX];
+    char devrel[IVMD_DEVCG_DEV_MAX];
+    ivmd_reply_t why;
     ivmError_t status;
 
+    ivmd_reply_init(&why);
+
     if (req->dev >= (uint32_t)cg->ndevs) {
-        snprintf(detail, detail_len, "%s has no CPU device %u (it has %d)", cg->node,
-                 req->dev, cg->ndevs);
-        return IVM_ERROR_NOT_FOUND;
+        return ivmd_reply_set(rep, IVM_ERROR_NOT_FOUND, "%s has no CPU device %u (it has %d)",
+                              cg->node, req->dev, cg->ndevs);
     }
     if (req->percent < 1 || req->percent > 100) {
-        snprintf(detail, detail_len, "share %u is not a percentage of 1..100", req->percent);
-        return IVM_ERROR_INVALID_VALUE;
+        return ivmd_reply_set(rep, IVM_ERROR_INVALID_VALUE,
+                              "share %u is not a percentage of 1..100", req->percent);
     }
-    status = ivm_devspec_share_check(cg->devs, cg->ndevs, dev, (int)req->percent, why,
-                                     sizeof(why));
+    status = ivm_devspec_share_check(cg->devs, cg->ndevs, dev, (int)req->percent, why.detail,
+                                     sizeof(why.detail));
     if (status == IVM_SUCCESS && req->percent < 100) {
-        status = ivmd_devcg_require(cg, why, sizeof(why));
+        status = ivmd_devcg_require(cg, &why);
     }
     if (status != IVM_SUCCESS) {
-        snprintf(detail, detail_len, "%s: %s", cg->node, why);
+        snprintf(rep->detail, sizeof(rep->detail), "%s: %s", cg->node, why.detail);
         return status;
     }
     old = cg->devs[dev].percent;
     ivmd_devcg_table_set(cg, dev, (int)req->percent);
     snprintf(devrel, sizeof(devrel), "%s/dev%d", cg->own, dev);
     status = cg->dev_jobs[dev] == 0 ? IVM_SUCCESS
-             : ivm_cgroup_set_limit(&cg->root, devrel, ivmd_devcg_limit(&cg->devs[dev]), why,
-                                    sizeof(why));
+             : ivm_cgroup_set_limit(&cg->root, devrel, ivmd_devcg_limit(&cg->devs[dev]),
+                                    why.detail, sizeof(why.detail));
     if (status == IVM_SUCCESS && req->percent < 100) {
-        status = ivmd_devcg_adopt(cg, dev, why, sizeof(why));
+        status = ivmd_devcg_adopt(cg, dev, &why);
     }
     if (status != IVM_SUCCESS) {
         ivmd_devcg_table_set(cg, dev, old);
@@ -383,16 +387,17 @@ int ivmd_devcg_set_share(ivmd_devcg_t *cg, const ivm_msg_set_share_req_t *req, c
             ivm_cgroup_set_limit(&cg->root, devrel, ivmd_devcg_limit(&cg->devs[dev]), scratch,
                                  sizeof(scratch));
         }
-        snprintf(detail, detail_len, "%s: CPU device %d: %s", cg->node, dev, why);
-        ivm_warn("SET_SHARE of CPU device %d to %u%%: %s", dev, req->percent, why);
+        snprintf(rep->detail, sizeof(rep->detail), "%s: CPU device %d: %s", cg->node, dev,
+                 why.detail);
+        ivm_warn("SET_SHARE of CPU device %d to %u%%: %s", dev, req->percent, why.detail);
         return status;
     }
     ivm_info("CPU device %d: share %d%% -> %u%%", dev, old, req->percent);
     return IVM_SUCCESS;
 }
 
-int ivmd_devcg_info(ivmd_devcg_t *cg, const ivm_msg_cpu_info_req_t *req,
-                    ivm_msg_cpu_info_rep_t *rep, char *detail, size_t detail_len)
+ivmError_t ivmd_devcg_info(ivmd_devcg_t *cg, const ivm_msg_cpu_info_req_t *req,
+                           ivm_msg_cpu_info_rep_t *out, ivmd_reply_t *rep)
 {
     const ivmd_devcg_group_t *g;
     ivm_cpu_device_t whole;
@@ -400,34 +405,33 @@ int ivmd_devcg_info(ivmd_devcg_t *cg, const ivm_msg_cpu_info_req_t *req,
     int dev = (int)req->dev, i;
 
     if (req->reserved != 0) {
-        snprintf(detail, detail_len, "CPU_INFO: the reserved field is not zero");
-        return IVM_ERROR_INVALID_VALUE;
+        return ivmd_reply_set(rep, IVM_ERROR_INVALID_VALUE,
+                              "CPU_INFO: the reserved field is not zero");
     }
     if (req->dev >= (uint32_t)cg->ndevs) {
-        snprintf(detail, detail_len, "%s has no CPU device %u (it has %d)", cg->node,
-                 req->dev, cg->ndevs);
-        return IVM_ERROR_NOT_FOUND;
+        return ivmd_reply_set(rep, IVM_ERROR_NOT_FOUND, "%s has no CPU device %u (it has %d)",
+                              cg->node, req->dev, cg->ndevs);
     }
-    rep->ndevs  = (uint32_t)cg->ndevs;
-    rep->ncores = (uint32_t)cg->devs[dev].ncores;
-    rep->share  = (uint32_t)cg->devs[dev].percent;
-    rep->numa   = cg->devs[dev].numa;
-    rep->numa_nodes = (uint32_t)ivm_topo_numa_count();
+    out->ndevs  = (uint32_t)cg->ndevs;
+    out->ncores = (uint32_t)cg->devs[dev].ncores;
+    out->share  = (uint32_t)cg->devs[dev].percent;
+    out->numa   = cg->devs[dev].numa;
+    out->numa_nodes = (uint32_t)ivm_topo_numa_count();
     for (job = cg->reg->jobs; job != NULL; job = job->next) {
         if (!ivmd_devcg_shared(job)) {
             continue; /* its devices are its own table's */
         }
         for (i = 1; i < job->next_pe_id; ++i) {
-            rep->pes += ivmd_devcg_pe_live(job->pes[i]) && job->pes[i]->devtype == dev;
+            out->pes += ivmd_devcg_pe_live(job->pes[i]) && job->pes[i]->devtype == dev;
         }
     }
     for (g = cg->groups; g != NULL; g = g->next) {
-        rep->groups += g->shared && g->dev == dev && !g->ended;
+        out->groups += g->shared && g->dev == dev && !g->ended;
     }
-    ivm_cgroup_period(ivmd_devcg_limit(&cg->devs[dev]), &rep->period_us, &rep->quota_us);
+    ivm_cgroup_period(ivmd_devcg_limit(&cg->devs[dev]), &out->period_us, &out->quota_us);
     whole         = cg->devs[dev];
     whole.percent = 100;
-    ivm_devspec_format(&whole, rep->cores, sizeof(rep->cores));
+    ivm_devspec_format(&whole, out->cores, sizeof(out->cores));
     return IVM_SUCCESS;
 }
 

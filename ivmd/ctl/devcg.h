@@ -36,6 +36,7 @@
 
 #include "cgroup.h"
 #include "ctl/job.h"
+#include "ctl/ctl.h"
 #include "proto.h"
 
 #define IVMD_DEVCG_OWN_MAX 64  /* "ivm/ivmd-<pid>-<starttime>" */
@@ -68,27 +69,27 @@ void ivmd_devcg_init(ivmd_devcg_t *cg, const char *node, ivm_cpu_device_t *devs,
 
 /* Bring-up: sweep stale daemons' directories (failures are only logged);
  * if the daemon's table has shares, set up its directory, and fail
- * with the reason (IVM_ERROR_UNSUPPORTED, IVM_ERROR_PERMISSION, ...) in err
+ * with the reason (IVM_ERROR_UNSUPPORTED, IVM_ERROR_PERMISSION, ...) in rep
  * when the shares cannot be enforced. */
-ivmError_t ivmd_devcg_open(ivmd_devcg_t *cg, char *err, size_t errlen);
+ivmError_t ivmd_devcg_open(ivmd_devcg_t *cg, ivmd_reply_t *rep);
 
 /* Teardown: remove every group and the daemon's directory, processes still
  * in them moved to the parent. */
 void ivmd_devcg_close(ivmd_devcg_t *cg);
 
 /* Make sure shares can be enforced (the daemon's directory is set up at the
- * first call), else the reason in err. */
-ivmError_t ivmd_devcg_require(ivmd_devcg_t *cg, char *err, size_t errlen);
+ * first call), else the reason in rep. */
+ivmError_t ivmd_devcg_require(ivmd_devcg_t *cg, ivmd_reply_t *rep);
 
 /* The group of a process of job on its CPU device dev, made if it is the
  * first: pl->rel is "" when dev is whole cores and has no group. */
 ivmError_t ivmd_devcg_place(ivmd_devcg_t *cg, ivmd_job_t *job, int dev, ivmd_devcg_place_t *pl,
-                            char *err, size_t errlen);
+                            ivmd_reply_t *rep);
 
 /* Move process pid into the group of pl (nothing if pl->rel is ""). A
  * process that is gone already is no error. */
-ivmError_t ivmd_devcg_attach(ivmd_devcg_t *cg, const ivmd_devcg_place_t *pl, pid_t pid, char *err,
-                             size_t errlen);
+ivmError_t ivmd_devcg_attach(ivmd_devcg_t *cg, const ivmd_devcg_place_t *pl, pid_t pid,
+                             ivmd_reply_t *rep);
 
 /* The job is collected (its processes are reaped): remove its groups. */
 void ivmd_devcg_job_end(ivmd_devcg_t *cg, ivmd_job_t *job);
@@ -97,9 +98,9 @@ void ivmd_devcg_job_end(ivmd_devcg_t *cg, ivmd_job_t *job);
 void ivmd_devcg_retry(ivmd_devcg_t *cg);
 
 /* SET_SHARE and CPU_INFO: a status (detail filled on failure). */
-int ivmd_devcg_set_share(ivmd_devcg_t *cg, const ivm_msg_set_share_req_t *req, char *detail,
-                         size_t detail_len);
-int ivmd_devcg_info(ivmd_devcg_t *cg, const ivm_msg_cpu_info_req_t *req,
-                    ivm_msg_cpu_info_rep_t *rep, char *detail, size_t detail_len);
+ivmError_t ivmd_devcg_set_share(ivmd_devcg_t *cg, const ivm_msg_set_share_req_t *req,
+                                ivmd_reply_t *rep);
+ivmError_t ivmd_devcg_info(ivmd_devcg_t *cg, const ivm_msg_cpu_info_req_t *req,
+                           ivm_msg_cpu_info_rep_t *out, ivmd_reply_t *rep);
 
 #endif /* IVMD_CTL_DEVCG_H */

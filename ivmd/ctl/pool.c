@@ -217,7 +217,7 @@ int ivmd_pool_wanted(const ivmd_pool_t *pl)
 
 void ivmd_pool_fill(ivmd_pool_t *pl)
 {
-    char detail[IVM_MSG_DETAIL_MAX];
+    ivmd_reply_t rep;
     ivmd_job_data_t *jd;
     ivmd_parked_t *p;
     ivmd_job_t *job;
@@ -239,8 +239,9 @@ void ivmd_pool_fill(ivmd_pool_t *pl)
     p->slot.state   = IVMD_PE_SPAWNED;
     p->slot.job     = job;
     ivmd_pool_exe_track(jd, &p->exe);
-    if (ivmd_spawn_pe(pl->spawn, job, &p->slot, detail, sizeof(detail)) != IVM_SUCCESS) {
-        ivm_warn("job %u: cannot start a parked process (%s); pool off", job->id, detail);
+    ivmd_reply_init(&rep);
+    if (ivmd_spawn_pe(pl->spawn, job, &p->slot, &rep) != IVM_SUCCESS) {
+        ivm_warn("job %u: cannot start a parked process (%s); pool off", job->id, rep.detail);
         jd->pe_pool = 0;
         free(p);
         return;
@@ -283,16 +284,15 @@ static void ivmd_pool_forked(ivmd_pool_t *pl, ivmd_parked_t *p, pid_t pid)
 
 /* A forkable parked process parks again after a fork (its connection is
  * still the parked one). */
-static int ivmd_pool_repark(ivmd_pool_t *pl, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                            const ivm_msg_enter_req_t *req, char *detail, size_t detail_len)
+static ivmError_t ivmd_pool_repark(ivmd_pool_t *pl, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                   const ivm_msg_enter_req_t *req, ivmd_reply_t *rep)
 {
     ivmd_parked_t *p = c->parked;
 
     if (p->forking == NULL || p->slot.id != req->pe_id ||
         !ivm_crypto_equal(&p->slot.token, &req->token, sizeof(req->token)) ||
         p->slot.job->id != req->job_id) {
-        snprintf(detail, detail_len, "this connection is already parked");
-        return IVM_ERROR_INVALID_VALUE;
+        return ivmd_reply_set(rep, IVM_ERROR_INVALID_VALUE, "this connection is already parked");
     }
     ivmd_pool_forked(pl, p, (pid_t)req->forked_pid);
     p->seq = hdr->seq;
@@ -312,19 +312,18 @@ static void ivmd_pool_on_parked(const ivmd_pool_t *pl, ivmd_job_t *job, ivmd_par
     }
 }
 
-int ivmd_pool_enter(ivmd_pool_t *pl, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                    const ivm_msg_enter_req_t *req, char *detail, size_t detail_len)
+ivmError_t ivmd_pool_enter(ivmd_pool_t *pl, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                           const ivm_msg_enter_req_t *req, ivmd_reply_t *rep)
 {
     ivmd_job_t *job = ivmd_job_find(pl->env->reg, req->job_id);
     ivmd_parked_t *p = NULL;
 
     if (c->parked != NULL) {
-        return ivmd_pool_repark(pl, c, hdr, req, detail, detail_len);
+        return ivmd_pool_repark(pl, c, hdr, req, rep);
     }
     if (req->blob_len != 0 || req->pe_id >= -1 || req->pe_pool != 0) {
-        snprintf(detail, detail_len, "a pool ENTER names a pool slot (< -1) and carries "
-                 "no blob and no pool size");
-        return IVM_ERROR_INVALID_VALUE;
+        return ivmd_reply_set(rep, IVM_ERROR_INVALID_VALUE, "a pool ENTER names a pool slot "
+                              "(< -1) and carries no blob and no pool size");
     }
     if (job != NULL && job->data != NULL) {
         for (p = ((ivmd_job_data_t *)job->data)->parked; p != NULL; p = p->next) {
@@ -336,8 +335,8 @@ int ivmd_pool_enter(ivmd_pool_t *pl, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     if (p == NULL || p->dead || p->conn != NULL ||
         !ivm_crypto_equal(&p->slot.token, &req->token, sizeof(req->token)) ||
         p->slot.pid != c->peer_pid || job->ending) {
-        snprintf(detail, detail_len, "no parked process %d awaits ivmEnter in job %u with "
-                 "this token and pid", req->pe_id, req->job_id);
+        ivmd_reply_set(rep, IVM_ERROR_PERMISSION, "no parked process %d awaits ivmEnter in job "
+                       "%u with this token and pid", req->pe_id, req->job_id);
         ivm_warn("pid %d: pool ENTER as job %u slot %d refused (unknown slot, bad token "
                  "or pid)", (int)c->peer_pid, req->job_id, req->pe_id);
         return IVM_ERROR_PERMISSION;

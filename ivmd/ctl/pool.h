@@ -45,9 +45,9 @@ int ivmd_pool_wanted(const ivmd_pool_t *pl);
  * when nothing else is to be done, so never on a caller's path). */
 void ivmd_pool_fill(ivmd_pool_t *pl);
 /* ENTER with IVM_ENTER_POOL: validate and park the connection (IVMD_DEFERRED)
- * or refuse (an ivmError_t, with detail). */
-int ivmd_pool_enter(ivmd_pool_t *pl, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                    const ivm_msg_enter_req_t *req, char *detail, size_t detail_len);
+ * or refuse (an ivmError_t, its detail in rep). */
+ivmError_t ivmd_pool_enter(ivmd_pool_t *pl, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                           const ivm_msg_enter_req_t *req, ivmd_reply_t *rep);
 /* Hand a parked process of pe's device the identity of pe (reserved, not yet
  * started): 1 if one was handed out (pe is then RUNNING), 0 if none is ready. */
 int ivmd_pool_take(ivmd_pool_t *pl, ivmd_job_t *job, ivmd_pe_t *pe);

@@ -66,7 +66,7 @@ void ivmd_spawn_attr_init(posix_spawnattr_t *attr)
 static ivmError_t ivmd_spawn_where(ivmd_spawn_t *s, ivmd_job_t *job, const ivmd_pe_t *pe,
                                    const ivm_cpu_device_t **dev_p,
                                    const ivm_cpu_device_t **cpu_for_gpu_p, int *gpu_share_p,
-                                   ivmd_devcg_place_t *cg, char *detail, size_t detail_len)
+                                   ivmd_devcg_place_t *cg, ivmd_reply_t *rep)
 {
     ivmError_t status;
     int gpu, known;
@@ -75,18 +75,19 @@ static ivmError_t ivmd_spawn_where(ivmd_spawn_t *s, ivmd_job_t *job, const ivmd_
     if (!IVM_DEV_IS_GPU(pe->devtype)) {
         *dev_p = &job->devs[pe->devtype];
         /* A share device's processes run in its cgroup (devcg.c). */
-        status = ivmd_devcg_place(s->devcg, job, pe->devtype, cg, detail, detail_len);
+        status = ivmd_devcg_place(s->devcg, job, pe->devtype, cg, rep);
         if (status != IVM_SUCCESS) {
-            ivm_warn("job %u: no cgroup for CPU device %d: %s", job->id, pe->devtype, detail);
+            ivm_warn("job %u: no cgroup for CPU device %d: %s", job->id, pe->devtype,
+                     rep->detail);
         }
         return status;
     }
     gpu   = IVM_DEV_INDEX(pe->devtype);
     known = (uint32_t)gpu < ivmd_ctl_gpu_count(s->env);
     if (!known || !ivmd_ctl_gpu_alive(s->env)) {
-        snprintf(detail, detail_len, "%s has no GPU %d%s", s->env->node, gpu,
-                 known ? " (its GPU daemon is gone)" : "");
-        return known ? IVM_ERROR_DAEMON_LOST : IVM_ERROR_NOT_FOUND;
+        return ivmd_reply_set(rep, known ? IVM_ERROR_DAEMON_LOST : IVM_ERROR_NOT_FOUND,
+                              "%s has no GPU %d%s", s->env->node, gpu,
+                              known ? " (its GPU daemon is gone)" : "");
     }
     *gpu_share_p = s->env->gpu->share(s->env->gpu_ctx, gpu);
     /* Its host threads run on the job's first CPU device. */
@@ -183,8 +184,7 @@ static int ivmd_spawn_start(ivmd_spawn_t *s, const ivmd_job_data_t *jd, const iv
     return rc;
 }
 
-ivmError_t ivmd_spawn_pe(ivmd_spawn_t *s, ivmd_job_t *job, ivmd_pe_t *pe, char *detail,
-                         size_t detail_len)
+ivmError_t ivmd_spawn_pe(ivmd_spawn_t *s, ivmd_job_t *job, ivmd_pe_t *pe, ivmd_reply_t *rep)
 {
     ivmd_job_data_t *jd = job->data;
     char own[IVMD_SPAWN_ENV_OWN][160];
@@ -196,15 +196,14 @@ ivmError_t ivmd_spawn_pe(ivmd_spawn_t *s, ivmd_job_t *job, ivmd_pe_t *pe, char *
     pid_t pid;
     int rc;
 
-    status = ivmd_spawn_where(s, job, pe, &dev, &cpu_for_gpu, &gpu_share, &cg, detail,
-                              detail_len);
+    status = ivmd_spawn_where(s, job, pe, &dev, &cpu_for_gpu, &gpu_share, &cg, rep);
     if (status != IVM_SUCCESS) {
         return status;
     }
     pe->token = ivmd_spawn_new_token();
     if (pe->token == 0) {
-        snprintf(detail, detail_len, "no random bytes for pe %d's token", pe->id);
-        return IVM_ERROR_INTERNAL;
+        return ivmd_reply_set(rep, IVM_ERROR_INTERNAL, "no random bytes for pe %d's token",
+                              pe->id);
     }
     status = ivmd_spawn_env(s, job, pe, dev, gpu_share, own, &envp);
     if (status != IVM_SUCCESS) {
@@ -223,17 +222,17 @@ ivmError_t ivmd_spawn_pe(ivmd_spawn_t *s, ivmd_job_t *job, ivmd_pe_t *pe, char *
     }
     free(envp);
     if (rc != 0) {
-        snprintf(detail, detail_len, "cannot start %s for pe %d: %s", jd->exe, pe->id,
-                 strerror(rc));
-        ivm_warn("job %u: %s", job->id, detail);
+        ivmd_reply_set(rep, IVM_ERROR_SPAWN, "cannot start %s for pe %d: %s", jd->exe, pe->id,
+                       strerror(rc));
+        ivm_warn("job %u: %s", job->id, rep->detail);
         return IVM_ERROR_SPAWN;
     }
     if (pe->id >= -1) {
         /* Into its device's cgroup before it can be answered (its ENTER is
          * read once this returns); the daemon itself never joins one. */
-        status = ivmd_devcg_attach(s->devcg, &cg, pid, detail, detail_len);
+        status = ivmd_devcg_attach(s->devcg, &cg, pid, rep);
         if (status != IVM_SUCCESS) {
-            ivm_warn("job %u: pe %d killed: %s", job->id, pe->id, detail);
+            ivm_warn("job %u: pe %d killed: %s", job->id, pe->id, rep->detail);
             kill(pid, SIGKILL); /* reaped as a stranger */
             return status;
         }

@@ -42,8 +42,7 @@ uint64_t ivmd_spawn_new_token(void);
  * group. posix_spawnattr_destroy it after the spawn. */
 void ivmd_spawn_attr_init(posix_spawnattr_t *attr);
 /* Start pe's process (pe->id < -1: a parked process of the warm pool). */
-ivmError_t ivmd_spawn_pe(ivmd_spawn_t *s, ivmd_job_t *job, ivmd_pe_t *pe, char *detail,
-                         size_t detail_len);
+ivmError_t ivmd_spawn_pe(ivmd_spawn_t *s, ivmd_job_t *job, ivmd_pe_t *pe, ivmd_reply_t *rep);
 /* Bind a CPU PE's threads as its job's --bind-to says; nothing for the
  * default, binding to the device's cores, which the PE has from its start. */
 void ivmd_spawn_bind(const ivmd_spawn_t *s, const ivmd_job_t *job, const ivmd_pe_t *pe,
