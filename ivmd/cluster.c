@@ -8,7 +8,7 @@
 #include "data/data.h"
 #include "ivmd.h"
 
-typedef void (*ivmd_ctl_msg_fn_t)(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
+typedef void (*ivmd_ctl_msg_fn_t)(ivmd_remote_t *rm, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
                                   const void *payload);
 typedef ivmError_t (*ivmd_data_msg_fn_t)(ivmd_data_t *dp, int node, const ivm_msg_hdr_t *hdr,
                                          const void *payload);
@@ -52,7 +52,7 @@ void ivmd_cluster_handle_msg(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hd
         m = &ivmd_cluster_msgs[hdr->type - IVM_PEER_FIRST];
     }
     if (m != NULL && m->ctl != NULL) {
-        m->ctl(d, pc, hdr, payload);
+        m->ctl(&d->remote, pc, hdr, payload);
     } else if (m != NULL && m->data != NULL && pc->peer != NULL) {
         if (m->data(&d->data, (int)(pc->peer - d->link.peers), hdr, payload) != IVM_SUCCESS) {
             ivmd_conn_close(d, pc, m->malformed != NULL ? m->malformed : "malformed peer message");
@@ -74,6 +74,26 @@ static const ivmd_gpu_up_t ivmd_cluster_gpu_up = {
     .gpus_lost       = ivmd_pool_gpus_lost_d,
 };
 
+/* What the service does for the remote module. */
+static uint32_t ivmd_cluster_gpu_count(const ivmd_t *d)
+{
+    return ivmd_gpu_count(d);
+}
+
+static const ivmd_remote_ops_t ivmd_cluster_remote_ops = {
+    .dispatch        = ivmd_handle_msg,
+    .reply_size      = ivmd_reply_size,
+    .job_data_unpack = ivmd_job_data_unpack,
+    .job_data_free   = ivmd_job_data_free,
+    .job_terminate   = ivmd_job_terminate,
+    .job_collect     = ivmd_job_collect,
+    .spawn_pe        = ivmd_spawn_pe_d,
+    .spawn_kill      = ivmd_spawn_kill,
+    .pool_take       = ivmd_pool_take,
+    .output_write    = ivmd_output_write_job,
+    .gpu_count       = ivmd_cluster_gpu_count,
+};
+
 void ivmd_cluster_init(ivmd_t *d)
 {
     ivmd_gpu_cfg_t gcfg = {
@@ -82,7 +102,10 @@ void ivmd_cluster_init(ivmd_t *d)
         .node = d->cfg.node, .log_level = d->cfg.log_level, .ready_fd = d->cfg.ready_fd,
     };
 
-    ivmd_data_init(&d->data, d, &d->reg, &d->link, &d->quota, &ivmd_cluster_data_ops);
+    ivmd_remote_init(&d->remote, d, &d->reg, &d->link, &d->conns, d->devs, &d->ndevs,
+                     d->cfg.node, &ivmd_cluster_remote_ops);
+    ivmd_data_init(&d->data, d, &d->reg, &d->link, &d->quota, &d->remote,
+                   &ivmd_cluster_data_ops);
     ivmd_gpu_init(&d->gpu, d, &gcfg, &d->devnull, &d->stopping, &d->reg, &d->conns, &d->data,
                   &ivmd_cluster_gpu_up);
 }
@@ -94,24 +117,24 @@ void ivmd_gpu_conn_gone(ivmd_t *d, ivmd_conn_t *c)
 
 int ivmd_cluster_busy(const ivmd_t *d)
 {
-    return ivmd_data_busy(&d->data) || ivmd_remote_busy(d);
+    return ivmd_data_busy(&d->data) || ivmd_remote_busy(&d->remote);
 }
 
 void ivmd_cluster_close_all(ivmd_t *d)
 {
     ivmd_data_close_all(&d->data);
-    ivmd_remote_close_all(d);
+    ivmd_remote_close_all(&d->remote);
 }
 
 void ivmd_cluster_conn_gone(ivmd_t *d, ivmd_conn_t *c)
 {
     ivmd_data_conn_gone(&d->data, c);
-    ivmd_remote_conn_gone(d, c);
+    ivmd_remote_conn_gone(&d->remote, c);
 }
 
 void ivmd_cluster_peer_up(ivmd_t *d, ivmd_peer_t *p)
 {
-    ivmd_remote_send_nodeinfo(d, p, ivmd_gpu_alive(d) ? ivmd_gpu_count(d) : 0);
+    ivmd_remote_send_nodeinfo(&d->remote, p, ivmd_gpu_alive(d) ? ivmd_gpu_count(d) : 0);
 }
 
 /* A lost peer fails the operations waiting on it first, then the control
@@ -119,5 +142,5 @@ void ivmd_cluster_peer_up(ivmd_t *d, ivmd_peer_t *p)
 void ivmd_cluster_peer_lost(ivmd_t *d, ivmd_peer_t *p)
 {
     ivmd_data_peer_lost(&d->data, (int)(p - d->link.peers));
-    ivmd_remote_peer_lost(d, p);
+    ivmd_remote_peer_lost(&d->remote, p);
 }

@@ -91,11 +91,11 @@ static void ivmd_gpu_on_job_end(void *ctx, ivmd_job_t *job)
 void ivmd_handlers_init(ivmd_t *d)
 {
     d->ctl = (ivmd_ctl_env_t){
-        .d = d, .loop = &d->loop, .reg = &d->reg, .node = d->cfg.node,
+        .d = d, .remote = &d->remote, .loop = &d->loop, .reg = &d->reg, .node = d->cfg.node,
         .socket_path = d->socket_path, .devnull = &d->devnull,
         .own_affinity = &d->own_affinity, .gpu = &ivmd_ctl_gpu_ops, .gpu_ctx = d,
     };
-    ivmd_output_init(&d->output, d, &d->loop, &d->reg, d->cfg.node);
+    ivmd_output_init(&d->output, &d->remote, &d->loop, &d->reg, d->cfg.node);
     ivmd_devcg_init(&d->devcg, d->cfg.node, d->devs, d->ndevs, &d->reg);
     ivmd_spawn_init(&d->spawn, &d->ctl, &d->pool, &d->output, &d->devcg, &d->teardown);
     ivmd_pool_init(&d->pool, &d->ctl, &d->spawn, &d->output, &d->teardown);

@@ -2,7 +2,7 @@
  * handlers (service layer): the PE protocol. A table maps each validated
  * request type to the handler that serves it, which calls down into the
  * control plane (ctl/), the data plane (data/) and GPU coherence (gpu/). A
- * handler fills the reply and returns its status (reply.h), IVMD_DEFERRED
+ * handler fills the reply and returns its status (transport/reply.h), IVMD_DEFERRED
  * when the reply comes later.
  */
 #ifndef IVMD_HANDLERS_H
@@ -12,7 +12,7 @@
 
 #include "ctl/job.h"
 #include "proto.h"
-#include "reply.h"
+#include "transport/reply.h"
 #include "transport/conn.h"
 
 /* The body of every reply a handler may send. */

@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include "config.h"
+#include "ctl/jobdata.h"
 #include "ctl/remote.h"
 #include "data/copies.h"
 #include "data/data.h"
@@ -109,10 +110,6 @@ IVM_CONFIG_STRUCT(ivmd_config, IVMD_CONFIG_TABLE);
 #define IVMD_POLL_US_MAX 1000000 /* --poll-us: at most one second */
 
 typedef struct ivmd ivmd_t;
-
-
-/* Job ids carry their root daemon's node index in the top bits. */
-#define IVMD_JOB_NODE_SHIFT 20
 
 struct ivmd_peer;
 
@@ -242,20 +239,20 @@ static inline ivmd_gpu_t *ivmd_gpu_of(const ivmd_t *d)
 #define ivmd_gpu_sync(d, ...)            ivmd_gpu_sync(ivmd_gpu_of(d), __VA_ARGS__)
 #define ivmd_gpu_info(d, ...)            ivmd_gpu_info(ivmd_gpu_of(d), __VA_ARGS__)
 /* The names other modules call, until the branches are merged. */
-#define ivmd_cluster_self            ivmd_remote_self
-#define ivmd_cluster_peer            ivmd_remote_peer
-#define ivmd_cluster_root_node       ivmd_remote_root_node
+#define ivmd_cluster_self(d)         ivmd_remote_self(&(d)->remote)
+#define ivmd_cluster_peer(d, ...)    ivmd_remote_peer(&(d)->remote, __VA_ARGS__)
+#define ivmd_cluster_root_node(d, ...) ivmd_remote_root_node(&(d)->remote, __VA_ARGS__)
 #define ivmd_cluster_is_proxy        ivmd_remote_is_proxy
 #define ivmd_cluster_forwards        ivmd_remote_forwards
-#define ivmd_cluster_forward         ivmd_remote_forward
+#define ivmd_cluster_forward(d, ...) ivmd_remote_forward(&(d)->remote, __VA_ARGS__)
 #define ivmd_cluster_vconn_reply     ivmd_remote_vconn_reply
-#define ivmd_cluster_pe_ended        ivmd_remote_pe_ended
-#define ivmd_cluster_pe_entered      ivmd_remote_pe_entered
-#define ivmd_cluster_pe_reaped       ivmd_remote_pe_reaped
-#define ivmd_cluster_job_ending      ivmd_remote_job_ending
-#define ivmd_cluster_spawn           ivmd_remote_spawn
-#define ivmd_cluster_output          ivmd_remote_output
-#define ivmd_cluster_kill            ivmd_remote_kill
+#define ivmd_cluster_pe_ended(d, ...) ivmd_remote_pe_ended(&((ivmd_t *)(d))->remote, __VA_ARGS__)
+#define ivmd_cluster_pe_entered(d, ...) ivmd_remote_pe_entered(&(d)->remote, __VA_ARGS__)
+#define ivmd_cluster_pe_reaped(d, ...) ivmd_remote_pe_reaped(&(d)->remote, __VA_ARGS__)
+#define ivmd_cluster_job_ending(d, ...) ivmd_remote_job_ending(&(d)->remote, __VA_ARGS__)
+#define ivmd_cluster_spawn(d, ...)   ivmd_remote_spawn(&(d)->remote, __VA_ARGS__)
+#define ivmd_cluster_output(d, ...)  ivmd_remote_output(&(d)->remote, __VA_ARGS__)
+#define ivmd_cluster_kill(d, ...)    ivmd_remote_kill(&(d)->remote, __VA_ARGS__)
 #define ivmd_cluster_register(d, ...)  ivmd_data_register(&(d)->data, __VA_ARGS__)
 #define ivmd_cluster_unregister(d, ...) ivmd_data_unregister(&(d)->data, __VA_ARGS__)
 #define ivmd_cluster_lookup(d, ...)    ivmd_data_lookup(&(d)->data, __VA_ARGS__)
@@ -288,16 +285,40 @@ static inline ivmError_t ivmd_devcg_open_d(ivmd_t *d, char *err, size_t errlen)
 #define ivmd_devcg_open(d, ...) ivmd_devcg_open_d(d, __VA_ARGS__)
 
 /* The control plane's names other modules call with the daemon, until the
- * branches are merged: the modules take their own state (ctl/). */
-#define ivmd_job_terminate(d, ...)    ivmd_teardown_terminate(&(d)->teardown, __VA_ARGS__)
-#define ivmd_job_collect(d, ...)      ivmd_teardown_collect(&(d)->teardown, __VA_ARGS__)
-#define ivmd_output_write_job(d, ...) ivmd_output_write_job(&(d)->output, __VA_ARGS__)
+ * branches are merged: the modules take their own state (ctl/). Those also
+ * taken as function pointers (cluster.c's table for ctl/remote) are
+ * functions of the old signature. */
+static inline void ivmd_job_terminate_d(ivmd_t *d, ivmd_job_t *job, const char *why)
+{
+    ivmd_teardown_terminate(&d->teardown, job, why);
+}
+static inline void ivmd_job_collect_d(ivmd_t *d, ivmd_job_t *job)
+{
+    ivmd_teardown_collect(&d->teardown, job);
+}
+static inline void ivmd_output_write_job_d(ivmd_t *d, ivmd_job_t *job, int pe_id, int fd,
+                                           const char *bytes, size_t len)
+{
+    ivmd_output_write_job(&d->output, job, pe_id, fd, bytes, len);
+}
+static inline int ivmd_spawn_kill_d(ivmd_t *d, ivmd_pe_t *pe)
+{
+    (void)d;
+    return ivmd_spawn_kill(pe);
+}
+static inline int ivmd_pool_take_d(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe)
+{
+    return ivmd_pool_take(&d->pool, job, pe);
+}
+#define ivmd_job_terminate            ivmd_job_terminate_d
+#define ivmd_job_collect              ivmd_job_collect_d
+#define ivmd_output_write_job         ivmd_output_write_job_d
+#define ivmd_spawn_kill               ivmd_spawn_kill_d
+#define ivmd_pool_take                ivmd_pool_take_d
 #define ivmd_output_reap(d)           ivmd_output_reap(&(d)->output)
 #define ivmd_output_close_all(d)      ivmd_output_close_all(&(d)->output)
 #define ivmd_spawn_reap(d)            ivmd_spawn_reap(&(d)->spawn)
 #define ivmd_spawn_unwatch(d, ...)    ivmd_spawn_unwatch(&(d)->spawn, __VA_ARGS__)
-#define ivmd_spawn_kill(d, pe)        ivmd_spawn_kill(pe)
-#define ivmd_pool_take(d, ...)        ivmd_pool_take(&(d)->pool, __VA_ARGS__)
 #define ivmd_pool_wanted(d)           ivmd_pool_wanted(&(d)->pool)
 #define ivmd_pool_fill(d)             ivmd_pool_fill(&(d)->pool)
 #define ivmd_devcg_close(d)           ivmd_devcg_close(&(d)->devcg)

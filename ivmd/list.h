@@ -6,7 +6,7 @@
 #define IVMD_LIST_H
 
 #include "proto.h"
-#include "reply.h"
+#include "transport/reply.h"
 #include "transport/loop.h"
 
 /* Entry req->index of req->kind into out: IVM_SUCCESS, IVM_ERROR_NOT_FOUND

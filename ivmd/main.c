@@ -260,7 +260,7 @@ static ivmError_t ivmd_wire(ivmd_t *d)
         return IVM_ERROR_INTERNAL;
     }
     ivmd_conn_register(t, IVMD_CONN_PE, &ivmd_pe_conn_ops, NULL);
-    ivmd_conn_register(t, IVMD_CONN_REMOTE, &ivmd_remote_conn_ops, NULL);
+    ivmd_conn_register(t, IVMD_CONN_REMOTE, &ivmd_remote_conn_ops, &d->remote);
     ivmd_conn_register(t, IVMD_CONN_GPUD, &ivmd_gpud_conn_ops, &d->gpu);
     ivmd_link_init(&d->link, &d->loop, t, &d->net, &link_cfg, &d->stopping, &ivmd_link_ops);
     if (ivmd_conn_on_gone(t, ivmd_cluster_conn_gone) != IVM_SUCCESS ||

@@ -146,22 +146,20 @@ static int ivmboot_join(ivmboot_t *b, const uint8_t *secret)
     return ivmboot_wait_peers(b);
 }
 
-/* *gone_p: 1 after a stop because the launcher is gone. */
-static int ivmboot_run(ivmboot_t *b, int argc, char **argv, int *gone_p)
-{
-    uint8_t secret[IVM_SECRET_LEN + 1]; /* the last byte: 1 = rank 0 made one */
-    ivmboot_entry_t me;
-    MPI_Request req;
-    int code, ok, all_ok, k, stop = 0, term, how = 0;
+#define IVMBOOT_GO (-1) /* a phase's result: go on with the next */
 
-    code = ivmboot_args(b, argc, argv,
-                        "usage: mpirun -np N --host H0,H1,... --map-by node --bind-to none "
-                        "ivm-boot [options]\n"
-                        "Started by ivmrun --hosts/--hostfile: one rank per host starts "
-                        "that host's ivmd\n(node<rank>) and joins the daemons into one "
-                        "cluster. Rank 0 prints\n\"" IVMRUN_BOOT_READY "<socket>\" and "
-                        "keeps the cluster until its stdin ends.\n\nOptions:\n",
-                        b->rank == 0);
+/* Options, and the table. IVMBOOT_GO, or the exit code. */
+static int ivmboot_mpi_args(ivmboot_t *b, int argc, char **argv)
+{
+    int code = ivmboot_args(b, argc, argv,
+                            "usage: mpirun -np N --host H0,H1,... --map-by node --bind-to "
+                            "none ivm-boot [options]\n"
+                            "Started by ivmrun --hosts/--hostfile: one rank per host starts "
+                            "that host's ivmd\n(node<rank>) and joins the daemons into one "
+                            "cluster. Rank 0 prints\n\"" IVMRUN_BOOT_READY "<socket>\" and "
+                            "keeps the cluster until its stdin ends.\n\nOptions:\n",
+                            b->rank == 0);
+
     if (code != 0) {
         return code < 0 ? 0 : code; /* the same on every rank */
     }
@@ -175,30 +173,46 @@ static int ivmboot_run(ivmboot_t *b, int argc, char **argv, int *gone_p)
         ivm_error("out of memory");
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
+    return IVMBOOT_GO;
+}
+
+/* Every rank's entry into b->table. IVMBOOT_GO, or the exit code. */
+static int ivmboot_mpi_gather(ivmboot_t *b, ivmboot_entry_t *me)
+{
+    MPI_Request req;
+    int term;
+
+    MPI_Iallgather(me, (int)sizeof(*me), MPI_BYTE, b->table, (int)sizeof(*me), MPI_BYTE,
+                   MPI_COMM_WORLD, &req);
+    if ((term = ivmboot_mpi_wait(b, &req)) != 0) {
+        return ivmboot_abandon(b, term);
+    }
+    return IVMBOOT_GO;
+}
+
+/* Host names, then the daemons and one exchange of every node's (name,
+ * address, port). IVMBOOT_GO, or the exit code. */
+static int ivmboot_mpi_start(ivmboot_t *b)
+{
+    ivmboot_entry_t me;
+    int code, ok = 1, k;
 
     /* Host names first: without --hosts they tell whether the ranks share a
      * machine, and they name the nodes in messages. */
     memset(&me, 0, sizeof(me));
     snprintf(me.host, sizeof(me.host), "%s", b->host);
-    MPI_Iallgather(&me, (int)sizeof(me), MPI_BYTE, b->table, (int)sizeof(me), MPI_BYTE,
-                   MPI_COMM_WORLD, &req);
-    if ((term = ivmboot_mpi_wait(b, &req)) != 0) {
-        return ivmboot_abandon(b, term);
+    if ((code = ivmboot_mpi_gather(b, &me)) != IVMBOOT_GO) {
+        return code;
     }
-
-    /* Local phase, then one exchange of every node's (name, address, port). */
     code = ivmboot_start(b, &me);
     if (code > 0) {
         return ivmboot_abandon(b, code);
     }
     snprintf(me.node, sizeof(me.node), "node%d", b->rank);
     me.ok = (code == 0);
-    MPI_Iallgather(&me, (int)sizeof(me), MPI_BYTE, b->table, (int)sizeof(me), MPI_BYTE,
-                   MPI_COMM_WORLD, &req);
-    if ((term = ivmboot_mpi_wait(b, &req)) != 0) {
-        return ivmboot_abandon(b, term);
+    if ((code = ivmboot_mpi_gather(b, &me)) != IVMBOOT_GO) {
+        return code;
     }
-    ok = 1;
     for (k = 0; k < b->size; ++k) {
         if (!b->table[k].ok) {
             ok = 0;
@@ -212,8 +226,17 @@ static int ivmboot_run(ivmboot_t *b, int argc, char **argv, int *gone_p)
         ivmboot_cleanup(b);
         return 1;
     }
+    return IVMBOOT_GO;
+}
 
-    /* The secret: from rank 0, to every rank. */
+/* The secret from rank 0 to every rank, each daemon joins, everyone up
+ * everywhere? IVMBOOT_GO, or the exit code. */
+static int ivmboot_mpi_join(ivmboot_t *b)
+{
+    uint8_t secret[IVM_SECRET_LEN + 1]; /* the last byte: 1 = rank 0 made one */
+    MPI_Request req;
+    int code, ok, all_ok, term;
+
     memset(secret, 0, sizeof(secret));
     if (b->rank == 0) {
         secret[IVM_SECRET_LEN] =
@@ -232,8 +255,6 @@ static int ivmboot_run(ivmboot_t *b, int argc, char **argv, int *gone_p)
     if (code > 0) {
         return ivmboot_abandon(b, code);
     }
-
-    /* Everyone up everywhere? */
     ok = (code == 0);
     MPI_Iallreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &req);
     if ((term = ivmboot_mpi_wait(b, &req)) != 0) {
@@ -246,6 +267,16 @@ static int ivmboot_run(ivmboot_t *b, int argc, char **argv, int *gone_p)
         ivmboot_cleanup(b);
         return 1;
     }
+    return IVMBOOT_GO;
+}
+
+/* Keep the daemons until rank 0 says stop; then stop this rank's. The exit
+ * code; *gone_p: 1 after a stop because the launcher is gone. */
+static int ivmboot_mpi_hold(ivmboot_t *b, int *gone_p)
+{
+    int stop = 0, how = 0, term;
+    MPI_Request req;
+
     if (b->rank == 0) {
         printf(IVMRUN_BOOT_READY "%s\n", b->daemon.path);
         fflush(stdout);
@@ -272,6 +303,23 @@ static int ivmboot_run(ivmboot_t *b, int argc, char **argv, int *gone_p)
     ivmboot_cleanup(b);
     *gone_p = (stop == IVMBOOT_STOP_GONE);
     return 0;
+}
+
+/* *gone_p: 1 after a stop because the launcher is gone. */
+static int ivmboot_run(ivmboot_t *b, int argc, char **argv, int *gone_p)
+{
+    int code = ivmboot_mpi_args(b, argc, argv);
+
+    if (code == IVMBOOT_GO) {
+        code = ivmboot_mpi_start(b);
+    }
+    if (code == IVMBOOT_GO) {
+        code = ivmboot_mpi_join(b);
+    }
+    if (code == IVMBOOT_GO) {
+        code = ivmboot_mpi_hold(b, gone_p);
+    }
+    return code;
 }
 
 /* MPI_Finalize once the daemon is stopped; see the top of this file. */

@@ -61,7 +61,7 @@ typedef struct ivmboot_entry {
 
 typedef struct ivmboot {
     ivmboot_config_t cfg;
-    ivmrun_config_t  dcfg;     /* what ivmrun_daemon_start reads */
+    ivmrun_opts_t    opts;     /* cfg with its option table, for ivmrun_daemon_start */
     int              rank, size; /* this node's index (node<rank>), nodes */
     int              sigfd;    /* SIGCHLD, SIGINT, SIGTERM, SIGHUP */
     sigset_t         child_mask; /* the signal mask to give ivmd */

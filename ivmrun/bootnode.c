@@ -34,22 +34,15 @@
 static const ivm_config_field_t ivmboot_config_fields[] = {
     IVMBOOT_CONFIG_TABLE(IVMBOOT_CONFIG_FIELD) {0}};
 
-#define IVMBOOT_REQ_WAIT  5000 /* ms a CLUSTER round trip may take */
 #define IVMBOOT_INFO_WAIT 1000 /* ms an INFO round trip may take */
 #define IVMBOOT_UP_POLL   20   /* ms between INFO rounds while the cluster forms */
 #define IVMBOOT_STALE_S   10   /* s: an older socket nobody listens on is a dead daemon's */
 
 int ivmboot_signals(ivmboot_t *b)
 {
-    struct signalfd_siginfo si;
+    int term = ivmrun_proc_signals(b->sigfd, NULL, NULL);
     char why[64];
-    int term = 0;
 
-    while (read(b->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-        if (si.ssi_signo != SIGCHLD) {
-            term = (term != 0) ? term : (int)si.ssi_signo;
-        }
-    }
     if (b->daemon.started && ivmrun_daemon_reap(&b->daemon) && !b->daemon_lost) {
         b->daemon_lost = 1;
         ivmrun_proc_status_text(b->daemon.status, why, sizeof(why));
@@ -305,7 +298,7 @@ int ivmboot_start(ivmboot_t *b, ivmboot_entry_t *me)
     b->daemon.pdeathsig   = SIGTERM;
     b->daemon.remove_dir  = 1; /* this program may die before it can remove it */
     b->daemon.env         = b->env;
-    if (ivmrun_daemon_start(&b->daemon, &b->dcfg, b->sigfd, &b->child_mask, &signo) !=
+    if (ivmrun_daemon_start(&b->daemon, &b->opts, b->sigfd, &b->child_mask, &signo) !=
         IVM_SUCCESS) {
         return signo != 0 ? signo : -1;
     }
@@ -318,7 +311,6 @@ int ivmboot_start(ivmboot_t *b, ivmboot_entry_t *me)
 int ivmboot_send_table(ivmboot_t *b, const uint8_t *secret)
 {
     size_t len = sizeof(ivm_msg_cluster_req_t) + (size_t)b->size * sizeof(ivm_msg_cluster_node_t);
-    char detail[IVM_MSG_DETAIL_MAX + 64];
     ivm_msg_cluster_node_t *nodes;
     ivm_msg_cluster_req_t *req;
     ivmError_t status;
@@ -337,16 +329,10 @@ int ivmboot_send_table(ivmboot_t *b, const uint8_t *secret)
         ivm_proto_strset(nodes[k].addr, sizeof(nodes[k].addr), b->table[k].addr);
         nodes[k].port = b->table[k].port;
     }
-    status = ivmrun_daemon_request(b->daemon.path, IVM_MSG_CLUSTER, req, (uint32_t)len,
-                                   IVMBOOT_REQ_WAIT, detail, sizeof(detail));
+    status = ivmrun_daemon_join(&b->daemon, req, len);
     explicit_bzero(req, len); /* the secret lives on in the daemon only */
     free(req);
-    if (status != IVM_SUCCESS) {
-        ivm_error("the ivmd of node%d did not join the cluster: %s%s%s", b->rank,
-                  ivm_status_string(status), detail[0] != '\0' ? ": " : "", detail);
-        return -1;
-    }
-    return 0;
+    return status == IVM_SUCCESS ? 0 : -1;
 }
 
 int ivmboot_wait_peers(ivmboot_t *b)
@@ -476,14 +462,8 @@ int ivmboot_args(ivmboot_t *b, int argc, char **argv, const char *usage, int pri
         ivm_error("--daemon-wait and --up-wait must be numbers of seconds > 0");
         return 2;
     }
-    b->dcfg.daemon      = b->cfg.daemon;
-    b->dcfg.daemon_wait = b->cfg.daemon_wait;
-    b->dcfg.log_level   = b->cfg.log_level;
-    b->dcfg.emu_gpus    = b->cfg.emu_gpus;
-    b->dcfg.gpus        = b->cfg.gpus;
-    b->dcfg.gpu_shares  = b->cfg.gpu_shares;
-    b->dcfg.daemon_poll_us = b->cfg.daemon_poll_us;
-    b->dcfg.peer_encrypt   = b->cfg.peer_encrypt;
+    b->opts.fields = ivmboot_config_fields;
+    b->opts.values = &b->cfg;
     return 0;
 }
 

@@ -279,14 +279,14 @@ static int ivmboot_srun_step(ivmboot_t *b)
     return ivmboot_srun_say(IVMRUN_SRUN_STEP "%s.%s\n", job, step);
 }
 
-/* 0 after an orderly stop, 1 on failure, 128 + signal. */
-static int ivmboot_srun_run(ivmboot_srun_t *s, int argc, char **argv)
+#define IVMBOOT_SRUN_GO (-1) /* a phase's result: go on with the next */
+
+/* Options, identity, this node's daemon, reported to ivmrun.
+ * IVMBOOT_SRUN_GO, or the exit code. */
+static int ivmboot_srun_start(ivmboot_t *b, int argc, char **argv)
 {
-    char line[IVMRUN_SRUN_LINE_MAX];
-    ivmboot_t *b = s->b;
     ivmboot_entry_t me;
-    double deadline;
-    int code, signo = 0;
+    int code;
 
     code = ivmboot_args(b, argc, argv,
                         "usage: srun --nodes=N --ntasks=N --ntasks-per-node=1 "
@@ -322,16 +322,25 @@ static int ivmboot_srun_run(ivmboot_srun_t *s, int argc, char **argv)
         ivmboot_cleanup(b);
         return 1;
     }
+    return IVMBOOT_SRUN_GO;
+}
 
-    /* The table and the turns, until this node's turn. */
-    deadline = ivmrun_time_now() + b->cfg.up_wait;
+/* The table and the turns, until this node's turn. IVMBOOT_SRUN_GO, or the
+ * exit code. */
+static int ivmboot_srun_turn(ivmboot_srun_t *s)
+{
+    double deadline = ivmrun_time_now() + s->b->cfg.up_wait;
+    char line[IVMRUN_SRUN_LINE_MAX];
+    ivmboot_t *b = s->b;
+    int code, signo = 0;
+
     for (;;) {
         code = ivmboot_srun_line(s, line, sizeof(line), deadline, &signo);
         if (code == 0) {
             code = ivmboot_srun_take(s, line);
             explicit_bzero(line, sizeof(line));
             if (code > 0) {
-                break;
+                return IVMBOOT_SRUN_GO;
             }
             if (code == 0) {
                 continue;
@@ -347,6 +356,15 @@ static int ivmboot_srun_run(ivmboot_srun_t *s, int argc, char **argv)
         ivmboot_cleanup(b);
         return 1;
     }
+}
+
+/* This node's turn: the table to its daemon, JOINED, the wait for the
+ * peers, UP. IVMBOOT_SRUN_GO, or the exit code. */
+static int ivmboot_srun_join(ivmboot_srun_t *s)
+{
+    ivmboot_t *b = s->b;
+    int code;
+
     if (!s->have_secret || s->have_nodes != b->size) {
         ivm_error("node%d: its turn to join came before the secret and the %d table "
                   "entries (got %d)", b->rank, b->size, s->have_nodes);
@@ -370,10 +388,26 @@ static int ivmboot_srun_run(ivmboot_srun_t *s, int argc, char **argv)
         ivmboot_cleanup(b);
         return 1;
     }
+    return IVMBOOT_SRUN_GO;
+}
 
-    ivmboot_wait_stop(b, 0);
-    ivm_debug("stopping node%d's daemon", b->rank);
-    ivmboot_cleanup(b);
+/* 0 after an orderly stop, 1 on failure, 128 + signal. */
+static int ivmboot_srun_run(ivmboot_srun_t *s, int argc, char **argv)
+{
+    int code = ivmboot_srun_start(s->b, argc, argv);
+
+    if (code == IVMBOOT_SRUN_GO) {
+        code = ivmboot_srun_turn(s);
+    }
+    if (code == IVMBOOT_SRUN_GO) {
+        code = ivmboot_srun_join(s);
+    }
+    if (code != IVMBOOT_SRUN_GO) {
+        return code;
+    }
+    ivmboot_wait_stop(s->b, 0);
+    ivm_debug("stopping node%d's daemon", s->b->rank);
+    ivmboot_cleanup(s->b);
     return 0;
 }
 

@@ -24,6 +24,7 @@
 
 #define IVMRUN_DAEMON_STOP_WAIT 5.0 /* seconds between SIGTERM and SIGKILL */
 #define IVMRUN_DAEMON_INFO_WAIT 1   /* seconds an INFO round trip may take */
+#define IVMRUN_DAEMON_JOIN_WAIT 5000 /* ms a CLUSTER round trip may take */
 #define IVMRUN_DAEMON_LISTEN    "127.0.0.1" /* --listen address of a simulated node */
 
 int ivmrun_daemon_reap(ivmrun_daemon_t *d)
@@ -33,10 +34,12 @@ int ivmrun_daemon_reap(ivmrun_daemon_t *d)
 
 /* The ivmd to start: --daemon/IVM_DAEMON, else ivmd beside this executable,
  * else "ivmd" from PATH. */
-static void ivmrun_daemon_find(const ivmrun_config_t *cfg, char *buf, size_t len)
+static void ivmrun_daemon_find(const ivmrun_opts_t *opts, char *buf, size_t len)
 {
-    if (cfg->daemon != NULL && cfg->daemon[0] != '\0') {
-        snprintf(buf, len, "%s", cfg->daemon);
+    const char *daemon = ivmrun_opts_string(opts, "daemon");
+
+    if (daemon != NULL && daemon[0] != '\0') {
+        snprintf(buf, len, "%s", daemon);
         return;
     }
     if (!ivmrun_proc_beside_self("ivmd", buf, len)) {
@@ -48,35 +51,13 @@ static void ivmrun_daemon_find(const ivmrun_config_t *cfg, char *buf, size_t len
  * it was reaped. */
 static int ivmrun_daemon_wait_exit(ivmrun_daemon_t *d, int sigfd, double wait)
 {
-    double deadline = ivmrun_time_now() + wait;
-    struct pollfd pfd = {.fd = sigfd, .events = POLLIN};
-    double left;
-
-    while (!ivmrun_daemon_reap(d)) {
-        if (d->pid <= 0) {
-            return 1;
-        }
-        left = deadline - ivmrun_time_now();
-        if (left <= 0) {
-            return 0;
-        }
-        /* Terminating signals read here are dropped: teardown is under way. */
-        if (poll(&pfd, 1, (int)(left * 1000) + 1) > 0) {
-            ivmrun_proc_signals(sigfd, &d->pid, &d->status);
-        }
-    }
-    return 1;
+    return ivmrun_proc_wait_exit(&d->pid, &d->status, sigfd, wait);
 }
 
 /* Kill and reap the daemon we started, without waiting for a clean exit. */
 void ivmrun_daemon_kill(ivmrun_daemon_t *d)
 {
-    if (d->pid > 0) {
-        kill(d->pid, SIGKILL);
-        while (waitpid(d->pid, &d->status, 0) < 0 && errno == EINTR) {
-        }
-        d->pid = 0;
-    }
+    ivmrun_proc_kill(&d->pid, &d->status);
 }
 
 /* Remove the socket our daemon left behind, unless some daemon answers on it. */
@@ -97,19 +78,9 @@ void ivmrun_daemon_unlink(ivmrun_daemon_t *d)
     }
 }
 
-void ivmrun_arg_opt(char **argv, int *argc_p, const char *opt, const char *value)
-{
-    if (value != NULL && value[0] != '\0') {
-        argv[(*argc_p)++] = (char *)opt;
-        argv[(*argc_p)++] = (char *)value;
-    }
-}
-
-/* The readiness line: "R" (single node) or "R PORT" (with --listen). Returns
- * 0 and sets d->port, or -1 if the line does not fit. */
 /* The daemon's command line into argv (at most 32 entries with the NULL);
  * fdtext and listen are the caller's buffers the entries point into. */
-static void ivmrun_daemon_argv(const ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
+static void ivmrun_daemon_argv(const ivmrun_daemon_t *d, const ivmrun_opts_t *opts,
                                char *exe, int ready_fd, char *fdtext, size_t fdtext_len,
                                char *listen, size_t listen_len, char **argv)
 {
@@ -136,15 +107,8 @@ static void ivmrun_daemon_argv(const ivmrun_daemon_t *d, const ivmrun_config_t *
     if (d->remove_dir) {
         argv[argc++] = "--remove-dir";
     }
-    ivmrun_arg_opt(argv, &argc, "--log-level", cfg->log_level);
     ivmrun_arg_opt(argv, &argc, "--cpu-devices", d->cpu_devices);
-    ivmrun_arg_opt(argv, &argc, "--emu-gpus", cfg->emu_gpus);
-    ivmrun_arg_opt(argv, &argc, "--gpus", cfg->gpus);
-    ivmrun_arg_opt(argv, &argc, "--gpu-shares", cfg->gpu_shares);
-    ivmrun_arg_opt(argv, &argc, "--poll-us", cfg->daemon_poll_us);
-    if (cfg->peer_encrypt) {
-        argv[argc++] = "--peer-encrypt";
-    }
+    ivmrun_opts_forward(opts, IVMRUN_FWD_IVMD, argv, &argc);
     argv[argc] = NULL;
 }
 
@@ -184,13 +148,13 @@ static ivmError_t ivmrun_daemon_ready_eof(ivmrun_daemon_t *d, const char *exe, i
 }
 
 /* Wait for the started daemon's readiness line on ready_fd, at most
- * cfg->daemon_wait seconds, serving signals on sigfd meanwhile (a
+ * the starter's --daemon-wait seconds, serving signals on sigfd meanwhile (a
  * terminating one stops the daemon: *signo_p). */
-static ivmError_t ivmrun_daemon_wait_ready(ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
+static ivmError_t ivmrun_daemon_wait_ready(ivmrun_daemon_t *d, double wait,
                                            const char *exe, int ready_fd, int sigfd,
                                            int *signo_p)
 {
-    double deadline = ivmrun_time_now() + cfg->daemon_wait;
+    double deadline = ivmrun_time_now() + wait;
     ivm_ready_t r;
     ivmError_t status;
 
@@ -201,7 +165,7 @@ static ivmError_t ivmrun_daemon_wait_ready(ivmrun_daemon_t *d, const ivmrun_conf
 
         if (left <= 0) {
             ivm_error("ivmd (pid %d) did not become ready on %s within %g s; killing it",
-                      (int)d->pid, d->path, cfg->daemon_wait);
+                      (int)d->pid, d->path, wait);
             ivmrun_daemon_kill(d);
             ivmrun_daemon_unlink(d);
             return IVM_ERROR_TIMEOUT;
@@ -228,7 +192,7 @@ static ivmError_t ivmrun_daemon_wait_ready(ivmrun_daemon_t *d, const ivmrun_conf
     }
 }
 
-ivmError_t ivmrun_daemon_start(ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
+ivmError_t ivmrun_daemon_start(ivmrun_daemon_t *d, const ivmrun_opts_t *opts,
                                int sigfd, const sigset_t *child_mask, int *signo_p)
 {
     char exe[PATH_MAX], dir[sizeof(d->path)], fdtext[16], listen[80];
@@ -237,7 +201,7 @@ ivmError_t ivmrun_daemon_start(ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
     ivmrun_spawn_t spec;
     ivmError_t status;
 
-    ivmrun_daemon_find(cfg, exe, sizeof(exe));
+    ivmrun_daemon_find(opts, exe, sizeof(exe));
     snprintf(dir, sizeof(dir), "%s", d->path);
     status = ivm_sock_dir_prepare(dirname(dir));
     if (status != IVM_SUCCESS) {
@@ -255,16 +219,13 @@ ivmError_t ivmrun_daemon_start(ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
         status = IVM_ERROR_INTERNAL;
         goto out_close_devnull;
     }
-    ivmrun_daemon_argv(d, cfg, exe, ready[1], fdtext, sizeof(fdtext), listen, sizeof(listen),
+    ivmrun_daemon_argv(d, opts, exe, ready[1], fdtext, sizeof(fdtext), listen, sizeof(listen),
                        argv);
     d->port = 0;
 
-    memset(&spec, 0, sizeof(spec));
-    spec.file        = exe;
-    spec.argv        = argv;
+    ivmrun_spawn_init(&spec, exe, argv);
     spec.fd_in       = devnull;
     spec.fd_out      = devnull;
-    spec.fd_err      = -1;
     spec.keep_fd     = ready[1];
     spec.new_session = 1;
     spec.sigmask     = child_mask;
@@ -286,7 +247,8 @@ ivmError_t ivmrun_daemon_start(ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
     } else {
         ivm_info("started ivmd '%s' (pid %d) on %s", exe, (int)d->pid, d->path);
     }
-    status = ivmrun_daemon_wait_ready(d, cfg, exe, ready[0], sigfd, signo_p);
+    status = ivmrun_daemon_wait_ready(d, ivmrun_opts_double(opts, "daemon-wait"), exe,
+                                      ready[0], sigfd, signo_p);
 
 out_close_ready:
     close(ready[0]);
@@ -299,7 +261,7 @@ out:
     return status;
 }
 
-ivmError_t ivmrun_daemon_open(ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
+ivmError_t ivmrun_daemon_open(ivmrun_daemon_t *d, const ivmrun_opts_t *opts,
                               int sigfd, const sigset_t *child_mask, int *signo_p)
 {
     ivmError_t status;
@@ -310,8 +272,7 @@ ivmError_t ivmrun_daemon_open(ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
     status = ivm_client_probe(d->path);
     if (status == IVM_SUCCESS) {
         ivm_info("using the running ivmd on %s", d->path);
-        if (cfg->emu_gpus[0] != '\0' || cfg->gpus[0] != '\0' || cfg->gpu_shares[0] != '\0' ||
-            cfg->daemon_poll_us[0] != '\0') {
+        if (ivmrun_opts_started_only(opts)) {
             ivm_warn("using the running ivmd on %s: --emu-gpus, --gpus, --gpu-shares and "
                      "--daemon-poll-us apply only to a "
                      "daemon ivmrun starts (use --socket with a fresh path, or --nodes)",
@@ -328,7 +289,7 @@ ivmError_t ivmrun_daemon_open(ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
         ivm_error("daemon socket path '%s' is too long for a Unix socket", d->path);
         return IVM_ERROR_INVALID_VALUE;
     }
-    status = ivmrun_daemon_start(d, cfg, sigfd, child_mask, signo_p);
+    status = ivmrun_daemon_start(d, opts, sigfd, child_mask, signo_p);
     if (status == IVM_SUCCESS || *signo_p != 0) {
         return status;
     }
@@ -363,16 +324,19 @@ void ivmrun_daemon_close(ivmrun_daemon_t *d, int sigfd)
     d->started = 0;
 }
 
-ivmError_t ivmrun_daemon_request(const char *path, uint16_t type, const void *payload,
-                                 uint32_t len, int timeout_ms, char *detail,
-                                 size_t detail_len)
+ivmError_t ivmrun_daemon_join(const ivmrun_daemon_t *d, const ivm_msg_cluster_req_t *req,
+                              size_t len)
 {
     ivm_client_result_t res;
     ivm_msg_status_t rep;
     ivmError_t status;
 
-    status = ivm_client_request(path, timeout_ms, type, payload, len, &rep, sizeof(rep), &res);
-    snprintf(detail, detail_len, "%s", res.detail);
+    status = ivm_client_request(d->path, IVMRUN_DAEMON_JOIN_WAIT, IVM_MSG_CLUSTER, req,
+                                (uint32_t)len, &rep, sizeof(rep), &res);
+    if (status != IVM_SUCCESS) {
+        ivm_error("the ivmd of %s (%s) did not join the cluster: %s%s%s", d->node, d->path,
+                  ivm_status_string(status), res.detail[0] != '\0' ? ": " : "", res.detail);
+    }
     return status;
 }
 

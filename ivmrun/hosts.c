@@ -1,15 +1,14 @@
-/* Real clusters: the host list (--hosts, --hostfile, --slurm) and the
- * bootstrap. With --hosts/--hostfile ivmrun runs `mpirun ... ivm-boot` with
- * one rank per host; ivm-boot starts the hosts' daemons, joins them into one
- * cluster and prints node0's socket path; node0 is this machine (the first
- * host), where the root PE runs. At the end ivmrun closes ivm-boot's stdin,
- * which stops it. With --slurm, srun and ivm-boot-srun do it (srun.c). */
-#include "ivmrun.h"
+/* Real clusters: what the two launchers of the per-host bring-up share.
+ * mpirun (mpirun.c) and srun (srun.c) each start a bring-up program on every
+ * host with the same options (ivmrun_boot_argv), in their own process group
+ * with their stdin and stdout on pipes; ivmrun reads their output for the
+ * bring-up's "IVM-BOOT " lines (ivmrun_boot_line) and passes the rest on,
+ * checks that node0's daemon answers here and heads the whole cluster, and
+ * at the end closes their stdin, which stops every node. */
+#include "bootstrap.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -17,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,320 +25,21 @@
 #include "sock.h"
 #include "status.h"
 
-#define IVMRUN_EXIT_FAILURE   1
-#define IVMRUN_EXIT_USAGE     2
-#define IVMRUN_HOST_NAME_MAX  255   /* bytes of one host name */
-#define IVMRUN_BOOT_LINE_MAX  4096  /* bytes of one line of ivm-boot's output */
 #define IVMRUN_BOOT_STOP_WAIT 10.0  /* s from closing ivm-boot's stdin to SIGTERM */
 #define IVMRUN_BOOT_KILL_WAIT 5.0   /* s from SIGTERM to SIGKILL */
 #define IVMRUN_BOOT_INFO_WAIT 2000  /* ms for node0's INFO round trip */
-/* Open MPI (4.x): seconds mpirun waits from SIGTERM to SIGKILL of a rank. */
-#define IVMRUN_MPIRUN_SIGKILL_VAR "OMPI_MCA_odls_base_sigkill_timeout"
 
-void ivmrun_hosts_release(ivmrun_boot_t *b)
+int ivmrun_hosts_reap(ivmrun_cluster_t *c)
 {
-    int k;
+    char why[64];
 
-    for (k = 0; k < b->nhosts; ++k) {
-        free(b->hosts[k]);
+    if (!ivmrun_proc_reap(&c->boot.pid, &c->boot.status)) {
+        return 0;
     }
-    free(b->hosts);
-    free(b->host_list);
-    free(b->scancel);
-    if (b->sockets != NULL) {
-        for (k = 0; k < b->nhosts; ++k) {
-            free(b->sockets[k]);
-        }
-        free(b->sockets);
-    }
-    b->sockets   = NULL;
-    b->hosts     = NULL;
-    b->host_list = NULL;
-    b->scancel   = NULL;
-    b->nhosts    = 0;
-}
-
-/* Append one host name (len bytes at name). 0, or an exit code. */
-static int ivmrun_hosts_add(ivmrun_boot_t *b, const char *name, size_t len,
-                            const char *where)
-{
-    char **hosts;
-    size_t i;
-
-    if (len == 0 || len > IVMRUN_HOST_NAME_MAX) {
-        ivm_error("%s: %s host name", where, len == 0 ? "an empty" : "a too long");
-        return IVMRUN_EXIT_USAGE;
-    }
-    for (i = 0; i < len; ++i) {
-        /* mpirun reads "a:2" as two slots on a, and ',' separates hosts. */
-        if (isspace((unsigned char)name[i]) || name[i] == ',' || name[i] == ':' ||
-            !isprint((unsigned char)name[i])) {
-            ivm_error("%s: bad host name '%.*s' (one node per host: give a host once "
-                      "for each node on it, without ':N')", where, (int)len, name);
-            return IVMRUN_EXIT_USAGE;
-        }
-    }
-    if (b->nhosts >= IVM_CLUSTER_MAX_NODES) {
-        ivm_error("%s: more than %d hosts", where, IVM_CLUSTER_MAX_NODES);
-        return IVMRUN_EXIT_USAGE;
-    }
-    hosts = realloc(b->hosts, (size_t)(b->nhosts + 1) * sizeof(*hosts));
-    if (hosts == NULL) {
-        ivm_error("out of memory");
-        return IVMRUN_EXIT_FAILURE;
-    }
-    b->hosts = hosts;
-    b->hosts[b->nhosts] = strndup(name, len);
-    if (b->hosts[b->nhosts] == NULL) {
-        ivm_error("out of memory");
-        return IVMRUN_EXIT_FAILURE;
-    }
-    ++b->nhosts;
-    return 0;
-}
-
-/* --hosts a,b,c */
-static int ivmrun_hosts_from_list(ivmrun_boot_t *b, const char *list)
-{
-    const char *p = list, *comma;
-    int code;
-
-    for (;;) {
-        comma = strchr(p, ',');
-        code  = ivmrun_hosts_add(b, p, comma != NULL ? (size_t)(comma - p) : strlen(p),
-                                 "--hosts");
-        if (code != 0) {
-            return code;
-        }
-        if (comma == NULL) {
-            return 0;
-        }
-        p = comma + 1;
-    }
-}
-
-/* --hostfile F: Open MPI's syntax, "host [slots=N] [max_slots=N]" per line,
- * '#' to the end of a line is a comment. One node per line. */
-static int ivmrun_hosts_from_file(ivmrun_boot_t *b, const char *path)
-{
-    char *line = NULL, *p, *word, where[PATH_MAX + 32];
-    size_t cap = 0, len;
-    int lineno = 0, code = 0;
-    FILE *f;
-
-    f = fopen(path, "r");
-    if (f == NULL) {
-        ivm_error("cannot open the hostfile %s: %m", path);
-        return IVMRUN_EXIT_USAGE;
-    }
-    while (code == 0 && getline(&line, &cap, f) >= 0) {
-        ++lineno;
-        line[strcspn(line, "#\r\n")] = '\0';
-        p = line + strspn(line, " \t");
-        if (*p == '\0') {
-            continue;
-        }
-        len = strcspn(p, " \t");
-        snprintf(where, sizeof(where), "%s:%d", path, lineno);
-        code = ivmrun_hosts_add(b, p, len, where);
-        /* What follows the name (slots=N, max_slots=N) is for placing MPI
-         * ranks; ivmrun places one node per line, so it only checks the form. */
-        for (word = p + len; code == 0;) {
-            word += strspn(word, " \t");
-            if (*word == '\0') {
-                break;
-            }
-            len = strcspn(word, " \t");
-            if (memchr(word, '=', len) == NULL) {
-                ivm_error("%s: expected NAME=VALUE after the host name, got '%.*s'",
-                          where, (int)len, word);
-                code = IVMRUN_EXIT_USAGE;
-            }
-            word += len;
-        }
-    }
-    if (code == 0 && ferror(f)) {
-        ivm_error("cannot read the hostfile %s: %m", path);
-        code = IVMRUN_EXIT_USAGE;
-    }
-    free(line);
-    fclose(f);
-    if (code == 0 && b->nhosts == 0) {
-        ivm_error("the hostfile %s names no host", path);
-        code = IVMRUN_EXIT_USAGE;
-    }
-    return code;
-}
-
-/* --slurm: `scontrol show hostnames $SLURM_JOB_NODELIST`, this machine first. */
-static int ivmrun_hosts_from_slurm(ivmrun_boot_t *b)
-{
-    const char *list = getenv("SLURM_JOB_NODELIST"), *self = getenv("SLURMD_NODENAME");
-    char *argv[] = {"scontrol", "show", "hostnames", (char *)list, NULL};
-    char *out = NULL, *p, *nl, *tmp;
-    size_t len = 0, cap = 0;
-    int pipefd[2], err = 0, status = 0, code = 0, k, local = -1;
-    ivmrun_spawn_t spec;
-    pid_t pid;
-    ssize_t n;
-
-    if (list == NULL || list[0] == '\0') {
-        ivm_error("--slurm: SLURM_JOB_NODELIST is not set (run ivmrun inside a Slurm "
-                  "allocation: sbatch, salloc)");
-        return IVMRUN_EXIT_USAGE;
-    }
-    if (pipe2(pipefd, O_CLOEXEC) != 0) {
-        ivm_error("cannot create a pipe for scontrol: %m");
-        return IVMRUN_EXIT_FAILURE;
-    }
-    memset(&spec, 0, sizeof(spec));
-    spec.file    = argv[0];
-    spec.argv    = argv;
-    spec.fd_in   = -1;
-    spec.fd_out  = pipefd[1];
-    spec.fd_err  = -1;
-    spec.keep_fd = -1;
-    if (ivmrun_proc_spawn(&spec, &pid, &err) != IVM_SUCCESS) {
-        ivm_error("--slurm: cannot run scontrol: %s", strerror(err));
-        close(pipefd[0]);
-        close(pipefd[1]);
-        return IVMRUN_EXIT_FAILURE;
-    }
-    close(pipefd[1]);
-    for (;;) {
-        if (len + 4096 + 1 > cap) {
-            cap = (cap == 0) ? 8192 : 2 * cap;
-            tmp = realloc(out, cap);
-            if (tmp == NULL) {
-                ivm_error("out of memory");
-                code = IVMRUN_EXIT_FAILURE;
-                break;
-            }
-            out = tmp;
-        }
-        n = read(pipefd[0], out + len, cap - len - 1);
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n <= 0) {
-            break;
-        }
-        len += (size_t)n;
-    }
-    close(pipefd[0]);
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (code == 0 && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
-        ivm_error("--slurm: 'scontrol show hostnames %s' failed", list);
-        code = IVMRUN_EXIT_FAILURE;
-    }
-    if (code == 0) {
-        out[len] = '\0';
-        for (p = out; *p != '\0' && code == 0; p = nl) {
-            nl = p + strcspn(p, "\n");
-            if (nl > p) {
-                code = ivmrun_hosts_add(b, p, (size_t)(nl - p), "--slurm");
-            }
-            nl += (*nl == '\n');
-        }
-    }
-    free(out);
-    if (code != 0) {
-        return code;
-    }
-    if (b->nhosts == 0) {
-        ivm_error("--slurm: the allocation %s has no host", list);
-        return IVMRUN_EXIT_FAILURE;
-    }
-    /* The root PE runs here, so this machine must be node0. */
-    for (k = 0; k < b->nhosts && local < 0; ++k) {
-        if (self != NULL && strcmp(b->hosts[k], self) == 0) {
-            local = k;
-        }
-    }
-    for (k = 0; k < b->nhosts && local < 0; ++k) {
-        if (ivmrun_host_is_local(b->hosts[k])) {
-            local = k;
-        }
-    }
-    if (local < 0) {
-        ivm_error("--slurm: this machine is not one of the allocation's hosts (%s); "
-                  "run ivmrun on one of them", list);
-        return IVMRUN_EXIT_FAILURE;
-    }
-    tmp = b->hosts[local];
-    memmove(b->hosts + 1, b->hosts, (size_t)local * sizeof(*b->hosts));
-    b->hosts[0] = tmp;
-    /* A Slurm node name need not be a host name that resolves here. */
-    b->self_known = (self != NULL && strcmp(b->hosts[0], self) == 0);
-    return 0;
-}
-
-char *ivmrun_join(char *const *items, int n, char sep)
-{
-    size_t len = 1, pos = 0, l;
-    char *out;
-    int k;
-
-    for (k = 0; k < n; ++k) {
-        len += strlen(items[k]) + 1;
-    }
-    out = malloc(len);
-    if (out == NULL) {
-        return NULL;
-    }
-    for (k = 0; k < n; ++k) {
-        if (k > 0) {
-            out[pos++] = sep;
-        }
-        l = strlen(items[k]);
-        memcpy(out + pos, items[k], l);
-        pos += l;
-    }
-    out[pos] = '\0';
-    return out;
-}
-
-int ivmrun_hosts_parse(ivmrun_boot_t *b, const ivmrun_config_t *cfg)
-{
-    int given = (cfg->hosts[0] != '\0') + (cfg->hostfile[0] != '\0') + (cfg->slurm != 0);
-    int code;
-
-    if (given > 1) {
-        ivm_error("give only one of --hosts, --hostfile and --slurm");
-        return IVMRUN_EXIT_USAGE;
-    }
-    if (cfg->hosts[0] != '\0') {
-        code = ivmrun_hosts_from_list(b, cfg->hosts);
-    } else if (cfg->hostfile[0] != '\0') {
-        code = ivmrun_hosts_from_file(b, cfg->hostfile);
-    } else {
-        code = ivmrun_hosts_from_slurm(b);
-    }
-    if (code != 0) {
-        ivmrun_hosts_release(b);
-        return code;
-    }
-    if (!b->self_known && !ivmrun_host_is_local(b->hosts[0])) {
-        ivm_error("the first host, %s, is not this machine: ivmrun runs the root PE "
-                  "on node0, the first host, so run ivmrun there", b->hosts[0]);
-        ivmrun_hosts_release(b);
-        return IVMRUN_EXIT_USAGE;
-    }
-    b->launcher  = cfg->slurm ? "srun" : "mpirun";
-    b->host_list = ivmrun_join(b->hosts, b->nhosts, ',');
-    if (b->host_list == NULL) {
-        ivm_error("out of memory");
-        ivmrun_hosts_release(b);
-        return IVMRUN_EXIT_FAILURE;
-    }
-    ivm_debug("hosts: %s", b->host_list);
-    return 0;
-}
-
-int ivmrun_boot_reap(ivmrun_boot_t *b)
-{
-    return ivmrun_proc_reap(&b->pid, &b->status);
+    ivmrun_proc_status_text(c->boot.status, why, sizeof(why));
+    ivm_warn("%s, which keeps the cluster's daemons, exited early (%s)",
+             c->boot.launcher, why);
+    return 1;
 }
 
 int ivmrun_boot_find(const ivmrun_config_t *cfg, const char *name, char *buf, size_t len)
@@ -404,12 +103,64 @@ static void ivmrun_boot_drain(ivmrun_boot_t *b)
         b->out_fd = -1;
     }
 }
+/* Wait at most left seconds for a signal or output of the ending launcher
+ * (dropped: teardown is under way). */
+static void ivmrun_boot_poll_end(ivmrun_boot_t *b, int sigfd, double left)
+{
+    struct pollfd pfds[2];
+    int nfds = 0;
+
+    pfds[nfds].fd       = sigfd;
+    pfds[nfds++].events = POLLIN;
+    if (b->out_fd >= 0) {
+        pfds[nfds].fd       = b->out_fd;
+        pfds[nfds++].events = POLLIN;
+    }
+    if (poll(pfds, (nfds_t)nfds, (int)(left * 1000) + 1) > 0) {
+        if (pfds[0].revents & POLLIN) {
+            ivmrun_proc_signals(sigfd, &b->pid, &b->status);
+        }
+        if (nfds > 1 && pfds[1].revents != 0) {
+            ivmrun_boot_drain(b);
+        }
+    }
+}
+
+/* Wait until the launcher, told to stop, exits: SIGTERM after
+ * IVMRUN_BOOT_STOP_WAIT, SIGKILL to its process group IVMRUN_BOOT_KILL_WAIT
+ * later. Returns 1 if it had to be sent SIGTERM. */
+static int ivmrun_boot_wait_end(ivmrun_boot_t *b, int sigfd)
+{
+    double deadline = ivmrun_time_now() + IVMRUN_BOOT_STOP_WAIT, left;
+    int sent_term = 0;
+
+    while (b->pid > 0 && !ivmrun_proc_reap(&b->pid, &b->status)) {
+        left = deadline - ivmrun_time_now();
+        if (left > 0) {
+            ivmrun_boot_poll_end(b, sigfd, left);
+            continue;
+        }
+        if (!sent_term) {
+            ivm_warn("%s (pid %d) still runs %g s after the bootstrap was told to "
+                     "stop; sending it SIGTERM", b->launcher, (int)b->pid,
+                     IVMRUN_BOOT_STOP_WAIT);
+            kill(b->pid, SIGTERM);
+            sent_term = 1;
+            deadline  = ivmrun_time_now() + IVMRUN_BOOT_KILL_WAIT;
+            continue;
+        }
+        ivm_warn("%s (pid %d) did not exit %g s after SIGTERM; killing it",
+                 b->launcher, (int)b->pid, IVMRUN_BOOT_KILL_WAIT);
+        kill(-b->pid, SIGKILL); /* its process group */
+        ivmrun_proc_kill(&b->pid, &b->status);
+    }
+    return sent_term;
+}
 
 void ivmrun_boot_close(ivmrun_boot_t *b, int sigfd)
 {
-    struct pollfd pfds[2];
-    double start = ivmrun_time_now(), left, deadline;
-    int sent_term = 0, nfds, waited = (b->pid > 0);
+    double start = ivmrun_time_now();
+    int sent_term, waited = (b->pid > 0);
     char why[64];
 
     if (b->in_fd >= 0) {
@@ -423,49 +174,8 @@ void ivmrun_boot_close(ivmrun_boot_t *b, int sigfd)
         close(b->in_fd);
         b->in_fd = -1;
     }
-    deadline = start + IVMRUN_BOOT_STOP_WAIT;
-    /* Terminating signals read here are dropped: teardown is under way. */
-    while (b->pid > 0) {
-        ivmrun_boot_reap(b);
-        if (b->pid <= 0) {
-            break;
-        }
-        left = deadline - ivmrun_time_now();
-        if (left <= 0) {
-            if (!sent_term) {
-                ivm_warn("%s (pid %d) still runs %g s after the bootstrap was told to "
-                         "stop; sending it SIGTERM", b->launcher, (int)b->pid,
-                         IVMRUN_BOOT_STOP_WAIT);
-                kill(b->pid, SIGTERM);
-                sent_term = 1;
-                deadline  = ivmrun_time_now() + IVMRUN_BOOT_KILL_WAIT;
-                continue;
-            }
-            ivm_warn("%s (pid %d) did not exit %g s after SIGTERM; killing it",
-                     b->launcher, (int)b->pid, IVMRUN_BOOT_KILL_WAIT);
-            kill(-b->pid, SIGKILL); /* its process group */
-            kill(b->pid, SIGKILL);
-            while (waitpid(b->pid, &b->status, 0) < 0 && errno == EINTR) {
-            }
-            b->pid = 0;
-            break;
-        }
-        nfds           = 0;
-        pfds[nfds].fd     = sigfd;
-        pfds[nfds++].events = POLLIN;
-        if (b->out_fd >= 0) {
-            pfds[nfds].fd       = b->out_fd;
-            pfds[nfds++].events = POLLIN;
-        }
-        if (poll(pfds, (nfds_t)nfds, (int)(left * 1000) + 1) > 0) {
-            if (pfds[0].revents & POLLIN) {
-                ivmrun_proc_signals(sigfd, &b->pid, &b->status);
-            }
-            if (nfds > 1 && pfds[1].revents != 0) {
-                ivmrun_boot_drain(b);
-            }
-        }
-    }
+    /* Terminating signals read meanwhile are dropped: teardown is under way. */
+    sent_term = ivmrun_boot_wait_end(b, sigfd);
     if (b->out_fd >= 0) {
         ivmrun_boot_drain(b);
         if (b->out_fd >= 0) {
@@ -473,8 +183,8 @@ void ivmrun_boot_close(ivmrun_boot_t *b, int sigfd)
             b->out_fd = -1;
         }
     }
-    if (b->step[0] != '\0' && (!waited || sent_term)) {
-        ivmrun_srun_cancel(b, sigfd); /* its tasks may still run */
+    if (b->orphans != NULL && (!waited || sent_term)) {
+        b->orphans(b, sigfd); /* its tasks may still run */
     }
     if (!waited) {
         return; /* it ended before, and that was reported then */
@@ -488,7 +198,9 @@ void ivmrun_boot_close(ivmrun_boot_t *b, int sigfd)
     }
 }
 
-int ivmrun_boot_split(char *args, char **argv, int *argc_p, int max)
+/* Split args at spaces and tabs (in place) into argv[*argc_p..max). 0, or -1
+ * if there are too many words. */
+static int ivmrun_boot_split(char *args, char **argv, int *argc_p, int max)
 {
     char *save = NULL, *word;
 
@@ -502,60 +214,34 @@ int ivmrun_boot_split(char *args, char **argv, int *argc_p, int max)
     return 0;
 }
 
-ivmError_t ivmrun_boot_check(const ivmrun_boot_t *b, ivmrun_daemon_t *d)
+/* The per-host bring-up program (a->exe) and its options, the same for
+ * ivm-boot under mpirun and ivm-boot-srun under srun. */
+static int ivmrun_boot_node_args(const ivmrun_cluster_t *c, ivmrun_boot_args_t *a,
+                                 int *argc_p)
 {
-    ivm_msg_info_rep_t info;
-    ivmError_t status = ivm_client_info(d->path, IVMRUN_BOOT_INFO_WAIT, &info, NULL);
-
-    if (status != IVM_SUCCESS) {
-        ivm_error("node0's daemon (%s) does not answer on this machine (%s): node0's "
-                  "bootstrap must run here, on the first host (%s); check the "
-                  "host names and the %s options", d->path,
-                  ivm_status_string(status), b->hosts[0], b->launcher);
-        return status;
-    }
-    if ((int)info.peers != b->nhosts - 1 || (int)info.peers_up != b->nhosts - 1) {
-        ivm_error("node0's daemon (%s) sees %u of %d peers up", d->path, info.peers_up,
-                  b->nhosts - 1);
-        return IVM_ERROR_INTERNAL;
-    }
-    return IVM_SUCCESS;
-}
-
-/* Append the per-host bring-up program (exe) and its options, the same for
- * ivm-boot under mpirun and ivm-boot-srun under srun; NULL-terminates argv.
- * *specs_arg_p is allocated when per-node CPU devices are given (the caller
- * frees it). Needs IVMRUN_BOOT_NODE_ARGS free slots. */
-int ivmrun_boot_node_args(const ivmrun_boot_t *b, const ivmrun_config_t *cfg,
-                          char *const *specs, char *exe, char *dwait, char *uwait,
-                          char **argv, int *argc_p, char **specs_arg_p)
-{
+    const ivmrun_config_t *cfg = c->cfg;
+    char **argv = a->argv;
     int argc = *argc_p;
 
-    argv[argc++] = exe;
+    snprintf(a->dwait, sizeof(a->dwait), "%g", cfg->daemon_wait);
+    /* The bring-up program gives up first, saying which node misses which peers. */
+    snprintf(a->uwait, sizeof(a->uwait), "%g", cfg->boot_wait * 0.8);
+    argv[argc++] = a->exe;
     argv[argc++] = "--hosts";
-    argv[argc++] = b->host_list;
+    argv[argc++] = c->boot.host_list;
     argv[argc++] = "--daemon-wait";
-    argv[argc++] = dwait;
+    argv[argc++] = a->dwait;
     argv[argc++] = "--up-wait";
-    argv[argc++] = uwait;
-    ivmrun_arg_opt(argv, &argc, "--daemon", cfg->daemon);
-    ivmrun_arg_opt(argv, &argc, "--log-level", cfg->log_level);
-    ivmrun_arg_opt(argv, &argc, "--emu-gpus", cfg->emu_gpus);
-    ivmrun_arg_opt(argv, &argc, "--gpus", cfg->gpus);
-    ivmrun_arg_opt(argv, &argc, "--gpu-shares", cfg->gpu_shares);
-    ivmrun_arg_opt(argv, &argc, "--daemon-poll-us", cfg->daemon_poll_us);
-    if (cfg->peer_encrypt) {
-        argv[argc++] = "--peer-encrypt";
-    }
-    if (specs != NULL) {
-        *specs_arg_p = ivmrun_join(specs, b->nhosts, ';');
-        if (*specs_arg_p == NULL) {
+    argv[argc++] = a->uwait;
+    ivmrun_opts_forward(c->opts, IVMRUN_FWD_BOOT, argv, &argc);
+    if (c->specs != NULL) {
+        a->specs = ivmrun_join(c->specs, c->boot.nhosts, ';');
+        if (a->specs == NULL) {
             ivm_error("out of memory");
             return -1;
         }
         argv[argc++] = "--node-cpu-devices";
-        argv[argc++] = *specs_arg_p;
+        argv[argc++] = a->specs;
     } else {
         ivmrun_arg_opt(argv, &argc, "--cpu-devices", cfg->cpu_devices);
     }
@@ -564,30 +250,38 @@ int ivmrun_boot_node_args(const ivmrun_boot_t *b, const ivmrun_config_t *cfg,
     return 0;
 }
 
-/* Append the words of a user's extra launcher arguments (--mpirun-args,
- * --srun-args) to argv; *extra_p holds them (the caller frees it). */
-int ivmrun_boot_extra(const char *args, const char *opt, char **argv, int *argc_p,
-                      int max_args, char **extra_p)
+int ivmrun_boot_argv(const ivmrun_cluster_t *c, ivmrun_boot_args_t *a, char *const *args,
+                     const char *extra, const char *opt)
 {
-    if (args[0] == '\0') {
-        return 0;
+    int argc = 0;
+
+    while (args[argc] != NULL) {
+        a->argv[argc] = args[argc];
+        ++argc;
     }
-    *extra_p = strdup(args);
-    if (*extra_p == NULL) {
-        ivm_error("out of memory");
-        return -1;
+    if (extra[0] != '\0') {
+        a->extra = strdup(extra);
+        if (a->extra == NULL) {
+            ivm_error("out of memory");
+            return -1;
+        }
+        if (ivmrun_boot_split(a->extra, a->argv, &argc,
+                              IVMRUN_BOOT_ARGS - IVMRUN_BOOT_NODE_ARGS) != 0) {
+            ivm_error("%s: too many words", opt);
+            return -1;
+        }
     }
-    if (ivmrun_boot_split(*extra_p, argv, argc_p, max_args - IVMRUN_BOOT_NODE_ARGS) != 0) {
-        ivm_error("%s: too many words", opt);
-        return -1;
-    }
-    return 0;
+    return ivmrun_boot_node_args(c, a, &argc);
 }
 
-/* Start the launcher argv[0] (mpirun or srun) of the per-host bring-up in its
- * own process group, its stdin and stdout on pipes (b->in_fd, b->out_fd),
- * with env's changes to its environment (as ivmrun_spawn_t.env; may be NULL);
- * hint follows the error when the launcher is missing. */
+void ivmrun_boot_args_release(ivmrun_boot_args_t *a)
+{
+    free(a->extra);
+    free(a->specs);
+    a->extra = NULL;
+    a->specs = NULL;
+}
+
 int ivmrun_boot_launch(ivmrun_boot_t *b, char **argv, char *const *env,
                        const sigset_t *child_mask, const char *hint)
 {
@@ -598,13 +292,9 @@ int ivmrun_boot_launch(ivmrun_boot_t *b, char **argv, char *const *env,
         ivm_error("cannot create the pipes for %s: %m", argv[0]);
         goto fail;
     }
-    memset(&spec, 0, sizeof(spec));
-    spec.file       = argv[0];
-    spec.argv       = argv;
+    ivmrun_spawn_init(&spec, argv[0], argv);
     spec.fd_in      = in_pipe[0];
     spec.fd_out     = out_pipe[1];
-    spec.fd_err     = -1;
-    spec.keep_fd    = -1;
     spec.new_pgroup = 1; /* the terminal's ^C is for ivmrun, which stops it in order */
     spec.sigmask    = child_mask;
     spec.env        = env;
@@ -632,222 +322,164 @@ fail:
     return -1;
 }
 
-/* mpirun's command line into argv (MAX_ARGS entries at most): one ivm-boot
- * rank per host entry; *extra_p and *specs_p get what argv points into. */
-static int ivmrun_boot_mpirun_argv(ivmrun_boot_t *b, const ivmrun_config_t *cfg,
-                                   char *const *specs, char *exe, char *np, size_t np_len,
-                                   char *dwait, char *uwait, size_t wait_len, char **argv,
-                                   int max_args, char **extra_p, char **specs_p)
+/* Node0's daemon (d->path) answers here and heads the whole cluster
+ * (b->nhosts nodes, all up). Errors are logged. */
+static ivmError_t ivmrun_boot_check(const ivmrun_boot_t *b, const ivmrun_daemon_t *d)
 {
-    int argc = 0;
+    ivm_msg_info_rep_t info;
+    ivmError_t status = ivm_client_info(d->path, IVMRUN_BOOT_INFO_WAIT, &info, NULL);
 
-    snprintf(np, np_len, "%d", b->nhosts);
-    snprintf(dwait, wait_len, "%g", cfg->daemon_wait);
-    /* ivm-boot gives up first, saying which node misses which peers. */
-    snprintf(uwait, wait_len, "%g", cfg->boot_wait * 0.8);
-    argv[argc++] = cfg->mpirun;
-    if (geteuid() == 0) {
-        argv[argc++] = "--allow-run-as-root";
+    if (status != IVM_SUCCESS) {
+        ivm_error("node0's daemon (%s) does not answer on this machine (%s): node0's "
+                  "bootstrap must run here, on the first host (%s); check the "
+                  "host names and the %s options", d->path,
+                  ivm_status_string(status), b->hosts[0], b->launcher);
+        return status;
     }
-    /* One rank per entry: --map-by node places rank k on the k-th host, and
-     * a host named n times holds n ranks; no binding, as ivmd pins PEs itself. */
-    argv[argc++] = "-np";
-    argv[argc++] = np;
-    argv[argc++] = "--host";
-    argv[argc++] = b->host_list;
-    argv[argc++] = "--map-by";
-    argv[argc++] = "node";
-    argv[argc++] = "--bind-to";
-    argv[argc++] = "none";
-    if (getenv("IVM_SOCKET_DIR") != NULL) {
-        argv[argc++] = "-x";
-        argv[argc++] = "IVM_SOCKET_DIR";
+    if ((int)info.peers != b->nhosts - 1 || (int)info.peers_up != b->nhosts - 1) {
+        ivm_error("node0's daemon (%s) sees %u of %d peers up", d->path, info.peers_up,
+                  b->nhosts - 1);
+        return IVM_ERROR_INTERNAL;
     }
-    if (ivmrun_boot_extra(cfg->mpirun_args, "--mpirun-args", argv, &argc, max_args,
-                          extra_p) != 0) {
-        return -1;
-    }
-    return ivmrun_boot_node_args(b, cfg, specs, exe, dwait, uwait, argv, &argc, specs_p);
+    return IVM_SUCCESS;
 }
 
-/* mpirun's output ended before the ready line: ivm-boot failed (it said why)
- * or did not start. */
-static ivmError_t ivmrun_boot_ended(ivmrun_boot_t *b, const char *line, size_t got)
+ivmError_t ivmrun_boot_ready(ivmrun_cluster_t *c, double started)
+{
+    ivmrun_boot_t *b = &c->boot;
+    ivmrun_daemon_t *d = &c->nodes[0];
+    ivmError_t status;
+
+    snprintf(d->node, sizeof(d->node), "node0");
+    d->pid     = 0;
+    d->started = 0; /* its bring-up program stops it */
+    status = ivmrun_boot_check(b, d);
+    if (status != IVM_SUCCESS) {
+        return status;
+    }
+    ivm_info("cluster of %d node%s is up (%.0f ms); node0's daemon is %s", b->nhosts,
+             b->nhosts == 1 ? "" : "s", (ivmrun_time_now() - started) * 1000, d->path);
+    /* Anything held after the last line is passed on. */
+    if (b->got > 0) {
+        (void)ivmrun_fd_write_all(STDOUT_FILENO, b->out, b->got);
+        b->got = 0;
+    }
+    fcntl(b->out_fd, F_SETFL, O_NONBLOCK);
+    /* ivmrun is not the parent of these daemons: it learns that they are
+     * gone from the end of a connection to node0's. */
+    c->watch_fd = ivm_sock_connect(d->path);
+    if (c->watch_fd < 0) {
+        ivm_debug("cannot watch node0's daemon: %s",
+                  ivm_status_string((ivmError_t)c->watch_fd));
+        c->watch_fd = -1;
+    }
+    return IVM_SUCCESS;
+}
+
+/* The launcher's output ended while the cluster formed: a task failed (it
+ * said why) or the launcher could not start them (it said why). */
+static ivmError_t ivmrun_boot_ended(ivmrun_boot_t *b)
 {
     char why[64];
 
-    if (got > 0) {
-        (void)ivmrun_fd_write_all(STDOUT_FILENO, line, got);
+    if (b->got > 0) {
+        (void)ivmrun_fd_write_all(STDOUT_FILENO, b->out, b->got);
+        b->got = 0;
     }
     close(b->out_fd);
     b->out_fd = -1;
-    while (b->pid > 0) {
-        while (waitpid(b->pid, &b->status, 0) < 0 && errno == EINTR) {
-        }
-        b->pid = 0;
+    while (b->pid > 0 && waitpid(b->pid, &b->status, 0) < 0 && errno == EINTR) {
     }
+    b->pid = 0;
     ivmrun_proc_status_text(b->status, why, sizeof(why));
-    ivm_error("the cluster's daemons did not come up: mpirun ended with %s "
-              "(see the messages above)", why);
+    ivm_error("the cluster's daemons did not come up: %s ended with %s "
+              "(see the messages above)", b->launcher, why);
     return IVM_ERROR_NO_DAEMON;
 }
 
-/* The lines in line[0..*got_p): other output is passed on; the ready line
- * names node0's daemon. Returns IVM_SUCCESS once it came (what follows it is
- * passed on), IVM_ERROR_TIMEOUT while it has not, another error if it is
- * unusable. */
-static ivmError_t ivmrun_boot_lines(ivmrun_boot_t *b, ivmrun_daemon_t *d, char *line,
-                                    size_t line_size, size_t *got_p, double start)
+/* Take the first "IVM-BOOT " line held in b->out that fits in line (the
+ * lines before it are passed on to ivmrun's stdout). 1 if one was taken. */
+static int ivmrun_boot_take(ivmrun_boot_t *b, char *line, size_t len)
 {
-    size_t rlen = strlen(IVMRUN_BOOT_READY), got = *got_p;
-    ivmError_t status;
+    size_t n;
     char *nl;
+    int ours;
 
-    while ((nl = memchr(line, '\n', got)) != NULL) {
-        *nl = '\0';
-        if (strncmp(line, IVMRUN_BOOT_READY, rlen) == 0) {
-            if (strlen(line + rlen) >= sizeof(d->path)) {
-                ivm_error("ivm-boot reported a socket path that is too long: %s", line + rlen);
-                return IVM_ERROR_INTERNAL;
-            }
-            snprintf(d->path, sizeof(d->path), "%s", line + rlen);
-            snprintf(d->node, sizeof(d->node), "node0");
-            d->pid     = 0;
-            d->started = 0; /* ivm-boot stops it */
-            status = ivmrun_boot_check(b, d);
-            if (status != IVM_SUCCESS) {
-                return status;
-            }
-            ivm_info("cluster of %d node%s is up (%.0f ms); node0's daemon is %s", b->nhosts,
-                     b->nhosts == 1 ? "" : "s", (ivmrun_time_now() - start) * 1000, d->path);
-            /* Anything after the line is passed on at the end. */
-            got -= (size_t)(nl + 1 - line);
-            if (got > 0) {
-                (void)ivmrun_fd_write_all(STDOUT_FILENO, nl + 1, got);
-            }
-            fcntl(b->out_fd, F_SETFL, O_NONBLOCK);
+    while ((nl = memchr(b->out, '\n', b->got)) != NULL) {
+        n    = (size_t)(nl + 1 - b->out);
+        ours = strncmp(b->out, "IVM-BOOT ", strlen("IVM-BOOT ")) == 0 && n <= len;
+        if (ours) {
+            memcpy(line, b->out, n - 1);
+            line[n - 1] = '\0';
+        } else {
+            (void)ivmrun_fd_write_all(STDOUT_FILENO, b->out, n); /* not ours */
+        }
+        b->got -= n;
+        memmove(b->out, nl + 1, b->got);
+        if (ours) {
+            return 1;
+        }
+    }
+    if (b->got == sizeof(b->out)) { /* a line too long to be ours */
+        (void)ivmrun_fd_write_all(STDOUT_FILENO, b->out, b->got);
+        b->got = 0;
+    }
+    return 0;
+}
+
+/* Wait (until b->deadline) for the launcher's output or a signal, and read
+ * what came into b->out. */
+static ivmError_t ivmrun_boot_read(ivmrun_cluster_t *c)
+{
+    ivmrun_boot_t *b = &c->boot;
+    struct pollfd pfds[2] = {{.fd = b->out_fd, .events = POLLIN},
+                             {.fd = c->sigfd, .events = POLLIN}};
+    double left = b->deadline - ivmrun_time_now();
+    ssize_t r;
+
+    if (left <= 0) {
+        ivm_error("the cluster's daemons did not come up within %g s (--boot-wait); "
+                  "stopping them", c->cfg->boot_wait);
+        return IVM_ERROR_TIMEOUT;
+    }
+    if (poll(pfds, 2, (int)(left * 1000) + 1) < 0) {
+        if (errno == EINTR) {
             return IVM_SUCCESS;
         }
-        /* Not ours: somebody's output, passed on. */
-        *nl = '\n';
-        (void)ivmrun_fd_write_all(STDOUT_FILENO, line, (size_t)(nl + 1 - line));
-        got -= (size_t)(nl + 1 - line);
-        memmove(line, nl + 1, got);
-        line[got] = '\0';
+        ivm_error("poll failed while waiting for %s: %m", b->launcher);
+        return IVM_ERROR_INTERNAL;
     }
-    if (got == line_size - 1) { /* a line too long to be ours */
-        (void)ivmrun_fd_write_all(STDOUT_FILENO, line, got);
-        got = 0;
+    if (pfds[1].revents & POLLIN) {
+        c->signo = ivmrun_proc_signals(c->sigfd, &b->pid, &b->status);
+        if (c->signo != 0) {
+            ivm_info("got signal %d while the cluster was forming; stopping it", c->signo);
+            return IVM_ERROR_INTERNAL;
+        }
     }
-    *got_p = got;
-    return IVM_ERROR_TIMEOUT;
+    if (!(pfds[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+        return IVM_SUCCESS;
+    }
+    r = read(b->out_fd, b->out + b->got, sizeof(b->out) - b->got);
+    if (r < 0) {
+        if (errno == EINTR || errno == EAGAIN) {
+            return IVM_SUCCESS;
+        }
+        ivm_error("cannot read %s's output: %m", b->launcher);
+        return IVM_ERROR_INTERNAL;
+    }
+    if (r == 0) {
+        return ivmrun_boot_ended(b);
+    }
+    b->got += (size_t)r;
+    return IVM_SUCCESS;
 }
 
-/* Wait for ivm-boot's ready line on mpirun's output, at most --boot-wait
- * seconds, serving signals on sigfd meanwhile. */
-static ivmError_t ivmrun_boot_wait_up(ivmrun_boot_t *b, ivmrun_daemon_t *d,
-                                      const ivmrun_config_t *cfg, int sigfd, int *signo_p,
-                                      double start)
+ivmError_t ivmrun_boot_line(ivmrun_cluster_t *c, char *line, size_t len)
 {
-    char line[IVMRUN_BOOT_LINE_MAX];
-    double deadline = start + cfg->boot_wait;
-    struct pollfd pfds[2] = {{.fd = b->out_fd, .events = POLLIN},
-                             {.fd = sigfd, .events = POLLIN}};
-    size_t got = 0;
-    ivmError_t status;
+    ivmError_t status = IVM_SUCCESS;
 
-    for (;;) {
-        double left = deadline - ivmrun_time_now();
-        ssize_t n;
-        int term;
-
-        if (left <= 0) {
-            ivm_error("the cluster's daemons did not come up within %g s (--boot-wait); "
-                      "stopping them", cfg->boot_wait);
-            return IVM_ERROR_TIMEOUT;
-        }
-        if (poll(pfds, 2, (int)(left * 1000) + 1) < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            ivm_error("poll failed while waiting for ivm-boot: %m");
-            return IVM_ERROR_INTERNAL;
-        }
-        if ((pfds[1].revents & POLLIN) &&
-            (term = ivmrun_proc_signals(sigfd, &b->pid, &b->status)) != 0) {
-            ivm_info("got signal %d while the cluster was forming; stopping it", term);
-            *signo_p = term;
-            return IVM_ERROR_INTERNAL;
-        }
-        if (!(pfds[0].revents & (POLLIN | POLLHUP | POLLERR))) {
-            continue;
-        }
-        n = read(b->out_fd, line + got, sizeof(line) - 1 - got);
-        if (n < 0) {
-            if (errno == EINTR || errno == EAGAIN) {
-                continue;
-            }
-            ivm_error("cannot read ivm-boot's output: %m");
-            return IVM_ERROR_INTERNAL;
-        }
-        if (n == 0) {
-            return ivmrun_boot_ended(b, line, got);
-        }
-        got += (size_t)n;
-        line[got] = '\0';
-        status = ivmrun_boot_lines(b, d, line, sizeof(line), &got, start);
-        if (status != IVM_ERROR_TIMEOUT) {
-            return status;
-        }
+    while (status == IVM_SUCCESS && !ivmrun_boot_take(&c->boot, line, len)) {
+        status = ivmrun_boot_read(c);
     }
-}
-
-ivmError_t ivmrun_boot_open(ivmrun_boot_t *b, ivmrun_daemon_t *d,
-                            const ivmrun_config_t *cfg, char *const *specs,
-                            int sigfd, const sigset_t *child_mask, int *signo_p)
-{
-    enum { MAX_ARGS = 96 };
-    char *mpirun_env[] = {IVMRUN_MPIRUN_SIGKILL_VAR "=0", NULL};
-    char exe[PATH_MAX], np[16], dwait[32], uwait[32];
-    char *argv[MAX_ARGS], *extra = NULL, *specs_arg = NULL;
-    double start = ivmrun_time_now();
-    ivmError_t status = IVM_ERROR_INTERNAL;
-
-    if (cfg->slurm) {
-        return ivmrun_srun_open(b, d, cfg, specs, sigfd, child_mask, signo_p);
-    }
-    b->pid      = 0;
-    b->in_fd    = -1;
-    b->out_fd   = -1;
-    b->launcher = "mpirun";
-    b->stop_line = 1;
-    if (ivmrun_boot_find(cfg, "ivm-boot", exe, sizeof(exe)) != 0) {
-        return IVM_ERROR_NO_DAEMON;
-    }
-    if (ivmrun_boot_mpirun_argv(b, cfg, specs, exe, np, sizeof(np), dwait, uwait,
-                                sizeof(dwait), argv, MAX_ARGS, &extra, &specs_arg) != 0) {
-        goto out;
-    }
-    /* When a rank dies, mpirun ends the others: SIGTERM, and SIGKILL a second
-     * later by default, and it exits only then. With no wait it is all over
-     * at once: what matters was done by then or is done anyway (each ivmd
-     * stops when its ivm-boot dies, and removes its run directory), and
-     * mpirun still removes MPI's shared-memory segments. */
-    if (getenv(IVMRUN_MPIRUN_SIGKILL_VAR) != NULL) {
-        mpirun_env[0] = NULL; /* the user's setting holds */
-    }
-    if (ivmrun_boot_launch(b, argv, mpirun_env, child_mask,
-                           " (install Open MPI, or name it with --mpirun)") != 0) {
-        goto out;
-    }
-    ivm_info("started %s (pid %d): ivm-boot '%s' on %d host%s (%s)", cfg->mpirun,
-             (int)b->pid, exe, b->nhosts, b->nhosts == 1 ? "" : "s", b->host_list);
-    status = ivmrun_boot_wait_up(b, d, cfg, sigfd, signo_p, start);
-    if (status != IVM_SUCCESS) {
-        ivmrun_boot_close(b, sigfd);
-    }
-out:
-    free(extra);
-    free(specs_arg);
     return status;
 }

@@ -708,96 +708,117 @@ static int info_usage(FILE *out, int rc)
     return rc;
 }
 
-int main(int argc, char **argv)
-{
-    static info_daemon_t found[INFO_MAX_DAEMONS];
-    const char *sock = NULL, *job = NULL, *obj_job = NULL, *obj_name = NULL, *gpu = NULL;
-    int i, n = 0, config = 0, list = 0, cluster = 0, pick = 0, ret = 0;
-    info_out_t o;
-    char *end;
+/* The command line. */
+typedef struct info_args {
+    const char *sock, *job, *obj_job, *obj_name, *gpu;
+    int         config, list, cluster;
+} info_args_t;
 
-    memset(&o, 0, sizeof(o));
+/* One option at argv[*i] (advanced past its values). 0, or -1 if unknown
+ * or incomplete. */
+static int info_arg(info_args_t *a, info_out_t *o, int argc, char **argv, int *i)
+{
+    const char *arg = argv[*i];
+
+    if (!strcmp(arg, "--json")) {
+        o->json = 1;
+    } else if (!strcmp(arg, "--config")) {
+        a->config = 1;
+    } else if (!strcmp(arg, "--list")) {
+        a->list = 1;
+    } else if (!strcmp(arg, "--cluster")) {
+        a->cluster = 1;
+    } else if (!strcmp(arg, "--socket") && *i + 1 < argc) {
+        a->sock = argv[++*i];
+    } else if (!strcmp(arg, "--job") && *i + 1 < argc) {
+        a->job = argv[++*i];
+    } else if (!strcmp(arg, "--gpu") && *i + 1 < argc) {
+        a->gpu = argv[++*i];
+    } else if (!strcmp(arg, "--object") && *i + 2 < argc) {
+        a->obj_job  = argv[++*i];
+        a->obj_name = argv[++*i];
+    } else if (arg[0] != '-' && a->sock == NULL) {
+        a->sock = arg;
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
+/* Parse the command line. -1 to go on, else the exit status. */
+static int info_args(info_args_t *a, info_out_t *o, int argc, char **argv)
+{
+    char *end;
+    int i;
+
     for (i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             return info_usage(stdout, 0);
-        } else if (!strcmp(argv[i], "-V") || !strcmp(argv[i], "--version")) {
+        }
+        if (!strcmp(argv[i], "-V") || !strcmp(argv[i], "--version")) {
             ivm_version_print(stdout, "ivm-info");
             return 0;
-        } else if (!strcmp(argv[i], "--json")) {
-            o.json = 1;
-        } else if (!strcmp(argv[i], "--config")) {
-            config = 1;
-        } else if (!strcmp(argv[i], "--list")) {
-            list = 1;
-        } else if (!strcmp(argv[i], "--cluster")) {
-            cluster = 1;
-        } else if (!strcmp(argv[i], "--socket") && i + 1 < argc) {
-            sock = argv[++i];
-        } else if (!strcmp(argv[i], "--job") && i + 1 < argc) {
-            job = argv[++i];
-        } else if (!strcmp(argv[i], "--gpu") && i + 1 < argc) {
-            gpu = argv[++i];
-        } else if (!strcmp(argv[i], "--object") && i + 2 < argc) {
-            obj_job  = argv[++i];
-            obj_name = argv[++i];
-        } else if (argv[i][0] != '-' && sock == NULL) {
-            sock = argv[i];
-        } else {
+        }
+        if (info_arg(a, o, argc, argv, &i) != 0) {
             fprintf(stderr, "ivm-info: unknown or incomplete option '%s'\n", argv[i]);
             return info_usage(stderr, 2);
         }
     }
-    if (config + list + cluster + (gpu != NULL) + (obj_name != NULL) > 1) {
+    if (a->config + a->list + a->cluster + (a->gpu != NULL) + (a->obj_name != NULL) > 1) {
         fprintf(stderr, "ivm-info: give one view (--config, --list, --cluster, --object, "
                 "--gpu)\n");
         return 2;
     }
-    if (job != NULL && (strtoul(job, &end, 10), *job == '\0' || *end != '\0')) {
-        fprintf(stderr, "ivm-info: --job '%s' is not a job id\n", job);
+    if (a->job != NULL && (strtoul(a->job, &end, 10), *a->job == '\0' || *end != '\0')) {
+        fprintf(stderr, "ivm-info: --job '%s' is not a job id\n", a->job);
         return 2;
     }
-    info_begin(&o);
-    if (config) {
-        info_config(&o);
-        info_end(&o);
-        return 0;
+    return -1;
+}
+
+/* --list: the daemons found. */
+static int info_show_daemons(info_out_t *o, const info_daemon_t *found, int n)
+{
+    char label[32];
+    int i;
+
+    info_arr_open(o, "daemons");
+    for (i = 0; i < n; ++i) {
+        snprintf(label, sizeof(label), "daemon.%d", i);
+        info_rec_open(o, NULL, label);
+        info_str(o, "socket", found[i].path);
+        info_str(o, "node", found[i].node);
+        info_u64(o, "jobs", found[i].jobs);
+        info_rec_close(o);
     }
-    if (sock != NULL) {
-        snprintf(found[0].path, sizeof(found[0].path), "%s", sock);
-        n = 1;
-    } else {
-        n = info_find(found, list || job != NULL);
-    }
-    if (list) {
-        info_arr_open(&o, "daemons");
-        for (i = 0; i < n; ++i) {
-            char label[32];
-            snprintf(label, sizeof(label), "daemon.%d", i);
-            info_rec_open(&o, NULL, label);
-            info_str(&o, "socket", found[i].path);
-            info_str(&o, "node", found[i].node);
-            info_u64(&o, "jobs", found[i].jobs);
-            info_rec_close(&o);
-        }
-        info_arr_close(&o);
-        info_end(&o);
-        return 0;
-    }
-    if (job != NULL) {
-        pick = info_find_job(found, n, (uint32_t)strtoul(job, NULL, 10));
-        if (pick < 0) {
-            info_end(&o);
-            fprintf(stderr, "ivm-info: no daemon found runs the root of job %s\n", job);
+    info_arr_close(o);
+    info_end(o);
+    return 0;
+}
+
+/* Which of the n daemons found to ask: *pick_p. -1 to go on, else the exit
+ * status (after the output, or the build's when no daemon runs). */
+static int info_pick(info_out_t *o, const info_args_t *a, info_daemon_t *found, int n,
+                     int *pick_p)
+{
+    int i;
+
+    *pick_p = 0;
+    if (a->job != NULL) {
+        *pick_p = info_find_job(found, n, (uint32_t)strtoul(a->job, NULL, 10));
+        if (*pick_p < 0) {
+            info_end(o);
+            fprintf(stderr, "ivm-info: no daemon found runs the root of job %s\n", a->job);
             return 1;
         }
     } else if (n == 0) {
         /* No daemon: what the build is. */
-        info_str(&o, "daemon", "none running");
-        info_config(&o);
-        info_end(&o);
+        info_str(o, "daemon", "none running");
+        info_config(o);
+        info_end(o);
         return 0;
     } else if (n > 1) {
-        info_end(&o);
+        info_end(o);
         fprintf(stderr, "ivm-info: %d daemons found; choose one with --socket PATH or --job "
                 "N:\n", n);
         for (i = 0; i < n; ++i) {
@@ -806,11 +827,46 @@ int main(int argc, char **argv)
         }
         return 1;
     }
-    if (obj_name != NULL) {
-        ret = info_object(&o, found[pick].path, obj_job, obj_name);
-    } else if (gpu != NULL) {
-        ret = info_gpu(&o, found[pick].path, gpu);
-    } else if (cluster) {
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    static info_daemon_t found[INFO_MAX_DAEMONS];
+    info_args_t a;
+    info_out_t o;
+    int n, pick, ret;
+
+    memset(&o, 0, sizeof(o));
+    memset(&a, 0, sizeof(a));
+    ret = info_args(&a, &o, argc, argv);
+    if (ret >= 0) {
+        return ret;
+    }
+    info_begin(&o);
+    if (a.config) {
+        info_config(&o);
+        info_end(&o);
+        return 0;
+    }
+    if (a.sock != NULL) {
+        snprintf(found[0].path, sizeof(found[0].path), "%s", a.sock);
+        n = 1;
+    } else {
+        n = info_find(found, a.list || a.job != NULL);
+    }
+    if (a.list) {
+        return info_show_daemons(&o, found, n);
+    }
+    ret = info_pick(&o, &a, found, n, &pick);
+    if (ret >= 0) {
+        return ret;
+    }
+    if (a.obj_name != NULL) {
+        ret = info_object(&o, found[pick].path, a.obj_job, a.obj_name);
+    } else if (a.gpu != NULL) {
+        ret = info_gpu(&o, found[pick].path, a.gpu);
+    } else if (a.cluster) {
         ret = info_cluster(&o, found[pick].path);
     } else {
         ret = info_node(&o, found[pick].path);

@@ -2,9 +2,12 @@
  * ivmrun: the launcher. It finds or starts the node daemon (or, with
  * --nodes N > 1, starts N fresh daemons and joins them into one cluster over
  * loopback TCP; or, with --hosts/--hostfile, has mpirun and ivm-boot, with
- * --slurm srun and ivm-boot-srun, start one daemon per host), runs PROGRAM as the root PE, forwards (and
- * optionally tags) its output, enforces the timeout, relays signals, returns
- * the root's exit status and cleans up.
+ * --slurm srun and ivm-boot-srun, start one daemon per host: the bootstraps
+ * of bootstrap.h), runs PROGRAM as the root PE, forwards (and optionally
+ * tags) its output, enforces the timeout, relays signals, returns the root's
+ * exit status and cleans up. This header: what ivmrun and the per-host
+ * bring-up programs share (settings, processes, the node daemon, the
+ * bring-up's lines).
  */
 #ifndef IVMRUN_IVMRUN_H
 #define IVMRUN_IVMRUN_H
@@ -16,6 +19,7 @@
 #include <sys/un.h>
 
 #include "config.h"
+#include "proto.h"
 #include "ivm.h"
 
 /* X(field, "option-name", TYPE, "default", "help text") */
@@ -80,6 +84,38 @@ IVM_CONFIG_STRUCT(ivmrun_config, IVMRUN_CONFIG_TABLE);
 
 extern const ivm_config_field_t ivmrun_config_fields[];
 
+/* The settings of a program that starts daemons (ivmrun, ivm-boot,
+ * ivm-boot-srun): its option table and its values. The daemon settings are
+ * read from it by option name (opts.c): "daemon", "daemon-wait" and those
+ * passed on to the daemons. */
+typedef struct ivmrun_opts {
+    const ivm_config_field_t *fields;
+    const void               *values;
+} ivmrun_opts_t;
+
+/* Whose options ivmrun_opts_forward writes: ivmd's, or the per-host
+ * bring-up program's (ivm-boot, ivm-boot-srun: the launcher's names). */
+typedef enum ivmrun_fwd_to {
+    IVMRUN_FWD_IVMD,
+    IVMRUN_FWD_BOOT
+} ivmrun_fwd_to_t;
+
+/* Append the daemon settings given in o to argv (at most 13 entries): the
+ * one list of the options a launcher passes on (opts.c). */
+void ivmrun_opts_forward(const ivmrun_opts_t *o, ivmrun_fwd_to_t to, char **argv,
+                         int *argc_p);
+
+/* 1 if o gives a setting that only a daemon started for the run can take
+ * (--emu-gpus, --gpus, --gpu-shares, --daemon-poll-us). */
+int ivmrun_opts_started_only(const ivmrun_opts_t *o);
+
+/* The value of the STRING (DOUBLE) option name of o; NULL (0) if o has none. */
+const char *ivmrun_opts_string(const ivmrun_opts_t *o, const char *name);
+double ivmrun_opts_double(const ivmrun_opts_t *o, const char *name);
+
+/* Append "opt value" to argv when value is set (not NULL, not empty). */
+void ivmrun_arg_opt(char **argv, int *argc_p, const char *opt, const char *value);
+
 /* How one child process is started. */
 typedef struct ivmrun_spawn {
     const char        *file;     /* path, or a name looked up in PATH */
@@ -95,6 +131,9 @@ typedef struct ivmrun_spawn {
     int                pdeathsig; /* sent to the child when its parent dies; 0 = none */
 } ivmrun_spawn_t;
 
+/* spec: start file with argv, everything else inherited. */
+void ivmrun_spawn_init(ivmrun_spawn_t *spec, const char *file, char *const *argv);
+
 /* Fork and exec spec. On success *pid_p is the child. If the exec fails, the
  * child is reaped, *errno_p says why and IVM_ERROR_SPAWN is returned. */
 ivmError_t ivmrun_proc_spawn(const ivmrun_spawn_t *spec, pid_t *pid_p, int *errno_p);
@@ -106,8 +145,17 @@ void ivmrun_proc_status_text(int status, char *buf, size_t len);
  * else 0 (also when *pid_p <= 0). */
 int ivmrun_proc_reap(pid_t *pid_p, int *status_p);
 
-/* Drain sigfd (a signalfd): on SIGCHLD reap *pid_p as ivmrun_proc_reap does.
- * Returns the first terminating signal read, 0 if none. */
+/* SIGKILL *pid_p (if > 0) and reap it: *status_p, *pid_p = 0. */
+void ivmrun_proc_kill(pid_t *pid_p, int *status_p);
+
+/* Wait at most wait seconds for *pid_p to exit, reading sigfd meanwhile
+ * (terminating signals are dropped: for teardown). 1 if it was reaped (or
+ * *pid_p was <= 0 already), else 0. */
+int ivmrun_proc_wait_exit(pid_t *pid_p, int *status_p, int sigfd, double wait);
+
+/* Drain sigfd (a signalfd): on SIGCHLD reap *pid_p as ivmrun_proc_reap does
+ * (pid_p NULL: SIGCHLDs are only consumed, for callers that reap with
+ * WNOHANG). Returns the first terminating signal read, 0 if none. */
 int ivmrun_proc_signals(int sigfd, pid_t *pid_p, int *status_p);
 
 /* buf = "<directory of this executable>/name" if that is executable: 1, else 0. */
@@ -148,13 +196,13 @@ typedef struct ivmrun_daemon {
 /* Start ivmd on d->path (with d->node, d->listen, d->cpu_devices) and wait
  * for its readiness line; with d->listen, d->port is the port it reports.
  * sigfd and signo_p as for ivmrun_daemon_open. Errors are logged. */
-ivmError_t ivmrun_daemon_start(ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
+ivmError_t ivmrun_daemon_start(ivmrun_daemon_t *d, const ivmrun_opts_t *opts,
                                int sigfd, const sigset_t *child_mask, int *signo_p);
 
 /* Use the daemon listening on d->path, or start one. sigfd delivers SIGCHLD
  * and the terminating signals while waiting; if one of the latter arrives,
  * IVM_ERROR_INTERNAL is returned with *signo_p set. Errors are logged. */
-ivmError_t ivmrun_daemon_open(ivmrun_daemon_t *d, const ivmrun_config_t *cfg,
+ivmError_t ivmrun_daemon_open(ivmrun_daemon_t *d, const ivmrun_opts_t *opts,
                               int sigfd, const sigset_t *child_mask, int *signo_p);
 
 /* Reap the daemon we started if it has exited (after a SIGCHLD). Returns 1
@@ -174,15 +222,10 @@ void ivmrun_daemon_unlink(ivmrun_daemon_t *d);
 /* Jobs the daemon holds now, or -1 if it cannot be asked. */
 int ivmrun_daemon_jobs(const ivmrun_daemon_t *d);
 
-/* Send one request (header type, payload) on a fresh connection to the
- * daemon on path and wait at most timeout_ms for each step. For request types
- * whose reply is an ivm_msg_status_t: returns the reply's status, with its
- * detail text in detail ("" if none); if the exchange itself fails, the error
- * (IVM_ERROR_NO_DAEMON, IVM_ERROR_DAEMON_LOST, IVM_ERROR_PROTOCOL) with what
- * went wrong in detail. */
-ivmError_t ivmrun_daemon_request(const char *path, uint16_t type, const void *payload,
-                                 uint32_t len, int timeout_ms, char *detail,
-                                 size_t detail_len);
+/* Give the daemon d the CLUSTER table req (len bytes: the secret and every
+ * node's entry). Errors are logged. */
+ivmError_t ivmrun_daemon_join(const ivmrun_daemon_t *d, const ivm_msg_cluster_req_t *req,
+                              size_t len);
 
 /* A real cluster (--hosts, --hostfile): mpirun runs ivm-boot once
  * per host; ivm-boot starts that host's ivmd, joins the daemons into one
@@ -216,29 +259,6 @@ ivmError_t ivmrun_daemon_request(const char *path, uint16_t type, const void *pa
 #define IVMRUN_SRUN_STEP   "IVM-BOOT STEP "
 #define IVMRUN_SRUN_LINE_MAX 512 /* bytes of one such line, newline included */
 
-typedef struct ivmrun_boot {
-    int    nhosts;   /* hosts[] entries; 0 = no real cluster */
-    char **hosts;    /* one node per entry, node<k> on hosts[k] */
-    char  *host_list;/* the hosts joined by ',' (for mpirun and ivm-boot) */
-    const char *launcher; /* "mpirun" or "srun" (--slurm), for messages */
-    int    self_known; /* --slurm: hosts[0] is SLURMD_NODENAME, this machine */
-    int    stop_line;  /* mpirun: write IVMRUN_BOOT_STOP before closing in_fd */
-    char   step[32];   /* --slurm: JOBID.STEPID of srun's tasks; "" = unknown */
-    char  *scancel;    /* --slurm: the scancel beside --srun (or from PATH) */
-    char **sockets;    /* --slurm: node k's socket path (its UP line), or NULL */
-    pid_t  pid;      /* mpirun or srun, > 0 until reaped */
-    int    status;   /* its wait status once reaped */
-    int    in_fd;    /* write end of its stdin; -1 once closed */
-    int    out_fd;   /* read end of its stdout; -1 once closed */
-} ivmrun_boot_t;
-
-/* Build b's host list from --hosts, --hostfile or --slurm (exactly one).
- * Returns 0, or an exit code after logging why. */
-int ivmrun_hosts_parse(ivmrun_boot_t *b, const ivmrun_config_t *cfg);
-
-/* Free the host list. */
-void ivmrun_hosts_release(ivmrun_boot_t *b);
-
 /* 1 if name is this machine: "localhost", this host's name, or a name that
  * resolves to a loopback address or an address of one of its interfaces. */
 int ivmrun_host_is_local(const char *name);
@@ -249,108 +269,6 @@ int ivmrun_host_is_local(const char *name);
  * machines), the first IPv4 address of an interface that is up and not
  * loopback. 0, or -1 after logging why. */
 int ivmrun_host_addr(const char *name, int external, char *buf, size_t len);
-
-/* The daemons of a run: one (--nodes 1, shared or started), a cluster of
- * fresh ones in a private run directory (--nodes N), or a real cluster of
- * daemons that ivm-boot started (boot.nhosts > 0: nodes[0] is node0's
- * daemon, on this machine, which ivm-boot stops). nodes[0] serves the root PE. */
-typedef struct ivmrun_cluster {
-    int             n;      /* daemons in nodes[] */
-    int             multi;  /* n > 1: fresh daemons, run directory, CLUSTER */
-    char            dir[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* run directory, "" = none */
-    ivmrun_boot_t   boot;   /* real cluster */
-    int             watch_fd; /* real cluster: a connection to node0's daemon,
-                                 whose end means the daemons are gone; -1 = none */
-    ivmrun_daemon_t nodes[IVMRUN_MAX_NODES];
-} ivmrun_cluster_t;
-
-/* Start mpirun with ivm-boot on b's hosts (with --slurm: ivmrun_srun_open)
- * and wait (--boot-wait) until it reports node0's socket, which goes to
- * d->path. Signals as for ivmrun_daemon_open. On failure mpirun is stopped
- * again. Errors are logged. */
-ivmError_t ivmrun_boot_open(ivmrun_boot_t *b, ivmrun_daemon_t *d,
-                            const ivmrun_config_t *cfg, char *const *specs,
-                            int sigfd, const sigset_t *child_mask, int *signo_p);
-
-/* --slurm: srun ended before its tasks were told to stop (killed). Slurm
- * then kills the step's processes, SIGKILL included (so far as seen: at
- * once), and a daemon killed so leaves its socket and run directory. Send
- * the step SIGTERM with scancel (for a Slurm that leaves the tasks running:
- * it stops each task and its daemon in order), then remove the sockets and
- * run directories of this run's daemons that no daemon answers on any more
- * (waiting a second at most for them to stop answering). Terminating
- * signals on sigfd are dropped. */
-void ivmrun_srun_cancel(ivmrun_boot_t *b, int sigfd);
-
-/* --slurm: the same through srun and ivm-boot-srun (srun.c), ivmrun being the
- * hub of the exchange (the IVMRUN_SRUN_* lines). */
-ivmError_t ivmrun_srun_open(ivmrun_boot_t *b, ivmrun_daemon_t *d,
-                            const ivmrun_config_t *cfg, char *const *specs,
-                            int sigfd, const sigset_t *child_mask, int *signo_p);
-
-/* The bootstrap program name: --boot, else beside this executable, else
- * name from PATH. node0's runs here, so it must be here too: 0, or -1
- * (logged) if it is not. */
-int ivmrun_boot_find(const ivmrun_config_t *cfg, const char *name, char *buf, size_t len);
-
-/* Check that node0's daemon (d->path) answers here and heads the whole
- * cluster (b->nhosts nodes, all up). Errors are logged. */
-ivmError_t ivmrun_boot_check(const ivmrun_boot_t *b, ivmrun_daemon_t *d);
-
-/* Split args at spaces and tabs (in place) into argv[*argc_p..max). 0, or -1
- * if there are too many words. */
-int ivmrun_boot_split(char *args, char **argv, int *argc_p, int max);
-/* The per-host bring-up program and its options (hosts.c), for mpirun and srun. */
-#define IVMRUN_BOOT_NODE_ARGS 24
-int ivmrun_boot_node_args(const ivmrun_boot_t *b, const ivmrun_config_t *cfg,
-                          char *const *specs, char *exe, char *dwait, char *uwait,
-                          char **argv, int *argc_p, char **specs_arg_p);
-/* The user's extra launcher arguments, and the launcher's start (hosts.c). */
-int ivmrun_boot_extra(const char *args, const char *opt, char **argv, int *argc_p,
-                      int max_args, char **extra_p);
-int ivmrun_boot_launch(ivmrun_boot_t *b, char **argv, char *const *env,
-                       const sigset_t *child_mask, const char *hint);
-
-/* items[0..n) joined by sep, in a new string; NULL when out of memory. */
-char *ivmrun_join(char *const *items, int n, char sep);
-
-/* Append "opt value" to argv when value is set (not NULL, not empty): the
- * options ivmrun passes on to the daemons and the bring-up programs
- * (daemon.c, linked into ivmrun, ivm-boot and ivm-boot-srun). */
-void ivmrun_arg_opt(char **argv, int *argc_p, const char *opt, const char *value);
-
-/* Reap mpirun (srun) if it has exited (after a SIGCHLD). Returns 1 if reaped now. */
-int ivmrun_boot_reap(ivmrun_boot_t *b);
-
-/* Tell the bootstrap to stop (close its stdin), wait for mpirun (srun);
- * SIGTERM it after 10 s, SIGKILL after 5 s more. */
-void ivmrun_boot_close(ivmrun_boot_t *b, int sigfd);
-
-/* Bring the daemons up. With c->n == 1, ivmrun_daemon_open on nodes[0]
- * (whose path the caller set). With c->n > 1: a private run directory in the
- * socket directory, n fresh daemons node0..node<n-1> on loopback TCP (node k
- * gets specs[k] as --cpu-devices when specs is not NULL, else --cpu-devices),
- * one CLUSTER table with a fresh secret sent to each, then a wait until each
- * sees the n-1 others. On failure everything started is torn down again;
- * signals as for ivmrun_daemon_open. Errors are logged. */
-ivmError_t ivmrun_cluster_open(ivmrun_cluster_t *c, const ivmrun_config_t *cfg,
-                               char *const *specs, int sigfd,
-                               const sigset_t *child_mask, int *signo_p);
-
-/* After a SIGCHLD: reap the daemons that exited, warning about each.
- * Returns 1 when mpirun (srun), which keeps a real cluster's daemons, was
- * reaped now: those daemons are gone. (A simulated node's daemon that dies
- * is a fault the job sees: its PEs fail, IVM_ERROR_DAEMON_LOST.) */
-int ivmrun_cluster_reap(ivmrun_cluster_t *c);
-
-/* A real cluster: watch_fd is readable. Returns 1 (and closes it) when node0's
- * daemon closed the connection: it stopped, and with it the cluster (its
- * bootstrap stops every node). mpirun may take a second more to exit. */
-int ivmrun_cluster_watch_ended(ivmrun_cluster_t *c);
-
-/* Stop the daemons we started (SIGTERM to all, SIGKILL after 5 s), remove
- * their sockets and the run directory. */
-void ivmrun_cluster_close(ivmrun_cluster_t *c, int sigfd);
 
 /* The root PE's guard (guard.c): a process that SIGKILLs the root PE and
  * its process group if ivmrun dies without stopping it first. */

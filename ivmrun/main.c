@@ -1,4 +1,4 @@
-#include "ivmrun.h"
+#include "bootstrap.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -36,6 +36,7 @@ const ivm_config_field_t ivmrun_config_fields[] = {
 /* All of the launcher's state. */
 typedef struct ivmrun {
     ivmrun_config_t cfg;
+    ivmrun_opts_t   opts;       /* cfg with its option table */
     ivmrun_cluster_t cluster;   /* cluster.nodes[0] serves the root PE */
     char           *node_specs_buf; /* --node-cpu-devices, split at ';' */
     char           *node_specs[IVM_CLUSTER_MAX_NODES]; /* one spec per node, or none */
@@ -273,12 +274,10 @@ static int ivmrun_node_specs_parse(ivmrun_t *run)
     return 0;
 }
 
-/* Check the settings and prepare the root PE's environment entries. */
-/* --nodes, --timeout, --daemon-wait, --log-level, --pe-pool, --bind-to. */
-static int ivmrun_config_check_run(ivmrun_t *run)
+/* The numbers: --nodes, --timeout, --daemon-wait, --pe-pool. */
+static int ivmrun_config_numbers(ivmrun_t *run)
 {
-    ivmrun_config_t *cfg = &run->cfg;
-    int level;
+    const ivmrun_config_t *cfg = &run->cfg;
 
     if (cfg->nodes < 1) {
         ivm_error("--nodes must be at least 1 (got %ld)", cfg->nodes);
@@ -289,8 +288,6 @@ static int ivmrun_config_check_run(ivmrun_t *run)
                   IVMRUN_MAX_NODES);
         return IVMRUN_EXIT_USAGE;
     }
-    run->cluster.n     = (int)cfg->nodes;
-    run->cluster.multi = (cfg->nodes > 1);
     if (!(cfg->timeout >= 0) || isinf(cfg->timeout)) {
         ivm_error("--timeout must be a number of seconds >= 0 (got %g)", cfg->timeout);
         return IVMRUN_EXIT_USAGE;
@@ -300,6 +297,22 @@ static int ivmrun_config_check_run(ivmrun_t *run)
                   cfg->daemon_wait);
         return IVMRUN_EXIT_USAGE;
     }
+    if (cfg->pe_pool > IVM_PE_POOL_MAX || cfg->pe_pool < -1) {
+        ivm_error("--pe-pool must be 0..%d (got %d)", IVM_PE_POOL_MAX, (int)cfg->pe_pool);
+        return IVMRUN_EXIT_USAGE;
+    }
+    if (cfg->pe_pool >= 0) {
+        snprintf(run->env_pool, sizeof(run->env_pool), "IVM_PE_POOL=%d", (int)cfg->pe_pool);
+    }
+    return 0;
+}
+
+/* --log-level and --bind-to, also for the root PE. */
+static int ivmrun_config_words(ivmrun_t *run)
+{
+    const ivmrun_config_t *cfg = &run->cfg;
+    int level;
+
     if (cfg->log_level[0] != '\0') {
         level = ivm_log_level_parse(cfg->log_level);
         if (level < 0) {
@@ -310,13 +323,6 @@ static int ivmrun_config_check_run(ivmrun_t *run)
         ivm_log_current_level = level;
         snprintf(run->env_log, sizeof(run->env_log), "IVM_LOG_LEVEL=%s",
                  cfg->log_level);
-    }
-    if (cfg->pe_pool > IVM_PE_POOL_MAX || cfg->pe_pool < -1) {
-        ivm_error("--pe-pool must be 0..%d (got %d)", IVM_PE_POOL_MAX, (int)cfg->pe_pool);
-        return IVMRUN_EXIT_USAGE;
-    }
-    if (cfg->pe_pool >= 0) {
-        snprintf(run->env_pool, sizeof(run->env_pool), "IVM_PE_POOL=%d", (int)cfg->pe_pool);
     }
     if (cfg->bind_to[0] != '\0') {
         if (strcmp(cfg->bind_to, "device") != 0 && strcmp(cfg->bind_to, "core") != 0 &&
@@ -329,88 +335,52 @@ static int ivmrun_config_check_run(ivmrun_t *run)
     return 0;
 }
 
-/* --cpu-devices, --hosts/--hostfile/--slurm, --node-cpu-devices. */
-static int ivmrun_config_check_nodes(ivmrun_t *run)
+/* --cpu-devices, also for the root PE. */
+static int ivmrun_config_cpus(ivmrun_t *run)
 {
-    ivmrun_config_t *cfg = &run->cfg;
+    const ivmrun_config_t *cfg = &run->cfg;
     ivm_cpu_device_t devs[IVM_DEVSPEC_MAX_DEVICES];
+    long ncpus = sysconf(_SC_NPROCESSORS_CONF);
     char err[256];
-    int ndevs, code;
-    long ncpus;
+    int ndevs;
 
-    if (cfg->cpu_devices[0] != '\0') {
-        ncpus = sysconf(_SC_NPROCESSORS_CONF);
-        if (ivm_topo_devspec_parse(cfg->cpu_devices, ncpus > 0 ? (int)ncpus : 0, devs,
-                              IVM_DEVSPEC_MAX_DEVICES, &ndevs, err,
-                              sizeof(err)) != IVM_SUCCESS) {
-            ivm_error("bad --cpu-devices: %s", err);
-            return IVMRUN_EXIT_USAGE;
-        }
-        if (strlen(cfg->cpu_devices) >= sizeof(((ivm_msg_enter_req_t *)0)->cpu_devices)) {
-            ivm_error("--cpu-devices spec is longer than %zu characters",
-                      sizeof(((ivm_msg_enter_req_t *)0)->cpu_devices) - 1);
-            return IVMRUN_EXIT_USAGE;
-        }
-        snprintf(run->env_cpus, sizeof(run->env_cpus), "IVM_CPU_DEVICES=%s",
-                 cfg->cpu_devices);
+    if (cfg->cpu_devices[0] == '\0') {
+        return 0;
     }
-    if (cfg->hosts[0] != '\0' || cfg->hostfile[0] != '\0' || cfg->slurm) {
-        if (cfg->nodes > 1) {
-            ivm_error("--nodes simulates nodes on this machine; it cannot be combined "
-                      "with --hosts, --hostfile or --slurm (one node per host)");
-            return IVMRUN_EXIT_USAGE;
-        }
-        if (!(cfg->boot_wait > 0) || isinf(cfg->boot_wait)) {
-            ivm_error("--boot-wait must be a number of seconds > 0 (got %g)",
-                      cfg->boot_wait);
-            return IVMRUN_EXIT_USAGE;
-        }
-        code = ivmrun_hosts_parse(&run->cluster.boot, cfg);
-        if (code != 0) {
-            return code;
-        }
-        run->cluster.n     = 1; /* nodes[0]: node0's daemon, reported by ivm-boot */
-        run->cluster.multi = 0;
+    if (ivm_topo_devspec_parse(cfg->cpu_devices, ncpus > 0 ? (int)ncpus : 0, devs,
+                               IVM_DEVSPEC_MAX_DEVICES, &ndevs, err,
+                               sizeof(err)) != IVM_SUCCESS) {
+        ivm_error("bad --cpu-devices: %s", err);
+        return IVMRUN_EXIT_USAGE;
     }
-    if (cfg->node_cpu_devices[0] != '\0') {
-        return ivmrun_node_specs_parse(run);
+    if (strlen(cfg->cpu_devices) >= sizeof(((ivm_msg_enter_req_t *)0)->cpu_devices)) {
+        ivm_error("--cpu-devices spec is longer than %zu characters",
+                  sizeof(((ivm_msg_enter_req_t *)0)->cpu_devices) - 1);
+        return IVMRUN_EXIT_USAGE;
     }
+    snprintf(run->env_cpus, sizeof(run->env_cpus), "IVM_CPU_DEVICES=%s", cfg->cpu_devices);
     return 0;
 }
 
+/* Check the settings, prepare the root PE's environment entries and plan
+ * the bring-up of the daemons. */
 static int ivmrun_config_check(ivmrun_t *run)
 {
-    ivmrun_config_t *cfg = &run->cfg;
-    int code;
+    int code = ivmrun_config_numbers(run);
 
-    code = ivmrun_config_check_run(run);
     if (code == 0) {
-        code = ivmrun_config_check_nodes(run);
+        code = ivmrun_config_words(run);
     }
-    if (code != 0) {
-        return code;
+    if (code == 0) {
+        code = ivmrun_config_cpus(run);
     }
-    if (run->cluster.multi || run->cluster.boot.nhosts > 0) {
-        /* The nodes' sockets are named when the run directory exists (or
-         * by ivm-boot); --socket (or an IVM_SOCKET inherited from a PE)
-         * names a shared daemon, which a multi-node run never uses. */
-        return 0;
+    if (code == 0) {
+        code = ivmrun_cluster_plan(&run->cluster);
     }
-    if (cfg->socket[0] != '\0') {
-        if (strlen(cfg->socket) >= sizeof(run->cluster.nodes[0].path)) {
-            ivm_error("daemon socket path '%s' (--socket or IVM_SOCKET) is too long for "
-                      "a Unix socket", cfg->socket);
-            return IVMRUN_EXIT_USAGE;
-        }
-        snprintf(run->cluster.nodes[0].path, sizeof(run->cluster.nodes[0].path), "%s",
-                 cfg->socket);
-    } else if (ivm_sock_path(run->cluster.nodes[0].path,
-                             sizeof(run->cluster.nodes[0].path)) != IVM_SUCCESS) {
-        ivm_error("the daemon socket path (from IVM_SOCKET_DIR or XDG_RUNTIME_DIR) "
-                  "is too long for a Unix socket");
-        return IVMRUN_EXIT_USAGE;
+    if (code == 0 && run->cfg.node_cpu_devices[0] != '\0') {
+        code = ivmrun_node_specs_parse(run);
     }
-    return 0;
+    return code;
 }
 
 /* Block the signals ivmrun handles and read them through a signalfd. */
@@ -525,29 +495,26 @@ static void ivmrun_signals_handle(ivmrun_t *run)
     }
 }
 
-/* Start PROGRAM as the root PE. Returns 0 or an exit code. */
-static int ivmrun_root_start(ivmrun_t *run, char **argv)
+/* The root PE's environment changes (as ivmrun_spawn_t.env) into env. */
+static void ivmrun_root_env(const ivmrun_t *run, char **env)
 {
-    char *env[12 + IVMRUN_MAX_X];
-    int nenv = 0, out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1}, err = 0, i;
-    ivmrun_spawn_t spec;
-    int code = 0;
+    int nenv = 0, i;
 
-    env[nenv++] = run->env_socket;
+    env[nenv++] = (char *)run->env_socket;
     if (run->env_cpus[0] != '\0') {
-        env[nenv++] = run->env_cpus;
+        env[nenv++] = (char *)run->env_cpus;
     } else if (run->node_specs[0] != NULL) {
         env[nenv++] = "IVM_CPU_DEVICES"; /* each node's own table applies */
     }
     env[nenv++] = run->cfg.tag_output ? "IVM_TAG_OUTPUT=1" : "IVM_TAG_OUTPUT";
     if (run->env_log[0] != '\0') {
-        env[nenv++] = run->env_log;
+        env[nenv++] = (char *)run->env_log;
     }
     if (run->env_pool[0] != '\0') {
-        env[nenv++] = run->env_pool;
+        env[nenv++] = (char *)run->env_pool;
     }
     if (run->env_bind[0] != '\0') {
-        env[nenv++] = run->env_bind;
+        env[nenv++] = (char *)run->env_bind;
     }
     for (i = 0; i < run->nxenv; ++i) {
         env[nenv++] = run->xenv[i];
@@ -557,14 +524,48 @@ static int ivmrun_root_start(ivmrun_t *run, char **argv)
     env[nenv++] = "IVM_PE_ID";
     env[nenv++] = "IVM_PE_TOKEN";
     env[nenv]   = NULL;
+}
 
-    memset(&spec, 0, sizeof(spec));
-    spec.file    = argv[0];
-    spec.argv    = argv;
-    spec.fd_in   = -1;
-    spec.fd_out  = -1;
-    spec.fd_err  = -1;
-    spec.keep_fd = -1;
+/* --tag-output: the root's stdout and stderr on non-blocking pipes
+ * (out[0], err[0]: read ends). 0 or an exit code (logged). */
+static int ivmrun_root_pipes(int *out_pipe, int *err_pipe)
+{
+    if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0 ||
+        fcntl(out_pipe[0], F_SETFL, O_NONBLOCK) != 0 ||
+        fcntl(err_pipe[0], F_SETFL, O_NONBLOCK) != 0) {
+        ivm_error("cannot create the output pipes for --tag-output: %m");
+        return IVMRUN_EXIT_FAILURE;
+    }
+    return 0;
+}
+
+/* --tag-output: forward the root's pipes with its node's tag. */
+static void ivmrun_root_streams(ivmrun_t *run, int *out_pipe, int *err_pipe)
+{
+    ivm_msg_info_rep_t info;
+    const char *node = "node0";
+
+    /* The root runs on the node of the daemon it talks to. */
+    if (ivm_client_info(run->cluster.nodes[0].path, 2000, &info, NULL) == IVM_SUCCESS) {
+        info.node[sizeof(info.node) - 1] = '\0';
+        node = info.node;
+    }
+    close(out_pipe[1]);
+    close(err_pipe[1]);
+    ivmrun_stream_init(&run->out, out_pipe[0], STDOUT_FILENO, node);
+    ivmrun_stream_init(&run->err, err_pipe[0], STDERR_FILENO, node);
+}
+
+/* Start PROGRAM as the root PE. Returns 0 or an exit code. */
+static int ivmrun_root_start(ivmrun_t *run, char **argv)
+{
+    char *env[12 + IVMRUN_MAX_X];
+    int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1}, err = 0;
+    ivmrun_spawn_t spec;
+    int code = 0;
+
+    ivmrun_root_env(run, env);
+    ivmrun_spawn_init(&spec, argv[0], argv);
     spec.sigmask = &run->child_mask;
     spec.env     = env;
     /* If ivmrun dies, even by SIGKILL, the root dies with it, and its daemon
@@ -576,11 +577,8 @@ static int ivmrun_root_start(ivmrun_t *run, char **argv)
      * the terminal's signals directly). */
     spec.new_pgroup = !(isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp());
     if (run->cfg.tag_output) {
-        if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0 ||
-            fcntl(out_pipe[0], F_SETFL, O_NONBLOCK) != 0 ||
-            fcntl(err_pipe[0], F_SETFL, O_NONBLOCK) != 0) {
-            ivm_error("cannot create the output pipes for --tag-output: %m");
-            code = IVMRUN_EXIT_FAILURE;
+        code = ivmrun_root_pipes(out_pipe, err_pipe);
+        if (code != 0) {
             goto out_close_pipes;
         }
         spec.fd_out = out_pipe[1];
@@ -599,29 +597,18 @@ static int ivmrun_root_start(ivmrun_t *run, char **argv)
     run->root_pgrp = spec.new_pgroup;
     ivm_info("root PE '%s' started (pid %d)", argv[0], (int)run->root_pid);
     if (run->cfg.tag_output) {
-        ivm_msg_info_rep_t info;
-        const char *node = "node0";
-
-        /* The root runs on the node of the daemon it talks to. */
-        if (ivm_client_info(run->cluster.nodes[0].path, 2000, &info, NULL) == IVM_SUCCESS) {
-            info.node[sizeof(info.node) - 1] = '\0';
-            node = info.node;
-        }
-        close(out_pipe[1]);
-        close(err_pipe[1]);
-        ivmrun_stream_init(&run->out, out_pipe[0], STDOUT_FILENO, node);
-        ivmrun_stream_init(&run->err, err_pipe[0], STDERR_FILENO, node);
+        ivmrun_root_streams(run, out_pipe, err_pipe);
     }
     return 0;
 
 out_close_pipes:
-    if (out_pipe[0] >= 0) {
-        close(out_pipe[0]);
-        close(out_pipe[1]);
-    }
-    if (err_pipe[0] >= 0) {
-        close(err_pipe[0]);
-        close(err_pipe[1]);
+    for (int k = 0; k < 2; ++k) {
+        if (out_pipe[k] >= 0) {
+            close(out_pipe[k]);
+        }
+        if (err_pipe[k] >= 0) {
+            close(err_pipe[k]);
+        }
     }
     return code;
 }
@@ -643,12 +630,12 @@ static int ivmrun_poll_ms(double wait)
     return wait > 60.0 ? 60000 : (int)(wait * 1000) + 1;
 }
 
-/* How long the loop may sleep (*wait_p, seconds): until the time-out or the
- * kill after SIGTERM while the root runs; after its exit, while a pipe is
- * still open. Returns 1 when the loop is over (the pipes drained). */
-static int ivmrun_loop_wait(ivmrun_t *run, double timeout_at, double now, double *wait_p)
+/* How long the loop may sleep, in *wait_p (HUGE_VAL: until something
+ * happens). Returns 1 when the loop is done: the root is gone and its pipes
+ * stayed silent long enough (or a signal came), and they are drained. */
+static int ivmrun_loop_wait(ivmrun_t *run, double timeout_at, double *wait_p)
 {
-    double wait = HUGE_VAL;
+    double now = ivmrun_time_now(), wait = HUGE_VAL;
 
     if (!run->root_done) {
         if (timeout_at > 0 && !run->timed_out) {
@@ -660,8 +647,8 @@ static int ivmrun_loop_wait(ivmrun_t *run, double timeout_at, double now, double
         *wait_p = wait;
         return 0;
     }
-    /* The root is gone but a pipe is still open: some process of the job (or
-     * one that leaked the pipe) still holds it. */
+    /* The root is gone but a pipe is still open: some process of the job
+     * (or one that leaked the pipe) still holds it. */
     if (run->signo != 0 || now - run->quiet_since >= IVMRUN_LINGER) {
         ivm_info("no more output after the root PE's exit; closing its pipes");
         ivmrun_stream_drain(&run->out);
@@ -672,18 +659,19 @@ static int ivmrun_loop_wait(ivmrun_t *run, double timeout_at, double now, double
     return 0;
 }
 
-/* The fds to poll: the signalfd, the open output streams (polled[k] for
- * pfds[k]) and node0's watch (*watch_p, -1: none). Returns how many. */
+/* The fds to watch: the signals, the root's open pipes, the watch on a real
+ * cluster's node0 (polled[k]: the stream of pfds[k], NULL for the others).
+ * Returns how many; *watch_p: the watch's index, -1 if none. */
 static int ivmrun_loop_fds(ivmrun_t *run, struct pollfd *pfds, ivmrun_stream_t **polled,
-                           int *watch_p)
+                          int *watch_p)
 {
     ivmrun_stream_t *streams[2] = {&run->out, &run->err};
-    int n = 0;
+    int n = 0, k;
 
     pfds[n].fd     = run->sigfd;
     pfds[n].events = POLLIN;
-    ++n;
-    for (int k = 0; k < 2; ++k) {
+    polled[n++]    = NULL;
+    for (k = 0; k < 2; ++k) {
         if (streams[k]->fd >= 0) {
             pfds[n].fd     = streams[k]->fd;
             pfds[n].events = POLLIN;
@@ -700,9 +688,29 @@ static int ivmrun_loop_fds(ivmrun_t *run, struct pollfd *pfds, ivmrun_stream_t *
     return n;
 }
 
-/* The root runs: kill it at the time-out, or when the grace after SIGTERM
- * is over. */
-static void ivmrun_loop_deadlines(ivmrun_t *run, double timeout_at, double now)
+/* Act on what poll reported. Returns 1 if output was forwarded. */
+static int ivmrun_loop_events(ivmrun_t *run, struct pollfd *pfds, ivmrun_stream_t **polled,
+                              int n, int watch)
+{
+    int k, got_data = 0;
+
+    if (pfds[0].revents & POLLIN) {
+        ivmrun_signals_handle(run);
+    }
+    for (k = 1; k < n; ++k) {
+        if (k == watch) {
+            if (pfds[k].revents != 0 && ivmrun_cluster_watch_ended(&run->cluster)) {
+                ivmrun_cluster_lost(run, "node0's daemon stopped");
+            }
+        } else if (pfds[k].revents != 0 && ivmrun_stream_pump(polled[k]) >= 0) {
+            got_data = 1;
+        }
+    }
+    return got_data;
+}
+
+/* While the root runs: the timeout, and SIGKILL after a SIGTERM's grace. */
+static void ivmrun_loop_timers(ivmrun_t *run, double timeout_at, double now)
 {
     if (timeout_at > 0 && !run->timed_out && run->signo == 0 && now >= timeout_at) {
         fprintf(stderr, "ivmrun: timeout after %g s, killing the job\n", run->cfg.timeout);
@@ -718,28 +726,6 @@ static void ivmrun_loop_deadlines(ivmrun_t *run, double timeout_at, double now)
     }
 }
 
-/* The polled fds' events: output forwarded (returns 1 if some came), node0's
- * daemon gone. */
-static int ivmrun_loop_events(ivmrun_t *run, const struct pollfd *pfds,
-                              ivmrun_stream_t **polled, int n, int watch)
-{
-    int got_data = 0;
-
-    for (int k = 1; k < n; ++k) {
-        if (pfds[k].revents == 0) {
-            continue;
-        }
-        if (k == watch) {
-            if (ivmrun_cluster_watch_ended(&run->cluster)) {
-                ivmrun_cluster_lost(run, "node0's daemon stopped");
-            }
-        } else if (ivmrun_stream_pump(polled[k]) >= 0) {
-            got_data = 1;
-        }
-    }
-    return got_data;
-}
-
 /* Run until the root PE is gone and its output is forwarded. */
 static void ivmrun_loop(ivmrun_t *run)
 {
@@ -749,11 +735,8 @@ static void ivmrun_loop(ivmrun_t *run)
     double now, wait;
     int n, r, got_data, watch;
 
-    for (;;) {
-        if (run->root_done && !ivmrun_streams_open(run)) {
-            return;
-        }
-        if (ivmrun_loop_wait(run, timeout_at, ivmrun_time_now(), &wait)) {
+    while (!run->root_done || ivmrun_streams_open(run)) {
+        if (ivmrun_loop_wait(run, timeout_at, &wait)) {
             return;
         }
         n = ivmrun_loop_fds(run, pfds, polled, &watch);
@@ -766,13 +749,10 @@ static void ivmrun_loop(ivmrun_t *run)
             run->signo = run->signo != 0 ? run->signo : SIGTERM;
             return;
         }
-        if (pfds[0].revents & POLLIN) {
-            ivmrun_signals_handle(run);
-        }
         got_data = ivmrun_loop_events(run, pfds, polled, n, watch);
-        now = ivmrun_time_now();
+        now      = ivmrun_time_now();
         if (!run->root_done) {
-            ivmrun_loop_deadlines(run, timeout_at, now);
+            ivmrun_loop_timers(run, timeout_at, now);
         } else if (got_data) {
             run->quiet_since = now;
         } else if (r == 0 && ivmrun_daemon_jobs(&run->cluster.nodes[0]) == 0) {
@@ -807,7 +787,7 @@ static int ivmrun_exit_code(const ivmrun_t *run)
 int main(int argc, char **argv)
 {
     ivmrun_t *run;
-    int first = 0, signo = 0, code;
+    int first = 0, code;
 
     ivm_log_set_prefix("ivmrun");
     ivm_log_init_from_env();
@@ -822,6 +802,10 @@ int main(int argc, char **argv)
     run->err.fd   = -1;
     run->guard.fd = -1;
     run->cluster.watch_fd = -1;
+    run->opts.fields      = ivmrun_config_fields;
+    run->opts.values      = &run->cfg;
+    run->cluster.cfg      = &run->cfg;
+    run->cluster.opts     = &run->opts;
 
     code = ivmrun_args_parse(run, argc, argv, &first);
     if (code != 0) {
@@ -836,10 +820,11 @@ int main(int argc, char **argv)
     if (code != 0) {
         goto out_close_sigfd;
     }
-    if (ivmrun_cluster_open(&run->cluster, &run->cfg,
-                            run->node_specs[0] != NULL ? run->node_specs : NULL,
-                            run->sigfd, &run->child_mask, &signo) != IVM_SUCCESS) {
-        code = (signo != 0) ? 128 + signo : IVMRUN_EXIT_FAILURE;
+    run->cluster.specs      = run->node_specs[0] != NULL ? run->node_specs : NULL;
+    run->cluster.sigfd      = run->sigfd;
+    run->cluster.child_mask = &run->child_mask;
+    if (ivmrun_cluster_open(&run->cluster) != IVM_SUCCESS) {
+        code = (run->cluster.signo != 0) ? 128 + run->cluster.signo : IVMRUN_EXIT_FAILURE;
         goto out_close_sigfd;
     }
     snprintf(run->env_socket, sizeof(run->env_socket), "IVM_SOCKET=%s",
@@ -861,7 +846,7 @@ int main(int argc, char **argv)
     ivmrun_stream_drain(&run->err);
 
 out_close_daemon:
-    ivmrun_cluster_close(&run->cluster, run->sigfd);
+    ivmrun_cluster_close(&run->cluster);
 out_close_sigfd:
     if (run->sigfd >= 0) {
         close(run->sigfd);

@@ -5,6 +5,7 @@
 #include <libgen.h>
 #include <limits.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,11 +56,25 @@ int ivmrun_fd_write_all(int fd, const void *buf, size_t len)
     return 0;
 }
 
+/* The child's environment changes: "NAME=VALUE" set, "NAME" unset. 0 or -1. */
+static int ivmrun_proc_child_env(char *const *env)
+{
+    char *const *e;
+
+    for (e = env; e != NULL && *e != NULL; ++e) {
+        if (strchr(*e, '=') == NULL) {
+            unsetenv(*e);
+        } else if (putenv(*e) != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* Runs in the child between fork and exec: only async-signal-safe work plus
  * setenv/unsetenv, which are safe here because ivmrun is single-threaded. */
 static void ivmrun_proc_child(const ivmrun_spawn_t *spec, int err_fd, pid_t parent)
 {
-    char *const *e;
     int err;
 
     if (spec->pdeathsig != 0) {
@@ -88,13 +103,8 @@ static void ivmrun_proc_child(const ivmrun_spawn_t *spec, int err_fd, pid_t pare
     if (spec->keep_fd >= 0 && fcntl(spec->keep_fd, F_SETFD, 0) < 0) {
         goto fail;
     }
-    for (e = spec->env; e != NULL && *e != NULL; ++e) {
-        char *eq = strchr(*e, '=');
-        if (eq == NULL) {
-            unsetenv(*e);
-        } else if (putenv(*e) != 0) {
-            goto fail;
-        }
+    if (ivmrun_proc_child_env(spec->env) != 0) {
+        goto fail;
     }
     execvp(spec->file, spec->argv);
 fail:
@@ -145,6 +155,45 @@ ivmError_t ivmrun_proc_spawn(const ivmrun_spawn_t *spec, pid_t *pid_p, int *errn
     return IVM_SUCCESS;
 }
 
+void ivmrun_spawn_init(ivmrun_spawn_t *spec, const char *file, char *const *argv)
+{
+    memset(spec, 0, sizeof(*spec));
+    spec->file    = file;
+    spec->argv    = argv;
+    spec->fd_in   = -1;
+    spec->fd_out  = -1;
+    spec->fd_err  = -1;
+    spec->keep_fd = -1;
+}
+
+void ivmrun_proc_kill(pid_t *pid_p, int *status_p)
+{
+    if (*pid_p > 0) {
+        kill(*pid_p, SIGKILL);
+        while (waitpid(*pid_p, status_p, 0) < 0 && errno == EINTR) {
+        }
+        *pid_p = 0;
+    }
+}
+
+int ivmrun_proc_wait_exit(pid_t *pid_p, int *status_p, int sigfd, double wait)
+{
+    double deadline = ivmrun_time_now() + wait, left;
+    struct pollfd pfd = {.fd = sigfd, .events = POLLIN};
+
+    while (*pid_p > 0 && !ivmrun_proc_reap(pid_p, status_p)) {
+        left = deadline - ivmrun_time_now();
+        if (left <= 0) {
+            return 0;
+        }
+        /* Terminating signals read here are dropped: teardown is under way. */
+        if (poll(&pfd, 1, (int)(left * 1000) + 1) > 0) {
+            ivmrun_proc_signals(sigfd, pid_p, status_p);
+        }
+    }
+    return 1;
+}
+
 int ivmrun_proc_reap(pid_t *pid_p, int *status_p)
 {
     int status;
@@ -184,7 +233,9 @@ int ivmrun_proc_signals(int sigfd, pid_t *pid_p, int *status_p)
 
     while (read(sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
         if (si.ssi_signo == SIGCHLD) {
-            ivmrun_proc_reap(pid_p, status_p);
+            if (pid_p != NULL) {
+                ivmrun_proc_reap(pid_p, status_p);
+            }
         } else if (term == 0) {
             term = (int)si.ssi_signo;
         }

@@ -13,7 +13,7 @@
 #include <sys/types.h>
 
 #include "ctl/job.h"
-#include "reply.h" /* the daemon's status convention (to move below ctl/) */
+#include "transport/reply.h"
 #include "transport/loop.h"
 
 /* The GPUs a PE may run on, as GPU coherence tells (ctx: its state). */
@@ -34,8 +34,11 @@ typedef struct ivmd_ctl_gpu_ops {
     int (*reaped)(void *ctx, pid_t pid, int wstatus);
 } ivmd_ctl_gpu_ops_t;
 
+struct ivmd_remote;
+
 typedef struct ivmd_ctl_env {
-    ivmd_t                   *d;            /* opaque: for the transport and ctl/remote */
+    ivmd_t                   *d;            /* opaque: for the transport */
+    struct ivmd_remote       *remote;       /* the control messages between daemons */
     ivmd_loop_t              *loop;
     ivmd_registry_t          *reg;
     const char               *node;         /* this node's name */

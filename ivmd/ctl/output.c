@@ -46,7 +46,7 @@ static int ivmd_output_prefix(ivmd_output_t *o, ivmd_job_t *job, int pe_id, char
     ivmd_pe_t *pe = (job != NULL && pe_id >= 0) ? ivmd_pe_find(job, pe_id) : NULL;
     ivmd_peer_t *peer;
 
-    if (pe != NULL && pe->node >= 0 && (peer = ivmd_remote_peer(o->d, pe->node)) != NULL) {
+    if (pe != NULL && pe->node >= 0 && (peer = ivmd_remote_peer(o->remote, pe->node)) != NULL) {
         node = peer->node;
     }
     if (pe_id < 0) {
@@ -91,7 +91,7 @@ static void ivmd_output_emit(ivmd_output_t *o, ivmd_fwd_t *f, const char *text, 
             if (newline) {
                 line[len++] = '\n';
             }
-            ivmd_remote_output(o->d, job, f->pe_id, f->stream, line, len);
+            ivmd_remote_output(o->remote, job, f->pe_id, f->stream, line, len);
         }
         free(line);
         return;
@@ -254,10 +254,10 @@ void ivmd_output_close_all(ivmd_output_t *o)
     ivmd_output_reap(o);
 }
 
-void ivmd_output_init(ivmd_output_t *o, ivmd_t *d, ivmd_loop_t *loop, ivmd_registry_t *reg,
-                      const char *node)
+void ivmd_output_init(ivmd_output_t *o, struct ivmd_remote *remote, ivmd_loop_t *loop,
+                      ivmd_registry_t *reg, const char *node)
 {
-    o->d    = d;
+    o->remote = remote;
     o->loop = loop;
     o->reg  = reg;
     o->node = node;

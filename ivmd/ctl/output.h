@@ -29,7 +29,7 @@ typedef struct ivmd_fwd {
 } ivmd_fwd_t;
 
 typedef struct ivmd_output {
-    ivmd_t          *d;     /* the daemon, opaque: for ctl/remote */
+    struct ivmd_remote *remote; /* ctl/remote: OUTPUT to a job's root daemon */
     ivmd_loop_t     *loop;
     ivmd_registry_t *reg;
     const char      *node;  /* this node's name, in prefixes */
@@ -37,8 +37,8 @@ typedef struct ivmd_output {
     ivmd_fwd_t      *dead;  /* closed, freed by ivmd_output_reap */
 } ivmd_output_t;
 
-void ivmd_output_init(ivmd_output_t *o, ivmd_t *d, ivmd_loop_t *loop, ivmd_registry_t *reg,
-                      const char *node);
+void ivmd_output_init(ivmd_output_t *o, struct ivmd_remote *remote, ivmd_loop_t *loop,
+                      ivmd_registry_t *reg, const char *node);
 /* Pipes for pe_id's stdout and stderr, read by the loop: the write ends in
  * *out_p / *err_p (the caller closes them once the PE has them). */
 ivmError_t ivmd_output_open(ivmd_output_t *o, ivmd_job_t *job, int pe_id, int *out_p,

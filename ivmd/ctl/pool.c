@@ -497,7 +497,7 @@ int ivmd_pool_take(ivmd_pool_t *pl, ivmd_job_t *job, ivmd_pe_t *pe)
     c->pe  = pe;
     ++jd->nconns;
     ivmd_output_retag(pl->output, job->id, p->slot.id, pe->id);
-    ivmd_remote_pe_entered(pl->env->d, pe);
+    ivmd_remote_pe_entered(pl->env->remote, pe);
     memset(&rep, 0, sizeof(rep));
     rep.job_id  = job->id;
     rep.pe_id   = pe->id;

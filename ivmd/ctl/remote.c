@@ -5,7 +5,6 @@
 #include <uthash.h>
 
 #include "ctl/remote.h"
-#include "ivmd.h"
 #include "log.h"
 
 /* A CREATE_PES waiting for the SPAWN_REP of another node. */
@@ -21,22 +20,36 @@ typedef struct ivmd_remote_spawn {
     ivm_msg_create_pes_rep_t  rep;  /* the reply being built */
 } ivmd_remote_spawn_t;
 
-int ivmd_remote_self(const ivmd_t *d)
+void ivmd_remote_init(ivmd_remote_t *rm, ivmd_t *d, ivmd_registry_t *reg, ivmd_link_t *link,
+                      ivmd_conn_table_t *conns, const ivm_cpu_device_t *devs,
+                      const int *ndevs, const char *node, const ivmd_remote_ops_t *ops)
 {
-    return d->link.have_cluster ? (int)d->link.self_idx : 0;
+    rm->d     = d;
+    rm->reg   = reg;
+    rm->link  = link;
+    rm->conns = conns;
+    rm->devs  = devs;
+    rm->ndevs = ndevs;
+    rm->node  = node;
+    rm->ops   = ops;
 }
 
-ivmd_peer_t *ivmd_remote_peer(ivmd_t *d, int node)
+int ivmd_remote_self(const ivmd_remote_t *rm)
 {
-    if (node < 0 || (uint32_t)node >= d->link.npeers || d->link.peers[node].self) {
+    return rm->link->have_cluster ? (int)rm->link->self_idx : 0;
+}
+
+ivmd_peer_t *ivmd_remote_peer(ivmd_remote_t *rm, int node)
+{
+    if (node < 0 || (uint32_t)node >= rm->link->npeers || rm->link->peers[node].self) {
         return NULL;
     }
-    return &d->link.peers[node];
+    return &rm->link->peers[node];
 }
 
-int ivmd_remote_root_node(const ivmd_t *d, uint32_t job_id)
+int ivmd_remote_root_node(const ivmd_remote_t *rm, uint32_t job_id)
 {
-    return d->link.have_cluster ? (int)(job_id >> IVMD_JOB_NODE_SHIFT) : 0;
+    return rm->link->have_cluster ? (int)(job_id >> IVMD_JOB_NODE_SHIFT) : 0;
 }
 
 int ivmd_remote_is_proxy(const ivmd_job_t *job)
@@ -44,60 +57,60 @@ int ivmd_remote_is_proxy(const ivmd_job_t *job)
     return ((const ivmd_job_data_t *)job->data)->proxy;
 }
 
-ivmError_t ivmd_remote_post(ivmd_t *d, ivmd_peer_t *p, uint16_t type, const void *a,
+ivmError_t ivmd_remote_post(ivmd_remote_t *rm, ivmd_peer_t *p, uint16_t type, const void *a,
                             uint32_t alen, const void *b, uint32_t blen)
 {
     if (p == NULL || !p->up || p->conn == NULL) {
         return IVM_ERROR_DAEMON_LOST;
     }
-    ivmd_conn_send_parts(d, p->conn, type, 0, a, alen, b, blen);
+    ivmd_conn_send_parts(rm->d, p->conn, type, 0, a, alen, b, blen);
     return IVM_SUCCESS;
 }
 
-int ivmd_remote_busy(const ivmd_t *d)
+int ivmd_remote_busy(const ivmd_remote_t *rm)
 {
-    return d->remote.spawns != NULL;
+    return rm->spawns != NULL;
 }
 
-static void ivmd_remote_spawn_free(ivmd_t *d, ivmd_remote_spawn_t *s)
+static void ivmd_remote_spawn_free(ivmd_remote_t *rm, ivmd_remote_spawn_t *s)
 {
-    HASH_DEL(d->remote.spawns, s);
+    HASH_DEL(rm->spawns, s);
     free(s);
 }
 
-void ivmd_remote_close_all(ivmd_t *d)
+void ivmd_remote_close_all(ivmd_remote_t *rm)
 {
     ivmd_remote_spawn_t *s, *tmp;
 
-    HASH_ITER(hh, d->remote.spawns, s, tmp) {
-        ivmd_remote_spawn_free(d, s);
+    HASH_ITER(hh, rm->spawns, s, tmp) {
+        ivmd_remote_spawn_free(rm, s);
     }
 }
 
 /* ------------------------------------------------------------ node info */
 
-void ivmd_remote_send_nodeinfo(ivmd_t *d, ivmd_peer_t *p, uint32_t ngpus)
+void ivmd_remote_send_nodeinfo(ivmd_remote_t *rm, ivmd_peer_t *p, uint32_t ngpus)
 {
     ivm_peer_nodeinfo_t info;
     int i;
 
     memset(&info, 0, sizeof(info));
-    info.ndevs = (uint32_t)d->ndevs;
+    info.ndevs = (uint32_t)(*rm->ndevs);
     info.ngpus = ngpus;
-    for (i = 0; i < d->ndevs && i < 64; ++i) {
-        info.ncores[i] = (uint16_t)d->devs[i].ncores;
+    for (i = 0; i < (*rm->ndevs) && i < 64; ++i) {
+        info.ncores[i] = (uint16_t)rm->devs[i].ncores;
     }
-    ivmd_remote_post(d, p, IVM_PEER_NODEINFO, &info, sizeof(info), NULL, 0);
+    ivmd_remote_post(rm, p, IVM_PEER_NODEINFO, &info, sizeof(info), NULL, 0);
 }
 
-void ivmd_remote_on_nodeinfo(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
+void ivmd_remote_on_nodeinfo(ivmd_remote_t *rm, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
                              const void *payload)
 {
     const ivm_peer_nodeinfo_t *m = payload;
     ivmd_peer_t *p = pc->peer;
     int i;
 
-    (void)d;
+    (void)rm;
     (void)hdr;
     p->ndevs = m->ndevs > 64 ? 64 : (int)m->ndevs;
     p->ngpus = m->ngpus > 64 ? 64 : (int)m->ngpus;
@@ -123,7 +136,7 @@ int ivmd_remote_forwards(uint16_t type)
     }
 }
 
-void ivmd_remote_forward(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+void ivmd_remote_forward(ivmd_remote_t *rm, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                          const void *payload)
 {
     ivmd_job_data_t *jd = c->job->data;
@@ -136,7 +149,7 @@ void ivmd_remote_forward(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     if (buf != NULL) {
         memcpy(buf, hdr, sizeof(*hdr));
         memcpy(buf + sizeof(*hdr), payload, hdr->length);
-        status = ivmd_remote_post(d, jd->root_peer, IVM_PEER_FWD, &fwd, sizeof(fwd), buf,
+        status = ivmd_remote_post(rm, jd->root_peer, IVM_PEER_FWD, &fwd, sizeof(fwd), buf,
                                   (uint32_t)(sizeof(*hdr) + hdr->length));
         free(buf);
     }
@@ -146,12 +159,12 @@ void ivmd_remote_forward(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     memset(body, 0, sizeof(body));
     fail.status = status;
     memcpy(body, &fail, sizeof(fail));
-    ivmd_conn_reply(d, c, hdr->type, hdr->seq, body, ivmd_reply_size(hdr->type),
+    ivmd_conn_reply(rm->d, c, hdr->type, hdr->seq, body, rm->ops->reply_size(hdr->type),
                     "the job's root daemon is unreachable", NULL, 0);
 }
 
 /* The root daemon's virtual connection of a remote PE. */
-static ivmd_conn_t *ivmd_remote_vconn(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe,
+static ivmd_conn_t *ivmd_remote_vconn(ivmd_remote_t *rm, ivmd_job_t *job, ivmd_pe_t *pe,
                                       ivmd_peer_t *p)
 {
     ivmd_conn_t *c;
@@ -159,7 +172,7 @@ static ivmd_conn_t *ivmd_remote_vconn(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe,
     if (pe->conn != NULL) {
         return pe->conn;
     }
-    c = ivmd_conn_open(d, -1, IVMD_CONN_REMOTE, 0);
+    c = ivmd_conn_create(rm->conns, -1, IVMD_CONN_REMOTE, 0);
     if (c == NULL) {
         return NULL;
     }
@@ -172,17 +185,17 @@ static ivmd_conn_t *ivmd_remote_vconn(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe,
 }
 
 /* A job rooted here and one of its PEs hosted by peer p. */
-static ivmd_pe_t *ivmd_remote_pe(ivmd_t *d, ivmd_peer_t *p, uint32_t job_id, int pe_id,
+static ivmd_pe_t *ivmd_remote_pe(ivmd_remote_t *rm, ivmd_peer_t *p, uint32_t job_id, int pe_id,
                                  ivmd_job_t **job_p)
 {
-    ivmd_job_t *job = ivmd_job_find(&d->reg, job_id);
+    ivmd_job_t *job = ivmd_job_find(rm->reg, job_id);
     ivmd_pe_t *pe;
 
     if (job == NULL || ivmd_remote_is_proxy(job)) {
         return NULL;
     }
     pe = ivmd_pe_find(job, pe_id);
-    if (pe == NULL || pe->node != (int)(p - d->link.peers)) {
+    if (pe == NULL || pe->node != (int)(p - rm->link->peers)) {
         return NULL;
     }
     *job_p = job;
@@ -206,23 +219,23 @@ static int ivmd_remote_fwd_ok(const ivm_msg_hdr_t *hdr, const ivm_msg_hdr_t *inn
 }
 
 /* FWD for a PE that is not (or no longer) there: NOT_ENTERED back. */
-static void ivmd_remote_fwd_refuse(ivmd_t *d, ivmd_conn_t *pc, const ivm_peer_fwd_t *fwd,
+static void ivmd_remote_fwd_refuse(ivmd_remote_t *rm, ivmd_conn_t *pc, const ivm_peer_fwd_t *fwd,
                                    const ivm_msg_hdr_t *inner)
 {
     char msg[sizeof(ivm_msg_hdr_t) + sizeof(ivm_msg_create_pes_rep_t)];
     ivm_msg_hdr_t rh;
     ivm_msg_status_t st = {.status = IVM_ERROR_NOT_ENTERED};
-    uint32_t len = ivmd_reply_size(inner->type);
+    uint32_t len = rm->ops->reply_size(inner->type);
 
     ivm_proto_hdr_init(&rh, (uint16_t)(inner->type | IVM_MSG_REPLY), len, inner->seq);
     memset(msg, 0, sizeof(msg));
     memcpy(msg, &rh, sizeof(rh));
     memcpy(msg + sizeof(rh), &st, sizeof(st));
-    ivmd_conn_send_parts(d, pc, IVM_PEER_FWD_REP, 0, fwd, sizeof(*fwd), msg,
+    ivmd_conn_send_parts(rm->d, pc, IVM_PEER_FWD_REP, 0, fwd, sizeof(*fwd), msg,
                          (uint32_t)(sizeof(rh) + len));
 }
 
-void ivmd_remote_on_fwd(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
+void ivmd_remote_on_fwd(ivmd_remote_t *rm, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
                         const void *payload)
 {
     const ivm_peer_fwd_t *fwd = payload;
@@ -235,26 +248,28 @@ void ivmd_remote_on_fwd(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
     if (!ivmd_remote_fwd_ok(hdr, inner, 1, &why)) {
         ivm_warn("peer %s forwarded a malformed request (%s): connection dropped",
                  pc->peer->node, why ? why : "not a forwardable type");
-        ivmd_conn_close(d, pc, "malformed FWD");
+        ivmd_conn_close(rm->d, pc, "malformed FWD");
         return;
     }
-    pe = ivmd_remote_pe(d, pc->peer, fwd->job, fwd->pe, &job);
+    pe = ivmd_remote_pe(rm, pc->peer, fwd->job, fwd->pe, &job);
     if (pe == NULL || job->ending ||
         (pe->state != IVMD_PE_RUNNING && pe->state != IVMD_PE_SPAWNED)) {
-        ivmd_remote_fwd_refuse(d, pc, fwd, inner);
+        ivmd_remote_fwd_refuse(rm, pc, fwd, inner);
         return;
     }
     if (pe->state == IVMD_PE_SPAWNED) {
         ivmd_pe_enter(pe, NULL);
     }
-    vc = ivmd_remote_vconn(d, job, pe, pc->peer);
+    vc = ivmd_remote_vconn(rm, job, pe, pc->peer);
     if (vc != NULL) {
-        ivmd_handle_msg(d, vc, inner, inner + 1);
+        rm->ops->dispatch(rm->d, vc, inner, inner + 1);
     }
 }
 
 void ivmd_remote_vconn_reply(ivmd_t *d, ivmd_conn_t *c, const void *msg, uint32_t len)
 {
+    ivmd_remote_t *rm = ivmd_conn_owner(c);
+
     ivm_peer_fwd_t fwd;
 
     if (c->job == NULL || c->pe == NULL) {
@@ -262,118 +277,118 @@ void ivmd_remote_vconn_reply(ivmd_t *d, ivmd_conn_t *c, const void *msg, uint32_
     }
     fwd.job = c->job->id;
     fwd.pe  = c->pe->id;
-    ivmd_remote_post(d, c->peer, IVM_PEER_FWD_REP, &fwd, sizeof(fwd), msg, len);
+    ivmd_remote_post(rm, c->peer, IVM_PEER_FWD_REP, &fwd, sizeof(fwd), msg, len);
 }
 
-void ivmd_remote_on_fwd_rep(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
+void ivmd_remote_on_fwd_rep(ivmd_remote_t *rm, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
                             const void *payload)
 {
     const ivm_peer_fwd_t *fwd = payload;
     const ivm_msg_hdr_t *inner = (const ivm_msg_hdr_t *)(fwd + 1);
     const char *why = NULL;
-    ivmd_job_t *job = ivmd_job_find(&d->reg, fwd->job);
+    ivmd_job_t *job = ivmd_job_find(rm->reg, fwd->job);
     ivmd_pe_t *pe = job != NULL ? ivmd_pe_find(job, fwd->pe) : NULL;
 
     if (!ivmd_remote_fwd_ok(hdr, inner, 0, &why)) {
         ivm_warn("peer %s sent a malformed forwarded reply: connection dropped",
                  pc->peer->node);
-        ivmd_conn_close(d, pc, "malformed FWD_REP");
+        ivmd_conn_close(rm->d, pc, "malformed FWD_REP");
         return;
     }
     if (pe == NULL || pe->conn == NULL) {
         return; /* the PE is gone */
     }
-    ivmd_conn_send_parts(d, pe->conn, inner->type, inner->seq, inner + 1, inner->length,
+    ivmd_conn_send_parts(rm->d, pe->conn, inner->type, inner->seq, inner + 1, inner->length,
                          NULL, 0);
 }
 
 /* ------------------------------------------------------------ PE states */
 
-static void ivmd_remote_send_state(ivmd_t *d, ivmd_job_t *job, int pe_id, uint32_t state)
+static void ivmd_remote_send_state(ivmd_remote_t *rm, ivmd_job_t *job, int pe_id, uint32_t state)
 {
     ivmd_job_data_t *jd = job->data;
     ivm_peer_pe_state_t m = {.job = job->id, .pe = pe_id, .state = state};
 
-    ivmd_remote_post(d, jd->root_peer, IVM_PEER_PE_STATE, &m, sizeof(m), NULL, 0);
+    ivmd_remote_post(rm, jd->root_peer, IVM_PEER_PE_STATE, &m, sizeof(m), NULL, 0);
 }
 
-void ivmd_remote_pe_ended(ivmd_t *d, ivmd_pe_t *pe, int failed)
+void ivmd_remote_pe_ended(ivmd_remote_t *rm, ivmd_pe_t *pe, int failed)
 {
     if (pe->job->data != NULL && ivmd_remote_is_proxy(pe->job) && !pe->job->ending) {
-        ivmd_remote_send_state(d, pe->job, pe->id,
+        ivmd_remote_send_state(rm, pe->job, pe->id,
                                failed ? IVM_PE_STATE_FAILED : IVM_PE_STATE_EXITED);
     }
 }
 
-void ivmd_remote_pe_entered(ivmd_t *d, ivmd_pe_t *pe)
+void ivmd_remote_pe_entered(ivmd_remote_t *rm, ivmd_pe_t *pe)
 {
     if (ivmd_remote_is_proxy(pe->job)) {
-        ivmd_remote_send_state(d, pe->job, pe->id, IVM_PE_STATE_ENTERED);
+        ivmd_remote_send_state(rm, pe->job, pe->id, IVM_PE_STATE_ENTERED);
     }
 }
 
-void ivmd_remote_pe_reaped(ivmd_t *d, ivmd_pe_t *pe)
+void ivmd_remote_pe_reaped(ivmd_remote_t *rm, ivmd_pe_t *pe)
 {
     if (ivmd_remote_is_proxy(pe->job)) {
-        ivmd_remote_send_state(d, pe->job, pe->id, IVM_PE_STATE_GONE);
+        ivmd_remote_send_state(rm, pe->job, pe->id, IVM_PE_STATE_GONE);
     }
 }
 
 /* Close a remote PE's virtual connection and end it. */
-static void ivmd_remote_end(ivmd_t *d, ivmd_pe_t *pe, int failed, int gone)
+static void ivmd_remote_end(ivmd_remote_t *rm, ivmd_pe_t *pe, int failed, int gone)
 {
     ivmd_conn_t *vc = pe->conn;
 
-    ivmd_pe_end(&d->reg, pe, failed);
+    ivmd_pe_end(rm->reg, pe, failed);
     if (vc != NULL) {
-        ivmd_conn_close(d, vc, "remote PE ended");
+        ivmd_conn_close(rm->d, vc, "remote PE ended");
     }
     if (gone) {
         pe->reaped = 1;
     }
 }
 
-void ivmd_remote_kill(ivmd_t *d, ivmd_pe_t *pe)
+void ivmd_remote_kill(ivmd_remote_t *rm, ivmd_pe_t *pe)
 {
     ivm_peer_pe_state_t m = {.job = pe->job->id, .pe = pe->id, .state = IVM_PE_STATE_FAILED};
     ivmd_conn_t *vc = pe->conn;
 
-    if (ivmd_remote_post(d, ivmd_remote_peer(d, pe->node), IVM_PEER_PE_STATE, &m, sizeof(m),
+    if (ivmd_remote_post(rm, ivmd_remote_peer(rm, pe->node), IVM_PEER_PE_STATE, &m, sizeof(m),
                          NULL, 0) != IVM_SUCCESS) {
         pe->reaped = 1;
     }
-    ivmd_pe_end(&d->reg, pe, 1);
+    ivmd_pe_end(rm->reg, pe, 1);
     if (vc != NULL) {
-        ivmd_conn_close(d, vc, "killed");
+        ivmd_conn_close(rm->d, vc, "killed");
     }
 }
 
 /* Node daemon: the root daemon kills one of the proxy's PEs. */
-static void ivmd_remote_proxy_kill(ivmd_t *d, ivmd_job_t *job, const ivm_peer_pe_state_t *m)
+static void ivmd_remote_proxy_kill(ivmd_remote_t *rm, ivmd_job_t *job, const ivm_peer_pe_state_t *m)
 {
     ivmd_pe_t *pe = ivmd_pe_find(job, m->pe);
 
     if (pe != NULL && m->state == IVM_PE_STATE_FAILED &&
         ((pe->pid > 0 && !pe->reaped) ||
          (pe->forked && pe->pid == 0 && pe->state == IVMD_PE_SPAWNED))) {
-        ivmd_spawn_kill(d, pe);
-        ivmd_pe_end(&d->reg, pe, 1);
+        rm->ops->spawn_kill(rm->d, pe);
+        ivmd_pe_end(rm->reg, pe, 1);
     }
 }
 
-void ivmd_remote_on_pe_state(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
+void ivmd_remote_on_pe_state(ivmd_remote_t *rm, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
                              const void *payload)
 {
     const ivm_peer_pe_state_t *m = payload;
-    ivmd_job_t *job = ivmd_job_find(&d->reg, m->job);
+    ivmd_job_t *job = ivmd_job_find(rm->reg, m->job);
     ivmd_pe_t *pe;
 
     (void)hdr;
     if (job != NULL && ivmd_remote_is_proxy(job)) {
-        ivmd_remote_proxy_kill(d, job, m);
+        ivmd_remote_proxy_kill(rm, job, m);
         return;
     }
-    pe = ivmd_remote_pe(d, pc->peer, m->job, m->pe, &job);
+    pe = ivmd_remote_pe(rm, pc->peer, m->job, m->pe, &job);
     if (pe == NULL) {
         return;
     }
@@ -385,18 +400,18 @@ void ivmd_remote_on_pe_state(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hd
         break;
     case IVM_PE_STATE_EXITED:
     case IVM_PE_STATE_FAILED:
-        ivmd_remote_end(d, pe, m->state == IVM_PE_STATE_FAILED, 0);
+        ivmd_remote_end(rm, pe, m->state == IVM_PE_STATE_FAILED, 0);
         break;
     case IVM_PE_STATE_GONE:
-        ivmd_remote_end(d, pe, 1, 1);
-        ivmd_job_collect(d, job);
+        ivmd_remote_end(rm, pe, 1, 1);
+        rm->ops->job_collect(rm->d, job);
         break;
     default:
         break;
     }
 }
 
-void ivmd_remote_job_ending(ivmd_t *d, ivmd_job_t *job)
+void ivmd_remote_job_ending(ivmd_remote_t *rm, ivmd_job_t *job)
 {
     ivm_peer_job_t m = {.job = job->id};
     uint64_t told = 0;
@@ -412,26 +427,26 @@ void ivmd_remote_job_ending(ivmd_t *d, ivmd_job_t *job)
         }
         if (pe->node < 64 && !(told & (1ull << pe->node))) {
             told |= 1ull << pe->node;
-            if (ivmd_remote_post(d, ivmd_remote_peer(d, pe->node), IVM_PEER_JOB_END, &m,
+            if (ivmd_remote_post(rm, ivmd_remote_peer(rm, pe->node), IVM_PEER_JOB_END, &m,
                                  sizeof(m), NULL, 0) != IVM_SUCCESS) {
                 told &= ~(1ull << pe->node);
             }
         }
-        ivmd_remote_end(d, pe, 1, !(pe->node < 64 && (told & (1ull << pe->node))));
+        ivmd_remote_end(rm, pe, 1, !(pe->node < 64 && (told & (1ull << pe->node))));
     }
 }
 
-void ivmd_remote_on_job_end(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
+void ivmd_remote_on_job_end(ivmd_remote_t *rm, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
                             const void *payload)
 {
     const ivm_peer_job_t *m = payload;
-    ivmd_job_t *job = ivmd_job_find(&d->reg, m->job);
+    ivmd_job_t *job = ivmd_job_find(rm->reg, m->job);
 
     (void)pc;
     (void)hdr;
     if (job != NULL && ivmd_remote_is_proxy(job)) {
-        ivmd_job_terminate(d, job, "its root PE ended");
-        ivmd_job_collect(d, job);
+        rm->ops->job_terminate(rm->d, job, "its root PE ended");
+        rm->ops->job_collect(rm->d, job);
     }
 }
 
@@ -458,12 +473,12 @@ static char *ivmd_remote_spawn_tail(const ivmd_job_data_t *jd, ivmd_pe_t **pes, 
     return tail;
 }
 
-int ivmd_remote_spawn(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, int node,
+int ivmd_remote_spawn(ivmd_remote_t *rm, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, int node,
                       int devtype, ivmd_pe_t **pes, int n, ivm_msg_create_pes_rep_t *rep,
                       char *detail, size_t detail_len)
 {
     ivmd_job_data_t *jd = c->job->data;
-    ivmd_peer_t *p = ivmd_remote_peer(d, node);
+    ivmd_peer_t *p = ivmd_remote_peer(rm, node);
     ivm_peer_spawn_t sp;
     ivmd_remote_spawn_t *s;
     uint32_t tail_len = 0;
@@ -482,11 +497,11 @@ int ivmd_remote_spawn(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, int n
         free(s);
         return IVM_ERROR_NO_MEMORY;
     }
-    *s = (ivmd_remote_spawn_t){.id = ++d->remote.next_id, .conn = c, .seq = hdr->seq,
+    *s = (ivmd_remote_spawn_t){.id = ++rm->next_id, .conn = c, .seq = hdr->seq,
                                .type = hdr->type, .job = c->job->id, .node = node,
                                .nslots = n};
     memcpy(&s->rep, rep, sizeof(*rep));
-    HASH_ADD(hh, d->remote.spawns, id, sizeof(s->id), s);
+    HASH_ADD(hh, rm->spawns, id, sizeof(s->id), s);
     memset(&sp, 0, sizeof(sp));
     sp.op       = s->id;
     sp.job      = c->job->id;
@@ -497,13 +512,13 @@ int ivmd_remote_spawn(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, int n
     sp.envc     = jd->envc;
     sp.blob_len = jd->blob_len;
     sp.pe_pool  = jd->pe_pool;
-    ivmd_remote_post(d, p, IVM_PEER_SPAWN, &sp, sizeof(sp), tail, tail_len);
+    ivmd_remote_post(rm, p, IVM_PEER_SPAWN, &sp, sizeof(sp), tail, tail_len);
     free(tail);
     return IVMD_DEFERRED;
 }
 
 /* Node daemon: the proxy job of a first SPAWN, made from its blob. */
-static ivmError_t ivmd_remote_proxy_create(ivmd_t *d, ivmd_conn_t *pc,
+static ivmError_t ivmd_remote_proxy_create(ivmd_remote_t *rm, ivmd_conn_t *pc,
                                            const ivm_peer_spawn_t *sp, ivmd_job_t **job_p,
                                            ivm_peer_spawn_rep_t *rep)
 {
@@ -511,15 +526,15 @@ static ivmError_t ivmd_remote_proxy_create(ivmd_t *d, ivmd_conn_t *pc,
     ivmd_job_data_t *jd;
     ivmd_job_t *job;
 
-    if (ivmd_job_create_proxy(&d->reg, sp->job, d->devs, d->ndevs, &job) != IVM_SUCCESS) {
+    if (ivmd_job_create_proxy(rm->reg, sp->job, rm->devs, (*rm->ndevs), &job) != IVM_SUCCESS) {
         return IVM_ERROR_NO_MEMORY;
     }
     jd = calloc(1, sizeof(*jd));
-    if (jd == NULL || ivmd_job_data_unpack(jd, (const char *)(ids + sp->n), sp->blob_len,
+    if (jd == NULL || rm->ops->job_data_unpack(jd, (const char *)(ids + sp->n), sp->blob_len,
                                            sp->argc, sp->envc) != IVM_SUCCESS) {
-        ivmd_job_data_free(jd);
+        rm->ops->job_data_free(jd);
         job->data = NULL;
-        ivmd_job_destroy(&d->reg, job);
+        ivmd_job_destroy(rm->reg, job);
         snprintf(rep->detail, sizeof(rep->detail), "malformed spawn information");
         return IVM_ERROR_PROTOCOL;
     }
@@ -536,7 +551,7 @@ static ivmError_t ivmd_remote_proxy_create(ivmd_t *d, ivmd_conn_t *pc,
 
 /* Node daemon: start (or take from the pool) the SPAWN's PEs; rep counts
  * those started. */
-static void ivmd_remote_spawn_pes(ivmd_t *d, ivmd_job_t *job, const ivm_peer_spawn_t *sp,
+static void ivmd_remote_spawn_pes(ivmd_remote_t *rm, ivmd_job_t *job, const ivm_peer_spawn_t *sp,
                                   ivm_peer_spawn_rep_t *rep)
 {
     const int32_t *ids = (const int32_t *)(sp + 1);
@@ -549,8 +564,8 @@ static void ivmd_remote_spawn_pes(ivmd_t *d, ivmd_job_t *job, const ivm_peer_spa
             snprintf(rep->detail, sizeof(rep->detail), "PE id %d is not new", ids[i]);
             return;
         }
-        if (!ivmd_pool_take(d, job, pe)) {
-            rep->status = ivmd_spawn_pe(d, job, pe, rep->detail, sizeof(rep->detail));
+        if (!rm->ops->pool_take(rm->d, job, pe)) {
+            rep->status = rm->ops->spawn_pe(rm->d, job, pe, rep->detail, sizeof(rep->detail));
         }
         if (rep->status != IVM_SUCCESS) {
             --job->alive;
@@ -562,7 +577,7 @@ static void ivmd_remote_spawn_pes(ivmd_t *d, ivmd_job_t *job, const ivm_peer_spa
     }
 }
 
-static int ivmd_remote_spawn_ok(const ivmd_t *d, const ivm_msg_hdr_t *hdr,
+static int ivmd_remote_spawn_ok(const ivmd_remote_t *rm, const ivm_msg_hdr_t *hdr,
                                 const ivm_peer_spawn_t *sp)
 {
     if (sp->n < 1 || sp->n > IVM_CREATE_PES_MAX ||
@@ -570,12 +585,12 @@ static int ivmd_remote_spawn_ok(const ivmd_t *d, const ivm_msg_hdr_t *hdr,
         return 0;
     }
     if (IVM_DEV_IS_GPU(sp->devtype)) {
-        return (uint32_t)IVM_DEV_INDEX(sp->devtype) < ivmd_gpu_count(d);
+        return (uint32_t)IVM_DEV_INDEX(sp->devtype) < rm->ops->gpu_count(rm->d);
     }
-    return sp->devtype >= 0 && sp->devtype < d->ndevs;
+    return sp->devtype >= 0 && sp->devtype < (*rm->ndevs);
 }
 
-void ivmd_remote_on_spawn(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
+void ivmd_remote_on_spawn(ivmd_remote_t *rm, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
                           const void *payload)
 {
     const ivm_peer_spawn_t *sp = payload;
@@ -584,15 +599,15 @@ void ivmd_remote_on_spawn(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
 
     memset(&rep, 0, sizeof(rep));
     rep.op = sp->op;
-    if (!ivmd_remote_spawn_ok(d, hdr, sp)) {
+    if (!ivmd_remote_spawn_ok(rm, hdr, sp)) {
         rep.status = IVM_ERROR_INVALID_VALUE;
         snprintf(rep.detail, sizeof(rep.detail), "%s cannot start PEs on device 0x%x",
-                 d->cfg.node, (unsigned)sp->devtype);
+                 rm->node, (unsigned)sp->devtype);
         goto out;
     }
-    job = ivmd_job_find(&d->reg, sp->job);
+    job = ivmd_job_find(rm->reg, sp->job);
     if (job == NULL) {
-        rep.status = ivmd_remote_proxy_create(d, pc, sp, &job, &rep);
+        rep.status = ivmd_remote_proxy_create(rm, pc, sp, &job, &rep);
         if (rep.status != IVM_SUCCESS) {
             goto out;
         }
@@ -600,12 +615,12 @@ void ivmd_remote_on_spawn(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
         rep.status = IVM_ERROR_INVALID_VALUE;
         goto out;
     }
-    ivmd_remote_spawn_pes(d, job, sp, &rep);
+    ivmd_remote_spawn_pes(rm, job, sp, &rep);
 out:
-    ivmd_conn_send_parts(d, pc, IVM_PEER_SPAWN_REP, 0, &rep, sizeof(rep), NULL, 0);
+    ivmd_conn_send_parts(rm->d, pc, IVM_PEER_SPAWN_REP, 0, &rep, sizeof(rep), NULL, 0);
 }
 
-void ivmd_remote_on_spawn_rep(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
+void ivmd_remote_on_spawn_rep(ivmd_remote_t *rm, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
                               const void *payload)
 {
     const ivm_peer_spawn_rep_t *m = payload;
@@ -615,34 +630,34 @@ void ivmd_remote_on_spawn_rep(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *h
 
     (void)pc;
     (void)hdr;
-    HASH_FIND(hh, d->remote.spawns, &m->op, sizeof(m->op), s);
+    HASH_FIND(hh, rm->spawns, &m->op, sizeof(m->op), s);
     if (s == NULL) {
         return;
     }
-    job = ivmd_job_find(&d->reg, s->job);
+    job = ivmd_job_find(rm->reg, s->job);
     for (i = m->started > 0 ? (int)m->started : 0; i < s->nslots; ++i) {
         ivmd_pe_t *pe = job != NULL ? ivmd_pe_find(job, s->rep.pes[i]) : NULL;
         s->rep.pes[i] = IVM_PE_NULL;
         if (pe != NULL) {
-            ivmd_remote_end(d, pe, 1, 1);
+            ivmd_remote_end(rm, pe, 1, 1);
         }
     }
     s->rep.status = m->status;
     if (s->conn != NULL) {
         char detail[IVM_MSG_DETAIL_MAX];
         snprintf(detail, sizeof(detail), "%.*s", (int)sizeof(m->detail) - 1, m->detail);
-        ivmd_conn_reply(d, s->conn, s->type, s->seq, &s->rep, sizeof(s->rep),
+        ivmd_conn_reply(rm->d, s->conn, s->type, s->seq, &s->rep, sizeof(s->rep),
                         m->status != IVM_SUCCESS ? detail : NULL, NULL, 0);
     }
-    ivmd_remote_spawn_free(d, s);
+    ivmd_remote_spawn_free(rm, s);
     if (job != NULL) {
-        ivmd_job_collect(d, job);
+        rm->ops->job_collect(rm->d, job);
     }
 }
 
 /* ------------------------------------------------------------ output */
 
-void ivmd_remote_output(ivmd_t *d, ivmd_job_t *job, int pe_id, int stream, const char *bytes,
+void ivmd_remote_output(ivmd_remote_t *rm, ivmd_job_t *job, int pe_id, int stream, const char *bytes,
                         size_t len)
 {
     ivmd_job_data_t *jd = job->data;
@@ -650,13 +665,13 @@ void ivmd_remote_output(ivmd_t *d, ivmd_job_t *job, int pe_id, int stream, const
 
     while (len > 0) {
         m.len = (uint32_t)(len < IVM_PEER_OUTPUT_MAX ? len : IVM_PEER_OUTPUT_MAX);
-        ivmd_remote_post(d, jd->root_peer, IVM_PEER_OUTPUT, &m, sizeof(m), bytes, m.len);
+        ivmd_remote_post(rm, jd->root_peer, IVM_PEER_OUTPUT, &m, sizeof(m), bytes, m.len);
         bytes += m.len;
         len -= m.len;
     }
 }
 
-void ivmd_remote_on_output(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
+void ivmd_remote_on_output(ivmd_remote_t *rm, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
                            const void *payload)
 {
     const ivm_peer_output_t *m = payload;
@@ -664,24 +679,24 @@ void ivmd_remote_on_output(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
     ivmd_pe_t *pe;
 
     if (hdr->length != sizeof(*m) + m->len || (m->stream != 1 && m->stream != 2)) {
-        ivmd_conn_close(d, pc, "malformed OUTPUT");
+        ivmd_conn_close(rm->d, pc, "malformed OUTPUT");
         return;
     }
-    pe = ivmd_remote_pe(d, pc->peer, m->job, m->pe, &job);
+    pe = ivmd_remote_pe(rm, pc->peer, m->job, m->pe, &job);
     if (pe != NULL) {
         ivmd_job_data_t *jd = job->data;
-        ivmd_output_write_job(d, job, m->pe, m->stream == 1 ? jd->out_fd : jd->err_fd,
+        rm->ops->output_write(rm->d, job, m->pe, m->stream == 1 ? jd->out_fd : jd->err_fd,
                               (const char *)(m + 1), m->len);
     }
 }
 
 /* ------------------------------------------------------------ faults */
 
-void ivmd_remote_conn_gone(ivmd_t *d, ivmd_conn_t *c)
+void ivmd_remote_conn_gone(ivmd_remote_t *rm, ivmd_conn_t *c)
 {
     ivmd_remote_spawn_t *s, *tmp;
 
-    HASH_ITER(hh, d->remote.spawns, s, tmp) {
+    HASH_ITER(hh, rm->spawns, s, tmp) {
         if (s->conn == c) {
             s->conn = NULL;
         }
@@ -689,11 +704,11 @@ void ivmd_remote_conn_gone(ivmd_t *d, ivmd_conn_t *c)
 }
 
 /* The spawns waiting on a lost node fail. */
-static void ivmd_remote_spawns_lost(ivmd_t *d, int node)
+static void ivmd_remote_spawns_lost(ivmd_remote_t *rm, int node)
 {
     ivmd_remote_spawn_t *s, *tmp;
 
-    HASH_ITER(hh, d->remote.spawns, s, tmp) {
+    HASH_ITER(hh, rm->spawns, s, tmp) {
         if (s->node != node) {
             continue;
         }
@@ -701,38 +716,38 @@ static void ivmd_remote_spawns_lost(ivmd_t *d, int node)
             ivm_msg_create_pes_rep_t rep;
             memset(&rep, 0, sizeof(rep));
             rep.status = IVM_ERROR_DAEMON_LOST;
-            ivmd_conn_reply(d, s->conn, s->type, s->seq, &rep, ivmd_reply_size(s->type),
+            ivmd_conn_reply(rm->d, s->conn, s->type, s->seq, &rep, rm->ops->reply_size(s->type),
                             "a node of the cluster is unreachable", NULL, 0);
         }
-        ivmd_remote_spawn_free(d, s);
+        ivmd_remote_spawn_free(rm, s);
     }
 }
 
-void ivmd_remote_peer_lost(ivmd_t *d, ivmd_peer_t *p)
+void ivmd_remote_peer_lost(ivmd_remote_t *rm, ivmd_peer_t *p)
 {
-    int node = (int)(p - d->link.peers);
+    int node = (int)(p - rm->link->peers);
     ivmd_job_t *job, *next;
     int i;
 
-    ivmd_remote_spawns_lost(d, node);
-    for (job = d->reg.jobs; job != NULL; job = next) {
+    ivmd_remote_spawns_lost(rm, node);
+    for (job = rm->reg->jobs; job != NULL; job = next) {
         next = job->next;
         if (job->data == NULL) {
             continue;
         }
         if (ivmd_remote_is_proxy(job)) {
             if (((ivmd_job_data_t *)job->data)->root_peer == p) {
-                ivmd_job_terminate(d, job, "its root daemon was lost");
-                ivmd_job_collect(d, job);
+                rm->ops->job_terminate(rm->d, job, "its root daemon was lost");
+                rm->ops->job_collect(rm->d, job);
             }
             continue;
         }
         for (i = 1; i < job->next_pe_id; ++i) {
             ivmd_pe_t *pe = job->pes[i];
             if (pe != NULL && pe->node == node) {
-                ivmd_remote_end(d, pe, 1, 1);
+                ivmd_remote_end(rm, pe, 1, 1);
             }
         }
-        ivmd_job_collect(d, job);
+        rm->ops->job_collect(rm->d, job);
     }
 }

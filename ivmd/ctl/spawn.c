@@ -356,7 +356,7 @@ static void ivmd_spawn_ended(ivmd_spawn_t *s, ivmd_pe_t *pe, int wstatus)
         }
         ivmd_pe_end(s->env->reg, pe, 1);
     }
-    ivmd_remote_pe_reaped(s->env->d, pe);
+    ivmd_remote_pe_reaped(s->env->remote, pe);
     ivmd_teardown_collect(s->teardown, pe->job);
 }
 

@@ -106,7 +106,7 @@ void ivmd_teardown_terminate(ivmd_teardown_t *t, ivmd_job_t *job, const char *wh
     if (job->ending) {
         return;
     }
-    ivmd_remote_job_ending(t->env->d, job);
+    ivmd_remote_job_ending(t->env->remote, job);
     for (i = 0; i < t->nlisteners; ++i) {
         t->listeners[i].fn(t->listeners[i].ctx, job);
     }

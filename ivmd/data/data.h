@@ -18,6 +18,7 @@
 
 #include "ctl/job.h"
 #include "ctl/quota.h"
+#include "ctl/remote.h"
 #include "proto.h"
 #include "status.h"
 #include "transport/link.h"
@@ -55,6 +56,7 @@ typedef struct ivmd_data {
     ivmd_registry_t                 *reg;       /* the jobs and their objects */
     ivmd_link_t                     *link;      /* the peers, by node index */
     ivmd_quota_t                    *quota;     /* mirrors' memory */
+    ivmd_remote_t                   *remote;    /* the job's root daemon, the proxies */
     const ivmd_data_ops_t           *svc;
     uint64_t                         tx_bytes, rx_bytes; /* object bytes sent to / got from peers */
     struct ivmd_op                  *ops;       /* operations in flight, by id (uthash) */
@@ -66,7 +68,7 @@ typedef struct ivmd_data {
 } ivmd_data_t;
 
 void ivmd_data_init(ivmd_data_t *dp, ivmd_t *d, ivmd_registry_t *reg, ivmd_link_t *link,
-                    ivmd_quota_t *quota, const ivmd_data_ops_t *svc);
+                    ivmd_quota_t *quota, ivmd_remote_t *remote, const ivmd_data_ops_t *svc);
 /* 1 if operations wait for a peer (the loop polls while they do). */
 int ivmd_data_busy(const ivmd_data_t *dp);
 /* Teardown: drop the operations in flight and the transfers waiting to send. */

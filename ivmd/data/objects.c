@@ -22,7 +22,7 @@ static int ivmd_objects_map_op(ivmd_data_t *dp, ivmd_op_t *op, ivmd_obj_t *obj);
 static ivmError_t ivmd_objects_ask_root(ivmd_data_t *dp, ivmd_job_t *job, uint16_t type,
                                         ivm_peer_obj_t *m, ivmd_op_t *op)
 {
-    int root = ivmd_remote_root_node(dp->d, job->id);
+    int root = ivmd_remote_root_node(dp->remote, job->id);
 
     if (op != NULL) {
         m->op = op->id;
@@ -116,7 +116,7 @@ static void ivmd_objects_on_lookup(ivmd_data_t *dp, ivmd_job_t *job, const ivm_p
         return;
     }
     rep->size        = obj->size;
-    rep->master_node = obj->master_node < 0 ? (uint32_t)ivmd_remote_self(dp->d)
+    rep->master_node = obj->master_node < 0 ? (uint32_t)ivmd_remote_self(dp->remote)
                                             : (uint32_t)obj->master_node;
     rep->master_id   = obj->master_node < 0 ? obj->id : obj->master_id;
 }

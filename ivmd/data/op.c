@@ -119,8 +119,9 @@ static void ivmd_op_wait_step(ivmd_data_t *dp, ivmd_op_t *op)
 }
 
 void ivmd_data_init(ivmd_data_t *dp, ivmd_t *d, ivmd_registry_t *reg, ivmd_link_t *link,
-                    ivmd_quota_t *quota, const ivmd_data_ops_t *svc)
+                    ivmd_quota_t *quota, ivmd_remote_t *remote, const ivmd_data_ops_t *svc)
 {
+    dp->remote = remote;
     dp->d     = d;
     dp->reg   = reg;
     dp->link  = link;

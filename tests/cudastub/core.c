@@ -616,6 +616,7 @@ __attribute__((destructor)) static void stub_at_exit(void)
     }
     stub_streams_report();
     stub_vmm_report();
+    stub_vmm_forget_released();
     if (stub.violations > 0) {
         fprintf(stderr, "cudastub: [pid %d] %lu CUDA driver API contract violation(s) in this "
                 "process (see the cudastub: lines above)\n", (int)getpid(), stub.violations);

@@ -139,5 +139,7 @@ CUresult stub_dev_check(const char *call, uintptr_t ptr, size_t size, int ordina
 int  stub_pinned(const void *p, size_t size);
 void stub_streams_report(void);
 void stub_vmm_report(void);
+/* At exit, after the report: forget the released allocations' records. */
+void stub_vmm_forget_released(void);
 
 #endif

@@ -9,11 +9,11 @@
  *  - the detail of an error (the text a PE's caller gets) always travels in
  *    an ivmd_reply_t passed down, never as a char *, size_t pair;
  *  - no value is an fd or a status: an fd is an output parameter.
- * (Here at the top of ivmd/ until the lead moves it to the lowest layer that
- * uses it; it depends on common/ only.)
+ * In the transport's directory, the lowest layer, so that every layer may
+ * include it; it depends on common/ only and the transport need not use it.
  */
-#ifndef IVMD_REPLY_H
-#define IVMD_REPLY_H
+#ifndef IVMD_TRANSPORT_REPLY_H
+#define IVMD_TRANSPORT_REPLY_H
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -67,4 +67,4 @@ static inline ivmError_t ivmd_reply_set(ivmd_reply_t *rep, ivmError_t status, co
     return status;
 }
 
-#endif /* IVMD_REPLY_H */
+#endif /* IVMD_TRANSPORT_REPLY_H */
