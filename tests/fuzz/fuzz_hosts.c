@@ -1,7 +1,7 @@
-/* libFuzzer target: ivmrun's host list parsers (ivmrun/hosts.c): --hosts
+/* libFuzzer target: ivmrun's host list parsers (ivmrun/hostlist.c): --hosts
  * a,b,c, the Open MPI hostfile of --hostfile, and the host names that
  * `scontrol show hostnames $SLURM_JOB_NODELIST` prints for --slurm.
- * hosts.c is compiled into this file so that its static parsers can be called;
+ * hostlist.c is compiled into this file so that its static parsers can be called;
  * its two calls that leave the process are replaced here: running scontrol
  * (its output is the input) and resolving a name (only "localhost" and the
  * Slurm node name "fuzz0" are this machine).
@@ -15,7 +15,7 @@
 
 #define ivmrun_proc_spawn    fuzz_hosts_proc_spawn
 #define ivmrun_host_is_local fuzz_hosts_is_local
-#include "../../ivmrun/hosts.c"
+#include "../../ivmrun/hostlist.c"
 
 static const uint8_t *fuzz_hosts_out;
 static size_t fuzz_hosts_out_len;
