@@ -71,7 +71,7 @@ static const ivmd_data_ops_t ivmd_cluster_data_ops = {
 /* What the control plane does for the GPU module. */
 static const ivmd_gpu_up_t ivmd_cluster_gpu_up = {
     .spawn_attr_init = ivmd_spawn_attr_init,
-    .gpus_lost       = ivmd_pool_gpus_lost,
+    .gpus_lost       = ivmd_pool_gpus_lost_d,
 };
 
 /* What the service does for the remote module. */
@@ -87,7 +87,7 @@ static const ivmd_remote_ops_t ivmd_cluster_remote_ops = {
     .job_data_free   = ivmd_job_data_free,
     .job_terminate   = ivmd_job_terminate,
     .job_collect     = ivmd_job_collect,
-    .spawn_pe        = ivmd_spawn_pe,
+    .spawn_pe        = ivmd_spawn_pe_d,
     .spawn_kill      = ivmd_spawn_kill,
     .pool_take       = ivmd_pool_take,
     .output_write    = ivmd_output_write_job,

@@ -12,155 +12,108 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "handlers.h"
 #include "ivmd.h"
+#include "list.h"
 #include "log.h"
 #include "status.h"
 #include "topo.h"
 
-typedef union ivmd_reply_body {
-    ivm_msg_status_t         status;
-    ivm_msg_enter_rep_t      enter;
-    ivm_msg_create_dev_rep_t create_dev;
-    ivm_msg_create_pes_rep_t create_pes;
-    ivm_msg_value_rep_t      value;
-    ivm_msg_map_rep_t        map;
-    ivm_msg_info_rep_t       info;
-    ivm_msg_obj_info_rep_t   obj_info;
-    ivm_msg_gpu_info_rep_t   gpu_info;
-    ivm_msg_cpu_info_rep_t   cpu_info;
-    ivm_msg_list_rep_t       list;
-} ivmd_reply_body_t;
+typedef ivmError_t (*ivmd_msg_fn_t)(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                    const void *req, ivmd_pe_reply_t *rep);
 
-typedef struct ivmd_reply {
-    ivmd_reply_body_t body;
-    uint32_t          len;     /* bytes of body to send */
-    int               fd;      /* fd to pass, -1 if none */
-    char              detail[IVM_MSG_DETAIL_MAX];
-} ivmd_reply_t;
-
-typedef int (*ivmd_msg_fn_t)(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                             const void *req, ivmd_reply_t *rep);
-
-static void ivmd_detail(ivmd_reply_t *rep, const char *fmt, ...)
+static void ivmd_detail(ivmd_pe_reply_t *rep, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-static void ivmd_detail(ivmd_reply_t *rep, const char *fmt, ...)
+static void ivmd_detail(ivmd_pe_reply_t *rep, const char *fmt, ...)
 {
     va_list ap;
 
     va_start(ap, fmt);
-    vsnprintf(rep->detail, sizeof(rep->detail), fmt, ap);
+    vsnprintf(rep->r.detail, sizeof(rep->r.detail), fmt, ap);
     va_end(ap);
 }
 
-/* ---------------------------------------------------------------- jobs */
+/* ---------------------------------------------------------------- wiring */
 
-void ivmd_job_data_free(ivmd_job_data_t *jd)
+/* GPU coherence as the control plane sees it (ctl/ctl.h): ctx is the daemon. */
+static uint32_t ivmd_gpu_op_count(const void *ctx)
 {
-    if (jd == NULL) {
-        return;
-    }
-    if (jd->out_fd >= 0) {
-        close(jd->out_fd);
-    }
-    if (jd->err_fd >= 0) {
-        close(jd->err_fd);
-    }
-    free(jd->exe);
-    free(jd->cwd);
-    free(jd->argv);
-    free(jd->envp);
-    free(jd->blob);
-    free(jd->spawn_blob);
-    ivmd_pool_free(jd);
-    free(jd);
+    return ivmd_gpu_count((const ivmd_t *)ctx);
 }
 
-void ivmd_job_collect(ivmd_t *d, ivmd_job_t *job)
+static int ivmd_gpu_op_alive(const void *ctx)
 {
-    ivmd_job_data_t *jd = job->data;
-    int i;
+    return ivmd_gpu_alive((const ivmd_t *)ctx);
+}
 
-    if (!job->ending || jd->nconns > 0 || ivmd_pool_busy(job)) {
-        return;
-    }
-    for (i = 0; i < job->next_pe_id; ++i) {
-        if (job->pes[i] != NULL && !job->pes[i]->reaped) {
-            return;
-        }
-    }
-    ivm_info("job %u: all PEs gone, released", job->id);
-    ivmd_devcg_job_end(d, job);
-    ivmd_job_data_free(jd);
-    ivmd_job_destroy(&d->reg, job);
+static const char *ivmd_gpu_op_backend_name(const void *ctx)
+{
+    return ivmd_gpu_backend_name((const ivmd_t *)ctx);
+}
+
+static int ivmd_gpu_op_share(const void *ctx, int dev)
+{
+    return ivmd_gpu_share((const ivmd_t *)ctx, dev);
+}
+
+static int ivmd_gpu_op_env(const void *ctx, int dev, char (*env)[160], int max)
+{
+    return ivmd_gpu_env((const ivmd_t *)ctx, dev, env, max);
+}
+
+static int ivmd_gpu_op_env_overrides(const void *ctx, int dev, const char *var)
+{
+    return ivmd_gpu_env_overrides((const ivmd_t *)ctx, dev, var);
+}
+
+static int ivmd_gpu_op_reaped(void *ctx, pid_t pid, int wstatus)
+{
+    return ivmd_gpu_reaped((ivmd_t *)ctx, pid, wstatus);
+}
+
+static const ivmd_ctl_gpu_ops_t ivmd_ctl_gpu_ops = {
+    .count         = ivmd_gpu_op_count,
+    .alive         = ivmd_gpu_op_alive,
+    .backend_name  = ivmd_gpu_op_backend_name,
+    .share         = ivmd_gpu_op_share,
+    .env           = ivmd_gpu_op_env,
+    .env_overrides = ivmd_gpu_op_env_overrides,
+    .reaped        = ivmd_gpu_op_reaped,
+};
+
+/* A job ends: its device copies go (GPU coherence's job-end listener). */
+static void ivmd_gpu_on_job_end(void *ctx, ivmd_job_t *job)
+{
+    ivmd_gpu_job_end((ivmd_t *)ctx, job);
+}
+
+void ivmd_handlers_init(ivmd_t *d)
+{
+    d->ctl = (ivmd_ctl_env_t){
+        .d = d, .remote = &d->remote, .loop = &d->loop, .reg = &d->reg, .node = d->cfg.node,
+        .socket_path = d->socket_path, .devnull = &d->devnull,
+        .own_affinity = &d->own_affinity, .gpu = &ivmd_ctl_gpu_ops, .gpu_ctx = d,
+    };
+    ivmd_output_init(&d->output, &d->remote, &d->loop, &d->reg, d->cfg.node);
+    ivmd_devcg_init(&d->devcg, d->cfg.node, d->devs, d->ndevs, &d->reg);
+    ivmd_spawn_init(&d->spawn, &d->ctl, &d->pool, &d->output, &d->devcg, &d->teardown);
+    ivmd_pool_init(&d->pool, &d->ctl, &d->spawn, &d->output, &d->teardown);
+    ivmd_teardown_init(&d->teardown, &d->ctl, &d->pool, &d->devcg, &d->timer_fd);
+    ivmd_teardown_on_job_end(&d->teardown, ivmd_gpu_on_job_end, d);
 }
 
 void ivmd_job_grace_expired(ivmd_t *d, void *arg, uint32_t events)
 {
-    uint64_t ticks;
-    ivmd_job_t *job;
-    int i;
-
-    if (read(d->timer_fd, &ticks, sizeof(ticks)) != sizeof(ticks)) {
-        return;
-    }
-    for (job = d->reg.jobs; job != NULL; job = job->next) {
-        if (!job->ending) {
-            continue;
-        }
-        for (i = 1; i < job->next_pe_id; ++i) {
-            ivmd_pe_t *pe = job->pes[i];
-            if (pe != NULL && pe->pid > 0 && !pe->reaped) {
-                ivm_warn("job %u: pe %d still runs %d s after its job ended: killed",
-                         job->id, pe->id, IVMD_EXIT_GRACE_S);
-                kill(pe->pid, SIGKILL);
-            }
-        }
-    }
+    ivmd_teardown_grace_expired(&d->teardown);
 }
 
-void ivmd_job_terminate(ivmd_t *d, ivmd_job_t *job, const char *why)
+void ivmd_pool_gpus_lost_d(ivmd_t *d)
 {
-    ivmd_job_data_t *jd = job->data;
-    int i, killed = 0, lingering = 0;
-
-    if (job->ending) {
-        return;
-    }
-    ivmd_cluster_job_ending(d, job);
-    ivmd_gpu_job_end(d, job);
-    ivmd_job_end(&d->reg, job);
-    ivmd_pool_job_end(d, job);
-    for (i = 1; i < job->next_pe_id; ++i) {
-        ivmd_pe_t *pe = job->pes[i];
-        if (pe == NULL) {
-            continue;
-        }
-        if (pe->state == IVMD_PE_SPAWNED || pe->state == IVMD_PE_RUNNING) {
-            killed += ivmd_spawn_kill(d, pe);
-            ivmd_pe_end(&d->reg, pe, 1);
-        } else if (pe->pid > 0 && !pe->reaped) {
-            ++lingering; /* called ivmExit: let it finish its exit (flush output) */
-        }
-    }
-    if (lingering > 0) {
-        struct itimerspec grace = {.it_value = {.tv_sec = IVMD_EXIT_GRACE_S}};
-        timerfd_settime(d->timer_fd, 0, &grace, NULL);
-    }
-    if (!jd->proxy) {
-        ivmd_pe_end(&d->reg, job->pes[0], 0);
-    }
-    if (jd->out_fd >= 0) {
-        close(jd->out_fd);
-        jd->out_fd = -1;
-    }
-    if (jd->err_fd >= 0) {
-        close(jd->err_fd);
-        jd->err_fd = -1;
-    }
-    ivm_info("job %u ended (%s); %d PE%s terminated", job->id, why, killed,
-             killed == 1 ? "" : "s");
+    ivmd_pool_gpus_lost(&d->pool);
 }
+
+/* ---------------------------------------------------------------- jobs */
 
 static void ivmd_on_wait_done(void *ctx, void *owner, uint32_t seq, ivmError_t status)
 {
@@ -199,7 +152,7 @@ void ivmd_handle_disconnect(ivmd_t *d, ivmd_conn_t *c)
 
     ivmd_waiter_cancel(&d->reg, c);
     if (c->parked != NULL) {
-        ivmd_pool_disconnect(d, c);
+        ivmd_pool_disconnect(&d->pool, c);
     }
     if (job == NULL) {
         return;
@@ -222,102 +175,48 @@ void ivmd_handle_disconnect(ivmd_t *d, ivmd_conn_t *c)
 
 /* ---------------------------------------------------------------- ENTER */
 
-/* Split a spawn blob (exe, cwd, argc args, envc env strings) into jd, keeping
- * a copy to send to other nodes. */
-ivmError_t ivmd_job_data_unpack(ivmd_job_data_t *jd, const char *blob, uint32_t len,
-                                uint32_t argc, uint32_t envc)
+/* The CPU device table of a new job: its root's IVM_CPU_DEVICES (into devs),
+ * or the daemon's; *table_p, *ndevs_p. */
+static ivmError_t ivmd_enter_root_devs(ivmd_t *d, const ivm_msg_enter_req_t *req,
+                                       ivm_cpu_device_t *devs,
+                                       const ivm_cpu_device_t **table_p, int *ndevs_p,
+                                       ivmd_pe_reply_t *rep)
 {
-    static const char *const own[] = {"IVM_JOB_ID=", "IVM_PE_ID=", "IVM_PE_TOKEN=",
-                                      "IVM_SOCKET=", "IVM_NODE=", "OMP_NUM_THREADS=",
-                                      "IVM_DEVICE_CORES=", "IVM_GPU=", "IVM_GPU_BACKEND=",
-                                      "IVM_GPU_SHARE=", NULL};
-    const char *p = blob, *end = blob + len;
-    uint32_t i, n = 0, nstr = 2 + argc + envc;
-    const char **strs;
-    char *copy;
-
-    if (argc < 1 || argc > 65536 || envc > 65536) {
-        return IVM_ERROR_PROTOCOL;
-    }
-    strs = calloc(nstr, sizeof(*strs));
-    if (strs == NULL) {
-        return IVM_ERROR_NO_MEMORY;
-    }
-    for (i = 0; i < nstr; ++i) {
-        const char *nul = (p < end) ? memchr(p, '\0', (size_t)(end - p)) : NULL;
-        if (nul == NULL) {
-            free(strs);
-            return IVM_ERROR_PROTOCOL;
-        }
-        strs[i] = p;
-        p       = nul + 1;
-    }
-    copy = malloc(len);
-    jd->spawn_blob = malloc(len);
-    jd->argv = calloc(argc + 1, sizeof(char *));
-    jd->envp = calloc(envc + 1, sizeof(char *));
-    jd->blob = copy;
-    if (copy == NULL || jd->spawn_blob == NULL || jd->argv == NULL || jd->envp == NULL) {
-        free(strs);
-        return IVM_ERROR_NO_MEMORY;
-    }
-    memcpy(copy, blob, len);
-    memcpy(jd->spawn_blob, blob, len);
-    jd->blob_len = len;
-    jd->argc     = argc;
-    jd->envc     = envc;
-    jd->exe      = strdup(strs[0]);
-    jd->cwd      = strdup(strs[1]);
-    for (i = 0; i < argc; ++i) {
-        jd->argv[i] = copy + (strs[2 + i] - blob);
-    }
-    for (i = 0; i < envc; ++i) {
-        const char *e = strs[2 + argc + i];
-        int skip = 0, k;
-        for (k = 0; own[k] != NULL; ++k) {
-            skip |= strncmp(e, own[k], strlen(own[k])) == 0;
-        }
-        if (!skip) {
-            jd->envp[n++] = copy + (e - blob);
-        }
-    }
-    free(strs);
-    return (jd->exe != NULL && jd->cwd != NULL) ? IVM_SUCCESS : IVM_ERROR_NO_MEMORY;
-}
-
-static int ivmd_handle_enter_root(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_enter_req_t *req,
-                                  ivmd_reply_t *rep)
-{
-    ivm_cpu_device_t devs[IVM_DEVSPEC_MAX_DEVICES];
-    const ivm_cpu_device_t *table = d->devs;
-    int ndevs = d->ndevs;
-    ivmd_job_data_t *jd;
-    ivmd_job_t *job;
+    ivmd_reply_t why;
     ivmError_t status;
-    char err[320];
 
-    if (req->pe_pool > IVM_PE_POOL_MAX) {
-        ivmd_detail(rep, "IVM_PE_POOL %u is above %d", req->pe_pool, IVM_PE_POOL_MAX);
-        return IVM_ERROR_INVALID_VALUE;
+    *table_p = d->devs;
+    *ndevs_p = d->ndevs;
+    if (req->cpu_devices[0] == '\0') {
+        return IVM_SUCCESS;
     }
-    if (req->cpu_devices[0] != '\0') {
-        status = ivm_topo_devspec_parse(req->cpu_devices, (int)sysconf(_SC_NPROCESSORS_CONF),
-                                        devs, IVM_DEVSPEC_MAX_DEVICES, &ndevs, err,
-                                        sizeof(err));
+    ivmd_reply_init(&why);
+    status = ivm_topo_devspec_parse(req->cpu_devices, (int)sysconf(_SC_NPROCESSORS_CONF), devs,
+                                    IVM_DEVSPEC_MAX_DEVICES, ndevs_p, why.detail,
+                                    sizeof(why.detail));
+    if (status != IVM_SUCCESS) {
+        ivmd_detail(rep, "IVM_CPU_DEVICES: %s", why.detail);
+        return status;
+    }
+    if (ivm_devspec_has_shares(devs, *ndevs_p)) {
+        status = ivmd_devcg_require(&d->devcg, &why);
         if (status != IVM_SUCCESS) {
-            ivmd_detail(rep, "IVM_CPU_DEVICES: %s", err);
+            ivmd_detail(rep, "IVM_CPU_DEVICES '%s' has shares of cores, which %s cannot "
+                        "enforce: %s", req->cpu_devices, d->cfg.node, why.detail);
             return status;
         }
-        if (ivm_devspec_has_shares(devs, ndevs)) {
-            status = ivmd_devcg_require(d, err, sizeof(err));
-            if (status != IVM_SUCCESS) {
-                ivmd_detail(rep, "IVM_CPU_DEVICES '%s' has shares of cores, which %s cannot "
-                            "enforce: %s", req->cpu_devices, d->cfg.node, err);
-                return status;
-            }
-        }
-        table = devs;
     }
+    *table_p = devs;
+    return IVM_SUCCESS;
+}
+
+/* The job data of a new job from its root's ENTER (the streams not yet). */
+static ivmError_t ivmd_enter_root_data(const ivmd_conn_t *c, const ivm_msg_enter_req_t *req,
+                                       ivmd_job_data_t **jd_p, ivmd_pe_reply_t *rep)
+{
+    ivmd_job_data_t *jd;
+    ivmError_t status;
+
     if (c->nfds != 2) {
         ivmd_detail(rep, "ENTER of a root PE must pass its stdout and stderr");
         return IVM_ERROR_PROTOCOL;
@@ -331,60 +230,84 @@ static int ivmd_handle_enter_root(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_enter
                                   req->envc);
     if (status != IVM_SUCCESS) {
         ivmd_detail(rep, "ENTER: malformed executable, argument or environment strings");
-        ivmd_job_data_free(jd);
-        return status;
+        goto err_free;
     }
-    status = ivmd_job_create(&d->reg, table, ndevs, &job);
-    if (status != IVM_SUCCESS) {
-        ivmd_job_data_free(jd);
-        return status;
-    }
-    jd->out_fd     = c->fds[0];
-    jd->err_fd     = c->fds[1];
-    c->nfds        = 0; /* the job owns them now */
     jd->tag_output = (req->flags & IVM_ENTER_TAG_OUTPUT) != 0;
     jd->bind       = IVM_BIND_GET(req->flags);
     jd->root_pid   = c->peer_pid;
     jd->nconns     = 1;
     jd->pe_pool    = req->pe_pool;
-    jd->own_devs   = table != d->devs;
-    job->data      = jd;
-    c->job         = job;
-    c->pe          = job->pes[0];
+    *jd_p          = jd;
+    return IVM_SUCCESS;
+
+err_free:
+    ivmd_job_data_free(jd);
+    return status;
+}
+
+/* The ENTER reply of pe of job. */
+static void ivmd_enter_reply(ivmd_t *d, const ivmd_job_t *job, const ivmd_pe_t *pe,
+                             ivmd_pe_reply_t *rep)
+{
+    rep->body.enter.job_id  = job->id;
+    rep->body.enter.pe_id   = pe->id;
+    rep->body.enter.devtype = pe->devtype;
+    rep->body.enter.ncores  = IVM_DEV_IS_GPU(pe->devtype)
+                                  ? 0 : (uint32_t)job->devs[pe->devtype].ncores;
+    ivm_proto_strset(rep->body.enter.node, sizeof(rep->body.enter.node), d->cfg.node);
+}
+
+static ivmError_t ivmd_handle_enter_root(ivmd_t *d, ivmd_conn_t *c,
+                                         const ivm_msg_enter_req_t *req, ivmd_pe_reply_t *rep)
+{
+    ivm_cpu_device_t devs[IVM_DEVSPEC_MAX_DEVICES];
+    const ivm_cpu_device_t *table;
+    ivmd_job_data_t *jd = NULL;
+    ivmd_job_t *job;
+    ivmError_t status;
+    int ndevs;
+
+    if (req->pe_pool > IVM_PE_POOL_MAX) {
+        ivmd_detail(rep, "IVM_PE_POOL %u is above %d", req->pe_pool, IVM_PE_POOL_MAX);
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    status = ivmd_enter_root_devs(d, req, devs, &table, &ndevs, rep);
+    if (status == IVM_SUCCESS) {
+        status = ivmd_enter_root_data(c, req, &jd, rep);
+    }
+    if (status != IVM_SUCCESS) {
+        return status;
+    }
+    status = ivmd_job_create(&d->reg, table, ndevs, &job);
+    if (status != IVM_SUCCESS) {
+        goto err_free;
+    }
+    jd->out_fd   = c->fds[0];
+    jd->err_fd   = c->fds[1];
+    c->nfds      = 0; /* the job owns them now */
+    jd->own_devs = table != d->devs;
+    job->data    = jd;
+    c->job       = job;
+    c->pe        = job->pes[0];
     ivmd_pe_enter(c->pe, c);
     ivm_info("job %u: root PE pid %d (%s), %d CPU device%s", job->id, (int)c->peer_pid,
              jd->exe, ndevs, ndevs == 1 ? "" : "s");
-    rep->body.enter.job_id  = job->id;
-    rep->body.enter.pe_id   = 0;
-    rep->body.enter.devtype = IVM_CPU_N(0);
-    rep->body.enter.ncores  = (uint32_t)job->devs[0].ncores;
-    ivm_proto_strset(rep->body.enter.node, sizeof(rep->body.enter.node), d->cfg.node);
+    ivmd_enter_reply(d, job, c->pe, rep);
     return IVM_SUCCESS;
+
+err_free:
+    ivmd_job_data_free(jd);
+    return status;
 }
 
-static int ivmd_handle_enter(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                             const void *payload, ivmd_reply_t *rep)
+/* The PE an ENTER names, if it may enter now with this token. */
+static ivmError_t ivmd_enter_find(ivmd_t *d, const ivmd_conn_t *c,
+                                  const ivm_msg_enter_req_t *req, ivmd_pe_t **pe_p,
+                                  ivmd_pe_reply_t *rep)
 {
-    const ivm_msg_enter_req_t *req = payload;
-    ivmd_job_t *job;
-    ivmd_pe_t *pe;
+    ivmd_job_t *job = ivmd_job_find(&d->reg, req->job_id);
+    ivmd_pe_t *pe   = (job != NULL) ? ivmd_pe_find(job, req->pe_id) : NULL;
 
-    if (c->pe != NULL) {
-        ivmd_detail(rep, "this connection already entered as pe %d", c->pe->id);
-        return IVM_ERROR_INVALID_VALUE;
-    }
-    if (c->parked != NULL && !(req->flags & IVM_ENTER_POOL)) {
-        ivmd_detail(rep, "this connection is parked in the warm pool");
-        return IVM_ERROR_INVALID_VALUE;
-    }
-    if (req->flags & IVM_ENTER_ROOT) {
-        return ivmd_handle_enter_root(d, c, req, rep);
-    }
-    if (req->flags & IVM_ENTER_POOL) {
-        return ivmd_pool_enter(d, c, hdr, req, rep->detail, sizeof(rep->detail));
-    }
-    job = ivmd_job_find(&d->reg, req->job_id);
-    pe  = (job != NULL) ? ivmd_pe_find(job, req->pe_id) : NULL;
     if (pe == NULL || pe->id == 0 || (pe->pid == 0 && !pe->forked) ||
         pe->token == 0 || !ivm_crypto_equal(&pe->token, &req->token, sizeof(req->token)) ||
         (pe->forked && pe->pid != 0 && pe->pid != c->peer_pid)) {
@@ -403,38 +326,62 @@ static int ivmd_handle_enter(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr
                     pe->id, job->id);
         return IVM_ERROR_PERMISSION;
     }
-    if (pe->forked && pe->pid == 0) {
-        /* Forked by a parked process (pool.c): not our child, watched. */
-        pe->pid = c->peer_pid;
-        ivmd_spawn_watch(d, pe);
+    *pe_p = pe;
+    return IVM_SUCCESS;
+}
+
+static ivmError_t ivmd_handle_enter(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                    const void *payload, ivmd_pe_reply_t *rep)
+{
+    const ivm_msg_enter_req_t *req = payload;
+    ivmd_job_data_t *jd;
+    ivmError_t status;
+    ivmd_pe_t *pe;
+
+    if (c->pe != NULL) {
+        ivmd_detail(rep, "this connection already entered as pe %d", c->pe->id);
+        return IVM_ERROR_INVALID_VALUE;
     }
-    if (d->cfg.max_conns_per_job > 0 &&
-        ((ivmd_job_data_t *)job->data)->nconns >= (uint32_t)d->cfg.max_conns_per_job) {
+    if (c->parked != NULL && !(req->flags & IVM_ENTER_POOL)) {
+        ivmd_detail(rep, "this connection is parked in the warm pool");
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    if (req->flags & IVM_ENTER_ROOT) {
+        return ivmd_handle_enter_root(d, c, req, rep);
+    }
+    if (req->flags & IVM_ENTER_POOL) {
+        return ivmd_pool_enter(&d->pool, c, hdr, req, &rep->r);
+    }
+    status = ivmd_enter_find(d, c, req, &pe, rep);
+    if (status != IVM_SUCCESS) {
+        return status;
+    }
+    if (pe->forked && pe->pid == 0) {
+        /* Forked by a parked process (ctl/pool.c): not our child, watched. */
+        pe->pid = c->peer_pid;
+        ivmd_spawn_watch(&d->spawn, pe);
+    }
+    jd = pe->job->data;
+    if (d->cfg.max_conns_per_job > 0 && jd->nconns >= (uint32_t)d->cfg.max_conns_per_job) {
         ivmd_detail(rep, "job %u has %u connections to node %s, the limit "
-                    "(--max-conns-per-job)", job->id,
-                    (unsigned)((ivmd_job_data_t *)job->data)->nconns, d->cfg.node);
+                    "(--max-conns-per-job)", pe->job->id, (unsigned)jd->nconns, d->cfg.node);
         return IVM_ERROR_LIMIT;
     }
-    ivmd_spawn_bind(d, job, pe, c->peer_pid);
+    ivmd_spawn_bind(&d->spawn, pe->job, pe, c->peer_pid);
     ivmd_pe_enter(pe, c);
-    c->job = job;
+    c->job = pe->job;
     c->pe  = pe;
-    ++((ivmd_job_data_t *)job->data)->nconns;
+    ++jd->nconns;
     ivmd_cluster_pe_entered(d, pe);
-    rep->body.enter.job_id  = job->id;
-    rep->body.enter.pe_id   = pe->id;
-    rep->body.enter.devtype = pe->devtype;
-    rep->body.enter.ncores  = IVM_DEV_IS_GPU(pe->devtype)
-                                  ? 0 : (uint32_t)job->devs[pe->devtype].ncores;
-    ivm_proto_strset(rep->body.enter.node, sizeof(rep->body.enter.node), d->cfg.node);
-    ivm_debug("job %u: pe %d entered (pid %d)", job->id, pe->id, (int)c->peer_pid);
+    ivmd_enter_reply(d, pe->job, pe, rep);
+    ivm_debug("job %u: pe %d entered (pid %d)", pe->job->id, pe->id, (int)c->peer_pid);
     return IVM_SUCCESS;
 }
 
 /* ---------------------------------------------------------------- PEs */
 
-static int ivmd_handle_exit(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                            const void *payload, ivmd_reply_t *rep)
+static ivmError_t ivmd_handle_exit(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                   const void *payload, ivmd_pe_reply_t *rep)
 {
     ivmd_pe_t *pe   = c->pe;
     ivmd_job_t *job = c->job;
@@ -450,7 +397,7 @@ static int ivmd_handle_exit(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
 
 /* The node a request names: -1 for this one ("" or our name), else its index
  * in the cluster table. */
-static ivmError_t ivmd_check_host(ivmd_t *d, const char *host, int *node_p, ivmd_reply_t *rep)
+static ivmError_t ivmd_check_host(ivmd_t *d, const char *host, int *node_p, ivmd_pe_reply_t *rep)
 {
     uint32_t i;
 
@@ -475,7 +422,7 @@ static ivmError_t ivmd_check_host(ivmd_t *d, const char *host, int *node_p, ivmd
 
 /* Resolve and check a device of node `node` (-1: this one). */
 static ivmError_t ivmd_check_dev(ivmd_t *d, ivmd_conn_t *c, int node, int devtype,
-                                 int *resolved_p, uint32_t *ncores_p, ivmd_reply_t *rep)
+                                 int *resolved_p, uint32_t *ncores_p, ivmd_pe_reply_t *rep)
 {
     ivmError_t status;
 
@@ -529,8 +476,8 @@ static ivmError_t ivmd_check_dev(ivmd_t *d, ivmd_conn_t *c, int node, int devtyp
     return IVM_SUCCESS;
 }
 
-static int ivmd_handle_create_dev(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                                  const void *payload, ivmd_reply_t *rep)
+static ivmError_t ivmd_handle_create_dev(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                         const void *payload, ivmd_pe_reply_t *rep)
 {
     const ivm_msg_create_dev_req_t *req = payload;
     ivmError_t status;
@@ -555,8 +502,8 @@ static int ivmd_handle_create_dev(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t
     return IVM_SUCCESS;
 }
 
-static int ivmd_handle_create_pes(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                                  const void *payload, ivmd_reply_t *rep)
+static ivmError_t ivmd_handle_create_pes(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                         const void *payload, ivmd_pe_reply_t *rep)
 {
     const ivm_msg_create_pes_req_t *req = payload;
     ivm_msg_create_pes_rep_t *out = &rep->body.create_pes;
@@ -576,7 +523,7 @@ static int ivmd_handle_create_pes(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t
         status = ivmd_check_dev(d, c, node, req->devtype, &devtype, &ncores, rep);
     }
     if (status == IVM_SUCCESS) {
-        status = ivmd_limits_pes_admit(d, c->job, req->n, rep->detail, sizeof(rep->detail));
+        status = ivmd_limits_pes_admit(d, c->job, req->n, rep->r.detail, sizeof(rep->r.detail));
     }
     if (status != IVM_SUCCESS) {
         return status;
@@ -604,7 +551,8 @@ static int ivmd_handle_create_pes(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t
             out->pes[i] = pe->id;
             continue;
         }
-        status = ivmd_spawn_pe(d, c->job, pe, rep->detail, sizeof(rep->detail));
+        /* (the name in parentheses: the function, not ivmd.h's forwarding macro) */
+        status = (ivmd_spawn_pe)(&d->spawn, c->job, pe, &rep->r);
         if (status != IVM_SUCCESS) {
             ivmd_pe_unreserve(&d->reg, c->job, pe);
             return status;
@@ -615,8 +563,8 @@ static int ivmd_handle_create_pes(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t
                           (size_t)req->n * sizeof(out->pes[0]));
     if (nremote > 0) {
         out->status = IVM_SUCCESS;
-        status = ivmd_cluster_spawn(d, c, hdr, node, devtype, remote, nremote, out, rep->detail,
-                                    sizeof(rep->detail));
+        status = ivmd_cluster_spawn(d, c, hdr, node, devtype, remote, nremote, out, rep->r.detail,
+                                    sizeof(rep->r.detail));
         if (status != IVMD_DEFERRED) {
             for (i = 0; i < nremote; ++i) {
                 remote[i]->reaped = 1;
@@ -631,8 +579,8 @@ static int ivmd_handle_create_pes(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t
     return IVM_SUCCESS;
 }
 
-static int ivmd_handle_kill_pes(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                                const void *payload, ivmd_reply_t *rep)
+static ivmError_t ivmd_handle_kill_pes(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                       const void *payload, ivmd_pe_reply_t *rep)
 {
     const ivm_msg_kill_pes_req_t *req = payload;
     const int32_t *ids = (const int32_t *)(req + 1);
@@ -678,8 +626,8 @@ static int ivmd_handle_kill_pes(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *
     return IVM_SUCCESS;
 }
 
-static int ivmd_handle_set_max_id(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                                  const void *payload, ivmd_reply_t *rep)
+static ivmError_t ivmd_handle_set_max_id(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                         const void *payload, ivmd_pe_reply_t *rep)
 {
     const ivm_msg_pe_req_t *req = payload;
 
@@ -690,8 +638,8 @@ static int ivmd_handle_set_max_id(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t
     return IVM_SUCCESS;
 }
 
-static int ivmd_handle_wait(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                            const void *payload, ivmd_reply_t *rep)
+static ivmError_t ivmd_handle_wait(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                   const void *payload, ivmd_pe_reply_t *rep)
 {
     const ivm_msg_pe_req_t *req = payload;
     ivmError_t status;
@@ -709,15 +657,15 @@ static int ivmd_handle_wait(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     return status;
 }
 
-static int ivmd_handle_signal(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                              const void *payload, ivmd_reply_t *rep)
+static ivmError_t ivmd_handle_signal(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                     const void *payload, ivmd_pe_reply_t *rep)
 {
     ivmd_pe_signal(&d->reg, c->pe);
     return IVM_SUCCESS;
 }
 
-static int ivmd_handle_num_pes(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                               const void *payload, ivmd_reply_t *rep)
+static ivmError_t ivmd_handle_num_pes(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                      const void *payload, ivmd_pe_reply_t *rep)
 {
     rep->body.value.value = c->job->alive;
     return IVM_SUCCESS;
@@ -725,7 +673,7 @@ static int ivmd_handle_num_pes(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *h
 
 /* ---------------------------------------------------------------- objects */
 
-static ivmError_t ivmd_check_name(const char *name, ivmd_reply_t *rep)
+static ivmError_t ivmd_check_name(const char *name, ivmd_pe_reply_t *rep)
 {
     if (!ivm_proto_strok(name, IVM_NAME_MAX + 1)) {
         ivmd_detail(rep, "object name longer than %d bytes", IVM_NAME_MAX);
@@ -738,8 +686,8 @@ static ivmError_t ivmd_check_name(const char *name, ivmd_reply_t *rep)
     return IVM_SUCCESS;
 }
 
-static int ivmd_handle_malloc(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                              const void *payload, ivmd_reply_t *rep)
+static ivmError_t ivmd_handle_malloc(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                     const void *payload, ivmd_pe_reply_t *rep)
 {
     const ivm_msg_malloc_req_t *req = payload;
     ivmd_obj_t *obj;
@@ -760,8 +708,8 @@ static int ivmd_handle_malloc(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hd
         return IVM_ERROR_EXISTS;
     }
     status = ivmd_limits_obj_mem(d, c->job, req->name, req->size, 0,
-                                 ivmd_numa_of_pe(c->job, c->pe), &fd, rep->detail,
-                                 sizeof(rep->detail));
+                                 ivmd_numa_of_pe(c->job, c->pe), &fd, rep->r.detail,
+                                 sizeof(rep->r.detail));
     if (status != IVM_SUCCESS) {
         return status;
     }
@@ -830,14 +778,14 @@ void ivmd_reply_map(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
     }
 }
 
-static int ivmd_handle_map(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                           const void *payload, ivmd_reply_t *rep)
+static ivmError_t ivmd_handle_map(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                  const void *payload, ivmd_pe_reply_t *rep)
 {
     const ivm_msg_map_req_t *req = payload;
     uint64_t size = req->size;
     ivmd_obj_t *obj;
     ivmError_t status;
-    int r;
+    ivmError_t r;
 
     status = ivmd_check_name(req->name, rep);
     if (status != IVM_SUCCESS) {
@@ -882,12 +830,12 @@ static int ivmd_handle_map(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     return r;
 }
 
-static int ivmd_handle_sync(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                            const void *payload, ivmd_reply_t *rep)
+static ivmError_t ivmd_handle_sync(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                   const void *payload, ivmd_pe_reply_t *rep)
 {
     const ivm_msg_sync_req_t *req = payload;
     ivmd_obj_t *obj = ivmd_obj_find_id(c->job, req->obj_id);
-    int r;
+    ivmError_t r;
 
     if (obj == NULL || req->op < IVM_SYNC_PUT || req->op > IVM_SYNC_GET_GROUP ||
         req->offset > obj->size || req->size > obj->size - req->offset) {
@@ -897,7 +845,7 @@ static int ivmd_handle_sync(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     if (req->gpu_ref != 0 ||
         ((req->op == IVM_SYNC_PUT_GROUP || req->op == IVM_SYNC_GET_GROUP) &&
          ivmd_gpu_has_copies(d, c->job->id, obj->id, req->offset, req->size))) {
-        return ivmd_gpu_sync(d, c, hdr, obj, req, rep->detail, sizeof(rep->detail));
+        return ivmd_gpu_sync(d, c, hdr, obj, req, rep->r.detail, sizeof(rep->r.detail));
     }
     r = ivmd_cluster_sync(d, c, hdr, obj, req);
     if (r == IVM_ERROR_DAEMON_LOST) {
@@ -906,8 +854,8 @@ static int ivmd_handle_sync(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     return r;
 }
 
-static int ivmd_handle_unmap(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                             const void *payload, ivmd_reply_t *rep)
+static ivmError_t ivmd_handle_unmap(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                    const void *payload, ivmd_pe_reply_t *rep)
 {
     const ivm_msg_obj_req_t *req = payload;
 
@@ -924,8 +872,8 @@ static int ivmd_handle_unmap(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr
     return IVM_SUCCESS;
 }
 
-static int ivmd_handle_free(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                            const void *payload, ivmd_reply_t *rep)
+static ivmError_t ivmd_handle_free(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                   const void *payload, ivmd_pe_reply_t *rep)
 {
     const ivm_msg_obj_req_t *req = payload;
     ivmd_obj_t *obj = ivmd_obj_find_id(c->job, req->obj_id);
@@ -963,8 +911,8 @@ static int ivmd_handle_free(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
 
 /* ---------------------------------------------------------------- daemon */
 
-static int ivmd_handle_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                            const void *payload, ivmd_reply_t *rep)
+static ivmError_t ivmd_handle_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                   const void *payload, ivmd_pe_reply_t *rep)
 {
     ivm_msg_info_rep_t *info = &rep->body.info;
     ivmd_job_t *job;
@@ -983,15 +931,15 @@ static int ivmd_handle_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     info->peers_up = ivmd_peer_count_up(d);
     info->tx_bytes = d->data.tx_bytes;
     info->rx_bytes = d->data.rx_bytes;
-    info->parked   = ivmd_pool_count(d);
-    info->pooled   = d->pooled;
+    info->parked   = ivmd_pool_count(&d->pool);
+    info->pooled   = d->pool.pooled;
     info->poll_us  = (uint32_t)d->cfg.poll_us;
     info->polled   = d->loop.polled;
     return IVM_SUCCESS;
 }
 
-static int ivmd_handle_obj_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                                const void *payload, ivmd_reply_t *rep)
+static ivmError_t ivmd_handle_obj_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                       const void *payload, ivmd_pe_reply_t *rep)
 {
     const ivm_msg_obj_info_req_t *req = payload;
     ivm_msg_obj_info_rep_t *out = &rep->body.obj_info;
@@ -1021,40 +969,40 @@ static int ivmd_handle_obj_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *
     return IVM_SUCCESS;
 }
 
-static int ivmd_handle_gpu_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                                const void *payload, ivmd_reply_t *rep)
+static ivmError_t ivmd_handle_gpu_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                       const void *payload, ivmd_pe_reply_t *rep)
 {
-    return ivmd_gpu_info(d, c, hdr, payload, &rep->body.gpu_info, rep->detail,
-                         sizeof(rep->detail));
+    return ivmd_gpu_info(d, c, hdr, payload, &rep->body.gpu_info, rep->r.detail,
+                         sizeof(rep->r.detail));
 }
 
-static int ivmd_handle_list(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                            const void *payload, ivmd_reply_t *rep)
+static ivmError_t ivmd_handle_list(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                   const void *payload, ivmd_pe_reply_t *rep)
 {
-    return ivmd_list(d, payload, &rep->body.list, rep->detail, sizeof(rep->detail));
+    return ivmd_list(d, payload, &rep->body.list, &rep->r);
 }
 
-static int ivmd_handle_cpu_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                                const void *payload, ivmd_reply_t *rep)
+static ivmError_t ivmd_handle_cpu_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                       const void *payload, ivmd_pe_reply_t *rep)
 {
-    return ivmd_devcg_info(d, payload, &rep->body.cpu_info, rep->detail, sizeof(rep->detail));
+    return ivmd_devcg_info(&d->devcg, payload, &rep->body.cpu_info, &rep->r);
 }
 
-static int ivmd_handle_set_share(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                                 const void *payload, ivmd_reply_t *rep)
+static ivmError_t ivmd_handle_set_share(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                        const void *payload, ivmd_pe_reply_t *rep)
 {
     ivm_info("SET_SHARE from pid %d", (int)c->peer_pid);
-    return ivmd_devcg_set_share(d, payload, rep->detail, sizeof(rep->detail));
+    return ivmd_devcg_set_share(&d->devcg, payload, &rep->r);
 }
 
-static int ivmd_handle_cluster(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                               const void *payload, ivmd_reply_t *rep)
+static ivmError_t ivmd_handle_cluster(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                      const void *payload, ivmd_pe_reply_t *rep)
 {
-    return ivmd_peer_set_cluster(d, payload, rep->detail, sizeof(rep->detail));
+    return ivmd_peer_set_cluster(d, payload, rep->r.detail, sizeof(rep->r.detail));
 }
 
-static int ivmd_handle_shutdown(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                                const void *payload, ivmd_reply_t *rep)
+static ivmError_t ivmd_handle_shutdown(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                       const void *payload, ivmd_pe_reply_t *rep)
 {
     ivm_info("shutdown requested by pid %d", (int)c->peer_pid);
     d->stopping = 1;
@@ -1103,7 +1051,7 @@ uint32_t ivmd_reply_size(uint16_t type)
  * it (ivmd_conn_reply): undo the mapping, and a new object's registration
  * (its name is free again). */
 static void ivmd_reply_rollback(ivmd_t *d, ivmd_conn_t *c, uint16_t type,
-                                const ivmd_reply_t *rep)
+                                const ivmd_pe_reply_t *rep)
 {
     ivmd_obj_t *obj;
 
@@ -1117,48 +1065,75 @@ static void ivmd_reply_rollback(ivmd_t *d, ivmd_conn_t *c, uint16_t type,
     ivmd_obj_unmap(&d->reg, c->pe, obj->id);
 }
 
+/* Whether c may send this request now: IVM_SUCCESS, or the error with its
+ * detail in rep. */
+static ivmError_t ivmd_handle_admit(const ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                    const ivmd_msg_entry_t *e, ivmd_pe_reply_t *rep)
+{
+    if (!e->needs_pe) {
+        return IVM_SUCCESS;
+    }
+    if (c->pe == NULL) {
+        ivmd_detail(rep, "%s before ivmEnter", ivm_proto_type_name(hdr->type));
+        return IVM_ERROR_NOT_ENTERED;
+    }
+    if (c->pe->state != IVMD_PE_RUNNING && hdr->type != IVM_MSG_EXIT) {
+        ivmd_detail(rep, "pe %d already ended", c->pe->id);
+        return IVM_ERROR_NOT_ENTERED;
+    }
+    return IVM_SUCCESS;
+}
+
+/* Send the reply of a request served with status (not deferred); a
+ * malformed request closes the connection instead. */
+static void ivmd_handle_answer(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                               const ivmd_msg_entry_t *e, ivmd_pe_reply_t *rep)
+{
+    ivmError_t status = rep->r.status;
+    int pass_fd = status == IVM_SUCCESS && rep->fd >= 0;
+
+    if (status == IVM_ERROR_PROTOCOL) {
+        ivm_warn_limited("pid %d: malformed %s request: %s; connection dropped",
+                         (int)c->peer_pid, ivm_proto_type_name(hdr->type), rep->r.detail);
+        ivmd_conn_close(d, c, "malformed request");
+        return;
+    }
+    rep->body.status.status = status;
+    if (status != IVM_SUCCESS) {
+        rep->len = e->rep_size; /* a detail follows the whole struct */
+    }
+    if (ivmd_conn_reply(d, c, hdr->type, hdr->seq, &rep->body, rep->len,
+                        status != IVM_SUCCESS ? rep->r.detail : NULL,
+                        pass_fd ? &rep->fd : NULL, pass_fd ? 1 : 0) != IVM_SUCCESS &&
+        pass_fd) {
+        ivmd_reply_rollback(d, c, hdr->type, rep);
+    }
+}
+
 void ivmd_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                      const void *payload)
 {
     const ivmd_msg_entry_t *e = &ivmd_msg_table[hdr->type];
-    static ivmd_reply_t rep;
-    int status;
+    ivmd_pe_reply_t *rep = &d->svc.rep;
+    ivmError_t status;
 
-    memset(&rep.body, 0, e->rep_size);
-    rep.len       = e->rep_size;
-    rep.fd        = -1;
-    rep.detail[0] = '\0';
-    if (e->needs_pe && c->pe == NULL) {
-        ivmd_detail(&rep, "%s before ivmEnter", ivm_proto_type_name(hdr->type));
-        status = IVM_ERROR_NOT_ENTERED;
-    } else if (e->needs_pe && c->pe->state != IVMD_PE_RUNNING && hdr->type != IVM_MSG_EXIT) {
-        ivmd_detail(&rep, "pe %d already ended", c->pe->id);
-        status = IVM_ERROR_NOT_ENTERED;
-    } else if (c->kind == IVMD_CONN_PE && c->job != NULL && ivmd_cluster_is_proxy(c->job) &&
-               ivmd_cluster_forwards(hdr->type)) {
+    memset(&rep->body, 0, e->rep_size);
+    rep->len = e->rep_size;
+    rep->fd  = -1;
+    ivmd_reply_init(&rep->r);
+    status = ivmd_handle_admit(c, hdr, e, rep);
+    if (status == IVM_SUCCESS && c->kind == IVMD_CONN_PE && c->job != NULL &&
+        ivmd_cluster_is_proxy(c->job) && ivmd_cluster_forwards(hdr->type)) {
+        /* The job's registry is at its root daemon: the request goes there. */
         ivmd_cluster_forward(d, c, hdr, payload);
         return;
-    } else {
-        status = e->fn(d, c, hdr, payload, &rep);
+    }
+    if (status == IVM_SUCCESS) {
+        status = e->fn(d, c, hdr, payload, rep);
     }
     if (status == IVMD_DEFERRED) {
         return;
     }
-    if (status == IVM_ERROR_PROTOCOL) {
-        ivm_warn_limited("pid %d: malformed %s request: %s; connection dropped", (int)c->peer_pid,
-                         ivm_proto_type_name(hdr->type), rep.detail);
-        ivmd_conn_close(d, c, "malformed request");
-        return;
-    }
-    rep.body.status.status = status;
-    if (status != IVM_SUCCESS) {
-        rep.len = e->rep_size; /* a detail follows the whole struct */
-    }
-    if (ivmd_conn_reply(d, c, hdr->type, hdr->seq, &rep.body, rep.len,
-                        status != IVM_SUCCESS ? rep.detail : NULL,
-                        status == IVM_SUCCESS && rep.fd >= 0 ? &rep.fd : NULL,
-                        status == IVM_SUCCESS && rep.fd >= 0 ? 1 : 0) != IVM_SUCCESS &&
-        status == IVM_SUCCESS && rep.fd >= 0) {
-        ivmd_reply_rollback(d, c, hdr->type, &rep);
-    }
+    rep->r.status = status;
+    ivmd_handle_answer(d, c, hdr, e, rep);
 }

@@ -1,9 +1,11 @@
 /*
  * ivmd: the node daemon. One epoll loop; all state in one ivmd_t passed
  * explicitly. Modules: transport/loop (epoll, hooks, idle task),
- * transport/conn (framing, validation, replies, per-kind callbacks), handlers (one per message type), spawn (PE processes), output
- * (tagged forwarding of PE output), job (the registry, pure bookkeeping),
- * devcg (CPU share devices in cgroups, devcg.h).
+ * transport/conn (framing, validation, replies, per-kind callbacks), handlers
+ * (one per message type), the control plane's ctl/job (the registry, pure
+ * bookkeeping), ctl/spawn (PE processes), ctl/pool (the warm pool),
+ * ctl/output (tagged forwarding of PE output), ctl/devcg (CPU share devices
+ * in cgroups), ctl/teardown (the end of a job).
  */
 #ifndef IVMD_IVMD_H
 #define IVMD_IVMD_H
@@ -18,10 +20,17 @@
 #include "data/copies.h"
 #include "data/data.h"
 #include "crypto.h"
-#include "devcg.h"
+#include "ctl/ctl.h"
+#include "ctl/devcg.h"
+#include "ctl/jobdata.h"
+#include "ctl/output.h"
+#include "ctl/pool.h"
+#include "ctl/spawn.h"
+#include "ctl/teardown.h"
 #include "devspec.h"
 #include "ctl/job.h"
 #include "gpu/gpu.h"
+#include "handlers.h"
 #include "proto.h"
 #include "ctl/quota.h"
 #include "transport/conn.h"
@@ -102,25 +111,7 @@ IVM_CONFIG_STRUCT(ivmd_config, IVMD_CONFIG_TABLE);
 
 typedef struct ivmd ivmd_t;
 
-/* Handler results besides an ivmError_t. */
-#define IVMD_DEFERRED 1 /* the reply comes later */
-#define IVMD_LOCAL    2 /* cluster layer: the object is here, answer as usual */
-
-
 struct ivmd_peer;
-
-
-/* Forwarding of one PE stream with "[NODE,N] " prefixes. */
-typedef struct ivmd_fwd {
-    ivmd_handler_t   h;
-    struct ivmd_fwd *next;
-    int              target;  /* dup of the job's stdout or stderr; -1: remote */
-    int              pe_id;
-    uint32_t         job_id;  /* remote: the job, to send OUTPUT to its root */
-    int              stream;  /* 1 stdout, 2 stderr */
-    size_t           len;
-    char             line[4096];
-} ivmd_fwd_t;
 
 struct ivmd {
     ivmd_config_t    cfg;
@@ -140,15 +131,18 @@ struct ivmd {
     int              ndevs;
     cpu_set_t        own_affinity;
     ivmd_registry_t  reg;
-    ivmd_fwd_t      *fwds;         /* output forwarders */
-    ivmd_fwd_t      *dead_fwds;
+    ivmd_ctl_env_t   ctl;          /* what the control plane's modules are given (ctl/ctl.h) */
+    ivmd_output_t    output;       /* output forwarders (ctl/output.h) */
+    ivmd_spawn_t     spawn;        /* the spawner (ctl/spawn.h) */
+    ivmd_pool_t      pool;         /* the warm pool (ctl/pool.h) */
+    ivmd_teardown_t  teardown;     /* the end of jobs (ctl/teardown.h) */
     int              devnull;
     ivmd_link_t      link;         /* peer links, the cluster table (transport/link.h) */
     ivmd_data_t      data;         /* the data plane: operations in flight (data/) */
     ivmd_remote_t    remote;       /* spawns on other nodes in flight (ctl/remote.c) */
-    uint32_t         pooled;       /* PEs handed out by warm pools (INFO) */
     ivmd_gpu_t       gpu;          /* GPU coherence, the ivm-gpud client (gpu/) */
-    struct ivmd_devcg *devcg;      /* CPU share devices' cgroups (devcg.c) */
+    ivmd_handlers_t  svc;          /* the PE protocol's reply in the making (handlers.h) */
+    ivmd_devcg_t     devcg;        /* CPU share devices' cgroups (ctl/devcg.h) */
 };
 
 /* Until every module takes the transport's own state: the loop and the
@@ -171,25 +165,6 @@ static inline ivmd_conn_t *ivmd_conn_open(ivmd_t *d, int fd, ivmd_conn_kind_t ki
 {
     return ivmd_conn_create(&d->conns, fd, kind, events);
 }
-
-/* Handlers. */
-void ivmd_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                     const void *payload);
-/* The connection of a PE closed (EOF, error, bad input). */
-void ivmd_handle_disconnect(ivmd_t *d, ivmd_conn_t *c);
-/* Registry callbacks. */
-extern const ivmd_job_ops_t ivmd_job_ops;
-/* End the job: kill its PEs, release its objects, drop its streams. The job
- * stays until ivmd_job_collect finds its processes and connections gone. */
-void ivmd_job_terminate(ivmd_t *d, ivmd_job_t *job, const char *why);
-/* Destroy jobs that ended and have no process or connection left. */
-void ivmd_job_collect(ivmd_t *d, ivmd_job_t *job);
-void ivmd_job_data_free(ivmd_job_data_t *jd);
-/* Grace period over: kill what is left of ended jobs. */
-void ivmd_job_grace_expired(ivmd_t *d, void *arg, uint32_t events);
-
-/* Seconds a PE that called ivmExit may take to end once its job is over. */
-#define IVMD_EXIT_GRACE_S 2
 
 /* Limits, until every caller takes the modules' own state: the fd budget
  * (transport/netlimits.h) and the quotas (ctl/quota.h). */
@@ -227,11 +202,6 @@ static inline uint32_t ivmd_peer_count_up(const ivmd_t *d)
 
 /* Jobs across nodes (cluster.c): the peer messages' dispatch and the events
  * of peers and connections, handed to ctl/remote.h and data/data.h. */
-uint32_t ivmd_reply_size(uint16_t type);
-void ivmd_reply_map(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
-                    ivmd_obj_t *obj, uint64_t off, uint64_t size);
-ivmError_t ivmd_job_data_unpack(ivmd_job_data_t *jd, const char *blob, uint32_t len,
-                                uint32_t argc, uint32_t envc);
 void ivmd_cluster_handle_msg(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
                              const void *payload);
 /* Wire the cluster's modules to the daemon's state (after the registry). */
@@ -289,95 +259,68 @@ static inline ivmd_gpu_t *ivmd_gpu_of(const ivmd_t *d)
 #define ivmd_cluster_map(d, c, hdr, req, obj, op) ivmd_data_map(&(d)->data, c, hdr, req, obj)
 #define ivmd_cluster_sync(d, ...)      ivmd_data_sync(&(d)->data, __VA_ARGS__)
 #define ivmd_cluster_sync_op(d, ...)   ivmd_data_sync_op(&(d)->data, __VA_ARGS__)
-/* Write a PE's output bytes to the job's stream fd, tagged if the job asks. */
-void ivmd_output_write_job(ivmd_t *d, ivmd_job_t *job, int pe_id, int fd, const char *bytes,
-                           size_t len);
+/* Until the callers (ctl/remote.c, main.c) pass an ivmd_reply_t: */
+static inline ivmError_t ivmd_spawn_pe_d(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe,
+                                         char *detail, size_t detail_len)
+{
+    ivmd_reply_t rep;
+    ivmError_t status;
 
-/* Bind a CPU PE's threads as its job's --bind-to says (spawn.c); nothing for
- * the default, binding to the device's cores, which the PE has from its start. */
-void ivmd_spawn_bind(ivmd_t *d, const ivmd_job_t *job, const ivmd_pe_t *pe, pid_t pid);
+    ivmd_reply_init(&rep);
+    status = ivmd_spawn_pe(&d->spawn, job, pe, &rep);
+    snprintf(detail, detail_len, "%s", rep.detail);
+    return status;
+}
+static inline ivmError_t ivmd_devcg_open_d(ivmd_t *d, char *err, size_t errlen)
+{
+    ivmd_reply_t rep;
+    ivmError_t status;
 
-/* list.c: LIST, one entry of the daemon's jobs, PEs, objects or peers. */
-ivmError_t ivmd_list(ivmd_t *d, const ivm_msg_list_req_t *req, ivm_msg_list_rep_t *rep,
-                     char *detail, size_t detail_len);
+    ivmd_reply_init(&rep);
+    status = ivmd_devcg_open(&d->devcg, &rep);
+    snprintf(err, errlen, "%s", rep.detail);
+    return status;
+}
+#define ivmd_spawn_pe(d, ...)   ivmd_spawn_pe_d(d, __VA_ARGS__)
+#define ivmd_devcg_open(d, ...) ivmd_devcg_open_d(d, __VA_ARGS__)
 
-/* Spawner. */
-/* A fresh secret for a PE's ENTER (never 0). */
-uint64_t ivmd_spawn_new_token(void);
-/* Attributes of a child of the daemon (a PE, ivm-gpud): no blocked signal,
- * default dispositions for the signals the daemon handles, its own process
- * group. posix_spawnattr_destroy it after the spawn. */
-void ivmd_spawn_attr_init(posix_spawnattr_t *attr);
-ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail,
-                         size_t detail_len);
-/* SIGCHLD: reap children and end their PEs. */
-void ivmd_spawn_reap(ivmd_t *d);
-/* A PE forked by a parked process is not our child: watch its pid (a pidfd
- * in the loop) and end it as a reaped child when it is gone. pe->pid set. */
-ivmError_t ivmd_spawn_watch(ivmd_t *d, ivmd_pe_t *pe);
-/* SIGKILL pe's process if it has one not reaped yet (1 if a signal went). A
- * forked PE whose pid is not known yet counts as reaped: its process is
- * killed when it shows. */
-int ivmd_spawn_kill(ivmd_t *d, ivmd_pe_t *pe);
-/* Stop watching (the PE is forgotten). */
-void ivmd_spawn_unwatch(ivmd_t *d, ivmd_pe_t *pe);
-
-/* The warm PE pool (pool.c): per job and device (its CPU devices, the node's
- * GPUs while ivm-gpud lives), pe_pool processes of the job's executable
- * parked in ivmEnter, handed a PE identity by CREATE_PES. */
-/* Whether some job's pool is short: 0 (no), IVMD_POOL_SHORT (fewer parked
- * processes than wanted: the loop fills it once idle for IVMD_POOL_IDLE_US)
- * or IVMD_POOL_EMPTY (none left: the next CREATE_PES would be cold, so the
- * loop fills it as soon as no event is pending). */
-int ivmd_pool_wanted(const ivmd_t *d);
-#define IVMD_POOL_SHORT   1
-#define IVMD_POOL_EMPTY   2
-#define IVMD_POOL_IDLE_US 200
-/* Start one parked process where a pool is shortest (called from the loop
- * when nothing else is to be done, so never on a caller's path). */
-void ivmd_pool_fill(ivmd_t *d);
-/* ENTER with IVM_ENTER_POOL: validate and park the connection (IVMD_DEFERRED)
- * or refuse (an ivmError_t, with detail). */
-int ivmd_pool_enter(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                    const ivm_msg_enter_req_t *req, char *detail, size_t detail_len);
-/* Hand a parked process of pe's device the identity of pe (reserved, not yet
- * started): 1 if one was handed out (pe is then RUNNING), 0 if none is ready. */
-int ivmd_pool_take(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe);
-/* A parked process's connection closed: kill it (it is replaced). */
-void ivmd_pool_disconnect(ivmd_t *d, ivmd_conn_t *c);
-/* SIGCHLD: 1 if pid was a parked process (forgotten, replaced later). */
-int ivmd_pool_reaped(ivmd_t *d, pid_t pid, int wstatus);
-/* The job ends: kill its parked processes (reaped as usual). */
-void ivmd_pool_job_end(ivmd_t *d, ivmd_job_t *job);
-/* ivm-gpud is gone: kill every parked GPU process (reaped as usual); GPU
- * pools are not refilled while it is gone. */
-void ivmd_pool_gpus_lost(ivmd_t *d);
-/* Parked processes of the job not reaped yet (the job waits for them). */
-int ivmd_pool_busy(const ivmd_job_t *job);
-void ivmd_pool_free(ivmd_job_data_t *jd);
-uint32_t ivmd_pool_count(const ivmd_t *d);
-/* Start a parked process (pool slot): fork, then in the child the stdio,
- * cwd, signal defaults, process group and affinity posix_spawn would give a
- * PE, its device's cgroup (cg_procs: that group's cgroup.procs, "" for none;
- * a child that cannot join it says so on its stderr and exits 127), and
- * execve. The daemon does not wait for the exec (posix_spawn would).
- * Returns 0 or an errno value. */
-int ivmd_pool_exec(ivmd_t *d, const ivmd_job_data_t *jd, char *const *envp, int out_fd,
-                   int err_fd, const ivm_cpu_device_t *dev, const char *cg_procs,
-                   pid_t *pid_p);
-/* The pids of job's live parked (or starting) processes on device dev, at
- * most max; returns how many. */
-int ivmd_pool_pids(const ivmd_job_t *job, int dev, pid_t *pids, int max);
-/* Called once a process parked (its ENTER arrived), before it is handed out.
- * A GPU one has made its primary context already (libivm, cuda backend). */
-void ivmd_pool_on_parked(ivmd_t *d, ivmd_job_t *job, struct ivmd_parked *p);
-
-/* Output forwarding. Returns the write ends in *out_p / *err_p. */
-ivmError_t ivmd_output_open(ivmd_t *d, ivmd_job_t *job, int pe_id, int *out_p,
-                            int *err_p);
-void ivmd_output_reap(ivmd_t *d);
-void ivmd_output_close_all(ivmd_t *d);
-/* The forwarders of job's pe `from` (a pool slot) now speak for pe `to`. */
-void ivmd_output_retag(ivmd_t *d, uint32_t job_id, int from, int to);
+/* The control plane's names other modules call with the daemon, until the
+ * branches are merged: the modules take their own state (ctl/). Those also
+ * taken as function pointers (cluster.c's table for ctl/remote) are
+ * functions of the old signature. */
+static inline void ivmd_job_terminate_d(ivmd_t *d, ivmd_job_t *job, const char *why)
+{
+    ivmd_teardown_terminate(&d->teardown, job, why);
+}
+static inline void ivmd_job_collect_d(ivmd_t *d, ivmd_job_t *job)
+{
+    ivmd_teardown_collect(&d->teardown, job);
+}
+static inline void ivmd_output_write_job_d(ivmd_t *d, ivmd_job_t *job, int pe_id, int fd,
+                                           const char *bytes, size_t len)
+{
+    ivmd_output_write_job(&d->output, job, pe_id, fd, bytes, len);
+}
+static inline int ivmd_spawn_kill_d(ivmd_t *d, ivmd_pe_t *pe)
+{
+    (void)d;
+    return ivmd_spawn_kill(pe);
+}
+static inline int ivmd_pool_take_d(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe)
+{
+    return ivmd_pool_take(&d->pool, job, pe);
+}
+#define ivmd_job_terminate            ivmd_job_terminate_d
+#define ivmd_job_collect              ivmd_job_collect_d
+#define ivmd_output_write_job         ivmd_output_write_job_d
+#define ivmd_spawn_kill               ivmd_spawn_kill_d
+#define ivmd_pool_take                ivmd_pool_take_d
+#define ivmd_output_reap(d)           ivmd_output_reap(&(d)->output)
+#define ivmd_output_close_all(d)      ivmd_output_close_all(&(d)->output)
+#define ivmd_spawn_reap(d)            ivmd_spawn_reap(&(d)->spawn)
+#define ivmd_spawn_unwatch(d, ...)    ivmd_spawn_unwatch(&(d)->spawn, __VA_ARGS__)
+#define ivmd_pool_wanted(d)           ivmd_pool_wanted(&(d)->pool)
+#define ivmd_pool_fill(d)             ivmd_pool_fill(&(d)->pool)
+#define ivmd_devcg_close(d)           ivmd_devcg_close(&(d)->devcg)
 
 #endif /* IVMD_IVMD_H */

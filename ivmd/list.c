@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "list.h"
 #include "ivmd.h"
 #include "proto.h"
 
@@ -141,30 +142,29 @@ static ivmError_t ivmd_list_peer(ivmd_t *d, uint32_t index, ivm_msg_list_rep_t *
     return IVM_SUCCESS;
 }
 
-ivmError_t ivmd_list(ivmd_t *d, const ivm_msg_list_req_t *req, ivm_msg_list_rep_t *rep,
-                     char *detail, size_t detail_len)
+ivmError_t ivmd_list(ivmd_t *d, const ivm_msg_list_req_t *req, ivm_msg_list_rep_t *out,
+                     ivmd_reply_t *rep)
 {
     ivmd_job_t *job;
     ivmError_t status;
 
     switch (req->kind) {
     case IVM_LIST_JOBS:
-        return ivmd_list_job(d, req->index, rep);
+        return ivmd_list_job(d, req->index, out);
     case IVM_LIST_PEERS:
-        return ivmd_list_peer(d, req->index, rep);
+        return ivmd_list_peer(d, req->index, out);
     case IVM_LIST_PES:
     case IVM_LIST_OBJECTS:
         job = ivmd_job_find(&d->reg, req->job);
         if (job == NULL) {
-            snprintf(detail, detail_len, "%s has no job %u", d->cfg.node, req->job);
-            return IVM_ERROR_NOT_FOUND;
+            return ivmd_reply_set(rep, IVM_ERROR_NOT_FOUND, "%s has no job %u", d->cfg.node,
+                                  req->job);
         }
-        status = req->kind == IVM_LIST_PES ? ivmd_list_pe(d, job, req->index, rep)
-                                           : ivmd_list_obj(d, job, req->index, rep);
+        status = req->kind == IVM_LIST_PES ? ivmd_list_pe(d, job, req->index, out)
+                                           : ivmd_list_obj(d, job, req->index, out);
         return status;
     default:
-        snprintf(detail, detail_len, "LIST of kind %u: not one of jobs (1), PEs (2), "
-                 "objects (3), peers (4)", req->kind);
-        return IVM_ERROR_INVALID_VALUE;
+        return ivmd_reply_set(rep, IVM_ERROR_INVALID_VALUE, "LIST of kind %u: not one of jobs "
+                              "(1), PEs (2), objects (3), peers (4)", req->kind);
     }
 }

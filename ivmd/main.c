@@ -495,6 +495,7 @@ int main(int argc, char **argv)
         return 2;
     }
     sched_getaffinity(0, sizeof(d->own_affinity), &d->own_affinity);
+    ivmd_handlers_init(d);
     if (ivmd_devcg_open(d, err, sizeof(err)) != IVM_SUCCESS) {
         ivm_error("--cpu-devices '%s' has shares of cores, enforced with a cgroup CPU "
                   "bandwidth limit, which this daemon cannot set up: %s", d->cfg.cpu_devices,

@@ -1,3 +1,9 @@
+/* The job registry (ctl/job.h). Jobs by id and a job's objects by id and by
+ * name are uthash tables beside the lists that keep their order; a table
+ * that cannot grow is an IVM_ERROR_NO_MEMORY for the caller, not an exit. */
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(elt) ((elt)->hash_oom = 1)
+
 #include "ctl/job.h"
 
 #include <limits.h>
@@ -73,6 +79,12 @@ static ivmd_job_t *ivmd_job_alloc(ivmd_registry_t *reg, uint32_t id,
     job->ndevs     = ndevs;
     job->max_pe_id = INT_MAX;
     job->id        = id;
+    HASH_ADD(hh, reg->jobs_by_id, id, sizeof(job->id), job);
+    if (job->hash_oom) {
+        free(job->devs);
+        free(job);
+        return NULL;
+    }
     job->next      = reg->jobs;
     reg->jobs      = job;
     ++reg->njobs;
@@ -108,12 +120,8 @@ ivmd_job_t *ivmd_job_find(ivmd_registry_t *reg, uint32_t id)
 {
     ivmd_job_t *job;
 
-    for (job = reg->jobs; job != NULL; job = job->next) {
-        if (job->id == id) {
-            return job;
-        }
-    }
-    return NULL;
+    HASH_FIND(hh, reg->jobs_by_id, &id, sizeof(id), job);
+    return job;
 }
 
 static void ivmd_obj_free_ranges(ivmd_obj_t *obj)
@@ -122,23 +130,30 @@ static void ivmd_obj_free_ranges(ivmd_obj_t *obj)
     free(obj->holders);
 }
 
+/* Forget obj's name (its hash entry goes with it). */
+static void ivmd_obj_unname(ivmd_job_t *job, ivmd_obj_t *obj)
+{
+    if (obj->name != NULL) {
+        HASH_DELETE(hh_name, job->objs_by_name, obj);
+        free(obj->name);
+        obj->name = NULL;
+    }
+}
+
 static void ivmd_obj_release(ivmd_registry_t *reg, ivmd_job_t *job, ivmd_obj_t *obj)
 {
-    ivmd_obj_t **link;
-
-    for (link = &job->objs; *link != NULL; link = &(*link)->next) {
-        if (*link == obj) {
-            *link = obj->next;
-            break;
-        }
+    *obj->pprev = obj->next;
+    if (obj->next != NULL) {
+        obj->next->pprev = obj->pprev;
     }
+    HASH_DELETE(hh_id, job->objs_by_id, obj);
+    ivmd_obj_unname(job, obj);
     reg->ops->obj_release(reg->ctx, obj);
     reg->obj_bytes -= obj->size;
     --reg->nobjs;
     --job->nobjs;
     job->obj_bytes -= obj->size;
     ivmd_obj_free_ranges(obj);
-    free(obj->name);
     free(obj);
 }
 
@@ -223,6 +238,7 @@ void ivmd_job_destroy(ivmd_registry_t *reg, ivmd_job_t *job)
         if (*link == job) {
             *link = job->next;
             --reg->njobs;
+            HASH_DELETE(hh, reg->jobs_by_id, job);
             break;
         }
     }
@@ -429,46 +445,58 @@ ivmError_t ivmd_obj_create(ivmd_registry_t *reg, ivmd_job_t *job, ivmd_pe_t *pe,
     }
     obj->name = strdup(name);
     if (obj->name == NULL) {
-        free(obj);
-        return IVM_ERROR_NO_MEMORY;
+        goto err_free;
     }
-    obj->id          = reg->next_obj_id++;
+    obj->id = reg->next_obj_id;
+    HASH_ADD_KEYPTR(hh_name, job->objs_by_name, obj->name, strlen(obj->name), obj);
+    if (obj->hash_oom) {
+        goto err_free_name;
+    }
+    HASH_ADD(hh_id, job->objs_by_id, id, sizeof(obj->id), obj);
+    if (obj->hash_oom) {
+        goto err_unname;
+    }
+    ++reg->next_obj_id;
     obj->size        = size;
     obj->fd          = fd;
     obj->owner_pe    = pe != NULL ? pe->id : -1;
     obj->master_node = -1;
-    obj->next     = job->objs;
-    job->objs     = obj;
+    obj->next  = job->objs;
+    obj->pprev = &job->objs;
+    if (job->objs != NULL) {
+        job->objs->pprev = &obj->next;
+    }
+    job->objs = obj;
     ++job->nobjs;
     job->obj_bytes += size;
     ++reg->nobjs;
     reg->obj_bytes += size;
     *obj_p = obj;
     return IVM_SUCCESS;
+
+err_unname:
+    HASH_DELETE(hh_name, job->objs_by_name, obj);
+err_free_name:
+    free(obj->name);
+err_free:
+    free(obj);
+    return IVM_ERROR_NO_MEMORY;
 }
 
 ivmd_obj_t *ivmd_obj_find_name(ivmd_job_t *job, const char *name)
 {
     ivmd_obj_t *obj;
 
-    for (obj = job->objs; obj != NULL; obj = obj->next) {
-        if (obj->name != NULL && strcmp(obj->name, name) == 0) {
-            return obj;
-        }
-    }
-    return NULL;
+    HASH_FIND(hh_name, job->objs_by_name, name, strlen(name), obj);
+    return obj;
 }
 
 ivmd_obj_t *ivmd_obj_find_id(ivmd_job_t *job, uint64_t id)
 {
     ivmd_obj_t *obj;
 
-    for (obj = job->objs; obj != NULL; obj = obj->next) {
-        if (obj->id == id) {
-            return obj;
-        }
-    }
-    return NULL;
+    HASH_FIND(hh_id, job->objs_by_id, &id, sizeof(id), obj);
+    return obj;
 }
 
 ivmError_t ivmd_obj_map(ivmd_registry_t *reg, ivmd_pe_t *pe, ivmd_obj_t *obj)
@@ -529,8 +557,7 @@ ivmError_t ivmd_obj_free(ivmd_registry_t *reg, ivmd_pe_t *pe, uint64_t obj_id)
     if (obj->owner_pe != pe->id) {
         return IVM_ERROR_PERMISSION;
     }
-    free(obj->name);
-    obj->name = NULL;
+    ivmd_obj_unname(pe->job, obj);
     if (ivmd_obj_unmap(reg, pe, obj_id) != IVM_SUCCESS && obj->nmaps == 0) {
         ivmd_obj_release(reg, pe->job, obj);
     }
@@ -677,8 +704,7 @@ ivmError_t ivmd_obj_add_holder(ivmd_obj_t *obj, int node, uint64_t mirror_id, ui
 
 void ivmd_obj_free_name(ivmd_registry_t *reg, ivmd_job_t *job, ivmd_obj_t *obj)
 {
-    free(obj->name);
-    obj->name = NULL;
+    ivmd_obj_unname(job, obj);
     if (obj->nmaps == 0) {
         ivmd_obj_release(reg, job, obj);
     }

@@ -3,11 +3,12 @@
  * Pure bookkeeping: no I/O. What the registry decides that needs I/O (answer
  * a deferred WAIT, release an object's memory) goes through ivmd_job_ops_t.
  */
-#ifndef IVMD_JOB_H
-#define IVMD_JOB_H
+#ifndef IVMD_CTL_JOB_H
+#define IVMD_CTL_JOB_H
 
 #include <stdint.h>
 #include <sys/types.h>
+#include <uthash.h>
 
 #include "devspec.h"
 #include "ivm.h"
@@ -64,7 +65,11 @@ typedef struct ivmd_range {
 } ivmd_range_t;
 
 struct ivmd_obj {
-    ivmd_obj_t   *next;
+    ivmd_obj_t   *next;      /* the job's objects, newest first */
+    ivmd_obj_t  **pprev;     /* the pointer to this object in that list */
+    UT_hash_handle hh_id;    /* the job's objects by id */
+    UT_hash_handle hh_name;  /* the job's named objects by name (while named) */
+    int           hash_oom;  /* a hash table could not grow for it (job.c) */
     uint64_t      id;        /* unique per daemon */
     char         *name;      /* NULL once freed */
     uint64_t      size;      /* bytes */
@@ -85,6 +90,8 @@ struct ivmd_obj {
 
 struct ivmd_job {
     ivmd_job_t       *next;
+    UT_hash_handle    hh;          /* the registry's jobs by id */
+    int               hash_oom;    /* a hash table could not grow for it (job.c) */
     uint32_t          id;          /* job id = group id */
     int               ending;      /* root gone: no new PEs, objects released */
     int               max_pe_id;   /* ivmSetMaxPesId */
@@ -92,7 +99,9 @@ struct ivmd_job {
     ivmd_pe_t       **pes;         /* indexed by PE id, [0, next_pe_id) */
     int               pes_cap;
     int               alive;       /* PEs SPAWNED or RUNNING */
-    ivmd_obj_t       *objs;
+    ivmd_obj_t       *objs;        /* newest first */
+    ivmd_obj_t       *objs_by_id;  /* the same, by id (uthash, hh_id) */
+    ivmd_obj_t       *objs_by_name; /* the named ones, by name (uthash, hh_name) */
     uint32_t          nobjs;
     uint64_t          obj_bytes;   /* bytes of its objects here (masters, mirrors) */
     ivm_cpu_device_t *devs;        /* CPU device table */
@@ -111,6 +120,7 @@ typedef struct ivmd_job_ops {
 
 typedef struct ivmd_registry {
     ivmd_job_t           *jobs;
+    ivmd_job_t           *jobs_by_id;  /* the same, by id (uthash, hh) */
     ivmd_pe_t            *waited;      /* PEs with waiters (ivmd_waiter_cancel) */
     uint32_t              njobs;
     uint32_t              next_job_id;
@@ -215,4 +225,4 @@ ivmError_t ivmd_obj_unmap(ivmd_registry_t *reg, ivmd_pe_t *pe, uint64_t obj_id);
  * mapping of pe; memory goes when the last mapping does. */
 ivmError_t ivmd_obj_free(ivmd_registry_t *reg, ivmd_pe_t *pe, uint64_t obj_id);
 
-#endif /* IVMD_JOB_H */
+#endif /* IVMD_CTL_JOB_H */

@@ -1,7 +1,7 @@
 /*
- * ctl/jobdata: what the daemon keeps per job beside the registry (the
- * registry's ivmd_job_t.data): the root PE's program, streams and the job's
- * settings; the warm pool's and the remote module's parts.
+ * ctl/jobdata: what the daemon keeps per job beside the registry
+ * (ivmd_job_t.data): the job's executable, arguments, environment and
+ * streams, how its PEs are bound, its warm pool.
  */
 #ifndef IVMD_CTL_JOBDATA_H
 #define IVMD_CTL_JOBDATA_H
@@ -9,10 +9,12 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "ctl/job.h"
+#include "status.h"
+
 struct ivmd_peer;
 struct ivmd_parked;
 
-/* What the daemon keeps per job beside the registry (ivmd_job_t.data). */
 typedef struct ivmd_job_data {
     char    *exe;
     char    *cwd;
@@ -29,13 +31,21 @@ typedef struct ivmd_job_data {
     unsigned bind;      /* IVM_BIND_*: how its CPU PEs are bound (ivmrun --bind-to) */
     uint32_t nconns;    /* connections bound to the job */
     pid_t    root_pid;
-    uint32_t pe_pool;   /* parked processes wanted per CPU device and GPU (pool.c) */
+    uint32_t pe_pool;   /* parked processes wanted per CPU device and GPU (ctl/pool.c) */
     struct ivmd_parked *parked; /* the job's warm-pool processes */
     uint32_t pool_slots;        /* pool slots used (negative IVM_PE_IDs) */
-    int      pool_exe_fd;       /* O_PATH fd of exe, if pool_exe_open (pool.c) */
+    int      pool_exe_fd;       /* O_PATH fd of exe, if pool_exe_open (ctl/pool.c) */
     int      pool_exe_open;
     int      pool_early_deaths; /* parked processes in a row that died before ENTER */
     int      own_devs;  /* the root brought its CPU device table (IVM_CPU_DEVICES) */
 } ivmd_job_data_t;
+
+/* Split a spawn blob (exe, cwd, argc args, envc env strings) into jd, keeping
+ * a copy to send to other nodes; IVM's identity variables are dropped from
+ * the environment. IVM_ERROR_PROTOCOL for a malformed blob. */
+ivmError_t ivmd_job_data_unpack(ivmd_job_data_t *jd, const char *blob, uint32_t len,
+                                uint32_t argc, uint32_t envc);
+/* Close its streams, free it and its warm pool's bookkeeping. */
+void ivmd_job_data_free(ivmd_job_data_t *jd);
 
 #endif /* IVMD_CTL_JOBDATA_H */

@@ -1,8 +1,9 @@
-/* Unit tests of ivmd's job registry (ivmd/job.c): jobs, PE ids, the max PE
- * id, signal counters and waiters, objects and their lifetime. Pure logic:
- * the I/O callbacks are recorded. */
+/* Unit tests of ivmd's job registry (ivmd/ctl/job.c): jobs, PE ids, the max PE
+ * id, signal counters and waiters, objects and their lifetime, lookups by
+ * id and name. Pure logic: the I/O callbacks are recorded. */
 #include <criterion/criterion.h>
 
+#include <stdio.h>
 #include <string.h>
 
 #include "ctl/job.h"
@@ -540,4 +541,57 @@ Test(registry, job_end_and_destroy)
     cr_assert_null(ivmd_job_find(&reg, jid));
     cr_assert_eq(ivmd_job_find(&reg, other->id), other);
     cr_assert_eq(nreleased, 2);
+}
+
+/* Objects and jobs are found through hash tables beside the lists: they stay
+ * consistent through frees, releases out of order and reused names. */
+Test(registry, lookups_by_id_and_name_through_frees)
+{
+    ivmd_job_t *job = new_job(), *jobs[8];
+    ivmd_pe_t *root = ivmd_pe_find(job, 0);
+    ivmd_obj_t *objs[60], *again, *o;
+    char name[32];
+    uint32_t n = 0;
+    int i;
+
+    for (i = 0; i < 60; ++i) {
+        snprintf(name, sizeof(name), "obj%d", i);
+        objs[i] = new_obj(job, root, name, 1, 100 + i);
+    }
+    for (i = 0; i < 60; i += 3) { /* every third one freed: name and memory go */
+        cr_assert_eq(ivmd_obj_free(&reg, root, objs[i]->id), IVM_SUCCESS);
+    }
+    for (i = 0; i < 60; ++i) {
+        snprintf(name, sizeof(name), "obj%d", i);
+        if (i % 3 == 0) {
+            cr_assert_null(ivmd_obj_find_name(job, name), "%s", name);
+        } else {
+            cr_assert_eq(ivmd_obj_find_name(job, name), objs[i], "%s", name);
+            cr_assert_eq(ivmd_obj_find_id(job, objs[i]->id), objs[i], "%s", name);
+        }
+    }
+    cr_assert_eq(job->nobjs, 40);
+    for (o = job->objs; o != NULL; o = o->next) {
+        ++n;
+    }
+    cr_assert_eq(n, 40, "the list holds what the tables hold");
+    again = new_obj(job, root, "obj0", 7, 99);
+    cr_assert_eq(ivmd_obj_find_name(job, "obj0"), again, "a freed name can be taken again");
+    cr_assert_eq(job->objs, again, "newest first");
+    /* Named but unmapped: the name goes, the memory with it. */
+    ivmd_obj_unmap(&reg, root, objs[1]->id);
+    ivmd_obj_free_name(&reg, job, objs[1]);
+    cr_assert_null(ivmd_obj_find_name(job, "obj1"));
+    for (i = 0; i < 8; ++i) {
+        jobs[i] = new_job();
+    }
+    for (i = 0; i < 8; i += 2) {
+        uint32_t id = jobs[i]->id;
+        ivmd_job_destroy(&reg, jobs[i]);
+        cr_assert_null(ivmd_job_find(&reg, id));
+    }
+    for (i = 1; i < 8; i += 2) {
+        cr_assert_eq(ivmd_job_find(&reg, jobs[i]->id), jobs[i]);
+    }
+    cr_assert_eq(ivmd_job_find(&reg, job->id), job);
 }

@@ -1,16 +1,16 @@
 /* CPU share devices in cgroups: see devcg.h for the layout and semantics. */
-#include "devcg.h"
+#include "ctl/devcg.h"
 #include "topo.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ivmd.h"
+#include "ctl/jobdata.h"
+#include "ctl/pool.h"
 #include "log.h"
 
 #define IVMD_DEVCG_PREFIX  "ivmd" /* owner directories: ivm/ivmd-<pid>-<starttime> */
-#define IVMD_DEVCG_OWN_MAX 64  /* "ivm/ivmd-<pid>-<starttime>" */
 #define IVMD_DEVCG_DEV_MAX 96  /* "<own>/dev<K>" */
 #define IVMD_DEVCG_REL_MAX 192 /* "<own>/dev<K>/job<J>", "<own>/job<J>-dev<K>" */
 
@@ -25,15 +25,6 @@ typedef struct ivmd_devcg_group {
     char     rel[IVMD_DEVCG_REL_MAX]; /* relative to the parent */
 } ivmd_devcg_group_t;
 
-struct ivmd_devcg {
-    ivm_cgroup_root_t   root;
-    int                 found;  /* root holds the hierarchy and the parent */
-    int                 ready;  /* the daemon's directory exists */
-    char                own[IVMD_DEVCG_OWN_MAX]; /* relative to the parent */
-    ivmd_devcg_group_t *groups;
-    uint32_t            ended;  /* groups whose removal is pending */
-    uint32_t            dev_jobs[IVM_DEVSPEC_MAX_DEVICES]; /* job groups in dev<K> */
-};
 
 /* A device's limit: its share of each of its cores (0: none). */
 static uint32_t ivmd_devcg_limit(const ivm_cpu_device_t *dev)
@@ -49,18 +40,12 @@ static int ivmd_devcg_shared(const ivmd_job_t *job)
     return jd == NULL || !jd->own_devs;
 }
 
-ivmError_t ivmd_devcg_open(ivmd_t *d, char *err, size_t errlen)
+ivmError_t ivmd_devcg_open(ivmd_devcg_t *cg, ivmd_reply_t *rep)
 {
-    ivmd_devcg_t *cg = calloc(1, sizeof(*cg));
     char why[320];
     int removed = 0;
     ivmError_t status;
 
-    if (cg == NULL) {
-        snprintf(err, errlen, "out of memory");
-        return IVM_ERROR_NO_MEMORY;
-    }
-    d->devcg = cg;
     if (ivm_cgroup_root_find(&cg->root, why, sizeof(why)) == IVM_SUCCESS) {
         cg->found = 1;
         status = ivm_cgroup_sweep(&cg->root, IVMD_DEVCG_PREFIX, &removed, why, sizeof(why));
@@ -73,15 +58,14 @@ ivmError_t ivmd_devcg_open(ivmd_t *d, char *err, size_t errlen)
                      removed == 1 ? "" : "s", removed == 1 ? "is" : "are");
         }
     }
-    if (!ivm_devspec_has_shares(d->devs, d->ndevs)) {
+    if (!ivm_devspec_has_shares(cg->devs, cg->ndevs)) {
         return IVM_SUCCESS;
     }
-    return ivmd_devcg_require(d, err, errlen);
+    return ivmd_devcg_require(cg, rep);
 }
 
-ivmError_t ivmd_devcg_require(ivmd_t *d, char *err, size_t errlen)
+ivmError_t ivmd_devcg_require(ivmd_devcg_t *cg, ivmd_reply_t *rep)
 {
-    ivmd_devcg_t *cg = d->devcg;
     ivmError_t status;
     size_t used;
 
@@ -89,19 +73,20 @@ ivmError_t ivmd_devcg_require(ivmd_t *d, char *err, size_t errlen)
         return IVM_SUCCESS;
     }
     if (!cg->found) {
-        status = ivm_cgroup_root_find(&cg->root, err, errlen);
+        status = ivm_cgroup_root_find(&cg->root, rep->detail, sizeof(rep->detail));
         if (status != IVM_SUCCESS) {
             return status;
         }
         cg->found = 1;
     }
     if (ivm_cgroup_owner_dir(IVMD_DEVCG_PREFIX, 0, cg->own, sizeof(cg->own)) != IVM_SUCCESS) {
-        snprintf(err, errlen, "cannot read this daemon's start time (/proc/self/stat)");
-        return IVM_ERROR_INTERNAL;
+        return ivmd_reply_set(rep, IVM_ERROR_INTERNAL,
+                              "cannot read this daemon's start time (/proc/self/stat)");
     }
-    status = ivm_cgroup_create(&cg->root, cg->own, 0, err, errlen);
-    if (status == IVM_ERROR_PERMISSION && (used = strlen(err)) < errlen) {
-        snprintf(err + used, errlen - used, " (CPU shares need root, or a cgroup of the cpu "
+    status = ivm_cgroup_create(&cg->root, cg->own, 0, rep->detail, sizeof(rep->detail));
+    if (status == IVM_ERROR_PERMISSION && (used = strlen(rep->detail)) < sizeof(rep->detail)) {
+        snprintf(rep->detail + used, sizeof(rep->detail) - used,
+                 " (CPU shares need root, or a cgroup of the cpu "
                  "controller delegated to this user)");
     }
     if (status != IVM_SUCCESS) {
@@ -127,38 +112,37 @@ static ivmd_devcg_group_t *ivmd_devcg_find(ivmd_devcg_t *cg, uint32_t job, int d
 
 /* The group of job on dev, made now: dev<K>/job<J> (made with dev<K> if it
  * is the device's first) or job<J>-dev<K>. */
-static ivmError_t ivmd_devcg_group_make(ivmd_t *d, ivmd_job_t *job, int dev,
-                                        ivmd_devcg_group_t **g_p, char *err, size_t errlen)
+static ivmError_t ivmd_devcg_group_make(ivmd_devcg_t *cg, ivmd_job_t *job, int dev,
+                                        ivmd_devcg_group_t **g_p, ivmd_reply_t *rep)
 {
-    ivmd_devcg_t *cg = d->devcg;
     char devrel[IVMD_DEVCG_DEV_MAX], scratch[128];
     ivmd_devcg_group_t *g;
     ivmError_t status;
 
-    status = ivmd_devcg_require(d, err, errlen);
+    status = ivmd_devcg_require(cg, rep);
     if (status != IVM_SUCCESS) {
         return status;
     }
     g = calloc(1, sizeof(*g));
     if (g == NULL) {
-        snprintf(err, errlen, "out of memory");
+        ivmd_reply_set(rep, IVM_ERROR_NO_MEMORY, "out of memory");
         return IVM_ERROR_NO_MEMORY;
     }
     g->job    = job->id;
     g->dev    = dev;
-    g->shared = ivmd_devcg_shared(job) && dev < d->ndevs;
+    g->shared = ivmd_devcg_shared(job) && dev < cg->ndevs;
     snprintf(devrel, sizeof(devrel), "%s/dev%d", cg->own, dev);
     if (!g->shared) {
         snprintf(g->rel, sizeof(g->rel), "%s/job%u-dev%d", cg->own, job->id, dev);
-        status = ivm_cgroup_create(&cg->root, g->rel, ivmd_devcg_limit(&job->devs[dev]), err,
-                                   errlen);
+        status = ivm_cgroup_create(&cg->root, g->rel, ivmd_devcg_limit(&job->devs[dev]),
+                                   rep->detail, sizeof(rep->detail));
     } else {
         snprintf(g->rel, sizeof(g->rel), "%s/job%u", devrel, job->id);
         status = cg->dev_jobs[dev] > 0 ? IVM_SUCCESS
-                 : ivm_cgroup_create(&cg->root, devrel, ivmd_devcg_limit(&d->devs[dev]), err,
-                                     errlen);
+                 : ivm_cgroup_create(&cg->root, devrel, ivmd_devcg_limit(&cg->devs[dev]),
+                                     rep->detail, sizeof(rep->detail));
         if (status == IVM_SUCCESS) {
-            status = ivm_cgroup_create(&cg->root, g->rel, 0, err, errlen);
+            status = ivm_cgroup_create(&cg->root, g->rel, 0, rep->detail, sizeof(rep->detail));
             if (status != IVM_SUCCESS && cg->dev_jobs[dev] == 0) {
                 ivm_cgroup_destroy(&cg->root, devrel, scratch, sizeof(scratch));
             }
@@ -176,10 +160,9 @@ static ivmError_t ivmd_devcg_group_make(ivmd_t *d, ivmd_job_t *job, int dev,
     return IVM_SUCCESS;
 }
 
-ivmError_t ivmd_devcg_place(ivmd_t *d, ivmd_job_t *job, int dev, ivmd_devcg_place_t *pl,
-                            char *err, size_t errlen)
+ivmError_t ivmd_devcg_place(ivmd_devcg_t *cg, ivmd_job_t *job, int dev, ivmd_devcg_place_t *pl,
+                            ivmd_reply_t *rep)
 {
-    ivmd_devcg_t *cg = d->devcg;
     ivmd_devcg_group_t *g;
     ivmError_t status;
 
@@ -192,7 +175,7 @@ ivmError_t ivmd_devcg_place(ivmd_t *d, ivmd_job_t *job, int dev, ivmd_devcg_plac
         if (job->devs[dev].percent >= 100) {
             return IVM_SUCCESS;
         }
-        status = ivmd_devcg_group_make(d, job, dev, &g, err, errlen);
+        status = ivmd_devcg_group_make(cg, job, dev, &g, rep);
         if (status != IVM_SUCCESS) {
             return status;
         }
@@ -200,20 +183,21 @@ ivmError_t ivmd_devcg_place(ivmd_t *d, ivmd_job_t *job, int dev, ivmd_devcg_plac
     snprintf(pl->rel, sizeof(pl->rel), "%s", g->rel);
     if (ivm_cgroup_path(&cg->root, g->rel, "cgroup.procs", pl->procs, sizeof(pl->procs)) !=
         IVM_SUCCESS) {
-        snprintf(err, errlen, "the path of cgroup %s/%s is too long", cg->root.parent, g->rel);
+        snprintf(rep->detail, sizeof(rep->detail), "the path of cgroup %.120s/%.100s is too long",
+                 cg->root.parent, g->rel);
         pl->rel[0] = '\0';
         return IVM_ERROR_INVALID_VALUE;
     }
     return IVM_SUCCESS;
 }
 
-ivmError_t ivmd_devcg_attach(ivmd_t *d, const ivmd_devcg_place_t *pl, pid_t pid, char *err,
-                             size_t errlen)
+ivmError_t ivmd_devcg_attach(ivmd_devcg_t *cg, const ivmd_devcg_place_t *pl, pid_t pid,
+                             ivmd_reply_t *rep)
 {
     if (pl->rel[0] == '\0') {
         return IVM_SUCCESS;
     }
-    return ivm_cgroup_attach(&d->devcg->root, pl->rel, pid, err, errlen);
+    return ivm_cgroup_attach(&cg->root, pl->rel, pid, rep->detail, sizeof(rep->detail));
 }
 
 /* Remove g's directory (and dev<K> after its last job). */
@@ -238,9 +222,8 @@ static ivmError_t ivmd_devcg_group_remove(ivmd_devcg_t *cg, ivmd_devcg_group_t *
     return IVM_SUCCESS;
 }
 
-void ivmd_devcg_retry(ivmd_t *d)
+void ivmd_devcg_retry(ivmd_devcg_t *cg)
 {
-    ivmd_devcg_t *cg = d->devcg;
     ivmd_devcg_group_t **link, *g;
 
     if (cg == NULL || cg->ended == 0) {
@@ -257,9 +240,8 @@ void ivmd_devcg_retry(ivmd_t *d)
     }
 }
 
-void ivmd_devcg_job_end(ivmd_t *d, ivmd_job_t *job)
+void ivmd_devcg_job_end(ivmd_devcg_t *cg, ivmd_job_t *job)
 {
-    ivmd_devcg_t *cg = d->devcg;
     ivmd_devcg_group_t *g;
 
     if (cg == NULL) {
@@ -271,18 +253,14 @@ void ivmd_devcg_job_end(ivmd_t *d, ivmd_job_t *job)
             ++cg->ended;
         }
     }
-    ivmd_devcg_retry(d);
+    ivmd_devcg_retry(cg);
 }
 
-void ivmd_devcg_close(ivmd_t *d)
+void ivmd_devcg_close(ivmd_devcg_t *cg)
 {
-    ivmd_devcg_t *cg = d->devcg;
     ivmd_devcg_group_t *g;
     char why[320];
 
-    if (cg == NULL) {
-        return;
-    }
     while ((g = cg->groups) != NULL) {
         cg->groups = g->next;
         free(g);
@@ -293,8 +271,8 @@ void ivmd_devcg_close(ivmd_t *d)
         }
         ivm_cgroup_top_remove(&cg->root);
     }
-    free(cg);
-    d->devcg = NULL;
+    cg->ready = cg->found = 0;
+    cg->ended = 0;
 }
 
 /* Whether pe is a live process of this node the daemon started. */
@@ -320,7 +298,7 @@ static int ivmd_devcg_job_on(const ivmd_job_t *job, int dev)
 /* Device dev of the daemon's table has a share: every process already on it
  * (PEs and parked processes of the jobs that use the table) joins its job's
  * group; one that is there already stays. */
-static ivmError_t ivmd_devcg_adopt(ivmd_t *d, int dev, char *err, size_t errlen)
+static ivmError_t ivmd_devcg_adopt(ivmd_devcg_t *cg, int dev, ivmd_reply_t *rep)
 {
     pid_t pids[IVM_PE_POOL_MAX];
     ivmd_devcg_place_t pl;
@@ -328,7 +306,7 @@ static ivmError_t ivmd_devcg_adopt(ivmd_t *d, int dev, char *err, size_t errlen)
     ivmd_job_t *job;
     int i, n;
 
-    for (job = d->reg.jobs; job != NULL; job = job->next) {
+    for (job = cg->reg->jobs; job != NULL; job = job->next) {
         if (!ivmd_devcg_shared(job) || job->ending || dev >= job->ndevs) {
             continue;
         }
@@ -336,13 +314,13 @@ static ivmError_t ivmd_devcg_adopt(ivmd_t *d, int dev, char *err, size_t errlen)
         if (n == 0 && !ivmd_devcg_job_on(job, dev)) {
             continue; /* no process of this job on dev: no group */
         }
-        status = ivmd_devcg_place(d, job, dev, &pl, err, errlen);
+        status = ivmd_devcg_place(cg, job, dev, &pl, rep);
         for (i = 0; status == IVM_SUCCESS && i < n; ++i) {
-            status = ivmd_devcg_attach(d, &pl, pids[i], err, errlen);
+            status = ivmd_devcg_attach(cg, &pl, pids[i], rep);
         }
         for (i = 1; status == IVM_SUCCESS && i < job->next_pe_id; ++i) {
             if (ivmd_devcg_pe_live(job->pes[i]) && job->pes[i]->devtype == dev) {
-                status = ivmd_devcg_attach(d, &pl, job->pes[i]->pid, err, errlen);
+                status = ivmd_devcg_attach(cg, &pl, job->pes[i]->pid, rep);
             }
         }
         if (status != IVM_SUCCESS) {
@@ -354,70 +332,72 @@ static ivmError_t ivmd_devcg_adopt(ivmd_t *d, int dev, char *err, size_t errlen)
 
 /* Give device dev of the daemon's table percent, in the table and in the
  * copies of the jobs that use it. */
-static void ivmd_devcg_table_set(ivmd_t *d, int dev, int percent)
+static void ivmd_devcg_table_set(ivmd_devcg_t *cg, int dev, int percent)
 {
     ivmd_job_t *job;
 
-    d->devs[dev].percent = percent;
-    for (job = d->reg.jobs; job != NULL; job = job->next) {
+    cg->devs[dev].percent = percent;
+    for (job = cg->reg->jobs; job != NULL; job = job->next) {
         if (ivmd_devcg_shared(job) && dev < job->ndevs) {
             job->devs[dev].percent = percent;
         }
     }
 }
 
-int ivmd_devcg_set_share(ivmd_t *d, const ivm_msg_set_share_req_t *req, char *detail,
-                         size_t detail_len)
+ivmError_t ivmd_devcg_set_share(ivmd_devcg_t *cg, const ivm_msg_set_share_req_t *req,
+                                ivmd_reply_t *rep)
 {
-    ivmd_devcg_t *cg = d->devcg;
     int dev = (int)req->dev, old;
-    char why[320], devrel[IVMD_DEVCG_DEV_MAX];
+    char devrel[IVMD_DEVCG_DEV_MAX];
+    ivmd_reply_t why;
     ivmError_t status;
 
-    if (req->dev >= (uint32_t)d->ndevs) {
-        snprintf(detail, detail_len, "%s has no CPU device %u (it has %d)", d->cfg.node,
-                 req->dev, d->ndevs);
-        return IVM_ERROR_NOT_FOUND;
+    ivmd_reply_init(&why);
+
+    if (req->dev >= (uint32_t)cg->ndevs) {
+        return ivmd_reply_set(rep, IVM_ERROR_NOT_FOUND, "%s has no CPU device %u (it has %d)",
+                              cg->node, req->dev, cg->ndevs);
     }
     if (req->percent < 1 || req->percent > 100) {
-        snprintf(detail, detail_len, "share %u is not a percentage of 1..100", req->percent);
-        return IVM_ERROR_INVALID_VALUE;
+        return ivmd_reply_set(rep, IVM_ERROR_INVALID_VALUE,
+                              "share %u is not a percentage of 1..100", req->percent);
     }
-    status = ivm_devspec_share_check(d->devs, d->ndevs, dev, (int)req->percent, why,
-                                     sizeof(why));
+    status = ivm_devspec_share_check(cg->devs, cg->ndevs, dev, (int)req->percent, why.detail,
+                                     sizeof(why.detail));
     if (status == IVM_SUCCESS && req->percent < 100) {
-        status = ivmd_devcg_require(d, why, sizeof(why));
+        status = ivmd_devcg_require(cg, &why);
     }
     if (status != IVM_SUCCESS) {
-        snprintf(detail, detail_len, "%s: %s", d->cfg.node, why);
+        snprintf(rep->detail, sizeof(rep->detail), "%s: %s", cg->node, why.detail);
         return status;
     }
-    old = d->devs[dev].percent;
-    ivmd_devcg_table_set(d, dev, (int)req->percent);
+    old = cg->devs[dev].percent;
+    ivmd_devcg_table_set(cg, dev, (int)req->percent);
     snprintf(devrel, sizeof(devrel), "%s/dev%d", cg->own, dev);
     status = cg->dev_jobs[dev] == 0 ? IVM_SUCCESS
-             : ivm_cgroup_set_limit(&cg->root, devrel, ivmd_devcg_limit(&d->devs[dev]), why,
-                                    sizeof(why));
+             : ivm_cgroup_set_limit(&cg->root, devrel, ivmd_devcg_limit(&cg->devs[dev]),
+                                    why.detail, sizeof(why.detail));
     if (status == IVM_SUCCESS && req->percent < 100) {
-        status = ivmd_devcg_adopt(d, dev, why, sizeof(why));
+        status = ivmd_devcg_adopt(cg, dev, &why);
     }
     if (status != IVM_SUCCESS) {
-        ivmd_devcg_table_set(d, dev, old);
+        ivmd_devcg_table_set(cg, dev, old);
         if (cg->dev_jobs[dev] > 0) {
             char scratch[320];
-            ivm_cgroup_set_limit(&cg->root, devrel, ivmd_devcg_limit(&d->devs[dev]), scratch,
+            ivm_cgroup_set_limit(&cg->root, devrel, ivmd_devcg_limit(&cg->devs[dev]), scratch,
                                  sizeof(scratch));
         }
-        snprintf(detail, detail_len, "%s: CPU device %d: %s", d->cfg.node, dev, why);
-        ivm_warn("SET_SHARE of CPU device %d to %u%%: %s", dev, req->percent, why);
+        snprintf(rep->detail, sizeof(rep->detail), "%s: CPU device %d: %s", cg->node, dev,
+                 why.detail);
+        ivm_warn("SET_SHARE of CPU device %d to %u%%: %s", dev, req->percent, why.detail);
         return status;
     }
     ivm_info("CPU device %d: share %d%% -> %u%%", dev, old, req->percent);
     return IVM_SUCCESS;
 }
 
-int ivmd_devcg_info(ivmd_t *d, const ivm_msg_cpu_info_req_t *req,
-                    ivm_msg_cpu_info_rep_t *rep, char *detail, size_t detail_len)
+ivmError_t ivmd_devcg_info(ivmd_devcg_t *cg, const ivm_msg_cpu_info_req_t *req,
+                           ivm_msg_cpu_info_rep_t *out, ivmd_reply_t *rep)
 {
     const ivmd_devcg_group_t *g;
     ivm_cpu_device_t whole;
@@ -425,33 +405,42 @@ int ivmd_devcg_info(ivmd_t *d, const ivm_msg_cpu_info_req_t *req,
     int dev = (int)req->dev, i;
 
     if (req->reserved != 0) {
-        snprintf(detail, detail_len, "CPU_INFO: the reserved field is not zero");
-        return IVM_ERROR_INVALID_VALUE;
+        return ivmd_reply_set(rep, IVM_ERROR_INVALID_VALUE,
+                              "CPU_INFO: the reserved field is not zero");
     }
-    if (req->dev >= (uint32_t)d->ndevs) {
-        snprintf(detail, detail_len, "%s has no CPU device %u (it has %d)", d->cfg.node,
-                 req->dev, d->ndevs);
-        return IVM_ERROR_NOT_FOUND;
+    if (req->dev >= (uint32_t)cg->ndevs) {
+        return ivmd_reply_set(rep, IVM_ERROR_NOT_FOUND, "%s has no CPU device %u (it has %d)",
+                              cg->node, req->dev, cg->ndevs);
     }
-    rep->ndevs  = (uint32_t)d->ndevs;
-    rep->ncores = (uint32_t)d->devs[dev].ncores;
-    rep->share  = (uint32_t)d->devs[dev].percent;
-    rep->numa   = d->devs[dev].numa;
-    rep->numa_nodes = (uint32_t)ivm_topo_numa_count();
-    for (job = d->reg.jobs; job != NULL; job = job->next) {
+    out->ndevs  = (uint32_t)cg->ndevs;
+    out->ncores = (uint32_t)cg->devs[dev].ncores;
+    out->share  = (uint32_t)cg->devs[dev].percent;
+    out->numa   = cg->devs[dev].numa;
+    out->numa_nodes = (uint32_t)ivm_topo_numa_count();
+    for (job = cg->reg->jobs; job != NULL; job = job->next) {
         if (!ivmd_devcg_shared(job)) {
             continue; /* its devices are its own table's */
         }
         for (i = 1; i < job->next_pe_id; ++i) {
-            rep->pes += ivmd_devcg_pe_live(job->pes[i]) && job->pes[i]->devtype == dev;
+            out->pes += ivmd_devcg_pe_live(job->pes[i]) && job->pes[i]->devtype == dev;
         }
     }
-    for (g = d->devcg != NULL ? d->devcg->groups : NULL; g != NULL; g = g->next) {
-        rep->groups += g->shared && g->dev == dev && !g->ended;
+    for (g = cg->groups; g != NULL; g = g->next) {
+        out->groups += g->shared && g->dev == dev && !g->ended;
     }
-    ivm_cgroup_period(ivmd_devcg_limit(&d->devs[dev]), &rep->period_us, &rep->quota_us);
-    whole         = d->devs[dev];
+    ivm_cgroup_period(ivmd_devcg_limit(&cg->devs[dev]), &out->period_us, &out->quota_us);
+    whole         = cg->devs[dev];
     whole.percent = 100;
-    ivm_devspec_format(&whole, rep->cores, sizeof(rep->cores));
+    ivm_devspec_format(&whole, out->cores, sizeof(out->cores));
     return IVM_SUCCESS;
+}
+
+void ivmd_devcg_init(ivmd_devcg_t *cg, const char *node, ivm_cpu_device_t *devs, int ndevs,
+                     const ivmd_registry_t *reg)
+{
+    memset(cg, 0, sizeof(*cg));
+    cg->node  = node;
+    cg->devs  = devs;
+    cg->ndevs = ndevs;
+    cg->reg   = reg;
 }

@@ -15,7 +15,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "ivmd.h"
+#include "ctl/spawn.h"
+#include "crypto.h"
+#include "ctl/jobdata.h"
+#include "ctl/output.h"
+#include "ctl/pool.h"
+#include "ctl/remote.h"
+#include "ctl/teardown.h"
 #include "log.h"
 #include "status.h"
 #include "topo.h"
@@ -57,31 +63,33 @@ void ivmd_spawn_attr_init(posix_spawnattr_t *attr)
 
 /* Where pe runs: a CPU device (*dev_p; a share device's cgroup in *cg) or
  * a GPU (*cpu_for_gpu_p: the CPU device of its host threads, *gpu_share_p). */
-static ivmError_t ivmd_spawn_where(ivmd_t *d, ivmd_job_t *job, const ivmd_pe_t *pe,
+static ivmError_t ivmd_spawn_where(ivmd_spawn_t *s, ivmd_job_t *job, const ivmd_pe_t *pe,
                                    const ivm_cpu_device_t **dev_p,
                                    const ivm_cpu_device_t **cpu_for_gpu_p, int *gpu_share_p,
-                                   ivmd_devcg_place_t *cg, char *detail, size_t detail_len)
+                                   ivmd_devcg_place_t *cg, ivmd_reply_t *rep)
 {
     ivmError_t status;
-    int gpu;
+    int gpu, known;
 
     cg->rel[0] = cg->procs[0] = '\0';
     if (!IVM_DEV_IS_GPU(pe->devtype)) {
         *dev_p = &job->devs[pe->devtype];
         /* A share device's processes run in its cgroup (devcg.c). */
-        status = ivmd_devcg_place(d, job, pe->devtype, cg, detail, detail_len);
+        status = ivmd_devcg_place(s->devcg, job, pe->devtype, cg, rep);
         if (status != IVM_SUCCESS) {
-            ivm_warn("job %u: no cgroup for CPU device %d: %s", job->id, pe->devtype, detail);
+            ivm_warn("job %u: no cgroup for CPU device %d: %s", job->id, pe->devtype,
+                     rep->detail);
         }
         return status;
     }
-    gpu = IVM_DEV_INDEX(pe->devtype);
-    if ((uint32_t)gpu >= ivmd_gpu_count(d) || !ivmd_gpu_alive(d)) {
-        snprintf(detail, detail_len, "%s has no GPU %d%s", d->cfg.node, gpu,
-                 (uint32_t)gpu < ivmd_gpu_count(d) ? " (its GPU daemon is gone)" : "");
-        return (uint32_t)gpu < ivmd_gpu_count(d) ? IVM_ERROR_DAEMON_LOST : IVM_ERROR_NOT_FOUND;
+    gpu   = IVM_DEV_INDEX(pe->devtype);
+    known = (uint32_t)gpu < ivmd_ctl_gpu_count(s->env);
+    if (!known || !ivmd_ctl_gpu_alive(s->env)) {
+        return ivmd_reply_set(rep, known ? IVM_ERROR_DAEMON_LOST : IVM_ERROR_NOT_FOUND,
+                              "%s has no GPU %d%s", s->env->node, gpu,
+                              known ? " (its GPU daemon is gone)" : "");
     }
-    *gpu_share_p = ivmd_gpu_share(d, gpu);
+    *gpu_share_p = s->env->gpu->share(s->env->gpu_ctx, gpu);
     /* Its host threads run on the job's first CPU device. */
     *cpu_for_gpu_p = &job->devs[0];
     return IVM_SUCCESS;
@@ -90,7 +98,7 @@ static ivmError_t ivmd_spawn_where(ivmd_t *d, ivmd_job_t *job, const ivmd_pe_t *
 /* pe's environment: the job's, with IVM's identity variables (in own) and,
  * for a GPU PE, what ivm-gpud says a PE on that GPU needs instead of the
  * job's own. *envp_p: malloc'd, pointing into the job's strings and own. */
-static ivmError_t ivmd_spawn_env(ivmd_t *d, const ivmd_job_t *job, const ivmd_pe_t *pe,
+static ivmError_t ivmd_spawn_env(ivmd_spawn_t *s, const ivmd_job_t *job, const ivmd_pe_t *pe,
                                  const ivm_cpu_device_t *dev, int gpu_share,
                                  char own[IVMD_SPAWN_ENV_OWN][160], char ***envp_p)
 {
@@ -109,21 +117,24 @@ static ivmError_t ivmd_spawn_env(ivmd_t *d, const ivmd_job_t *job, const ivmd_pe
     snprintf(own[0], sizeof(own[0]), "IVM_JOB_ID=%u", job->id);
     snprintf(own[1], sizeof(own[1]), "IVM_PE_ID=%d", pe->id);
     snprintf(own[2], sizeof(own[2]), "IVM_PE_TOKEN=%llu", (unsigned long long)pe->token);
-    snprintf(own[3], sizeof(own[3]), "IVM_SOCKET=%s", d->socket_path);
-    snprintf(own[4], sizeof(own[4]), "IVM_NODE=%s", d->cfg.node);
+    snprintf(own[3], sizeof(own[3]), "IVM_SOCKET=%s", s->env->socket_path);
+    snprintf(own[4], sizeof(own[4]), "IVM_NODE=%s", s->env->node);
     snprintf(own[5], sizeof(own[5]), "OMP_NUM_THREADS=%d",
              dev != NULL && jd->bind != IVM_BIND_CORE ? dev->ncores : 1);
     snprintf(own[6], sizeof(own[6]), "IVM_DEVICE_CORES=%d", dev ? dev->ncores : 0);
     if (IVM_DEV_IS_GPU(pe->devtype)) {
-        snprintf(own[nown++], sizeof(own[0]), "IVM_GPU=%d", IVM_DEV_INDEX(pe->devtype));
-        snprintf(own[nown++], sizeof(own[0]), "IVM_GPU_BACKEND=%s", ivmd_gpu_backend_name(d));
+        const ivmd_ctl_gpu_ops_t *gpu = s->env->gpu;
+        int index = IVM_DEV_INDEX(pe->devtype);
+
+        snprintf(own[nown++], sizeof(own[0]), "IVM_GPU=%d", index);
+        snprintf(own[nown++], sizeof(own[0]), "IVM_GPU_BACKEND=%s", ivmd_ctl_gpu_backend(s->env));
         snprintf(own[nown++], sizeof(own[0]), "IVM_GPU_SHARE=%d", gpu_share);
         /* What ivm-gpud says a PE on that GPU needs (cuda: its GPU only, and
          * on a share its percent of the SMs), instead of the job's own. */
-        nown += (size_t)ivmd_gpu_env(d, IVM_DEV_INDEX(pe->devtype), own + nown,
-                                     (int)(IVMD_SPAWN_ENV_OWN - nown));
+        nown += (size_t)gpu->env(s->env->gpu_ctx, index, own + nown,
+                                 (int)(IVMD_SPAWN_ENV_OWN - nown));
         for (i = 0, k = 0; i < nenv; ++i) {
-            if (!ivmd_gpu_env_overrides(d, IVM_DEV_INDEX(pe->devtype), envp[i])) {
+            if (!gpu->env_overrides(s->env->gpu_ctx, index, envp[i])) {
                 envp[k++] = envp[i];
             }
         }
@@ -140,7 +151,7 @@ static ivmError_t ivmd_spawn_env(ivmd_t *d, const ivmd_job_t *job, const ivmd_pe
 /* Start pe's process (or a parked one of the warm pool, pe->id < -1) with
  * envp, its output on out_fd / err_fd, pinned to pin's cores. Returns 0 or
  * an errno value. */
-static int ivmd_spawn_start(ivmd_t *d, const ivmd_job_data_t *jd, const ivmd_pe_t *pe,
+static int ivmd_spawn_start(ivmd_spawn_t *s, const ivmd_job_data_t *jd, const ivmd_pe_t *pe,
                             char **envp, int out_fd, int err_fd, const ivm_cpu_device_t *pin,
                             const ivmd_devcg_place_t *cg, pid_t *pid_p)
 {
@@ -151,12 +162,12 @@ static int ivmd_spawn_start(ivmd_t *d, const ivmd_job_data_t *jd, const ivmd_pe_
     if (pe->id < -1) {
         /* A parked process of the warm pool (pool.c): started with fork, so
          * that the daemon does not wait for its exec. */
-        return ivmd_pool_exec(d, jd, envp, out_fd, err_fd, pin, cg->procs, pid_p);
+        return ivmd_pool_exec(s->pool, jd, envp, out_fd, err_fd, pin, cg->procs, pid_p);
     }
     posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, d->devnull, 0);
-    posix_spawn_file_actions_adddup2(&fa, out_fd >= 0 ? out_fd : d->devnull, 1);
-    posix_spawn_file_actions_adddup2(&fa, err_fd >= 0 ? err_fd : d->devnull, 2);
+    posix_spawn_file_actions_adddup2(&fa, *s->env->devnull, 0);
+    posix_spawn_file_actions_adddup2(&fa, out_fd >= 0 ? out_fd : *s->env->devnull, 1);
+    posix_spawn_file_actions_adddup2(&fa, err_fd >= 0 ? err_fd : *s->env->devnull, 2);
     posix_spawn_file_actions_addchdir_np(&fa, jd->cwd);
     ivmd_spawn_attr_init(&attr);
     /* The child inherits the affinity: pin ourselves, spawn, restore. The
@@ -166,15 +177,14 @@ static int ivmd_spawn_start(ivmd_t *d, const ivmd_job_data_t *jd, const ivmd_pe_
     }
     rc = posix_spawn(pid_p, jd->exe, &fa, &attr, jd->argv, envp);
     if (pin != NULL) {
-        sched_setaffinity(0, sizeof(d->own_affinity), &d->own_affinity);
+        sched_setaffinity(0, sizeof(*s->env->own_affinity), s->env->own_affinity);
     }
     posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&fa);
     return rc;
 }
 
-ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail,
-                         size_t detail_len)
+ivmError_t ivmd_spawn_pe(ivmd_spawn_t *s, ivmd_job_t *job, ivmd_pe_t *pe, ivmd_reply_t *rep)
 {
     ivmd_job_data_t *jd = job->data;
     char own[IVMD_SPAWN_ENV_OWN][160];
@@ -186,26 +196,25 @@ ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail
     pid_t pid;
     int rc;
 
-    status = ivmd_spawn_where(d, job, pe, &dev, &cpu_for_gpu, &gpu_share, &cg, detail,
-                              detail_len);
+    status = ivmd_spawn_where(s, job, pe, &dev, &cpu_for_gpu, &gpu_share, &cg, rep);
     if (status != IVM_SUCCESS) {
         return status;
     }
     pe->token = ivmd_spawn_new_token();
     if (pe->token == 0) {
-        snprintf(detail, detail_len, "no random bytes for pe %d's token", pe->id);
-        return IVM_ERROR_INTERNAL;
+        return ivmd_reply_set(rep, IVM_ERROR_INTERNAL, "no random bytes for pe %d's token",
+                              pe->id);
     }
-    status = ivmd_spawn_env(d, job, pe, dev, gpu_share, own, &envp);
+    status = ivmd_spawn_env(s, job, pe, dev, gpu_share, own, &envp);
     if (status != IVM_SUCCESS) {
         return status;
     }
     if ((jd->proxy || (jd->tag_output && out_fd >= 0)) &&
-        ivmd_output_open(d, job, pe->id, &fwd_out, &fwd_err) == IVM_SUCCESS) {
+        ivmd_output_open(s->output, job, pe->id, &fwd_out, &fwd_err) == IVM_SUCCESS) {
         out_fd = fwd_out;
         err_fd = fwd_err;
     }
-    rc = ivmd_spawn_start(d, jd, pe, envp, out_fd, err_fd, dev != NULL ? dev : cpu_for_gpu,
+    rc = ivmd_spawn_start(s, jd, pe, envp, out_fd, err_fd, dev != NULL ? dev : cpu_for_gpu,
                           &cg, &pid);
     if (fwd_out >= 0) {
         close(fwd_out);
@@ -213,17 +222,17 @@ ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail
     }
     free(envp);
     if (rc != 0) {
-        snprintf(detail, detail_len, "cannot start %s for pe %d: %s", jd->exe, pe->id,
-                 strerror(rc));
-        ivm_warn("job %u: %s", job->id, detail);
+        ivmd_reply_set(rep, IVM_ERROR_SPAWN, "cannot start %s for pe %d: %s", jd->exe, pe->id,
+                       strerror(rc));
+        ivm_warn("job %u: %s", job->id, rep->detail);
         return IVM_ERROR_SPAWN;
     }
     if (pe->id >= -1) {
         /* Into its device's cgroup before it can be answered (its ENTER is
          * read once this returns); the daemon itself never joins one. */
-        status = ivmd_devcg_attach(d, &cg, pid, detail, detail_len);
+        status = ivmd_devcg_attach(s->devcg, &cg, pid, rep);
         if (status != IVM_SUCCESS) {
-            ivm_warn("job %u: pe %d killed: %s", job->id, pe->id, detail);
+            ivm_warn("job %u: pe %d killed: %s", job->id, pe->id, rep->detail);
             kill(pid, SIGKILL); /* reaped as a stranger */
             return status;
         }
@@ -236,7 +245,7 @@ ivmError_t ivmd_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail
 
 /* The cores a CPU PE is bound to under the job's --bind-to; 0, or -1 when it
  * stays as started (bound to its device's cores). */
-static int ivmd_spawn_bind_set(ivmd_t *d, const ivmd_job_t *job, const ivmd_pe_t *pe,
+static int ivmd_spawn_bind_set(const ivmd_spawn_t *s, const ivmd_job_t *job, const ivmd_pe_t *pe,
                                cpu_set_t *set)
 {
     const ivm_cpu_device_t *dev = &job->devs[pe->devtype];
@@ -277,17 +286,18 @@ static int ivmd_spawn_bind_set(ivmd_t *d, const ivmd_job_t *job, const ivmd_pe_t
                 CPU_SET(c, set);
             }
         }
-        CPU_AND(set, set, &d->own_affinity);
+        CPU_AND(set, set, s->env->own_affinity);
         return CPU_COUNT(set) > 0 ? 0 : -1;
     case IVM_BIND_NONE:
-        *set = d->own_affinity;
+        *set = *s->env->own_affinity;
         return 0;
     default:
         return -1;
     }
 }
 
-void ivmd_spawn_bind(ivmd_t *d, const ivmd_job_t *job, const ivmd_pe_t *pe, pid_t pid)
+void ivmd_spawn_bind(const ivmd_spawn_t *s, const ivmd_job_t *job, const ivmd_pe_t *pe,
+                     pid_t pid)
 {
     char path[64];
     cpu_set_t set;
@@ -295,7 +305,7 @@ void ivmd_spawn_bind(ivmd_t *d, const ivmd_job_t *job, const ivmd_pe_t *pe, pid_
     DIR *dir;
 
     if (IVM_DEV_IS_GPU(pe->devtype) || job->data == NULL ||
-        ivmd_spawn_bind_set(d, job, pe, &set) != 0) {
+        ivmd_spawn_bind_set(s, job, pe, &set) != 0) {
         return;
     }
     /* Every thread of it: threads started before ivmEnter (OpenMP) too. */
@@ -314,12 +324,12 @@ void ivmd_spawn_bind(ivmd_t *d, const ivmd_job_t *job, const ivmd_pe_t *pe, pid_
     closedir(dir);
 }
 
-static ivmd_pe_t *ivmd_spawn_find_pid(ivmd_t *d, pid_t pid)
+static ivmd_pe_t *ivmd_spawn_find_pid(ivmd_spawn_t *s, pid_t pid)
 {
     ivmd_job_t *job;
     int i;
 
-    for (job = d->reg.jobs; job != NULL; job = job->next) {
+    for (job = s->env->reg->jobs; job != NULL; job = job->next) {
         for (i = job->next_pe_id - 1; i > 0; --i) {
             if (job->pes[i] != NULL && job->pes[i]->pid == pid && !job->pes[i]->reaped) {
                 return job->pes[i];
@@ -330,7 +340,7 @@ static ivmd_pe_t *ivmd_spawn_find_pid(ivmd_t *d, pid_t pid)
 }
 
 /* PE pe's process is gone (wstatus -1: not our child, status unknown). */
-static void ivmd_spawn_ended(ivmd_t *d, ivmd_pe_t *pe, int wstatus)
+static void ivmd_spawn_ended(ivmd_spawn_t *s, ivmd_pe_t *pe, int wstatus)
 {
     pe->reaped = 1;
     if (pe->state == IVMD_PE_SPAWNED || pe->state == IVMD_PE_RUNNING) {
@@ -344,35 +354,34 @@ static void ivmd_spawn_ended(ivmd_t *d, ivmd_pe_t *pe, int wstatus)
             ivm_warn("job %u: pe %d (pid %d) exited with status %d without ivmExit",
                      pe->job->id, pe->id, (int)pe->pid, WEXITSTATUS(wstatus));
         }
-        ivmd_pe_end(&d->reg, pe, 1);
+        ivmd_pe_end(s->env->reg, pe, 1);
     }
-    ivmd_cluster_pe_reaped(d, pe);
-    ivmd_job_collect(d, pe->job);
+    ivmd_remote_pe_reaped(s->env->remote, pe);
+    ivmd_teardown_collect(s->teardown, pe->job);
 }
 
-void ivmd_spawn_reap(ivmd_t *d)
+void ivmd_spawn_reap(ivmd_spawn_t *s)
 {
     ivmd_pe_t *pe;
     int wstatus;
     pid_t pid;
 
     while ((pid = waitpid(-1, &wstatus, WNOHANG)) > 0) {
-        if (ivmd_gpu_reaped(d, pid, wstatus)) {
+        if (s->env->gpu->reaped(s->env->gpu_ctx, pid, wstatus)) {
             continue;
         }
-        pe = ivmd_spawn_find_pid(d, pid);
+        pe = ivmd_spawn_find_pid(s, pid);
         if (pe == NULL) {
-            ivmd_pool_reaped(d, pid, wstatus);
+            ivmd_pool_reaped(s->pool, pid, wstatus);
             continue;
         }
-        ivmd_spawn_ended(d, pe, wstatus);
+        ivmd_spawn_ended(s, pe, wstatus);
     }
-    ivmd_devcg_retry(d);
+    ivmd_devcg_retry(s->devcg);
 }
 
-int ivmd_spawn_kill(ivmd_t *d, ivmd_pe_t *pe)
+int ivmd_spawn_kill(ivmd_pe_t *pe)
 {
-    (void)d;
     if (pe->pid > 0 && !pe->reaped) {
         kill(pe->pid, SIGKILL);
         return 1;
@@ -388,21 +397,23 @@ int ivmd_spawn_kill(ivmd_t *d, ivmd_pe_t *pe)
 /* The pidfd of a forked PE (ivmd_spawn_watch). */
 typedef struct ivmd_pe_watch {
     ivmd_handler_t h;
+    ivmd_spawn_t  *s;
     ivmd_pe_t     *pe;
 } ivmd_pe_watch_t;
 
 static void ivmd_spawn_watch_event(ivmd_t *d, void *arg, uint32_t events)
 {
     ivmd_pe_watch_t *w = arg;
+    ivmd_spawn_t *s = w->s;
     ivmd_pe_t *pe = w->pe;
 
     (void)events;
-    ivmd_spawn_unwatch(d, pe);
-    ivmd_spawn_ended(d, pe, -1);
-    ivmd_devcg_retry(d);
+    ivmd_spawn_unwatch(s, pe);
+    ivmd_spawn_ended(s, pe, -1);
+    ivmd_devcg_retry(s->devcg);
 }
 
-ivmError_t ivmd_spawn_watch(ivmd_t *d, ivmd_pe_t *pe)
+ivmError_t ivmd_spawn_watch(ivmd_spawn_t *s, ivmd_pe_t *pe)
 {
     ivmd_pe_watch_t *w;
     int fd;
@@ -414,7 +425,7 @@ ivmError_t ivmd_spawn_watch(ivmd_t *d, ivmd_pe_t *pe)
     if (fd < 0) {
         /* Gone already (ESRCH): as if the pidfd said so at once. */
         ivm_info("job %u: pe %d (pid %d): pidfd_open: %m", pe->job->id, pe->id, (int)pe->pid);
-        ivmd_spawn_ended(d, pe, -1);
+        ivmd_spawn_ended(s, pe, -1);
         return errno == ESRCH ? IVM_SUCCESS : IVM_ERROR_INTERNAL;
     }
     fcntl(fd, F_SETFD, FD_CLOEXEC);
@@ -427,7 +438,8 @@ ivmError_t ivmd_spawn_watch(ivmd_t *d, ivmd_pe_t *pe)
     w->h.cb  = ivmd_spawn_watch_event;
     w->h.arg = w;
     w->pe    = pe;
-    if (ivmd_loop_add(d, &w->h, EPOLLIN) != IVM_SUCCESS) {
+    w->s     = s;
+    if (ivmd_loop_watch(s->env->loop, &w->h, EPOLLIN) != IVM_SUCCESS) {
         close(fd);
         free(w);
         return IVM_ERROR_INTERNAL;
@@ -436,15 +448,26 @@ ivmError_t ivmd_spawn_watch(ivmd_t *d, ivmd_pe_t *pe)
     return IVM_SUCCESS;
 }
 
-void ivmd_spawn_unwatch(ivmd_t *d, ivmd_pe_t *pe)
+void ivmd_spawn_unwatch(ivmd_spawn_t *s, ivmd_pe_t *pe)
 {
     ivmd_pe_watch_t *w = pe->watch;
 
     if (w == NULL) {
         return;
     }
-    ivmd_loop_del(d, &w->h);
+    ivmd_loop_unwatch(s->env->loop, &w->h);
     close(w->h.fd);
     free(w);
     pe->watch = NULL;
+}
+
+void ivmd_spawn_init(ivmd_spawn_t *s, const ivmd_ctl_env_t *env, struct ivmd_pool *pool,
+                     struct ivmd_output *output, ivmd_devcg_t *devcg,
+                     struct ivmd_teardown *teardown)
+{
+    s->env      = env;
+    s->pool     = pool;
+    s->output   = output;
+    s->devcg    = devcg;
+    s->teardown = teardown;
 }

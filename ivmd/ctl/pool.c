@@ -36,7 +36,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "ivmd.h"
+#include "ctl/pool.h"
+#include "cgroup.h"
+#include "crypto.h"
+#include "ctl/output.h"
+#include "ctl/remote.h"
+#include "ctl/spawn.h"
+#include "ctl/teardown.h"
 #include "log.h"
 #include "status.h"
 
@@ -112,8 +118,8 @@ static void ivmd_pool_child_cgroup(const char *cg_procs)
     }
 }
 
-int ivmd_pool_exec(ivmd_t *d, const ivmd_job_data_t *jd, char *const *envp, int out_fd,
-                   int err_fd, const ivm_cpu_device_t *dev, const char *cg_procs,
+int ivmd_pool_exec(const ivmd_pool_t *pl, const ivmd_job_data_t *jd, char *const *envp,
+                   int out_fd, int err_fd, const ivm_cpu_device_t *dev, const char *cg_procs,
                    pid_t *pid_p)
 {
     static const int defaults[] = {SIGPIPE, SIGCHLD, SIGTERM, SIGINT, SIGHUP};
@@ -141,9 +147,9 @@ int ivmd_pool_exec(ivmd_t *d, const ivmd_job_data_t *jd, char *const *envp, int 
         if (dev != NULL) {
             sched_setaffinity(0, sizeof(dev->cores), &dev->cores);
         }
-        ivmd_pool_child_fd(d->devnull, 0);
-        ivmd_pool_child_fd(out_fd >= 0 ? out_fd : d->devnull, 1);
-        ivmd_pool_child_fd(err_fd >= 0 ? err_fd : d->devnull, 2);
+        ivmd_pool_child_fd(*pl->env->devnull, 0);
+        ivmd_pool_child_fd(out_fd >= 0 ? out_fd : *pl->env->devnull, 1);
+        ivmd_pool_child_fd(err_fd >= 0 ? err_fd : *pl->env->devnull, 2);
         ivmd_pool_child_cgroup(cg_procs);
         if (chdir(jd->cwd) != 0) {
             _exit(127);
@@ -176,14 +182,14 @@ static uint32_t ivmd_pool_live(const ivmd_job_data_t *jd, int dev)
 
 /* The (job, device) whose pool is shortest: IVMD_POOL_EMPTY if one has no
  * process left, IVMD_POOL_SHORT if one has fewer than wanted, else 0. */
-static int ivmd_pool_short(const ivmd_t *d, ivmd_job_t **job_p, int *dev_p)
+static int ivmd_pool_short(const ivmd_pool_t *pl, ivmd_job_t **job_p, int *dev_p)
 {
     /* GPUs only while ivm-gpud lives: a GPU PE cannot start without it. */
-    int ngpus = ivmd_gpu_alive(d) ? (int)ivmd_gpu_count(d) : 0;
+    int ngpus = ivmd_ctl_gpu_alive(pl->env) ? (int)ivmd_ctl_gpu_count(pl->env) : 0;
     ivmd_job_t *job;
     int k, best = 0;
 
-    for (job = d->reg.jobs; job != NULL; job = job->next) {
+    for (job = pl->env->reg->jobs; job != NULL; job = job->next) {
         if (!ivmd_pool_active(job)) {
             continue;
         }
@@ -201,23 +207,23 @@ static int ivmd_pool_short(const ivmd_t *d, ivmd_job_t **job_p, int *dev_p)
     return best;
 }
 
-int ivmd_pool_wanted(const ivmd_t *d)
+int ivmd_pool_wanted(const ivmd_pool_t *pl)
 {
     ivmd_job_t *job;
     int dev;
 
-    return ivmd_pool_short(d, &job, &dev);
+    return ivmd_pool_short(pl, &job, &dev);
 }
 
-void ivmd_pool_fill(ivmd_t *d)
+void ivmd_pool_fill(ivmd_pool_t *pl)
 {
-    char detail[IVM_MSG_DETAIL_MAX];
+    ivmd_reply_t rep;
     ivmd_job_data_t *jd;
     ivmd_parked_t *p;
     ivmd_job_t *job;
     int dev;
 
-    if (!ivmd_pool_short(d, &job, &dev)) {
+    if (!ivmd_pool_short(pl, &job, &dev)) {
         return;
     }
     jd = job->data;
@@ -233,8 +239,9 @@ void ivmd_pool_fill(ivmd_t *d)
     p->slot.state   = IVMD_PE_SPAWNED;
     p->slot.job     = job;
     ivmd_pool_exe_track(jd, &p->exe);
-    if (ivmd_spawn_pe(d, job, &p->slot, detail, sizeof(detail)) != IVM_SUCCESS) {
-        ivm_warn("job %u: cannot start a parked process (%s); pool off", job->id, detail);
+    ivmd_reply_init(&rep);
+    if (ivmd_spawn_pe(pl->spawn, job, &p->slot, &rep) != IVM_SUCCESS) {
+        ivm_warn("job %u: cannot start a parked process (%s); pool off", job->id, rep.detail);
         jd->pe_pool = 0;
         free(p);
         return;
@@ -249,7 +256,7 @@ void ivmd_pool_fill(ivmd_t *d)
 /* The fork child of p->forking has pid (0: the fork failed): a PE not
  * entered yet is watched from now on (its death before its ENTER ends it), or
  * ended at once. */
-static void ivmd_pool_forked(ivmd_t *d, ivmd_parked_t *p, pid_t pid)
+static void ivmd_pool_forked(ivmd_pool_t *pl, ivmd_parked_t *p, pid_t pid)
 {
     ivmd_pe_t *pe = p->forking;
 
@@ -265,47 +272,58 @@ static void ivmd_pool_forked(ivmd_t *d, ivmd_parked_t *p, pid_t pid)
     }
     if (pid > 0) {
         pe->pid = pid;
-        ivmd_spawn_watch(d, pe);
+        ivmd_spawn_watch(pl->spawn, pe);
         return;
     }
     ivm_warn("job %u: pe %d: parked process pid %d could not fork it", pe->job->id, pe->id,
              (int)p->slot.pid);
     pe->reaped = 1;
-    ivmd_pe_end(&d->reg, pe, 1);
-    ivmd_job_collect(d, pe->job);
+    ivmd_pe_end(pl->env->reg, pe, 1);
+    ivmd_teardown_collect(pl->teardown, pe->job);
 }
 
 /* A forkable parked process parks again after a fork (its connection is
  * still the parked one). */
-static int ivmd_pool_repark(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                            const ivm_msg_enter_req_t *req, char *detail, size_t detail_len)
+static ivmError_t ivmd_pool_repark(ivmd_pool_t *pl, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                   const ivm_msg_enter_req_t *req, ivmd_reply_t *rep)
 {
     ivmd_parked_t *p = c->parked;
 
     if (p->forking == NULL || p->slot.id != req->pe_id ||
         !ivm_crypto_equal(&p->slot.token, &req->token, sizeof(req->token)) ||
         p->slot.job->id != req->job_id) {
-        snprintf(detail, detail_len, "this connection is already parked");
-        return IVM_ERROR_INVALID_VALUE;
+        return ivmd_reply_set(rep, IVM_ERROR_INVALID_VALUE, "this connection is already parked");
     }
-    ivmd_pool_forked(d, p, (pid_t)req->forked_pid);
+    ivmd_pool_forked(pl, p, (pid_t)req->forked_pid);
     p->seq = hdr->seq;
     return IVMD_DEFERRED;
 }
 
-int ivmd_pool_enter(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                    const ivm_msg_enter_req_t *req, char *detail, size_t detail_len)
+static void ivmd_pool_on_parked(const ivmd_pool_t *pl, ivmd_job_t *job, ivmd_parked_t *p)
 {
-    ivmd_job_t *job = ivmd_job_find(&d->reg, req->job_id);
+    /* Nothing to set up here for either kind of device: a parked GPU process
+     * made its CUDA primary context (cuda backend) in libivm before its
+     * ENTER (ivm_pool_park_prepare); it maps nothing until it is a PE, so
+     * ivm-gpud sees it only then. */
+    (void)pl;
+    if (IVM_DEV_IS_GPU(p->slot.devtype)) {
+        ivm_debug("job %u: pid %d parked for GPU %d (%s backend)", job->id,
+                  (int)p->slot.pid, IVM_DEV_INDEX(p->slot.devtype), ivmd_ctl_gpu_backend(pl->env));
+    }
+}
+
+ivmError_t ivmd_pool_enter(ivmd_pool_t *pl, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                           const ivm_msg_enter_req_t *req, ivmd_reply_t *rep)
+{
+    ivmd_job_t *job = ivmd_job_find(pl->env->reg, req->job_id);
     ivmd_parked_t *p = NULL;
 
     if (c->parked != NULL) {
-        return ivmd_pool_repark(d, c, hdr, req, detail, detail_len);
+        return ivmd_pool_repark(pl, c, hdr, req, rep);
     }
     if (req->blob_len != 0 || req->pe_id >= -1 || req->pe_pool != 0) {
-        snprintf(detail, detail_len, "a pool ENTER names a pool slot (< -1) and carries "
-                 "no blob and no pool size");
-        return IVM_ERROR_INVALID_VALUE;
+        return ivmd_reply_set(rep, IVM_ERROR_INVALID_VALUE, "a pool ENTER names a pool slot "
+                              "(< -1) and carries no blob and no pool size");
     }
     if (job != NULL && job->data != NULL) {
         for (p = ((ivmd_job_data_t *)job->data)->parked; p != NULL; p = p->next) {
@@ -317,8 +335,8 @@ int ivmd_pool_enter(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     if (p == NULL || p->dead || p->conn != NULL ||
         !ivm_crypto_equal(&p->slot.token, &req->token, sizeof(req->token)) ||
         p->slot.pid != c->peer_pid || job->ending) {
-        snprintf(detail, detail_len, "no parked process %d awaits ivmEnter in job %u with "
-                 "this token and pid", req->pe_id, req->job_id);
+        ivmd_reply_set(rep, IVM_ERROR_PERMISSION, "no parked process %d awaits ivmEnter in job "
+                       "%u with this token and pid", req->pe_id, req->job_id);
         ivm_warn("pid %d: pool ENTER as job %u slot %d refused (unknown slot, bad token "
                  "or pid)", (int)c->peer_pid, req->job_id, req->pe_id);
         return IVM_ERROR_PERMISSION;
@@ -328,24 +346,12 @@ int ivmd_pool_enter(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     p->forkable = (req->flags & IVM_ENTER_FORKABLE) != 0;
     c->parked   = p;
     ((ivmd_job_data_t *)job->data)->pool_early_deaths = 0;
-    ivmd_pool_on_parked(d, job, p);
+    ivmd_pool_on_parked(pl, job, p);
     ivm_debug("job %u: pid %d parked for device %d", job->id, (int)c->peer_pid,
               p->slot.devtype);
     return IVMD_DEFERRED;
 }
 
-void ivmd_pool_on_parked(ivmd_t *d, ivmd_job_t *job, ivmd_parked_t *p)
-{
-    /* Nothing to set up here for either kind of device: a parked GPU process
-     * made its CUDA primary context (cuda backend) in libivm before its
-     * ENTER (ivm_pool_park_prepare); it maps nothing until it is a PE, so
-     * ivm-gpud sees it only then. */
-    (void)d;
-    if (IVM_DEV_IS_GPU(p->slot.devtype)) {
-        ivm_debug("job %u: pid %d parked for GPU %d (%s backend)", job->id,
-                  (int)p->slot.pid, IVM_DEV_INDEX(p->slot.devtype), ivmd_gpu_backend_name(d));
-    }
-}
 
 static void ivmd_pool_unlink(ivmd_job_data_t *jd, ivmd_parked_t *p)
 {
@@ -400,7 +406,7 @@ static int ivmd_pool_exe_same(const ivmd_job_data_t *jd, const ivmd_parked_t *p)
  * tagged as the spawner's, else the job's). pe stays SPAWNED until the
  * child's ENTER; p is busy until it parks again. Returns 1, or 0 when the
  * output could not be set up (the cold path takes over). */
-static int ivmd_pool_fork(ivmd_t *d, ivmd_job_t *job, ivmd_parked_t *p, ivmd_pe_t *pe)
+static int ivmd_pool_fork(ivmd_pool_t *pl, ivmd_job_t *job, ivmd_parked_t *p, ivmd_pe_t *pe)
 {
     ivmd_job_data_t *jd = job->data;
     ivm_msg_enter_rep_t rep;
@@ -411,12 +417,12 @@ static int ivmd_pool_fork(ivmd_t *d, ivmd_job_t *job, ivmd_parked_t *p, ivmd_pe_
         return 0; /* no random bytes: the cold path says so */
     }
     if ((jd->proxy || (jd->tag_output && jd->out_fd >= 0)) &&
-        ivmd_output_open(d, job, pe->id, &fwd[0], &fwd[1]) == IVM_SUCCESS) {
+        ivmd_output_open(pl->output, job, pe->id, &fwd[0], &fwd[1]) == IVM_SUCCESS) {
         fds[0] = fwd[0];
         fds[1] = fwd[1];
     }
     for (int i = 0; i < 2; ++i) {
-        fds[i] = fds[i] >= 0 ? fds[i] : d->devnull;
+        fds[i] = fds[i] >= 0 ? fds[i] : *pl->env->devnull;
     }
     pe->token  = token;
     pe->pid    = 0;
@@ -428,21 +434,22 @@ static int ivmd_pool_fork(ivmd_t *d, ivmd_job_t *job, ivmd_parked_t *p, ivmd_pe_
     rep.ncores  = IVM_DEV_IS_GPU(pe->devtype) ? 0 : (uint32_t)job->devs[pe->devtype].ncores;
     rep.flags   = IVM_ENTER_REP_FORK;
     rep.token   = pe->token;
-    ivm_proto_strset(rep.node, sizeof(rep.node), d->cfg.node);
-    ivmd_conn_reply(d, p->conn, IVM_MSG_ENTER, p->seq, &rep, sizeof(rep), NULL, fds, 2);
+    ivm_proto_strset(rep.node, sizeof(rep.node), pl->env->node);
+    ivmd_conn_reply(pl->env->d, p->conn, IVM_MSG_ENTER, p->seq, &rep, sizeof(rep), NULL, fds,
+                    2);
     for (int i = 0; i < 2; ++i) {
         if (fwd[i] >= 0) {
             close(fwd[i]);
         }
     }
     p->forking = pe;
-    ++d->pooled;
+    ++pl->pooled;
     ivm_debug("job %u: pe %d forked by parked process pid %d (warm)", job->id, pe->id,
               (int)p->slot.pid);
     return 1;
 }
 
-int ivmd_pool_take(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe)
+int ivmd_pool_take(ivmd_pool_t *pl, ivmd_job_t *job, ivmd_pe_t *pe)
 {
     ivmd_job_data_t *jd = job->data;
     ivm_msg_enter_rep_t rep;
@@ -456,7 +463,7 @@ int ivmd_pool_take(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe)
         if (p->dead || p->conn == NULL || p->forking != NULL || p->slot.devtype != pe->devtype) {
             continue;
         }
-        if (IVM_DEV_IS_GPU(p->slot.devtype) && !ivmd_gpu_alive(d)) {
+        if (IVM_DEV_IS_GPU(p->slot.devtype) && !ivmd_ctl_gpu_alive(pl->env)) {
             /* ivm-gpud is gone: the cold path reports it (spawn). */
             ivmd_pool_kill(p);
             continue;
@@ -477,35 +484,35 @@ int ivmd_pool_take(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe)
         return 0;
     }
     if (p->forkable) {
-        return ivmd_pool_fork(d, job, p, pe);
+        return ivmd_pool_fork(pl, job, p, pe);
     }
     c = p->conn;
     ivmd_pool_unlink(jd, p);
     c->parked  = NULL;
     pe->pid    = p->slot.pid;
     pe->token  = p->slot.token;
-    ivmd_spawn_bind(d, job, pe, pe->pid);
+    ivmd_spawn_bind(pl->spawn, job, pe, pe->pid);
     ivmd_pe_enter(pe, c);
     c->job = job;
     c->pe  = pe;
     ++jd->nconns;
-    ivmd_output_retag(d, job->id, p->slot.id, pe->id);
-    ivmd_cluster_pe_entered(d, pe);
+    ivmd_output_retag(pl->output, job->id, p->slot.id, pe->id);
+    ivmd_remote_pe_entered(pl->env->remote, pe);
     memset(&rep, 0, sizeof(rep));
     rep.job_id  = job->id;
     rep.pe_id   = pe->id;
     rep.devtype = pe->devtype;
     rep.ncores  = IVM_DEV_IS_GPU(pe->devtype) ? 0 : (uint32_t)job->devs[pe->devtype].ncores;
-    ivm_proto_strset(rep.node, sizeof(rep.node), d->cfg.node);
-    ivmd_conn_reply(d, c, IVM_MSG_ENTER, p->seq, &rep, sizeof(rep), NULL, NULL, 0);
-    ++d->pooled;
+    ivm_proto_strset(rep.node, sizeof(rep.node), pl->env->node);
+    ivmd_conn_reply(pl->env->d, c, IVM_MSG_ENTER, p->seq, &rep, sizeof(rep), NULL, NULL, 0);
+    ++pl->pooled;
     ivm_debug("job %u: pe %d is parked process pid %d (warm)", job->id, pe->id,
               (int)pe->pid);
     free(p);
     return 1;
 }
 
-void ivmd_pool_disconnect(ivmd_t *d, ivmd_conn_t *c)
+void ivmd_pool_disconnect(ivmd_pool_t *pl, ivmd_conn_t *c)
 {
     ivmd_parked_t *p = c->parked;
 
@@ -513,7 +520,7 @@ void ivmd_pool_disconnect(ivmd_t *d, ivmd_conn_t *c)
     p->conn   = NULL;
     if (p->forking != NULL) {
         /* Gone before it reported its fork: the PE may never come. */
-        ivmd_pool_forked(d, p, 0);
+        ivmd_pool_forked(pl, p, 0);
     }
     if (!p->dead) {
         ivm_info("job %u: parked process pid %d disconnected; it is replaced",
@@ -522,13 +529,13 @@ void ivmd_pool_disconnect(ivmd_t *d, ivmd_conn_t *c)
     ivmd_pool_kill(p);
 }
 
-int ivmd_pool_reaped(ivmd_t *d, pid_t pid, int wstatus)
+int ivmd_pool_reaped(ivmd_pool_t *pl, pid_t pid, int wstatus)
 {
     ivmd_job_data_t *jd;
     ivmd_parked_t *p = NULL;
     ivmd_job_t *job;
 
-    for (job = d->reg.jobs; job != NULL && p == NULL; job = job->next) {
+    for (job = pl->env->reg->jobs; job != NULL && p == NULL; job = job->next) {
         jd = job->data;
         for (p = (jd != NULL) ? jd->parked : NULL; p != NULL; p = p->next) {
             if (p->slot.pid == pid) {
@@ -557,21 +564,21 @@ int ivmd_pool_reaped(ivmd_t *d, pid_t pid, int wstatus)
         ivmd_conn_t *c = p->conn;
         c->parked = NULL;
         p->conn   = NULL;
-        ivmd_conn_close(d, c, "parked process ended");
+        ivmd_conn_close(pl->env->d, c, "parked process ended");
     }
     ivmd_pool_unlink(jd, p);
     free(p);
-    ivmd_job_collect(d, job);
+    ivmd_teardown_collect(pl->teardown, job);
     return 1;
 }
 
-void ivmd_pool_gpus_lost(ivmd_t *d)
+void ivmd_pool_gpus_lost(ivmd_pool_t *pl)
 {
     ivmd_job_data_t *jd;
     ivmd_parked_t *p;
     ivmd_job_t *job;
 
-    for (job = d->reg.jobs; job != NULL; job = job->next) {
+    for (job = pl->env->reg->jobs; job != NULL; job = job->next) {
         jd = job->data;
         for (p = (jd != NULL) ? jd->parked : NULL; p != NULL; p = p->next) {
             if (IVM_DEV_IS_GPU(p->slot.devtype) && !p->dead) {
@@ -583,7 +590,7 @@ void ivmd_pool_gpus_lost(ivmd_t *d)
     }
 }
 
-void ivmd_pool_job_end(ivmd_t *d, ivmd_job_t *job)
+void ivmd_pool_job_end(ivmd_pool_t *pl, ivmd_job_t *job)
 {
     ivmd_job_data_t *jd = job->data;
     ivmd_parked_t *p;
@@ -631,17 +638,27 @@ int ivmd_pool_pids(const ivmd_job_t *job, int dev, pid_t *pids, int max)
     return n;
 }
 
-uint32_t ivmd_pool_count(const ivmd_t *d)
+uint32_t ivmd_pool_count(const ivmd_pool_t *pl)
 {
     const ivmd_job_t *job;
     const ivmd_parked_t *p;
     uint32_t n = 0;
 
-    for (job = d->reg.jobs; job != NULL; job = job->next) {
+    for (job = pl->env->reg->jobs; job != NULL; job = job->next) {
         const ivmd_job_data_t *jd = job->data;
         for (p = (jd != NULL) ? jd->parked : NULL; p != NULL; p = p->next) {
             n += (!p->dead && p->conn != NULL);
         }
     }
     return n;
+}
+
+void ivmd_pool_init(ivmd_pool_t *pl, const ivmd_ctl_env_t *env, struct ivmd_spawn *spawn,
+                    struct ivmd_output *output, struct ivmd_teardown *teardown)
+{
+    pl->env      = env;
+    pl->spawn    = spawn;
+    pl->output   = output;
+    pl->teardown = teardown;
+    pl->pooled   = 0;
 }

@@ -9,8 +9,11 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
-#include "ivmd.h"
+#include "ctl/output.h"
+#include "ctl/jobdata.h"
+#include "ctl/remote.h"
 #include "log.h"
+#include "transport/link.h"
 
 /* Write all of buf; gives up after a second of a blocked target. */
 static void ivmd_output_write(int fd, const char *buf, size_t len)
@@ -37,13 +40,13 @@ static void ivmd_output_write(int fd, const char *buf, size_t len)
 
 /* "[NODE,N] ": the node the PE runs on and its id ("[NODE,parked] " for a
  * process of the warm pool), as ivmrun --tag-output promises. */
-static int ivmd_output_prefix(ivmd_t *d, ivmd_job_t *job, int pe_id, char *buf, size_t len)
+static int ivmd_output_prefix(ivmd_output_t *o, ivmd_job_t *job, int pe_id, char *buf, size_t len)
 {
-    const char *node = d->cfg.node;
+    const char *node = o->node;
     ivmd_pe_t *pe = (job != NULL && pe_id >= 0) ? ivmd_pe_find(job, pe_id) : NULL;
     ivmd_peer_t *peer;
 
-    if (pe != NULL && pe->node >= 0 && (peer = ivmd_cluster_peer(d, pe->node)) != NULL) {
+    if (pe != NULL && pe->node >= 0 && (peer = ivmd_remote_peer(o->remote, pe->node)) != NULL) {
         node = peer->node;
     }
     if (pe_id < 0) {
@@ -52,7 +55,7 @@ static int ivmd_output_prefix(ivmd_t *d, ivmd_job_t *job, int pe_id, char *buf, 
     return snprintf(buf, len, "[%s,%d] ", node, pe_id);
 }
 
-void ivmd_output_write_job(ivmd_t *d, ivmd_job_t *job, int pe_id, int fd, const char *bytes,
+void ivmd_output_write_job(ivmd_output_t *o, ivmd_job_t *job, int pe_id, int fd, const char *bytes,
                            size_t len)
 {
     ivmd_job_data_t *jd = job->data;
@@ -64,7 +67,7 @@ void ivmd_output_write_job(ivmd_t *d, ivmd_job_t *job, int pe_id, int fd, const 
         return;
     }
     if (jd->tag_output) {
-        plen = ivmd_output_prefix(d, job, pe_id, prefix, sizeof(prefix));
+        plen = ivmd_output_prefix(o, job, pe_id, prefix, sizeof(prefix));
     }
     line = malloc((size_t)plen + len);
     if (line == NULL) {
@@ -76,26 +79,26 @@ void ivmd_output_write_job(ivmd_t *d, ivmd_job_t *job, int pe_id, int fd, const 
     free(line);
 }
 
-static void ivmd_output_emit(ivmd_t *d, ivmd_fwd_t *f, const char *text, size_t len,
+static void ivmd_output_emit(ivmd_output_t *o, ivmd_fwd_t *f, const char *text, size_t len,
                              int newline)
 {
     if (f->target < 0) {
         /* A PE of a job rooted elsewhere: its root daemon writes the line. */
-        ivmd_job_t *job = ivmd_job_find(&d->reg, f->job_id);
+        ivmd_job_t *job = ivmd_job_find(o->reg, f->job_id);
         char *line = malloc(len + 1);
         if (job != NULL && line != NULL && job->data != NULL) {
             memcpy(line, text, len);
             if (newline) {
                 line[len++] = '\n';
             }
-            ivmd_cluster_output(d, job, f->pe_id, f->stream, line, len);
+            ivmd_remote_output(o->remote, job, f->pe_id, f->stream, line, len);
         }
         free(line);
         return;
     }
     {
     char prefix[IVM_HOST_MAX + 32];
-    int plen = ivmd_output_prefix(d, NULL, f->pe_id, prefix, sizeof(prefix));
+    int plen = ivmd_output_prefix(o, NULL, f->pe_id, prefix, sizeof(prefix));
     char *line = malloc((size_t)plen + len + 1);
 
     if (line == NULL) {
@@ -111,32 +114,33 @@ static void ivmd_output_emit(ivmd_t *d, ivmd_fwd_t *f, const char *text, size_t 
     }
 }
 
-static void ivmd_output_close(ivmd_t *d, ivmd_fwd_t *f)
+static void ivmd_output_close(ivmd_output_t *o, ivmd_fwd_t *f)
 {
     ivmd_fwd_t **link;
 
     if (f->len > 0) {
-        ivmd_output_emit(d, f, f->line, f->len, 1);
+        ivmd_output_emit(o, f, f->line, f->len, 1);
         f->len = 0;
     }
-    ivmd_loop_del(d, &f->h);
+    ivmd_loop_unwatch(o->loop, &f->h);
     close(f->h.fd);
     if (f->target >= 0) {
         close(f->target);
     }
-    for (link = &d->fwds; *link != NULL; link = &(*link)->next) {
+    for (link = &o->fwds; *link != NULL; link = &(*link)->next) {
         if (*link == f) {
             *link = f->next;
             break;
         }
     }
-    f->next      = d->dead_fwds;
-    d->dead_fwds = f;
+    f->next      = o->dead;
+    o->dead = f;
 }
 
 static void ivmd_output_on_event(ivmd_t *d, void *arg, uint32_t events)
 {
     ivmd_fwd_t *f = arg;
+    ivmd_output_t *o = f->out;
     char *nl;
     ssize_t n;
 
@@ -146,24 +150,24 @@ static void ivmd_output_on_event(ivmd_t *d, void *arg, uint32_t events)
             return;
         }
         if (n <= 0) {
-            ivmd_output_close(d, f);
+            ivmd_output_close(o, f);
             return;
         }
         f->len += (size_t)n;
         while ((nl = memchr(f->line, '\n', f->len)) != NULL) {
             size_t take = (size_t)(nl - f->line);
-            ivmd_output_emit(d, f, f->line, take, 1);
+            ivmd_output_emit(o, f, f->line, take, 1);
             memmove(f->line, nl + 1, f->len - take - 1);
             f->len -= take + 1;
         }
         if (f->len == sizeof(f->line)) {
-            ivmd_output_emit(d, f, f->line, f->len, 1);
+            ivmd_output_emit(o, f, f->line, f->len, 1);
             f->len = 0;
         }
     }
 }
 
-static ivmError_t ivmd_output_add(ivmd_t *d, ivmd_job_t *job, int stream, int target,
+static ivmError_t ivmd_output_add(ivmd_output_t *o, ivmd_job_t *job, int stream, int target,
                                   int pe_id, int *write_end_p)
 {
     ivmd_fwd_t *f;
@@ -186,16 +190,17 @@ static ivmError_t ivmd_output_add(ivmd_t *d, ivmd_job_t *job, int stream, int ta
     f->stream = stream;
     fcntl(p[0], F_SETFL, O_NONBLOCK);
     f->pe_id = pe_id;
+    f->out   = o;
     f->h     = (ivmd_handler_t){.fd = p[0], .cb = ivmd_output_on_event, .arg = f};
-    if (ivmd_loop_add(d, &f->h, EPOLLIN) != IVM_SUCCESS) {
+    if (ivmd_loop_watch(o->loop, &f->h, EPOLLIN) != IVM_SUCCESS) {
         if (f->target >= 0) {
             close(f->target);
         }
         free(f);
         goto err_close;
     }
-    f->next = d->fwds;
-    d->fwds = f;
+    f->next = o->fwds;
+    o->fwds = f;
     *write_end_p = p[1];
     return IVM_SUCCESS;
 
@@ -205,46 +210,56 @@ err_close:
     return IVM_ERROR_NO_MEMORY;
 }
 
-ivmError_t ivmd_output_open(ivmd_t *d, ivmd_job_t *job, int pe_id, int *out_p, int *err_p)
+ivmError_t ivmd_output_open(ivmd_output_t *o, ivmd_job_t *job, int pe_id, int *out_p, int *err_p)
 {
     ivmd_job_data_t *jd = job->data;
 
-    if (ivmd_output_add(d, job, 1, jd->out_fd, pe_id, out_p) != IVM_SUCCESS) {
+    if (ivmd_output_add(o, job, 1, jd->out_fd, pe_id, out_p) != IVM_SUCCESS) {
         return IVM_ERROR_NO_MEMORY;
     }
-    if (ivmd_output_add(d, job, 2, jd->err_fd, pe_id, err_p) != IVM_SUCCESS) {
+    if (ivmd_output_add(o, job, 2, jd->err_fd, pe_id, err_p) != IVM_SUCCESS) {
         close(*out_p);
-        ivmd_output_close(d, d->fwds);
+        ivmd_output_close(o, o->fwds);
         return IVM_ERROR_NO_MEMORY;
     }
     return IVM_SUCCESS;
 }
 
-void ivmd_output_reap(ivmd_t *d)
+void ivmd_output_reap(ivmd_output_t *o)
 {
     ivmd_fwd_t *f;
 
-    while ((f = d->dead_fwds) != NULL) {
-        d->dead_fwds = f->next;
+    while ((f = o->dead) != NULL) {
+        o->dead = f->next;
         free(f);
     }
 }
 
-void ivmd_output_retag(ivmd_t *d, uint32_t job_id, int from, int to)
+void ivmd_output_retag(ivmd_output_t *o, uint32_t job_id, int from, int to)
 {
     ivmd_fwd_t *f;
 
-    for (f = d->fwds; f != NULL; f = f->next) {
+    for (f = o->fwds; f != NULL; f = f->next) {
         if (f->job_id == job_id && f->pe_id == from) {
             f->pe_id = to;
         }
     }
 }
 
-void ivmd_output_close_all(ivmd_t *d)
+void ivmd_output_close_all(ivmd_output_t *o)
 {
-    while (d->fwds != NULL) {
-        ivmd_output_close(d, d->fwds);
+    while (o->fwds != NULL) {
+        ivmd_output_close(o, o->fwds);
     }
-    ivmd_output_reap(d);
+    ivmd_output_reap(o);
+}
+
+void ivmd_output_init(ivmd_output_t *o, struct ivmd_remote *remote, ivmd_loop_t *loop,
+                      ivmd_registry_t *reg, const char *node)
+{
+    o->remote = remote;
+    o->loop = loop;
+    o->reg  = reg;
+    o->node = node;
+    o->fwds = o->dead = NULL;
 }

@@ -1,0 +1,69 @@
+/*
+ * handlers (service layer): the PE protocol. A table maps each validated
+ * request type to the handler that serves it, which calls down into the
+ * control plane (ctl/), the data plane (data/) and GPU coherence (gpu/). A
+ * handler fills the reply and returns its status (transport/reply.h), IVMD_DEFERRED
+ * when the reply comes later.
+ */
+#ifndef IVMD_HANDLERS_H
+#define IVMD_HANDLERS_H
+
+#include <stdint.h>
+
+#include "ctl/job.h"
+#include "proto.h"
+#include "transport/reply.h"
+#include "transport/conn.h"
+
+/* The body of every reply a handler may send. */
+typedef union ivmd_reply_body {
+    ivm_msg_status_t         status;
+    ivm_msg_enter_rep_t      enter;
+    ivm_msg_create_dev_rep_t create_dev;
+    ivm_msg_create_pes_rep_t create_pes;
+    ivm_msg_value_rep_t      value;
+    ivm_msg_map_rep_t        map;
+    ivm_msg_info_rep_t       info;
+    ivm_msg_obj_info_rep_t   obj_info;
+    ivm_msg_gpu_info_rep_t   gpu_info;
+    ivm_msg_cpu_info_rep_t   cpu_info;
+    ivm_msg_list_rep_t       list;
+} ivmd_reply_body_t;
+
+/* A PE request's reply being built: the result and detail, the body. */
+typedef struct ivmd_pe_reply {
+    ivmd_reply_t      r;
+    ivmd_reply_body_t body;
+    uint32_t          len;     /* bytes of body to send */
+    int               fd;      /* fd to pass, -1 if none */
+} ivmd_pe_reply_t;
+
+/* The service's state, hung off the daemon's context. */
+typedef struct ivmd_handlers {
+    ivmd_pe_reply_t rep;       /* the reply of the request being served */
+} ivmd_handlers_t;
+
+/* A PE's request (a connection kind's on_msg). */
+void ivmd_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                     const void *payload);
+/* The connection of a PE closed (EOF, error, bad input). */
+void ivmd_handle_disconnect(ivmd_t *d, ivmd_conn_t *c);
+/* The reply's size of a request type (the remote protocol's virtual
+ * connections answer with it). */
+uint32_t ivmd_reply_size(uint16_t type);
+/* Map [off, off+size) of obj for c's PE and answer its request (the data
+ * plane's answer once the object's copy is here). */
+void ivmd_reply_map(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
+                    ivmd_obj_t *obj, uint64_t off, uint64_t size);
+/* Wire the control plane's modules to the daemon's state (before any of
+ * them runs: after the options, before ivmd_devcg_open). */
+void ivmd_handlers_init(ivmd_t *d);
+/* Grace period over: kill what is left of ended jobs (the timer's handler). */
+void ivmd_job_grace_expired(ivmd_t *d, void *arg, uint32_t events);
+/* The GPU daemon is gone (GPU coherence's up-call): the warm pool's GPU
+ * processes can never be PEs. */
+void ivmd_pool_gpus_lost_d(ivmd_t *d);
+/* Registry callbacks. */
+extern const ivmd_job_ops_t ivmd_job_ops;
+
+#endif /* IVMD_HANDLERS_H */
