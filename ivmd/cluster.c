@@ -71,13 +71,54 @@ static const ivmd_data_ops_t ivmd_cluster_data_ops = {
 /* What the control plane does for the GPU module. */
 static const ivmd_gpu_up_t ivmd_cluster_gpu_up = {
     .spawn_attr_init = ivmd_spawn_attr_init,
-    .gpus_lost       = ivmd_pool_gpus_lost_d,
+    .gpus_lost       = ivmd_handle_gpus_lost,
 };
 
 /* What the service does for the remote module. */
 static uint32_t ivmd_cluster_gpu_count(const ivmd_t *d)
 {
-    return ivmd_gpu_count(d);
+    return ivmd_gpu_count(&d->gpu);
+}
+
+/* The control plane's functions take their modules' state; the remote
+ * module is given the daemon (opaque to it) and calls these. */
+static void ivmd_cluster_job_terminate(ivmd_t *d, ivmd_job_t *job, const char *why)
+{
+    ivmd_teardown_terminate(&d->teardown, job, why);
+}
+
+static void ivmd_cluster_job_collect(ivmd_t *d, ivmd_job_t *job)
+{
+    ivmd_teardown_collect(&d->teardown, job);
+}
+
+static ivmError_t ivmd_cluster_spawn_pe(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe,
+                                        char *detail, size_t detail_len)
+{
+    ivmd_reply_t rep;
+    ivmError_t status;
+
+    ivmd_reply_init(&rep);
+    status = ivmd_spawn_pe(&d->spawn, job, pe, &rep);
+    snprintf(detail, detail_len, "%s", rep.detail);
+    return status;
+}
+
+static int ivmd_cluster_spawn_kill(ivmd_t *d, ivmd_pe_t *pe)
+{
+    (void)d;
+    return ivmd_spawn_kill(pe);
+}
+
+static int ivmd_cluster_pool_take(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe)
+{
+    return ivmd_pool_take(&d->pool, job, pe);
+}
+
+static void ivmd_cluster_output_write(ivmd_t *d, ivmd_job_t *job, int pe_id, int fd,
+                                      const char *bytes, size_t len)
+{
+    ivmd_output_write_job(&d->output, job, pe_id, fd, bytes, len);
 }
 
 static const ivmd_remote_ops_t ivmd_cluster_remote_ops = {
@@ -85,12 +126,12 @@ static const ivmd_remote_ops_t ivmd_cluster_remote_ops = {
     .reply_size      = ivmd_reply_size,
     .job_data_unpack = ivmd_job_data_unpack,
     .job_data_free   = ivmd_job_data_free,
-    .job_terminate   = ivmd_job_terminate,
-    .job_collect     = ivmd_job_collect,
-    .spawn_pe        = ivmd_spawn_pe_d,
-    .spawn_kill      = ivmd_spawn_kill,
-    .pool_take       = ivmd_pool_take,
-    .output_write    = ivmd_output_write_job,
+    .job_terminate   = ivmd_cluster_job_terminate,
+    .job_collect     = ivmd_cluster_job_collect,
+    .spawn_pe        = ivmd_cluster_spawn_pe,
+    .spawn_kill      = ivmd_cluster_spawn_kill,
+    .pool_take       = ivmd_cluster_pool_take,
+    .output_write    = ivmd_cluster_output_write,
     .gpu_count       = ivmd_cluster_gpu_count,
 };
 
@@ -134,7 +175,8 @@ void ivmd_cluster_conn_gone(ivmd_t *d, ivmd_conn_t *c)
 
 void ivmd_cluster_peer_up(ivmd_t *d, ivmd_peer_t *p)
 {
-    ivmd_remote_send_nodeinfo(&d->remote, p, ivmd_gpu_alive(d) ? ivmd_gpu_count(d) : 0);
+    ivmd_remote_send_nodeinfo(&d->remote, p,
+                              ivmd_gpu_alive(&d->gpu) ? ivmd_gpu_count(&d->gpu) : 0);
 }
 
 /* A lost peer fails the operations waiting on it first, then the control

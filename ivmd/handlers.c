@@ -39,37 +39,51 @@ static void ivmd_detail(ivmd_pe_reply_t *rep, const char *fmt, ...)
 /* GPU coherence as the control plane sees it (ctl/ctl.h): ctx is the daemon. */
 static uint32_t ivmd_gpu_op_count(const void *ctx)
 {
-    return ivmd_gpu_count((const ivmd_t *)ctx);
+    const ivmd_t *d = ctx;
+
+    return ivmd_gpu_count(&d->gpu);
 }
 
 static int ivmd_gpu_op_alive(const void *ctx)
 {
-    return ivmd_gpu_alive((const ivmd_t *)ctx);
+    const ivmd_t *d = ctx;
+
+    return ivmd_gpu_alive(&d->gpu);
 }
 
 static const char *ivmd_gpu_op_backend_name(const void *ctx)
 {
-    return ivmd_gpu_backend_name((const ivmd_t *)ctx);
+    const ivmd_t *d = ctx;
+
+    return ivmd_gpu_backend_name(&d->gpu);
 }
 
 static int ivmd_gpu_op_share(const void *ctx, int dev)
 {
-    return ivmd_gpu_share((const ivmd_t *)ctx, dev);
+    const ivmd_t *d = ctx;
+
+    return ivmd_gpu_share(&d->gpu, dev);
 }
 
 static int ivmd_gpu_op_env(const void *ctx, int dev, char (*env)[160], int max)
 {
-    return ivmd_gpu_env((const ivmd_t *)ctx, dev, env, max);
+    const ivmd_t *d = ctx;
+
+    return ivmd_gpu_env(&d->gpu, dev, env, max);
 }
 
 static int ivmd_gpu_op_env_overrides(const void *ctx, int dev, const char *var)
 {
-    return ivmd_gpu_env_overrides((const ivmd_t *)ctx, dev, var);
+    const ivmd_t *d = ctx;
+
+    return ivmd_gpu_env_overrides(&d->gpu, dev, var);
 }
 
 static int ivmd_gpu_op_reaped(void *ctx, pid_t pid, int wstatus)
 {
-    return ivmd_gpu_reaped((ivmd_t *)ctx, pid, wstatus);
+    ivmd_t *d = ctx;
+
+    return ivmd_gpu_reaped(&d->gpu, pid, wstatus);
 }
 
 static const ivmd_ctl_gpu_ops_t ivmd_ctl_gpu_ops = {
@@ -85,7 +99,9 @@ static const ivmd_ctl_gpu_ops_t ivmd_ctl_gpu_ops = {
 /* A job ends: its device copies go (GPU coherence's job-end listener). */
 static void ivmd_gpu_on_job_end(void *ctx, ivmd_job_t *job)
 {
-    ivmd_gpu_job_end((ivmd_t *)ctx, job);
+    ivmd_t *d = ctx;
+
+    ivmd_gpu_job_end(&d->gpu, job);
 }
 
 void ivmd_handlers_init(ivmd_t *d)
@@ -108,7 +124,7 @@ void ivmd_job_grace_expired(ivmd_t *d, void *arg, uint32_t events)
     ivmd_teardown_grace_expired(&d->teardown);
 }
 
-void ivmd_pool_gpus_lost_d(ivmd_t *d)
+void ivmd_handle_gpus_lost(ivmd_t *d)
 {
     ivmd_pool_gpus_lost(&d->pool);
 }
@@ -135,8 +151,10 @@ static void ivmd_on_obj_release(void *ctx, ivmd_obj_t *obj)
 
 static void ivmd_on_pe_ended(void *ctx, ivmd_pe_t *pe, int failed)
 {
-    ivmd_gpu_pe_ended(ctx, pe);
-    ivmd_cluster_pe_ended(ctx, pe, failed);
+    ivmd_t *d = ctx;
+
+    ivmd_gpu_pe_ended(&d->gpu, pe);
+    ivmd_remote_pe_ended(&d->remote, pe, failed);
 }
 
 const ivmd_job_ops_t ivmd_job_ops = {
@@ -162,15 +180,15 @@ void ivmd_handle_disconnect(ivmd_t *d, ivmd_conn_t *c)
     --((ivmd_job_data_t *)job->data)->nconns;
     if (pe != NULL && (pe->state == IVMD_PE_RUNNING || pe->state == IVMD_PE_SPAWNED)) {
         if (pe->id == 0) {
-            ivmd_job_terminate(d, job, "the root PE died");
+            ivmd_teardown_terminate(&d->teardown, job, "the root PE died");
         } else {
             ivm_warn("job %u: pe %d disconnected without ivmExit: it failed", job->id,
                      pe->id);
-            ivmd_spawn_kill(d, pe);
+            ivmd_spawn_kill(pe);
             ivmd_pe_end(&d->reg, pe, 1);
         }
     }
-    ivmd_job_collect(d, job);
+    ivmd_teardown_collect(&d->teardown, job);
 }
 
 /* ---------------------------------------------------------------- ENTER */
@@ -372,7 +390,7 @@ static ivmError_t ivmd_handle_enter(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr
     c->job = pe->job;
     c->pe  = pe;
     ++jd->nconns;
-    ivmd_cluster_pe_entered(d, pe);
+    ivmd_remote_pe_entered(&d->remote, pe);
     ivmd_enter_reply(d, pe->job, pe, rep);
     ivm_debug("job %u: pe %d entered (pid %d)", pe->job->id, pe->id, (int)c->peer_pid);
     return IVM_SUCCESS;
@@ -388,7 +406,7 @@ static ivmError_t ivmd_handle_exit(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_
 
     ivm_debug("job %u: pe %d called ivmExit", job->id, pe->id);
     if (pe->id == 0) {
-        ivmd_job_terminate(d, job, "the root PE called ivmExit");
+        ivmd_teardown_terminate(&d->teardown, job, "the root PE called ivmExit");
     } else {
         ivmd_pe_end(&d->reg, pe, 0);
     }
@@ -446,12 +464,12 @@ static ivmError_t ivmd_check_dev(ivmd_t *d, ivmd_conn_t *c, int node, int devtyp
     if (IVM_DEV_IS_GPU(devtype) ||
         (devtype == IVM_THIS_DEV && IVM_DEV_IS_GPU(c->pe->devtype))) {
         int gpu = IVM_DEV_INDEX(devtype == IVM_THIS_DEV ? c->pe->devtype : devtype);
-        if ((uint32_t)gpu >= ivmd_gpu_count(d)) {
+        if ((uint32_t)gpu >= ivmd_gpu_count(&d->gpu)) {
             ivmd_detail(rep, "%s has no GPU %d (it has %u)", d->cfg.node, gpu,
-                        ivmd_gpu_count(d));
+                        ivmd_gpu_count(&d->gpu));
             return IVM_ERROR_NOT_FOUND;
         }
-        if (!ivmd_gpu_alive(d)) {
+        if (!ivmd_gpu_alive(&d->gpu)) {
             ivmd_detail(rep, "the GPU daemon (ivm-gpud) of %s is gone", d->cfg.node);
             return IVM_ERROR_DAEMON_LOST;
         }
@@ -547,12 +565,12 @@ static ivmError_t ivmd_handle_create_pes(ivmd_t *d, ivmd_conn_t *c, const ivm_ms
             out->pes[i] = pe->id;
             continue;
         }
-        if (ivmd_pool_take(d, c->job, pe)) {
+        if (ivmd_pool_take(&d->pool, c->job, pe)) {
             out->pes[i] = pe->id;
             continue;
         }
         /* (the name in parentheses: the function, not ivmd.h's forwarding macro) */
-        status = (ivmd_spawn_pe)(&d->spawn, c->job, pe, &rep->r);
+        status = ivmd_spawn_pe(&d->spawn, c->job, pe, &rep->r);
         if (status != IVM_SUCCESS) {
             ivmd_pe_unreserve(&d->reg, c->job, pe);
             return status;
@@ -563,8 +581,8 @@ static ivmError_t ivmd_handle_create_pes(ivmd_t *d, ivmd_conn_t *c, const ivm_ms
                           (size_t)req->n * sizeof(out->pes[0]));
     if (nremote > 0) {
         out->status = IVM_SUCCESS;
-        status = ivmd_cluster_spawn(d, c, hdr, node, devtype, remote, nremote, out, rep->r.detail,
-                                    sizeof(rep->r.detail));
+        status = ivmd_remote_spawn(&d->remote, c, hdr, node, devtype, remote, nremote, out,
+                                   rep->r.detail, sizeof(rep->r.detail));
         if (status != IVMD_DEFERRED) {
             for (i = 0; i < nremote; ++i) {
                 remote[i]->reaped = 1;
@@ -609,10 +627,10 @@ static ivmError_t ivmd_handle_kill_pes(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_
             kill_root = 1;
             continue;
         }
-        ivmd_spawn_kill(d, pe);
+        ivmd_spawn_kill(pe);
         ivm_info("job %u: pe %d killed by pe %d", job->id, pe->id, c->pe->id);
         if (pe->node >= 0) {
-            ivmd_cluster_kill(d, pe);
+            ivmd_remote_kill(&d->remote, pe);
         }
         ivmd_pe_end(&d->reg, pe, 1);
     }
@@ -621,7 +639,7 @@ static ivmError_t ivmd_handle_kill_pes(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_
         if (jd->root_pid > 0) {
             kill(jd->root_pid, SIGKILL);
         }
-        ivmd_job_terminate(d, job, "the root PE was killed by ivmKillPEs");
+        ivmd_teardown_terminate(&d->teardown, job, "the root PE was killed by ivmKillPEs");
     }
     return IVM_SUCCESS;
 }
@@ -718,9 +736,9 @@ static ivmError_t ivmd_handle_malloc(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hd
         close(fd);
         return status;
     }
-    if (ivmd_cluster_is_proxy(c->job)) {
+    if (ivmd_remote_is_proxy(c->job)) {
         /* The name is the job's: the root daemon must accept it first. */
-        status = ivmd_cluster_register(d, c, hdr, obj);
+        status = ivmd_data_register(&d->data, c, hdr, obj);
         if (status != IVMD_DEFERRED) {
             ivmd_obj_free_name(&d->reg, c->job, obj);
             ivmd_detail(rep, "the job's root daemon is unreachable");
@@ -729,7 +747,7 @@ static ivmError_t ivmd_handle_malloc(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hd
     }
     if (IVM_DEV_IS_GPU(c->pe->devtype)) {
         /* The master is the node copy; the PE gets a device copy of it. */
-        ivmd_gpu_map(d, c, hdr->type, hdr->seq, obj, 0, obj->size);
+        ivmd_gpu_map(&d->gpu, c, hdr->type, hdr->seq, obj, 0, obj->size);
         return IVMD_DEFERRED;
     }
     status = ivmd_obj_map(&d->reg, c->pe, obj);
@@ -757,7 +775,7 @@ void ivmd_reply_map(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
         return;
     }
     if (c->pe != NULL && IVM_DEV_IS_GPU(c->pe->devtype)) {
-        ivmd_gpu_map(d, c, type, seq, obj, off, size);
+        ivmd_gpu_map(&d->gpu, c, type, seq, obj, off, size);
         return;
     }
     memset(&rep, 0, sizeof(rep));
@@ -793,8 +811,8 @@ static ivmError_t ivmd_handle_map(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t
     }
     obj = ivmd_obj_find_name(c->job, req->name);
     if (obj == NULL) {
-        if (ivmd_cluster_is_proxy(c->job)) {
-            r = ivmd_cluster_lookup(d, c, hdr, req);
+        if (ivmd_remote_is_proxy(c->job)) {
+            r = ivmd_data_lookup(&d->data, c, hdr, req);
             if (r != IVMD_DEFERRED) {
                 ivmd_detail(rep, "the job's root daemon is unreachable");
             }
@@ -819,7 +837,7 @@ static ivmError_t ivmd_handle_map(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t
                     (unsigned long long)obj->size);
         return IVM_ERROR_INVALID_VALUE;
     }
-    r = ivmd_cluster_map(d, c, hdr, req, obj, NULL);
+    r = ivmd_data_map(&d->data, c, hdr, req, obj);
     if (r == IVMD_LOCAL) {
         ivmd_reply_map(d, c, hdr->type, hdr->seq, obj, req->offset, size);
         return IVMD_DEFERRED;
@@ -844,10 +862,10 @@ static ivmError_t ivmd_handle_sync(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_
     }
     if (req->gpu_ref != 0 ||
         ((req->op == IVM_SYNC_PUT_GROUP || req->op == IVM_SYNC_GET_GROUP) &&
-         ivmd_gpu_has_copies(d, c->job->id, obj->id, req->offset, req->size))) {
-        return ivmd_gpu_sync(d, c, hdr, obj, req, rep->r.detail, sizeof(rep->r.detail));
+         ivmd_gpu_has_copies(&d->gpu, c->job->id, obj->id, req->offset, req->size))) {
+        return ivmd_gpu_sync(&d->gpu, c, hdr, obj, req, rep->r.detail, sizeof(rep->r.detail));
     }
-    r = ivmd_cluster_sync(d, c, hdr, obj, req);
+    r = ivmd_data_sync(&d->data, c, hdr, obj, req);
     if (r == IVM_ERROR_DAEMON_LOST) {
         ivmd_detail(rep, "the node holding the object's master is unreachable");
     }
@@ -859,7 +877,7 @@ static ivmError_t ivmd_handle_unmap(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr
 {
     const ivm_msg_obj_req_t *req = payload;
 
-    if (ivmd_gpu_unref(d, c->pe, req->gpu_ref, req->obj_id) != IVM_SUCCESS) {
+    if (ivmd_gpu_unref(&d->gpu, c->pe, req->gpu_ref, req->obj_id) != IVM_SUCCESS) {
         ivmd_detail(rep, "pe %d has no GPU mapping %llu of object %llu", c->pe->id,
                     (unsigned long long)req->gpu_ref, (unsigned long long)req->obj_id);
         return IVM_ERROR_INVALID_VALUE;
@@ -889,14 +907,14 @@ static ivmError_t ivmd_handle_free(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_
                     (unsigned long long)req->obj_id, c->job->id);
         return IVM_ERROR_INVALID_VALUE;
     }
-    if (ivmd_gpu_unref(d, c->pe, req->gpu_ref, req->obj_id) != IVM_SUCCESS) {
+    if (ivmd_gpu_unref(&d->gpu, c->pe, req->gpu_ref, req->obj_id) != IVM_SUCCESS) {
         ivmd_detail(rep, "pe %d has no GPU mapping %llu of object %llu", c->pe->id,
                     (unsigned long long)req->gpu_ref, (unsigned long long)req->obj_id);
         return IVM_ERROR_INVALID_VALUE;
     }
     if (obj != NULL && obj->name != NULL && obj->owner_pe == c->pe->id &&
-        ivmd_cluster_is_proxy(c->job) && obj->master_node < 0) {
-        ivmd_cluster_unregister(d, c->job, obj);
+        ivmd_remote_is_proxy(c->job) && obj->master_node < 0) {
+        ivmd_data_unregister(&d->data, c->job, obj);
     }
     status = ivmd_obj_free(&d->reg, c->pe, req->obj_id);
 
@@ -972,7 +990,7 @@ static ivmError_t ivmd_handle_obj_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_
 static ivmError_t ivmd_handle_gpu_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                                        const void *payload, ivmd_pe_reply_t *rep)
 {
-    return ivmd_gpu_info(d, c, hdr, payload, &rep->body.gpu_info, rep->r.detail,
+    return ivmd_gpu_info(&d->gpu, c, hdr, payload, &rep->body.gpu_info, rep->r.detail,
                          sizeof(rep->r.detail));
 }
 
@@ -1123,9 +1141,9 @@ void ivmd_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     ivmd_reply_init(&rep->r);
     status = ivmd_handle_admit(c, hdr, e, rep);
     if (status == IVM_SUCCESS && c->kind == IVMD_CONN_PE && c->job != NULL &&
-        ivmd_cluster_is_proxy(c->job) && ivmd_cluster_forwards(hdr->type)) {
+        ivmd_remote_is_proxy(c->job) && ivmd_remote_forwards(hdr->type)) {
         /* The job's registry is at its root daemon: the request goes there. */
-        ivmd_cluster_forward(d, c, hdr, payload);
+        ivmd_remote_forward(&d->remote, c, hdr, payload);
         return;
     }
     if (status == IVM_SUCCESS) {

@@ -62,7 +62,7 @@ void ivmd_handlers_init(ivmd_t *d);
 void ivmd_job_grace_expired(ivmd_t *d, void *arg, uint32_t events);
 /* The GPU daemon is gone (GPU coherence's up-call): the warm pool's GPU
  * processes can never be PEs. */
-void ivmd_pool_gpus_lost_d(ivmd_t *d);
+void ivmd_handle_gpus_lost(ivmd_t *d);
 /* Registry callbacks. */
 extern const ivmd_job_ops_t ivmd_job_ops;
 

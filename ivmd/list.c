@@ -13,7 +13,7 @@
 /* The name of cluster node `node` (-1: this one). */
 static const char *ivmd_list_node_name(ivmd_t *d, int node)
 {
-    const ivmd_peer_t *p = ivmd_cluster_peer(d, node);
+    const ivmd_peer_t *p = ivmd_remote_peer(&d->remote, node);
 
     return p != NULL ? p->node : d->cfg.node;
 }
@@ -51,13 +51,13 @@ static ivmError_t ivmd_list_job(ivmd_t *d, uint32_t index, ivm_msg_list_rep_t *r
             rep->size += obj->size;
         }
     }
-    rep->state = !ivmd_cluster_is_proxy(job);
+    rep->state = !ivmd_remote_is_proxy(job);
     if (rep->state && job->pes != NULL && job->pes[0] != NULL && job->pes[0]->conn != NULL) {
         rep->pid = (int32_t)((const ivmd_conn_t *)job->pes[0]->conn)->peer_pid;
     }
     ivm_proto_strset(rep->node, sizeof(rep->node),
-                     ivmd_list_node_name(d, ivmd_cluster_is_proxy(job)
-                                                ? ivmd_cluster_root_node(d, job->id) : -1));
+                     ivmd_list_node_name(d, ivmd_remote_is_proxy(job)
+                                                ? ivmd_remote_root_node(&d->remote, job->id) : -1));
     if (jd != NULL && jd->exe != NULL) {
         ivm_proto_strset(rep->name, sizeof(rep->name), jd->exe);
     }

@@ -161,7 +161,7 @@ static const ivmd_conn_ops_t ivmd_pe_conn_ops = {
 static const ivmd_conn_ops_t ivmd_remote_conn_ops = {
     .name      = "remote PE",
     .on_close  = ivmd_pe_on_close,
-    .on_output = ivmd_cluster_vconn_reply,
+    .on_output = ivmd_remote_vconn_reply,
 };
 
 static const ivmd_conn_ops_t ivmd_gpud_conn_ops = {
@@ -174,7 +174,7 @@ static const ivmd_conn_ops_t ivmd_gpud_conn_ops = {
 
 static void ivmd_output_before_sleep(ivmd_t *d, void *arg)
 {
-    ivmd_output_reap(d);
+    ivmd_output_reap(&d->output);
 }
 
 /* --exit-when-idle: once the last job ended and no client is connected. */
@@ -189,7 +189,7 @@ static void ivmd_idle_exit(ivmd_t *d, void *arg)
 
 static int ivmd_pool_idle_want(ivmd_t *d, void *arg)
 {
-    switch (ivmd_pool_wanted(d)) {
+    switch (ivmd_pool_wanted(&d->pool)) {
     case IVMD_POOL_EMPTY:
         return IVMD_LOOP_IDLE_NOW;
     case IVMD_POOL_SHORT:
@@ -201,7 +201,7 @@ static int ivmd_pool_idle_want(ivmd_t *d, void *arg)
 
 static void ivmd_pool_idle_run(ivmd_t *d, void *arg)
 {
-    ivmd_pool_fill(d);
+    ivmd_pool_fill(&d->pool);
 }
 
 /* Cluster operations in flight: --poll-us keeps polling for their answers. */
@@ -344,7 +344,7 @@ static void ivmd_on_signal(ivmd_t *d, void *arg, uint32_t events)
 
     while (read(d->signal_fd, &si, sizeof(si)) == sizeof(si)) {
         if (si.ssi_signo == SIGCHLD) {
-            ivmd_spawn_reap(d);
+            ivmd_spawn_reap(&d->spawn);
         } else {
             ivm_info("signal %d: shutting down", (int)si.ssi_signo);
             d->stopping = 1;
@@ -432,14 +432,14 @@ static void ivmd_teardown(ivmd_t *d)
     ivmd_link_say_bye(&d->link, d);
     for (job = d->reg.jobs; job != NULL; job = next) {
         next = job->next;
-        ivmd_job_terminate(d, job, "the daemon is shutting down");
+        ivmd_teardown_terminate(&d->teardown, job, "the daemon is shutting down");
     }
-    ivmd_gpu_stop(d);
+    ivmd_gpu_stop(&d->gpu);
     ivmd_conn_table_fini(&d->conns, d);
-    ivmd_output_close_all(d);
+    ivmd_output_close_all(&d->output);
     /* Reap the PEs we killed, briefly, so none is left a zombie. */
     for (int tries = 0; tries < 100 && d->reg.njobs > 0; ++tries) {
-        ivmd_spawn_reap(d);
+        ivmd_spawn_reap(&d->spawn);
         if (d->reg.njobs > 0) {
             usleep(10000);
         }
@@ -449,13 +449,13 @@ static void ivmd_teardown(ivmd_t *d)
          * not yet readable): drop the watch with the PE. */
         for (int i = 0; i < d->reg.jobs->next_pe_id; ++i) {
             if (d->reg.jobs->pes[i] != NULL) {
-                ivmd_spawn_unwatch(d, d->reg.jobs->pes[i]);
+                ivmd_spawn_unwatch(&d->spawn, d->reg.jobs->pes[i]);
             }
         }
         ivmd_job_data_free(d->reg.jobs->data);
         ivmd_job_destroy(&d->reg, d->reg.jobs);
     }
-    ivmd_devcg_close(d);
+    ivmd_devcg_close(&d->devcg);
     ivmd_cluster_close_all(d);
     ivmd_link_close(&d->link);
     if (d->signal_fd >= 0) {
@@ -483,7 +483,7 @@ int main(int argc, char **argv)
 {
     static ivmd_t daemon_state;
     ivmd_t *d = &daemon_state;
-    char err[512];
+    ivmd_reply_t rep;
     int rc;
 
     memset(d, 0, sizeof(*d));
@@ -496,11 +496,12 @@ int main(int argc, char **argv)
     }
     sched_getaffinity(0, sizeof(d->own_affinity), &d->own_affinity);
     ivmd_handlers_init(d);
-    if (ivmd_devcg_open(d, err, sizeof(err)) != IVM_SUCCESS) {
+    ivmd_reply_init(&rep);
+    if (ivmd_devcg_open(&d->devcg, &rep) != IVM_SUCCESS) {
         ivm_error("--cpu-devices '%s' has shares of cores, enforced with a cgroup CPU "
                   "bandwidth limit, which this daemon cannot set up: %s", d->cfg.cpu_devices,
-                  err);
-        ivmd_devcg_close(d);
+                  rep.detail);
+        ivmd_devcg_close(&d->devcg);
         return 1;
     }
     ivmd_registry_init(&d->reg, &ivmd_job_ops, d);
@@ -515,12 +516,13 @@ int main(int argc, char **argv)
     }
     if (ivmd_limits_open(d) != IVM_SUCCESS || ivmd_signals_open(d) != IVM_SUCCESS ||
         ivmd_listen(d) != IVM_SUCCESS ||
-        ivmd_link_listen(&d->link) != IVM_SUCCESS || ivmd_gpu_start(d) != IVM_SUCCESS) {
+        ivmd_link_listen(&d->link) != IVM_SUCCESS || ivmd_gpu_start(&d->gpu) != IVM_SUCCESS) {
         ivmd_teardown(d);
         return 1;
     }
     ivm_info("listening on %s (%d CPU device%s, %u GPU device%s)", d->socket_path, d->ndevs,
-             d->ndevs == 1 ? "" : "s", ivmd_gpu_count(d), ivmd_gpu_count(d) == 1 ? "" : "s");
+             d->ndevs == 1 ? "" : "s", ivmd_gpu_count(&d->gpu),
+             ivmd_gpu_count(&d->gpu) == 1 ? "" : "s");
     ivmd_ready(d);
     rc = ivmd_loop_run_until_stop(&d->loop);
     ivmd_teardown(d);
