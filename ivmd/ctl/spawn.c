@@ -380,10 +380,27 @@ void ivmd_spawn_reap(ivmd_spawn_t *s)
     ivmd_devcg_retry(s->devcg);
 }
 
+/* The pidfd of a forked PE (ivmd_spawn_watch), or -1. */
+static int ivmd_spawn_pidfd(const ivmd_pe_t *pe);
+
+int ivmd_spawn_signal(const ivmd_pe_t *pe, int sig)
+{
+    int fd = ivmd_spawn_pidfd(pe);
+
+    /* A forked PE is its parked parent's child, reaped by the kernel the
+       moment it exits (SA_NOCLDWAIT), so its pid may be another process's
+       before the pidfd tells us: signal it through the pidfd. PEs spawned by
+       this daemon stay zombies until it reaps them: their pid is theirs. */
+    if (fd >= 0) {
+        return (int)syscall(SYS_pidfd_send_signal, fd, sig, NULL, 0);
+    }
+    return kill(pe->pid, sig);
+}
+
 int ivmd_spawn_kill(ivmd_pe_t *pe)
 {
     if (pe->pid > 0 && !pe->reaped) {
-        kill(pe->pid, SIGKILL);
+        ivmd_spawn_signal(pe, SIGKILL);
         return 1;
     }
     if (pe->forked && pe->pid == 0) {
@@ -400,6 +417,13 @@ typedef struct ivmd_pe_watch {
     ivmd_spawn_t  *s;
     ivmd_pe_t     *pe;
 } ivmd_pe_watch_t;
+
+static int ivmd_spawn_pidfd(const ivmd_pe_t *pe)
+{
+    const ivmd_pe_watch_t *w = pe->watch;
+
+    return w != NULL ? w->h.fd : -1;
+}
 
 static void ivmd_spawn_watch_event(ivmd_t *d, void *arg, uint32_t events)
 {

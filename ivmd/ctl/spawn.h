@@ -52,6 +52,9 @@ void ivmd_spawn_reap(ivmd_spawn_t *s);
 /* A PE forked by a parked process is not our child: watch its pid (a pidfd
  * in the loop) and end it as a reaped child when it is gone. pe->pid set. */
 ivmError_t ivmd_spawn_watch(ivmd_spawn_t *s, ivmd_pe_t *pe);
+/* Send sig to pe's process: through its pidfd when it is forked (its pid
+ * may be reused before we learn it ended), else by pid. */
+int ivmd_spawn_signal(const ivmd_pe_t *pe, int sig);
 /* SIGKILL pe's process if it has one not reaped yet (1 if a signal went). A
  * forked PE whose pid is not known yet counts as reaped: its process is
  * killed when it shows. */

@@ -68,7 +68,7 @@ void ivmd_teardown_grace_expired(ivmd_teardown_t *t)
             if (pe != NULL && pe->pid > 0 && !pe->reaped) {
                 ivm_warn("job %u: pe %d still runs %d s after its job ended: killed",
                          job->id, pe->id, IVMD_EXIT_GRACE_S);
-                kill(pe->pid, SIGKILL);
+                ivmd_spawn_signal(pe, SIGKILL);
             }
         }
     }
