@@ -6,7 +6,9 @@
  * means for the data plane (a message, an operation's step) runs after
  * ucp_worker_progress returns, so no UCX call is made from inside UCX.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,6 +118,28 @@ static void ivmd_ucx_req_unlink(ivmd_ucx_req_t *q)
     if (q->next != NULL) {
         q->next->pprev = q->pprev;
     }
+}
+
+/* UCX opens descriptors (its event fd, pipes, sockets, shared memory)
+ * without close-on-exec; the PEs this daemon spawns must not inherit them.
+ * Run after each UCX call that may open some (start, endpoint, key unpack). */
+static void ivmd_ucx_cloexec(void)
+{
+    DIR *dir = opendir("/proc/self/fd");
+    struct dirent *e;
+
+    if (dir == NULL) {
+        return;
+    }
+    while ((e = readdir(dir)) != NULL) {
+        int fd = atoi(e->d_name);
+        int fl;
+
+        if (fd > 2 && fd != dirfd(dir) && (fl = fcntl(fd, F_GETFD)) >= 0 && !(fl & FD_CLOEXEC)) {
+            fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
+        }
+    }
+    closedir(dir);
 }
 
 /* ------------------------------------------------------------ registration */
@@ -330,6 +354,7 @@ static ivmError_t ivmd_ucx_ep_open(ivmd_data_t *dp, int node, const void *addr)
                          dp->link->peers[node].node, ucs_status_string(s));
         return IVM_ERROR_UNSUPPORTED;
     }
+    ivmd_ucx_cloexec();
     ivm_info("UCX endpoint to node %s (%s)", dp->link->peers[node].node,
              peer_mode ? "peer failure handling" : "its loss found by the link's heartbeat");
     return IVM_SUCCESS;
@@ -464,25 +489,51 @@ static void ivmd_ucx_before_sleep(ivmd_t *d, void *arg)
 
 /* ------------------------------------------------------------ operations */
 
+/* The endpoint, the peer's key and our registration r needs, each checked
+ * against r's range; NULL if r cannot go one-sided. */
+static ivmd_ucx_peer_t *ivmd_ucx_route(ivmd_data_t *dp, int node, const ivmd_xfer_range_t *r,
+                                       int get, ivmd_ucx_rkey_t **k_p, ivmd_ucx_reg_t **g_p)
+{
+    ivmd_ucx_t *u = dp->ucx;
+    ivmd_ucx_peer_t *p = ivmd_ucx_peer(u, node);
+    ivmd_ucx_rkey_t *k;
+    ivmd_ucx_reg_t *g;
+
+    if (p == NULL || p->ep == NULL || p->failed || r->len == 0 ||
+        (k = ivmd_ucx_rkey_find(u, node, r->dst)) == NULL ||
+        (g = ivmd_ucx_reg_get(u, r->job, r->src, r->fd)) == NULL) {
+        return NULL;
+    }
+    if (r->off > g->size || r->len > g->size - r->off || r->off > k->size ||
+        r->len > k->size - r->off || (!get && ivmd_tcp_waiting(dp, node))) {
+        return NULL;
+    }
+    if (k->rkey == NULL) {
+        if (ucp_ep_rkey_unpack(p->ep, k->packed, &k->rkey) != UCS_OK) {
+            k->rkey = NULL;
+            return NULL;
+        }
+        ivmd_ucx_cloexec();
+    }
+    *k_p = k;
+    *g_p = g;
+    return p;
+}
+
 /* Start r one-sided: IVM_ERROR_UNSUPPORTED if it cannot go that way (the
  * caller sends it over TCP). Completion comes later, never within. */
 static ivmError_t ivmd_ucx_issue(ivmd_data_t *dp, int node, const ivmd_xfer_range_t *r, int get)
 {
     ivmd_ucx_t *u = dp->ucx;
-    ivmd_ucx_peer_t *p = ivmd_ucx_peer(u, node);
-    ivmd_ucx_rkey_t *k = p != NULL && p->ep != NULL && !p->failed ? ivmd_ucx_rkey_find(u, node, r->dst) : NULL;
-    ivmd_ucx_reg_t *g = k != NULL ? ivmd_ucx_reg_get(u, r->job, r->src, r->fd) : NULL;
+    ivmd_ucx_rkey_t *k = NULL;
+    ivmd_ucx_reg_t *g = NULL;
+    ivmd_ucx_peer_t *p = ivmd_ucx_route(dp, node, r, get, &k, &g);
     ucp_request_param_t rp;
     ivmd_ucx_req_t *q;
     ucs_status_ptr_t sp;
     void *local;
 
-    if (g == NULL || r->len == 0 || r->off > g->size || r->len > g->size - r->off ||
-        r->off > k->size || r->len > k->size - r->off || (!get && ivmd_tcp_waiting(dp, node))) {
-        return IVM_ERROR_UNSUPPORTED;
-    }
-    if (k->rkey == NULL && ucp_ep_rkey_unpack(p->ep, k->packed, &k->rkey) != UCS_OK) {
-        k->rkey = NULL;
+    if (p == NULL) {
         return IVM_ERROR_UNSUPPORTED;
     }
     if ((q = calloc(1, sizeof(*q))) == NULL) {
@@ -836,6 +887,7 @@ static ivmError_t ivmd_ucx_open(ivmd_data_t *dp, ivmd_loop_t *loop, int want_net
     }
     dp->ucx       = u;
     dp->transport = &ivmd_ucx_transport_ops;
+    ivmd_ucx_cloexec();
     ucp_worker_arm(u->worker);
     return IVM_SUCCESS;
 }
