@@ -413,10 +413,15 @@ typedef struct ivm_msg_info_rep {
     uint32_t poll_us;    /* ivmd --poll-us */
     uint32_t reserved;   /* zero */
     uint64_t polled;     /* loop turns whose events came while polling (--poll-us) */
+    uint64_t buf_bytes;  /* object bytes copied through the daemon's buffers to or from
+                            peers (TCP chunks: read out of or written into a copy) */
+    uint64_t rdma_bytes; /* object bytes this daemon moved one-sided (UCX put, get) */
+    char     transport[8]; /* the data transport: "tcp" or "ucx" */
+    char     ucx_tls[64];  /* UCX: the transports/devices UCX found, comma-separated */
 } ivm_msg_info_rep_t;
 
 _Static_assert(sizeof(ivm_msg_map_rep_t) == 64, "map reply size");
-_Static_assert(sizeof(ivm_msg_info_rep_t) == 144, "info reply size");
+_Static_assert(sizeof(ivm_msg_info_rep_t) == 232, "info reply size");
 
 /*
  * CLUSTER (owner uid only, on the Unix socket): the cluster this daemon is
@@ -467,7 +472,7 @@ _Static_assert(sizeof(ivm_msg_cluster_req_t) == 40, "cluster request size");
  * endian on the wire): HELLO and CHALLENGE carry it, bound into the
  * handshake's MACs, and daemons of different layouts refuse each other.
  * Raise it with any change of a peer message's fields. */
-#define IVM_PEER_LAYOUT 1u
+#define IVM_PEER_LAYOUT 2u
 
 /* X(name, value, struct, largest tail after the struct in bytes, fields):
  * `fields` names the struct's multi-byte fields (IVM_PEER_FIELDS_*), which
@@ -493,7 +498,9 @@ _Static_assert(sizeof(ivm_msg_cluster_req_t) == 40, "cluster request size");
     X(DATA,       81, ivm_peer_xfer_t,       IVM_PEER_CHUNK,          XFER)      \
     X(ACK,        82, ivm_peer_xfer_t,       0,                       XFER)      \
     X(GROUP,      83, ivm_peer_xfer_t,       0,                       XFER)      \
-    X(BYE,        84, ivm_peer_job_t,        0,                       JOB)
+    X(BYE,        84, ivm_peer_job_t,        0,                       JOB)       \
+    X(UCX_ADDR,   85, ivm_peer_ucx_addr_t,   IVM_PEER_UCX_ADDR_MAX,   UCX_ADDR)  \
+    X(UCX_RKEY,   86, ivm_peer_ucx_rkey_t,   IVM_PEER_UCX_RKEY_MAX,   UCX_RKEY)
 
 #define IVM_PEER_ENUM_ENTRY(name, value, type, tail, fields) IVM_PEER_##name = (value),
 typedef enum ivm_peer_type {
@@ -615,6 +622,8 @@ typedef struct ivm_peer_obj {
 #define IVM_XFER_REPLY     0x4u /* DATA: answers the receiver's READ */
 #define IVM_XFER_SCATTER   0x8u /* GROUP: master to mirrors */
 #define IVM_XFER_GATHER    0x10u/* GROUP: mirrors to master */
+#define IVM_XFER_PLACED    0x20u/* DATA: no bytes follow; the sender wrote the range into
+                                   the receiver's copy one-sided (UCX) before sending it */
 typedef struct ivm_peer_xfer {
     uint64_t op;         /* the initiating daemon's operation */
     uint32_t job;        /* job id */
@@ -626,6 +635,29 @@ typedef struct ivm_peer_xfer {
     int32_t  status;     /* ACK: ivmError_t */
     uint32_t reserved;   /* zero */
 } ivm_peer_xfer_t;
+
+/* UCX_ADDR: the sender's UCP worker address (len bytes follow), sent once
+ * the link is up by a daemon whose data transport is UCX; the receiver makes
+ * its endpoint to the sender from it. A daemon on TCP ignores it. */
+#define IVM_PEER_UCX_ADDR_MAX 16384
+typedef struct ivm_peer_ucx_addr {
+    uint32_t len;        /* bytes of the address that follow */
+    uint32_t reserved;   /* zero */
+} ivm_peer_ucx_addr_t;
+
+/* UCX_RKEY: the sender's copy `obj` of job `job` is registered for one-sided
+ * access: its base address in the sender's daemon, its size and the packed
+ * remote key (len bytes follow). Sent once per (copy, node), before the
+ * message that makes the receiver use it (the READ of a mirror's fill, or the
+ * fill's answer); a len of 0 withdraws the key (the copy is gone). */
+#define IVM_PEER_UCX_RKEY_MAX 4096
+typedef struct ivm_peer_ucx_rkey {
+    uint64_t obj;        /* object id at the sender */
+    uint64_t base;       /* address of the copy's byte 0 in the sender's daemon */
+    uint64_t size;       /* bytes registered */
+    uint32_t job;        /* job id */
+    uint32_t len;        /* bytes of the packed key that follow */
+} ivm_peer_ucx_rkey_t;
 
 /* The multi-byte fields of each peer message, F(struct, field) or, for an
  * array of them, A(struct, field), in order;
@@ -662,7 +694,14 @@ typedef struct ivm_peer_xfer {
     F(ivm_peer_xfer_t, obj) F(ivm_peer_xfer_t, dst) F(ivm_peer_xfer_t, off)              \
     F(ivm_peer_xfer_t, len) F(ivm_peer_xfer_t, status) F(ivm_peer_xfer_t, reserved)
 
+#define IVM_PEER_FIELDS_UCX_ADDR(F, A) \
+    F(ivm_peer_ucx_addr_t, len) F(ivm_peer_ucx_addr_t, reserved)
+#define IVM_PEER_FIELDS_UCX_RKEY(F, A)                                                      \
+    F(ivm_peer_ucx_rkey_t, obj) F(ivm_peer_ucx_rkey_t, base) F(ivm_peer_ucx_rkey_t, size) \
+    F(ivm_peer_ucx_rkey_t, job) F(ivm_peer_ucx_rkey_t, len)
+
 _Static_assert(sizeof(ivm_peer_hello_t) == 120, "hello size");
+_Static_assert(sizeof(ivm_peer_ucx_rkey_t) == 32, "ucx rkey size");
 _Static_assert(sizeof(ivm_peer_xfer_t) == 56, "xfer size");
 _Static_assert(sizeof(ivm_peer_obj_t) == 296, "obj size");
 _Static_assert(sizeof(ivm_peer_challenge_t) == 152, "challenge size");

@@ -41,6 +41,8 @@ static const ivmd_peer_msg_t ivmd_cluster_msgs[IVM_PEER_LAST - IVM_PEER_FIRST] =
     IVMD_PEER_MSG(DATA)       = {.data = ivmd_data_on_data, .malformed = "malformed DATA"},
     IVMD_PEER_MSG(ACK)        = {.data = ivmd_data_on_ack},
     IVMD_PEER_MSG(GROUP)      = {.data = ivmd_data_on_group},
+    IVMD_PEER_MSG(UCX_ADDR)   = {.data = ivmd_data_on_transport},
+    IVMD_PEER_MSG(UCX_RKEY)   = {.data = ivmd_data_on_transport},
 };
 
 void ivmd_cluster_handle_msg(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
@@ -177,6 +179,7 @@ void ivmd_cluster_peer_up(ivmd_t *d, ivmd_peer_t *p)
 {
     ivmd_remote_send_nodeinfo(&d->remote, p,
                               ivmd_gpu_alive(&d->gpu) ? ivmd_gpu_count(&d->gpu) : 0);
+    ivmd_data_peer_up(&d->data, (int)(p - d->link.peers));
 }
 
 /* A lost peer fails the operations waiting on it first, then the control

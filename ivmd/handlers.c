@@ -12,6 +12,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "data/ucx.h"
 #include "handlers.h"
 #include "ivmd.h"
 #include "list.h"
@@ -143,7 +144,10 @@ static void ivmd_on_wait_done(void *ctx, void *owner, uint32_t seq, ivmError_t s
 
 static void ivmd_on_obj_release(void *ctx, ivmd_obj_t *obj)
 {
+    ivmd_t *d = ctx;
+
     if (obj->fd >= 0) {
+        ivmd_data_copy_gone(&d->data, obj);
         close(obj->fd);
         obj->fd = -1;
     }
@@ -736,6 +740,7 @@ static ivmError_t ivmd_handle_malloc(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hd
         close(fd);
         return status;
     }
+    ivmd_data_copy_made(&d->data, c->job->id, obj);
     if (ivmd_remote_is_proxy(c->job)) {
         /* The name is the job's: the root daemon must accept it first. */
         status = ivmd_data_register(&d->data, c, hdr, obj);
@@ -953,6 +958,11 @@ static ivmError_t ivmd_handle_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_
     info->pooled   = d->pool.pooled;
     info->poll_us  = (uint32_t)d->cfg.poll_us;
     info->polled   = d->loop.polled;
+    info->buf_bytes  = d->data.buf_bytes;
+    info->rdma_bytes = d->data.rdma_bytes;
+    ivm_proto_strset(info->transport, sizeof(info->transport),
+                     ivmd_data_transport(&d->data)->name);
+    ivm_proto_strset(info->ucx_tls, sizeof(info->ucx_tls), ivmd_ucx_tls(&d->data));
     return IVM_SUCCESS;
 }
 

@@ -69,6 +69,11 @@
     X(peer_encrypt, "peer-encrypt", BOOL, "0",                                     \
       "encrypt the links to peer daemons (ChaCha20-Poly1305); without it they are "  \
       "authenticated only; every daemon of a cluster must say the same")            \
+    X(transport, "transport", STRING, "auto",                                       \
+      "how object bytes move between nodes: tcp (the peer links), ucx (one-sided "   \
+      "put and get through UCX; UCX_* variables choose its transports) or auto "     \
+      "(ucx when built with it, an RDMA device is present and links are not "         \
+      "encrypted; else tcp)")                                                      \
     X(poll_us, "poll-us", INT, "0",                                                 \
       "microseconds to poll for the next message before sleeping, after answering "  \
       "a PE and while a peer transfer is in flight (0: never poll; max 1000000)")   \

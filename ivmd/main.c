@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "gpud_proto.h"
+#include "data/ucx.h"
 #include "ivmd.h"
 #include "log.h"
 #include "sock.h"
@@ -75,6 +76,11 @@ static ivmError_t ivmd_parse(ivmd_t *d, int argc, char **argv)
     if (d->cfg.poll_us < 0 || d->cfg.poll_us > IVMD_POLL_US_MAX) {
         ivm_error("--poll-us %ld is outside 0..%d", d->cfg.poll_us,
                 IVMD_POLL_US_MAX);
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    if (strcmp(d->cfg.transport, "tcp") != 0 && strcmp(d->cfg.transport, "ucx") != 0 &&
+        strcmp(d->cfg.transport, "auto") != 0) {
+        ivm_error("--transport %s: expected tcp, ucx or auto", d->cfg.transport);
         return IVM_ERROR_INVALID_VALUE;
     }
     if (*d->cfg.cpu_devices != '\0') {
@@ -457,6 +463,7 @@ static void ivmd_teardown(ivmd_t *d)
     }
     ivmd_devcg_close(&d->devcg);
     ivmd_cluster_close_all(d);
+    ivmd_ucx_close(&d->data);
     ivmd_link_close(&d->link);
     if (d->signal_fd >= 0) {
         close(d->signal_fd);
@@ -509,6 +516,7 @@ int main(int argc, char **argv)
     if (ivmd_wire(d) != IVM_SUCCESS) {
         return 1;
     }
+
     d->devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (d->devnull < 0) {
         ivm_error("/dev/null: %m");
@@ -520,6 +528,17 @@ int main(int argc, char **argv)
         ivmd_teardown(d);
         return 1;
     }
+    /* After the signals are blocked: UCX's threads inherit the mask, so
+     * SIGTERM still reaches the signalfd. */
+    ivmd_reply_init(&rep);
+    if (ivmd_ucx_select(&d->data, &d->loop, d->cfg.transport, (int)d->cfg.peer_encrypt,
+                        rep.detail, sizeof(rep.detail)) != IVM_SUCCESS) {
+        ivm_error("%s", rep.detail);
+        ivmd_teardown(d);
+        return 1;
+    }
+    ivm_info("data transport %s%s%s", ivmd_data_transport(&d->data)->name,
+             d->data.ucx != NULL ? " over " : "", ivmd_ucx_tls(&d->data));
     ivm_info("listening on %s (%d CPU device%s, %u GPU device%s)", d->socket_path, d->ndevs,
              d->ndevs == 1 ? "" : "s", ivmd_gpu_count(&d->gpu),
              ivmd_gpu_count(&d->gpu) == 1 ? "" : "s");

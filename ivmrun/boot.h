@@ -42,6 +42,8 @@
       "encrypt the links between the daemons (ivmd --peer-encrypt)")                   \
     X(daemon_poll_us, "daemon-poll-us", STRING, "",                                    \
       "us every node's daemon polls before sleeping (ivmd --poll-us)")                 \
+    X(transport,   "transport",   STRING, "",                                          \
+      "how object bytes move between the daemons: tcp, ucx or auto (ivmd --transport)") \
     X(log_level,   "log-level",   STRING, "",                                          \
       "error|warn|info|debug|trace, also given to ivmd")
 

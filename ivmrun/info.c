@@ -536,6 +536,14 @@ static int info_node(info_out_t *o, const char *path)
     info_u64(o, "pooled", info.pooled);
     info_u64(o, "poll_us", info.poll_us);
     info_u64(o, "polled", info.polled);
+    info.transport[sizeof(info.transport) - 1] = '\0';
+    info.ucx_tls[sizeof(info.ucx_tls) - 1]     = '\0';
+    info_str(o, "transport", info.transport);
+    if (info.ucx_tls[0] != '\0') {
+        info_str(o, "ucx_transports", info.ucx_tls);
+    }
+    info_u64(o, "buffered_bytes", info.buf_bytes);
+    info_u64(o, "one_sided_bytes", info.rdma_bytes);
     info_cpu_devices(o, path);
     info_gpus(o, path);
     info_arr_open(o, "job");

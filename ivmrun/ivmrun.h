@@ -49,6 +49,9 @@
       "are authenticated in any case")                                              \
     X(daemon_poll_us, "daemon-poll-us", STRING, "",                                 \
       "every started ivmd polls this many us before sleeping (ivmd --poll-us)")     \
+    X(transport,   "transport",   STRING, "",                                       \
+      "how object bytes move between the started daemons: tcp, ucx or auto "         \
+      "(ivmd --transport; default auto; UCX_* variables reach UCX)")                 \
     X(node_cpu_devices, "node-cpu-devices", STRING, "",                             \
       "one CPU device spec per node, ';'-separated, e.g. 0-3;4-5;6 or "             \
       "0:80;1:40;1:20 (several nodes)")                                             \

@@ -28,6 +28,7 @@ static const ivmrun_fwd_t ivmrun_fwd_opts[] = {
     {"gpu-shares",     "--gpu-shares",     "--gpu-shares",   1},
     {"daemon-poll-us", "--daemon-poll-us", "--poll-us",      1},
     {"peer-encrypt",   "--peer-encrypt",   "--peer-encrypt", 0},
+    {"transport",      "--transport",      "--transport",    1},
     {NULL, NULL, NULL, 0}};
 
 static const ivm_config_field_t *ivmrun_opts_field(const ivmrun_opts_t *o, const char *name)

@@ -60,6 +60,7 @@ ivmError_t ivmd_copies_mirror_mem(ivmd_data_t *dp, ivmd_job_t *job, ivmd_obj_t *
         return status;
     }
     obj->fd = fd;
+    ivmd_data_copy_made(dp, job->id, obj);
     return IVM_SUCCESS;
 }
 

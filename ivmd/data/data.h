@@ -59,10 +59,13 @@ typedef struct ivmd_data {
     ivmd_remote_t                   *remote;    /* the job's root daemon, the proxies */
     const ivmd_data_ops_t           *svc;
     uint64_t                         tx_bytes, rx_bytes; /* object bytes sent to / got from peers */
+    uint64_t                         buf_bytes;  /* of those, copied through our buffers */
+    uint64_t                         rdma_bytes; /* object bytes we moved one-sided (UCX) */
     struct ivmd_op                  *ops;       /* operations in flight, by id (uthash) */
     uint64_t                         next_op;   /* the last id given */
     const struct ivmd_transport_ops *transport; /* NULL: TCP (data/transport.h) */
-    void                            *transport_state;
+    void                            *transport_state; /* TCP's queues */
+    void                            *ucx;       /* UCX's state (data/ucx.h), or NULL */
     const struct ivmd_target_ops    *target;    /* copies beside the node copy, or NULL */
     void                            *target_ctx;
 } ivmd_data_t;
@@ -77,6 +80,15 @@ void ivmd_data_close_all(ivmd_data_t *dp);
 void ivmd_data_conn_gone(ivmd_data_t *dp, ivmd_conn_t *c);
 /* Node `node` was lost: the operations waiting on it fail (IVM_ERROR_DAEMON_LOST). */
 void ivmd_data_peer_lost(ivmd_data_t *dp, int node);
+/* Node `node`'s link is up (UCX: our worker address goes to it). */
+void ivmd_data_peer_up(ivmd_data_t *dp, int node);
+/* UCX_ADDR, UCX_RKEY from node: the transport's own messages. */
+ivmError_t ivmd_data_on_transport(ivmd_data_t *dp, int node, const ivm_msg_hdr_t *hdr,
+                                  const void *payload);
+/* A copy of job was made here with its memory / loses its memory now (the
+ * transport registers and deregisters it). */
+void ivmd_data_copy_made(ivmd_data_t *dp, uint32_t job, const ivmd_obj_t *obj);
+void ivmd_data_copy_gone(ivmd_data_t *dp, const ivmd_obj_t *obj);
 
 /* Objects (data/objects.c). The PE-facing calls return IVM_SUCCESS,
  * IVMD_DEFERRED (the reply comes later), IVMD_LOCAL (map: the copy here

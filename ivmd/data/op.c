@@ -179,6 +179,27 @@ void ivmd_data_close_all(ivmd_data_t *dp)
     ivmd_data_transport(dp)->drop(dp, -1);
 }
 
+void ivmd_data_peer_up(ivmd_data_t *dp, int node)
+{
+    ivmd_data_transport(dp)->peer_up(dp, node);
+}
+
+ivmError_t ivmd_data_on_transport(ivmd_data_t *dp, int node, const ivm_msg_hdr_t *hdr,
+                                  const void *payload)
+{
+    return ivmd_data_transport(dp)->on_msg(dp, node, hdr, payload);
+}
+
+void ivmd_data_copy_made(ivmd_data_t *dp, uint32_t job, const ivmd_obj_t *obj)
+{
+    ivmd_data_transport(dp)->copy_made(dp, job, obj);
+}
+
+void ivmd_data_copy_gone(ivmd_data_t *dp, const ivmd_obj_t *obj)
+{
+    ivmd_data_transport(dp)->copy_gone(dp, obj);
+}
+
 const ivmd_transport_ops_t *ivmd_data_transport(const ivmd_data_t *dp)
 {
     return dp->transport != NULL ? dp->transport : &ivmd_tcp_transport_ops;

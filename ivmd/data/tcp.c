@@ -142,6 +142,7 @@ static ivmError_t ivmd_tcp_chunk(ivmd_data_t *dp, ivmd_conn_t *c, ivmd_tcp_sende
         obj->tx_bytes += n;
     }
     dp->tx_bytes += n;
+    dp->buf_bytes += n;
     s->done += n;
     s->sent = 1;
     return IVM_SUCCESS;
@@ -293,10 +294,77 @@ static ivmError_t ivmd_tcp_put(ivmd_data_t *dp, int node, const ivmd_xfer_range_
     return ivmd_tcp_enqueue(dp, node, &s);
 }
 
+int ivmd_tcp_waiting(ivmd_data_t *dp, int node)
+{
+    ivmd_tcp_queue_t *q = ivmd_tcp_queue(dp, node, 0);
+
+    return q != NULL && q->head != NULL;
+}
+
+ivmError_t ivmd_tcp_read(ivmd_data_t *dp, int node, const ivmd_xfer_range_t *r)
+{
+    ivm_peer_xfer_t x;
+
+    memset(&x, 0, sizeof(x));
+    x.op    = r->op;
+    x.job   = r->job;
+    x.flags = r->flags;
+    x.obj   = r->dst;
+    x.dst   = r->src;
+    x.off   = r->off;
+    x.len   = r->len;
+    return ivmd_tcp_send_msg(dp, node, IVM_PEER_READ, &x, sizeof(x), NULL, 0);
+}
+
+/* One-sided access needs nothing on TCP. */
+static void ivmd_tcp_offer(ivmd_data_t *dp, int node, uint32_t job, const ivmd_obj_t *obj)
+{
+    (void)dp;
+    (void)node;
+    (void)job;
+    (void)obj;
+}
+
+static void ivmd_tcp_copy_made(ivmd_data_t *dp, uint32_t job, const ivmd_obj_t *obj)
+{
+    (void)dp;
+    (void)job;
+    (void)obj;
+}
+
+static void ivmd_tcp_copy_gone(ivmd_data_t *dp, const ivmd_obj_t *obj)
+{
+    (void)dp;
+    (void)obj;
+}
+
+static void ivmd_tcp_peer_up(ivmd_data_t *dp, int node)
+{
+    (void)dp;
+    (void)node;
+}
+
+/* Another transport's messages (a peer on UCX): nothing to do with them. */
+static ivmError_t ivmd_tcp_on_msg(ivmd_data_t *dp, int node, const ivm_msg_hdr_t *hdr,
+                                  const void *payload)
+{
+    (void)dp;
+    (void)node;
+    (void)hdr;
+    (void)payload;
+    return IVM_SUCCESS;
+}
+
 const ivmd_transport_ops_t ivmd_tcp_transport_ops = {
     .name     = "tcp",
     .send_msg = ivmd_tcp_send_msg,
     .put      = ivmd_tcp_put,
+    .get      = ivmd_tcp_read,
+    .offer    = ivmd_tcp_offer,
+    .copy_made = ivmd_tcp_copy_made,
+    .copy_gone = ivmd_tcp_copy_gone,
+    .peer_up  = ivmd_tcp_peer_up,
+    .on_msg   = ivmd_tcp_on_msg,
     .flush    = ivmd_tcp_flush,
     .window   = ivmd_tcp_window,
     .drop     = ivmd_tcp_drop,

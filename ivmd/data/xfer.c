@@ -69,11 +69,39 @@ static ivmError_t ivmd_xfer_put(ivmd_data_t *dp, int node, uint32_t job, uint64_
 ivmError_t ivmd_xfer_read(ivmd_data_t *dp, ivmd_op_t *op, int node, uint64_t obj_there, uint64_t dst,
                           uint64_t off, uint64_t len, uint32_t flags)
 {
-    if (ivmd_xfer_post(dp, node, IVM_PEER_READ, op->id, op->job, flags, obj_there, dst, off,
-                       len) != IVM_SUCCESS) {
+    ivmd_xfer_range_t r = {.job = op->job, .op = op->id, .flags = flags, .fd = -1,
+                           .src = dst, .dst = obj_there, .off = off, .len = len};
+
+    if (flags & IVM_XFER_HOLD) {
+        /* The master learns of this mirror now: it may write into it
+         * one-sided from here on (scatter), so it gets its key first. */
+        ivmd_job_t *job = ivmd_job_find(dp->reg, op->job);
+        ivmd_obj_t *obj = job != NULL ? ivmd_obj_find_id(job, dst) : NULL;
+
+        if (obj != NULL) {
+            ivmd_data_transport(dp)->offer(dp, node, op->job, obj);
+        }
+    }
+    if (ivmd_tcp_read(dp, node, &r) != IVM_SUCCESS) {
         return IVM_ERROR_DAEMON_LOST;
     }
     ivmd_op_wait_on(op, node);
+    ++op->pending;
+    return IVM_SUCCESS;
+}
+
+/* A Get of the master's [off, off+len) into our mirror obj: the transport's
+ * get (one-sided where it can). */
+static ivmError_t ivmd_xfer_get(ivmd_data_t *dp, ivmd_op_t *op, const ivmd_obj_t *obj)
+{
+    ivmd_xfer_range_t r = {.job = op->job, .op = op->id, .fd = obj->fd, .src = obj->id,
+                           .dst = obj->master_id, .off = op->off, .len = op->len};
+    ivmError_t status = ivmd_data_transport(dp)->get(dp, obj->master_node, &r);
+
+    if (status != IVM_SUCCESS) {
+        return status;
+    }
+    ivmd_op_wait_on(op, obj->master_node);
     ++op->pending;
     return IVM_SUCCESS;
 }
@@ -197,8 +225,7 @@ static ivmError_t ivmd_xfer_sync_start(ivmd_data_t *dp, ivmd_op_t *op, ivmd_obj_
         op->pending = 1;
         return IVM_SUCCESS;
     case IVM_SYNC_GET:
-        return ivmd_xfer_read(dp, op, obj->master_node, obj->master_id, obj->id, op->off,
-                              op->len, 0);
+        return ivmd_xfer_get(dp, op, obj);
     default: /* GET_GROUP: the master gathers from every mirror, this one too */
         return ivmd_xfer_group_ask(dp, op, obj, IVM_XFER_GATHER);
     }
@@ -331,6 +358,8 @@ ivmError_t ivmd_data_on_read(ivmd_data_t *dp, int node, const ivm_msg_hdr_t *hdr
     }
     if (x->flags & IVM_XFER_HOLD) {
         ivmd_obj_add_holder(obj, node, x->dst, x->off, x->len);
+        /* The mirror's node may now put into and get from this master. */
+        ivmd_data_transport(dp)->offer(dp, node, x->job, obj);
     } else if (obj->master_node >= 0 &&
                ivmd_target_has_copies(dp, x->job, obj->id, x->off, x->len) &&
                (later = ivmd_xfer_later(dp, x, node)) != NULL) {
@@ -402,15 +431,19 @@ ivmError_t ivmd_data_on_data(ivmd_data_t *dp, int node, const ivm_msg_hdr_t *hdr
     const ivm_peer_xfer_t *x = payload;
     ivmd_obj_t *obj;
 
-    if (hdr->length != sizeof(*x) + x->len) {
+    uint64_t carried = (x->flags & IVM_XFER_PLACED) ? 0 : x->len;
+
+    if (hdr->length != sizeof(*x) + carried) {
         return IVM_ERROR_PROTOCOL;
     }
     obj = ivmd_copies_xfer_obj(dp, x);
-    if (obj != NULL && x->len > 0 &&
-        pwrite(obj->fd, x + 1, x->len, (off_t)x->off) != (ssize_t)x->len) {
+    /* PLACED: the sender wrote the bytes into our copy one-sided. */
+    if (obj != NULL && carried > 0 &&
+        pwrite(obj->fd, x + 1, carried, (off_t)x->off) != (ssize_t)carried) {
         obj = NULL;
     }
     dp->rx_bytes += x->len;
+    dp->buf_bytes += carried;
     if (obj != NULL) {
         obj->rx_bytes += x->len;
     }

@@ -442,8 +442,9 @@ int ivmt_parse_pids(const char *out, const char *key, pid_t *pids, int max)
     return 0;
 }
 
-/* Environment for a child: ours minus IVM_* (but IVM_PE_POOL, which ctest sets
- * for the _pool runs of the suite) minus overridden names, plus env. */
+/* Environment for a child: ours minus IVM_* (but IVM_PE_POOL and
+ * IVM_TRANSPORT, which ctest sets for the _pool and _ucx runs of the suites)
+ * minus overridden names, plus env. */
 static char **build_env(const char *const *env)
 {
     size_t n = 0, k = 0, extra = 0;
@@ -461,7 +462,8 @@ static char **build_env(const char *const *env)
         const char *e = environ[i];
         const char *eq = strchr(e, '=');
         size_t nlen = eq ? (size_t)(eq - e) : strlen(e);
-        int drop = strncmp(e, "IVM_", 4) == 0 && strncmp(e, "IVM_PE_POOL=", 12) != 0;
+        int drop = strncmp(e, "IVM_", 4) == 0 && strncmp(e, "IVM_PE_POOL=", 12) != 0 &&
+                   strncmp(e, "IVM_TRANSPORT=", 14) != 0;
         for (size_t j = 0; !drop && j < extra; ++j) {
             const char *x = env[j];
             const char *xeq = strchr(x, '=');

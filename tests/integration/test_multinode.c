@@ -124,6 +124,34 @@ Test(multinode, second_map_of_a_held_region_moves_no_data)
     ivmt_result_free(&r);
 }
 
+/* The data transport (ivmrun/ivmd --transport from IVM_TRANSPORT, which
+ * ctest sets for the _ucx runs): 64 MiB Put and Gets from node1 while two
+ * PEs keep node0's daemon busy; on ucx no byte passes through a daemon's
+ * buffers. */
+Test(multinode, put_and_gets_while_the_masters_daemon_is_busy)
+{
+    const char *args[] = {IVMT_PE_NODES, "transport_nodes", "64", NULL};
+    ivmt_result_t r;
+
+    ivmrun_nodes("2", args, &r);
+    ivmt_expect_pe_ok(NULL, &r, "transport_nodes");
+    cr_log_info("%s", r.out);
+    ivmt_result_free(&r);
+}
+
+/* A transport ivmd does not know stops the run with the daemon's reason. */
+Test(multinode, bad_transport_stops_the_run_with_a_reason)
+{
+    const char *args[] = {"--transport", "rdma", IVMT_PE_NODES, "sync_nodes", NULL};
+    ivmt_result_t r;
+
+    ivmrun_nodes("2", args, &r);
+    cr_assert(r.exited && r.code != 0, "ivmrun ran with --transport rdma");
+    cr_assert(strstr(r.err, "--transport rdma: expected tcp, ucx or auto") != NULL,
+              "no reason given: %s", r.err);
+    ivmt_result_free(&r);
+}
+
 Test(multinode, pes_across_nodes)
 {
     ivmt_result_t r;

@@ -952,7 +952,110 @@ static int sc_big_nodes(int argc, char **argv)
     return pe_ok();
 }
 
+/* The data transport (IVM_TRANSPORT: tcp, or ucx with UCX_TLS=sm,self or
+ * tcp,self): node1 Puts and Gets 64 MiB (argv[2] MiB) of a master on node0
+ * GETS times while two PEs on node0 keep node0's daemon busy with requests
+ * (a Get emulated over UCX's TCP must progress meanwhile). On ucx, not one
+ * object byte may pass through a daemon's buffers (INFO buf_bytes), and the
+ * bytes moved one-sided are counted; on tcp, none is one-sided. */
+#define TRANSPORT_GETS 8
+static void transport_node1(size_t size)
+{
+    unsigned char *p;
+    int k;
+
+    CHECK(ivmMap("tr", &p, 0));
+    expect_pat(p, 'T', 0, size, __LINE__, "node1's mirror after the fill");
+    fill(p, 'U', 0, size);
+    CHECK(ivmSyncPut(p, size));
+    for (k = 0; k < TRANSPORT_GETS; ++k) {
+        memset(p, 0, size);
+        CHECK(ivmSyncGet(p, size));
+        expect_pat(p, 'U', 0, size, __LINE__, "a Get of the Put while node0 is busy");
+    }
+    CHECK(ivmUnmap(p));
+}
+
+/* node0: INFO requests until the root says stop (stop[0] = 1). */
+static void transport_busy(void)
+{
+    volatile unsigned char *stop;
+    ivm_msg_info_rep_t info;
+    int n;
+
+    CHECK(ivmMap("stop", &stop, 0));
+    while (!stop[0]) {
+        CHECK(ivmGetNumPEs(&n));
+        node_info(NULL, &info);
+    }
+    CHECK(ivmUnmap((void *)stop));
+}
+
+static void transport_check(const char *node, size_t size, int moved)
+{
+    const char *want = getenv("IVM_TRANSPORT") != NULL ? getenv("IVM_TRANSPORT") : "tcp";
+    ivm_msg_info_rep_t info;
+
+    node_info(node, &info);
+    printf("TRANSPORT %s %s (%s) buffered %llu one-sided %llu\n", node, info.transport,
+           info.ucx_tls, (unsigned long long)info.buf_bytes,
+           (unsigned long long)info.rdma_bytes);
+    ASSERT(strcmp(info.transport, want) == 0, "%s runs transport '%s', not '%s'", node,
+           info.transport, want);
+    if (strcmp(want, "ucx") == 0) {
+        ASSERT(info.buf_bytes == 0, "%s copied %llu object bytes through its buffers on UCX",
+               node, (unsigned long long)info.buf_bytes);
+        ASSERT(!moved || info.rdma_bytes >= (TRANSPORT_GETS + 1) * (uint64_t)size,
+               "%s moved only %llu bytes one-sided", node,
+               (unsigned long long)info.rdma_bytes);
+    } else {
+        ASSERT(info.rdma_bytes == 0 && info.buf_bytes > 0, "%s: tcp moved %llu bytes one-sided",
+               node, (unsigned long long)info.rdma_bytes);
+    }
+}
+
+static int sc_transport_nodes(int argc, char **argv)
+{
+    size_t size = (size_t)(argc > 2 ? strtoul(argv[2], NULL, 10) : 64) << 20;
+    int id = pe_enter();
+    unsigned char *p, *stop;
+    ivm_pe busy[2], kid;
+    ivm_device d0, d1;
+    int node1 = getenv("IVM_NODE") != NULL && strcmp(getenv("IVM_NODE"), "node1") == 0;
+
+    if (id != 0) {
+        if (node1) {
+            transport_node1(size);
+        } else {
+            transport_busy();
+        }
+        CHECK(ivmExit());
+        return 0;
+    }
+    CHECK(ivmMalloc("tr", &p, size));
+    CHECK(ivmMalloc("stop", &stop, 4096));
+    fill(p, 'T', 0, size);
+    CHECK(ivmCreateDev(IVM_THIS_HOST, IVM_CPU, &d0));
+    CHECK(ivmCreatePEs(d0, 2, busy));
+    CHECK(ivmCreateDev("node1", IVM_CPU, &d1));
+    CHECK(ivmCreatePEs(d1, 1, &kid));
+    CHECK(ivmWait(kid));
+    stop[0] = 1;
+    CHECK(ivmWait(busy[0]));
+    CHECK(ivmWait(busy[1]));
+    expect_pat(p, 'U', 0, size, __LINE__, "the master after node1's Put");
+    transport_check("node0", size, 0);
+    transport_check("node1", size, 1);
+    CHECK(ivmDestroyDev(d0));
+    CHECK(ivmDestroyDev(d1));
+    CHECK(ivmFree(stop));
+    CHECK(ivmFree(p));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
 static const pe_scenario_entry_t scenarios[] = {
+    {"transport_nodes", sc_transport_nodes},
     {"info_nodes", sc_info_nodes},
     {"sync_nodes", sc_sync_nodes},
     {"reuse_nodes", sc_reuse_nodes},
