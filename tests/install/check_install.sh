@@ -190,6 +190,14 @@ for w in ivmcc ivmc++; do
         *"-Wl,-rpath,$libdir"*"-livm"*) ;;
         *) fail "$w --showme:link has no rpath to $libdir and -livm: $lflags" ;;
     esac
+    [ "$("$prefix/bin/$w" --showme:incdirs)" = "$prefix/include" ] ||
+        fail "$w --showme:incdirs: $("$prefix/bin/$w" --showme:incdirs)"
+    [ "$("$prefix/bin/$w" --showme:libdirs)" = "$libdir" ] ||
+        fail "$w --showme:libdirs: $("$prefix/bin/$w" --showme:libdirs)"
+    case " $("$prefix/bin/$w" --showme:libs) " in *" ivm "*) ;; *) fail "$w --showme:libs" ;; esac
+    if "$prefix/bin/$w" --showme:nonsense > /dev/null 2>&1; then
+        fail "$w --showme:nonsense did not fail"
+    fi
     case "$("$prefix/bin/$w" --showme -c x.c)" in
         *-livm*) fail "$w -c would link" ;;
     esac
