@@ -112,12 +112,19 @@ done
 echo "== README's hello.c, built as the README says"
 sed -n '/^\/\* hello.c/,/^```$/p' "$src/README.md" | sed '$d' > "$work/hello.c"
 grep -q "ivmEnter" "$work/hello.c" || fail "no hello.c found in README.md"
-hello_ok() { # NAME
-    grep -q "^v\[999\] = 1998$" "$work/$1.out" || fail "$1 did not print v[999] = 1998"
+hello_ok() { # NAME (the root's line, tagged [node0,0] under --tag-output)
+    grep -q "^\(\[node0,0\] \)\{0,1\}v\[999\] = 1998$" "$work/$1.out" ||
+        fail "$1 did not print v[999] = 1998"
 }
 (cd "$work" && "$prefix/bin/ivmcc" -std=gnu11 -O2 -o hello hello.c) ||
     fail "README: ivmcc -std=gnu11 -O2 -o hello hello.c"
-RPATH_ONLY=1 run hello "$work/hello"
+# Run as the README says where cores 0 and 1 are ours.
+devices=""
+case $(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status) in
+    0-*|0,1*) devices="--cpu-devices 0,1" ;;
+esac
+# shellcheck disable=SC2086
+RPATH_ONLY=1 run hello --tag-output $devices "$work/hello"
 hello_ok hello
 # shellcheck disable=SC2086
 (cd "$work" && "$cc" -std=gnu11 -o hello-pc hello.c $flags) ||
