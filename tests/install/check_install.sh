@@ -131,9 +131,11 @@ hello_ok hello
     fail "user guide: cc -std=gnu11 -o app app.c \$(pkg-config --cflags --libs ivm)"
 RPATH_ONLY=1 run hello-pc "$work/hello-pc"
 hello_ok hello-pc
-# shellcheck disable=SC2046
+# A sanitizer build's archive needs its runtime linked in, as any such object.
+san=$(sed -n 's/^IVM_SANITIZE:[A-Z]*=\(..*\)$/-fsanitize=\1/p' "$build/CMakeCache.txt" 2>/dev/null || true)
+# shellcheck disable=SC2046,SC2086
 (cd "$work" && "$cc" -std=c11 -o hello-static hello.c \
-    $(PKG_CONFIG_PATH=$pcdir pkg-config --cflags ivm) "$libdir/libivm.a" -lpthread) ||
+    $(PKG_CONFIG_PATH=$pcdir pkg-config --cflags ivm) "$libdir/libivm.a" -lpthread $san) ||
     fail "README: cc -std=c11 -o hello hello.c \$(pkg-config --cflags ivm) PREFIX/lib/libivm.a -lpthread"
 if ldd "$work/hello-static" | grep -q libivm; then
     fail "hello-static links libivm.so"
