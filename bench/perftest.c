@@ -34,6 +34,7 @@
 #include <ivm.h>
 
 #include "bench_util.h"
+#include "version.h"
 
 #define PT_CTL_NAME  "ivm-perftest-ctl"
 #define PT_DATA_NAME "ivm-perftest-data"
@@ -250,8 +251,11 @@ static int pt_parse_args(int argc, char **argv, pt_args_t *a)
             a->csv = 1;
             break;
         case 'V':
+            /* The build's lines as every IVM program prints them, then the
+             * library actually loaded, which LD_LIBRARY_PATH may change. */
+            ivm_version_print(stdout, "ivm-perftest");
             ivmGetLibraryVersion(version, sizeof(version));
-            printf("ivm-perftest (IVM) %s\n", version);
+            printf("library:    %s\n", version);
             return 1;
         case 'h':
             pt_usage(stdout);

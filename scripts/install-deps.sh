@@ -5,6 +5,7 @@
 # install and fails. Set IVM_SKIP_DEPS=1 to skip the check altogether.
 #
 #   scripts/install-deps.sh [GROUP...]     (default: build fuzz mpi slurm netns)
+#   scripts/install-deps.sh --list         each group and its packages
 #
 # Groups:
 #   build   compilers, CMake, the libraries IVM links (hwloc, libnuma, OpenSSL;
@@ -30,6 +31,14 @@ declare -A group=(
     [plots]="gnuplot-nox"
 )
 
+order=(build fuzz mpi slurm netns plots)
+if [[ "${1:-}" == --list ]]; then
+    for g in "${order[@]}"; do
+        echo "$g: ${group[$g]}"
+    done
+    exit 0
+fi
+
 if [[ "${IVM_SKIP_DEPS:-0}" == 1 ]]; then
     exit 0
 fi
@@ -41,7 +50,7 @@ fi
 packages=()
 for g in "${groups[@]}"; do
     if [[ -z "${group[$g]+set}" ]]; then
-        echo "install-deps: unknown group '$g' (build, fuzz, mpi, slurm, netns, plots)" >&2
+        echo "install-deps: unknown group '$g' (${order[*]}; --list shows their packages)" >&2
         exit 2
     fi
     read -r -a pkgs <<<"${group[$g]}"

@@ -87,20 +87,61 @@ run() {
     cat "$work/$name.out"
 }
 
-for ex in vecadd dslb; do
-    [ -f "$src/examples/$ex.c" ] || fail "examples/$ex.c missing"
-    # A copy outside the source tree: only the installed header can be found.
-    cp "$src/examples/$ex.c" "$work/$ex.c"
-    echo "== $cc $ex.c against the installed ivm.h"
-    # shellcheck disable=SC2086
-    "$cc" -std=c11 -Wall -o "$work/$ex" "$work/$ex.c" $flags ||
-        fail "$ex.c does not build against the installed ivm.h and libivm"
-    if ldd "$work/$ex" | grep -q "$build"; then
+# The examples as installed (share/ivm/examples), built with their Makefile,
+# which uses the installed ivmcc: the programs run without LD_LIBRARY_PATH.
+exdir=$prefix/share/ivm/examples
+[ -f "$exdir/Makefile.example" ] || fail "examples not installed in $exdir"
+cp -r "$exdir" "$work/examples"
+examples=$(cd "$work/examples" && ls ./*.c | sed 's|^\./||; s|\.c$||')
+[ "$(echo "$examples" | wc -w)" -eq "$(ls "$src"/examples/*.c | wc -l)" ] ||
+    fail "share/ivm/examples has not every examples/*.c"
+echo "== make -f Makefile.example with the installed ivmcc"
+PATH=$prefix/bin:$PATH make -C "$work/examples" -f Makefile.example > "$work/make.log" 2>&1 ||
+    { cat "$work/make.log"; fail "the installed examples do not build with ivmcc"; }
+grep -q "^ivmcc " "$work/make.log" || { cat "$work/make.log"; fail "make did not use ivmcc"; }
+for ex in $examples; do
+    if ldd "$work/examples/$ex" | grep -q "$build"; then
         fail "$ex links a library of the build tree"
     fi
-    run "$ex" "$work/$ex"
+    RPATH_ONLY=1 run "$ex" "$work/examples/$ex"
     grep -q "^$ex: OK" "$work/$ex.out" || fail "$ex did not print '$ex: OK'"
 done
+
+# The program of the README, built with the lines the README and the user
+# guide give (ivmcc, pkg-config, the static archive), each run as documented.
+echo "== README's hello.c, built as the README says"
+sed -n '/^\/\* hello.c/,/^```$/p' "$src/README.md" | sed '$d' > "$work/hello.c"
+grep -q "ivmEnter" "$work/hello.c" || fail "no hello.c found in README.md"
+hello_ok() { # NAME (the root's line, tagged [node0,0] under --tag-output)
+    grep -q "^\(\[node0,0\] \)\{0,1\}v\[999\] = 1998$" "$work/$1.out" ||
+        fail "$1 did not print v[999] = 1998"
+}
+(cd "$work" && "$prefix/bin/ivmcc" -std=gnu11 -O2 -o hello hello.c) ||
+    fail "README: ivmcc -std=gnu11 -O2 -o hello hello.c"
+# Run as the README says where cores 0 and 1 are ours.
+devices=""
+case $(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status) in
+    0-*|0,1*) devices="--cpu-devices 0,1" ;;
+esac
+# shellcheck disable=SC2086
+RPATH_ONLY=1 run hello --tag-output $devices "$work/hello"
+hello_ok hello
+# shellcheck disable=SC2086
+(cd "$work" && "$cc" -std=gnu11 -o hello-pc hello.c $flags) ||
+    fail "user guide: cc -std=gnu11 -o app app.c \$(pkg-config --cflags --libs ivm)"
+RPATH_ONLY=1 run hello-pc "$work/hello-pc"
+hello_ok hello-pc
+# A sanitizer build's archive needs its runtime linked in, as any such object.
+san=$(sed -n 's/^IVM_SANITIZE:[A-Z]*=\(..*\)$/-fsanitize=\1/p' "$build/CMakeCache.txt" 2>/dev/null || true)
+# shellcheck disable=SC2046,SC2086
+(cd "$work" && "$cc" -std=c11 -o hello-static hello.c \
+    $(PKG_CONFIG_PATH=$pcdir pkg-config --cflags ivm) "$libdir/libivm.a" -lpthread $san) ||
+    fail "README: cc -std=c11 -o hello hello.c \$(pkg-config --cflags ivm) PREFIX/lib/libivm.a -lpthread"
+if ldd "$work/hello-static" | grep -q libivm; then
+    fail "hello-static links libivm.so"
+fi
+RPATH_ONLY=1 run hello-static "$work/hello-static"
+hello_ok hello-static
 
 echo "== find_package(IVM) project"
 mkdir "$work/proj"
@@ -137,7 +178,7 @@ run consumer "$work/proj/build/consumer"
 grep -q "^consumer: OK pe 0" "$work/consumer.out" || fail "consumer did not print its OK line"
 
 echo "== --version of every installed program"
-for p in ivmrun ivmd ivm-gpud ivm-info ivm-ctl ivm-boot ivm-boot-srun; do
+for p in ivmrun ivmd ivm-gpud ivm-info ivm-ctl ivm-boot ivm-boot-srun ivm-perftest; do
     [ -x "$prefix/bin/$p" ] || continue
     out=$(LD_LIBRARY_PATH="$libdir" "$prefix/bin/$p" --version 2>&1) ||
         fail "$p --version exited $?: $out"
@@ -158,15 +199,18 @@ for w in ivmcc ivmc++; do
         *"-Wl,-rpath,$libdir"*"-livm"*) ;;
         *) fail "$w --showme:link has no rpath to $libdir and -livm: $lflags" ;;
     esac
+    [ "$("$prefix/bin/$w" --showme:incdirs)" = "$prefix/include" ] ||
+        fail "$w --showme:incdirs: $("$prefix/bin/$w" --showme:incdirs)"
+    [ "$("$prefix/bin/$w" --showme:libdirs)" = "$libdir" ] ||
+        fail "$w --showme:libdirs: $("$prefix/bin/$w" --showme:libdirs)"
+    case " $("$prefix/bin/$w" --showme:libs) " in *" ivm "*) ;; *) fail "$w --showme:libs" ;; esac
+    if "$prefix/bin/$w" --showme:nonsense > /dev/null 2>&1; then
+        fail "$w --showme:nonsense did not fail"
+    fi
     case "$("$prefix/bin/$w" --showme -c x.c)" in
         *-livm*) fail "$w -c would link" ;;
     esac
 done
-cp "$src/examples/vecadd.c" "$work/wrapped.c"
-"$prefix/bin/ivmcc" -std=c11 -Wall -o "$work/wrapped" "$work/wrapped.c" ||
-    fail "ivmcc cannot build examples/vecadd.c"
-RPATH_ONLY=1 run wrapped "$work/wrapped"
-grep -q "^vecadd: OK" "$work/wrapped.out" || fail "the ivmcc-built vecadd did not print OK"
 cat > "$work/cxx.cc" <<'EOF'
 #include <cstdio>
 #include <ivm.h>
@@ -190,37 +234,8 @@ if command -v c++ > /dev/null 2>&1; then
 fi
 
 echo "== man pages from the install"
-mandir=$prefix/share/man
-for page in man1/ivmrun.1 man1/ivm-info.1 man1/ivmcc.1 man1/ivmc++.1 man8/ivmd.8 \
-            man8/ivm-gpud.8 man3/ivm.3; do
-    [ -f "$mandir/$page" ] || fail "man page $page not installed in $mandir"
-done
-# Every call declared in ivm.h has a page (or a .so link to its group's page).
-calls=$(sed -n 's/^IVM_API [^(]*[ *]\(ivm[A-Za-z]*\)(.*/\1/p' "$prefix/include/ivm.h")
-[ -n "$calls" ] || fail "no IVM_API declarations found in the installed ivm.h"
-for c in $calls; do
-    [ -f "$mandir/man3/$c.3" ] || fail "no man page for $c (man3/$c.3)"
-    MANPATH=$mandir man -w "$c" > /dev/null 2>&1 || fail "man -w $c does not find its page"
-done
-echo "$(echo "$calls" | wc -l) API calls have pages"
-# Every page renders, .so links resolved, without a warning.
-command -v man > /dev/null 2>&1 || fail "man (man-db) is not installed: run scripts/install-deps.sh"
-for page in "$mandir"/man*/*; do
-    rel=${page#"$mandir"/}
-    warn=$(cd "$mandir" && MANWIDTH=80 man --warnings=w -E UTF-8 -l "$rel" 2>&1 > /dev/null)
-    [ -z "$warn" ] || fail "man -l $rel warns: $warn"
-    (cd "$mandir" && MANWIDTH=80 man -E UTF-8 -l "$rel" 2>/dev/null) | grep -q "^NAME" ||
-        fail "man -l $rel renders no NAME section"
-done
-# The programs' OPTIONS sections come from their option tables: every option of
-# --help is on the page.
-for prog in ivmrun:man1/ivmrun.1 ivmd:man8/ivmd.8 ivm-gpud:man8/ivm-gpud.8; do
-    p=${prog%%:*}
-    rendered=$(cd "$mandir" && MANWIDTH=200 man -E ascii -l "${prog#*:}" 2>/dev/null)
-    for opt in $(LD_LIBRARY_PATH="$libdir" "$prefix/bin/$p" --help | sed -n 's/^  \(--[a-z0-9-]*\).*/\1/p'); do
-        echo "$rendered" | grep -q -- "$opt" || fail "$p --help has $opt, its man page not"
-    done
-done
+sh "$(dirname "$0")/check_man.sh" "$prefix/share/man" "$prefix/include/ivm.h" "$prefix/bin" \
+    "$libdir" || fail "the installed man pages"
 
 tries=0
 left=$(leftovers)

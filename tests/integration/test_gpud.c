@@ -1097,3 +1097,19 @@ Test(gpud, backend_choice_and_bad_options)
     }
     gt_finish();
 }
+
+/* --gpus naming a GPU the node lacks: CUDA drops it and those after it
+ * without a word; gpud serves the others and says which it dropped (cuda
+ * backend: the stand-in's two GPUs, or a real one). */
+Test(gpud, gpus_naming_a_missing_gpu_warn)
+{
+    if (!gt_is_cuda()) {
+        cr_skip_test("--gpus selects the cuda backend's GPUs (the emu run has --emu-gpus)");
+    }
+    gt_start_with((const char *const[]){"--gpus", "0,7", NULL}, NULL);
+    cr_assert_eq(gt.hello.ngpus, 1, "--gpus 0,7: %u GPUs served", gt.hello.ngpus);
+    cr_assert(strstr(gt_log_tail(), "--gpus 0,7: the CUDA driver shows 1 of the 2 GPUs named; "
+                                    "'7' names no GPU of this node") != NULL,
+              "no warning naming GPU 7; log:\n%s", gt_log_tail());
+    gt_finish();
+}

@@ -68,7 +68,9 @@ for args in "--op fly" "--size 0" "--size 8:4" "--iters 0" "--bogus" "extra"; do
     grep -q "^ivm-perftest: " "$tmp/err" || fail "ivm-perftest $args: no message: $(cat "$tmp/err")"
 done
 run "$bin/ivm-perftest" --version
-[ "$rc" -eq 0 ] && grep -q "^ivm-perftest (IVM) IVM [0-9]" "$tmp/out" || fail "--version: $(cat "$tmp/out")"
+[ "$rc" -eq 0 ] && grep -q "^ivm-perftest (IVM) [0-9]*\.[0-9]*\.[0-9]*$" "$tmp/out" &&
+    grep -q "^revision: " "$tmp/out" && grep -q "^library: *IVM [0-9]" "$tmp/out" ||
+    fail "--version: $(cat "$tmp/out")"
 
 if [ "$failures" -ne 0 ]; then
     echo "check_perftest: $failures failure(s)"

@@ -261,6 +261,31 @@ static void gpud_cuda_visible_parse(gpud_cuda_t *cu, const char *list)
     }
 }
 
+/* --gpus named more GPUs than the driver shows: CUDA silently drops the first
+ * entry of CUDA_VISIBLE_DEVICES that names no device and every one after it,
+ * so say which ones this node will not use. */
+static void gpud_cuda_visible_check(const char *gpus, int count)
+{
+    const char *p = gpus;
+    int named = 1, k;
+
+    if (gpus[0] == '\0') {
+        return;
+    }
+    for (; *p != '\0'; ++p) {
+        named += *p == ',';
+    }
+    if (count >= named) {
+        return;
+    }
+    for (p = gpus, k = 0; k < count; ++k) {
+        p = strchr(p, ',') + 1;
+    }
+    ivm_warn("--gpus %s: the CUDA driver shows %d of the %d GPUs named; '%s' names no GPU "
+             "of this node (or follows one that does not), so it is not used",
+             gpus, count, named, p);
+}
+
 static ivmError_t gpud_cuda_init(const gpud_config_t *cfg, void **ctx_p, uint32_t *ngpus_p)
 {
     gpud_cuda_t *cu = calloc(1, sizeof(*cu));
@@ -288,6 +313,9 @@ static ivmError_t gpud_cuda_init(const gpud_config_t *cfg, void **ctx_p, uint32_
     if (status == IVM_SUCCESS && count <= 0) {
         IVM_LOG(quiet ? IVM_LOG_INFO : IVM_LOG_ERROR, "cuda: the CUDA driver sees no GPU");
         status = IVM_ERROR_NO_DEVICE;
+    }
+    if (status == IVM_SUCCESS) {
+        gpud_cuda_visible_check(cfg->gpus, count);
     }
     for (i = 0; status == IVM_SUCCESS && i < (uint32_t)count && i < IVM_GPUD_MAX_GPUS; ++i) {
         cu->ngpus = i + 1;
