@@ -348,9 +348,23 @@ STUB_API CUresult cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n, CUstre
     return stub_copy("cuMemcpyDtoHAsync", 0, dst, (const void *)(uintptr_t)src, n, hStream, 1);
 }
 
+/* Bytes this process has page-locked. */
+static size_t stub_pinned_total(void)
+{
+    const stub_range_t *r;
+    size_t n = 0;
+
+    for (r = stub.pinned; r != NULL; r = r->next) {
+        n += r->size;
+    }
+    return n;
+}
+
 /* cuMemHostRegister: a current context; bytesize > 0; flags among
  * PORTABLE, DEVICEMAP, IOMEMORY, READ_ONLY; a range overlapping a
- * registered one is CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED. */
+ * registered one is CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED. Page-locked
+ * memory is limited (the system's, RLIMIT_MEMLOCK): beyond
+ * CUDASTUB_PIN_LIMIT bytes it is CUDA_ERROR_OUT_OF_MEMORY, no violation. */
 STUB_API CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int flags)
 {
     CUresult rc = stub_enter_ctx("cuMemHostRegister");
@@ -374,6 +388,12 @@ STUB_API CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int flags
             rc = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
             goto out;
         }
+    }
+    if (getenv("CUDASTUB_PIN_LIMIT") != NULL &&
+        stub_pinned_total() + bytesize > strtoull(getenv("CUDASTUB_PIN_LIMIT"), NULL, 0)) {
+        stub_note("cuMemHostRegister: %zu more bytes exceed CUDASTUB_PIN_LIMIT", bytesize);
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
     }
     r = calloc(1, sizeof(*r));
     if (r == NULL) {
