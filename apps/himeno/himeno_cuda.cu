@@ -241,6 +241,9 @@ static int cuda_edges_get(himeno_kernel_t *k, float *first, float *last)
     return 0;
 }
 
+/* A device-to-device cudaMemcpy may return before the bytes land; the
+   ivmSyncPut that follows (himeno_ivm.c) waits for the PE's device work
+   first (include/ivm.h), so no synchronisation here. */
 static int cuda_store(himeno_kernel_t *k, float *planes)
 {
     size_t P = himeno_plane(&k->g);

@@ -619,13 +619,16 @@ STUB_API CUresult cuCtxGetDevice(CUdevice *device)
     return rc;
 }
 
-/* cuCtxSynchronize: blocks until the current context finished all its work. */
+/* cuCtxSynchronize: blocks until the current context finished all its work;
+ * "may also return error codes from previous, asynchronous launches" (an
+ * illegal address stays). */
 STUB_API CUresult cuCtxSynchronize(void)
 {
     CUresult rc = stub_enter_ctx("cuCtxSynchronize");
 
     if (rc == CUDA_SUCCESS) {
         stub_ctx_flush(stub_current);
+        rc = stub.sticky;
         stub_leave();
     }
     return rc;

@@ -117,6 +117,9 @@ static void stub_op_run(stub_op_t *op)
         stub_violation("async copy %s device address %p runs after that address was unmapped "
                        "(cuMemUnmap before the stream was synchronised)", op->h2d ? "to" : "from",
                        op->h2d ? op->dst : op->src);
+        /* On a GPU: a fault, CUDA_ERROR_ILLEGAL_ADDRESS from this
+         * synchronisation on, and the context is unusable. */
+        stub.sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
         stub_guard_drop(op->guard);
         return;
     }
@@ -235,6 +238,7 @@ STUB_API CUresult cuStreamSynchronize(CUstream hStream)
         rc = hStream == NULL ? CUDA_ERROR_INVALID_CONTEXT : CUDA_ERROR_INVALID_HANDLE;
     } else {
         stub_stream_flush(s);
+        rc = stub.sticky;
     }
     stub_leave();
     return rc;

@@ -124,6 +124,7 @@ typedef struct stub_state {
     stub_stream_t  null_streams[STUB_MAX_DEVICES]; /* the legacy stream of each context */
     CUmemGenericAllocationHandle next_handle;
     unsigned long violations;
+    CUresult      sticky;        /* an async error (illegal address): every sync returns it */
 } stub_state_t;
 
 extern stub_state_t stub;
