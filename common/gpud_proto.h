@@ -32,7 +32,7 @@
 #define IVM_GPUD_MAX_GPUS     16  /* GPUs per node gpud reports */
 #define IVM_GPUD_BACKEND_MAX  16  /* bytes of the backend name field */
 #define IVM_GPUD_GPU_NAME_MAX 64  /* bytes of a GPU name field */
-#define IVM_GPUD_ENV_MAX      48  /* bytes of an environment field of a GPU */
+#define IVM_GPUD_ENV_MAX      64  /* bytes of an environment field of a GPU (a GPU-<uuid> fits) */
 
 /* X(name, value, request struct, reply struct) */
 #define IVM_GPUD_TABLE(X)                                                   \
@@ -71,7 +71,7 @@ typedef struct ivm_gpud_gpu_info {
     char     name[IVM_GPUD_GPU_NAME_MAX]; /* e.g. "emu0", "NVIDIA H100" */
     /* The environment of a PE on this GPU, which ivmd passes on without
      * knowing the backend: env is one "NAME=value" it needs ("" for none;
-     * cuda: CUDA_VISIBLE_DEVICES=<the GPU's index>), share_env the NAME of a
+     * cuda: CUDA_VISIBLE_DEVICES=GPU-<the GPU's UUID>), share_env the NAME of a
      * variable that limits a PE to a share of the GPU's SMs, set to the
      * share's percent when it is below 100 ("" for none; cuda: MPS's
      * CUDA_MPS_ACTIVE_THREAD_PERCENTAGE). NUL-terminated. */
@@ -192,7 +192,8 @@ typedef struct ivm_gpud_stats_rep {
 
 _Static_assert(sizeof(ivm_gpud_gpu_info_t) == 80 + 2 * IVM_GPUD_ENV_MAX, "gpu info size");
 _Static_assert(offsetof(ivm_gpud_gpu_info_t, env) == 80, "env at byte 80");
-_Static_assert(sizeof(ivm_gpud_hello_rep_t) == 32 + 176 * IVM_GPUD_MAX_GPUS, "hello reply size");
+_Static_assert(sizeof(ivm_gpud_hello_rep_t) == 32 + (80 + 2 * IVM_GPUD_ENV_MAX) * IVM_GPUD_MAX_GPUS,
+               "hello reply size");
 _Static_assert(offsetof(ivm_gpud_hello_rep_t, gpus) == 32, "gpus at byte 32");
 _Static_assert(sizeof(ivm_gpud_acquire_req_t) == 48, "acquire request size");
 _Static_assert(sizeof(ivm_gpud_acquire_rep_t) == 40, "acquire reply size");

@@ -312,10 +312,19 @@ IVM_API ivmError_t ivmUnmap(void *ptr);
  * A GPU PE's copy is its device copy: the bytes go device copy -> node copy
  * -> master (if the node copy is a mirror). Its syncs accept a device
  * reference or the host view from ivmHostPtr(), and always cost a round
- * trip to the daemon.
+ * trip to the daemon. Every sync call of a GPU PE (Put, Get and the group
+ * calls) first waits for the device work the PE queued on its GPU's primary
+ * context, the CUDA runtime's (cuCtxSynchronize: kernels and copies on every
+ * stream, the legacy default stream included), as cudaMemcpy would: a
+ * kernel's results, or a cudaMemcpy into the reference that returned before
+ * its bytes landed, are what Put carries, and work queued before a Get does
+ * not overwrite what Get brings. Work on contexts the application created
+ * itself is not waited for. ivmUnmap()/ivmFree() of a GPU mapping wait the
+ * same way, as cudaFree does.
  * @return ::IVM_SUCCESS, ::IVM_ERROR_INVALID_VALUE (range not inside one
  *         mapping of the caller), ::IVM_ERROR_DAEMON_LOST (the master's node
- *         or, for a GPU PE, the GPU daemon is gone).
+ *         or, for a GPU PE, the GPU daemon is gone), ::IVM_ERROR_INTERNAL (a
+ *         GPU PE's earlier device work failed; the message says how).
  */
 IVM_API ivmError_t ivmSyncPut(const void *addr, size_t size);
 

@@ -35,6 +35,11 @@
 
 IVM_CONFIG_STRUCT(gpud_config, GPUD_CONFIG_TABLE);
 
+/* Node copies are pinned (host_register) in chunks of this many bytes, only
+ * the chunks some device copy uses; a node copy's mapping is aligned to it,
+ * so a chunk boundary is an aligned host address. */
+#define GPUD_PIN_CHUNK ((uint64_t)2 << 20)
+#define GPUD_DEVICE_RETRY_MS 50 /* a waiter short of device memory is retried this often */
 #define GPUD_RX_MAX_FDS 16 /* fds kept per incoming message (extra ones closed) */
 
 /* A device allocation; each backend defines the struct. */
@@ -61,7 +66,13 @@ typedef struct gpud_backend_ops {
     ivmError_t (*copy)(void *ctx, gpud_mem_t *mem, uint64_t mem_off, void *host,
                        uint64_t size, uint32_t dir);
     void (*free)(void *ctx, gpud_mem_t *mem);
-    /* Node copies gpud maps: pin them for fast copies (cuda), or nothing. */
+    /* Bytes the device has free now, whoever took the rest (other
+     * processes, contexts); NULL where gpud's own accounting is the truth (emu). */
+    ivmError_t (*mem_free)(void *ctx, uint32_t gpu, uint64_t *free_p);
+    /* The parts of node copies that device copies use: pin them for fast
+     * copies (cuda), or nothing. copy() splits its transfers at
+     * GPUD_PIN_CHUNK-aligned host addresses, so each piece lies in one
+     * registration. */
     ivmError_t (*host_register)(void *ctx, void *ptr, uint64_t size);
     void (*host_unregister)(void *ctx, void *ptr);
 } gpud_backend_ops_t;
@@ -79,8 +90,9 @@ typedef struct gpud_obj {
     uint64_t obj_id;
     uint64_t size;  /* bytes */
     int      fd;    /* the memfd ivmd sent */
-    void    *host;  /* its mapping */
+    void    *host;  /* its mapping, GPUD_PIN_CHUNK-aligned */
     uint32_t refs;  /* copies + waiting requests */
+    uint32_t *pins; /* per GPUD_PIN_CHUNK chunk: the copies using it (pinned while > 0) */
 } gpud_obj_t;
 
 /* One device copy of [offset, offset+size) of an object on one GPU. */
@@ -118,6 +130,9 @@ typedef struct gpud {
     gpud_copy_t               *copies;
     gpud_pending_t            *pending;
     uint64_t                   next_copy_id;
+    /* GPU k's first waiter waits for the device, not for gpud's accounting
+     * (memory other processes hold): retried every GPUD_DEVICE_RETRY_MS. */
+    uint8_t                    device_short[IVM_GPUD_MAX_GPUS];
     int                        epoll_fd;
     int                        signal_fd;
     int                        ctl_fd;

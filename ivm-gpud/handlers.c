@@ -21,6 +21,30 @@ typedef enum gpud_try {
 
 /* ------------------------------------------------------------ node copies */
 
+/* mmap size bytes of fd at a GPUD_PIN_CHUNK-aligned address (pinned chunks
+ * start at aligned addresses); MAP_FAILED and errno on failure. */
+static void *gpud_map_aligned(int fd, uint64_t size)
+{
+    size_t span = (size_t)(size + GPUD_PIN_CHUNK);
+    char *area = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    char *at, *p;
+
+    if (area == MAP_FAILED) {
+        return MAP_FAILED;
+    }
+    at = (char *)(((uintptr_t)area + GPUD_PIN_CHUNK - 1) & ~(uintptr_t)(GPUD_PIN_CHUNK - 1));
+    p = mmap(at, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+    if (p == MAP_FAILED) {
+        munmap(area, span);
+        return MAP_FAILED;
+    }
+    if (at > area) {
+        munmap(area, (size_t)(at - area));
+    }
+    munmap(at + size, (size_t)(area + span - (at + size)));
+    return p;
+}
+
 static gpud_obj_t *gpud_obj_find(gpud_t *g, uint32_t job, uint64_t obj_id)
 {
     gpud_obj_t *o;
@@ -38,7 +62,6 @@ static ivmError_t gpud_obj_map(gpud_t *g, const ivm_gpud_acquire_req_t *req, int
 {
     gpud_obj_t *o;
     struct stat st;
-    ivmError_t status;
 
     if (fd < 0) {
         snprintf(why, why_len, "ACQUIRE of a new object came without the node copy's fd");
@@ -54,19 +77,12 @@ static ivmError_t gpud_obj_map(gpud_t *g, const ivm_gpud_acquire_req_t *req, int
         snprintf(why, why_len, "out of host memory");
         return IVM_ERROR_NO_MEMORY;
     }
-    o->host = mmap(NULL, req->obj_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    o->host = gpud_map_aligned(fd, req->obj_size);
     if (o->host == MAP_FAILED) {
         snprintf(why, why_len, "mmap of the node copy (%llu bytes): %s",
                  (unsigned long long)req->obj_size, strerror(errno));
         free(o);
         return IVM_ERROR_NO_MEMORY;
-    }
-    status = g->ops->host_register(g->bctx, o->host, req->obj_size);
-    if (status != IVM_SUCCESS) {
-        snprintf(why, why_len, "registering the node copy with %s failed", g->ops->name);
-        munmap(o->host, req->obj_size);
-        free(o);
-        return status;
     }
     o->job    = req->job;
     o->obj_id = req->obj_id;
@@ -122,7 +138,7 @@ static void gpud_obj_put(gpud_t *g, gpud_obj_t *o)
             break;
         }
     }
-    g->ops->host_unregister(g->bctx, o->host);
+    free(o->pins); /* every chunk unpinned with its last copy */
     munmap(o->host, o->size);
     close(o->fd);
     free(o);
@@ -157,6 +173,52 @@ static gpud_copy_t *gpud_copy_find_cover(gpud_t *g, const gpud_obj_t *obj, uint3
     return NULL;
 }
 
+/* Unpin the chunks of [off, off+size) of o that no other copy uses. */
+static void gpud_obj_unpin(gpud_t *g, gpud_obj_t *o, uint64_t off, uint64_t size)
+{
+    uint64_t k;
+
+    for (k = off / GPUD_PIN_CHUNK; size > 0 && k <= (off + size - 1) / GPUD_PIN_CHUNK; ++k) {
+        if (--o->pins[k] == 0) {
+            g->ops->host_unregister(g->bctx, (char *)o->host + k * GPUD_PIN_CHUNK);
+        }
+    }
+}
+
+/* Pin the chunks of [off, off+size) of o (a device copy's bytes) that no
+ * copy uses yet: the whole node copy may be far larger than the GPU, or
+ * than what the machine lets a process page-lock. */
+static ivmError_t gpud_obj_pin(gpud_t *g, gpud_obj_t *o, uint64_t off, uint64_t size)
+{
+    uint64_t first = off / GPUD_PIN_CHUNK, k, start;
+    ivmError_t status;
+
+    if (size == 0) {
+        return IVM_SUCCESS;
+    }
+    if (o->pins == NULL) {
+        o->pins = calloc((size_t)((o->size + GPUD_PIN_CHUNK - 1) / GPUD_PIN_CHUNK),
+                         sizeof(*o->pins));
+        if (o->pins == NULL) {
+            return IVM_ERROR_NO_MEMORY;
+        }
+    }
+    for (k = first; k <= (off + size - 1) / GPUD_PIN_CHUNK; ++k) {
+        start = k * GPUD_PIN_CHUNK;
+        if (o->pins[k] == 0) {
+            status = g->ops->host_register(g->bctx, (char *)o->host + start,
+                                           o->size - start < GPUD_PIN_CHUNK ? o->size - start
+                                                                            : GPUD_PIN_CHUNK);
+            if (status != IVM_SUCCESS) {
+                gpud_obj_unpin(g, o, first * GPUD_PIN_CHUNK, (k - first) * GPUD_PIN_CHUNK);
+                return status;
+            }
+        }
+        o->pins[k]++;
+    }
+    return IVM_SUCCESS;
+}
+
 /* Free a copy (and its reference on the node copy); it may be cached or
  * referenced (job end). */
 static void gpud_copy_destroy(gpud_t *g, gpud_copy_t *c)
@@ -171,6 +233,7 @@ static void gpud_copy_destroy(gpud_t *g, gpud_copy_t *c)
     }
     gpud_admit_uncache(g->admit, c->gpu, &c->lru);
     g->ops->free(g->bctx, c->mem);
+    gpud_obj_unpin(g, c->obj, c->offset, c->size);
     gpud_admit_give(g->admit, c->gpu, c->alloc_size);
     ivm_debug("freed copy %llu (GPU %u, %llu bytes)", (unsigned long long)c->id, c->gpu,
               (unsigned long long)c->alloc_size);
@@ -208,10 +271,18 @@ static ivmError_t gpud_copy_create(gpud_t *g, const ivm_gpud_acquire_req_t *req,
         free(c);
         return status;
     }
+    status = gpud_obj_pin(g, obj, c->offset, c->size);
+    if (status != IVM_SUCCESS) {
+        g->ops->free(g->bctx, c->mem);
+        free(c);
+        /* Not the device's memory: no reason to wait for it. */
+        return status == IVM_ERROR_NO_MEMORY ? IVM_ERROR_INTERNAL : status;
+    }
     status = g->ops->copy(g->bctx, c->mem, 0, (char *)obj->host + c->offset, c->size,
                           IVM_GPUD_COPY_H2D);
     if (status != IVM_SUCCESS) {
         g->ops->free(g->bctx, c->mem);
+        gpud_obj_unpin(g, obj, c->offset, c->size);
         free(c);
         return status;
     }
@@ -258,22 +329,85 @@ static void gpud_reply_no_room(gpud_t *g, uint32_t seq, const ivm_gpud_acquire_r
                                uint64_t need, const char *what)
 {
     gpud_admit_stats_t s;
+    uint64_t dev_free = 0;
+    char dev[96] = "";
 
     gpud_admit_get_stats(g->admit, req->gpu, &s);
+    if (g->ops->mem_free != NULL &&
+        g->ops->mem_free(g->bctx, req->gpu, &dev_free) == IVM_SUCCESS) {
+        snprintf(dev, sizeof(dev), "; the device has %llu bytes free (other processes' memory "
+                 "included)", (unsigned long long)dev_free);
+    }
     gpud_reply_error(g, IVM_GPUD_ACQUIRE, seq, IVM_ERROR_NO_MEMORY,
                      "GPU %u: no room for %llu bytes (job %u object %llu [%llu, +%llu)) %s: "
-                     "%llu of %llu bytes free, %llu cached",
+                     "%llu of %llu bytes free, %llu cached%s",
                      req->gpu, (unsigned long long)need, req->job,
                      (unsigned long long)req->obj_id, (unsigned long long)req->offset,
                      (unsigned long long)req->size, what,
                      (unsigned long long)(s.capacity - s.used), (unsigned long long)s.capacity,
-                     (unsigned long long)s.cached);
+                     (unsigned long long)s.cached, dev);
 }
 
 static void gpud_copy_ref(gpud_t *g, gpud_copy_t *c)
 {
     if (c->refs++ == 0) {
         gpud_admit_uncache(g->admit, c->gpu, &c->lru);
+    }
+}
+
+/* Free the least recently released cached copy of gpu; 0 if none is cached. */
+static int gpud_evict_one(gpud_t *g, uint32_t gpu, uint64_t alloc)
+{
+    gpud_admit_lru_t *victim = gpud_admit_evict(g->admit, gpu);
+    gpud_copy_t *c;
+
+    if (victim == NULL) {
+        return 0;
+    }
+    c = GPUD_CONTAINER(victim, gpud_copy_t, lru);
+    ivm_debug("evicting cached copy %llu for %llu bytes", (unsigned long long)c->id,
+              (unsigned long long)alloc);
+    gpud_copy_destroy(g, c);
+    return 1;
+}
+
+/* gpud's accounting admitted alloc bytes; the device may still lack them:
+ * memory gpud does not hand out (PE and pool contexts, the applications'
+ * own cudaMalloc, other jobs' processes) is taken from the same GPU. Ask the
+ * device (cuMemGetInfo) and evict cached copies while it is short; a driver
+ * out-of-memory at the allocation itself (taken since) is treated the same.
+ * NO_MEMORY with *c_p NULL: still short with nothing left to evict, i.e. wait
+ * (marked device_short, so the wait is retried: nothing in gpud will
+ * announce memory another process frees). */
+static ivmError_t gpud_copy_create_on_device(gpud_t *g, const ivm_gpud_acquire_req_t *req,
+                                             gpud_obj_t *obj, uint64_t alloc, gpud_copy_t **c_p)
+{
+    uint64_t free_bytes;
+    ivmError_t status;
+
+    *c_p = NULL;
+    for (;;) {
+        if (g->ops->mem_free != NULL &&
+            g->ops->mem_free(g->bctx, req->gpu, &free_bytes) == IVM_SUCCESS &&
+            free_bytes < alloc) {
+            status = IVM_ERROR_NO_MEMORY;
+        } else {
+            status = gpud_copy_create(g, req, obj, c_p);
+        }
+        if (status != IVM_ERROR_NO_MEMORY) {
+            g->device_short[req->gpu] = 0;
+            return status;
+        }
+        *c_p = NULL;
+        if (!gpud_evict_one(g, req->gpu, alloc)) {
+            if (!g->device_short[req->gpu]) {
+                ivm_info("GPU %u: the device lacks %llu bytes that gpud's accounting has free "
+                         "(memory of other processes); waiting", req->gpu,
+                         (unsigned long long)alloc);
+            }
+            g->device_short[req->gpu] = 1;
+            return IVM_ERROR_NO_MEMORY;
+        }
     }
 }
 
@@ -305,13 +439,12 @@ static gpud_try_t gpud_acquire_try(gpud_t *g, uint32_t seq, const ivm_gpud_acqui
         return GPUD_TRY_WAIT;
     }
     while (gpud_admit_check(g->admit, req->gpu, alloc) == GPUD_ADMIT_EVICT) {
-        gpud_admit_lru_t *victim = gpud_admit_evict(g->admit, req->gpu);
-        c = GPUD_CONTAINER(victim, gpud_copy_t, lru);
-        ivm_debug("evicting cached copy %llu for %llu bytes", (unsigned long long)c->id,
-                  (unsigned long long)alloc);
-        gpud_copy_destroy(g, c);
+        gpud_evict_one(g, req->gpu, alloc);
     }
-    status = gpud_copy_create(g, req, obj, &c);
+    status = gpud_copy_create_on_device(g, req, obj, alloc, &c);
+    if (status == IVM_ERROR_NO_MEMORY && c == NULL) {
+        return GPUD_TRY_WAIT; /* the device is short: retried (gpud_expire) */
+    }
     if (status != IVM_SUCCESS) {
         gpud_obj_put(g, obj);
         gpud_reply_error(g, IVM_GPUD_ACQUIRE, seq, status,
@@ -634,10 +767,16 @@ int gpud_expire(gpud_t *g)
         gpud_queue_run(g, i); /* a head that timed out may have blocked others */
     }
     next = gpud_admit_next_deadline(g->admit);
+    now = gpud_now_ns();
+    for (i = 0; i < g->ngpus; ++i) {
+        if (g->device_short[i] && gpud_admit_wait_head(g->admit, i) != NULL &&
+            next > now + GPUD_DEVICE_RETRY_MS * 1000000ull) {
+            next = now + GPUD_DEVICE_RETRY_MS * 1000000ull;
+        }
+    }
     if (next == UINT64_MAX) {
         return -1;
     }
-    now = gpud_now_ns();
     return next <= now ? 0 : (int)((next - now + 999999) / 1000000);
 }
 

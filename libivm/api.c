@@ -1097,7 +1097,22 @@ IVM_API ivmError_t ivmFree(void *ptr)
  * the caller's accesses. A mirror, and the group calls (which reach the other
  * nodes' mirrors), go through the daemon, which moves the data. A GPU PE's
  * syncs always go to the daemon (its device copy is never the master); they
- * accept the device reference or the host view (ivmHostPtr). */
+ * accept the device reference or the host view (ivmHostPtr), and first wait
+ * for the PE's device work on its primary context (cuda: cuCtxSynchronize). */
+static ivmError_t ivm_sync_device(const char *fn, const ivm_map_t *map)
+{
+    const ivm_gpu_ops_t *gpu = ivm_gpu_ops_for(map->flags);
+    char why[256];
+
+    /* The device copy is read (Put) or overwritten (Get) by ivm-gpud: the
+     * PE's kernels and copies into it must have finished. */
+    if (gpu == NULL || gpu->device_sync == NULL || gpu->device_sync() == IVM_SUCCESS) {
+        return IVM_SUCCESS;
+    }
+    snprintf(why, sizeof(why), "%s", ivmGetLastErrorMessage());
+    IVM_FAIL(IVM_ERROR_INTERNAL, "%s: %s", fn, why);
+}
+
 static ivmError_t ivm_sync(const char *fn, uint32_t op, const void *addr, size_t size)
 {
     ivm_msg_sync_req_t req;
@@ -1116,6 +1131,9 @@ static ivmError_t ivm_sync(const char *fn, uint32_t op, const void *addr, size_t
                  size);
     }
     atomic_thread_fence(memory_order_seq_cst);
+    if (ivm_sync_device(fn, &map) != IVM_SUCCESS) {
+        return IVM_ERROR_INTERNAL;
+    }
     if ((map.flags & IVM_MAP_MASTER) && !(map.flags & IVM_MAP_GPU) &&
         (op == IVM_SYNC_PUT || op == IVM_SYNC_GET)) {
         return IVM_SUCCESS;

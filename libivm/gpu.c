@@ -39,6 +39,8 @@ static void ivm_gpu_emu_release(void *devptr, size_t size)
     munmap(devptr, size);
 }
 
+/* No device_sync: an emulated device copy is written by host code, which
+ * has finished when the sync call is made. */
 static const ivm_gpu_ops_t ivm_gpu_emu_ops = {
     .name    = "emu",
     .import  = ivm_gpu_emu_import,
@@ -75,6 +77,8 @@ typedef struct ivm_cu_api {
     ivm_cu_result_t (*device_get)(ivm_cu_device_t *, int);
     ivm_cu_result_t (*primary_ctx_retain)(ivm_cu_context_t *, ivm_cu_device_t);
     ivm_cu_result_t (*ctx_set_current)(ivm_cu_context_t);
+    ivm_cu_result_t (*ctx_get_current)(ivm_cu_context_t *);
+    ivm_cu_result_t (*ctx_synchronize)(void);
     ivm_cu_result_t (*import_handle)(ivm_cu_handle_t *, void *, int);
     ivm_cu_result_t (*address_reserve)(ivm_cu_ptr_t *, size_t, size_t, ivm_cu_ptr_t,
                                        unsigned long long);
@@ -118,6 +122,8 @@ static void ivm_cu_load(void)
         {"cuDeviceGet", offsetof(ivm_cu_api_t, device_get)},
         {"cuDevicePrimaryCtxRetain", offsetof(ivm_cu_api_t, primary_ctx_retain)},
         {"cuCtxSetCurrent", offsetof(ivm_cu_api_t, ctx_set_current)},
+        {"cuCtxGetCurrent", offsetof(ivm_cu_api_t, ctx_get_current)},
+        {"cuCtxSynchronize", offsetof(ivm_cu_api_t, ctx_synchronize)},
         {"cuMemImportFromShareableHandle", offsetof(ivm_cu_api_t, import_handle)},
         {"cuMemAddressReserve", offsetof(ivm_cu_api_t, address_reserve)},
         {"cuMemAddressFree", offsetof(ivm_cu_api_t, address_free)},
@@ -205,15 +211,71 @@ out_release:
     return status;
 }
 
+/* Make the PE's primary context current for a driver call; *prev_p is the
+ * caller's (the application may have set another one), restored by
+ * ivm_cu_ctx_leave. */
+static ivmError_t ivm_cu_ctx_enter(ivm_cu_context_t *prev_p)
+{
+    *prev_p = NULL;
+    if (ivm_cu_check(ivm_cu.ctx_get_current(prev_p), "cuCtxGetCurrent") != IVM_SUCCESS) {
+        return IVM_ERROR_INTERNAL;
+    }
+    if (*prev_p == ivm_cu_ctx) {
+        return IVM_SUCCESS;
+    }
+    return ivm_cu_check(ivm_cu.ctx_set_current(ivm_cu_ctx), "cuCtxSetCurrent");
+}
+
+static void ivm_cu_ctx_leave(ivm_cu_context_t prev)
+{
+    if (prev != ivm_cu_ctx && prev != NULL) {
+        ivm_cu_check(ivm_cu.ctx_set_current(prev), "cuCtxSetCurrent");
+    }
+}
+
 static void ivm_gpu_cuda_release(void *devptr, size_t size)
 {
     ivm_cu_ptr_t ptr = (ivm_cu_ptr_t)(uintptr_t)devptr;
+    ivm_cu_context_t prev;
 
     if (ivm_cu_state != IVM_SUCCESS) {
         return;
     }
+    /* ivmUnmap/ivmFree may come from a thread that never touched the GPU, or
+     * after the application set a context of its own: the mapping belongs
+     * to the PE's primary context. Device work still using the range ends
+     * first (the memory must not go while a kernel reads it). */
+    if (ivm_cu_ctx_enter(&prev) != IVM_SUCCESS) {
+        return;
+    }
+    ivm_cu_check(ivm_cu.ctx_synchronize(), "cuCtxSynchronize");
     ivm_cu_check(ivm_cu.unmap(ptr, size), "cuMemUnmap");
     ivm_cu_check(ivm_cu.address_free(ptr, size), "cuMemAddressFree");
+    ivm_cu_ctx_leave(prev);
+}
+
+/* What the sync calls promise a GPU PE: the device work it queued on its
+ * primary context (the CUDA runtime's: kernels, cudaMemcpy*Async, the
+ * staging of a pageable cudaMemcpy) has finished before ivm-gpud reads or
+ * overwrites its device copy. cuCtxSynchronize waits for every stream of
+ * the context, the legacy default stream included. */
+static ivmError_t ivm_gpu_cuda_device_sync(void)
+{
+    ivm_cu_context_t prev;
+    ivmError_t status;
+
+    if (ivm_cu_state != IVM_SUCCESS) {
+        ivm_set_error("the CUDA device cannot be synchronised: %s", ivm_cu_why);
+        return IVM_ERROR_UNSUPPORTED;
+    }
+    status = ivm_cu_ctx_enter(&prev);
+    if (status == IVM_SUCCESS) {
+        /* An error here is one of the PE's own kernels or copies (sticky). */
+        status = ivm_cu_check(ivm_cu.ctx_synchronize(),
+                              "cuCtxSynchronize (the PE's device work before the sync)");
+        ivm_cu_ctx_leave(prev);
+    }
+    return status;
 }
 
 ivmError_t ivm_gpu_cuda_warm(void)
@@ -235,9 +297,10 @@ ivmError_t ivm_gpu_cuda_warm(void)
 }
 
 static const ivm_gpu_ops_t ivm_gpu_cuda_ops = {
-    .name    = "cuda",
-    .import  = ivm_gpu_cuda_import,
-    .release = ivm_gpu_cuda_release,
+    .name        = "cuda",
+    .import      = ivm_gpu_cuda_import,
+    .release     = ivm_gpu_cuda_release,
+    .device_sync = ivm_gpu_cuda_device_sync,
 };
 
 const ivm_gpu_ops_t *ivm_gpu_ops_for(uint32_t flags)

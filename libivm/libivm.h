@@ -110,6 +110,9 @@ typedef struct ivm_gpu_ops {
     ivmError_t (*import)(int fd, size_t size, void **devptr_p);
     /* Undo import. */
     void (*release)(void *devptr, size_t size);
+    /* Wait for the PE's outstanding device work (before a sync call moves
+     * the device copy's bytes); NULL: nothing can be outstanding. */
+    ivmError_t (*device_sync)(void);
 } ivm_gpu_ops_t;
 
 /* The backend of a GPU mapping's flags (IVM_MAP_GPU_EMU / _CUDA), or NULL. */

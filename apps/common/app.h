@@ -137,8 +137,10 @@ void *app_host_view(void *ref);
    memory, an emulated GPU's memory, or CUDA device memory with the CUDA
    kernel) and push them to the master (ivmSyncPut). On a GPU PE a push first
    copies the device copy's range to the node copy, so writes made to the
-   host view would be overwritten: GPU PEs write through this. 0 or -1
-   (printed). */
+   host view would be overwritten: GPU PEs write through this. The CUDA
+   upload (cudaMemcpy from pageable memory may return before the bytes
+   land) needs no synchronisation: ivmSyncPut waits for the PE's device
+   work first (include/ivm.h). 0 or -1 (printed). */
 int app_ref_put(app_kernel_t kernel, void *ref, const void *val, size_t size);
 
 /* Non-zero if the apps were built with their CUDA kernels. */

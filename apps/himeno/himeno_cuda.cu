@@ -156,10 +156,12 @@ static unsigned himeno_cuda_blocks(const himeno_kernel_t *k, int nl)
     return (unsigned)((inner + HIMENO_CUDA_BLOCK - 1) / HIMENO_CUDA_BLOCK);
 }
 
-/* Planes l0 .. l0+nl-1 of the slab into wrk, gosa added to k->gosa. */
+/* Planes l0 .. l0+nl-1 of the slab into wrk, gosa added to k->gosa. An
+   empty part (or a grid without interior points) launches nothing: a
+   zero-block launch is cudaErrorInvalidConfiguration. */
 static int cuda_jacobi(himeno_kernel_t *k, int l0, int nl)
 {
-    if (nl <= 0)
+    if (nl <= 0 || himeno_cuda_blocks(k, nl) == 0)
         return 0;
     himeno_cuda_jacobi<<<himeno_cuda_blocks(k, nl), HIMENO_CUDA_BLOCK>>>(
         k->slab, k->wrk, k->gosa, k->g.nx, k->g.ny, l0, nl);
@@ -172,9 +174,11 @@ static int cuda_commit(himeno_kernel_t *k, double *gosa_p)
 {
     int nl = k->hi - k->lo;
 
-    himeno_cuda_copy<<<himeno_cuda_blocks(k, nl), HIMENO_CUDA_BLOCK>>>(k->slab, k->wrk,
-                                                                       k->g.nx, k->g.ny, nl);
-    HIMENO_CUDA_TRY(cudaGetLastError());
+    if (nl > 0 && himeno_cuda_blocks(k, nl) > 0) {
+        himeno_cuda_copy<<<himeno_cuda_blocks(k, nl), HIMENO_CUDA_BLOCK>>>(k->slab, k->wrk,
+                                                                           k->g.nx, k->g.ny, nl);
+        HIMENO_CUDA_TRY(cudaGetLastError());
+    }
     HIMENO_CUDA_TRY(cudaMemcpy(gosa_p, k->gosa, sizeof(double), cudaMemcpyDeviceToHost));
     return 0;
 }
@@ -241,6 +245,9 @@ static int cuda_edges_get(himeno_kernel_t *k, float *first, float *last)
     return 0;
 }
 
+/* A device-to-device cudaMemcpy may return before the bytes land; the
+   ivmSyncPut that follows (himeno_ivm.c) waits for the PE's device work
+   first (include/ivm.h), so no synchronisation here. */
 static int cuda_store(himeno_kernel_t *k, float *planes)
 {
     size_t P = himeno_plane(&k->g);

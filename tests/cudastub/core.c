@@ -2,10 +2,15 @@
  * cudastub core: cuInit and the emulated devices, primary contexts, error
  * strings, cuGetProcAddress, and the report at exit (stub.h).
  */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "stub.h"
@@ -97,7 +102,142 @@ void stub_leave(void)
     pthread_mutex_unlock(&stub.lock);
 }
 
+/* ------------------------------------------------------------- device memory */
+
+/* CUDASTUB_DEVICE_FILE: one slot per process, its bytes per device; a slot
+ * whose process is gone counts nothing (a GPU frees a dead process's memory). */
+#define STUB_SHARED_SLOTS 128
+typedef struct stub_shared_slot {
+    int32_t  pid;
+    uint32_t reserved;
+    uint64_t used[STUB_MAX_DEVICES];
+} stub_shared_slot_t;
+
+static int stub_shared_fd = -1;
+static stub_shared_slot_t *stub_shared;
+static int stub_slot = -1;
+
+static int stub_pid_alive(int32_t pid)
+{
+    return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+}
+
+static void stub_shared_open(const char *path)
+{
+    size_t len = STUB_SHARED_SLOTS * sizeof(stub_shared_slot_t);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600), i;
+    void *p;
+
+    if (fd < 0 || flock(fd, LOCK_EX) != 0) {
+        fprintf(stderr, "cudastub: CUDASTUB_DEVICE_FILE %s: %s\n", path, strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+        }
+        return;
+    }
+    if (lseek(fd, 0, SEEK_END) < (off_t)len && ftruncate(fd, (off_t)len) != 0) {
+        fprintf(stderr, "cudastub: CUDASTUB_DEVICE_FILE %s: %s\n", path, strerror(errno));
+        close(fd);
+        return;
+    }
+    p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        close(fd);
+        return;
+    }
+    stub_shared = p;
+    for (i = 0; i < STUB_SHARED_SLOTS && stub_slot < 0; ++i) {
+        if (!stub_pid_alive(stub_shared[i].pid)) {
+            memset(&stub_shared[i], 0, sizeof(stub_shared[i]));
+            stub_shared[i].pid = (int32_t)getpid();
+            stub_slot = i;
+        }
+    }
+    flock(fd, LOCK_UN);
+    stub_shared_fd = fd;
+}
+
+/* Bytes of device d the other live processes sharing the file hold. */
+static size_t stub_dev_others(const stub_device_t *d)
+{
+    size_t sum = 0;
+    int i;
+
+    if (stub_shared == NULL || stub_slot < 0) {
+        return 0;
+    }
+    for (i = 0; i < STUB_SHARED_SLOTS; ++i) {
+        if (i != stub_slot && stub_pid_alive(stub_shared[i].pid)) {
+            sum += stub_shared[i].used[d->phys];
+        }
+    }
+    return sum;
+}
+
+size_t stub_dev_free(const stub_device_t *d)
+{
+    size_t used;
+
+    if (stub_shared_fd >= 0) {
+        flock(stub_shared_fd, LOCK_SH);
+    }
+    used = d->used + stub_dev_others(d);
+    if (stub_shared_fd >= 0) {
+        flock(stub_shared_fd, LOCK_UN);
+    }
+    return used >= d->capacity ? 0 : d->capacity - used;
+}
+
+int stub_dev_take(stub_device_t *d, size_t size)
+{
+    int ok;
+
+    if (stub_shared_fd >= 0) {
+        flock(stub_shared_fd, LOCK_EX);
+    }
+    ok = d->used + stub_dev_others(d) + size <= d->capacity;
+    if (ok) {
+        d->used += size;
+        if (stub_slot >= 0) {
+            stub_shared[stub_slot].used[d->phys] = d->used;
+        }
+    }
+    if (stub_shared_fd >= 0) {
+        flock(stub_shared_fd, LOCK_UN);
+    }
+    return ok;
+}
+
+void stub_dev_give(stub_device_t *d, size_t size)
+{
+    d->used -= size;
+    if (stub_slot >= 0) {
+        stub_shared[stub_slot].used[d->phys] = d->used;
+    }
+}
+
 /* ------------------------------------------------------------- environment */
+
+/* A comma list of device numbers (CUDASTUB_DEVICES order): set flag on each. */
+static void stub_parse_flag_list(const char *env, size_t flag_offset)
+{
+    const char *p = getenv(env);
+    char *end;
+
+    while (p != NULL && *p != '\0') {
+        long v = strtol(p, &end, 10);
+        if (end == p) {
+            break;
+        }
+        if (v >= 0 && v < stub.ndevs) {
+            *(int *)((char *)&stub.devs[v] + flag_offset) = 1;
+        }
+        p = *end == ',' ? end + 1 : end;
+        if (*end != ',') {
+            break;
+        }
+    }
+}
 
 static size_t stub_parse_size(const char *s, char **end_p)
 {
@@ -216,6 +356,11 @@ static CUresult stub_configure(void)
         }
     }
     stub_parse_visible();
+    stub_parse_flag_list("CUDASTUB_NO_VMM", offsetof(stub_device_t, no_vmm));
+    stub_parse_flag_list("CUDASTUB_NO_FD_HANDLES", offsetof(stub_device_t, no_fd));
+    if (getenv("CUDASTUB_DEVICE_FILE") != NULL) {
+        stub_shared_open(getenv("CUDASTUB_DEVICE_FILE"));
+    }
     for (i = 0; i < STUB_MAX_DEVICES; ++i) {
         stub.ctxs[i].magic   = STUB_CTX_MAGIC;
         stub.ctxs[i].ordinal = i;
@@ -362,7 +507,8 @@ STUB_API CUresult cuDeviceTotalMem(size_t *bytes, CUdevice dev)
 }
 
 /* cuDeviceGetAttribute: the attributes a VMM user asks (VMM and POSIX fd
- * handle support, UVA, compute capability 9.0); others are 0. */
+ * handle support, unless CUDASTUB_NO_VMM / CUDASTUB_NO_FD_HANDLES name the
+ * device; UVA, compute capability 9.0); others are 0. */
 STUB_API CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
     CUresult rc = stub_enter("cuDeviceGetAttribute");
@@ -374,7 +520,11 @@ STUB_API CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdev
     if (rc == CUDA_SUCCESS) {
         switch (attrib) {
         case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+            *pi = !stub.devs[stub.visible[dev]].no_vmm;
+            break;
         case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED:
+            *pi = !stub.devs[stub.visible[dev]].no_fd;
+            break;
         case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
             *pi = 1;
             break;
@@ -469,13 +619,16 @@ STUB_API CUresult cuCtxGetDevice(CUdevice *device)
     return rc;
 }
 
-/* cuCtxSynchronize: blocks until the current context finished all its work. */
+/* cuCtxSynchronize: blocks until the current context finished all its work;
+ * "may also return error codes from previous, asynchronous launches" (an
+ * illegal address stays). */
 STUB_API CUresult cuCtxSynchronize(void)
 {
     CUresult rc = stub_enter_ctx("cuCtxSynchronize");
 
     if (rc == CUDA_SUCCESS) {
         stub_ctx_flush(stub_current);
+        rc = stub.sticky;
         stub_leave();
     }
     return rc;
@@ -491,7 +644,7 @@ STUB_API CUresult cuMemGetInfo(size_t *free_p, size_t *total_p)
         return rc;
     }
     d = &stub.devs[stub.visible[stub_current->ordinal]];
-    *free_p  = d->capacity - d->used;
+    *free_p  = stub_dev_free(d);
     *total_p = d->capacity;
     stub_leave();
     return CUDA_SUCCESS;
@@ -569,7 +722,9 @@ static const stub_sym_t stub_syms[] = {
 
 /* cuGetProcAddress: the symbol's base name; cudaVersion at least the one
  * that introduced it (else CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT) and a
- * driver at least that new; flags one of CU_GET_PROC_ADDRESS_*. May be
+ * driver at least that new; flags one of CU_GET_PROC_ADDRESS_*. "If the
+ * specified CUDA version is greater than the driver version, the API will
+ * return CUDA_ERROR_INVALID_VALUE" (ask cuDriverGetVersion first). May be
  * called before cuInit. */
 STUB_API CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
                                    cuuint64_t flags, CUdriverProcAddressQueryResult *status)
@@ -581,6 +736,11 @@ STUB_API CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersi
     if (symbol == NULL || pfn == NULL || flags > CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) {
         stub_violation("cuGetProcAddress(%s): invalid argument (flags %llu)",
                        symbol != NULL ? symbol : "NULL", (unsigned long long)flags);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (cudaVersion > driver) {
+        stub_violation("cuGetProcAddress(%s): cudaVersion %d is greater than the driver's "
+                       "version %d (cuDriverGetVersion)", symbol, cudaVersion, driver);
         return CUDA_ERROR_INVALID_VALUE;
     }
     *pfn = NULL;
@@ -616,6 +776,9 @@ __attribute__((destructor)) static void stub_at_exit(void)
     }
     stub_streams_report();
     stub_vmm_report();
+    if (stub_slot >= 0) {
+        stub_shared[stub_slot].pid = 0; /* the process's device memory goes with it */
+    }
     stub_vmm_forget_released();
     if (stub.violations > 0) {
         fprintf(stderr, "cudastub: [pid %d] %lu CUDA driver API contract violation(s) in this "

@@ -117,6 +117,9 @@ static void stub_op_run(stub_op_t *op)
         stub_violation("async copy %s device address %p runs after that address was unmapped "
                        "(cuMemUnmap before the stream was synchronised)", op->h2d ? "to" : "from",
                        op->h2d ? op->dst : op->src);
+        /* On a GPU: a fault, CUDA_ERROR_ILLEGAL_ADDRESS from this
+         * synchronisation on, and the context is unusable. */
+        stub.sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
         stub_guard_drop(op->guard);
         return;
     }
@@ -235,6 +238,7 @@ STUB_API CUresult cuStreamSynchronize(CUstream hStream)
         rc = hStream == NULL ? CUDA_ERROR_INVALID_CONTEXT : CUDA_ERROR_INVALID_HANDLE;
     } else {
         stub_stream_flush(s);
+        rc = stub.sticky;
     }
     stub_leave();
     return rc;
@@ -348,9 +352,23 @@ STUB_API CUresult cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n, CUstre
     return stub_copy("cuMemcpyDtoHAsync", 0, dst, (const void *)(uintptr_t)src, n, hStream, 1);
 }
 
+/* Bytes this process has page-locked. */
+static size_t stub_pinned_total(void)
+{
+    const stub_range_t *r;
+    size_t n = 0;
+
+    for (r = stub.pinned; r != NULL; r = r->next) {
+        n += r->size;
+    }
+    return n;
+}
+
 /* cuMemHostRegister: a current context; bytesize > 0; flags among
  * PORTABLE, DEVICEMAP, IOMEMORY, READ_ONLY; a range overlapping a
- * registered one is CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED. */
+ * registered one is CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED. Page-locked
+ * memory is limited (the system's, RLIMIT_MEMLOCK): beyond
+ * CUDASTUB_PIN_LIMIT bytes it is CUDA_ERROR_OUT_OF_MEMORY, no violation. */
 STUB_API CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int flags)
 {
     CUresult rc = stub_enter_ctx("cuMemHostRegister");
@@ -374,6 +392,12 @@ STUB_API CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int flags
             rc = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
             goto out;
         }
+    }
+    if (getenv("CUDASTUB_PIN_LIMIT") != NULL &&
+        stub_pinned_total() + bytesize > strtoull(getenv("CUDASTUB_PIN_LIMIT"), NULL, 0)) {
+        stub_note("cuMemHostRegister: %zu more bytes exceed CUDASTUB_PIN_LIMIT", bytesize);
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
     }
     r = calloc(1, sizeof(*r));
     if (r == NULL) {

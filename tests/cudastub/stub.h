@@ -19,6 +19,14 @@
  *   CUDASTUB_GRANULARITY    allocation granularity (default 2M)
  *   CUDASTUB_DRIVER_VERSION what cuDriverGetVersion says (default CUDA_VERSION)
  *   CUDASTUB_NO_PEER=1      a device cannot access another one's memory
+ *   CUDASTUB_DEVICE_FILE    a file: the processes naming the same one share
+ *                           the devices' memory (cuMemGetInfo, out of memory),
+ *                           as all processes on a GPU do; unset: per process
+ *   CUDASTUB_PIN_LIMIT      bytes a process may page-lock (cuMemHostRegister)
+ *   CUDASTUB_NO_VMM, CUDASTUB_NO_FD_HANDLES
+ *                           comma lists of devices (CUDASTUB_DEVICES numbering)
+ *                           without virtual memory management / without POSIX
+ *                           fd shareable handles (their attributes say 0)
  *   CUDASTUB_EXIT_STATUS    exit status of a process that broke a rule
  *   CUDA_VISIBLE_DEVICES    indices or GPU-<uuid> prefixes, as the driver reads it
  */
@@ -39,6 +47,8 @@ typedef struct stub_device {
     size_t   capacity;     /* bytes */
     size_t   used;         /* bytes of this process's cuMemCreate allocations */
     CUuuid   uuid;
+    int      no_vmm;       /* CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED 0 */
+    int      no_fd;        /* CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED 0 */
 } stub_device_t;
 
 /* A device's primary context (the only kind IVM uses). */
@@ -114,6 +124,7 @@ typedef struct stub_state {
     stub_stream_t  null_streams[STUB_MAX_DEVICES]; /* the legacy stream of each context */
     CUmemGenericAllocationHandle next_handle;
     unsigned long violations;
+    CUresult      sticky;        /* an async error (illegal address): every sync returns it */
 } stub_state_t;
 
 extern stub_state_t stub;
@@ -129,6 +140,13 @@ CUresult stub_enter(const char *call);
 /* stub_enter plus a current context (CUDA_ERROR_INVALID_CONTEXT without). */
 CUresult stub_enter_ctx(const char *call);
 void     stub_leave(void);
+
+/* Device memory: free bytes (this process's and, with CUDASTUB_DEVICE_FILE,
+ * every other live process's allocations count); take size bytes if free
+ * (0: out of memory); give them back. Called with the lock held. */
+size_t stub_dev_free(const stub_device_t *d);
+int    stub_dev_take(stub_device_t *d, size_t size);
+void   stub_dev_give(stub_device_t *d, size_t size);
 
 int  stub_ctx_valid(const stub_ctx_t *ctx);
 void stub_stream_flush(stub_stream_t *s);

@@ -52,7 +52,7 @@ static void stub_alloc_drop(stub_alloc_t *a)
     close(a->fd);
     a->fd = -1;
     if (a->created) {
-        stub.devs[a->phys].used -= a->size;
+        stub_dev_give(&stub.devs[a->phys], a->size);
     }
 }
 
@@ -143,9 +143,19 @@ STUB_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
         goto out;
     }
     d = &stub.devs[stub.visible[prop->location.id]];
-    if (d->capacity - d->used < size) {
-        stub_note("cuMemCreate: %zu bytes on GPU %d: out of memory (%zu of %zu used)", size,
-                  d->phys, d->used, d->capacity);
+    if (d->no_vmm || ((prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) &&
+                      d->no_fd)) {
+        /* cuMemCreate: CUDA_ERROR_NOT_SUPPORTED on a device without VMM, or
+         * for a handle type the device does not support (the attributes
+         * say so; check them first). */
+        stub_violation("cuMemCreate: GPU %d does not support %s (its device attribute says 0)",
+                       d->phys, d->no_vmm ? "virtual memory management" : "POSIX fd handles");
+        rc = CUDA_ERROR_NOT_SUPPORTED;
+        goto out;
+    }
+    if (!stub_dev_take(d, size)) {
+        stub_note("cuMemCreate: %zu bytes on GPU %d: out of memory (%zu of %zu free)", size,
+                  d->phys, stub_dev_free(d), d->capacity);
         rc = CUDA_ERROR_OUT_OF_MEMORY;
         goto out;
     }
@@ -157,6 +167,7 @@ STUB_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
             close(a->fd);
         }
         free(a);
+        stub_dev_give(d, size);
         rc = CUDA_ERROR_OUT_OF_MEMORY;
         goto out;
     }
@@ -167,7 +178,6 @@ STUB_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     a->types   = prop->requestedHandleTypes;
     a->next    = stub.allocs;
     stub.allocs = a;
-    d->used += size;
     *handle = a->handle;
 out:
     stub_leave();

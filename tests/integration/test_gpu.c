@@ -119,6 +119,17 @@ Test(gpu, sync_chain_one_node, .fini = gpu_fini)
     gpu_env_scenario("chain", NULL);
 }
 
+/* The sync calls wait for the GPU PE's device work queued before them
+ * (cuCtxSynchronize): on cuda an async copy just before a Put or a Get. */
+Test(gpu, syncs_wait_for_the_pes_device_work, .fini = gpu_fini)
+{
+    if (gpu_skip(0)) {
+        return;
+    }
+    gpu_daemon("1:64M", NULL);
+    gpu_env_scenario("async", NULL);
+}
+
 Test(gpu, group_two_gpu_pes_and_a_cpu_pe, .fini = gpu_fini)
 {
     if (gpu_skip(0)) {

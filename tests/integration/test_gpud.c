@@ -48,6 +48,8 @@ typedef struct gt {
     char    *shm_before;
     int      fd_baseline;
     uint64_t gran, cap;
+    pid_t    filler;     /* a cudaprobe holding device memory, 0: none */
+    int      filler_in;  /* its stdin: closing it makes it let go */
     ivm_gpud_hello_rep_t hello;
     gt_reply_t box[GT_MAILBOX];
 } gt_t;
@@ -360,7 +362,12 @@ static void gt_start_with(const char *const *extra, const char *const *env)
     args[n++] = "--backend";
     if (gt.cuda) {
         if (ivmt_cudastub()) {
+            char devfile[IVMT_PATH_MAX + 32];
             setenv("CUDASTUB_DEVICES", "2:64M", 1); /* two GPUs, as the emu run has */
+            /* gpud and the test's other driver users share the devices'
+             * memory, as the processes on a GPU do. */
+            snprintf(devfile, sizeof(devfile), "%s/cudastub-devices", gt.dir);
+            setenv("CUDASTUB_DEVICE_FILE", devfile, 1);
         }
         snprintf(limit, sizeof(limit), "%dM", 2 * GT_SLOTS);
         args[n++] = "cuda";
@@ -439,6 +446,11 @@ static void gt_finish(void)
 
 static void gt_teardown(void)
 {
+    if (gt.filler > 0) {
+        kill(gt.filler, SIGKILL);
+        waitpid(gt.filler, NULL, 0);
+        gt.filler = 0;
+    }
     if (gt.pid > 0) {
         kill(gt.pid, SIGKILL);
         waitpid(gt.pid, NULL, 0);
@@ -1111,5 +1123,246 @@ Test(gpud, gpus_naming_a_missing_gpu_warn)
     cr_assert(strstr(gt_log_tail(), "--gpus 0,7: the CUDA driver shows 1 of the 2 GPUs named; "
                                     "'7' names no GPU of this node") != NULL,
               "no warning naming GPU 7; log:\n%s", gt_log_tail());
+    gt_finish();
+}
+
+/* ------------------------------------------- the cuda backend and the driver */
+
+/* The cuda backend's own cases need a second driver user (tests/cudastub's
+ * cudaprobe): skipped on emu, where no driver names devices or holds memory. */
+static void gt_need_probe(void)
+{
+#ifndef IVMT_CUDAPROBE
+    cr_skip_test("built without CUDA: no cudaprobe");
+#else
+    if (!gt_is_cuda()) {
+        cr_skip_test("a cuda backend case (IVM_TEST_GPU_BACKEND=cuda)");
+    }
+    if (ivmt_cudastub()) {
+        setenv("CUDASTUB_DEVICES", "2:64M", 1); /* what gt_start gives gpud */
+    }
+#endif
+}
+
+#ifdef IVMT_CUDAPROBE
+/* "cudaprobe uuids" under the environment entry env (NULL: ours): the UUIDs
+ * of the devices it sees, in its order, one per slot of uuids. */
+static int gt_probe_uuids(const char *env, char (*uuids)[48], int max)
+{
+    char cmd[512], line[256];
+    FILE *f;
+    int n = 0;
+
+    snprintf(cmd, sizeof(cmd), "%s %s uuids", env != NULL ? env : "", IVMT_CUDAPROBE);
+    f = popen(cmd, "r");
+    cr_assert_not_null(f);
+    while (n < max && fgets(line, sizeof(line), f) != NULL) {
+        snprintf(uuids[n++], 48, "%.*s", (int)strcspn(line, " \n"), line);
+    }
+    cr_assert_eq(pclose(f), 0, "%s failed", cmd);
+    return n;
+}
+#endif
+
+Test(gpud, a_pe_env_names_its_gpu_by_uuid_whatever_list_gpud_inherits)
+{
+#ifdef IVMT_CUDAPROBE
+    char uuids[16][48], seen[16][48], visible[256];
+    char *env[2] = {visible, NULL};
+    int order[2], n, i;
+
+    gt_need_probe();
+    n = gt_probe_uuids(NULL, uuids, 16);
+    cr_assert_gt(n, 0, "the probe sees no GPU");
+    /* gpud inherits the devices in reverse, by UUID (Slurm, containers): its
+     * GPU 0 is the probe's last device, its GPU 1 the probe's first. */
+    order[0] = n - 1;
+    order[1] = 0;
+    snprintf(visible, sizeof(visible), "CUDA_VISIBLE_DEVICES=%s%s%s", uuids[n - 1],
+             n > 1 ? "," : "", n > 1 ? uuids[0] : "");
+    gt_start_with(NULL, (const char *const *)env);
+    for (i = 0; i < (int)gt.hello.ngpus && i < (n > 1 ? 2 : 1); ++i) {
+        /* A PE started with the env gpud names sees exactly that GPU. */
+        cr_assert_eq(gt_probe_uuids(gt.hello.gpus[i].env, seen, 16), 1, "env '%s'",
+                     gt.hello.gpus[i].env);
+        cr_assert_str_eq(seen[0], uuids[order[i]],
+                         "gpud's GPU %d is %s, but its PEs get %s (env %s)", i,
+                         uuids[order[i]], seen[0], gt.hello.gpus[i].env);
+    }
+    gt_finish();
+#else
+    gt_need_probe();
+#endif
+}
+
+#ifdef IVMT_CUDAPROBE
+/* Another process (cudaprobe) takes what GPU 0 has free but `leave` bytes,
+ * behind gpud's back, as an application's own cudaMalloc would. */
+static void gt_fill_device(uint64_t leave)
+{
+    char arg[32], line[64];
+    int in[2], out[2];
+    FILE *f;
+
+    snprintf(arg, sizeof(arg), "%llu", (unsigned long long)leave);
+    cr_assert_eq(pipe2(in, O_CLOEXEC), 0);
+    cr_assert_eq(pipe2(out, O_CLOEXEC), 0);
+    gt.filler = fork();
+    cr_assert_geq(gt.filler, 0);
+    if (gt.filler == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        execl(IVMT_CUDAPROBE, IVMT_CUDAPROBE, "fill", "0", arg, (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    f = fdopen(out[0], "r");
+    cr_assert_not_null(f);
+    cr_assert(fgets(line, sizeof(line), f) != NULL && strncmp(line, "ready", 5) == 0,
+              "cudaprobe fill did not get ready");
+    fclose(f);
+    gt.filler_in = in[1];
+}
+
+/* The probe lets its memory go and exits cleanly (no broken contract). */
+static void gt_unfill_device(void)
+{
+    int st;
+
+    close(gt.filler_in);
+    cr_assert_eq(waitpid(gt.filler, &st, 0), gt.filler);
+    gt.filler = 0;
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "cudaprobe fill: status %#x", st);
+}
+#endif
+
+/* gpud's accounting is not the device's: memory other processes take (the
+ * PEs' contexts, the applications' own allocations) is found at admission
+ * (cuMemGetInfo), and a device short of it makes gpud evict cached copies,
+ * then wait, as when its own accounting refuses: never a failed map. */
+Test(gpud, memory_taken_behind_gpuds_back_evicts_then_waits)
+{
+#ifdef IVMT_CUDAPROBE
+    ivm_gpud_stats_rep_t s;
+    uint64_t G;
+    uint32_t seq;
+    gt_reply_t r;
+    gt_acq_t a;
+    int na, nb, nc;
+
+    gt_need_probe();
+    gt_start_with((const char *const[]){"--admit-timeout", "30", NULL}, NULL);
+    G = gt.gran;
+    na = gt_node_copy(G, 1, 0);
+    nb = gt_node_copy(2 * G, 1, 1);
+    nc = gt_node_copy(2 * G, 1, 2);
+    gt_acquire(1, 1, G, 0, G, 0, na, &a);
+    cr_assert_eq(a.status, IVM_SUCCESS, "A: %s", a.detail);
+    cr_assert_eq(gt_release(a.rep.copy_id), IVM_SUCCESS); /* A is cached */
+    gt_fill_device(G);
+    /* B (2 granules): gpud's accounting has 3 free, the device 1: A goes. */
+    gt_acquire(1, 2, 2 * G, 0, 2 * G, 0, nb, &a);
+    cr_assert_eq(a.status, IVM_SUCCESS, "B with the device short: %s", a.detail);
+    gt_stats(0, &s);
+    cr_assert_eq(s.evictions, 1, "the cached copy was to go first");
+    /* C (2 granules): gpud's accounting has room, the device has none and
+     * nothing is cached: C waits. */
+    seq = gt_acquire_send(1, 3, 2 * G, 0, 2 * G, nc);
+    cr_assert_eq(gt_recv(seq, &r, 500), -1, "C must wait for the device's memory, not fail");
+    gt_stats(0, &s);
+    cr_assert_eq(s.waiting, 1);
+    /* The other process lets go: nothing tells gpud, which retries. */
+    gt_unfill_device();
+    cr_assert_eq(gt_recv(seq, &r, 5000), 0, "C is granted once the device has room");
+    gt_acq_parse(&r, &a, 0);
+    cr_assert_eq(a.status, IVM_SUCCESS, "C: %s", a.detail);
+    gt_job_end(1);
+    close(na);
+    close(nb);
+    close(nc);
+    gt_finish();
+#else
+    gt_need_probe();
+#endif
+}
+
+/* Start-up checks, with the stand-in's knobs (a real GPU has what it has). */
+static void gt_need_stub(void)
+{
+    if (!gt_is_cuda() || !ivmt_cudastub()) {
+        cr_skip_test("needs the CUDA stand-in (IVMT_CUDASTUB=1): it plays an older driver "
+                     "or a GPU without a feature");
+    }
+}
+
+/* A GPU without POSIX fd handles cannot share device copies with PEs: gpud
+ * leaves it out, saying why, and numbers the others from 0. */
+Test(gpud, a_gpu_without_fd_handles_is_left_out_saying_why)
+{
+    gt_need_stub();
+    gt_start_with(NULL, (const char *const[]){"CUDASTUB_NO_FD_HANDLES=0", NULL});
+    cr_assert_eq(gt.hello.ngpus, 1, "GPU 0 lacks POSIX fd handles: one GPU is left");
+    cr_assert_str_eq(gt.hello.gpus[0].name, "cudastub GPU 1");
+    cr_assert(strstr(gt_log_tail(), "POSIX file descriptor handles") != NULL &&
+              strstr(gt_log_tail(), "HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED") != NULL,
+              "log:\n%s", gt_log_tail());
+    gt_finish();
+}
+
+Test(gpud, a_gpu_without_vmm_is_left_out_saying_why)
+{
+    gt_need_stub();
+    gt_start_with(NULL, (const char *const[]){"CUDASTUB_NO_VMM=1", NULL});
+    cr_assert_eq(gt.hello.ngpus, 1, "GPU 1 lacks VMM: one GPU is left");
+    cr_assert_str_eq(gt.hello.gpus[0].name, "cudastub GPU 0");
+    cr_assert(strstr(gt_log_tail(), "VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED") != NULL,
+              "log:\n%s", gt_log_tail());
+    gt_finish();
+}
+
+/* cuGetProcAddress is asked for the driver's own version: a version newer
+ * than the driver is CUDA_ERROR_INVALID_VALUE (a fixed 12000 made a CUDA
+ * 11.8 driver look as if it lacked cuGetErrorString). */
+Test(gpud, an_older_driver_is_asked_for_its_own_version)
+{
+    gt_need_stub();
+    gt_start_with(NULL, (const char *const[]){"CUDASTUB_DRIVER_VERSION=11080", NULL});
+    cr_assert_eq(gt.hello.ngpus, 2);
+    cr_assert(strstr(gt_log_tail(), "CUDA driver 11.8") != NULL, "log:\n%s", gt_log_tail());
+    gt_finish();
+}
+
+/* gpud page-locks only the chunks of a node copy that its device copies
+ * use: an object far larger than what a process may pin (RLIMIT_MEMLOCK,
+ * the stand-in's CUDASTUB_PIN_LIMIT) still gets device copies of its parts,
+ * and the bytes arrive. */
+Test(gpud, only_the_parts_device_copies_use_are_pinned)
+{
+    const uint64_t obj = 32 << 20;
+    unsigned char *host;
+    gt_acq_t a, b;
+    uint64_t G;
+    int node;
+
+    gt_need_stub();
+    gt_start_with(NULL, (const char *const[]){"CUDASTUB_PIN_LIMIT=4194304", NULL});
+    G = gt.gran;
+    node = gt_node_copy(obj, 3, 1);
+    gt_acquire(1, 1, obj, 8 << 20, G, 0, node, &a);
+    cr_assert_eq(a.status, IVM_SUCCESS, "a 32 MiB node copy with 4 MiB pinnable: %s", a.detail);
+    gt_acquire(1, 1, obj, 20 << 20, G, 0, -1, &b);
+    cr_assert_eq(b.status, IVM_SUCCESS, "a second part: %s", b.detail);
+    /* Device -> node copy of the second part lands (through its pinned chunk). */
+    host = mmap(NULL, obj, PROT_READ | PROT_WRITE, MAP_SHARED, node, 0);
+    cr_assert_neq(host, MAP_FAILED);
+    memset(host + (20 << 20), 0, G);
+    cr_assert_eq(gt_copy(b.rep.copy_id, 20 << 20, G, IVM_GPUD_COPY_D2H), IVM_SUCCESS);
+    cr_assert_eq(host[(20 << 20) + 5], (unsigned char)(((20 << 20) + 5) * 3 + 1));
+    munmap(host, obj);
+    cr_assert_eq(gt_release(a.rep.copy_id), IVM_SUCCESS);
+    cr_assert_eq(gt_release(b.rep.copy_id), IVM_SUCCESS);
+    gt_job_end(1);
+    close(node);
     gt_finish();
 }

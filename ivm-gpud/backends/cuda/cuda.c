@@ -6,8 +6,8 @@
  * A device copy is a VMM allocation (cuMemCreate, POSIX fd handle type) that
  * gpud also maps for itself (cuMemAddressReserve/cuMemMap/cuMemSetAccess);
  * export_fd hands a PE the shareable fd it imports. Node copies gpud maps are
- * pinned with cuMemHostRegister; copies are cuMemcpy{HtoD,DtoH}Async on a
- * per-GPU stream followed by cuStreamSynchronize.
+ * pinned with cuMemHostRegister (the chunks device copies use); copies are
+ * cuMemcpy{HtoD,DtoH}Async on a per-GPU stream followed by cuStreamSynchronize.
  */
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -21,15 +21,17 @@
 #include "gpud.h"
 #include "log.h"
 
-#define GPUD_CUDA_ABI 12000 /* driver ABI version asked of cuGetProcAddress */
-
-/* The driver entry points used, with the ABI of GPUD_CUDA_ABI. */
+/* The driver entry points used, in the ABI of the CUDA version asked of
+ * cuGetProcAddress: the driver's own version, at most the cuda.h we were
+ * built with (whose prototypes these are). */
 typedef struct gpud_cuda_api {
     CUresult (*GetErrorString)(CUresult, const char **);
     CUresult (*Init)(unsigned int);
     CUresult (*DeviceGetCount)(int *);
     CUresult (*DeviceGet)(CUdevice *, int);
     CUresult (*DeviceGetName)(char *, int, CUdevice);
+    CUresult (*DeviceGetUuid)(CUuuid *, CUdevice);
+    CUresult (*DeviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
     CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
     CUresult (*DevicePrimaryCtxRelease)(CUdevice);
     CUresult (*CtxSetCurrent)(CUcontext);
@@ -60,7 +62,8 @@ typedef struct gpud_cuda_api {
 #define GPUD_CUDA_SYMS(X)                                                         \
     X(GetErrorString, "cuGetErrorString") X(Init, "cuInit")                       \
     X(DeviceGetCount, "cuDeviceGetCount") X(DeviceGet, "cuDeviceGet")             \
-    X(DeviceGetName, "cuDeviceGetName")                                           \
+    X(DeviceGetName, "cuDeviceGetName") X(DeviceGetUuid, "cuDeviceGetUuid")       \
+    X(DeviceGetAttribute, "cuDeviceGetAttribute")                                 \
     X(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain")                         \
     X(DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease")                       \
     X(CtxSetCurrent, "cuCtxSetCurrent") X(MemGetInfo, "cuMemGetInfo")             \
@@ -93,10 +96,14 @@ typedef struct gpud_cuda_gpu {
 
 typedef struct gpud_cuda {
     void            *lib;
+    int              driver_version; /* cuDriverGetVersion: 1000 * major + 10 * minor */
+    int              abi;            /* the version asked of cuGetProcAddress */
     gpud_cuda_api_t  api;
     uint32_t         ngpus;
     gpud_cuda_gpu_t  gpus[IVM_GPUD_MAX_GPUS];
-    char             visible[IVM_GPUD_MAX_GPUS][16]; /* GPU k's CUDA index, for PEs */
+    /* GPU k as CUDA_VISIBLE_DEVICES names it for a PE: "GPU-<uuid>", which
+     * means the same device whatever list the PE inherits or MPS renumbers. */
+    char             visible[IVM_GPUD_MAX_GPUS][48];
 } gpud_cuda_t;
 
 struct gpud_mem {
@@ -118,7 +125,9 @@ static ivmError_t gpud_cuda_status(const gpud_cuda_t *cu, CUresult rc, const cha
         text == NULL) {
         text = "unknown CUDA error";
     }
-    ivm_error("cuda: cu%s: %s (CUresult %d)", call, text, (int)rc);
+    /* Out of memory is no error of gpud's: it evicts, then waits (handlers.c). */
+    IVM_LOG(rc == CUDA_ERROR_OUT_OF_MEMORY ? IVM_LOG_INFO : IVM_LOG_ERROR,
+            "cuda: cu%s: %s (CUresult %d)", call, text, (int)rc);
     switch (rc) {
     case CUDA_ERROR_OUT_OF_MEMORY:    return IVM_ERROR_NO_MEMORY;
     case CUDA_ERROR_NO_DEVICE:
@@ -137,12 +146,32 @@ typedef CUresult (*gpud_cuda_gpa_v2_t)(const char *, void **, int, cuuint64_t,
                                        CUdriverProcAddressQueryResult *);
 typedef CUresult (*gpud_cuda_gpa_v1_t)(const char *, void **, int, cuuint64_t);
 
+/* The driver's version (cuDriverGetVersion, callable before cuInit), and
+ * the one to ask cuGetProcAddress for: a version newer than the driver is
+ * CUDA_ERROR_INVALID_VALUE there, and one newer than our cuda.h would hand
+ * back entry points whose prototypes we do not know. */
+static ivmError_t gpud_cuda_version(gpud_cuda_t *cu)
+{
+    CUresult (*get_version)(int *) = (CUresult (*)(int *))dlsym(cu->lib, "cuDriverGetVersion");
+
+    if (get_version == NULL || get_version(&cu->driver_version) != CUDA_SUCCESS ||
+        cu->driver_version <= 0) {
+        ivm_error("%s", "cuda: the CUDA driver does not tell its version (cuDriverGetVersion)");
+        return IVM_ERROR_UNSUPPORTED;
+    }
+    cu->abi = cu->driver_version < CUDA_VERSION ? cu->driver_version : CUDA_VERSION;
+    ivm_info("cuda: CUDA driver %d.%d, entry points of CUDA %d.%d", cu->driver_version / 1000,
+             cu->driver_version % 1000 / 10, cu->abi / 1000, cu->abi % 1000 / 10);
+    return IVM_SUCCESS;
+}
+
 /* quiet: --backend auto, where finding no driver is no error. */
 static ivmError_t gpud_cuda_load(gpud_cuda_t *cu, int quiet)
 {
     gpud_cuda_gpa_v2_t gpa2;
     gpud_cuda_gpa_v1_t gpa1;
     CUdriverProcAddressQueryResult found;
+    ivmError_t status;
     CUresult rc;
     size_t i;
 
@@ -152,21 +181,29 @@ static ivmError_t gpud_cuda_load(gpud_cuda_t *cu, int quiet)
                 "cuda: no CUDA driver on this machine: dlopen libcuda.so.1: %s", dlerror());
         return IVM_ERROR_NO_DEVICE;
     }
+    status = gpud_cuda_version(cu);
+    if (status != IVM_SUCCESS) {
+        return status;
+    }
     gpa2 = (gpud_cuda_gpa_v2_t)dlsym(cu->lib, "cuGetProcAddress_v2");
     gpa1 = (gpud_cuda_gpa_v1_t)dlsym(cu->lib, "cuGetProcAddress");
     if (gpa2 == NULL && gpa1 == NULL) {
-        ivm_error("cuda: the CUDA driver has no cuGetProcAddress (too old)");
+        ivm_error("cuda: the CUDA driver (version %d.%d) has no cuGetProcAddress: the cuda "
+                  "backend needs CUDA 11.3 or newer", cu->driver_version / 1000,
+                  cu->driver_version % 1000 / 10);
         return IVM_ERROR_UNSUPPORTED;
     }
     for (i = 0; i < sizeof(gpud_cuda_syms) / sizeof(gpud_cuda_syms[0]); ++i) {
         void **slot = (void **)((char *)&cu->api + gpud_cuda_syms[i].offset);
-        rc = gpa2 != NULL ? gpa2(gpud_cuda_syms[i].name, slot, GPUD_CUDA_ABI,
+        rc = gpa2 != NULL ? gpa2(gpud_cuda_syms[i].name, slot, cu->abi,
                                  CU_GET_PROC_ADDRESS_DEFAULT, &found)
-                          : gpa1(gpud_cuda_syms[i].name, slot, GPUD_CUDA_ABI,
+                          : gpa1(gpud_cuda_syms[i].name, slot, cu->abi,
                                  CU_GET_PROC_ADDRESS_DEFAULT);
         if (rc != CUDA_SUCCESS || *slot == NULL) {
-            ivm_error("cuda: the CUDA driver lacks %s (CUresult %d)", gpud_cuda_syms[i].name,
-                      (int)rc);
+            ivm_error("cuda: the CUDA driver (version %d.%d) lacks %s (CUresult %d): the cuda "
+                      "backend needs a driver with virtual memory management (CUDA 11.3 or "
+                      "newer)", cu->driver_version / 1000, cu->driver_version % 1000 / 10,
+                      gpud_cuda_syms[i].name, (int)rc);
             return IVM_ERROR_UNSUPPORTED;
         }
     }
@@ -182,17 +219,76 @@ static void gpud_cuda_prop(const gpud_cuda_gpu_t *gpu, CUmemAllocationProp *prop
     prop->requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
 }
 
-/* Primary context, stream, granularity, capacity (free bytes at start) of GPU i. */
-static ivmError_t gpud_cuda_gpu_open(gpud_cuda_t *cu, uint32_t i)
+/* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx": how nvidia-smi -L and
+ * CUDA_VISIBLE_DEVICES spell a device's UUID. */
+static void gpud_cuda_uuid_format(const CUuuid *u, char *out, size_t len)
+{
+    size_t n = (size_t)snprintf(out, len, "GPU-");
+    int i;
+
+    for (i = 0; i < 16 && n < len; ++i) {
+        n += (size_t)snprintf(out + n, len - n, "%02x%s", (unsigned char)u->bytes[i],
+                              (i == 3 || i == 5 || i == 7 || i == 9) ? "-" : "");
+    }
+}
+
+/* Device ordinal can hold IVM's device copies: VMM allocations exported as
+ * POSIX fds. A GPU without them (older GPUs, some vGPU and WSL setups) is
+ * left out, saying why, rather than failing at the first map. */
+static int gpud_cuda_usable(gpud_cuda_t *cu, int ordinal)
+{
+    static const struct {
+        CUdevice_attribute attr;
+        const char        *name, *what;
+    } need[] = {
+        {CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+         "VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED", "virtual memory management (cuMemCreate)"},
+        {CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+         "HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED",
+         "POSIX file descriptor handles (cuMemExportToShareableHandle)"},
+    };
+    char name[IVM_GPUD_GPU_NAME_MAX] = "?";
+    CUdevice dev;
+    size_t k;
+    int v;
+
+    if (GPUD_CU(cu, DeviceGet(&dev, ordinal)) != IVM_SUCCESS) {
+        return 0;
+    }
+    cu->api.DeviceGetName(name, (int)sizeof(name), dev);
+    for (k = 0; k < sizeof(need) / sizeof(need[0]); ++k) {
+        v = 0;
+        if (GPUD_CU(cu, DeviceGetAttribute(&v, need[k].attr, dev)) != IVM_SUCCESS || v == 0) {
+            ivm_error("cuda: CUDA device %d (%s) is not used: it lacks %s "
+                      "(CU_DEVICE_ATTRIBUTE_%s is 0), which IVM's device copies need", ordinal,
+                      name, need[k].what, need[k].name);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Primary context, stream, granularity, capacity (free bytes at start) of
+ * GPU i, CUDA device ordinal. */
+static ivmError_t gpud_cuda_gpu_open(gpud_cuda_t *cu, uint32_t i, int ordinal)
 {
     gpud_cuda_gpu_t *gpu = &cu->gpus[i];
     CUmemAllocationProp prop;
     size_t free_bytes, total;
     ivmError_t status;
+    CUuuid uuid;
 
-    status = GPUD_CU(cu, DeviceGet(&gpu->dev, (int)i));
+    status = GPUD_CU(cu, DeviceGet(&gpu->dev, ordinal));
     if (status == IVM_SUCCESS) {
         status = GPUD_CU(cu, DeviceGetName(gpu->name, (int)sizeof(gpu->name), gpu->dev));
+    }
+    /* An index would name the i-th device of the PE's own list (the one the
+     * PE inherits, or MPS's renumbering), not ours: the UUID names ours. */
+    if (status == IVM_SUCCESS) {
+        status = GPUD_CU(cu, DeviceGetUuid(&uuid, gpu->dev));
+    }
+    if (status == IVM_SUCCESS) {
+        gpud_cuda_uuid_format(&uuid, cu->visible[i], sizeof(cu->visible[i]));
     }
     if (status == IVM_SUCCESS) {
         status = GPUD_CU(cu, DevicePrimaryCtxRetain(&gpu->ctx, gpu->dev));
@@ -216,8 +312,8 @@ static ivmError_t gpud_cuda_gpu_open(gpud_cuda_t *cu, uint32_t i)
         return status;
     }
     gpu->capacity = free_bytes - free_bytes % gpu->granularity;
-    ivm_info("cuda: GPU %u %s: %zu of %zu bytes free, granularity %zu", i, gpu->name,
-             free_bytes, total, gpu->granularity);
+    ivm_info("cuda: GPU %u %s (%s): %zu of %zu bytes free, granularity %zu", i, gpu->name,
+             cu->visible[i], free_bytes, total, gpu->granularity);
     return IVM_SUCCESS;
 }
 
@@ -239,26 +335,6 @@ static void gpud_cuda_fini(void *ctx)
         dlclose(cu->lib);
     }
     free(cu);
-}
-
-/* GPU k of the driver is the k-th index of CUDA_VISIBLE_DEVICES where it is
- * a list of numbers (else k): a PE on GPU k sees that one GPU only. */
-static void gpud_cuda_visible_parse(gpud_cuda_t *cu, const char *list)
-{
-    const char *p = list;
-    uint32_t k;
-
-    for (k = 0; k < IVM_GPUD_MAX_GPUS; ++k) {
-        snprintf(cu->visible[k], sizeof(cu->visible[k]), "%u", k);
-    }
-    for (k = 0; p != NULL && *p != '\0' && k < IVM_GPUD_MAX_GPUS; ++k) {
-        size_t n = strspn(p, "0123456789");
-        if (n == 0 || n >= sizeof(cu->visible[k]) || (p[n] != ',' && p[n] != '\0')) {
-            return; /* UUIDs or garbage: the driver's own numbering */
-        }
-        snprintf(cu->visible[k], sizeof(cu->visible[k]), "%.*s", (int)n, p);
-        p += n + (p[n] == ',');
-    }
 }
 
 /* --gpus named more GPUs than the driver shows: CUDA silently drops the first
@@ -302,7 +378,6 @@ static ivmError_t gpud_cuda_init(const gpud_config_t *cfg, void **ctx_p, uint32_
         free(cu);
         return IVM_ERROR_NO_MEMORY;
     }
-    gpud_cuda_visible_parse(cu, getenv("CUDA_VISIBLE_DEVICES"));
     status = gpud_cuda_load(cu, quiet);
     if (status == IVM_SUCCESS) {
         status = GPUD_CU(cu, Init(0));
@@ -317,9 +392,17 @@ static ivmError_t gpud_cuda_init(const gpud_config_t *cfg, void **ctx_p, uint32_
     if (status == IVM_SUCCESS) {
         gpud_cuda_visible_check(cfg->gpus, count);
     }
-    for (i = 0; status == IVM_SUCCESS && i < (uint32_t)count && i < IVM_GPUD_MAX_GPUS; ++i) {
-        cu->ngpus = i + 1;
-        status = gpud_cuda_gpu_open(cu, i);
+    for (i = 0; status == IVM_SUCCESS && i < (uint32_t)count && cu->ngpus < IVM_GPUD_MAX_GPUS;
+         ++i) {
+        if (gpud_cuda_usable(cu, (int)i)) {
+            cu->ngpus++;
+            status = gpud_cuda_gpu_open(cu, cu->ngpus - 1, (int)i);
+        }
+    }
+    if (status == IVM_SUCCESS && cu->ngpus == 0) {
+        ivm_error("cuda: none of the %d GPUs the CUDA driver shows can be used (see above)",
+                  count);
+        status = IVM_ERROR_NO_DEVICE;
     }
     if (status != IVM_SUCCESS) {
         gpud_cuda_fini(cu);
@@ -341,7 +424,7 @@ static ivmError_t gpud_cuda_gpu_info(void *ctx, uint32_t gpu, uint64_t *capacity
     return IVM_SUCCESS;
 }
 
-/* A PE on gpu sees that GPU only (as its device 0); on a share of it, MPS
+/* A PE on gpu sees that GPU only (as its device 0, named by UUID); on a share of it, MPS
  * limits it to the share's percent of the SMs (where an MPS daemon runs;
  * without one the share is advisory). */
 static void gpud_cuda_gpu_env(void *ctx, uint32_t gpu, char *env, char *share_env)
@@ -429,15 +512,46 @@ static ivmError_t gpud_cuda_copy(void *ctx, gpud_mem_t *mem, uint64_t mem_off, v
     if (status != IVM_SUCCESS) {
         return status;
     }
-    if (dir == IVM_GPUD_COPY_H2D) {
-        status = GPUD_CU(cu, MemcpyHtoDAsync(mem->ptr + mem_off, host, size, g->stream));
-    } else {
-        status = GPUD_CU(cu, MemcpyDtoHAsync(host, mem->ptr + mem_off, size, g->stream));
+    /* One async copy per pinned chunk (gpud registers node copies chunk by
+     * chunk, GPUD_PIN_CHUNK-aligned): a transfer is page-locked only within
+     * one registration. One synchronisation at the end. */
+    while (status == IVM_SUCCESS && size > 0) {
+        uint64_t piece = GPUD_PIN_CHUNK - (uint64_t)((uintptr_t)host % GPUD_PIN_CHUNK);
+        if (piece > size) {
+            piece = size;
+        }
+        if (dir == IVM_GPUD_COPY_H2D) {
+            status = GPUD_CU(cu, MemcpyHtoDAsync(mem->ptr + mem_off, host, piece, g->stream));
+        } else {
+            status = GPUD_CU(cu, MemcpyDtoHAsync(host, mem->ptr + mem_off, piece, g->stream));
+        }
+        host = (char *)host + piece;
+        mem_off += piece;
+        size -= piece;
     }
     if (status != IVM_SUCCESS) {
+        cu->api.StreamSynchronize(g->stream); /* what was queued ends before we return */
         return status;
     }
     return GPUD_CU(cu, StreamSynchronize(g->stream));
+}
+
+/* The device's free bytes now (cuMemGetInfo: every process's allocations
+ * and contexts count), for admission. */
+static ivmError_t gpud_cuda_mem_free(void *ctx, uint32_t gpu, uint64_t *free_p)
+{
+    gpud_cuda_t *cu = ctx;
+    size_t free_bytes, total;
+    ivmError_t status;
+
+    status = GPUD_CU(cu, CtxSetCurrent(cu->gpus[gpu].ctx));
+    if (status == IVM_SUCCESS) {
+        status = GPUD_CU(cu, MemGetInfo(&free_bytes, &total));
+    }
+    if (status == IVM_SUCCESS) {
+        *free_p = free_bytes;
+    }
+    return status;
 }
 
 static void gpud_cuda_free(void *ctx, gpud_mem_t *mem)
@@ -484,6 +598,7 @@ const gpud_backend_ops_t gpud_backend_cuda = {
     .export_fd       = gpud_cuda_export_fd,
     .copy            = gpud_cuda_copy,
     .free            = gpud_cuda_free,
+    .mem_free        = gpud_cuda_mem_free,
     .host_register   = gpud_cuda_host_register,
     .host_unregister = gpud_cuda_host_unregister,
 };

@@ -9,6 +9,7 @@
  * IVM_TEST_GPU_BACKEND=cuda.
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <signal.h>
 
 #include "pe_util.h"
@@ -307,6 +308,96 @@ static int sc_chain(int argc, char **argv)
         CHECK(ivmWait(pe));
         CHECK(ivmFree(c));
     }
+    return pe_ok();
+}
+
+/* What the sync calls promise a GPU PE (include/ivm.h): its device work
+ * queued before the call has finished first. On cuda the PE queues an
+ * asynchronous copy on the legacy stream (cuMemcpyHtoDAsync from pageable
+ * memory, as cudaMemcpy's staging or a kernel would leave it) and syncs at
+ * once: Put must carry the copy's bytes, and Get's bytes must not be
+ * overwritten by a copy queued before it. On emu device writes are host
+ * code, finished when the call is made; the scenario runs as plain writes. */
+typedef int (*cu_htod_async_fn)(unsigned long long, const void *, size_t, void *);
+
+static void dev_write_async(void *dev, int byte, size_t n, char *staging)
+{
+    memset(staging, byte, n);
+    if (dev_cuda()) {
+        cu_htod_async_fn f = (cu_htod_async_fn)pe_cuda_sym("cuMemcpyHtoDAsync_v2");
+        ASSERT(f((unsigned long long)(uintptr_t)dev, staging, n, NULL) == 0,
+               "cuMemcpyHtoDAsync failed");
+    } else {
+        memcpy(dev, staging, n);
+    }
+}
+
+static void *unmap_thread(void *dev)
+{
+    return (void *)(intptr_t)ivmUnmap(dev);
+}
+
+/* ivmUnmap from a thread that never touched the GPU (no current context). */
+static ivmError_t unmap_in_thread(void *dev)
+{
+    pthread_t t;
+    void *st;
+
+    ASSERT(pthread_create(&t, NULL, unmap_thread, dev) == 0, "pthread_create");
+    ASSERT(pthread_join(t, &st) == 0, "pthread_join");
+    return (ivmError_t)(intptr_t)st;
+}
+
+static int sc_async(int argc, char **argv)
+{
+    const size_t size = 256 * KB, part = 64 * KB;
+    char *c, *dev, *staging;
+
+    if (pe_enter() != 0) {
+        expect_gpu_pe(0);
+        staging = malloc(part);
+        ASSERT(staging != NULL, "malloc");
+        CHECK(ivmMap("c", &dev, 0));
+        pe_stage = "GPU PE SyncPut right after an async copy";
+        dev_write_async(dev, 'B', part, staging);
+        CHECK(ivmSyncPut(dev, part));
+        CHECK(ivmSignal());
+        pe_stage = "GPU PE waits for the root's change";
+        CHECK(ivmWait(0));
+        /* An async copy queued before the Get lands before it, not after. */
+        dev_write_async(dev + part, 'D', part, staging);
+        CHECK(ivmSyncGet(dev + part, part));
+        dev_expect(dev + part, 'C', part, "device copy after SyncGet behind an async copy");
+        /* The mapping goes with a copy into it still queued, from a thread
+         * without a current context: the copy ends first (as cudaFree
+         * waits), the unmap is done in the PE's context. */
+        pe_stage = "GPU PE unmaps from another thread behind an async copy";
+        dev_write_async(dev, 'E', part, staging);
+        CHECK(unmap_in_thread(dev));
+        if (dev_cuda()) {
+            int (*ctx_sync)(void) = (int (*)(void))pe_cuda_sym("cuCtxSynchronize");
+            /* A copy left queued would now run into unmapped memory: a fault. */
+            ASSERT(ctx_sync() == 0, "an async copy into the mapping ran after ivmUnmap");
+        }
+        free(staging);
+        CHECK(ivmExit());
+        return 0;
+    }
+    {
+        ivm_pe pe;
+        CHECK(ivmMalloc("c", &c, size));
+        memset(c, 'A', size);
+        create_on(NULL, IVM_GPU_0, 1, &pe);
+        pe_stage = "root waits for the GPU PE's Put";
+        CHECK(ivmWait(pe));
+        host_expect(c, 'B', part, "master after a SyncPut right after an async copy");
+        memset(c + part, 'C', part);
+        CHECK(ivmSignal());
+        CHECK(ivmWait(pe));
+        CHECK(ivmFree(c));
+    }
+    (void)argc;
+    (void)argv;
     return pe_ok();
 }
 
@@ -1240,6 +1331,7 @@ int main(int argc, char **argv)
 {
     static const pe_scenario_entry_t table[] = {
         {"dedup", sc_dedup},     {"chain", sc_chain},     {"group", sc_group},
+        {"async", sc_async},
         {"group2", sc_group2},   {"bench", sc_bench},     {"admit_dead", sc_admit_dead},
         {"dedup2", sc_dedup2},
         {"admit", sc_admit},     {"evict", sc_evict},     {"timeout", sc_timeout},
