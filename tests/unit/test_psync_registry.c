@@ -5,6 +5,7 @@
  * are recorded. */
 #include <criterion/criterion.h>
 
+#include <stdio.h>
 #include <string.h>
 
 #include "ctl/job.h"
