@@ -266,6 +266,26 @@ _Static_assert(sizeof(ivm_msg_node_devs_rep_t) == 88 + 20 * IVM_NODE_DEVICES_MAX
 #define IVM_BOARD_LOCAL  0x1u        /* a PE of this node */
 #define IVM_BOARD_EXITED 0x2u        /* it called ivmExit */
 #define IVM_BOARD_FAILED 0x4u        /* it died without ivmExit */
+/* A barrier over a set of PEs of this node (ivmBarrier with every member on
+ * the board, at most IVM_BOARD_SET_MAX of them): a slot claimed for the set's
+ * key (a hash of its sorted ids, never 0) by compare-and-swap, never freed; a
+ * set that finds no slot uses BARRIER, for every member alike. A member adds
+ * itself to `arrived`; the last one sets it back to 0, bumps `gen` and wakes
+ * the sleepers; the others wait for `gen` to change, and fail when a member's
+ * state says it ended (the daemon futex-wakes every slot's gen when a PE ends,
+ * without changing it). */
+#define IVM_BOARD_BARRIERS 64u
+#define IVM_BOARD_SET_MAX  64
+typedef struct ivm_board_barrier {
+    uint64_t key;          /* the set's hash; 0: free */
+    uint32_t arrived;      /* members in the current generation */
+    uint32_t gen;          /* generation, the futex word */
+    uint32_t sleepers;     /* threads asleep on gen */
+    uint32_t reserved[11]; /* zero; one cache line per slot */
+} ivm_board_barrier_t;
+
+_Static_assert(sizeof(ivm_board_barrier_t) == 64, "a barrier slot is a cache line");
+
 typedef struct ivm_board {
     uint32_t magic;                   /* IVM_BOARD_MAGIC */
     uint32_t pes;                     /* IVM_BOARD_PES */
@@ -273,6 +293,7 @@ typedef struct ivm_board {
     uint32_t state[IVM_BOARD_PES];    /* IVM_BOARD_* of each PE id */
     uint32_t wake[IVM_BOARD_PES];     /* futex word of each receiver, bumped on news */
     uint32_t sleepers[IVM_BOARD_PES]; /* threads of each receiver asleep on it */
+    ivm_board_barrier_t barriers[IVM_BOARD_BARRIERS];
     uint32_t count[IVM_BOARD_PES][IVM_BOARD_PES]; /* [receiver][sender]: not consumed */
 } ivm_board_t;
 

@@ -249,6 +249,8 @@ IVM_API ivmError_t ivmSignal(void);
  * takes an addressed signal, ivmWaitFrom() never takes an ivmSignal().
  * A signal to a PE that has ended is accepted and never consumed.
  * Returns once the signal is recorded (it does not wait for the receiver).
+ * Between PEs of one node it is recorded in shared memory the node's PEs map
+ * (no daemon round trip; IVM_SIGNAL_BOARD=0 for the whole job turns that off).
  *
  * Ordering: every IVM call the sender completed before ivmSignalTo() (an
  * ivmSyncPut() that returned, for instance) has taken effect when the
@@ -289,6 +291,9 @@ IVM_API ivmError_t ivmWaitFrom(ivm_pe pe);
  * shmem_barrier's over one active set or MPI_Barrier's over one
  * communicator. Ordering: every IVM call a member completed before it
  * entered the barrier has taken effect when any member leaves it.
+ *
+ * Between PEs of one node (at most 64 of them) the barrier runs in shared
+ * memory, without a daemon round trip; otherwise through the daemons.
  *
  * A member that dies (or has died) without ivmExit() fails the barrier:
  * every member waiting in it, and every later arrival, gets

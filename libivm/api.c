@@ -911,11 +911,16 @@ static ivmError_t ivm_barrier(const ivm_pe *pes, int n)
 
 IVM_API ivmError_t ivmBarrier(const ivm_pe *pes, int n)
 {
+    ivmError_t status;
+
     ivm_clear_error();
     IVM_CHECK_ENTERED();
     if (n < 1 || n > IVM_BARRIER_PES_MAX || pes == NULL) {
         IVM_FAIL(IVM_ERROR_INVALID_VALUE, "ivmBarrier: %s",
                  pes == NULL ? "pes is NULL" : "n is outside 1..IVM_BARRIER_PES_MAX");
+    }
+    if (ivm_board_barrier(pes, n, &status)) {
+        return status;
     }
     return ivm_barrier(pes, n);
 }

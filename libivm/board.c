@@ -189,3 +189,144 @@ int ivm_board_wait(int from, ivmError_t *status_p)
         }
     }
 }
+
+/* ------------------------------------------------------------ barriers */
+
+static int ivm_board_cmp_pe(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+
+    return (x > y) - (x < y);
+}
+
+/* pes sorted, repeats dropped, into set (n <= IVM_BOARD_SET_MAX); its count. */
+static int ivm_board_set(const ivm_pe *pes, int n, int *set)
+{
+    int i, k = 0;
+
+    memcpy(set, pes, sizeof(*set) * (size_t)n);
+    qsort(set, (size_t)n, sizeof(*set), ivm_board_cmp_pe);
+    for (i = 0; i < n; ++i) {
+        if (k == 0 || set[k - 1] != set[i]) {
+            set[k++] = set[i];
+        }
+    }
+    return k;
+}
+
+/* The member of set that ended, or -1. */
+static int ivm_board_ended(ivm_board_t *m, const int *set, int k)
+{
+    int i;
+
+    for (i = 0; i < k; ++i) {
+        if (__atomic_load_n(&m->state[set[i]], __ATOMIC_SEQ_CST) &
+            (IVM_BOARD_EXITED | IVM_BOARD_FAILED)) {
+            return set[i];
+        }
+    }
+    return -1;
+}
+
+/* Whether every member is a live PE of this node and the caller is one. */
+static int ivm_board_set_ok(ivm_board_t *m, const int *set, int k)
+{
+    int i, mine = 0;
+
+    for (i = 0; i < k; ++i) {
+        if (set[i] < 0 || (uint32_t)set[i] >= IVM_BOARD_PES ||
+            !(__atomic_load_n(&m->state[set[i]], __ATOMIC_SEQ_CST) & IVM_BOARD_LOCAL)) {
+            return 0;
+        }
+        mine |= set[i] == ivm_ctx.pe_id;
+    }
+    return mine && ivm_board_ended(m, set, k) < 0;
+}
+
+/* The set's slot (found, or claimed now), NULL when every slot is taken. */
+static ivm_board_barrier_t *ivm_board_slot(ivm_board_t *m, const int *set, int k)
+{
+    uint64_t key = 1469598103934665603ull, cur;
+    uint32_t i;
+    int j;
+
+    for (j = 0; j < k; ++j) { /* FNV-1a over the ids */
+        key = (key ^ (uint32_t)set[j]) * 1099511628211ull;
+    }
+    key = key ? key : 1;
+    for (i = 0; i < IVM_BOARD_BARRIERS; ++i) {
+        ivm_board_barrier_t *b = &m->barriers[(key + i) % IVM_BOARD_BARRIERS];
+        cur = __atomic_load_n(&b->key, __ATOMIC_SEQ_CST);
+        if (cur == 0 && __atomic_compare_exchange_n(&b->key, &cur, key, 0, __ATOMIC_SEQ_CST,
+                                                    __ATOMIC_SEQ_CST)) {
+            return b;
+        }
+        if (cur == key) {
+            return b;
+        }
+    }
+    return NULL;
+}
+
+/* Wait for gen to leave g; a member's end fails the barrier. */
+static ivmError_t ivm_board_await(ivm_board_t *m, ivm_board_barrier_t *b, uint32_t g,
+                                  const int *set, int k)
+{
+    /* More members than CPUs: a spinning member keeps the CPU from one that
+     * has still to arrive, so sleep at once. */
+    uint64_t spin_until =
+        ivm_board_now_ns() + (k <= sysconf(_SC_NPROCESSORS_ONLN) ? ivm_ctx.spin_ns : 0);
+    struct timespec ts = {0, IVM_BOARD_NAP_NS};
+    int dead;
+
+    for (;;) {
+        if (__atomic_load_n(&b->gen, __ATOMIC_SEQ_CST) != g) {
+            return IVM_SUCCESS;
+        }
+        if ((dead = ivm_board_ended(m, set, k)) >= 0) {
+            ivm_set_error("ivmBarrier: pe %d of the barrier %s", dead,
+                          (__atomic_load_n(&m->state[dead], __ATOMIC_SEQ_CST) & IVM_BOARD_FAILED)
+                              ? "died without ivmExit"
+                              : "called ivmExit before reaching it");
+            return IVM_ERROR_PE_FAILED;
+        }
+        if (ivm_board_now_ns() < spin_until) {
+            continue;
+        }
+        __atomic_add_fetch(&b->sleepers, 1, __ATOMIC_SEQ_CST);
+        syscall(SYS_futex, &b->gen, FUTEX_WAIT, g, &ts, NULL, 0);
+        __atomic_sub_fetch(&b->sleepers, 1, __ATOMIC_SEQ_CST);
+        if (ivm_board_daemon_gone()) {
+            ivm_set_error("ivmBarrier: connection to the daemon lost");
+            return IVM_ERROR_DAEMON_LOST;
+        }
+    }
+}
+
+int ivm_board_barrier(const ivm_pe *pes, int n, ivmError_t *status_p)
+{
+    int set[IVM_BOARD_SET_MAX], k;
+    ivm_board_barrier_t *b;
+    ivm_board_t *m;
+    uint32_t g;
+
+    if (n > IVM_BOARD_SET_MAX || (m = ivm_board_get()) == NULL) {
+        return 0;
+    }
+    k = ivm_board_set(pes, n, set);
+    if (!ivm_board_set_ok(m, set, k) || (b = ivm_board_slot(m, set, k)) == NULL) {
+        return 0;
+    }
+    g = __atomic_load_n(&b->gen, __ATOMIC_SEQ_CST);
+    if (__atomic_add_fetch(&b->arrived, 1, __ATOMIC_SEQ_CST) == (uint32_t)k) {
+        __atomic_store_n(&b->arrived, 0, __ATOMIC_SEQ_CST);
+        __atomic_add_fetch(&b->gen, 1, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&b->sleepers, __ATOMIC_SEQ_CST) > 0) {
+            syscall(SYS_futex, &b->gen, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+        }
+        *status_p = IVM_SUCCESS;
+        return 1;
+    }
+    *status_p = ivm_board_await(m, b, g, set, k);
+    return 1;
+}

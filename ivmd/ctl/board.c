@@ -111,6 +111,12 @@ void ivmd_board_pe_ended(ivmd_job_t *job, const ivmd_pe_t *pe, int failed)
             syscall(SYS_futex, &m->wake[r], FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
         }
     }
+    /* Barrier waiters look at their members' states when woken. */
+    for (r = 0; r < IVM_BOARD_BARRIERS; ++r) {
+        if (__atomic_load_n(&m->barriers[r].sleepers, __ATOMIC_SEQ_CST) > 0) {
+            syscall(SYS_futex, &m->barriers[r].gen, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+        }
+    }
 }
 
 void ivmd_board_destroy(struct ivmd_board *b)

@@ -76,3 +76,11 @@ Test(psync, addressed_signal_faults_one_node_through_the_daemon)
 {
     run_psync_x("1", "IVM_SIGNAL_BOARD=0", "p2p_fail", NULL);
 }
+Test(psync, barrier_one_node_through_the_daemon)
+{
+    run_psync_x("1", "IVM_SIGNAL_BOARD=0", "barrier", "40");
+}
+Test(psync, barrier_member_dies_one_node_through_the_daemon)
+{
+    run_psync_x("1", "IVM_SIGNAL_BOARD=0", "barrier_fail", NULL);
+}
