@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -83,4 +84,16 @@ Test(psync, barrier_one_node_through_the_daemon)
 Test(psync, barrier_member_dies_one_node_through_the_daemon)
 {
     run_psync_x("1", "IVM_SIGNAL_BOARD=0", "barrier_fail", NULL);
+}
+
+/* Two PEs of node1 asleep on the signal board (ivmWaitFrom, ivmBarrier) when
+ * node1's daemon is killed: both get IVM_ERROR_DAEMON_LOST (checked by the
+ * root through files in a temporary directory). */
+Test(psync, board_waiters_see_their_daemon_die)
+{
+    char dir[] = "/tmp/ivmt-board-XXXXXX";
+
+    cr_assert_not_null(mkdtemp(dir));
+    run_psync_x("2", NULL, "board_lost", dir);
+    cr_assert_eq(rmdir(dir), 0, "%s is not empty", dir);
 }

@@ -14,6 +14,12 @@
  */
 #include "pe_util.h"
 
+#include <libgen.h>
+#include <limits.h>
+
+#include "client.h"
+#include "proto.h"
+
 #define TEAM_MAX 64
 
 typedef struct team {
@@ -503,7 +509,92 @@ static int sc_barrier_fail(int argc, char **argv)
     return pe_ok();
 }
 
+/* ------------------------------------------------------------ lost daemon */
+
+/* ivmrun --nodes 2; argv[2]: a directory. Two PEs of node1, A and B, block
+ * on the signal board: A in ivmWaitFrom(B), B in ivmBarrier({A, B}); then
+ * the root kills node1's daemon. Both calls must fail with
+ * IVM_ERROR_DAEMON_LOST (their output would go through the dead daemon, so
+ * each writes what it got to DIR/<index>-rc), and the root's ivmWaitFrom(A)
+ * with IVM_ERROR_PE_FAILED. */
+static void lost_write(const char *dir, int index, ivmError_t rc)
+{
+    char path[PATH_MAX];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/%d-rc", dir, index);
+    f = fopen(path, "w");
+    if (f != NULL) {
+        fprintf(f, "%s\n", pe_status_name(rc));
+        fclose(f);
+    }
+}
+
+static void lost_check(const char *dir, int index)
+{
+    char path[PATH_MAX], line[64] = "";
+    double t0 = pe_now();
+    FILE *f = NULL;
+
+    snprintf(path, sizeof(path), "%s/%d-rc", dir, index);
+    while ((f = fopen(path, "r")) == NULL && pe_now() - t0 < 5.0) {
+        pe_sleep_ms(10);
+    }
+    ASSERT(f != NULL, "PE %d of node1 wrote no result within 5 s of its daemon's death", index);
+    pe_sleep_ms(20); /* the line is written */
+    ASSERT(fgets(line, sizeof(line), f) != NULL, "empty %s", path);
+    fclose(f);
+    ASSERT(strcmp(line, "IVM_ERROR_DAEMON_LOST\n") == 0, "PE %d of node1 got %s", index, line);
+    unlink(path);
+}
+
+static int sc_board_lost(int argc, char **argv)
+{
+    int id = pe_enter(), i, *shared;
+    ivm_msg_info_rep_t info;
+    char sock[PATH_MAX], dir[PATH_MAX];
+    ivm_device d;
+    team_t t;
+
+    ASSERT(argc > 2, "usage: board_lost DIR");
+    if (id != 0) {
+        team_join(&t, id);
+        CHECK(ivmSignalTo(0));
+        pe_stage = "blocked on the board until the daemon dies";
+        lost_write(argv[2], t.me, t.me == 1 ? ivmWaitFrom(t.ids[2]) : ivmBarrier(t.ids + 1, 2));
+        _exit(0);
+    }
+    CHECK(ivmMalloc("team", &shared, sizeof(int) * (TEAM_MAX + 1)));
+    memset(&t, 0, sizeof(t));
+    t.n = 3;
+    CHECK(ivmCreateDev("node1", IVM_CPU, &d));
+    CHECK(ivmCreatePEs(d, 2, &t.ids[1]));
+    CHECK(ivmDestroyDev(d));
+    shared[0] = t.n;
+    memcpy(&shared[1], t.ids, sizeof(int) * 3);
+    for (i = 1; i < 3; ++i) {
+        CHECK(ivmSignalTo(t.ids[i]));
+    }
+    for (i = 1; i < 3; ++i) {
+        CHECK(ivmWaitFrom(t.ids[i]));
+    }
+    pe_sleep_ms(300); /* both asleep on the board */
+    snprintf(dir, sizeof(dir), "%s", getenv("IVM_SOCKET"));
+    snprintf(sock, sizeof(sock), "%s/node1.sock", dirname(dir));
+    memset(&info, 0, sizeof(info));
+    EXPECT(ivm_client_info(sock, 5000, &info, NULL), IVM_SUCCESS);
+    ASSERT(info.pid > 1, "node1's daemon pid %u", info.pid);
+    ASSERT(kill((pid_t)info.pid, SIGKILL) == 0, "kill %u: %s", info.pid, strerror(errno));
+    lost_check(argv[2], 1);
+    lost_check(argv[2], 2);
+    pe_stage = "waiting from a PE of the lost node";
+    EXPECT(ivmWaitFrom(t.ids[1]), IVM_ERROR_PE_FAILED);
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
 static const pe_scenario_entry_t scenarios[] = {
+    {"board_lost", sc_board_lost},
     {"discover", sc_discover},
     {"halo", sc_halo},
     {"p2p_fail", sc_p2p_fail},
