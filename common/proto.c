@@ -300,6 +300,15 @@ ivmError_t ivm_proto_check_req(const ivm_msg_hdr_t *hdr, const void *payload,
         }
         return IVM_SUCCESS;
     }
+    case IVM_MSG_BARRIER: {
+        const ivm_msg_barrier_req_t *req = payload;
+        if (req->n < 0 || req->n > IVM_BARRIER_PES_MAX ||
+            hdr->length != info->req_size + (uint32_t)req->n * sizeof(int32_t)) {
+            *why_p = "BARRIER count disagrees with the payload length";
+            return IVM_ERROR_PROTOCOL;
+        }
+        return IVM_SUCCESS;
+    }
     default:
         *why_p = "variable-length type without a check";
         return IVM_ERROR_PROTOCOL;

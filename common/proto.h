@@ -28,6 +28,8 @@
 #define IVM_MSG_MAX_FDS     4
 #define IVM_CREATE_PES_MAX  1024 /* PEs per CREATE_PES request and reply */
 #define IVM_KILL_PES_MAX    1024 /* PEs per KILL_PES request */
+/* IVM_BARRIER_PES_MAX (PEs per BARRIER request) and IVM_NODE_DEVICES_MAX
+ * (devices per NODE_DEVS reply) are public: ivm.h. */
 
 typedef struct ivm_msg_hdr {
     uint32_t magic;   /* IVM_PROTO_MAGIC */
@@ -68,7 +70,12 @@ _Static_assert(offsetof(ivm_msg_hdr_t, length) == 8, "length at byte 8");
     X(GPU_INFO,    19, ivm_msg_gpu_info_req_t,   ivm_msg_gpu_info_rep_t,   0, 1) \
     X(CPU_INFO,    20, ivm_msg_cpu_info_req_t,   ivm_msg_cpu_info_rep_t,   0, 1) \
     X(SET_SHARE,   21, ivm_msg_set_share_req_t,  ivm_msg_status_t,         0, 1) \
-    X(LIST,        22, ivm_msg_list_req_t,       ivm_msg_list_rep_t,       0, 1)
+    X(LIST,        22, ivm_msg_list_req_t,       ivm_msg_list_rep_t,       0, 1) \
+    X(NODE_DEVS,   23, ivm_msg_node_req_t,       ivm_msg_node_devs_rep_t,  0, 1) \
+    X(SIGNAL_TO,   24, ivm_msg_pe_req_t,         ivm_msg_status_t,         0, 0) \
+    X(WAIT_FROM,   25, ivm_msg_pe_req_t,         ivm_msg_status_t,         0, 0) \
+    X(BARRIER,     26, ivm_msg_barrier_req_t,    ivm_msg_status_t,         1, 0) \
+    X(BOARD,       27, ivm_msg_empty_t,          ivm_msg_status_t,         0, 1)
 
 #define IVM_MSG_ENUM_ENTRY(name, value, req, rep, var, poll) IVM_MSG_##name = (value),
 typedef enum ivm_msg_type {
@@ -193,11 +200,104 @@ typedef struct ivm_msg_kill_pes_req {
     uint32_t reserved;   /* zero */
 } ivm_msg_kill_pes_req_t;
 
-/* WAIT (pe to wait on) and SET_MAX_ID (largest PE id). */
+/* WAIT (pe to wait on), SET_MAX_ID (largest PE id), SIGNAL_TO (the PE the
+ * signal is for) and WAIT_FROM (the PE whose signal to the caller it waits for). */
 typedef struct ivm_msg_pe_req {
     int32_t  pe;         /* PE id */
     uint32_t reserved;   /* zero */
 } ivm_msg_pe_req_t;
+
+/* BARRIER: fixed part followed by n int32 PE ids, sorted, without
+ * duplicates, the caller among them; n = 0: every PE of the job alive now. */
+typedef struct ivm_msg_barrier_req {
+    int32_t  n;          /* 0 .. IVM_BARRIER_PES_MAX */
+    uint32_t reserved;   /* zero */
+} ivm_msg_barrier_req_t;
+
+/* NODE_DEVS: the job's node `node` (a cluster index; IVM_THIS_NODE: the
+ * caller's) and its devices, with the job's PEs running on each now. Served
+ * by the job's root daemon (forwarded there like WAIT). */
+typedef struct ivm_msg_node_req {
+    int32_t  node;       /* cluster index, or IVM_THIS_NODE (-1) */
+    uint32_t reserved;   /* zero */
+} ivm_msg_node_req_t;
+
+typedef struct ivm_msg_devinfo {
+    int32_t  devtype;    /* IVM_CPU_N(k) or IVM_GPU_N(k) */
+    uint32_t ncores;     /* CPU: cores; GPU: 0 */
+    uint32_t share;      /* percent of its cores' time (CPU) or of the GPU, 1..100 */
+    int32_t  numa;       /* NUMA node of all its cores; -1: several or unknown */
+    uint32_t npes;       /* the job's PEs started on it and not ended */
+} ivm_msg_devinfo_t;
+
+typedef struct ivm_msg_node_devs_rep {
+    int32_t  status;     /* ivmError_t */
+    uint32_t nnodes;     /* nodes of the cluster (1 without one) */
+    int32_t  node;       /* the node described (IVM_THIS_NODE resolved) */
+    int32_t  self;       /* the caller's node */
+    uint32_t ndevs;      /* entries of devs: CPU devices first, then GPUs */
+    uint32_t reserved;   /* zero */
+    char     name[IVM_HOST_MAX + 1]; /* the node's name */
+    ivm_msg_devinfo_t devs[IVM_NODE_DEVICES_MAX];
+} ivm_msg_node_devs_rep_t;
+
+_Static_assert(sizeof(ivm_msg_devinfo_t) == 20, "devinfo size");
+_Static_assert(sizeof(ivm_msg_node_devs_rep_t) == 88 + 20 * IVM_NODE_DEVICES_MAX,
+               "node devs reply size");
+
+/*
+ * BOARD: the job's signal board on this node, as one SCM_RIGHTS memfd the PE
+ * maps shared (not forwarded: each node's daemon keeps its own). PEs of one
+ * node whose ids are below IVM_BOARD_PES and both marked LOCAL exchange
+ * addressed signals (ivmSignalTo/ivmWaitFrom) here, without the daemon:
+ *   sender:   count[to][me] += 1; wake[to] += 1; futex-wake wake[to] if
+ *             sleepers[to] > 0;
+ *   receiver: consume count[me][from] by compare-and-swap; else, if
+ *             state[from] says EXITED (success) or FAILED, recheck the count
+ *             once and answer; else sleepers[me] += 1, futex-wait on wake[me],
+ *             sleepers[me] -= 1, and loop.
+ * The daemon alone writes state: LOCAL when it hands a PE id of this node
+ * out (before any other PE can know the id), EXITED or FAILED when the PE
+ * ends, after which it bumps and wakes every wake word. The path of a pair
+ * (board or daemon) therefore never changes, and both ends agree on it.
+ */
+#define IVM_BOARD_PES    1024u
+#define IVM_BOARD_MAGIC  0x44524f42u /* "BORD" */
+#define IVM_BOARD_LOCAL  0x1u        /* a PE of this node */
+#define IVM_BOARD_EXITED 0x2u        /* it called ivmExit */
+#define IVM_BOARD_FAILED 0x4u        /* it died without ivmExit */
+/* A barrier over a set of PEs of this node (ivmBarrier with every member on
+ * the board, at most IVM_BOARD_SET_MAX of them): a slot claimed for the set's
+ * key (a hash of its sorted ids, never 0) by compare-and-swap, never freed; a
+ * set that finds no slot uses BARRIER, for every member alike. A member adds
+ * itself to `arrived`; the last one sets it back to 0, bumps `gen` and wakes
+ * the sleepers; the others wait for `gen` to change, and fail when a member's
+ * state says it ended (the daemon futex-wakes every slot's gen when a PE ends,
+ * without changing it). */
+#define IVM_BOARD_BARRIERS 64u
+#define IVM_BOARD_SET_MAX  64
+typedef struct ivm_board_barrier {
+    uint64_t key;          /* the set's hash; 0: free */
+    uint32_t arrived;      /* members in the current generation */
+    uint32_t gen;          /* generation, the futex word */
+    uint32_t sleepers;     /* threads asleep on gen */
+    uint32_t reserved[11]; /* zero; one cache line per slot */
+} ivm_board_barrier_t;
+
+_Static_assert(sizeof(ivm_board_barrier_t) == 64, "a barrier slot is a cache line");
+
+typedef struct ivm_board {
+    uint32_t magic;                   /* IVM_BOARD_MAGIC */
+    uint32_t pes;                     /* IVM_BOARD_PES */
+    uint32_t reserved[14];            /* zero */
+    uint32_t state[IVM_BOARD_PES];    /* IVM_BOARD_* of each PE id */
+    uint32_t wake[IVM_BOARD_PES];     /* futex word of each receiver, bumped on news */
+    uint32_t sleepers[IVM_BOARD_PES]; /* threads of each receiver asleep on it */
+    ivm_board_barrier_t barriers[IVM_BOARD_BARRIERS];
+    uint32_t count[IVM_BOARD_PES][IVM_BOARD_PES]; /* [receiver][sender]: not consumed */
+} ivm_board_t;
+
+_Static_assert(offsetof(ivm_board_t, state) == 64, "board states at byte 64");
 
 typedef struct ivm_msg_value_rep {
     int32_t  status;     /* ivmError_t */
@@ -472,7 +572,7 @@ _Static_assert(sizeof(ivm_msg_cluster_req_t) == 40, "cluster request size");
  * endian on the wire): HELLO and CHALLENGE carry it, bound into the
  * handshake's MACs, and daemons of different layouts refuse each other.
  * Raise it with any change of a peer message's fields. */
-#define IVM_PEER_LAYOUT 2u
+#define IVM_PEER_LAYOUT 3u
 
 /* X(name, value, struct, largest tail after the struct in bytes, fields):
  * `fields` names the struct's multi-byte fields (IVM_PEER_FIELDS_*), which
@@ -541,6 +641,9 @@ typedef struct ivm_peer_nodeinfo {
     uint32_t ndevs;      /* CPU devices */
     uint32_t ngpus;      /* GPU devices (a GPU or a --gpu-shares share each) */
     uint16_t ncores[64]; /* cores of each CPU device */
+    uint8_t  share[64];  /* each CPU device's share of its cores' time, percent */
+    int8_t   numa[64];   /* each CPU device's NUMA node, -1: several or unknown */
+    uint8_t  gpu_share[64]; /* each GPU device's share of its GPU, percent */
 } ivm_peer_nodeinfo_t;
 
 /* FWD: a PE request from a node daemon to the job's root daemon; FWD_REP: the

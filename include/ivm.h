@@ -239,6 +239,87 @@ IVM_API ivmError_t ivmWait(ivm_pe pe);
 /** @brief Post one signal from the calling PE (see ivmWait()). */
 IVM_API ivmError_t ivmSignal(void);
 
+/**
+ * @brief Post one signal addressed to PE @p pe.
+ *
+ * Only @p pe can consume it, with ivmWaitFrom(caller). Signals are counted
+ * per (sender, receiver) pair: none is lost whatever the order of the two
+ * calls, and signals of one sender to one receiver are consumed in the order
+ * they were posted. They are separate from ivmSignal()'s: ivmWait() never
+ * takes an addressed signal, ivmWaitFrom() never takes an ivmSignal().
+ * A signal to a PE that has ended is accepted and never consumed.
+ * Returns once the signal is recorded (it does not wait for the receiver).
+ * Between PEs of one node it is recorded in shared memory the node's PEs map
+ * (no daemon round trip; IVM_SIGNAL_BOARD=0 for the whole job turns that off).
+ *
+ * Ordering: every IVM call the sender completed before ivmSignalTo() (an
+ * ivmSyncPut() that returned, for instance) has taken effect when the
+ * receiver's ivmWaitFrom() returns; ivmSyncPutSignal() does both in one call.
+ *
+ * Like OpenSHMEM's shmem_signal_wait_until on a per-pair counter, or an
+ * MPI_Send of an empty message matched by a blocking MPI_Recv.
+ *
+ * @param pe the receiving PE (it may be the caller itself).
+ * @return ::IVM_SUCCESS, ::IVM_ERROR_NOT_FOUND (no PE of the job has or had
+ *         that id), ::IVM_ERROR_DAEMON_LOST.
+ */
+IVM_API ivmError_t ivmSignalTo(ivm_pe pe);
+
+/**
+ * @brief Wait until PE @p pe has posted a signal to the caller (ivmSignalTo())
+ * not yet consumed, and consume it; or until @p pe has exited.
+ *
+ * The failure semantics are ivmWait()'s: a signal posted before the sender
+ * ended is still consumed first; then ::IVM_SUCCESS if it called ivmExit(),
+ * ::IVM_ERROR_PE_FAILED if it died without it (crash, kill, ivmKillPEs(),
+ * its node lost).
+ *
+ * @return ::IVM_SUCCESS, ::IVM_ERROR_PE_FAILED, ::IVM_ERROR_NOT_FOUND (no PE
+ *         of the job has or had that id), ::IVM_ERROR_DAEMON_LOST.
+ */
+IVM_API ivmError_t ivmWaitFrom(ivm_pe pe);
+
+/** @brief Most PEs one ivmBarrier() list may name. */
+#define IVM_BARRIER_PES_MAX 1024
+
+/**
+ * @brief Block until every PE of the list @p pes[0..n) has called
+ * ivmBarrier() with the same set of PEs.
+ *
+ * The order of the list and repeated ids do not matter; the caller must be
+ * in it. Successive barriers over one set complete in turn, as
+ * shmem_barrier's over one active set or MPI_Barrier's over one
+ * communicator. Ordering: every IVM call a member completed before it
+ * entered the barrier has taken effect when any member leaves it.
+ *
+ * Between PEs of one node (at most 64 of them) the barrier runs in shared
+ * memory, without a daemon round trip; otherwise through the daemons.
+ *
+ * A member that dies (or has died) without ivmExit() fails the barrier:
+ * every member waiting in it, and every later arrival, gets
+ * ::IVM_ERROR_PE_FAILED. A member that calls ivmExit() can never arrive, so
+ * the same happens then (the detail message names the PE).
+ *
+ * @return ::IVM_SUCCESS, ::IVM_ERROR_INVALID_VALUE (n < 1, n above
+ *         ::IVM_BARRIER_PES_MAX, NULL @p pes, the caller not in the list),
+ *         ::IVM_ERROR_NOT_FOUND (an id the job never had),
+ *         ::IVM_ERROR_PE_FAILED, ::IVM_ERROR_DAEMON_LOST.
+ */
+IVM_API ivmError_t ivmBarrier(const ivm_pe *pes, int n);
+
+/**
+ * @brief Barrier over the whole job: block until every PE of the job that is
+ * alive (started and not ended) has called ivmBarrierAll().
+ *
+ * PEs created while a barrier is pending belong to it (they must arrive
+ * too), and a PE that calls ivmExit() meanwhile leaves it. A PE that dies
+ * without ivmExit() fails it: ::IVM_ERROR_PE_FAILED for every member
+ * waiting. Like shmem_barrier_all(), or MPI_Barrier(MPI_COMM_WORLD).
+ *
+ * @return ::IVM_SUCCESS, ::IVM_ERROR_PE_FAILED, ::IVM_ERROR_DAEMON_LOST.
+ */
+IVM_API ivmError_t ivmBarrierAll(void);
+
 /** @} */
 /* ---------------------------------------------------------------------- */
 /** @name Memory management */
@@ -333,6 +414,21 @@ IVM_API ivmError_t ivmSyncPut(const void *addr, size_t size);
 IVM_API ivmError_t ivmSyncGet(void *addr, size_t size);
 
 /**
+ * @brief ivmSyncPut() of [addr, addr+size), then ivmSignalTo(@p pe) once the
+ * bytes are in the master copy: a put with a completion notice, as NVSHMEM's
+ * putmem_signal or an MPI_Put followed by a notification.
+ *
+ * When @p pe's ivmWaitFrom(caller) returns, the bytes are in the master; a PE
+ * whose copy is the master (the master's node, a CPU PE) reads them at once,
+ * one holding a mirror or a device copy calls ivmSyncGet() on the range
+ * first. If the put fails, no signal is posted.
+ *
+ * @return as ivmSyncPut(); ::IVM_ERROR_NOT_FOUND (@p pe is no PE of the job:
+ *         the bytes were put, no signal is posted).
+ */
+IVM_API ivmError_t ivmSyncPutSignal(const void *addr, size_t size, ivm_pe pe);
+
+/**
  * @brief Write the range to the master (if the caller holds a mirror), then
  * from the master to every mirror covering any part of it (broadcast;
  * scatter when mirrors are subsets). The mirrors include the device copies
@@ -364,6 +460,68 @@ IVM_API const char *ivmGetLastErrorMessage(void);
 
 /** @brief Number of PEs of the job alive now (started and not ended). */
 IVM_API ivmError_t ivmGetNumPEs(int *n);
+
+/** @brief The node argument of the discovery calls naming the caller's node. */
+#define IVM_THIS_NODE (-1)
+
+/** @brief Most devices ivmGetDevices() reports for one node. */
+#define IVM_NODE_DEVICES_MAX 128
+
+/** @brief One device of a node, as ivmGetDevices() reports it. */
+typedef struct ivm_device_info {
+    int devtype; /**< IVM_CPU_N(k) or IVM_GPU_N(k): pass it to ivmCreateDev() */
+    int ncores;  /**< CPU device: its cores (OMP_NUM_THREADS of its PEs); GPU: 0 */
+    int share;   /**< percent of its cores' time (CPU) or of its GPU; 100: whole */
+    int numa;    /**< NUMA node holding all its cores; -1: several or unknown */
+    int npes;    /**< PEs of the caller's job started on it and not ended, now */
+    int reserved[3]; /**< zero */
+} ivm_device_info;
+
+/**
+ * @brief Number of nodes of the cluster the job runs on (1 without a
+ * cluster). Nodes are numbered 0 .. n-1 as the launcher's cluster table;
+ * under ivmrun node 0 is the root PE's.
+ * @return ::IVM_SUCCESS, ::IVM_ERROR_INVALID_VALUE (NULL @p n).
+ */
+IVM_API ivmError_t ivmGetNumNodes(int *n);
+
+/**
+ * @brief Index (0 .. ivmGetNumNodes()-1) of the caller's node.
+ * @return ::IVM_SUCCESS, ::IVM_ERROR_INVALID_VALUE (NULL @p node).
+ */
+IVM_API ivmError_t ivmGetMyNode(int *node);
+
+/**
+ * @brief Name of node @p node (or ::IVM_THIS_NODE), as ivmCreateDev() takes
+ * it: "node0" for a single daemon (ivmd --node), node0 .. nodeN-1 under
+ * ivmrun --nodes N, the host names under ivmrun --hosts and --slurm.
+ * @param name receives the NUL-terminated name; at most ::IVM_HOST_MAX + 1
+ *             bytes are needed.
+ * @return ::IVM_SUCCESS, ::IVM_ERROR_NOT_FOUND (no such node),
+ *         ::IVM_ERROR_INVALID_VALUE (NULL @p name, or @p len too small: the
+ *         name is cut to fit, NUL-terminated when @p len > 0),
+ *         ::IVM_ERROR_DAEMON_LOST (the node's daemon is unreachable).
+ */
+IVM_API ivmError_t ivmGetNodeName(int node, char *name, size_t len);
+
+/**
+ * @brief The devices of node @p node (or ::IVM_THIS_NODE): its CPU devices
+ * IVM_CPU_N(0..) first, then its GPU devices IVM_GPU_N(0..), each with its
+ * cores, share, NUMA node and the number of the job's PEs on it now.
+ *
+ * The CPU devices of the root PE's node are the job's table (the root's
+ * IVM_CPU_DEVICES or ivmrun --cpu-devices), those of the other nodes their
+ * daemon's table: the devices ivmCreateDev() accepts.
+ *
+ * @param devs receives the first min(@p max, *ndevs) devices; may be NULL
+ *             when @p max is 0 (to learn the count).
+ * @param ndevs receives how many devices the node has.
+ * @return ::IVM_SUCCESS, ::IVM_ERROR_NOT_FOUND (no such node),
+ *         ::IVM_ERROR_INVALID_VALUE (NULL @p ndevs, @p max < 0, NULL @p devs
+ *         with @p max > 0), ::IVM_ERROR_DAEMON_LOST (the node's daemon is
+ *         unreachable).
+ */
+IVM_API ivmError_t ivmGetDevices(int node, ivm_device_info *devs, int max, int *ndevs);
 
 /** @brief Size of a buffer that always holds ivmGetLibraryVersion()'s text. */
 #define IVM_MAX_LIBRARY_VERSION_STRING 256

@@ -177,8 +177,13 @@ void ivmd_cluster_conn_gone(ivmd_t *d, ivmd_conn_t *c)
 
 void ivmd_cluster_peer_up(ivmd_t *d, ivmd_peer_t *p)
 {
-    ivmd_remote_send_nodeinfo(&d->remote, p,
-                              ivmd_gpu_alive(&d->gpu) ? ivmd_gpu_count(&d->gpu) : 0);
+    uint32_t ngpus = ivmd_gpu_alive(&d->gpu) ? ivmd_gpu_count(&d->gpu) : 0, k;
+    uint8_t share[64];
+
+    for (k = 0; k < ngpus && k < 64; ++k) {
+        share[k] = (uint8_t)ivmd_gpu_share(&d->gpu, (int)k);
+    }
+    ivmd_remote_send_nodeinfo(&d->remote, p, ngpus, share);
     ivmd_data_peer_up(&d->data, (int)(p - d->link.peers));
 }
 

@@ -16,6 +16,7 @@
 #include "handlers.h"
 #include "ivmd.h"
 #include "list.h"
+#include "nodes.h"
 #include "log.h"
 #include "status.h"
 #include "topo.h"
@@ -132,13 +133,13 @@ void ivmd_handle_gpus_lost(ivmd_t *d)
 
 /* ---------------------------------------------------------------- jobs */
 
-static void ivmd_on_wait_done(void *ctx, void *owner, uint32_t seq, ivmError_t status)
+static void ivmd_on_wait_done(void *ctx, void *owner, uint32_t seq, uint16_t type,
+                              ivmError_t status, const char *why)
 {
     ivmd_t *d = ctx;
     ivm_msg_status_t rep = {.status = status};
 
-    ivmd_conn_reply(d, owner, IVM_MSG_WAIT, seq, &rep, sizeof(rep),
-                    status == IVM_ERROR_PE_FAILED ? "the PE died without ivmExit" : NULL,
+    ivmd_conn_reply(d, owner, type, seq, &rep, sizeof(rep), status != IVM_SUCCESS ? why : NULL,
                     NULL, 0);
 }
 
@@ -157,6 +158,7 @@ static void ivmd_on_pe_ended(void *ctx, ivmd_pe_t *pe, int failed)
 {
     ivmd_t *d = ctx;
 
+    ivmd_board_pe_ended(pe->job, pe, failed);
     ivmd_gpu_pe_ended(&d->gpu, pe);
     ivmd_remote_pe_ended(&d->remote, pe, failed);
 }
@@ -570,6 +572,7 @@ static ivmError_t ivmd_handle_create_pes(ivmd_t *d, ivmd_conn_t *c, const ivm_ms
             continue;
         }
         if (ivmd_pool_take(&d->pool, c->job, pe)) {
+            ivmd_board_pe_added(c->job, pe);
             out->pes[i] = pe->id;
             continue;
         }
@@ -579,6 +582,7 @@ static ivmError_t ivmd_handle_create_pes(ivmd_t *d, ivmd_conn_t *c, const ivm_ms
             ivmd_pe_unreserve(&d->reg, c->job, pe);
             return status;
         }
+        ivmd_board_pe_added(c->job, pe);
         out->pes[i] = pe->id;
     }
     rep->len = (uint32_t)(offsetof(ivm_msg_create_pes_rep_t, pes) +
@@ -684,6 +688,85 @@ static ivmError_t ivmd_handle_signal(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hd
 {
     ivmd_pe_signal(&d->reg, c->pe);
     return IVM_SUCCESS;
+}
+
+static ivmError_t ivmd_handle_signal_to(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                        const void *payload, ivmd_pe_reply_t *rep)
+{
+    const ivm_msg_pe_req_t *req = payload;
+    ivmError_t status = ivmd_psync_signal_to(&d->reg, c->job, c->pe, req->pe);
+
+    if (status == IVM_ERROR_NOT_FOUND) {
+        ivmd_detail(rep, "job %u has no pe %d", c->job->id, req->pe);
+    }
+    return status;
+}
+
+static ivmError_t ivmd_handle_wait_from(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                        const void *payload, ivmd_pe_reply_t *rep)
+{
+    const ivm_msg_pe_req_t *req = payload;
+    ivmError_t status;
+    int queued;
+
+    status = ivmd_psync_wait_from(&d->reg, c->job, c->pe, req->pe, c, hdr->seq, hdr->type,
+                                  &queued);
+    if (queued) {
+        return IVMD_DEFERRED;
+    }
+    if (status == IVM_ERROR_NOT_FOUND) {
+        ivmd_detail(rep, "job %u has no pe %d", c->job->id, req->pe);
+    } else if (status == IVM_ERROR_PE_FAILED) {
+        ivmd_detail(rep, "pe %d died without ivmExit", req->pe);
+    }
+    return status;
+}
+
+static ivmError_t ivmd_handle_barrier(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                      const void *payload, ivmd_pe_reply_t *rep)
+{
+    const ivm_msg_barrier_req_t *req = payload;
+    const ivmd_pe_t *bad;
+    ivmError_t status;
+    int queued, bad_id;
+
+    status = ivmd_psync_barrier(&d->reg, c->job, c->pe, (const int32_t *)(req + 1), req->n, c,
+                                hdr->seq, hdr->type, &queued, &bad_id);
+    if (queued) {
+        return IVMD_DEFERRED;
+    }
+    bad = ivmd_pe_find(c->job, bad_id);
+    if (status == IVM_ERROR_NOT_FOUND) {
+        ivmd_detail(rep, "job %u has no pe %d", c->job->id, bad_id);
+    } else if (status == IVM_ERROR_PE_FAILED) {
+        ivmd_detail(rep, "pe %d of the barrier %s", bad_id,
+                    bad != NULL && bad->state == IVMD_PE_EXITED ? "has called ivmExit"
+                                                                 : "died without ivmExit");
+    } else if (status == IVM_ERROR_INVALID_VALUE) {
+        ivmd_detail(rep, "pe %d is not in its barrier's list", c->pe->id);
+    }
+    return status;
+}
+
+static ivmError_t ivmd_handle_node_devs(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                        const void *payload, ivmd_pe_reply_t *rep)
+{
+    const ivm_msg_node_req_t *req = payload;
+
+    return ivmd_nodes_describe(d, c->job, c->pe, req->node, &rep->body.node_devs,
+                               rep->r.detail, sizeof(rep->r.detail));
+}
+
+static ivmError_t ivmd_handle_board(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                    const void *payload, ivmd_pe_reply_t *rep)
+{
+    ivmError_t status = ivmd_board_open(c->job, &rep->fd);
+
+    if (status != IVM_SUCCESS) {
+        rep->fd = -1;
+        ivmd_detail(rep, "no signal board for job %u on %s", c->job->id, d->cfg.node);
+    }
+    return status;
 }
 
 static ivmError_t ivmd_handle_num_pes(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
@@ -1068,6 +1151,11 @@ static const ivmd_msg_entry_t ivmd_msg_table[IVM_MSG_LAST] = {
     IVMD_ENTRY(CPU_INFO, ivmd_handle_cpu_info, ivm_msg_cpu_info_rep_t, 0),
     IVMD_ENTRY(LIST, ivmd_handle_list, ivm_msg_list_rep_t, 0),
     IVMD_ENTRY(SET_SHARE, ivmd_handle_set_share, ivm_msg_status_t, 0),
+    IVMD_ENTRY(NODE_DEVS, ivmd_handle_node_devs, ivm_msg_node_devs_rep_t, 1),
+    IVMD_ENTRY(SIGNAL_TO, ivmd_handle_signal_to, ivm_msg_status_t, 1),
+    IVMD_ENTRY(WAIT_FROM, ivmd_handle_wait_from, ivm_msg_status_t, 1),
+    IVMD_ENTRY(BARRIER, ivmd_handle_barrier, ivm_msg_status_t, 1),
+    IVMD_ENTRY(BOARD, ivmd_handle_board, ivm_msg_status_t, 1),
 };
 
 uint32_t ivmd_reply_size(uint16_t type)

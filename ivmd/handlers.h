@@ -28,6 +28,7 @@ typedef union ivmd_reply_body {
     ivm_msg_gpu_info_rep_t   gpu_info;
     ivm_msg_cpu_info_rep_t   cpu_info;
     ivm_msg_list_rep_t       list;
+    ivm_msg_node_devs_rep_t  node_devs;
 } ivmd_reply_body_t;
 
 /* A PE request's reply being built: the result and detail, the body. */

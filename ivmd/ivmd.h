@@ -29,6 +29,8 @@
 #include "ctl/teardown.h"
 #include "devspec.h"
 #include "ctl/job.h"
+#include "ctl/board.h"
+#include "ctl/psync.h"
 #include "gpu/gpu.h"
 #include "handlers.h"
 #include "proto.h"

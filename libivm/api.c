@@ -859,6 +859,176 @@ IVM_API ivmError_t ivmSignal(void)
                     sizeof(rep), NULL);
 }
 
+/* SIGNAL_TO / WAIT_FROM: through the node's signal board when the pair is
+ * on it (board.c), else through the daemon. */
+static ivmError_t ivm_pe_call(const char *fn, uint16_t type, ivm_pe pe)
+{
+    ivm_msg_pe_req_t req = {.pe = pe};
+    ivm_msg_status_t rep;
+    ivmError_t status;
+
+    ivm_clear_error();
+    IVM_CHECK_ENTERED_AS(fn);
+    if (pe < 0) {
+        IVM_FAIL(IVM_ERROR_NOT_FOUND, "%s: %d is not a PE id", fn, pe);
+    }
+    if (type == IVM_MSG_SIGNAL_TO ? ivm_board_signal(pe, &status)
+                                  : ivm_board_wait(pe, &status)) {
+        return status;
+    }
+    return ivm_call(type, &req, sizeof(req), &rep, sizeof(rep), NULL);
+}
+
+IVM_API ivmError_t ivmSignalTo(ivm_pe pe)
+{
+    return ivm_pe_call("ivmSignalTo", IVM_MSG_SIGNAL_TO, pe);
+}
+
+IVM_API ivmError_t ivmWaitFrom(ivm_pe pe)
+{
+    return ivm_pe_call("ivmWaitFrom", IVM_MSG_WAIT_FROM, pe);
+}
+
+/* n = 0: the whole job (ivmBarrierAll). */
+static ivmError_t ivm_barrier(const ivm_pe *pes, int n)
+{
+    size_t len = sizeof(ivm_msg_barrier_req_t) + sizeof(int32_t) * (size_t)n;
+    ivm_msg_barrier_req_t *req = calloc(1, len);
+    ivm_msg_status_t rep;
+    ivmError_t status;
+
+    if (req == NULL) {
+        IVM_FAIL(IVM_ERROR_NO_MEMORY, "ivmBarrier: out of memory");
+    }
+    req->n = n;
+    if (n > 0) {
+        memcpy(req + 1, pes, sizeof(int32_t) * (size_t)n);
+    }
+    status = ivm_call(IVM_MSG_BARRIER, req, (uint32_t)len, &rep, sizeof(rep), NULL);
+    free(req);
+    return status;
+}
+
+IVM_API ivmError_t ivmBarrier(const ivm_pe *pes, int n)
+{
+    ivmError_t status;
+
+    ivm_clear_error();
+    IVM_CHECK_ENTERED();
+    if (n < 1 || n > IVM_BARRIER_PES_MAX || pes == NULL) {
+        IVM_FAIL(IVM_ERROR_INVALID_VALUE, "ivmBarrier: %s",
+                 pes == NULL ? "pes is NULL" : "n is outside 1..IVM_BARRIER_PES_MAX");
+    }
+    if (ivm_board_barrier(pes, n, &status)) {
+        return status;
+    }
+    return ivm_barrier(pes, n);
+}
+
+IVM_API ivmError_t ivmBarrierAll(void)
+{
+    ivm_clear_error();
+    IVM_CHECK_ENTERED();
+    return ivm_barrier(NULL, 0);
+}
+
+/* ------------------------------------------------------------ discovery */
+
+/* NODE_DEVS of node (IVM_THIS_NODE: the caller's) into *rep. */
+static ivmError_t ivm_node_devs(const char *fn, int node, ivm_msg_node_devs_rep_t *rep)
+{
+    ivm_msg_node_req_t req = {.node = node};
+
+    IVM_CHECK_ENTERED_AS(fn);
+    if (node < 0 && node != IVM_THIS_NODE) {
+        IVM_FAIL(IVM_ERROR_NOT_FOUND, "%s: %d is not a node index", fn, node);
+    }
+    return ivm_call(IVM_MSG_NODE_DEVS, &req, sizeof(req), rep, sizeof(*rep), NULL);
+}
+
+IVM_API ivmError_t ivmGetNumNodes(int *n)
+{
+    ivm_msg_node_devs_rep_t rep;
+    ivmError_t status;
+
+    ivm_clear_error();
+    if (n == NULL) {
+        IVM_FAIL(IVM_ERROR_INVALID_VALUE, "ivmGetNumNodes: n is NULL");
+    }
+    status = ivm_node_devs("ivmGetNumNodes", IVM_THIS_NODE, &rep);
+    if (status == IVM_SUCCESS) {
+        *n = (int)rep.nnodes;
+    }
+    return status;
+}
+
+IVM_API ivmError_t ivmGetMyNode(int *node)
+{
+    ivm_msg_node_devs_rep_t rep;
+    ivmError_t status;
+
+    ivm_clear_error();
+    if (node == NULL) {
+        IVM_FAIL(IVM_ERROR_INVALID_VALUE, "ivmGetMyNode: node is NULL");
+    }
+    status = ivm_node_devs("ivmGetMyNode", IVM_THIS_NODE, &rep);
+    if (status == IVM_SUCCESS) {
+        *node = rep.self;
+    }
+    return status;
+}
+
+IVM_API ivmError_t ivmGetNodeName(int node, char *name, size_t len)
+{
+    ivm_msg_node_devs_rep_t rep;
+    ivmError_t status;
+
+    ivm_clear_error();
+    if (name == NULL) {
+        IVM_FAIL(IVM_ERROR_INVALID_VALUE, "ivmGetNodeName: name is NULL");
+    }
+    status = ivm_node_devs("ivmGetNodeName", node, &rep);
+    if (status != IVM_SUCCESS) {
+        return status;
+    }
+    rep.name[sizeof(rep.name) - 1] = '\0';
+    if (len > 0) {
+        snprintf(name, len, "%s", rep.name);
+    }
+    if (strlen(rep.name) >= len) {
+        IVM_FAIL(IVM_ERROR_INVALID_VALUE, "ivmGetNodeName: %zu bytes do not hold \"%s\"", len,
+                 rep.name);
+    }
+    return IVM_SUCCESS;
+}
+
+IVM_API ivmError_t ivmGetDevices(int node, ivm_device_info *devs, int max, int *ndevs)
+{
+    ivm_msg_node_devs_rep_t rep;
+    ivmError_t status;
+    uint32_t i;
+
+    ivm_clear_error();
+    if (ndevs == NULL || max < 0 || (devs == NULL && max > 0)) {
+        IVM_FAIL(IVM_ERROR_INVALID_VALUE, "ivmGetDevices: %s",
+                 ndevs == NULL ? "ndevs is NULL" : max < 0 ? "max is negative" : "devs is NULL");
+    }
+    status = ivm_node_devs("ivmGetDevices", node, &rep);
+    if (status != IVM_SUCCESS) {
+        return status;
+    }
+    for (i = 0; i < rep.ndevs && i < IVM_NODE_DEVICES_MAX && (int)i < max; ++i) {
+        memset(&devs[i], 0, sizeof(devs[i]));
+        devs[i].devtype = rep.devs[i].devtype;
+        devs[i].ncores  = (int)rep.devs[i].ncores;
+        devs[i].share   = (int)rep.devs[i].share;
+        devs[i].numa    = rep.devs[i].numa;
+        devs[i].npes    = (int)rep.devs[i].npes;
+    }
+    *ndevs = (int)(rep.ndevs < IVM_NODE_DEVICES_MAX ? rep.ndevs : IVM_NODE_DEVICES_MAX);
+    return IVM_SUCCESS;
+}
+
 IVM_API ivmError_t ivmGetNumPEs(int *n)
 {
     ivm_msg_value_rep_t rep;
@@ -1150,6 +1320,26 @@ static ivmError_t ivm_sync(const char *fn, uint32_t op, const void *addr, size_t
 IVM_API ivmError_t ivmSyncPut(const void *addr, size_t size)
 {
     return ivm_sync("ivmSyncPut", IVM_SYNC_PUT, addr, size);
+}
+
+IVM_API ivmError_t ivmSyncPutSignal(const void *addr, size_t size, ivm_pe pe)
+{
+    ivm_msg_pe_req_t req = {.pe = pe};
+    ivm_msg_status_t rep;
+    ivmError_t status;
+
+    ivm_clear_error();
+    if (pe < 0) {
+        IVM_CHECK_ENTERED();
+        IVM_FAIL(IVM_ERROR_NOT_FOUND, "ivmSyncPutSignal: %d is not a PE id", pe);
+    }
+    /* The put is blocking: once it returns the bytes are in the master, so
+     * the signal that follows cannot overtake them. */
+    status = ivm_sync("ivmSyncPutSignal", IVM_SYNC_PUT, addr, size);
+    if (status != IVM_SUCCESS || ivm_board_signal(pe, &status)) {
+        return status;
+    }
+    return ivm_call(IVM_MSG_SIGNAL_TO, &req, sizeof(req), &rep, sizeof(rep), NULL);
 }
 
 IVM_API ivmError_t ivmSyncGet(void *addr, size_t size)

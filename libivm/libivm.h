@@ -87,6 +87,15 @@ void ivm_rpc_close(void);
 ivmError_t ivm_rpc_call(uint16_t type, const void *req, uint32_t req_len,
                         const int *fds, int nfds, ivm_rpc_reply_t *rep);
 
+/* Addressed signals through the node's signal board (board.c): 1 if the
+ * pair (the caller, pe) is on it and the call was served there (its status
+ * in *status_p), 0 if the daemon must carry it. */
+int ivm_board_signal(int to, ivmError_t *status_p);
+int ivm_board_wait(int from, ivmError_t *status_p);
+/* ivmBarrier over pes[0..n) on the board when every member is a live PE of
+ * this node (and n <= IVM_BOARD_SET_MAX); 0: the daemon serves it. */
+int ivm_board_barrier(const ivm_pe *pes, int n, ivmError_t *status_p);
+
 /* Error messages of the calling thread. */
 void ivm_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void ivm_clear_error(void);

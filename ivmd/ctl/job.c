@@ -5,6 +5,8 @@
 #define uthash_nonfatal_oom(elt) ((elt)->hash_oom = 1)
 
 #include "ctl/job.h"
+#include "ctl/psync.h"
+#include "proto.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -242,6 +244,7 @@ void ivmd_job_destroy(ivmd_registry_t *reg, ivmd_job_t *job)
             break;
         }
     }
+    ivmd_psync_job_destroy(job);
     for (i = 0; i < job->next_pe_id; ++i) {
         if (job->pes[i] != NULL) {
             ivmd_pe_forget(reg, job->pes[i]);
@@ -325,7 +328,7 @@ void ivmd_pe_signal(ivmd_registry_t *reg, ivmd_pe_t *pe)
         ++pe->signals;
         return;
     }
-    reg->ops->wait_done(reg->ctx, w->owner, w->seq, IVM_SUCCESS);
+    reg->ops->wait_done(reg->ctx, w->owner, w->seq, w->type, IVM_SUCCESS, NULL);
     free(w);
 }
 
@@ -355,6 +358,7 @@ ivmError_t ivmd_pe_wait(ivmd_registry_t *reg, ivmd_job_t *job, int pe_id, void *
     }
     w->owner = owner;
     w->seq   = seq;
+    w->type  = IVM_MSG_WAIT;
     for (tail = &pe->waiters; *tail != NULL; tail = &(*tail)->next) {
     }
     *tail     = w;
@@ -383,6 +387,7 @@ void ivmd_waiter_cancel(ivmd_registry_t *reg, void *owner)
             ivmd_waited_unlist(pe);
         }
     }
+    ivmd_psync_cancel(reg, owner);
 }
 
 static void ivmd_pe_drop_maps(ivmd_registry_t *reg, ivmd_pe_t *pe)
@@ -415,9 +420,11 @@ void ivmd_pe_end(ivmd_registry_t *reg, ivmd_pe_t *pe, int failed)
         reg->ops->pe_ended(reg->ctx, pe, failed);
     }
     while ((w = ivmd_waiter_pop(pe)) != NULL) {
-        reg->ops->wait_done(reg->ctx, w->owner, w->seq, status);
+        reg->ops->wait_done(reg->ctx, w->owner, w->seq, w->type, status,
+                            failed ? "the PE died without ivmExit" : NULL);
         free(w);
     }
+    ivmd_psync_pe_ended(reg, pe, failed);
     ivmd_pe_drop_maps(reg, pe);
 }
 

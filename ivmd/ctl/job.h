@@ -22,12 +22,15 @@ typedef enum ivmd_pe_state {
 
 typedef struct ivmd_obj ivmd_obj_t;
 typedef struct ivmd_job ivmd_job_t;
+struct ivmd_pair;
+struct ivmd_barrier;
 
-/* A WAIT that could not be answered at once. */
+/* A WAIT (or WAIT_FROM) that could not be answered at once. */
 typedef struct ivmd_waiter {
     struct ivmd_waiter *next;
     void               *owner; /* the waiting connection */
     uint32_t            seq;   /* its request's sequence number */
+    uint16_t            type;  /* its request's type (IVM_MSG_WAIT, ...) */
 } ivmd_waiter_t;
 
 /* One PE's mappings of one object. */
@@ -107,11 +110,16 @@ struct ivmd_job {
     ivm_cpu_device_t *devs;        /* CPU device table */
     int               ndevs;
     void             *data;        /* the daemon's per-job data (spawn info) */
+    struct ivmd_pair *pairs;       /* addressed signals by (sender, receiver) (psync.c) */
+    struct ivmd_barrier *barriers; /* barriers waiting for members (psync.c) */
+    uint32_t          psync_waiting; /* WAIT_FROMs and barrier arrivals queued */
 };
 
 typedef struct ivmd_job_ops {
-    /* A deferred WAIT completes with status. */
-    void (*wait_done)(void *ctx, void *owner, uint32_t seq, ivmError_t status);
+    /* A deferred request (WAIT, WAIT_FROM, BARRIER: type) completes with
+     * status; why, if not NULL, says why it failed. */
+    void (*wait_done)(void *ctx, void *owner, uint32_t seq, uint16_t type, ivmError_t status,
+                      const char *why);
     /* An object's memory is no longer needed (freed and unmapped, or job gone). */
     void (*obj_release)(void *ctx, ivmd_obj_t *obj);
     /* A PE ended (called once, when its state becomes EXITED or FAILED). */

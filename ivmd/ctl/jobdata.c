@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "ctl/jobdata.h"
+#include "ctl/board.h"
 #include "ctl/pool.h"
 
 void ivmd_job_data_free(ivmd_job_data_t *jd)
@@ -24,6 +25,7 @@ void ivmd_job_data_free(ivmd_job_data_t *jd)
     free(jd->blob);
     free(jd->spawn_blob);
     ivmd_pool_free(jd);
+    ivmd_board_destroy(jd->board);
     free(jd);
 }
 

@@ -14,6 +14,7 @@
 
 struct ivmd_peer;
 struct ivmd_parked;
+struct ivmd_board;
 
 typedef struct ivmd_job_data {
     char    *exe;
@@ -38,6 +39,7 @@ typedef struct ivmd_job_data {
     int      pool_exe_open;
     int      pool_early_deaths; /* parked processes in a row that died before ENTER */
     int      own_devs;  /* the root brought its CPU device table (IVM_CPU_DEVICES) */
+    struct ivmd_board *board;   /* the job's signal board here, once asked for (ctl/board.c) */
 } ivmd_job_data_t;
 
 /* Split a spawn blob (exe, cwd, argc args, envc env strings) into jd, keeping

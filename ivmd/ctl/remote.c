@@ -5,6 +5,7 @@
 #include <uthash.h>
 
 #include "ctl/remote.h"
+#include "ctl/board.h"
 #include "log.h"
 
 /* A CREATE_PES waiting for the SPAWN_REP of another node. */
@@ -89,7 +90,8 @@ void ivmd_remote_close_all(ivmd_remote_t *rm)
 
 /* ------------------------------------------------------------ node info */
 
-void ivmd_remote_send_nodeinfo(ivmd_remote_t *rm, ivmd_peer_t *p, uint32_t ngpus)
+void ivmd_remote_send_nodeinfo(ivmd_remote_t *rm, ivmd_peer_t *p, uint32_t ngpus,
+                               const uint8_t *gpu_share)
 {
     ivm_peer_nodeinfo_t info;
     int i;
@@ -99,6 +101,11 @@ void ivmd_remote_send_nodeinfo(ivmd_remote_t *rm, ivmd_peer_t *p, uint32_t ngpus
     info.ngpus = ngpus;
     for (i = 0; i < (*rm->ndevs) && i < 64; ++i) {
         info.ncores[i] = (uint16_t)rm->devs[i].ncores;
+        info.share[i]  = (uint8_t)rm->devs[i].percent;
+        info.numa[i]   = (int8_t)(rm->devs[i].numa > 127 ? -1 : rm->devs[i].numa);
+    }
+    for (i = 0; (uint32_t)i < ngpus && i < 64; ++i) {
+        info.gpu_share[i] = gpu_share[i];
     }
     ivmd_remote_post(rm, p, IVM_PEER_NODEINFO, &info, sizeof(info), NULL, 0);
 }
@@ -116,6 +123,11 @@ void ivmd_remote_on_nodeinfo(ivmd_remote_t *rm, ivmd_conn_t *pc, const ivm_msg_h
     p->ngpus = m->ngpus > 64 ? 64 : (int)m->ngpus;
     for (i = 0; i < p->ndevs; ++i) {
         p->ncores[i] = m->ncores[i];
+        p->share[i]  = m->share[i];
+        p->numa[i]   = m->numa[i];
+    }
+    for (i = 0; i < p->ngpus; ++i) {
+        p->gpu_share[i] = m->gpu_share[i];
     }
 }
 
@@ -130,6 +142,10 @@ int ivmd_remote_forwards(uint16_t type)
     case IVM_MSG_SET_MAX_ID:
     case IVM_MSG_CREATE_PES:
     case IVM_MSG_KILL_PES:
+    case IVM_MSG_NODE_DEVS:
+    case IVM_MSG_SIGNAL_TO:
+    case IVM_MSG_WAIT_FROM:
+    case IVM_MSG_BARRIER:
         return 1;
     default:
         return 0;
@@ -573,6 +589,7 @@ static void ivmd_remote_spawn_pes(ivmd_remote_t *rm, ivmd_job_t *job, const ivm_
             free(pe);
             return;
         }
+        ivmd_board_pe_added(job, pe);
         ++rep->started;
     }
 }

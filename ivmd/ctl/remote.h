@@ -3,7 +3,7 @@
  * (the root PE's node) holds its registry; a node daemon holds a proxy job
  * with its own PEs.
  *  - PE requests that need the registry (WAIT, SIGNAL, NUM_PES, SET_MAX_ID,
- *    CREATE_PES, KILL_PES) travel as FWD to the root daemon, which runs the
+ *    CREATE_PES, KILL_PES, NODE_DEVS, SIGNAL_TO, WAIT_FROM, BARRIER) travel as FWD to the root daemon, which runs the
  *    same handlers on a virtual connection whose replies go back as FWD_REP.
  *  - CREATE_PES on another node: the root daemon takes the ids and sends
  *    SPAWN; the node daemon spawns and reports PE_STATE changes; the root
@@ -92,8 +92,10 @@ int ivmd_remote_busy(const ivmd_remote_t *rm);
 /* Teardown: drop the spawns in flight. */
 void ivmd_remote_close_all(ivmd_remote_t *rm);
 
-/* NODEINFO to a peer that came up: our CPU devices and ngpus GPU devices. */
-void ivmd_remote_send_nodeinfo(ivmd_remote_t *rm, ivmd_peer_t *p, uint32_t ngpus);
+/* NODEINFO to a peer that came up: our CPU devices and ngpus GPU devices
+ * (gpu_share[k]: GPU device k's share of its GPU, percent). */
+void ivmd_remote_send_nodeinfo(ivmd_remote_t *rm, ivmd_peer_t *p, uint32_t ngpus,
+                               const uint8_t *gpu_share);
 void ivmd_remote_on_nodeinfo(ivmd_remote_t *rm, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
                              const void *payload);
 

@@ -33,6 +33,9 @@ typedef struct ivmd_peer {
     int          ndevs;      /* its CPU devices (NODEINFO) */
     int          ngpus;      /* its GPU devices (NODEINFO) */
     uint16_t     ncores[64];
+    uint8_t      share[64];  /* each CPU device's share of its cores, percent */
+    int8_t       numa[64];   /* each CPU device's NUMA node, -1: unknown */
+    uint8_t      gpu_share[64]; /* each GPU device's share of its GPU, percent */
 } ivmd_peer_t;
 
 /* What the layers above the links register. */

@@ -100,7 +100,8 @@ Test(proto, reply_polling_rule)
     for (size_t i = 0; i < NTYPES; ++i) {
         const msg_type_desc_t *t = &all_types[i];
         int wakes = t->type == IVM_MSG_WAIT || t->type == IVM_MSG_SIGNAL ||
-                    t->type == IVM_MSG_CREATE_PES;
+                    t->type == IVM_MSG_CREATE_PES || t->type == IVM_MSG_SIGNAL_TO ||
+                    t->type == IVM_MSG_WAIT_FROM || t->type == IVM_MSG_BARRIER;
         cr_assert_eq(ivm_proto_reply_polled(t->type), !wakes, "%s", t->name);
         cr_assert_eq(t->polled, !wakes, "%s", t->name);
     }
@@ -120,6 +121,10 @@ Test(proto, wire_sizes)
     cr_assert_eq(sizeof(ivm_msg_cpu_info_rep_t), 176);
     cr_assert_eq(sizeof(ivm_msg_list_rep_t), 384);
     cr_assert_eq(sizeof(ivm_msg_set_share_req_t), 8);
+    cr_assert_eq(sizeof(ivm_msg_barrier_req_t), 8);
+    cr_assert_eq(sizeof(ivm_msg_node_req_t), 8);
+    cr_assert_eq(sizeof(ivm_msg_node_devs_rep_t), 88 + 20 * 128);
+    cr_assert_eq(offsetof(ivm_msg_node_devs_rep_t, devs), 88);
     cr_assert_eq(offsetof(ivm_msg_cpu_info_rep_t, status), 0);
     /* every reply starts with its status */
     cr_assert_eq(offsetof(ivm_msg_info_rep_t, status), 0);
@@ -536,4 +541,33 @@ Test(proto, hello_and_challenge_carry_the_layout)
     cr_assert_eq(offsetof(ivm_peer_hello_t, layout), 116u);
     cr_assert_eq(offsetof(ivm_peer_challenge_t, layout), 116u);
     cr_assert_geq(IVM_PEER_LAYOUT, 1u);
+}
+
+Test(proto, barrier_count_must_match_the_payload)
+{
+    const uint32_t fixed = sizeof(ivm_msg_barrier_req_t);
+    char *buf = calloc(1, fixed + (IVM_BARRIER_PES_MAX + 1) * 4);
+    ivm_msg_barrier_req_t *req = (ivm_msg_barrier_req_t *)buf;
+    const char *why = NULL;
+    ivm_msg_hdr_t hdr;
+
+    cr_assert_not_null(buf);
+    req->n = 0; /* the whole job */
+    hdr = make_hdr(IVM_MSG_BARRIER, fixed);
+    cr_assert_eq(ivm_proto_check_req(&hdr, buf, &why), IVM_SUCCESS, "%s", why);
+    req->n = IVM_BARRIER_PES_MAX;
+    hdr.length = fixed + IVM_BARRIER_PES_MAX * 4;
+    cr_assert_eq(ivm_proto_check_req(&hdr, buf, &why), IVM_SUCCESS, "%s", why);
+    req->n = 2; /* says two, carries one */
+    hdr.length = fixed + 4;
+    cr_assert_eq(ivm_proto_check_req(&hdr, buf, &why), IVM_ERROR_PROTOCOL);
+    req->n = -1;
+    hdr.length = fixed;
+    cr_assert_eq(ivm_proto_check_req(&hdr, buf, &why), IVM_ERROR_PROTOCOL, "n = -1");
+    req->n = 0x40000000; /* n * 4 wraps to 0 in 32 bits */
+    cr_assert_eq(ivm_proto_check_req(&hdr, buf, &why), IVM_ERROR_PROTOCOL, "n = 2^30");
+    req->n = IVM_BARRIER_PES_MAX + 1;
+    hdr.length = fixed + (IVM_BARRIER_PES_MAX + 1) * 4;
+    cr_assert_eq(ivm_proto_check_req(&hdr, buf, &why), IVM_ERROR_PROTOCOL, "too many ids");
+    free(buf);
 }

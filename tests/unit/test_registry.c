@@ -23,8 +23,11 @@ static int released_fd[MAXREC];
 static int nreleased;
 static int ctx_token;
 
-static void rec_wait_done(void *ctx, void *owner, uint32_t seq, ivmError_t status)
+static void rec_wait_done(void *ctx, void *owner, uint32_t seq, uint16_t type,
+                          ivmError_t status, const char *why)
 {
+    (void)type;
+    (void)why;
     cr_assert_eq(ctx, &ctx_token, "callbacks get the registry's context");
     cr_assert_lt(nwaits, MAXREC);
     waits[nwaits++] = (wait_rec_t){owner, seq, status};

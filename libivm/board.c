@@ -1,0 +1,332 @@
+/* Addressed signals between PEs of one node through the job's signal board
+ * (BOARD in common/proto.h): shared memory and a futex, no daemon round trip.
+ * The board is asked for once, at the first addressed signal or wait; a pair
+ * it does not cover (another node, ids past IVM_BOARD_PES, no board) goes
+ * through the daemon, and both ends of a pair always agree on which. */
+#include <limits.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "libivm.h"
+#include "log.h"
+
+enum { IVM_BOARD_UNKNOWN = 0, IVM_BOARD_NONE = 1, IVM_BOARD_MAPPED = 2 };
+
+static pthread_mutex_t ivm_board_lock = PTHREAD_MUTEX_INITIALIZER;
+static int ivm_board_state;       /* IVM_BOARD_UNKNOWN .. MAPPED */
+static ivm_board_t *ivm_board_map;
+
+/* Ask the daemon for the board and map it; NONE if it has none for us or
+ * IVM_SIGNAL_BOARD=0 (the daemon path, for comparison). */
+static int ivm_board_fetch(void)
+{
+    ivm_msg_status_t rep;
+    ivm_rpc_reply_t reply = {.buf = &rep, .len = sizeof(rep), .fd = -1, .fd2 = -1};
+    const char *env = getenv("IVM_SIGNAL_BOARD");
+    void *map;
+
+    if (env != NULL && strcmp(env, "0") == 0) {
+        return IVM_BOARD_NONE;
+    }
+    if (ivm_rpc_call(IVM_MSG_BOARD, &(ivm_msg_empty_t){0}, sizeof(ivm_msg_empty_t), NULL, 0,
+                     &reply) != IVM_SUCCESS ||
+        rep.status != IVM_SUCCESS || reply.fd < 0) {
+        ivm_debug("no signal board: addressed signals go through the daemon");
+        if (reply.fd >= 0) {
+            close(reply.fd);
+        }
+        return IVM_BOARD_NONE;
+    }
+    map = mmap(NULL, sizeof(ivm_board_t), PROT_READ | PROT_WRITE, MAP_SHARED, reply.fd, 0);
+    close(reply.fd);
+    if (map == MAP_FAILED || ((ivm_board_t *)map)->magic != IVM_BOARD_MAGIC) {
+        if (map != MAP_FAILED) {
+            munmap(map, sizeof(ivm_board_t));
+        }
+        return IVM_BOARD_NONE;
+    }
+    ivm_board_map = map;
+    return IVM_BOARD_MAPPED;
+}
+
+static ivm_board_t *ivm_board_get(void)
+{
+    int state = __atomic_load_n(&ivm_board_state, __ATOMIC_ACQUIRE);
+
+    if (state == IVM_BOARD_UNKNOWN) {
+        pthread_mutex_lock(&ivm_board_lock);
+        state = ivm_board_state;
+        if (state == IVM_BOARD_UNKNOWN) {
+            state = ivm_board_fetch();
+            __atomic_store_n(&ivm_board_state, state, __ATOMIC_RELEASE);
+        }
+        pthread_mutex_unlock(&ivm_board_lock);
+    }
+    return state == IVM_BOARD_MAPPED ? ivm_board_map : NULL;
+}
+
+/* The board, if the pair (a, b) is on it. */
+static ivm_board_t *ivm_board_pair(int a, int b)
+{
+    ivm_board_t *m;
+
+    if (a < 0 || b < 0 || (uint32_t)a >= IVM_BOARD_PES || (uint32_t)b >= IVM_BOARD_PES ||
+        (m = ivm_board_get()) == NULL) {
+        return NULL;
+    }
+    if (!(__atomic_load_n(&m->state[a], __ATOMIC_ACQUIRE) & IVM_BOARD_LOCAL) ||
+        !(__atomic_load_n(&m->state[b], __ATOMIC_ACQUIRE) & IVM_BOARD_LOCAL)) {
+        return NULL;
+    }
+    return m;
+}
+
+int ivm_board_signal(int to, ivmError_t *status_p)
+{
+    ivm_board_t *m = ivm_board_pair(ivm_ctx.pe_id, to);
+
+    if (m == NULL) {
+        return 0;
+    }
+    __atomic_add_fetch(&m->count[to][ivm_ctx.pe_id], 1, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&m->wake[to], 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&m->sleepers[to], __ATOMIC_SEQ_CST) > 0) {
+        syscall(SYS_futex, &m->wake[to], FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    }
+    *status_p = IVM_SUCCESS;
+    return 1;
+}
+
+static int ivm_board_take(uint32_t *count)
+{
+    uint32_t c = __atomic_load_n(count, __ATOMIC_SEQ_CST);
+
+    while (c > 0) {
+        if (__atomic_compare_exchange_n(count, &c, c - 1, 0, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_SEQ_CST)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static uint64_t ivm_board_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The daemon closed our connection (it died): sleeping waiters look every
+ * IVM_BOARD_NAP_NS. */
+#define IVM_BOARD_NAP_NS 50000000L
+static int ivm_board_daemon_gone(void)
+{
+    struct pollfd pfd = {.fd = ivm_ctx.fd, .events = POLLRDHUP};
+
+    return ivm_ctx.lost ||
+           (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)));
+}
+
+/* One sleep on our wake word, unless the news came meanwhile. */
+static void ivm_board_nap(ivm_board_t *m, int me, const uint32_t *count, int from)
+{
+    uint32_t seq = __atomic_load_n(&m->wake[me], __ATOMIC_SEQ_CST);
+    struct timespec ts = {0, IVM_BOARD_NAP_NS};
+
+    __atomic_add_fetch(&m->sleepers[me], 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(count, __ATOMIC_SEQ_CST) == 0 &&
+        !(__atomic_load_n(&m->state[from], __ATOMIC_SEQ_CST) &
+          (IVM_BOARD_EXITED | IVM_BOARD_FAILED))) {
+        syscall(SYS_futex, &m->wake[me], FUTEX_WAIT, seq, &ts, NULL, 0);
+    }
+    __atomic_sub_fetch(&m->sleepers[me], 1, __ATOMIC_SEQ_CST);
+}
+
+int ivm_board_wait(int from, ivmError_t *status_p)
+{
+    int me = ivm_ctx.pe_id;
+    ivm_board_t *m = ivm_board_pair(me, from);
+    uint64_t spin_until = ivm_board_now_ns() + ivm_ctx.spin_ns;
+    uint32_t *count, state;
+
+    if (m == NULL) {
+        return 0;
+    }
+    count = &m->count[me][from];
+    for (;;) {
+        if (ivm_board_take(count)) {
+            *status_p = IVM_SUCCESS;
+            return 1;
+        }
+        state = __atomic_load_n(&m->state[from], __ATOMIC_SEQ_CST);
+        if (state & (IVM_BOARD_EXITED | IVM_BOARD_FAILED)) {
+            /* A signal posted before its end is consumed first. */
+            *status_p = ivm_board_take(count) || !(state & IVM_BOARD_FAILED)
+                            ? IVM_SUCCESS
+                            : IVM_ERROR_PE_FAILED;
+            if (*status_p != IVM_SUCCESS) {
+                ivm_set_error("ivmWaitFrom: pe %d died without ivmExit", from);
+            }
+            return 1;
+        }
+        if (ivm_board_now_ns() < spin_until) {
+            continue;
+        }
+        ivm_board_nap(m, me, count, from);
+        if (ivm_board_daemon_gone()) {
+            ivm_set_error("ivmWaitFrom: connection to the daemon lost");
+            *status_p = IVM_ERROR_DAEMON_LOST;
+            return 1;
+        }
+    }
+}
+
+/* ------------------------------------------------------------ barriers */
+
+static int ivm_board_cmp_pe(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+
+    return (x > y) - (x < y);
+}
+
+/* pes sorted, repeats dropped, into set (n <= IVM_BOARD_SET_MAX); its count. */
+static int ivm_board_set(const ivm_pe *pes, int n, int *set)
+{
+    int i, k = 0;
+
+    memcpy(set, pes, sizeof(*set) * (size_t)n);
+    qsort(set, (size_t)n, sizeof(*set), ivm_board_cmp_pe);
+    for (i = 0; i < n; ++i) {
+        if (k == 0 || set[k - 1] != set[i]) {
+            set[k++] = set[i];
+        }
+    }
+    return k;
+}
+
+/* The member of set that ended, or -1. */
+static int ivm_board_ended(ivm_board_t *m, const int *set, int k)
+{
+    int i;
+
+    for (i = 0; i < k; ++i) {
+        if (__atomic_load_n(&m->state[set[i]], __ATOMIC_SEQ_CST) &
+            (IVM_BOARD_EXITED | IVM_BOARD_FAILED)) {
+            return set[i];
+        }
+    }
+    return -1;
+}
+
+/* Whether every member is a live PE of this node and the caller is one. */
+static int ivm_board_set_ok(ivm_board_t *m, const int *set, int k)
+{
+    int i, mine = 0;
+
+    for (i = 0; i < k; ++i) {
+        if (set[i] < 0 || (uint32_t)set[i] >= IVM_BOARD_PES ||
+            !(__atomic_load_n(&m->state[set[i]], __ATOMIC_SEQ_CST) & IVM_BOARD_LOCAL)) {
+            return 0;
+        }
+        mine |= set[i] == ivm_ctx.pe_id;
+    }
+    return mine && ivm_board_ended(m, set, k) < 0;
+}
+
+/* The set's slot (found, or claimed now), NULL when every slot is taken. */
+static ivm_board_barrier_t *ivm_board_slot(ivm_board_t *m, const int *set, int k)
+{
+    uint64_t key = 1469598103934665603ull, cur;
+    uint32_t i;
+    int j;
+
+    for (j = 0; j < k; ++j) { /* FNV-1a over the ids */
+        key = (key ^ (uint32_t)set[j]) * 1099511628211ull;
+    }
+    key = key ? key : 1;
+    for (i = 0; i < IVM_BOARD_BARRIERS; ++i) {
+        ivm_board_barrier_t *b = &m->barriers[(key + i) % IVM_BOARD_BARRIERS];
+        cur = __atomic_load_n(&b->key, __ATOMIC_SEQ_CST);
+        if (cur == 0 && __atomic_compare_exchange_n(&b->key, &cur, key, 0, __ATOMIC_SEQ_CST,
+                                                    __ATOMIC_SEQ_CST)) {
+            return b;
+        }
+        if (cur == key) {
+            return b;
+        }
+    }
+    return NULL;
+}
+
+/* Wait for gen to leave g; a member's end fails the barrier. */
+static ivmError_t ivm_board_await(ivm_board_t *m, ivm_board_barrier_t *b, uint32_t g,
+                                  const int *set, int k)
+{
+    /* More members than CPUs: a spinning member keeps the CPU from one that
+     * has still to arrive, so sleep at once. */
+    uint64_t spin_until =
+        ivm_board_now_ns() + (k <= sysconf(_SC_NPROCESSORS_ONLN) ? ivm_ctx.spin_ns : 0);
+    struct timespec ts = {0, IVM_BOARD_NAP_NS};
+    int dead;
+
+    for (;;) {
+        if (__atomic_load_n(&b->gen, __ATOMIC_SEQ_CST) != g) {
+            return IVM_SUCCESS;
+        }
+        if ((dead = ivm_board_ended(m, set, k)) >= 0) {
+            ivm_set_error("ivmBarrier: pe %d of the barrier %s", dead,
+                          (__atomic_load_n(&m->state[dead], __ATOMIC_SEQ_CST) & IVM_BOARD_FAILED)
+                              ? "died without ivmExit"
+                              : "called ivmExit before reaching it");
+            return IVM_ERROR_PE_FAILED;
+        }
+        if (ivm_board_now_ns() < spin_until) {
+            continue;
+        }
+        __atomic_add_fetch(&b->sleepers, 1, __ATOMIC_SEQ_CST);
+        syscall(SYS_futex, &b->gen, FUTEX_WAIT, g, &ts, NULL, 0);
+        __atomic_sub_fetch(&b->sleepers, 1, __ATOMIC_SEQ_CST);
+        if (ivm_board_daemon_gone()) {
+            ivm_set_error("ivmBarrier: connection to the daemon lost");
+            return IVM_ERROR_DAEMON_LOST;
+        }
+    }
+}
+
+int ivm_board_barrier(const ivm_pe *pes, int n, ivmError_t *status_p)
+{
+    int set[IVM_BOARD_SET_MAX], k;
+    ivm_board_barrier_t *b;
+    ivm_board_t *m;
+    uint32_t g;
+
+    if (n > IVM_BOARD_SET_MAX || (m = ivm_board_get()) == NULL) {
+        return 0;
+    }
+    k = ivm_board_set(pes, n, set);
+    if (!ivm_board_set_ok(m, set, k) || (b = ivm_board_slot(m, set, k)) == NULL) {
+        return 0;
+    }
+    g = __atomic_load_n(&b->gen, __ATOMIC_SEQ_CST);
+    if (__atomic_add_fetch(&b->arrived, 1, __ATOMIC_SEQ_CST) == (uint32_t)k) {
+        __atomic_store_n(&b->arrived, 0, __ATOMIC_SEQ_CST);
+        __atomic_add_fetch(&b->gen, 1, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&b->sleepers, __ATOMIC_SEQ_CST) > 0) {
+            syscall(SYS_futex, &b->gen, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+        }
+        *status_p = IVM_SUCCESS;
+        return 1;
+    }
+    *status_p = ivm_board_await(m, b, g, set, k);
+    return 1;
+}

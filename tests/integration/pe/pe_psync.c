@@ -1,0 +1,609 @@
+/*
+ * PE program of test_psync: discovery (ivmGetNumNodes, ivmGetMyNode,
+ * ivmGetNodeName, ivmGetDevices), addressed signals (ivmSignalTo,
+ * ivmWaitFrom), barriers (ivmBarrier, ivmBarrierAll) and ivmSyncPutSignal,
+ * on however many nodes the run has (ivmrun --nodes 1 or 3): the root finds
+ * the nodes with the discovery calls and spreads its PEs over them.
+ *
+ * Every scenario starts a team: the root creates `per` PEs on each node
+ * (round robin), writes the team's ids into the object "team" and signals
+ * each PE (ivmSignalTo); a PE waits for that (ivmWaitFrom(0)) and reads the
+ * team. A PE that passed its checks posts ivmSignalTo(0) and exits; the
+ * root's ivmWaitFrom on it fails with IVM_ERROR_PE_FAILED if it died on a
+ * FAIL instead.
+ */
+#include "pe_util.h"
+
+#include <libgen.h>
+#include <limits.h>
+
+#include "client.h"
+#include "proto.h"
+
+#define TEAM_MAX 64
+
+typedef struct team {
+    int   n;              /* PEs, root included (index 0) */
+    int   me;             /* the caller's index */
+    ivm_pe ids[TEAM_MAX];
+} team_t;
+
+static int nodes_count(void)
+{
+    int n = 0;
+
+    CHECK(ivmGetNumNodes(&n));
+    ASSERT(n >= 1 && n <= 16, "%d nodes", n);
+    return n;
+}
+
+/* The PE of index i (1..) goes to node (i - 1) % nnodes: PE 1 on node0. */
+static int team_node(int i, int nnodes)
+{
+    return (i - 1) % nnodes;
+}
+
+/* Root: `per` PEs on every node; their ids into "team"; then each is told. */
+static void team_create(team_t *t, int per)
+{
+    int nnodes = nodes_count(), k, i;
+    int *shared;
+
+    memset(t, 0, sizeof(*t));
+    t->n = 1 + per * nnodes;
+    ASSERT(t->n <= TEAM_MAX, "team of %d", t->n);
+    CHECK(ivmMalloc("team", &shared, sizeof(int) * (TEAM_MAX + 1)));
+    t->ids[0] = 0;
+    for (i = 1; i < t->n; ++i) {
+        char name[IVM_HOST_MAX + 1];
+        ivm_device d;
+        k = team_node(i, nnodes);
+        CHECK(ivmGetNodeName(k, name, sizeof(name)));
+        CHECK(ivmCreateDev(name, IVM_CPU, &d));
+        CHECK(ivmCreatePEs(d, 1, &t->ids[i]));
+        CHECK(ivmDestroyDev(d));
+        ASSERT(t->ids[i] != IVM_PE_NULL, "no PE for slot %d", i);
+    }
+    shared[0] = t->n;
+    memcpy(&shared[1], t->ids, sizeof(int) * (size_t)t->n);
+    CHECK(ivmSyncPut(shared, sizeof(int) * (TEAM_MAX + 1)));
+    for (i = 1; i < t->n; ++i) {
+        CHECK(ivmSignalTo(t->ids[i]));
+    }
+}
+
+/* A PE of the team: wait for the root's word, read the team. */
+static void team_join(team_t *t, int id)
+{
+    int *shared, i;
+
+    pe_stage = "waiting for the team";
+    CHECK(ivmWaitFrom(0));
+    CHECK(ivmMap("team", &shared, 0));
+    CHECK(ivmSyncGet(shared, sizeof(int) * (TEAM_MAX + 1)));
+    t->n = shared[0];
+    ASSERT(t->n > 1 && t->n <= TEAM_MAX, "team of %d", t->n);
+    memcpy(t->ids, &shared[1], sizeof(int) * (size_t)t->n);
+    t->me = -1;
+    for (i = 0; i < t->n; ++i) {
+        if (t->ids[i] == id) {
+            t->me = i;
+        }
+    }
+    ASSERT(t->me > 0, "pe %d is not in the team", id);
+}
+
+/* A PE's last words: checks passed. */
+static int team_done(void)
+{
+    CHECK(ivmSignalTo(0));
+    CHECK(ivmExit());
+    return 0;
+}
+
+/* Root: every PE of the team passed (its signal), then ended. */
+static void team_collect(const team_t *t, int from)
+{
+    int i;
+
+    pe_stage = "collecting the team's results";
+    for (i = from; i < t->n; ++i) {
+        CHECK(ivmWaitFrom(t->ids[i]));
+    }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return (x > y) - (x < y);
+}
+
+/* ------------------------------------------------------------ discovery */
+
+/* argv[2]: the node count the run has. The root checks the nodes' names and
+ * devices, then the PE counts per device with a team of 2 PEs per node; each
+ * PE checks its own node's index and name against IVM_NODE. */
+static void discover_pe(int id)
+{
+    char name[IVM_HOST_MAX + 1];
+    const char *env = getenv("IVM_NODE");
+    team_t t;
+    int node = -1;
+
+    team_join(&t, id);
+    CHECK(ivmGetMyNode(&node));
+    CHECK(ivmGetNodeName(IVM_THIS_NODE, name, sizeof(name)));
+    ASSERT(env != NULL && strcmp(env, name) == 0, "my node is %s, IVM_NODE %s", name,
+           env ? env : "(none)");
+    CHECK(ivmGetNodeName(node, name, sizeof(name)));
+    ASSERT(strcmp(env, name) == 0, "node %d is %s, IVM_NODE %s", node, name, env);
+    ASSERT(node == team_node(t.me, nodes_count()), "index %d on node %d", t.me, node);
+    /* Passed; stay alive until the root has counted the PEs per device. */
+    CHECK(ivmSignalTo(0));
+    pe_stage = "waiting for the root's count";
+    CHECK(ivmWaitFrom(0));
+    CHECK(ivmExit());
+}
+
+static void discover_errors(int nnodes)
+{
+    ivm_device_info info[2];
+    char small[3];
+    int n = -1;
+
+    EXPECT(ivmGetDevices(nnodes, info, 2, &n), IVM_ERROR_NOT_FOUND);
+    EXPECT(ivmGetDevices(-5, info, 2, &n), IVM_ERROR_NOT_FOUND);
+    EXPECT(ivmGetNodeName(nnodes, small, sizeof(small)), IVM_ERROR_NOT_FOUND);
+    EXPECT(ivmGetDevices(0, NULL, 2, &n), IVM_ERROR_INVALID_VALUE);
+    EXPECT(ivmGetDevices(0, info, 2, NULL), IVM_ERROR_INVALID_VALUE);
+    EXPECT(ivmGetDevices(0, info, -1, &n), IVM_ERROR_INVALID_VALUE);
+    EXPECT(ivmGetNumNodes(NULL), IVM_ERROR_INVALID_VALUE);
+    EXPECT(ivmGetMyNode(NULL), IVM_ERROR_INVALID_VALUE);
+    EXPECT(ivmGetNodeName(0, NULL, 8), IVM_ERROR_INVALID_VALUE);
+    EXPECT(ivmGetNodeName(0, small, sizeof(small)), IVM_ERROR_INVALID_VALUE);
+    ASSERT(strcmp(small, "no") == 0, "cut name '%s'", small);
+    CHECK(ivmGetDevices(0, NULL, 0, &n));
+    ASSERT(n >= 1, "node0 has %d devices", n);
+}
+
+/* Node k's CPU device 0 runs want PEs of the job; its table is sane. */
+static void discover_node(int k, int want)
+{
+    ivm_device_info info[IVM_NODE_DEVICES_MAX];
+    char name[IVM_HOST_MAX + 1], expect[32];
+    long ncpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int n = -1, i;
+
+    CHECK(ivmGetNodeName(k, name, sizeof(name)));
+    snprintf(expect, sizeof(expect), "node%d", k);
+    ASSERT(strcmp(name, expect) == 0, "node %d is named %s", k, name);
+    CHECK(ivmGetDevices(k, info, IVM_NODE_DEVICES_MAX, &n));
+    ASSERT(n >= 1, "%s has %d devices", name, n);
+    for (i = 0; i < n; ++i) {
+        int cpu = !IVM_DEV_IS_GPU(info[i].devtype);
+        ASSERT(!cpu || info[i].devtype == IVM_CPU_N(i), "%s device %d is %#x", name, i,
+               (unsigned)info[i].devtype);
+        ASSERT(!cpu || (info[i].ncores >= 1 && info[i].ncores <= ncpus), "%s cpu%d: %d cores",
+               name, i, info[i].ncores);
+        ASSERT(info[i].share >= 1 && info[i].share <= 100, "%s dev %d share %d", name, i,
+               info[i].share);
+        ASSERT(info[i].numa >= -1, "numa %d", info[i].numa);
+    }
+    ASSERT(info[0].npes == want, "%s cpu0 runs %d PEs of the job, expected %d", name,
+           info[0].npes, want);
+    printf("NODE %s devices %d cpu0 cores %d share %d numa %d pes %d\n", name, n,
+           info[0].ncores, info[0].share, info[0].numa, info[0].npes);
+}
+
+static int sc_discover(int argc, char **argv)
+{
+    int id = pe_enter(), nnodes, node = -1, k;
+    team_t t;
+
+    if (id != 0) {
+        discover_pe(id);
+        return 0;
+    }
+    ASSERT(argc > 2, "usage: discover NODES");
+    nnodes = nodes_count();
+    ASSERT(nnodes == atoi(argv[2]), "%d nodes, the run has %s", nnodes, argv[2]);
+    CHECK(ivmGetMyNode(&node));
+    ASSERT(node == 0, "the root runs on node %d", node);
+    discover_errors(nnodes);
+    discover_node(0, 1);
+    team_create(&t, 2);
+    for (k = 0; k < nnodes; ++k) {
+        discover_node(k, 2 + (k == 0));
+    }
+    team_collect(&t, 1);
+    for (k = 1; k < t.n; ++k) {
+        CHECK(ivmSignalTo(t.ids[k]));
+    }
+    team_collect(&t, 1); /* each wait returns when its PE has exited */
+    for (k = 0; k < nnodes; ++k) {
+        discover_node(k, k == 0);
+    }
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
+/* ------------------------------------------------------------ halo ring */
+
+#define ROW 8192
+
+static unsigned char row_byte(int index, int round)
+{
+    return (unsigned char)(index * 31 + round * 7 + 1);
+}
+
+/* Row of team index i for round r: two per PE (by parity), so a neighbour
+ * one round ahead writes the other one. */
+static unsigned char *row_of(unsigned char *halo, int i, int r)
+{
+    return halo + ((size_t)i * 2 + (size_t)(r % 2)) * ROW;
+}
+
+static void check_row(unsigned char *halo, int i, int r)
+{
+    unsigned char *row = row_of(halo, i, r), want = row_byte(i, r);
+    int b;
+
+    CHECK(ivmSyncGet(row, ROW));
+    for (b = 0; b < ROW; ++b) {
+        ASSERT(row[b] == want, "round %d: row of index %d byte %d is %u, expected %u", r, i, b,
+               row[b], want);
+    }
+}
+
+/* The halo exchange of a 1-D stencil: each round a PE writes its row, puts it
+ * with a signal to its left neighbour and signals its right one, waits for
+ * both neighbours' signals and checks their rows of that round. */
+static double halo_rounds(const team_t *t, unsigned char *halo, int rounds)
+{
+    int left = (t->me + t->n - 1) % t->n, right = (t->me + 1) % t->n, r;
+    double t0 = pe_now();
+
+    for (r = 0; r < rounds; ++r) {
+        memset(row_of(halo, t->me, r), row_byte(t->me, r), ROW);
+        CHECK(ivmSyncPutSignal(row_of(halo, t->me, r), ROW, t->ids[left]));
+        CHECK(ivmSignalTo(t->ids[right]));
+        pe_stage = "halo: waiting for the neighbours";
+        CHECK(ivmWaitFrom(t->ids[left]));
+        CHECK(ivmWaitFrom(t->ids[right]));
+        check_row(halo, left, r);
+        check_row(halo, right, r);
+    }
+    return (pe_now() - t0) / rounds * 1e6;
+}
+
+static int sc_halo(int argc, char **argv)
+{
+    int id = pe_enter(), rounds = argc > 2 ? atoi(argv[2]) : 50;
+    unsigned char *halo;
+    team_t t;
+    double us;
+
+    if (id != 0) {
+        team_join(&t, id);
+        CHECK(ivmMap("halo", &halo, 0));
+        halo_rounds(&t, halo, rounds);
+        return team_done();
+    }
+    CHECK(ivmMalloc("halo", &halo, (size_t)TEAM_MAX * 2 * ROW));
+    team_create(&t, nodes_count() == 1 ? 3 : 2);
+    us = halo_rounds(&t, halo, rounds);
+    team_collect(&t, 1);
+    printf("HALO pes %d rounds %d us_per_round %.1f\n", t.n, rounds, us);
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
+/* ------------------------------------------------------------ p2p faults */
+
+/* Team of 5 (index: role): 1 V dies 300 ms after joining; 2 W waits from V
+ * (PE_FAILED) and from K (PE_FAILED once the root kills it), then passes;
+ * 3 D signals the root and dies; 4 K idles until killed. */
+static int p2p_fail_pe(int id)
+{
+    team_t t;
+
+    team_join(&t, id);
+    switch (t.me) {
+    case 1:
+        pe_sleep_ms(300);
+        abort();
+    case 2:
+        pe_stage = "waiting from a PE that dies";
+        EXPECT(ivmWaitFrom(t.ids[1]), IVM_ERROR_PE_FAILED);
+        ASSERT(strstr(ivmGetLastErrorMessage(), "died") != NULL, "detail '%s'",
+               ivmGetLastErrorMessage());
+        pe_stage = "waiting from a PE that is killed";
+        EXPECT(ivmWaitFrom(t.ids[4]), IVM_ERROR_PE_FAILED);
+        return team_done();
+    case 3:
+        CHECK(ivmSignalTo(0));
+        abort();
+    default:
+        pe_idle_forever();
+    }
+}
+
+static int sc_p2p_fail(int argc, char **argv)
+{
+    int id = pe_enter();
+    ivm_pe v, w, dd, k;
+    char *buf;
+    team_t t;
+
+    (void)argc;
+    (void)argv;
+    if (id != 0) {
+        return p2p_fail_pe(id);
+    }
+    /* One PE per node, and then some: the roles land on every node there is. */
+    team_create(&t, 4 / nodes_count() + (4 % nodes_count() != 0));
+    v = t.ids[1], w = t.ids[2], dd = t.ids[3], k = t.ids[4];
+    pe_stage = "waiting from a PE that dies";
+    EXPECT(ivmWaitFrom(v), IVM_ERROR_PE_FAILED);
+    EXPECT(ivmWaitFrom(v), IVM_ERROR_PE_FAILED);
+    pe_stage = "a signal posted before the sender's death";
+    CHECK(ivmWaitFrom(dd));
+    EXPECT(ivmWaitFrom(dd), IVM_ERROR_PE_FAILED);
+    CHECK(ivmKillPEs(&k, 1));
+    pe_stage = "W's result";
+    CHECK(ivmWaitFrom(w));
+    CHECK(ivmWaitFrom(w)); /* it exited: success, as ivmWait */
+    EXPECT(ivmWaitFrom(9999), IVM_ERROR_NOT_FOUND);
+    EXPECT(ivmWaitFrom(-3), IVM_ERROR_NOT_FOUND);
+    EXPECT(ivmSignalTo(9999), IVM_ERROR_NOT_FOUND);
+    EXPECT(ivmSignalTo(-1), IVM_ERROR_NOT_FOUND);
+    CHECK(ivmMalloc("buf", &buf, 64));
+    EXPECT(ivmSyncPutSignal(buf, 64, 9999), IVM_ERROR_NOT_FOUND);
+    EXPECT(ivmSyncPutSignal(buf, 65, w), IVM_ERROR_INVALID_VALUE);
+    EXPECT(ivmSyncPutSignal(&w, 4, w), IVM_ERROR_INVALID_VALUE);
+    /* Addressed and plain signals are counted apart. */
+    CHECK(ivmSignalTo(0));
+    CHECK(ivmSignal());
+    CHECK(ivmWaitFrom(0));
+    CHECK(ivmWait(0));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
+/* ------------------------------------------------------------ barriers */
+
+/* bar[parity][index]: each round a PE writes its slot, puts it, enters the
+ * barrier (the team's list on odd rounds, the whole job on even ones) and
+ * then reads every slot of that round. */
+static double barrier_rounds(const team_t *t, int *bar, int rounds, double *med_p)
+{
+    double lat[512], t0 = pe_now(), t1;
+    int r, i, nlat = 0;
+
+    for (r = 0; r < rounds; ++r) {
+        int *row = bar + (size_t)(r % 2) * TEAM_MAX;
+        row[t->me] = r + 1;
+        CHECK(ivmSyncPut(&row[t->me], sizeof(int)));
+        pe_stage = "in a barrier";
+        t1 = pe_now();
+        if (r % 2) {
+            CHECK(ivmBarrier(t->ids, t->n));
+        } else {
+            CHECK(ivmBarrierAll());
+        }
+        if (nlat < 512) {
+            lat[nlat++] = (pe_now() - t1) * 1e6;
+        }
+        CHECK(ivmSyncGet(row, sizeof(int) * (size_t)t->n));
+        for (i = 0; i < t->n; ++i) {
+            ASSERT(row[i] == r + 1, "round %d: index %d wrote %d", r, i, row[i]);
+        }
+    }
+    qsort(lat, (size_t)nlat, sizeof(lat[0]), cmp_double);
+    *med_p = lat[nlat / 2];
+    return (pe_now() - t0) / rounds * 1e6;
+}
+
+static void barrier_errors(const team_t *t)
+{
+    ivm_pe others[2] = {t->ids[1], t->ids[2]};
+    ivm_pe bad[2]    = {t->ids[0], 9999};
+
+    EXPECT(ivmBarrier(others, 2), IVM_ERROR_INVALID_VALUE);
+    EXPECT(ivmBarrier(NULL, 1), IVM_ERROR_INVALID_VALUE);
+    EXPECT(ivmBarrier(t->ids, 0), IVM_ERROR_INVALID_VALUE);
+    EXPECT(ivmBarrier(t->ids, IVM_BARRIER_PES_MAX + 1), IVM_ERROR_INVALID_VALUE);
+    EXPECT(ivmBarrier(bad, 2), IVM_ERROR_NOT_FOUND);
+}
+
+static int sc_barrier(int argc, char **argv)
+{
+    int id = pe_enter(), rounds = argc > 2 ? atoi(argv[2]) : 40, r;
+    double us, med;
+    int *bar;
+    team_t t;
+
+    if (id != 0) {
+        team_join(&t, id);
+        CHECK(ivmMap("bar", &bar, 0));
+        barrier_rounds(&t, bar, rounds, &med);
+        if (t.me <= 2) {
+            /* A barrier of two members only, repeated: the root is not in it. */
+            ivm_pe pair[2] = {t.ids[2], t.ids[1]};
+            for (r = 0; r < 20; ++r) {
+                CHECK(ivmBarrier(pair, 2));
+            }
+        }
+        return team_done();
+    }
+    CHECK(ivmMalloc("bar", &bar, sizeof(int) * 2 * TEAM_MAX));
+    team_create(&t, nodes_count() == 1 ? 3 : 2);
+    barrier_errors(&t);
+    us = barrier_rounds(&t, bar, rounds, &med);
+    team_collect(&t, 1);
+    printf("BARRIER pes %d rounds %d us_per_round %.1f median_wait_us %.1f\n", t.n, rounds, us,
+           med);
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
+/* Team of 5 (index: role): 1 V dies 300 ms after joining without reaching
+ * the barrier; 2, 3 and the root enter the barrier of all five, which must
+ * fail, then ivmBarrierAll, which fails when 4 (X) dies 1.5 s after joining.
+ * PEs beyond the five (3 nodes) enter ivmBarrierAll at once: V's death fails
+ * it. */
+static int barrier_fail_pe(int id)
+{
+    team_t t;
+
+    team_join(&t, id);
+    if (t.me == 1 || t.me == 4) {
+        pe_sleep_ms(t.me == 1 ? 300 : 1500);
+        abort();
+    }
+    if (t.me >= 5) {
+        /* Beyond the roles (3 nodes): fails with the first death. */
+        EXPECT(ivmBarrierAll(), IVM_ERROR_PE_FAILED);
+        return team_done();
+    }
+    t.n = 5;
+    pe_stage = "a barrier whose member dies";
+    EXPECT(ivmBarrier(t.ids, t.n), IVM_ERROR_PE_FAILED);
+    ASSERT(strstr(ivmGetLastErrorMessage(), "died") != NULL, "detail '%s'",
+           ivmGetLastErrorMessage());
+    pe_stage = "ivmBarrierAll while a PE dies";
+    EXPECT(ivmBarrierAll(), IVM_ERROR_PE_FAILED);
+    return team_done();
+}
+
+static int sc_barrier_fail(int argc, char **argv)
+{
+    int id = pe_enter(), i;
+    ivm_pe two[2];
+    team_t t;
+
+    (void)argc;
+    (void)argv;
+    if (id != 0) {
+        return barrier_fail_pe(id);
+    }
+    team_create(&t, 4 / nodes_count() + (4 % nodes_count() != 0));
+    ASSERT(t.n >= 5, "team of %d", t.n);
+    pe_stage = "a barrier whose member dies";
+    EXPECT(ivmBarrier(t.ids, 5), IVM_ERROR_PE_FAILED);
+    pe_stage = "ivmBarrierAll while a PE dies";
+    EXPECT(ivmBarrierAll(), IVM_ERROR_PE_FAILED);
+    CHECK(ivmWaitFrom(t.ids[2]));
+    CHECK(ivmWaitFrom(t.ids[3]));
+    for (i = 5; i < t.n; ++i) {
+        CHECK(ivmWaitFrom(t.ids[i]));
+    }
+    CHECK(ivmWaitFrom(t.ids[2])); /* exited */
+    two[0] = 0;
+    two[1] = t.ids[2];
+    EXPECT(ivmBarrier(two, 2), IVM_ERROR_PE_FAILED);
+    ASSERT(strstr(ivmGetLastErrorMessage(), "ivmExit") != NULL, "detail '%s'",
+           ivmGetLastErrorMessage());
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
+/* ------------------------------------------------------------ lost daemon */
+
+/* ivmrun --nodes 2; argv[2]: a directory. Two PEs of node1, A and B, block
+ * on the signal board: A in ivmWaitFrom(B), B in ivmBarrier({A, B}); then
+ * the root kills node1's daemon. Both calls must fail with
+ * IVM_ERROR_DAEMON_LOST (their output would go through the dead daemon, so
+ * each writes what it got to DIR/<index>-rc), and the root's ivmWaitFrom(A)
+ * with IVM_ERROR_PE_FAILED. */
+static void lost_write(const char *dir, int index, ivmError_t rc)
+{
+    char path[PATH_MAX];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/%d-rc", dir, index);
+    f = fopen(path, "w");
+    if (f != NULL) {
+        fprintf(f, "%s\n", pe_status_name(rc));
+        fclose(f);
+    }
+}
+
+static void lost_check(const char *dir, int index)
+{
+    char path[PATH_MAX], line[64] = "";
+    double t0 = pe_now();
+    FILE *f = NULL;
+
+    snprintf(path, sizeof(path), "%s/%d-rc", dir, index);
+    while ((f = fopen(path, "r")) == NULL && pe_now() - t0 < 5.0) {
+        pe_sleep_ms(10);
+    }
+    ASSERT(f != NULL, "PE %d of node1 wrote no result within 5 s of its daemon's death", index);
+    pe_sleep_ms(20); /* the line is written */
+    ASSERT(fgets(line, sizeof(line), f) != NULL, "empty %s", path);
+    fclose(f);
+    ASSERT(strcmp(line, "IVM_ERROR_DAEMON_LOST\n") == 0, "PE %d of node1 got %s", index, line);
+    unlink(path);
+}
+
+static int sc_board_lost(int argc, char **argv)
+{
+    int id = pe_enter(), i, *shared;
+    ivm_msg_info_rep_t info;
+    char sock[PATH_MAX], dir[PATH_MAX];
+    ivm_device d;
+    team_t t;
+
+    ASSERT(argc > 2, "usage: board_lost DIR");
+    if (id != 0) {
+        team_join(&t, id);
+        CHECK(ivmSignalTo(0));
+        pe_stage = "blocked on the board until the daemon dies";
+        lost_write(argv[2], t.me, t.me == 1 ? ivmWaitFrom(t.ids[2]) : ivmBarrier(t.ids + 1, 2));
+        _exit(0);
+    }
+    CHECK(ivmMalloc("team", &shared, sizeof(int) * (TEAM_MAX + 1)));
+    memset(&t, 0, sizeof(t));
+    t.n = 3;
+    CHECK(ivmCreateDev("node1", IVM_CPU, &d));
+    CHECK(ivmCreatePEs(d, 2, &t.ids[1]));
+    CHECK(ivmDestroyDev(d));
+    shared[0] = t.n;
+    memcpy(&shared[1], t.ids, sizeof(int) * 3);
+    for (i = 1; i < 3; ++i) {
+        CHECK(ivmSignalTo(t.ids[i]));
+    }
+    for (i = 1; i < 3; ++i) {
+        CHECK(ivmWaitFrom(t.ids[i]));
+    }
+    pe_sleep_ms(300); /* both asleep on the board */
+    snprintf(dir, sizeof(dir), "%s", getenv("IVM_SOCKET"));
+    snprintf(sock, sizeof(sock), "%s/node1.sock", dirname(dir));
+    memset(&info, 0, sizeof(info));
+    EXPECT(ivm_client_info(sock, 5000, &info, NULL), IVM_SUCCESS);
+    ASSERT(info.pid > 1, "node1's daemon pid %u", info.pid);
+    ASSERT(kill((pid_t)info.pid, SIGKILL) == 0, "kill %u: %s", info.pid, strerror(errno));
+    lost_check(argv[2], 1);
+    lost_check(argv[2], 2);
+    pe_stage = "waiting from a PE of the lost node";
+    EXPECT(ivmWaitFrom(t.ids[1]), IVM_ERROR_PE_FAILED);
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
+static const pe_scenario_entry_t scenarios[] = {
+    {"board_lost", sc_board_lost},
+    {"discover", sc_discover},
+    {"halo", sc_halo},
+    {"p2p_fail", sc_p2p_fail},
+    {"barrier", sc_barrier},
+    {"barrier_fail", sc_barrier_fail},
+    {NULL, NULL},
+};
+
+int main(int argc, char **argv)
+{
+    return pe_main(scenarios, argc, argv);
+}

@@ -1,0 +1,99 @@
+/* Integration: the calls beyond Table 5-1 that programs synchronise with
+ * (issue 16): discovery of nodes and devices, signals addressed to one PE,
+ * barriers over a list of PEs or the whole job, put-with-signal; each on one
+ * node and on three simulated nodes (ivmrun --nodes 1|3), with the partner
+ * or a member dying while it is waited for. Each run has a private socket
+ * directory; no process or file of the run may be left after it. */
+#include <criterion/criterion.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+TestSuite(psync, .timeout = 120);
+
+/* ivmrun --nodes N --timeout 60 [-x VAR=VAL] pe_psync SCENARIO [ARG]; must
+ * print OK. */
+static void run_psync_x(const char *nodes, const char *x, const char *scenario, const char *arg)
+{
+    const char *argv[12] = {"--nodes", nodes, "--timeout", "60"};
+    int argc = 4;
+    ivmt_result_t r;
+    ivmt_launch_t c;
+    const char *line;
+
+    if (x != NULL) {
+        argv[argc++] = "-x";
+        argv[argc++] = x;
+    }
+    argv[argc++] = IVMT_PE_PSYNC;
+    argv[argc++] = scenario;
+    argv[argc++] = arg;
+    argv[argc]   = NULL;
+    ivmt_launch_start(IVMT_IVMRUN, argv, &c);
+    ivmt_launch_finish_clean(&c, 75, &r);
+    ivmt_expect_pe_ok(NULL, &r, scenario);
+    for (line = r.out; line != NULL && *line != '\0'; line = strchr(line, '\n')) {
+        line += *line == '\n';
+        if (strncmp(line, "HALO ", 5) == 0 || strncmp(line, "BARRIER ", 8) == 0 ||
+            strncmp(line, "NODE ", 5) == 0) {
+            cr_log_info("--nodes %s%s%s: %.*s", nodes, x ? " -x " : "", x ? x : "",
+                        (int)strcspn(line, "\n"), line);
+        }
+    }
+    ivmt_result_free(&r);
+}
+
+static void run_psync(const char *nodes, const char *scenario, const char *arg)
+{
+    run_psync_x(nodes, NULL, scenario, arg);
+}
+
+Test(psync, discovery_one_node) { run_psync("1", "discover", "1"); }
+Test(psync, discovery_three_nodes) { run_psync("3", "discover", "3"); }
+
+Test(psync, halo_exchange_one_node) { run_psync("1", "halo", "60"); }
+Test(psync, halo_exchange_three_nodes) { run_psync("3", "halo", "60"); }
+
+Test(psync, addressed_signal_faults_one_node) { run_psync("1", "p2p_fail", NULL); }
+Test(psync, addressed_signal_faults_three_nodes) { run_psync("3", "p2p_fail", NULL); }
+
+Test(psync, barrier_one_node) { run_psync("1", "barrier", "40"); }
+Test(psync, barrier_three_nodes) { run_psync("3", "barrier", "40"); }
+
+Test(psync, barrier_member_dies_one_node) { run_psync("1", "barrier_fail", NULL); }
+Test(psync, barrier_member_dies_three_nodes) { run_psync("3", "barrier_fail", NULL); }
+
+/* The same on one node with the signal board off: every signal through the
+ * daemon (the path PEs of different nodes take). */
+Test(psync, halo_exchange_one_node_through_the_daemon)
+{
+    run_psync_x("1", "IVM_SIGNAL_BOARD=0", "halo", "60");
+}
+Test(psync, addressed_signal_faults_one_node_through_the_daemon)
+{
+    run_psync_x("1", "IVM_SIGNAL_BOARD=0", "p2p_fail", NULL);
+}
+Test(psync, barrier_one_node_through_the_daemon)
+{
+    run_psync_x("1", "IVM_SIGNAL_BOARD=0", "barrier", "40");
+}
+Test(psync, barrier_member_dies_one_node_through_the_daemon)
+{
+    run_psync_x("1", "IVM_SIGNAL_BOARD=0", "barrier_fail", NULL);
+}
+
+/* Two PEs of node1 asleep on the signal board (ivmWaitFrom, ivmBarrier) when
+ * node1's daemon is killed: both get IVM_ERROR_DAEMON_LOST (checked by the
+ * root through files in a temporary directory). */
+Test(psync, board_waiters_see_their_daemon_die)
+{
+    char dir[] = "/tmp/ivmt-board-XXXXXX";
+
+    cr_assert_not_null(mkdtemp(dir));
+    run_psync_x("2", NULL, "board_lost", dir);
+    cr_assert_eq(rmdir(dir), 0, "%s is not empty", dir);
+}
