@@ -41,6 +41,9 @@ static void start_with(const char *spec)
     const char *args[] = {"--cpu-devices", spec, NULL};
     char why[320];
 
+    /* The suite's .init started the plain fixture daemon before this test's
+       .init: stop it (and its directory) first. */
+    ivmt_daemon_abandon(&ivmt_d);
     if (ivmt_cgroup_writable(why, sizeof(why))) {
         ivmt_daemon_start(&ivmt_d, args);
     }
