@@ -10,11 +10,16 @@
 #   MPI:  mpirun ... bench-mpi-rma             (MPI_Put/Get + MPI_Win_flush,
 #         osc pt2pt over pml ob1 over btl tcp; skipped when bench-mpi-rma or
 #         mpirun is missing)
+#   and for each UCX_TLS value T of UCX_ROWS ("sm,self tcp,self"; empty:
+#   none; skipped when ivmd was built without UCX):
+#   IVM over UCX: ivmrun --nodes 2 --transport ucx bench-sync-remote, UCX_TLS=T
+#   MPI over UCX: mpirun ... --mca osc ucx bench-mpi-rma, UCX_TLS=T
 # and prints, per figure, the median over the rounds of each run's median,
-# then the ratios and RESULT lines.
+# then the ratios and RESULT lines; the UCX rows also with the min and max
+# over the rounds and the load average at the start and the end.
 # Environment: ROUNDS (5), MAX_MIB (64), LAT_CALLS (2000), WARMUP (200),
 # REPS (10), DAEMON_POLL_US (30), TCP_CHUNK_KIB (0: whole transfers in one send/recv call),
-# MPIRUN (mpirun), KEEP_LOGS (a directory to keep the raw outputs in).
+# UCX_ROWS, MPIRUN (mpirun), KEEP_LOGS (a directory to keep the raw outputs in).
 set -eu
 
 build=${1:-${BUILD_DIR:-build}}
@@ -35,6 +40,15 @@ if [ -x "$build/bin/bench-mpi-rma" ] && command -v "$mpirun" >/dev/null 2>&1; th
 else
     echo "run-remote.sh: no bench-mpi-rma or no $mpirun: the MPI column stays empty" >&2
 fi
+
+# UCX rows only when this build's ivmd has UCX (ivmd --help names the
+# transport option either way; the library is what tells).
+ucx_rows=${UCX_ROWS-"sm,self tcp,self"}
+if [ -n "$ucx_rows" ] && ! ldd "$build/bin/ivmd" 2>/dev/null | grep -q libucp; then
+    echo "run-remote.sh: $build/bin/ivmd has no UCX: the UCX rows stay empty" >&2
+    ucx_rows=
+fi
+load0=$(cut -d' ' -f1 /proc/loadavg)
 
 logs=${KEEP_LOGS:-}
 if [ -z "$logs" ]; then
@@ -71,6 +85,25 @@ while [ "$r" -le "$rounds" ]; do
             >"$logs/mpi.$r" 2>&1 ||
             { cat "$logs/mpi.$r"; echo "run-remote.sh: MPI baseline failed" >&2; exit 1; }
     fi
+    # Each UCX row's RESULT tags get the prefix ucx_TAG_ (TAG: T's first
+    # transport), so that the one awk below keeps them apart.
+    for tls in $ucx_rows; do
+        tag=ucx_$(echo "$tls" | sed 's/,.*//; s/[^A-Za-z0-9]/_/g')
+        (export UCX_TLS="$tls"; ivm_run "$logs/$tag.$r" --transport ucx) || exit 1
+        sed -i "s/^RESULT /RESULT ${tag}_/" "$logs/$tag.$r"
+        if [ "$have_mpi" = yes ]; then
+            # osc_ucx_tls/devices any: without them osc ucx refuses sm/tcp
+            # lanes here and OSHMEM/osc ucx hang in finalize.
+            # shellcheck disable=SC2086
+            timeout 600 "$mpirun" --allow-run-as-root --oversubscribe -np 2 --mca osc ucx \
+                --mca osc_ucx_tls any --mca osc_ucx_devices any --mca pml ob1 \
+                --mca btl self,tcp -x UCX_TLS="$tls" "$build/bin/bench-mpi-rma" $args \
+                >"$logs/mpi$tag.$r" 2>&1 ||
+                { cat "$logs/mpi$tag.$r"; echo "run-remote.sh: MPI osc ucx ($tls) failed" >&2; exit 1; }
+            sed -i "s/^RESULT /RESULT mpi${tag}_/" "$logs/mpi$tag.$r"
+        fi
+        grep -h '^RESULT' "$logs/$tag.$r" "$logs/mpi$tag.$r" 2>/dev/null | sed "s/^/  /"
+    done
     if [ "$have_mpi" = yes ]; then
         grep -h '^RESULT' "$logs/ivm.$r" "$logs"/ivmpoll."$r"* "$logs/tcp.$r" "$logs/mpi.$r" 2>/dev/null | sed "s/^/  /"
     else
@@ -83,16 +116,58 @@ echo "== last round's tables =="
 cat "$logs/ivm.$rounds" "$logs/tcp.$rounds"
 [ "$have_mpi" = yes ] && cat "$logs/mpi.$rounds"
 echo
+load1=$(cut -d' ' -f1 /proc/loadavg)
 
 # Every RESULT line of every round -> "key value" pairs, then medians per key.
-cat "$logs"/*.[0-9]* | awk -v rounds="$rounds" -v have_mpi="$have_mpi" -v poll_us="$poll_us" '
-function median(key,    n, i, j, v, t) {
+cat "$logs"/*.[0-9]* | awk -v rounds="$rounds" -v have_mpi="$have_mpi" -v poll_us="$poll_us" \
+    -v ucx_rows="$ucx_rows" -v load0="$load0" -v load1="$load1" '
+# sorted(key, v): the values of key, sorted into v; their count.
+function sorted(key, v,    n, i, j, t) {
     n = cnt[key]
-    if (n == 0) return -1
     for (i = 1; i <= n; i++) v[i] = vals[key, i]
     for (i = 2; i <= n; i++) { t = v[i]; for (j = i - 1; j >= 1 && v[j] > t; j--) v[j + 1] = v[j]; v[j + 1] = t }
+    return n
+}
+function median(key,    n, v) {
+    n = sorted(key, v)
+    if (n == 0) return -1
     return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
 }
+# "median (min-max)" of key.
+function mmm(key, f,    n, v) {
+    n = sorted(key, v)
+    if (n == 0) return "n/a"
+    return sprintf(f " (" f "-" f ")", median(key), v[1], v[n])
+}
+# The UCX rows: per UCX_TLS value, IVM over UCX beside MPI osc ucx.
+function ucx_table(    nt, tl, i, t, k, m, fig, name, unit, key, f, a, b, tc) {
+    nt = split(ucx_rows, tl, " ")
+    if (nt == 0) return
+    printf "\n== UCX rows: median (min-max) over %d rounds of each run'"'"'s median; load average %s at the start, %s at the end ==\n", rounds, load0, load1
+    printf "IVM: ivmrun --transport ucx; MPI: osc ucx (pml ob1); both with the UCX_TLS given; IVM tcp: the rows above\n"
+    printf "%-9s %-16s %24s %24s %8s %10s\n", "UCX_TLS", "figure", "IVM ucx", "MPI osc ucx", "IVM/MPI", "IVM tcp"
+    split("lat.put_median_us|lat.get_median_us|bw.67108864.put_MBps|bw.67108864.get_MBps", key, "|")
+    split("8 B put, us|8 B get, us|64 MiB put, MB/s|64 MiB get, MB/s", name, "|")
+    for (i = 1; i <= nt; i++) {
+        t = tl[i]; sub(/,.*/, "", t); gsub(/[^A-Za-z0-9]/, "_", t); t = "ucx_" t
+        for (k = 1; k <= 4; k++) {
+            f = k <= 2 ? "%.1f" : "%.0f"
+            a = median(t "_sync_remote_" key[k]); b = median("mpi" t "_mpi_" key[k])
+            tc = median("sync_remote_" key[k])
+            printf "%-9s %-16s %24s %24s %8s %10s\n", tl[i], name[k], mmm(t "_sync_remote_" key[k], f),
+                mmm("mpi" t "_mpi_" key[k], f), fmt(k <= 2 ? ratio(a, b) : ratio(b, a), "%.2f"), fmt(tc, f)
+            m = k <= 2 ? "us" : "MBps"
+            fig = key[k]; sub(/^lat\./, "", fig); sub(/^bw\.67108864\./, "bw64_", fig)
+            ucxres = ucxres sprintf("RESULT remote_ucx tls=%s figure=%s ivm=%s ivm_min=%s ivm_max=%s mpi=%s ivm_tcp=%s ivm_over_mpi=%s\n",
+                tl[i], fig, fmt(a, "%.2f"), fmt(minv(t "_sync_remote_" key[k]), "%.2f"),
+                fmt(maxv(t "_sync_remote_" key[k]), "%.2f"), fmt(b, "%.2f"), fmt(tc, "%.2f"), fmt(ratio(a, b), "%.3f"))
+        }
+    }
+    printf "(IVM/MPI: time over time for latency, MPI over IVM for bandwidth: above 1 is IVM slower)\n"
+    printf "%s", ucxres
+}
+function minv(key,    n, v) { n = sorted(key, v); return n ? v[1] : -1 }
+function maxv(key,    n, v) { n = sorted(key, v); return n ? v[n] : -1 }
 function add(key, val) { cnt[key]++; vals[key, cnt[key]] = val }
 function fmt(x, f) { return x < 0 ? "n/a" : sprintf(f, x) }
 function ratio(a, b) { return (a < 0 || b <= 0) ? -1 : a / b }
@@ -172,4 +247,5 @@ END {
         printf "RESULT remote_bw64 put_ivm_tcp=%s get_ivm_tcp=%s target=0.80 pass=%s\n",
             fmt(big_put, "%.3f"), fmt(big_get, "%.3f"),
             (big_put >= 0.8 && big_get >= 0.8) ? "yes" : "no"
+    ucx_table()
 }'

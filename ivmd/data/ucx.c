@@ -98,6 +98,7 @@ typedef struct ivmd_ucx {
     ivmd_ucx_req_t  *inflight; /* issued, not completed */
     ivmd_ucx_req_t  *done;     /* completed, not yet acted on */
     ivmd_ucx_husk_t *husks;
+    size_t           put_inline; /* puts up to this many bytes go over the peer link */
     int              closing;
     char             tls[64];
 } ivmd_ucx_t;
@@ -575,7 +576,9 @@ static ivmError_t ivmd_ucx_issue(ivmd_data_t *dp, int node, const ivmd_xfer_rang
 
 static ivmError_t ivmd_ucx_put(ivmd_data_t *dp, int node, const ivmd_xfer_range_t *r)
 {
-    if (ivmd_ucx_issue(dp, node, r, 0) == IVM_SUCCESS) {
+    const ivmd_ucx_t *u = dp->ucx;
+
+    if (r->len > u->put_inline && ivmd_ucx_issue(dp, node, r, 0) == IVM_SUCCESS) {
         return IVM_SUCCESS;
     }
     return ivmd_tcp_transport_ops.put(dp, node, r);
@@ -845,6 +848,33 @@ static ivmError_t ivmd_ucx_init(ivmd_ucx_t *u, char *why, size_t why_len)
     return IVM_SUCCESS;
 }
 
+/* Without a network transport (UCX over shared memory or TCP) a small put
+ * is an active message that the master's daemon must wake up for and
+ * acknowledge before the flush completes, and only then does DATA PLACED go
+ * out on the peer link: two wake-ups of each daemon where the link's own
+ * DATA message, with the bytes inline, takes one. So below this size puts
+ * take the link (IVM_UCX_PUT_INLINE overrides; 0: every put one-sided). Over
+ * a network transport (rc/dc/ud verbs) a put is an RDMA write that no
+ * daemon sees: all go one-sided. */
+#define IVMD_UCX_PUT_INLINE_SM (64 * 1024)
+
+static size_t ivmd_ucx_put_inline(int net)
+{
+    const char *e = getenv("IVM_UCX_PUT_INLINE");
+    char *end;
+    unsigned long long v;
+
+    if (e != NULL && *e != '\0') {
+        errno = 0;
+        v     = strtoull(e, &end, 10);
+        if (errno == 0 && *end == '\0') {
+            return (size_t)v;
+        }
+        ivm_warn("IVM_UCX_PUT_INLINE=%s is not a byte count: ignored", e);
+    }
+    return net ? 0 : IVMD_UCX_PUT_INLINE_SM;
+}
+
 /* Start UCX; want_net: only if it finds a network transport besides TCP. */
 static ivmError_t ivmd_ucx_open(ivmd_data_t *dp, ivmd_loop_t *loop, int want_net, char *why,
                                 size_t why_len)
@@ -861,6 +891,7 @@ static ivmError_t ivmd_ucx_open(ivmd_data_t *dp, ivmd_loop_t *loop, int want_net
     status = ivmd_ucx_init(u, why, why_len);
     if (status == IVM_SUCCESS) {
         ivmd_ucx_list_tls(u, &net);
+        u->put_inline = ivmd_ucx_put_inline(net);
         if (want_net && !net) {
             snprintf(why, why_len, "UCX finds no network transport but TCP (%s)", u->tls);
             status = IVM_ERROR_UNSUPPORTED;
