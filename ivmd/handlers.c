@@ -664,6 +664,18 @@ static ivmError_t ivmd_handle_set_max_id(ivmd_t *d, ivmd_conn_t *c, const ivm_ms
     return IVM_SUCCESS;
 }
 
+/* The detail of a wait or signal on PE pe that was answered at once. */
+static ivmError_t ivmd_wait_detail(ivmd_pe_reply_t *rep, const ivmd_job_t *job, int pe,
+                                   ivmError_t status)
+{
+    if (status == IVM_ERROR_NOT_FOUND) {
+        ivmd_detail(rep, "job %u has no pe %d", job->id, pe);
+    } else if (status == IVM_ERROR_PE_FAILED) {
+        ivmd_detail(rep, "pe %d died without ivmExit", pe);
+    }
+    return status;
+}
+
 static ivmError_t ivmd_handle_wait(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                                    const void *payload, ivmd_pe_reply_t *rep)
 {
@@ -672,15 +684,7 @@ static ivmError_t ivmd_handle_wait(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_
     int queued;
 
     status = ivmd_pe_wait(&d->reg, c->job, req->pe, c, hdr->seq, &queued);
-    if (queued) {
-        return IVMD_DEFERRED;
-    }
-    if (status == IVM_ERROR_NOT_FOUND) {
-        ivmd_detail(rep, "job %u has no pe %d", c->job->id, req->pe);
-    } else if (status == IVM_ERROR_PE_FAILED) {
-        ivmd_detail(rep, "pe %d died without ivmExit", req->pe);
-    }
-    return status;
+    return queued ? IVMD_DEFERRED : ivmd_wait_detail(rep, c->job, req->pe, status);
 }
 
 static ivmError_t ivmd_handle_signal(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
@@ -696,10 +700,7 @@ static ivmError_t ivmd_handle_signal_to(ivmd_t *d, ivmd_conn_t *c, const ivm_msg
     const ivm_msg_pe_req_t *req = payload;
     ivmError_t status = ivmd_psync_signal_to(&d->reg, c->job, c->pe, req->pe);
 
-    if (status == IVM_ERROR_NOT_FOUND) {
-        ivmd_detail(rep, "job %u has no pe %d", c->job->id, req->pe);
-    }
-    return status;
+    return ivmd_wait_detail(rep, c->job, req->pe, status);
 }
 
 static ivmError_t ivmd_handle_wait_from(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
@@ -711,15 +712,7 @@ static ivmError_t ivmd_handle_wait_from(ivmd_t *d, ivmd_conn_t *c, const ivm_msg
 
     status = ivmd_psync_wait_from(&d->reg, c->job, c->pe, req->pe, c, hdr->seq, hdr->type,
                                   &queued);
-    if (queued) {
-        return IVMD_DEFERRED;
-    }
-    if (status == IVM_ERROR_NOT_FOUND) {
-        ivmd_detail(rep, "job %u has no pe %d", c->job->id, req->pe);
-    } else if (status == IVM_ERROR_PE_FAILED) {
-        ivmd_detail(rep, "pe %d died without ivmExit", req->pe);
-    }
-    return status;
+    return queued ? IVMD_DEFERRED : ivmd_wait_detail(rep, c->job, req->pe, status);
 }
 
 static ivmError_t ivmd_handle_barrier(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
