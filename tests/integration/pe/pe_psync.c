@@ -509,6 +509,104 @@ static int sc_barrier_fail(int argc, char **argv)
     return pe_ok();
 }
 
+/* ------------------------------------------------------------ far pair */
+
+/* ivmrun --nodes 3. A (index 2, node1) and B (index 3, node2): a pair the
+ * root's node has no part in, the path issue 16 wants at one daemon hop.
+ * Each has an in-box with its master on its own node; argv[2] rounds of
+ * ivmSyncPutSignal of a row into the other's in-box, ivmWaitFrom, and a
+ * check of every byte of the row received. Then B signals A once more and
+ * dies: A's first wait takes that signal, the second fails. Then A and the
+ * root enter a barrier with K (index 6, node2), which the root kills while
+ * A waits in it: both fail, nobody hangs. Indices 1, 4, 5 only report. */
+#define FAR_A 2
+#define FAR_B 3
+#define FAR_K 6
+
+static void far_rounds(const team_t *t, int other, int rounds)
+{
+    unsigned char *mine, *theirs, want;
+    char name[32];
+    int r, b;
+
+    snprintf(name, sizeof(name), "inbox%d", t->ids[t->me]);
+    CHECK(ivmMalloc(name, &mine, 2 * ROW));
+    CHECK(ivmSignalTo(t->ids[other]));
+    CHECK(ivmWaitFrom(t->ids[other]));
+    snprintf(name, sizeof(name), "inbox%d", t->ids[other]);
+    CHECK(ivmMap(name, &theirs, 2 * ROW));
+    for (r = 0; r < rounds; ++r) {
+        size_t off = (size_t)(r % 2) * ROW;
+        memset(theirs + off, row_byte(t->me, r), ROW);
+        CHECK(ivmSyncPutSignal(theirs + off, ROW, t->ids[other]));
+        pe_stage = "far pair: waiting for the other's row";
+        CHECK(ivmWaitFrom(t->ids[other]));
+        CHECK(ivmSyncGet(mine + off, ROW));
+        want = row_byte(other, r);
+        for (b = 0; b < ROW; ++b) {
+            ASSERT(mine[off + b] == want, "round %d: byte %d of the row from index %d is %u, "
+                   "expected %u", r, b, other, mine[off + b], want);
+        }
+    }
+}
+
+static int far_pe(int id, int rounds)
+{
+    ivm_pe three[3];
+    team_t t;
+
+    team_join(&t, id);
+    switch (t.me) {
+    case FAR_A:
+        far_rounds(&t, FAR_B, rounds);
+        pe_stage = "far pair: a signal posted before the sender's death";
+        CHECK(ivmWaitFrom(t.ids[FAR_B]));
+        EXPECT(ivmWaitFrom(t.ids[FAR_B]), IVM_ERROR_PE_FAILED);
+        ASSERT(strstr(ivmGetLastErrorMessage(), "died") != NULL, "detail '%s'",
+               ivmGetLastErrorMessage());
+        three[0] = 0, three[1] = t.ids[FAR_A], three[2] = t.ids[FAR_K];
+        CHECK(ivmSignalTo(0)); /* in the barrier soon: the root may kill K */
+        pe_stage = "far pair: a barrier whose member is killed";
+        EXPECT(ivmBarrier(three, 3), IVM_ERROR_PE_FAILED);
+        return team_done();
+    case FAR_B:
+        far_rounds(&t, FAR_A, rounds);
+        CHECK(ivmSignalTo(t.ids[FAR_A]));
+        abort();
+    case FAR_K:
+        pe_idle_forever();
+    default:
+        return team_done();
+    }
+}
+
+static int sc_far_pair(int argc, char **argv)
+{
+    int id = pe_enter(), rounds = argc > 2 ? atoi(argv[2]) : 200;
+    ivm_pe three[3];
+    team_t t;
+
+    if (id != 0) {
+        return far_pe(id, rounds);
+    }
+    ASSERT(nodes_count() == 3, "far_pair wants ivmrun --nodes 3, not %d", nodes_count());
+    team_create(&t, 2);
+    pe_stage = "far pair: A's word that it enters the barrier";
+    CHECK(ivmWaitFrom(t.ids[FAR_A]));
+    pe_sleep_ms(200);
+    CHECK(ivmKillPEs(&t.ids[FAR_K], 1));
+    three[0] = 0, three[1] = t.ids[FAR_A], three[2] = t.ids[FAR_K];
+    EXPECT(ivmBarrier(three, 3), IVM_ERROR_PE_FAILED);
+    pe_stage = "far pair: the others' results";
+    CHECK(ivmWaitFrom(t.ids[1]));
+    CHECK(ivmWaitFrom(t.ids[FAR_A]));
+    CHECK(ivmWaitFrom(t.ids[4]));
+    CHECK(ivmWaitFrom(t.ids[5]));
+    EXPECT(ivmWaitFrom(t.ids[FAR_B]), IVM_ERROR_PE_FAILED);
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
 /* ------------------------------------------------------------ lost daemon */
 
 /* ivmrun --nodes 2; argv[2]: a directory. Two PEs of node1, A and B, block
@@ -600,6 +698,7 @@ static const pe_scenario_entry_t scenarios[] = {
     {"p2p_fail", sc_p2p_fail},
     {"barrier", sc_barrier},
     {"barrier_fail", sc_barrier_fail},
+    {"far_pair", sc_far_pair},
     {NULL, NULL},
 };
 
