@@ -92,6 +92,8 @@ ivmError_t ivm_rpc_call(uint16_t type, const void *req, uint32_t req_len,
  * in *status_p), 0 if the daemon must carry it. */
 int ivm_board_signal(int to, ivmError_t *status_p);
 int ivm_board_wait(int from, ivmError_t *status_p);
+/* Whether signals from the caller to pe go through the board. */
+int ivm_board_has_pair(int to);
 /* ivmBarrier over pes[0..n) on the board when every member is a live PE of
  * this node (and n <= IVM_BOARD_SET_MAX); 0: the daemon serves it. */
 int ivm_board_barrier(const ivm_pe *pes, int n, ivmError_t *status_p);
