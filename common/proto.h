@@ -45,8 +45,8 @@ _Static_assert(offsetof(ivm_msg_hdr_t, length) == 8, "length at byte 8");
 /* X(name, value, request struct, reply struct, variable-length request,
  *   the caller polls for the reply (IVM_SPIN_US) before it sleeps). Not
  *   polled: WAIT (its reply may take any time), CREATE_PES (a cold spawn takes
- *   hundreds of us; a warm one wakes the new PE) and SIGNAL (it wakes the
- *   waiter): a polling caller would keep the process it has just woken off
+ *   hundreds of us; a warm one wakes the new PE) and SIGNAL, SIGNAL_TO,
+ *   PUT_SIGNAL (they wake the waiter): a polling caller would keep the process it has just woken off
  *   the CPU. */
 #define IVM_MSG_TABLE(X)                                                        \
     X(ENTER,       1,  ivm_msg_enter_req_t,      ivm_msg_enter_rep_t,      1, 1) \

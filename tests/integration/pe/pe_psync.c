@@ -523,6 +523,8 @@ static int sc_barrier_fail(int argc, char **argv)
 #define FAR_B 3
 #define FAR_K 6
 
+static unsigned char *far_theirs; /* the other's in-box, mapped here */
+
 static void far_rounds(const team_t *t, int other, int rounds)
 {
     unsigned char *mine, *theirs, want;
@@ -535,6 +537,7 @@ static void far_rounds(const team_t *t, int other, int rounds)
     CHECK(ivmWaitFrom(t->ids[other]));
     snprintf(name, sizeof(name), "inbox%d", t->ids[other]);
     CHECK(ivmMap(name, &theirs, 2 * ROW));
+    far_theirs = theirs;
     for (r = 0; r < rounds; ++r) {
         size_t off = (size_t)(r % 2) * ROW;
         memset(theirs + off, row_byte(t->me, r), ROW);
@@ -559,6 +562,10 @@ static int far_pe(int id, int rounds)
     switch (t.me) {
     case FAR_A:
         far_rounds(&t, FAR_B, rounds);
+        pe_stage = "far pair: put-with-signal from a mirror to no PE";
+        EXPECT(ivmSyncPutSignal(far_theirs, ROW, 9999), IVM_ERROR_NOT_FOUND);
+        ASSERT(strstr(ivmGetLastErrorMessage(), "9999") != NULL, "detail '%s'",
+               ivmGetLastErrorMessage());
         pe_stage = "far pair: a signal posted before the sender's death";
         CHECK(ivmWaitFrom(t.ids[FAR_B]));
         EXPECT(ivmWaitFrom(t.ids[FAR_B]), IVM_ERROR_PE_FAILED);
