@@ -513,6 +513,8 @@ static int sc_barrier_fail(int argc, char **argv)
 
 /* ivmrun --nodes 3. A (index 2, node1) and B (index 3, node2): a pair the
  * root's node has no part in, the path issue 16 wants at one daemon hop.
+ * Once A's rounds are over, the root puts a row into A's in-box (a mirror
+ * on node0) with a signal, and A checks it.
  * Each has an in-box with its master on its own node; argv[2] rounds of
  * ivmSyncPutSignal of a row into the other's in-box, ivmWaitFrom, and a
  * check of every byte of the row received. Then B signals A once more and
@@ -553,6 +555,38 @@ static void far_rounds(const team_t *t, int other, int rounds)
     }
 }
 
+/* A's rounds are over: the root, on a mirror of A's in-box, puts a row
+ * with a signal (its daemon is the registry's: the put's completion posts
+ * the signal there); A finds the row. */
+static void far_from_root(const team_t *t)
+{
+    unsigned char *mine;
+    char name[32];
+    int b;
+
+    CHECK(ivmSignalTo(0));
+    pe_stage = "far pair: the root's put-with-signal";
+    CHECK(ivmWaitFrom(0));
+    snprintf(name, sizeof(name), "inbox%d", t->ids[t->me]);
+    CHECK(ivmMap(name, &mine, 2 * ROW));
+    CHECK(ivmSyncGet(mine, ROW));
+    for (b = 0; b < ROW; ++b) {
+        ASSERT(mine[b] == 0xa5, "byte %d of the root's row is %u", b, mine[b]);
+    }
+}
+
+static void far_root_put(const team_t *t)
+{
+    unsigned char *box;
+    char name[32];
+
+    CHECK(ivmWaitFrom(t->ids[FAR_A]));
+    snprintf(name, sizeof(name), "inbox%d", t->ids[FAR_A]);
+    CHECK(ivmMap(name, &box, 2 * ROW));
+    memset(box, 0xa5, ROW);
+    CHECK(ivmSyncPutSignal(box, ROW, t->ids[FAR_A]));
+}
+
 static int far_pe(int id, int rounds)
 {
     ivm_pe three[3];
@@ -566,6 +600,7 @@ static int far_pe(int id, int rounds)
         EXPECT(ivmSyncPutSignal(far_theirs, ROW, 9999), IVM_ERROR_NOT_FOUND);
         ASSERT(strstr(ivmGetLastErrorMessage(), "9999") != NULL, "detail '%s'",
                ivmGetLastErrorMessage());
+        far_from_root(&t);
         pe_stage = "far pair: a signal posted before the sender's death";
         CHECK(ivmWaitFrom(t.ids[FAR_B]));
         EXPECT(ivmWaitFrom(t.ids[FAR_B]), IVM_ERROR_PE_FAILED);
@@ -598,6 +633,8 @@ static int sc_far_pair(int argc, char **argv)
     }
     ASSERT(nodes_count() == 3, "far_pair wants ivmrun --nodes 3, not %d", nodes_count());
     team_create(&t, 2);
+    pe_stage = "far pair: A's rounds";
+    far_root_put(&t);
     pe_stage = "far pair: A's word that it enters the barrier";
     CHECK(ivmWaitFrom(t.ids[FAR_A]));
     pe_sleep_ms(200);
