@@ -657,8 +657,9 @@ static int sc_far_pair(int argc, char **argv)
  * on the signal board: A in ivmWaitFrom(B), B in ivmBarrier({A, B}); then
  * the root kills node1's daemon. Both calls must fail with
  * IVM_ERROR_DAEMON_LOST (their output would go through the dead daemon, so
- * each writes what it got to DIR/<index>-rc), and the root's ivmWaitFrom(A)
- * with IVM_ERROR_PE_FAILED. */
+ * each writes what it got to DIR/<index>-rc), the root's ivmWaitFrom(A)
+ * with IVM_ERROR_PE_FAILED, and its ivmSyncPutSignal of a mirror whose
+ * master (A's object) was on node1 with IVM_ERROR_DAEMON_LOST. */
 static void lost_write(const char *dir, int index, ivmError_t rc)
 {
     char path[PATH_MAX];
@@ -693,6 +694,7 @@ static void lost_check(const char *dir, int index)
 static int sc_board_lost(int argc, char **argv)
 {
     int id = pe_enter(), i, *shared;
+    unsigned char *box;
     ivm_msg_info_rep_t info;
     char sock[PATH_MAX], dir[PATH_MAX];
     ivm_device d;
@@ -701,6 +703,9 @@ static int sc_board_lost(int argc, char **argv)
     ASSERT(argc > 2, "usage: board_lost DIR");
     if (id != 0) {
         team_join(&t, id);
+        if (t.me == 1) {
+            CHECK(ivmMalloc("lostbox", &box, 64)); /* its master on node1 */
+        }
         CHECK(ivmSignalTo(0));
         pe_stage = "blocked on the board until the daemon dies";
         lost_write(argv[2], t.me, t.me == 1 ? ivmWaitFrom(t.ids[2]) : ivmBarrier(t.ids + 1, 2));
@@ -720,6 +725,7 @@ static int sc_board_lost(int argc, char **argv)
     for (i = 1; i < 3; ++i) {
         CHECK(ivmWaitFrom(t.ids[i]));
     }
+    CHECK(ivmMap("lostbox", &box, 64));
     pe_sleep_ms(300); /* both asleep on the board */
     snprintf(dir, sizeof(dir), "%s", getenv("IVM_SOCKET"));
     snprintf(sock, sizeof(sock), "%s/node1.sock", dirname(dir));
@@ -731,6 +737,11 @@ static int sc_board_lost(int argc, char **argv)
     lost_check(argv[2], 2);
     pe_stage = "waiting from a PE of the lost node";
     EXPECT(ivmWaitFrom(t.ids[1]), IVM_ERROR_PE_FAILED);
+    pe_stage = "put-with-signal into a master on the lost node";
+    memset(box, 7, 64);
+    EXPECT(ivmSyncPutSignal(box, 64, t.ids[2]), IVM_ERROR_DAEMON_LOST);
+    ASSERT(strstr(ivmGetLastErrorMessage(), "unreachable") != NULL, "detail '%s'",
+           ivmGetLastErrorMessage());
     CHECK(ivmExit());
     return pe_ok();
 }
