@@ -12,7 +12,8 @@
 #                     (ivmSyncPut + ivmSignalTo: ivmSyncPutSignal before it
 #                     became one daemon operation)
 #   heat  1 vs 3 nodes at the same PE count: examples/heat HEAT_ARGS, the
-#         time of its steps as its root sees it
+#         time of its steps as its root sees it; on 3 nodes also with
+#         IVM_PUT_SIGNAL=0 (ivmSyncPutSignal as two calls)
 # MPI: mpirun --allow-run-as-root --oversubscribe --mca btl tcp,self (TCP on
 # loopback, as our daemons' links). Prints per row the median over the
 # rounds of each run's median with min-max, the IVM/MPI ratio, and the load
@@ -73,13 +74,17 @@ row() {
         sed "s/^/$name /" >>"$out"
 }
 
-# heat NAME NODES: the time of one heat run's steps (its own timer), in ms.
+# heat NAME NODES [IVMRUN OPTIONS...]: the time of one heat run's steps (its
+# own timer), in ms.
 heat() {
+    name=$1
+    nodes=$2
+    shift 2
     # shellcheck disable=SC2086
-    "$ivmrun" --nodes "$2" --timeout 600 "$build/bin/heat" $heat_args >"$logs/last" 2>&1 ||
-        { cat "$logs/last"; echo "run-psync.sh: heat on $2 node(s) failed" >&2; exit 1; }
+    "$ivmrun" --nodes "$nodes" --timeout 600 "$@" "$build/bin/heat" $heat_args >"$logs/last" 2>&1 ||
+        { cat "$logs/last"; echo "run-psync.sh: heat on $nodes node(s) failed" >&2; exit 1; }
     grep -q '^heat: OK' "$logs/last" || { cat "$logs/last"; exit 1; }
-    sed -n 's/^heat: the steps took \([0-9.]*\) ms.*/\1/p' "$logs/last" | sed "s/^/$1 /" >>"$out"
+    sed -n 's/^heat: the steps took \([0-9.]*\) ms.*/\1/p' "$logs/last" | sed "s/^/$name /" >>"$out"
 }
 
 ivm() { "$ivmrun" --timeout 600 "$@"; }
@@ -106,6 +111,7 @@ while [ "$r" -le "$rounds" ]; do
     [ "$have_mpi" = no ] || row mpi_halo mpi -np 2 "$mb" halo -n "$halo_n" --bytes "$halo_b"
     heat heat_1node_ms 1
     heat heat_3nodes_ms 3
+    heat heat_3nodes_two_ms 3 -x IVM_PUT_SIGNAL=0
     r=$((r + 1))
 done
 load1=$(cut -d' ' -f1 /proc/loadavg)
@@ -139,5 +145,7 @@ END {
     line("  same, put + signal (--split)", "ivm_halo_split", "mpi_halo")
     printf "%-34s %26s %26s %8s\n", "heat " heat ", steps ms", "1 node: " mmm("heat_1node_ms"),
         "3 nodes: " mmm("heat_3nodes_ms"), ratio(med("heat_3nodes_ms"), med("heat_1node_ms"))
+    printf "%-34s %26s %26s %8s\n", "  3 nodes, IVM_PUT_SIGNAL=0", "", "3 nodes: " mmm("heat_3nodes_two_ms"),
+        ratio(med("heat_3nodes_two_ms"), med("heat_1node_ms"))
     printf "(heat: the ratio is 3 nodes over 1 node)\n"
 }' "$out"

@@ -629,6 +629,8 @@ IVM_API ivmError_t ivmEnter(void)
     ivm_log_set_prefix("pe");
     ivm_ctx.spin_ns = ivm_spin_from_env();
     ivm_ctx.populate_max = ivm_populate_from_env();
+    ivm_ctx.put_signal_two = getenv("IVM_PUT_SIGNAL") != NULL &&
+                             strcmp(getenv("IVM_PUT_SIGNAL"), "0") == 0;
     status = ivm_connect(is_root);
     if (status == IVM_SUCCESS) {
         memset(&rep, 0, sizeof(rep));
@@ -1353,8 +1355,9 @@ IVM_API ivmError_t ivmSyncPutSignal(const void *addr, size_t size, ivm_pe pe)
         return status;
     }
     /* A mirror's bytes and a signal through the daemon: one request, the
-     * daemon posts the signal once the master has the bytes. */
-    if (call && req.sync.gpu_ref == 0 && !ivm_board_has_pair(pe)) {
+     * daemon posts the signal once the master has the bytes (IVM_PUT_SIGNAL=0:
+     * the two calls, for comparison). */
+    if (call && req.sync.gpu_ref == 0 && !ivm_ctx.put_signal_two && !ivm_board_has_pair(pe)) {
         return ivm_call(IVM_MSG_PUT_SIGNAL, &req, sizeof(req), &rep, sizeof(rep), NULL);
     }
     /* Else the put is blocking: once it returns the bytes are in the

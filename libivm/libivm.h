@@ -40,6 +40,7 @@ typedef struct ivm_ctx {
     int              reading;     /* a thread is reading replies */
     uint32_t         next_seq;
     uint64_t         spin_ns;     /* poll this long for a reply before sleeping */
+    int              put_signal_two; /* IVM_PUT_SIGNAL=0: ivmSyncPutSignal as two calls */
     size_t           populate_max; /* maps up to this size are populated (IVM_MAP_POPULATE) */
     ivm_pending_t   *pending;
     /* identity */
