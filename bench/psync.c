@@ -163,7 +163,7 @@ static int run_child(const opts_t *o, int me)
     BENCH_CHECK(ivmMap("team", &team, 0));
     BENCH_CHECK(ivmSyncGet(team, sizeof(int) * (PES_MAX + 1)));
     if (strcmp(o->op, "halo") == 0) {
-        halo_t h;
+        halo_t h = {0};
         halo_open(o, me, 0, &h);
         for (i = 0; i < o->iters + 10; ++i) {
             halo_step(o, 0, &h, i);
