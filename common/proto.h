@@ -236,7 +236,8 @@ typedef struct ivm_msg_node_devs_rep {
     int32_t  node;       /* the node described (IVM_THIS_NODE resolved) */
     int32_t  self;       /* the caller's node */
     uint32_t ndevs;      /* entries of devs: CPU devices first, then GPUs */
-    uint32_t reserved;   /* zero */
+    uint16_t slots;      /* PEs of the job the node should run at once; 0: any */
+    uint16_t max_slots;  /* PEs of the job the node may run at once; 0: any */
     char     name[IVM_HOST_MAX + 1]; /* the node's name */
     ivm_msg_devinfo_t devs[IVM_NODE_DEVICES_MAX];
 } ivm_msg_node_devs_rep_t;
@@ -535,7 +536,9 @@ typedef struct ivm_msg_cluster_node {
     char     node[IVM_HOST_MAX + 1]; /* node name */
     char     addr[64];   /* numeric IPv4 or IPv6 address, NUL-terminated */
     uint16_t port;       /* TCP port of its daemon */
-    uint16_t reserved[3];/* zero */
+    uint16_t slots;      /* PEs of a job it should run at once (hostfile slots=); 0: any */
+    uint16_t max_slots;  /* PEs of a job it may run at once (max_slots=), >= slots; 0: any */
+    uint16_t reserved;   /* zero */
 } ivm_msg_cluster_node_t;
 
 typedef struct ivm_msg_cluster_req {
@@ -545,6 +548,7 @@ typedef struct ivm_msg_cluster_req {
 } ivm_msg_cluster_req_t;
 
 _Static_assert(sizeof(ivm_msg_cluster_node_t) == 136, "cluster node size");
+_Static_assert(offsetof(ivm_msg_cluster_node_t, slots) == 130, "cluster node slots at 130");
 _Static_assert(sizeof(ivm_msg_cluster_req_t) == 40, "cluster request size");
 
 /*

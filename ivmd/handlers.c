@@ -549,6 +549,9 @@ static ivmError_t ivmd_handle_create_pes(ivmd_t *d, ivmd_conn_t *c, const ivm_ms
     if (status == IVM_SUCCESS) {
         status = ivmd_limits_pes_admit(d, c->job, req->n, rep->r.detail, sizeof(rep->r.detail));
     }
+    if (status == IVM_SUCCESS) {
+        status = ivmd_nodes_admit(d, c->job, node, req->n, rep->r.detail, sizeof(rep->r.detail));
+    }
     if (status != IVM_SUCCESS) {
         return status;
     }
