@@ -419,8 +419,9 @@ _Static_assert(offsetof(ivm_msg_cpu_info_rep_t, quota_us) == 24, "cpu info quota
  *            count2: mirrors elsewhere (master) or regions held (mirror);
  *            tx_bytes, rx_bytes: moved to / from other nodes; state: 1 for the
  *            master, 0 for a mirror; node: the master's node; name
- *   PEERS    id: cluster index; state: 1 when its link is up; node; name:
- *            "addr:port" */
+ *   PEERS    id: cluster index; state: 1 when its link is up; count: 1 for
+ *            this daemon; count2: its slots, size: its max_slots (0: not
+ *            limited); node; name: "addr:port" */
 #define IVM_LIST_JOBS        1u
 #define IVM_LIST_PES         2u
 #define IVM_LIST_OBJECTS     3u
