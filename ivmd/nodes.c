@@ -3,6 +3,7 @@
  * PE (ivmrun puts it first). Without a cluster the daemon is node 0. */
 #include "nodes.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -52,7 +53,12 @@ ivmError_t ivmd_nodes_admit(ivmd_t *d, const ivmd_job_t *job, int node, int n, c
         return IVM_SUCCESS; /* no cluster table, no slots */
     }
     p = &d->link.peers[index];
-    if (p->max_slots == 0) {
+    /* Past the max PE id a create starts nothing (its slots come back
+     * IVM_PE_NULL): only the PEs it would start count. */
+    if ((int64_t)n > (int64_t)job->max_pe_id - job->next_pe_id + 1) {
+        n = job->next_pe_id > job->max_pe_id ? 0 : job->max_pe_id - job->next_pe_id + 1;
+    }
+    if (p->max_slots == 0 || n == 0) {
         return IVM_SUCCESS;
     }
     alive = ivmd_nodes_count_node(job, node);
