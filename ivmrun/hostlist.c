@@ -235,9 +235,12 @@ static int ivmrun_hosts_scontrol(const char *list, char **out_p)
     return 0;
 }
 
-/* The root PE runs here, so this machine must be node0: move it first. */
-static int ivmrun_hosts_self_first(ivmrun_boot_t *b, const char *list, const char *self)
+/* The root PE runs here, so this machine must be node0: move it first, and
+ * its slots with it. */
+static int ivmrun_hosts_self_first(ivmrun_boot_t *b, const char *list, const char *self,
+                                   ivmrun_slots_t *slots)
 {
+    ivmrun_slots_t mine;
     int k, local = -1;
     char *tmp;
 
@@ -259,13 +262,36 @@ static int ivmrun_hosts_self_first(ivmrun_boot_t *b, const char *list, const cha
     tmp = b->hosts[local];
     memmove(b->hosts + 1, b->hosts, (size_t)local * sizeof(*b->hosts));
     b->hosts[0] = tmp;
+    mine = slots[local];
+    memmove(slots + 1, slots, (size_t)local * sizeof(*slots));
+    slots[0] = mine;
     /* A Slurm node name need not be a host name that resolves here. */
     b->self_known = (self != NULL && strcmp(b->hosts[0], self) == 0);
     return 0;
 }
 
+/* --slurm: each host's slots from SLURM_TASKS_PER_NODE (in the order of
+ * SLURM_JOB_NODELIST), as Open MPI takes them; a value that does not fit the
+ * hosts is warned about and left out, not fatal. */
+static void ivmrun_hosts_slurm_slots(const ivmrun_boot_t *b, ivmrun_slots_t *slots,
+                                     int *has_slots)
+{
+    const char *tasks = getenv("SLURM_TASKS_PER_NODE");
+    char err[160];
+
+    if (tasks == NULL || tasks[0] == '\0') {
+        return;
+    }
+    if (ivmrun_slots_slurm(tasks, b->nhosts, slots, err, sizeof(err)) != 0) {
+        ivm_warn("--slurm: SLURM_TASKS_PER_NODE=%s left out: %s", tasks, err);
+        memset(slots, 0, (size_t)b->nhosts * sizeof(*slots));
+        return;
+    }
+    *has_slots = 1;
+}
+
 /* --slurm: `scontrol show hostnames $SLURM_JOB_NODELIST`, this machine first. */
-static int ivmrun_hosts_from_slurm(ivmrun_boot_t *b)
+static int ivmrun_hosts_from_slurm(ivmrun_boot_t *b, ivmrun_slots_t *slots, int *has_slots)
 {
     const char *list = getenv("SLURM_JOB_NODELIST"), *self = getenv("SLURMD_NODENAME");
     char *out = NULL, *p, *nl;
@@ -292,7 +318,8 @@ static int ivmrun_hosts_from_slurm(ivmrun_boot_t *b)
         ivm_error("--slurm: the allocation %s has no host", list);
         return IVMRUN_EXIT_FAILURE;
     }
-    return ivmrun_hosts_self_first(b, list, self);
+    ivmrun_hosts_slurm_slots(b, slots, has_slots);
+    return ivmrun_hosts_self_first(b, list, self, slots);
 }
 
 char *ivmrun_join(char *const *items, int n, char sep)
@@ -337,7 +364,7 @@ static int ivmrun_hosts_parse(ivmrun_cluster_t *c, const ivmrun_config_t *cfg)
     } else if (cfg->hostfile[0] != '\0') {
         code = ivmrun_hosts_from_file(b, cfg->hostfile, c->slots, &c->has_slots);
     } else {
-        code = ivmrun_hosts_from_slurm(b);
+        code = ivmrun_hosts_from_slurm(b, c->slots, &c->has_slots);
     }
     if (code != 0) {
         ivmrun_hosts_release(b);

@@ -126,6 +126,41 @@ int ivmrun_slots_parse(const char *list, int n, ivmrun_slots_t *out, char *err,
     return 0;
 }
 
+int ivmrun_slots_slurm(const char *text, int n, ivmrun_slots_t *out, char *err,
+                       size_t err_len)
+{
+    const char *p = text, *end;
+    uint16_t tasks, times;
+    size_t len;
+    int k = 0;
+
+    for (;;) {
+        end = p + strcspn(p, ",");
+        len = strcspn(p, "(,");
+        times = 1;
+        if (ivmrun_slots_number(p, len, 0, &tasks) != 0 ||
+            (p[len] == '(' && (strncmp(p + len, "(x", 2) != 0 || end[-1] != ')' ||
+                               ivmrun_slots_number(p + len + 2, (size_t)(end - p) - len - 3, 0,
+                                                   &times) != 0))) {
+            snprintf(err, err_len, "'%.*s' is not N or N(xM)", (int)(end - p), p);
+            return -1;
+        }
+        for (; times > 0 && k < n; --times, ++k) {
+            out[k].slots     = tasks;
+            out[k].max_slots = 0;
+        }
+        if (times > 0 || *end == '\0') {
+            break;
+        }
+        p = end + 1;
+    }
+    if (k != n || times > 0 || *end != '\0') {
+        snprintf(err, err_len, "it does not give one count per host of the %d", n);
+        return -1;
+    }
+    return 0;
+}
+
 char *ivmrun_slots_format(const ivmrun_slots_t *s, int n)
 {
     size_t cap = (size_t)n * 12 + 1, pos = 0;

@@ -32,6 +32,13 @@ int ivmrun_slots_finish(ivmrun_slots_t *s, char *err, size_t err_len);
 int ivmrun_slots_parse(const char *list, int n, ivmrun_slots_t *out, char *err,
                        size_t err_len);
 
+/* Slurm's SLURM_TASKS_PER_NODE ("2(x3),1": tasks per node, in the order of
+ * the allocation's hosts) as slots: exactly n nodes into out[0..n-1], no
+ * max_slots (Open MPI reads an allocation the same way). 0, or -1 with the
+ * reason in err. */
+int ivmrun_slots_slurm(const char *text, int n, ivmrun_slots_t *out, char *err,
+                       size_t err_len);
+
 /* The --node-slots text of s[0..n-1] (malloc'd), NULL without memory. */
 char *ivmrun_slots_format(const ivmrun_slots_t *s, int n);
 

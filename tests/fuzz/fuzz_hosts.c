@@ -90,7 +90,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else {
         fuzz_hosts_out     = data + 1;
         fuzz_hosts_out_len = size - 1;
-        code = ivmrun_hosts_from_slurm(&b);
+        code = ivmrun_hosts_from_slurm(&b, slots, &has_slots);
     }
     if (code == 0) {
         if (b.nhosts < 1 || b.nhosts > IVM_CLUSTER_MAX_NODES) {
