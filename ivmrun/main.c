@@ -282,14 +282,16 @@ static int ivmrun_node_slots_parse(ivmrun_t *run)
     char err[160];
 
     if (nodes < 2) {
-        ivm_error("--node-slots is for several nodes (--nodes N > 1, --hosts, --slurm)");
+        ivm_error("--node-slots is for several nodes (--nodes N > 1, --hosts, --hostfile, "
+                  "--slurm)");
         return IVMRUN_EXIT_USAGE;
     }
-    if (c->has_slots) {
+    if (c->has_slots && run->cfg.hostfile[0] != '\0') {
         ivm_error("--node-slots and the hostfile's slots= cannot be combined: give the "
                   "slots in one place");
         return IVMRUN_EXIT_USAGE;
     }
+    c->has_slots = 0; /* --slurm: --node-slots overrides SLURM_TASKS_PER_NODE */
     if (ivmrun_slots_parse(run->cfg.node_slots, nodes, c->slots, err, sizeof(err)) != 0) {
         ivm_error("bad --node-slots '%s': %s", run->cfg.node_slots, err);
         return IVMRUN_EXIT_USAGE;
