@@ -237,7 +237,8 @@ typedef struct ivm_msg_node_devs_rep {
     int32_t  node;       /* the node described (IVM_THIS_NODE resolved) */
     int32_t  self;       /* the caller's node */
     uint32_t ndevs;      /* entries of devs: CPU devices first, then GPUs */
-    uint32_t reserved;   /* zero */
+    uint16_t slots;      /* PEs of the job the node should run at once; 0: any */
+    uint16_t max_slots;  /* PEs of the job the node may run at once; 0: any */
     char     name[IVM_HOST_MAX + 1]; /* the node's name */
     ivm_msg_devinfo_t devs[IVM_NODE_DEVICES_MAX];
 } ivm_msg_node_devs_rep_t;
@@ -432,8 +433,9 @@ _Static_assert(offsetof(ivm_msg_cpu_info_rep_t, quota_us) == 24, "cpu info quota
  *            count2: mirrors elsewhere (master) or regions held (mirror);
  *            tx_bytes, rx_bytes: moved to / from other nodes; state: 1 for the
  *            master, 0 for a mirror; node: the master's node; name
- *   PEERS    id: cluster index; state: 1 when its link is up; node; name:
- *            "addr:port" */
+ *   PEERS    id: cluster index; state: 1 when its link is up; count: 1 for
+ *            this daemon; count2: its slots, size: its max_slots (0: not
+ *            limited); node; name: "addr:port" */
 #define IVM_LIST_JOBS        1u
 #define IVM_LIST_PES         2u
 #define IVM_LIST_OBJECTS     3u
@@ -549,7 +551,9 @@ typedef struct ivm_msg_cluster_node {
     char     node[IVM_HOST_MAX + 1]; /* node name */
     char     addr[64];   /* numeric IPv4 or IPv6 address, NUL-terminated */
     uint16_t port;       /* TCP port of its daemon */
-    uint16_t reserved[3];/* zero */
+    uint16_t slots;      /* PEs of a job it should run at once (hostfile slots=); 0: any */
+    uint16_t max_slots;  /* PEs of a job it may run at once (max_slots=), >= slots; 0: any */
+    uint16_t reserved;   /* zero */
 } ivm_msg_cluster_node_t;
 
 typedef struct ivm_msg_cluster_req {
@@ -559,6 +563,7 @@ typedef struct ivm_msg_cluster_req {
 } ivm_msg_cluster_req_t;
 
 _Static_assert(sizeof(ivm_msg_cluster_node_t) == 136, "cluster node size");
+_Static_assert(offsetof(ivm_msg_cluster_node_t, slots) == 130, "cluster node slots at 130");
 _Static_assert(sizeof(ivm_msg_cluster_req_t) == 40, "cluster request size");
 
 /*

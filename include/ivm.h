@@ -523,6 +523,20 @@ IVM_API ivmError_t ivmGetNodeName(int node, char *name, size_t len);
  */
 IVM_API ivmError_t ivmGetDevices(int node, ivm_device_info *devs, int max, int *ndevs);
 
+/**
+ * @brief The slots of node @p node (or ::IVM_THIS_NODE), as the launcher was
+ * given them (Open MPI hostfile "slots=N max_slots=M", ivmrun --node-slots).
+ * @p slots: how many PEs of the job the node should run at once (load
+ * balancers such as the apps' DS-LB drivers keep to it); @p max_slots: how
+ * many it may run at once: ivmCreatePEs() and ivmCreatePE() on a node whose
+ * live PEs of the job would exceed it fail with ::IVM_ERROR_LIMIT. The root
+ * PE counts on its node. 0 means not limited.
+ * @return ::IVM_SUCCESS, ::IVM_ERROR_NOT_FOUND (no such node),
+ *         ::IVM_ERROR_INVALID_VALUE (NULL @p slots or @p max_slots),
+ *         ::IVM_ERROR_DAEMON_LOST (the node's daemon is unreachable).
+ */
+IVM_API ivmError_t ivmGetNodeSlots(int node, int *slots, int *max_slots);
+
 /** @brief Size of a buffer that always holds ivmGetLibraryVersion()'s text. */
 #define IVM_MAX_LIBRARY_VERSION_STRING 256
 

@@ -526,6 +526,19 @@ static ivmError_t ivmd_handle_create_dev(ivmd_t *d, ivmd_conn_t *c, const ivm_ms
     return IVM_SUCCESS;
 }
 
+/* n more PEs of job on node (-1: this one): the daemon's limits, then the
+ * node's max_slots. */
+static ivmError_t ivmd_create_admit(ivmd_t *d, const ivmd_job_t *job, int node, int n,
+                                    ivmd_pe_reply_t *rep)
+{
+    ivmError_t status = ivmd_limits_pes_admit(d, job, n, rep->r.detail, sizeof(rep->r.detail));
+
+    if (status != IVM_SUCCESS) {
+        return status;
+    }
+    return ivmd_nodes_admit(d, job, node, n, rep->r.detail, sizeof(rep->r.detail));
+}
+
 static ivmError_t ivmd_handle_create_pes(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                                          const void *payload, ivmd_pe_reply_t *rep)
 {
@@ -547,7 +560,7 @@ static ivmError_t ivmd_handle_create_pes(ivmd_t *d, ivmd_conn_t *c, const ivm_ms
         status = ivmd_check_dev(d, c, node, req->devtype, &devtype, &ncores, rep);
     }
     if (status == IVM_SUCCESS) {
-        status = ivmd_limits_pes_admit(d, c->job, req->n, rep->r.detail, sizeof(rep->r.detail));
+        status = ivmd_create_admit(d, c->job, node, req->n, rep);
     }
     if (status != IVM_SUCCESS) {
         return status;

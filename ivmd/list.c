@@ -134,9 +134,11 @@ static ivmError_t ivmd_list_peer(ivmd_t *d, uint32_t index, ivm_msg_list_rep_t *
         return IVM_ERROR_NOT_FOUND;
     }
     p          = &d->link.peers[index];
-    rep->id    = index;
-    rep->state = p->self || p->up;
-    rep->count = p->self;
+    rep->id     = index;
+    rep->state  = p->self || p->up;
+    rep->count  = p->self;
+    rep->count2 = p->slots;
+    rep->size   = p->max_slots;
     ivm_proto_strset(rep->node, sizeof(rep->node), p->node);
     snprintf(rep->name, sizeof(rep->name), "%s:%u", p->addr, (unsigned)p->port);
     return IVM_SUCCESS;

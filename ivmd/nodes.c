@@ -3,6 +3,7 @@
  * PE (ivmrun puts it first). Without a cluster the daemon is node 0. */
 #include "nodes.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -23,6 +24,51 @@ static uint32_t ivmd_nodes_count_pes(const ivmd_job_t *job, int node, int devtyp
         }
     }
     return n;
+}
+
+/* The job's PEs on node `node` (-1: this daemon's), any device, not ended. */
+static uint32_t ivmd_nodes_count_node(const ivmd_job_t *job, int node)
+{
+    uint32_t n = 0;
+    int i;
+
+    for (i = 0; i < job->next_pe_id; ++i) {
+        const ivmd_pe_t *pe = job->pes[i];
+        if (pe != NULL && pe->node == node &&
+            (pe->state == IVMD_PE_SPAWNED || pe->state == IVMD_PE_RUNNING)) {
+            ++n;
+        }
+    }
+    return n;
+}
+
+ivmError_t ivmd_nodes_admit(ivmd_t *d, const ivmd_job_t *job, int node, int n, char *detail,
+                            size_t detail_len)
+{
+    int index = node >= 0 ? node : ivmd_remote_self(&d->remote);
+    const ivmd_peer_t *p;
+    uint32_t alive;
+
+    if (d->link.npeers == 0 || index < 0 || (uint32_t)index >= d->link.npeers) {
+        return IVM_SUCCESS; /* no cluster table, no slots */
+    }
+    p = &d->link.peers[index];
+    /* Past the max PE id a create starts nothing (its slots come back
+     * IVM_PE_NULL): only the PEs it would start count. */
+    if ((int64_t)n > (int64_t)job->max_pe_id - job->next_pe_id + 1) {
+        n = job->next_pe_id > job->max_pe_id ? 0 : job->max_pe_id - job->next_pe_id + 1;
+    }
+    if (p->max_slots == 0 || n == 0) {
+        return IVM_SUCCESS;
+    }
+    alive = ivmd_nodes_count_node(job, node);
+    if (alive + (uint32_t)n > p->max_slots) {
+        snprintf(detail, detail_len, "node %s runs %u PE%s of job %u; %d more would exceed "
+                 "its max_slots %u", p->node, alive, alive == 1 ? "" : "s", job->id, n,
+                 (unsigned)p->max_slots);
+        return IVM_ERROR_LIMIT;
+    }
+    return IVM_SUCCESS;
 }
 
 static void ivmd_nodes_add(ivm_msg_node_devs_rep_t *out, const ivmd_job_t *job, int node,
@@ -89,6 +135,10 @@ ivmError_t ivmd_nodes_describe(ivmd_t *d, ivmd_job_t *job, const ivmd_pe_t *call
     }
     out->nnodes = (uint32_t)nnodes;
     out->node   = node;
+    if (d->link.npeers > 0) {
+        out->slots     = d->link.peers[node].slots;
+        out->max_slots = d->link.peers[node].max_slots;
+    }
     if (node == self) {
         snprintf(out->name, sizeof(out->name), "%s", d->cfg.node);
         ivmd_nodes_local(d, job, out);

@@ -19,4 +19,11 @@ typedef struct ivmd ivmd_t;
 ivmError_t ivmd_nodes_describe(ivmd_t *d, ivmd_job_t *job, const ivmd_pe_t *caller, int node,
                                ivm_msg_node_devs_rep_t *out, char *detail, size_t detail_len);
 
+/* Whether n more PEs of job fit on node `node` (-1: this daemon's; else a
+ * cluster index) under its max_slots: IVM_SUCCESS, or IVM_ERROR_LIMIT with
+ * detail naming the node and the limit. Only the job's root daemon, which
+ * holds the registry of all its PEs, can answer. */
+ivmError_t ivmd_nodes_admit(ivmd_t *d, const ivmd_job_t *job, int node, int n, char *detail,
+                            size_t detail_len);
+
 #endif /* IVMD_NODES_H */

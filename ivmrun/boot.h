@@ -32,6 +32,8 @@
       "CPU devices of every node's daemon (default: ivmd's)")                          \
     X(node_cpu_devices, "node-cpu-devices", STRING, "",                                \
       "one CPU device spec per node, ';'-separated: node<k> gets the k-th")            \
+    X(node_slots,  "node-slots",  STRING, "",                                          \
+      "slots of every node, SLOTS[:MAX_SLOTS] ','-separated (0 = not limited)")      \
     X(emu_gpus,    "emu-gpus",    STRING, "",                                          \
       "N[:MEM] emulated GPUs for every node's daemon (ivmd --emu-gpus)")               \
     X(gpus,        "gpus",        STRING, "",                                          \

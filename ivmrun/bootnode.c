@@ -4,6 +4,7 @@
  * CLUSTER table, the wait for the peers, the orderly stop.
  */
 #include "boot.h"
+#include "slots.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -308,6 +309,34 @@ int ivmboot_start(ivmboot_t *b, ivmboot_entry_t *me)
     return 0;
 }
 
+/* --node-slots into node k's entry of the table (all 0 without it). */
+static int ivmboot_slots(const ivmboot_t *b, ivm_msg_cluster_node_t *nodes)
+{
+    ivmrun_slots_t *slots;
+    char err[160];
+    int k;
+
+    if (b->cfg.node_slots[0] == '\0') {
+        return 0;
+    }
+    slots = calloc((size_t)b->size, sizeof(*slots));
+    if (slots == NULL) {
+        ivm_error("out of memory");
+        return -1;
+    }
+    if (ivmrun_slots_parse(b->cfg.node_slots, b->size, slots, err, sizeof(err)) != 0) {
+        ivm_error("bad --node-slots '%s': %s", b->cfg.node_slots, err);
+        free(slots);
+        return -1;
+    }
+    for (k = 0; k < b->size; ++k) {
+        nodes[k].slots     = slots[k].slots;
+        nodes[k].max_slots = slots[k].max_slots;
+    }
+    free(slots);
+    return 0;
+}
+
 int ivmboot_send_table(ivmboot_t *b, const uint8_t *secret)
 {
     size_t len = sizeof(ivm_msg_cluster_req_t) + (size_t)b->size * sizeof(ivm_msg_cluster_node_t);
@@ -329,7 +358,8 @@ int ivmboot_send_table(ivmboot_t *b, const uint8_t *secret)
         ivm_proto_strset(nodes[k].addr, sizeof(nodes[k].addr), b->table[k].addr);
         nodes[k].port = b->table[k].port;
     }
-    status = ivmrun_daemon_join(&b->daemon, req, len);
+    status = ivmboot_slots(b, nodes) == 0 ? ivmrun_daemon_join(&b->daemon, req, len)
+                                          : IVM_ERROR_INVALID_VALUE;
     explicit_bzero(req, len); /* the secret lives on in the daemon only */
     free(req);
     return status == IVM_SUCCESS ? 0 : -1;

@@ -17,6 +17,7 @@
 #include <limits.h>
 
 #include "ivmrun.h"
+#include "slots.h"
 
 typedef struct ivmrun_cluster ivmrun_cluster_t;
 
@@ -83,6 +84,8 @@ struct ivmrun_cluster {
     const ivmrun_config_t   *cfg;
     const ivmrun_opts_t     *opts;  /* cfg with its option table */
     char *const             *specs; /* per-node --cpu-devices, or NULL */
+    ivmrun_slots_t slots[IVM_CLUSTER_MAX_NODES]; /* node k's (--hostfile, --node-slots) */
+    int            has_slots; /* some node's slots are limited */
     int                      sigfd; /* SIGCHLD and the terminating signals */
     const sigset_t          *child_mask; /* the signal mask of what is started */
     int                      signo; /* terminating signal that ended the bring-up */
@@ -136,7 +139,7 @@ int ivmrun_boot_find(const ivmrun_config_t *cfg, const char *name, char *buf, si
  * (--mpirun-args, --srun-args) and the per-host bring-up program with its
  * options; what the entries point to. */
 #define IVMRUN_BOOT_ARGS      96
-#define IVMRUN_BOOT_NODE_ARGS 24 /* entries the bring-up program takes at most */
+#define IVMRUN_BOOT_NODE_ARGS 26 /* entries the bring-up program takes at most */
 typedef struct ivmrun_boot_args {
     char *argv[IVMRUN_BOOT_ARGS];
     char  exe[PATH_MAX];  /* the bring-up program (ivmrun_boot_find) */
@@ -144,6 +147,7 @@ typedef struct ivmrun_boot_args {
     char  uwait[32];      /* its --up-wait */
     char *extra;          /* the user's extra arguments, split in place */
     char *specs;          /* its --node-cpu-devices */
+    char *slots;          /* its --node-slots */
 } ivmrun_boot_args_t;
 
 /* a->argv: args (NULL-terminated: the launcher and its options), the words

@@ -103,11 +103,39 @@ static int ivmrun_hosts_from_list(ivmrun_boot_t *b, const char *list)
     }
 }
 
-/* --hostfile F: Open MPI's syntax, "host [slots=N] [max_slots=N]" per line,
- * '#' to the end of a line is a comment. One node per line. */
-static int ivmrun_hosts_from_file(ivmrun_boot_t *b, const char *path)
+/* The words after a hostfile line's host name: slots=N, max_slots=N. */
+static int ivmrun_hosts_file_slots(const char *word, const char *where, ivmrun_slots_t *s)
 {
-    char *line = NULL, *p, *word, where[PATH_MAX + 32];
+    char err[160];
+    unsigned seen = 0;
+    size_t len;
+
+    for (;;) {
+        word += strspn(word, " \t");
+        if (*word == '\0') {
+            break;
+        }
+        len = strcspn(word, " \t");
+        if (ivmrun_slots_word(word, len, s, &seen, err, sizeof(err)) != 0) {
+            ivm_error("%s: %s", where, err);
+            return IVMRUN_EXIT_USAGE;
+        }
+        word += len;
+    }
+    if (ivmrun_slots_finish(s, err, sizeof(err)) != 0) {
+        ivm_error("%s: %s", where, err);
+        return IVMRUN_EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* --hostfile F: Open MPI's syntax, "host [slots=N] [max_slots=N]" per line,
+ * '#' to the end of a line is a comment. One node per line; its slots go to
+ * slots[k] for the k-th node (*has_slots set when any line gives them). */
+static int ivmrun_hosts_from_file(ivmrun_boot_t *b, const char *path, ivmrun_slots_t *slots,
+                                  int *has_slots)
+{
+    char *line = NULL, *p, where[PATH_MAX + 32];
     size_t cap = 0, len;
     int lineno = 0, code = 0;
     FILE *f;
@@ -127,20 +155,10 @@ static int ivmrun_hosts_from_file(ivmrun_boot_t *b, const char *path)
         len = strcspn(p, " \t");
         snprintf(where, sizeof(where), "%s:%d", path, lineno);
         code = ivmrun_hosts_add(b, p, len, where);
-        /* What follows the name (slots=N, max_slots=N) is for placing MPI
-         * ranks; ivmrun places one node per line, so it only checks the form. */
-        for (word = p + len; code == 0;) {
-            word += strspn(word, " \t");
-            if (*word == '\0') {
-                break;
-            }
-            len = strcspn(word, " \t");
-            if (memchr(word, '=', len) == NULL) {
-                ivm_error("%s: expected NAME=VALUE after the host name, got '%.*s'",
-                          where, (int)len, word);
-                code = IVMRUN_EXIT_USAGE;
-            }
-            word += len;
+        if (code == 0) {
+            ivmrun_slots_t *s = &slots[b->nhosts - 1];
+            code = ivmrun_hosts_file_slots(p + len, where, s);
+            *has_slots |= (s->slots != 0);
         }
     }
     if (code == 0 && ferror(f)) {
@@ -217,9 +235,12 @@ static int ivmrun_hosts_scontrol(const char *list, char **out_p)
     return 0;
 }
 
-/* The root PE runs here, so this machine must be node0: move it first. */
-static int ivmrun_hosts_self_first(ivmrun_boot_t *b, const char *list, const char *self)
+/* The root PE runs here, so this machine must be node0: move it first, and
+ * its slots with it. */
+static int ivmrun_hosts_self_first(ivmrun_boot_t *b, const char *list, const char *self,
+                                   ivmrun_slots_t *slots)
 {
+    ivmrun_slots_t mine;
     int k, local = -1;
     char *tmp;
 
@@ -241,13 +262,36 @@ static int ivmrun_hosts_self_first(ivmrun_boot_t *b, const char *list, const cha
     tmp = b->hosts[local];
     memmove(b->hosts + 1, b->hosts, (size_t)local * sizeof(*b->hosts));
     b->hosts[0] = tmp;
+    mine = slots[local];
+    memmove(slots + 1, slots, (size_t)local * sizeof(*slots));
+    slots[0] = mine;
     /* A Slurm node name need not be a host name that resolves here. */
     b->self_known = (self != NULL && strcmp(b->hosts[0], self) == 0);
     return 0;
 }
 
+/* --slurm: each host's slots from SLURM_TASKS_PER_NODE (in the order of
+ * SLURM_JOB_NODELIST), as Open MPI takes them; a value that does not fit the
+ * hosts is warned about and left out, not fatal. */
+static void ivmrun_hosts_slurm_slots(const ivmrun_boot_t *b, ivmrun_slots_t *slots,
+                                     int *has_slots)
+{
+    const char *tasks = getenv("SLURM_TASKS_PER_NODE");
+    char err[160];
+
+    if (tasks == NULL || tasks[0] == '\0') {
+        return;
+    }
+    if (ivmrun_slots_slurm(tasks, b->nhosts, slots, err, sizeof(err)) != 0) {
+        ivm_warn("--slurm: SLURM_TASKS_PER_NODE=%s left out: %s", tasks, err);
+        memset(slots, 0, (size_t)b->nhosts * sizeof(*slots));
+        return;
+    }
+    *has_slots = 1;
+}
+
 /* --slurm: `scontrol show hostnames $SLURM_JOB_NODELIST`, this machine first. */
-static int ivmrun_hosts_from_slurm(ivmrun_boot_t *b)
+static int ivmrun_hosts_from_slurm(ivmrun_boot_t *b, ivmrun_slots_t *slots, int *has_slots)
 {
     const char *list = getenv("SLURM_JOB_NODELIST"), *self = getenv("SLURMD_NODENAME");
     char *out = NULL, *p, *nl;
@@ -274,7 +318,8 @@ static int ivmrun_hosts_from_slurm(ivmrun_boot_t *b)
         ivm_error("--slurm: the allocation %s has no host", list);
         return IVMRUN_EXIT_FAILURE;
     }
-    return ivmrun_hosts_self_first(b, list, self);
+    ivmrun_hosts_slurm_slots(b, slots, has_slots);
+    return ivmrun_hosts_self_first(b, list, self, slots);
 }
 
 char *ivmrun_join(char *const *items, int n, char sep)
@@ -304,8 +349,9 @@ char *ivmrun_join(char *const *items, int n, char sep)
 
 /* Build b's host list from --hosts, --hostfile or --slurm (exactly one).
  * Returns 0, or an exit code after logging why. */
-static int ivmrun_hosts_parse(ivmrun_boot_t *b, const ivmrun_config_t *cfg)
+static int ivmrun_hosts_parse(ivmrun_cluster_t *c, const ivmrun_config_t *cfg)
 {
+    ivmrun_boot_t *b = &c->boot;
     int given = (cfg->hosts[0] != '\0') + (cfg->hostfile[0] != '\0') + (cfg->slurm != 0);
     int code;
 
@@ -316,9 +362,9 @@ static int ivmrun_hosts_parse(ivmrun_boot_t *b, const ivmrun_config_t *cfg)
     if (cfg->hosts[0] != '\0') {
         code = ivmrun_hosts_from_list(b, cfg->hosts);
     } else if (cfg->hostfile[0] != '\0') {
-        code = ivmrun_hosts_from_file(b, cfg->hostfile);
+        code = ivmrun_hosts_from_file(b, cfg->hostfile, c->slots, &c->has_slots);
     } else {
-        code = ivmrun_hosts_from_slurm(b);
+        code = ivmrun_hosts_from_slurm(b, c->slots, &c->has_slots);
     }
     if (code != 0) {
         ivmrun_hosts_release(b);
@@ -355,7 +401,7 @@ int ivmrun_hosts_check(ivmrun_cluster_t *c)
                   cfg->boot_wait);
         return IVMRUN_EXIT_USAGE;
     }
-    code = ivmrun_hosts_parse(&c->boot, cfg);
+    code = ivmrun_hosts_parse(c, cfg);
     if (code != 0) {
         return code;
     }

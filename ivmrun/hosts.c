@@ -245,6 +245,15 @@ static int ivmrun_boot_node_args(const ivmrun_cluster_t *c, ivmrun_boot_args_t *
     } else {
         ivmrun_arg_opt(argv, &argc, "--cpu-devices", cfg->cpu_devices);
     }
+    if (c->has_slots) {
+        a->slots = ivmrun_slots_format(c->slots, c->boot.nhosts);
+        if (a->slots == NULL) {
+            ivm_error("out of memory");
+            return -1;
+        }
+        argv[argc++] = "--node-slots";
+        argv[argc++] = a->slots;
+    }
     argv[argc] = NULL;
     *argc_p = argc;
     return 0;
@@ -278,8 +287,10 @@ void ivmrun_boot_args_release(ivmrun_boot_args_t *a)
 {
     free(a->extra);
     free(a->specs);
+    free(a->slots);
     a->extra = NULL;
     a->specs = NULL;
+    a->slots = NULL;
 }
 
 int ivmrun_boot_launch(ivmrun_boot_t *b, char **argv, char *const *env,

@@ -506,6 +506,21 @@ static void info_job(info_out_t *o, const char *path, const ivm_msg_list_rep_t *
     info_rec_close(o);
 }
 
+/* In a cluster: this node's slots and max_slots (its own peer entry). */
+static void info_slots(info_out_t *o, const char *path)
+{
+    ivm_msg_list_rep_t rep;
+    uint32_t k;
+
+    for (k = 0; info_list(path, IVM_LIST_PEERS, 0, k, &rep) == IVM_SUCCESS; ++k) {
+        if (rep.count != 0) {
+            info_u64(o, "slots", rep.count2);
+            info_u64(o, "max_slots", rep.size);
+            return;
+        }
+    }
+}
+
 static int info_node(info_out_t *o, const char *path)
 {
     ivm_msg_info_rep_t info;
@@ -530,6 +545,7 @@ static int info_node(info_out_t *o, const char *path)
     info_u64(o, "object_bytes", info.shm_bytes);
     info_u64(o, "peers", info.peers);
     info_u64(o, "peers_up", info.peers_up);
+    info_slots(o, path);
     info_u64(o, "sent_bytes", info.tx_bytes);
     info_u64(o, "received_bytes", info.rx_bytes);
     info_u64(o, "parked", info.parked);
@@ -563,6 +579,8 @@ static int info_node(info_out_t *o, const char *path)
         info_str(o, "address", rep.name);
         info_bool(o, "up", rep.state != 0);
         info_bool(o, "self", rep.count != 0);
+        info_u64(o, "slots", rep.count2);
+        info_u64(o, "max_slots", rep.size);
         info_rec_close(o);
     }
     info_arr_close(o);

@@ -55,6 +55,9 @@
     X(node_cpu_devices, "node-cpu-devices", STRING, "",                             \
       "one CPU device spec per node, ';'-separated, e.g. 0-3;4-5;6 or "             \
       "0:80;1:40;1:20 (several nodes)")                                             \
+    X(node_slots,  "node-slots",  STRING, "",                                       \
+      "slots of each node, SLOTS[:MAX_SLOTS] ','-separated, e.g. 1,4:4 (several "   \
+      "nodes; 0 = not limited; as a hostfile's slots=N max_slots=N)")              \
     X(log_level,   "log-level",   STRING, "",                                       \
       "error|warn|info|debug|trace, also given to the root PE (-v = info)")        \
     X(socket,      "socket",      STRING, "",                                       \

@@ -174,7 +174,9 @@ static ivmError_t ivmrun_local_table(ivmrun_cluster_t *c)
     for (k = 0; k < c->n; ++k) {
         ivm_proto_strset(nodes[k].node, sizeof(nodes[k].node), c->nodes[k].node);
         ivm_proto_strset(nodes[k].addr, sizeof(nodes[k].addr), IVMRUN_LOCAL_ADDR);
-        nodes[k].port = (uint16_t)c->nodes[k].port;
+        nodes[k].port      = (uint16_t)c->nodes[k].port;
+        nodes[k].slots     = c->slots[k].slots;
+        nodes[k].max_slots = c->slots[k].max_slots;
     }
     ivmrun_join_order(c->n, order);
     for (i = 0; i < c->n; ++i) {

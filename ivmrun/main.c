@@ -274,6 +274,34 @@ static int ivmrun_node_specs_parse(ivmrun_t *run)
     return 0;
 }
 
+/* --node-slots into the cluster's slots, one entry per node. */
+static int ivmrun_node_slots_parse(ivmrun_t *run)
+{
+    ivmrun_cluster_t *c = &run->cluster;
+    int hosts = c->boot.nhosts, nodes = hosts > 0 ? hosts : (int)run->cfg.nodes, k;
+    char err[160];
+
+    if (nodes < 2) {
+        ivm_error("--node-slots is for several nodes (--nodes N > 1, --hosts, --hostfile, "
+                  "--slurm)");
+        return IVMRUN_EXIT_USAGE;
+    }
+    if (c->has_slots && run->cfg.hostfile[0] != '\0') {
+        ivm_error("--node-slots and the hostfile's slots= cannot be combined: give the "
+                  "slots in one place");
+        return IVMRUN_EXIT_USAGE;
+    }
+    c->has_slots = 0; /* --slurm: --node-slots overrides SLURM_TASKS_PER_NODE */
+    if (ivmrun_slots_parse(run->cfg.node_slots, nodes, c->slots, err, sizeof(err)) != 0) {
+        ivm_error("bad --node-slots '%s': %s", run->cfg.node_slots, err);
+        return IVMRUN_EXIT_USAGE;
+    }
+    for (k = 0; k < nodes; ++k) {
+        c->has_slots |= (c->slots[k].slots != 0);
+    }
+    return 0;
+}
+
 /* The numbers: --nodes, --timeout, --daemon-wait, --pe-pool. */
 static int ivmrun_config_numbers(ivmrun_t *run)
 {
@@ -379,6 +407,9 @@ static int ivmrun_config_check(ivmrun_t *run)
     }
     if (code == 0 && run->cfg.node_cpu_devices[0] != '\0') {
         code = ivmrun_node_specs_parse(run);
+    }
+    if (code == 0 && run->cfg.node_slots[0] != '\0') {
+        code = ivmrun_node_slots_parse(run);
     }
     return code;
 }

@@ -149,8 +149,35 @@ localhost max_slots=4
    localhost
 EOF
 run --hostfile "$WORK/hostfile" "$BIN/ivm-info"
-expect_rc 0 "--hostfile" && { grep -q -x "peers_up=2" "$WORK/out" || fail "--hostfile: peers_up is not 2"; }
+if expect_rc 0 "--hostfile"; then
+    grep -q -x "peers_up=2" "$WORK/out" || fail "--hostfile: peers_up is not 2"
+    # slots=/max_slots= reach the CLUSTER table: node0's own, and every peer's
+    # as node0 holds them (max_slots alone: slots the same, as Open MPI).
+    for want in "slots=2" "max_slots=0" \
+        "peer.0=node=node0 address=.* up=1 self=1 slots=2 max_slots=0" \
+        "peer.1=node=node1 address=.* up=1 self=0 slots=4 max_slots=4" \
+        "peer.2=node=node2 address=.* up=1 self=0 slots=0 max_slots=0"; do
+        grep -q -x "$want" "$WORK/out" ||
+            fail "--hostfile: no '$want' in: $(tr '\n' '|' <"$WORK/out")"
+    done
+fi
 check_clean "--hostfile run"
+
+# 5b. node1's daemon holds the same table: its ivm-info shows its own slots.
+run --hostfile "$WORK/hostfile" sh -c '
+    s=$(ls -d "$IVM_SOCKET_DIR"/boot-node1-*/node1.sock) || exit 10
+    "$0" "$s" | grep -x -e "slots=4" -e "max_slots=4" | tr "\n" " "; echo' "$BIN/ivm-info"
+expect_rc 0 "--hostfile, node1's view" && { grep -q -x "slots=4 max_slots=4 " "$WORK/out" ||
+    fail "--hostfile: node1's daemon does not hold slots=4 max_slots=4: $(cat "$WORK/out")"; }
+check_clean "--hostfile node1 run"
+
+# 5c. A bad slots line is refused before anything starts, naming file:line.
+printf 'localhost slots=2\nlocalhost slots=3 max_slots=2\n' >"$WORK/badhostfile"
+run --hostfile "$WORK/badhostfile" true
+expect_rc 2 "--hostfile with max_slots < slots" &&
+    { grep -q "badhostfile:2: max_slots=2 is below slots=3" "$WORK/err" ||
+      fail "--hostfile bad line: $(cat "$WORK/err")"; }
+check_clean "--hostfile bad line run"
 
 # 6. --timeout: 124, and the cluster is stopped.
 IVM_SOCKET_DIR=$SOCKDIR "$BIN/ivmrun" --hosts "$HOSTS" --timeout 3 sleep 60 \

@@ -400,18 +400,20 @@ while [ "$(sinfo -h -N -p ivm3 -o %t 2>/dev/null | grep -c -x idle)" != 3 ] &&
     tries=$((tries + 1))
 done
 if [ "$(sinfo -h -N -p ivm3 -o %t 2>/dev/null | grep -c -x idle)" = 3 ]; then
-    IVM_SOCKET_DIR=$SOCKDIR salloc --quiet -p ivm3 -N3 "$BIN/ivmrun" --slurm --timeout 60 \
-        sh -c '
+    IVM_SOCKET_DIR=$SOCKDIR salloc --quiet -p ivm3 -N3 --ntasks-per-node=2 "$BIN/ivmrun" \
+        --slurm --timeout 60 sh -c '
         for k in 0 1 2; do
             s=$(ls -d "$IVM_SOCKET_DIR"/boot-node$k-*/node$k.sock) || exit 10
-            "$0" "$s" | grep -x -e "node=node$k" -e "peers_up=2" | tr "\n" " "; echo
+            "$0" "$s" | grep -x -e "node=node$k" -e "peers_up=2" -e "slots=2" | tr "\n" " "
+            echo
         done
         [ -x "$1" ] && "$1"' "$BIN/ivm-info" "$BIN/vecadd" >"$WORK/out" 2>"$WORK/err"
     rc=$?
+    # --ntasks-per-node=2: SLURM_TASKS_PER_NODE=2(x3), each node's slots=2.
     if expect_rc 0 "three nodes"; then
         for k in 0 1 2; do
-            grep -q -x "node=node$k peers_up=2 " "$WORK/out" ||
-                fail "three nodes: node$k's daemon is not up with two peers: $(tr '\n' '|' <"$WORK/out")"
+            grep -q -x "node=node$k peers_up=2 slots=2 " "$WORK/out" ||
+                fail "three nodes: node$k's daemon is not up with two peers and slots=2: $(tr '\n' '|' <"$WORK/out")"
         done
         if [ -x "$BIN/vecadd" ]; then
             grep -q "OK" "$WORK/out" || fail "three nodes: vecadd printed no OK"

@@ -1031,6 +1031,24 @@ IVM_API ivmError_t ivmGetDevices(int node, ivm_device_info *devs, int max, int *
     return IVM_SUCCESS;
 }
 
+IVM_API ivmError_t ivmGetNodeSlots(int node, int *slots, int *max_slots)
+{
+    ivm_msg_node_devs_rep_t rep;
+    ivmError_t status;
+
+    ivm_clear_error();
+    if (slots == NULL || max_slots == NULL) {
+        IVM_FAIL(IVM_ERROR_INVALID_VALUE, "ivmGetNodeSlots: %s is NULL",
+                 slots == NULL ? "slots" : "max_slots");
+    }
+    status = ivm_node_devs("ivmGetNodeSlots", node, &rep);
+    if (status == IVM_SUCCESS) {
+        *slots     = (int)rep.slots;
+        *max_slots = (int)rep.max_slots;
+    }
+    return status;
+}
+
 IVM_API ivmError_t ivmGetNumPEs(int *n)
 {
     ivm_msg_value_rep_t rep;

@@ -26,7 +26,8 @@
 typedef struct {
     char host[IVM_HOST_MAX + 1];   /* node name; "" with --local (any node) */
     int32_t devtype;
-    int32_t reserved;
+    int32_t budget;                /* portions its node computes at once at most (the
+                                      node's slots); 0: any */
     double slow;                   /* IVM_DSLB_SLOW factor (test knob), 1 = none */
 } dslb_dev_t;
 
@@ -58,6 +59,7 @@ typedef struct {
     int32_t dev;                   /* its index in the device table */
     double seconds;                /* wall-clock of the portion */
     double work;                   /* work units of the portion */
+    double t0, t1;                 /* its start and end, app_now_s of its node */
     _Atomic int32_t done_iter;     /* iteration + 1 once the portion is done */
     int32_t reserved;
 } dslb_rec_t;
@@ -101,6 +103,69 @@ static int dslb_dev_found(void *arg, const char *host, int devtype, ivm_device d
     return 0;
 }
 
+/* The lowest index of a device on d's node: the node's key in the table. */
+static int dslb_node_of(const dslb_ctl_t *ctl, int d)
+{
+    int k = 0;
+
+    while (k < d && strcmp(ctl->dev[k].host, ctl->dev[d].host) != 0)
+        k++;
+    return k;
+}
+
+/* How many portions node k computes at once, into *budget_p: its slots, and
+   below its max_slots (the root counted on its node). 0: any; -1: no room
+   at all. Returns 0, or -1 after printing why. */
+static int dslb_node_budget(int k, int root_node, int *budget_p)
+{
+    int slots = 0, max_slots = 0, cap;
+
+    APP_TRY(ivmGetNodeSlots(k, &slots, &max_slots));
+    cap = max_slots - (k == root_node);
+    if (max_slots == 0)
+        *budget_p = slots;
+    else if (cap <= 0)
+        *budget_p = -1;
+    else
+        *budget_p = slots == 0 || cap < slots ? cap : slots;
+    return 0;
+}
+
+/* Each device's budget, from its node's slots (ivmGetNodeSlots); the devices
+   of a node without room for a PE are left out of the table. */
+static int dslb_budgets(dslb_ctl_t *ctl, const app_args_t *args)
+{
+    int nnodes = 0, me = 0, n = 0;
+    char name[IVM_HOST_MAX + 1];
+
+    APP_TRY(ivmGetNumNodes(&nnodes));
+    APP_TRY(ivmGetMyNode(&me));
+    for (int d = 0; d < ctl->ndev; d++) {
+        int k = me;
+        if (ctl->dev[d].host[0] != '\0') {
+            for (k = 0; k < nnodes; k++) {
+                APP_TRY(ivmGetNodeName(k, name, sizeof(name)));
+                if (strcmp(name, ctl->dev[d].host) == 0)
+                    break;
+            }
+        }
+        int budget = 0;
+        if (k < nnodes && dslb_node_budget(k, me, &budget) != 0)
+            return -1;
+        if (budget < 0) {
+            printf("dslb: %s left out: its node's max_slots leaves no room\n",
+                   ctl->dev[d].host[0] != '\0' ? ctl->dev[d].host : "the root's node");
+            continue;
+        }
+        ctl->dev[n] = ctl->dev[d];
+        ctl->dev[n++].budget = budget;
+    }
+    ctl->ndev = n;
+    if (n == 0)
+        fprintf(stderr, "%s: no device has room for a PE (max_slots)\n", args->app);
+    return n > 0 ? 0 : -1;
+}
+
 /* The device table: every device of node0, node1, ... (until an unknown
    host), or with --local (or no node named node0) the root's node only. */
 static int dslb_probe(dslb_ctl_t *ctl, const app_args_t *args)
@@ -112,6 +177,8 @@ static int dslb_probe(dslb_ctl_t *ctl, const app_args_t *args)
         fprintf(stderr, "%s: no device found\n", args->app);
         return -1;
     }
+    if (dslb_budgets(ctl, args) != 0)
+        return -1;
     for (int d = 0; d < ctl->ndev; d++) {
         ctl->dev[d].slow = app_slow_factor(DSLB_SLOW_ENV, d);
         if (ctl->dev[d].slow < 1.0)
@@ -237,7 +304,8 @@ static int dslb_count_done(dslb_rec_t *rec, int P, int iter)
 }
 
 /* Start one PE on device d of the table; *pe_p = its id or IVM_PE_NULL.
-   With dpc (the root's master of "dslb.dpc"), the request time is noted. */
+   With dpc (the root's master of "dslb.dpc"), the request time is noted.
+   Returns 0, 1 when d's node is at its max_slots (no PE), -1 on error. */
 static int dslb_spawn(const dslb_ctl_t *ctl, int d, dslb_dpc_t *dpc, ivm_pe *pe_p)
 {
     const char *host = ctl->dev[d].host[0] != '\0' ? ctl->dev[d].host : IVM_THIS_HOST;
@@ -249,6 +317,10 @@ static int dslb_spawn(const dslb_ctl_t *ctl, int d, dslb_dpc_t *dpc, ivm_pe *pe_
     t = app_wall_s();
     rc = ivmCreatePEs(dev, 1, pe_p);
     ivmDestroyDev(dev);
+    if (rc == IVM_ERROR_LIMIT) {
+        *pe_p = IVM_PE_NULL;
+        return 1;
+    }
     APP_TRY(rc);
     if (dpc != NULL && *pe_p != IVM_PE_NULL)
         dpc[*pe_p - 1].t_request = t;
@@ -327,8 +399,13 @@ static int dslb_root_restart(const app_args_t *args, const dslb_app_ops_t *ops, 
 
     if (d < 0)
         d = 0;
-    if (dslb_spawn(ctl, d, dpc, &pe) != 0)
+    int got = dslb_spawn(ctl, d, dpc, &pe);
+    if (got < 0)
         return -1;
+    if (got > 0) { /* its node is full of PEs that are ending: again later */
+        app_sleep_s(DSLB_NAP_MAX_S);
+        return 0;
+    }
     if (pe == IVM_PE_NULL) {
         fprintf(stderr, "%s: dslb: iteration %d: every PE id of the iteration was handed out "
                 "but only %d of %d portions are done (a PE died?)\n", args->app, iter,
@@ -402,11 +479,14 @@ static int dslb_root_wait(const app_args_t *args, const dslb_app_ops_t *ops, voi
 /* The chains of iteration `iter`: with --threshold (or in the first
    iteration, to measure every device) max_per_dev PEs on every device; else
    on each device the deal gives portions, as many as it gets (max_per_dev
-   at most). Checks that the first id is P * iter + 1. */
+   at most). A node's devices share its budget (slots): round by round, the
+   first devices of a node start chains until it is spent. A node at its
+   max_slots (PEs of the last iteration still ending) starts none: the root's
+   restart covers its portions. Checks that the first id is P * iter + 1. */
 static int dslb_root_start(const app_args_t *args, const dslb_app_ops_t *ops, void *ctx,
                            const dslb_ctl_t *ctl, dslb_stat_t *st, dslb_dpc_t *dpc, int iter)
 {
-    int P = args->portions, counts[APP_MAX_DEVS];
+    int P = args->portions, counts[APP_MAX_DEVS], used[APP_MAX_DEVS] = {0};
     ivm_pe first = IVM_PE_NULL;
 
     if (args->threshold > 0.0 || iter == 0) {
@@ -418,16 +498,19 @@ static int dslb_root_start(const app_args_t *args, const dslb_app_ops_t *ops, vo
     }
     for (int k = 0; k < args->max_per_dev; k++) {
         for (int d = 0; d < ctl->ndev; d++) {
+            int node = dslb_node_of(ctl, d), got;
             ivm_pe pe;
-            if (counts[d] <= k)
+            if (counts[d] <= k || (ctl->dev[d].budget > 0 && used[node] >= ctl->dev[d].budget))
                 continue;
-            if (dslb_spawn(ctl, d, dpc, &pe) != 0)
+            got = dslb_spawn(ctl, d, dpc, &pe);
+            if (got < 0)
                 return -1;
+            used[node] += (got == 0);
             if (first == IVM_PE_NULL)
                 first = pe;
         }
     }
-    if (first != P * iter + 1) {
+    if (first != IVM_PE_NULL && first != P * iter + 1) {
         fprintf(stderr, "%s: dslb: iteration %d: first PE id %d, expected %d (ids not "
                 "assigned in order?)\n", args->app, iter, first, P * iter + 1);
         return -1;
@@ -435,9 +518,39 @@ static int dslb_root_start(const app_args_t *args, const dslb_app_ops_t *ops, vo
     return 0;
 }
 
+/* The most portions of iteration's records that ran at once on one node,
+   into most[node key] (dslb_node_of), kept across iterations. */
+static void dslb_overlap(const dslb_ctl_t *ctl, const dslb_rec_t *rec, int P, int *most)
+{
+    for (int i = 0; i < P; i++) {
+        int node = dslb_node_of(ctl, rec[i].dev), n = 0;
+        for (int j = 0; j < P; j++)
+            n += dslb_node_of(ctl, rec[j].dev) == node && rec[j].t0 <= rec[i].t0 &&
+                 rec[i].t0 < rec[j].t1;
+        if (n > most[node])
+            most[node] = n;
+    }
+}
+
+/* "dslb: node0 ran at most N portions at once (slots S)" per node. */
+static void dslb_overlap_report(const dslb_ctl_t *ctl, const int *most)
+{
+    for (int d = 0; d < ctl->ndev; d++) {
+        if (dslb_node_of(ctl, d) != d)
+            continue;
+        char limit[32] = "not limited";
+        if (ctl->dev[d].budget > 0)
+            snprintf(limit, sizeof(limit), "at most %d", ctl->dev[d].budget);
+        printf("dslb: %s ran at most %d portion%s at once (%s)\n",
+               ctl->dev[d].host[0] != '\0' ? ctl->dev[d].host : "the root's node", most[d],
+               most[d] == 1 ? "" : "s", limit);
+    }
+}
+
 static int dslb_root(const app_args_t *args, const dslb_app_ops_t *ops, void *ctx)
 {
     int P = args->portions, iters = args->iters, restarts = 0, max_id = 0, ret = -1;
+    int most[APP_MAX_DEVS] = {0};
     dslb_ctl_t *ctl = NULL;
     dslb_rec_t *rec = NULL;
     dslb_stat_t *st = NULL;
@@ -496,13 +609,17 @@ static int dslb_root(const app_args_t *args, const dslb_app_ops_t *ops, void *ct
             app_dev_name(ctl->dev[d].host, ctl->dev[d].devtype, name, sizeof(name));
             app_result_add_share(&res, name, rec[p].work);
         }
+        dslb_overlap(ctl, rec, P, most);
     }
 
     /* The limit is P * iters: one more spawn must be refused. */
     {
         ivm_pe extra;
-        if (dslb_spawn(ctl, 0, NULL, &extra) != 0)
+        if (dslb_spawn(ctl, 0, NULL, &extra) != 0) {
+            fprintf(stderr, "%s: dslb: the spawn beyond the max PE id was not refused as "
+                    "such\n", args->app);
             goto out_free;
+        }
         if (extra != IVM_PE_NULL) {
             fprintf(stderr, "%s: dslb: PE %d started beyond the max PE id %d\n",
                     args->app, extra, P * iters);
@@ -512,6 +629,7 @@ static int dslb_root(const app_args_t *args, const dslb_app_ops_t *ops, void *ct
     }
     printf("dslb: %d portions x %d iterations on %d devices: PE ids 1..%d used, max PE id "
            "%d, root restarts %d\n", P, iters, ctl->ndev, max_id, P * iters, restarts);
+    dslb_overlap_report(ctl, most);
     res.pes = max_id;
     res.seconds = seconds;
     if (ops->root_finish(ctx, args, &res) != 0) {
@@ -677,7 +795,7 @@ static int dslb_child_run(const app_args_t *args, const dslb_app_ops_t *ops, voi
     if (ops->child_portion(ctx, &w) != 0)
         return -1;
     app_slow_apply(ctl->dev[me].slow, app_now_s() - t0);
-    double dt = app_now_s() - t0;
+    double t1 = app_now_s(), dt = t1 - t0;
 
     /* Whether this device takes another portion: its successor, started
        after the line says so (the successor measures the gap from it). */
@@ -691,7 +809,10 @@ static int dslb_child_run(const app_args_t *args, const dslb_app_ops_t *ops, voi
         double t_request = app_wall_s();
         ivmError_t rc = ivmCreatePEs(self, 1, &next);
         ivmDestroyDev(self);
-        APP_TRY(rc);
+        if (rc == IVM_ERROR_LIMIT) /* the node is at its max_slots: the chain ends */
+            next = IVM_PE_NULL;
+        else
+            APP_TRY(rc);
         if (*dpc_ref != NULL && next != IVM_PE_NULL &&
             app_ref_put(w.kernel, &(*dpc_ref)[next - 1].t_request, &t_request,
                         sizeof(t_request)) != 0)
@@ -701,7 +822,8 @@ static int dslb_child_run(const app_args_t *args, const dslb_app_ops_t *ops, voi
     /* The record's body first, its flag last (each push completes before
        the call returns). */
     if (gpu) {
-        dslb_rec_t body = { .pe = id, .dev = me, .seconds = dt, .work = work };
+        dslb_rec_t body = { .pe = id, .dev = me, .seconds = dt, .work = work, .t0 = t0,
+                            .t1 = t1 };
         int32_t flag = w.iter + 1;
         if (app_ref_put(w.kernel, *rec_ref, &body, offsetof(dslb_rec_t, done_iter)) != 0 ||
             app_ref_put(w.kernel, &(*rec_ref)->done_iter, &flag, sizeof(flag)) != 0)
@@ -712,6 +834,8 @@ static int dslb_child_run(const app_args_t *args, const dslb_app_ops_t *ops, voi
     rec->dev = me;
     rec->seconds = dt;
     rec->work = work;
+    rec->t0 = t0;
+    rec->t1 = t1;
     APP_TRY(ivmSyncPut(rec, offsetof(dslb_rec_t, done_iter)));
     atomic_store_explicit(&rec->done_iter, w.iter + 1, memory_order_release);
     APP_TRY(ivmSyncPut(&rec->done_iter, sizeof(rec->done_iter)));

@@ -715,6 +715,11 @@ static ivmError_t ivmd_link_check_nodes(const ivmd_link_t *l, const ivm_msg_clus
                      "with a port", nodes[i].node, text);
             return IVM_ERROR_INVALID_VALUE;
         }
+        if (nodes[i].max_slots != 0 && nodes[i].slots > nodes[i].max_slots) {
+            snprintf(detail, detail_len, "cluster node %s: slots %u above max_slots %u",
+                     nodes[i].node, (unsigned)nodes[i].slots, (unsigned)nodes[i].max_slots);
+            return IVM_ERROR_INVALID_VALUE;
+        }
         for (j = 0; j < i; ++j) {
             if (strcmp(nodes[i].node, nodes[j].node) == 0) {
                 snprintf(detail, detail_len, "node %s appears twice", nodes[i].node);
@@ -747,7 +752,8 @@ static int ivmd_link_same_cluster(const ivmd_link_t *l, const ivm_msg_cluster_re
 
     for (i = 0; same && i < req->n; ++i) {
         same = strcmp(nodes[i].node, l->peers[i].node) == 0 &&
-               strcmp(nodes[i].addr, l->peers[i].addr) == 0 && nodes[i].port == l->peers[i].port;
+               strcmp(nodes[i].addr, l->peers[i].addr) == 0 && nodes[i].port == l->peers[i].port &&
+               nodes[i].slots == l->peers[i].slots && nodes[i].max_slots == l->peers[i].max_slots;
     }
     return same;
 }
@@ -784,9 +790,11 @@ ivmError_t ivmd_link_set_cluster(ivmd_link_t *l, ivmd_t *d, const ivm_msg_cluste
     for (i = 0; i < req->n; ++i) {
         memcpy(peers[i].node, nodes[i].node, sizeof(peers[i].node));
         memcpy(peers[i].addr, nodes[i].addr, sizeof(peers[i].addr));
-        peers[i].port   = nodes[i].port;
-        peers[i].self   = ((int)i == self);
-        peers[i].dialer = !peers[i].self && strcmp(l->cfg.node, nodes[i].node) < 0;
+        peers[i].port      = nodes[i].port;
+        peers[i].slots     = nodes[i].slots;
+        peers[i].max_slots = nodes[i].max_slots;
+        peers[i].self      = ((int)i == self);
+        peers[i].dialer    = !peers[i].self && strcmp(l->cfg.node, nodes[i].node) < 0;
     }
     memcpy(l->secret, req->secret, sizeof(l->secret));
     l->peers        = peers;

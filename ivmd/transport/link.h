@@ -22,6 +22,8 @@ typedef struct ivmd_peer {
     char         node[IVM_HOST_MAX + 1];
     char         addr[64];
     uint16_t     port;
+    uint16_t     slots;      /* the job PEs it should run at once; 0: any (CLUSTER) */
+    uint16_t     max_slots;  /* the job PEs it may run at once; 0: any (CLUSTER) */
     int          self;       /* this daemon */
     int          dialer;     /* we dial it (our name sorts lower) */
     ivmd_conn_t *conn;       /* its authenticated connection, or the dial */

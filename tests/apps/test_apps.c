@@ -435,3 +435,51 @@ Test(apps, dslb_gives_a_faster_share_device_more_work)
     free(why);
     ivmt_result_free(&r);
 }
+
+/* ivmrun --nodes 2 with node0's two CPU devices (node1 one) and --node-slots
+   SLOTS: NBODY verifies, and the root's per-node line says `node` never
+   computed more than `most` portions at once (from the portions' recorded
+   start and end). */
+static void dslb_slots_run(const char *slots, const char *node, int most)
+{
+    char want[64];
+
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+        cr_skip_test("needs two cores (node0's two devices)");
+    const char *argv[] = {"--nodes", "2", "--timeout", "60", "--node-cpu-devices", "0,1;0",
+                          "--node-slots", slots, IVMT_NBODY, "--size", "1024", "--portions",
+                          "12", "--iters", "3", "--verify", NULL};
+    ivmt_launch_t c;
+    ivmt_result_t r;
+    result_t res;
+    const char *line;
+    int n = -1;
+
+    ivmt_launch_start(IVMT_IVMRUN, argv, &c);
+    ivmt_launch_finish_clean(&c, 90, &r);
+    char *why = ivmt_describe(NULL, &r);
+    cr_assert(!r.timed_out && r.exited && r.code == 0, "%s", why);
+    parse_result(r.out, why, &res);
+    cr_assert_str_eq(res.verified, "yes", "%s", why);
+    snprintf(want, sizeof(want), "dslb: %s ran at most ", node);
+    line = strstr(r.out, want);
+    cr_assert_not_null(line, "no line '%s': %s", want, why);
+    cr_assert_eq(sscanf(line + strlen(want), "%d", &n), 1, "%s", why);
+    cr_assert(n >= 1 && n <= most, "--node-slots %s: %s ran %d portions at once: %s", slots,
+              node, n, why);
+    cr_log_info("--node-slots %s: %.*s", slots, (int)strcspn(line, "\n"), line);
+    free(why);
+    ivmt_result_free(&r);
+}
+
+/* slots=1 on node0: its two devices share one chain. */
+Test(apps, dslb_keeps_to_a_nodes_slots) { dslb_slots_run("1,0", "node0", 1); }
+
+/* slots=2 max_slots=2 on node0, where the root runs: one chain, and each of
+   its hand-offs meets the limit (IVM_ERROR_LIMIT), ends the chain and leaves
+   the portions to node1 and the root's restarts: still correct. */
+Test(apps, dslb_keeps_to_a_nodes_max_slots) { dslb_slots_run("2:2,0", "node0", 1); }
+
+/* max_slots=1 on node1: its chain's hand-offs, forwarded to the root's
+   daemon, meet the limit each time; node0 takes the rest. */
+Test(apps, dslb_keeps_to_a_remote_nodes_max_slots) { dslb_slots_run("0,1:1", "node1", 1); }

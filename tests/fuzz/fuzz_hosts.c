@@ -1,6 +1,7 @@
 /* libFuzzer target: ivmrun's host list parsers (ivmrun/hostlist.c): --hosts
- * a,b,c, the Open MPI hostfile of --hostfile, and the host names that
- * `scontrol show hostnames $SLURM_JOB_NODELIST` prints for --slurm.
+ * a,b,c, the Open MPI hostfile of --hostfile (with its slots= and
+ * max_slots=, which must come out as the daemons accept them), and the host
+ * names that `scontrol show hostnames $SLURM_JOB_NODELIST` prints for --slurm.
  * hostlist.c is compiled into this file so that its static parsers can be called;
  * its two calls that leave the process are replaced here: running scontrol
  * (its output is the input) and resolving a name (only "localhost" and the
@@ -57,9 +58,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    static ivmrun_slots_t slots[IVM_CLUSTER_MAX_NODES];
     ivmrun_boot_t b;
     char *text, path[64];
-    int mode, fd, code, k;
+    int mode, fd, code, k, has_slots = 0;
 
     /* The pipe to "scontrol" holds 64 KiB; the writer must not block. */
     if (size < 1 || size > 60000) {
@@ -67,6 +69,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     mode = data[0] % 3;
     memset(&b, 0, sizeof(b));
+    memset(slots, 0, sizeof(slots));
     if (mode == 0) {
         text = malloc(size);
         if (text == NULL) {
@@ -82,12 +85,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         }
         snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-        code = ivmrun_hosts_from_file(&b, path);
+        code = ivmrun_hosts_from_file(&b, path, slots, &has_slots);
         close(fd);
     } else {
         fuzz_hosts_out     = data + 1;
         fuzz_hosts_out_len = size - 1;
-        code = ivmrun_hosts_from_slurm(&b);
+        code = ivmrun_hosts_from_slurm(&b, slots, &has_slots);
     }
     if (code == 0) {
         if (b.nhosts < 1 || b.nhosts > IVM_CLUSTER_MAX_NODES) {
@@ -97,6 +100,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (b.hosts[k] == NULL || b.hosts[k][0] == '\0' ||
                 strlen(b.hosts[k]) > IVMRUN_HOST_NAME_MAX || strpbrk(b.hosts[k], ",: \t\n")) {
                 abort(); /* a host name mpirun would read differently */
+            }
+            if ((slots[k].max_slots != 0 && (slots[k].slots == 0 ||
+                                             slots[k].slots > slots[k].max_slots)) ||
+                (slots[k].slots != 0 && !has_slots)) {
+                abort(); /* slots the daemons would refuse, or lost */
             }
         }
         if (mode == 2 && strcmp(b.hosts[0], "fuzz0") != 0 && strcmp(b.hosts[0], "localhost")) {

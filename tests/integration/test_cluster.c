@@ -225,6 +225,14 @@ Test(cluster, cluster_table_is_validated)
     ent->port = (uint16_t)(nodes[0].port + 1);
     cr_assert_eq(ivmt_unix_call(nodes[0].sock, IVM_MSG_CLUSTER, req, (uint32_t)len, NULL, 0),
                  IVM_ERROR_INVALID_VALUE);
+    /* slots above max_slots. */
+    ent->port      = nodes[0].port;
+    ent->slots     = 3;
+    ent->max_slots = 2;
+    cr_assert_eq(ivmt_unix_call(nodes[0].sock, IVM_MSG_CLUSTER, req, (uint32_t)len, detail,
+                                sizeof(detail)),
+                 IVM_ERROR_INVALID_VALUE);
+    cr_assert(strstr(detail, "slots 3 above max_slots 2") != NULL, "detail: %s", detail);
     free(req);
     cr_assert_eq(node_info(0).peers, 0);
     cluster_stop_clean();

@@ -2,6 +2,7 @@
  * afterwards no process of that run may be left. */
 #include <criterion/criterion.h>
 
+#include <errno.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -155,6 +156,60 @@ Test(ivmrun, bad_x_is_2_and_names_why)
     ivmrun(missing, 30, &r);
     expect_code(&r, 0);
     ivmt_result_free(&r);
+}
+
+/* --hostfile lines whose slots are wrong, and bad --node-slots: exit 2, the
+ * reason (with file:line for a hostfile) on stderr, nothing started. */
+Test(ivmrun, bad_slots_are_2_and_name_why)
+{
+    static const struct {
+        const char *line, *why;
+    } bad[] = {{"localhost slots=0", ":2: slots must be a whole number 1..65535, got '0'"},
+               {"localhost slots=x", ":2: slots must be a whole number 1..65535, got 'x'"},
+               {"localhost slots=70000", "got '70000'"},
+               {"localhost max_slots=", "max_slots must be a whole number"},
+               {"localhost slots=4 max_slots=2", ":2: max_slots=2 is below slots=4"},
+               {"localhost cpus=2", ":2: unknown key 'cpus' (known: slots, max_slots)"},
+               {"localhost slots=1 slots=2", ":2: slots given twice"},
+               {"localhost slots", "expected slots=N or max_slots=N"}};
+    static const struct {
+        const char *nodes, *slots, *why;
+    } opt[] = {{"1", "1", "--node-slots is for several nodes"},
+               {"2", "1", "1 entry for 2 nodes"},
+               {"2", "1,2,3", "3 entries for 2 nodes"},
+               {"2", "1,x", "'x' is not SLOTS or SLOTS:MAX_SLOTS"},
+               {"2", "1,2:", "'2:' is not SLOTS"},
+               {"2", "3:2,0", "max_slots=2 is below slots=3"}};
+    char path[] = "/tmp/ivmt-hostfile-XXXXXX";
+    ivmt_result_t r;
+    FILE *f;
+    int fd;
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); ++i) {
+        const char *args[] = {"--hostfile", path, IVMT_PE_PROC, "exit_code", "0", NULL};
+
+        strcpy(path, "/tmp/ivmt-hostfile-XXXXXX");
+        fd = mkstemp(path);
+        cr_assert(fd >= 0 && (f = fdopen(fd, "w")) != NULL, "mkstemp: %s", strerror(errno));
+        fprintf(f, "# a comment, then the bad line\n%s\n", bad[i].line);
+        fclose(f);
+        ivmrun(args, 30, &r);
+        unlink(path);
+        expect_code(&r, 2);
+        cr_assert(strstr(r.err, bad[i].why) != NULL, "'%s': want '%s' in: %s", bad[i].line,
+                  bad[i].why, r.err);
+        ivmt_result_free(&r);
+    }
+    for (size_t i = 0; i < sizeof(opt) / sizeof(opt[0]); ++i) {
+        const char *args[] = {"--nodes", opt[i].nodes, "--node-slots", opt[i].slots,
+                              IVMT_PE_PROC, "exit_code", "0", NULL};
+
+        ivmrun(args, 30, &r);
+        expect_code(&r, 2);
+        cr_assert(strstr(r.err, opt[i].why) != NULL, "--nodes %s --node-slots %s: want '%s' "
+                  "in: %s", opt[i].nodes, opt[i].slots, opt[i].why, r.err);
+        ivmt_result_free(&r);
+    }
 }
 
 /* --bind-to: two PEs on a device of cores 0-1 get core 0 and core 1 each

@@ -263,8 +263,9 @@ Test(multinode, ivm_info_views_of_a_live_job)
     cr_assert(strstr(s, ".pe.1=id=1 state=running device=cpu0 node=node1 ") != NULL, "%s", s);
     cr_assert(strstr(s, "=name=infovec size=65536 copy=master master_node=node0 mappings=1 "
                         "mirrors=1 ") != NULL, "%s", s);
-    cr_assert(strstr(s, "peer.1=node=node1 ") != NULL && strstr(s, " up=1 self=0\n") != NULL,
-              "%s", s);
+    cr_assert(strstr(s, "peer.1=node=node1 ") != NULL &&
+                  strstr(s, " up=1 self=0 slots=0 max_slots=0\n") != NULL, "%s", s);
+    cr_assert(strstr(s, "\nslots=0\nmax_slots=0\n") != NULL, "no slots of node0: %s", s);
     free(s);
 
     s = info_section(r.out, "--socket $IVM_SOCKET --cluster");
@@ -282,6 +283,7 @@ Test(multinode, ivm_info_views_of_a_live_job)
               "%s", s);
     cr_assert(strstr(s, "\"state\":\"running\",\"device\":\"cpu0\",\"node\":\"node1\"") !=
                   NULL, "%s", s);
+    cr_assert(strstr(s, "\"self\":false,\"slots\":0,\"max_slots\":0}") != NULL, "%s", s);
     free(s);
 
     s = info_section(r.out, "--list");

@@ -53,6 +53,26 @@ static void run_psync(const char *nodes, const char *scenario, const char *arg)
 }
 
 Test(psync, discovery_one_node) { run_psync("1", "discover", "1"); }
+
+/* ivmrun --nodes 3 --node-slots 2:2,1,3:3: every node's slots reach every
+ * daemon (ivmGetNodeSlots); creates past a max_slots fail with
+ * IVM_ERROR_LIMIT and leave nothing behind; slots alone does not limit. */
+Test(psync, node_slots_three_nodes)
+{
+    const char *argv[] = {"--nodes", "3", "--timeout", "60", "--node-slots", "2:2,1,3:3",
+                          IVMT_PE_PSYNC, "slots", "2:2,1:0,3:3", NULL};
+    ivmt_result_t r;
+    ivmt_launch_t c;
+
+    ivmt_launch_start(IVMT_IVMRUN, argv, &c);
+    ivmt_launch_finish_clean(&c, 75, &r);
+    ivmt_expect_pe_ok(NULL, &r, "slots");
+    cr_log_info("%s", r.out);
+    ivmt_result_free(&r);
+}
+
+/* One daemon, no cluster table: no node is limited. */
+Test(psync, node_slots_one_node) { run_psync("1", "slots", "0:0"); }
 Test(psync, discovery_three_nodes) { run_psync("3", "discover", "3"); }
 
 Test(psync, halo_exchange_one_node) { run_psync("1", "halo", "60"); }

@@ -746,6 +746,118 @@ static int sc_board_lost(int argc, char **argv)
     return pe_ok();
 }
 
+/* ------------------------------------------------------------ slots */
+
+static char slots_why[512]; /* the last refused create's message */
+
+/* Root: n PEs on node k's CPU device 0, ids into ids; a refusal's message
+ * into slots_why (ivmDestroyDev clears it). */
+static ivmError_t slots_create(int k, int n, ivm_pe *ids)
+{
+    char name[IVM_HOST_MAX + 1];
+    ivmError_t status;
+    ivm_device d;
+
+    CHECK(ivmGetNodeName(k, name, sizeof(name)));
+    CHECK(ivmCreateDev(name, IVM_CPU, &d));
+    status = ivmCreatePEs(d, n, ids);
+    snprintf(slots_why, sizeof(slots_why), "%s", ivmGetLastErrorMessage());
+    CHECK(ivmDestroyDev(d));
+    return status;
+}
+
+/* The job's PEs on node k's devices now. */
+static int slots_npes(int k)
+{
+    ivm_device_info info[IVM_NODE_DEVICES_MAX];
+    int n = 0, i, sum = 0;
+
+    CHECK(ivmGetDevices(k, info, IVM_NODE_DEVICES_MAX, &n));
+    for (i = 0; i < n; ++i) {
+        sum += info[i].npes;
+    }
+    return sum;
+}
+
+/* Root: tell PEs ids[0..n-1] to end and wait until they have. */
+static void slots_release(const ivm_pe *ids, int n)
+{
+    int i;
+
+    for (i = 0; i < n; ++i) {
+        CHECK(ivmSignalTo(ids[i]));
+    }
+    for (i = 0; i < n; ++i) {
+        CHECK(ivmWaitFrom(ids[i])); /* its signal */
+        CHECK(ivmWaitFrom(ids[i])); /* returns once it has exited */
+    }
+}
+
+/* Node k with max_slots max (root on node0 counted): one PE past the limit
+ * is refused with IVM_ERROR_LIMIT naming the node and the limit, and leaves
+ * no PE behind; up to the limit works, and works again once PEs ended. */
+static void slots_limit(int k, int max)
+{
+    ivm_pe ids[TEAM_MAX];
+    char name[IVM_HOST_MAX + 1], want[64];
+    int room = max - (k == 0), before = slots_npes(k);
+
+    ASSERT(room >= 1 && room < TEAM_MAX, "node %d: room for %d PEs", k, room);
+    CHECK(ivmGetNodeName(k, name, sizeof(name)));
+    EXPECT(slots_create(k, room + 1, ids), IVM_ERROR_LIMIT);
+    snprintf(want, sizeof(want), "max_slots %d", max);
+    ASSERT(strstr(slots_why, name) != NULL && strstr(slots_why, want) != NULL,
+           "message '%s' (want %s, %s)", slots_why, name, want);
+    printf("LIMIT %s: %s\n", name, slots_why);
+    ASSERT(slots_npes(k) == before, "%s runs %d PEs after the refused create, %d before",
+           name, slots_npes(k), before);
+    CHECK(slots_create(k, room, ids));
+    EXPECT(slots_create(k, 1, &ids[room]), IVM_ERROR_LIMIT);
+    ASSERT(slots_npes(k) == before + room, "%s runs %d PEs", name, slots_npes(k));
+    slots_release(ids, room);
+    ASSERT(slots_npes(k) == before, "%s runs %d PEs after they ended", name, slots_npes(k));
+    CHECK(slots_create(k, 1, ids));
+    slots_release(ids, 1);
+}
+
+/* argv[2]: each node's "SLOTS:MAX", ','-separated, as ivmGetNodeSlots must
+ * report them. Where max_slots limits a node, slots_limit checks it; where
+ * only slots is given, more PEs than slots still start (a hint, not a limit). */
+static int sc_slots(int argc, char **argv)
+{
+    int id = pe_enter(), nnodes, k, slots = -1, max = -1, want_s, want_m;
+    const char *p;
+    ivm_pe ids[4];
+
+    if (id != 0) {
+        CHECK(ivmWaitFrom(0));
+        return team_done();
+    }
+    ASSERT(argc > 2, "usage: slots S:M,S:M,...");
+    nnodes = nodes_count();
+    EXPECT(ivmGetNodeSlots(nnodes, &slots, &max), IVM_ERROR_NOT_FOUND);
+    EXPECT(ivmGetNodeSlots(0, NULL, &max), IVM_ERROR_INVALID_VALUE);
+    EXPECT(ivmGetNodeSlots(0, &slots, NULL), IVM_ERROR_INVALID_VALUE);
+    for (k = 0, p = argv[2]; k < nnodes; ++k, p = strchr(p, ',') + 1) {
+        ASSERT(p != NULL && sscanf(p, "%d:%d", &want_s, &want_m) == 2, "bad list %s", argv[2]);
+        CHECK(ivmGetNodeSlots(k, &slots, &max));
+        printf("SLOTS node%d slots %d max_slots %d\n", k, slots, max);
+        ASSERT(slots == want_s && max == want_m, "node%d: slots %d max_slots %d, expected %d:%d",
+               k, slots, max, want_s, want_m);
+        if (max > 0) {
+            slots_limit(k, max);
+        } else if (slots > 0) {
+            CHECK(slots_create(k, slots + 1, ids));
+            slots_release(ids, slots + 1);
+        }
+        if (k + 1 < nnodes) {
+            ASSERT(strchr(p, ',') != NULL, "list %s is short", argv[2]);
+        }
+    }
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
 static const pe_scenario_entry_t scenarios[] = {
     {"board_lost", sc_board_lost},
     {"discover", sc_discover},
@@ -754,6 +866,7 @@ static const pe_scenario_entry_t scenarios[] = {
     {"barrier", sc_barrier},
     {"barrier_fail", sc_barrier_fail},
     {"far_pair", sc_far_pair},
+    {"slots", sc_slots},
     {NULL, NULL},
 };
 
