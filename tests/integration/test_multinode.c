@@ -139,6 +139,18 @@ Test(multinode, put_and_gets_while_the_masters_daemon_is_busy)
     ivmt_result_free(&r);
 }
 
+/* A Get of more than the link's window beside another PE's Put of another
+ * range, both ways on one link at once: every byte right (sc_get_beside_put). */
+Test(multinode, get_beside_put_of_another_range_on_one_link)
+{
+    const char *args[] = {IVMT_PE_NODES, "get_beside_put", NULL};
+    ivmt_result_t r;
+
+    ivmrun_nodes("2", args, &r);
+    ivmt_expect_pe_ok(NULL, &r, "get_beside_put");
+    ivmt_result_free(&r);
+}
+
 /* A transport ivmd does not know stops the run with the daemon's reason. */
 Test(multinode, bad_transport_stops_the_run_with_a_reason)
 {

@@ -1074,7 +1074,70 @@ static int sc_transport_nodes(int argc, char **argv)
     return pe_ok();
 }
 
+/* get_beside_put: two PEs of node1 use one peer link both ways at once. PE 1
+ * Gets [0, GBP_GET) of the root's object (more than the link's 4 MiB window,
+ * and not a whole number of chunks: the last one arrives short) over and over
+ * and checks every byte; PE 2 Puts another range, [GBP_PUT_OFF, +GBP_PUT),
+ * as often. The Get's DATA and the Put's ACKs, the Put's DATA and the Get's
+ * READs interleave on the link; a receiver waiting for the rest of one
+ * payload must still see the small messages between them. The root checks
+ * the Put range in the master at the end. */
+#define GBP_GET     ((size_t)6 * 1024 * 1024 + 4097)
+#define GBP_PUT_OFF ((size_t)8 * 1024 * 1024)
+#define GBP_PUT     ((size_t)5 * 1024 * 1024 + 333)
+#define GBP_ROUNDS  6
+
+static void get_beside_put_child(int id)
+{
+    unsigned char *p;
+    int k;
+
+    CHECK(ivmMap("gbp", &p, 0));
+    for (k = 0; k < GBP_ROUNDS; ++k) {
+        if (id == 1) {
+            memset(p, 0, GBP_GET);
+            CHECK(ivmSyncGet(p, GBP_GET));
+            expect_pat(p, 'G', 0, GBP_GET, __LINE__, "a Get beside another PE's Put");
+        } else {
+            fill(p + GBP_PUT_OFF, k % 2 ? 'P' : 'Q', GBP_PUT_OFF, GBP_PUT);
+            CHECK(ivmSyncPut(p + GBP_PUT_OFF, GBP_PUT));
+        }
+    }
+    CHECK(ivmUnmap(p));
+}
+
+static int sc_get_beside_put(int argc, char **argv)
+{
+    size_t size = GBP_PUT_OFF + GBP_PUT;
+    int id = pe_enter();
+    unsigned char *p;
+    ivm_pe kids[2];
+    ivm_device d1;
+
+    (void)argc;
+    (void)argv;
+    if (id != 0) {
+        get_beside_put_child(id);
+        CHECK(ivmExit());
+        return 0;
+    }
+    CHECK(ivmMalloc("gbp", &p, size));
+    fill(p, 'G', 0, size);
+    CHECK(ivmCreateDev("node1", IVM_CPU, &d1));
+    CHECK(ivmCreatePEs(d1, 2, kids));
+    CHECK(ivmWait(kids[0]));
+    CHECK(ivmWait(kids[1]));
+    expect_pat(p, 'G', 0, GBP_GET, __LINE__, "the master's Get range after the Gets");
+    expect_pat(p + GBP_PUT_OFF, (GBP_ROUNDS - 1) % 2 ? 'P' : 'Q', GBP_PUT_OFF, GBP_PUT,
+               __LINE__, "the master after node1's last Put");
+    CHECK(ivmDestroyDev(d1));
+    CHECK(ivmFree(p));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
 static const pe_scenario_entry_t scenarios[] = {
+    {"get_beside_put", sc_get_beside_put},
     {"transport_nodes", sc_transport_nodes},
     {"info_nodes", sc_info_nodes},
     {"sync_nodes", sc_sync_nodes},
