@@ -421,23 +421,6 @@ static int ivmd_conn_read_msg(ivmd_conn_t *c, char *dst, size_t want, const char
     return ivmd_conn_advance(c, (size_t)n, why_p) < 0 ? -1 : 1;
 }
 
-/* SO_RCVLOWAT of a peer link: bytes is what the wait for the rest of a large
- * payload needs (0: back to the default, a wake-up for any byte). Only
- * changed when it changes: a transfer's chunks each ask once, and the next
- * header is waited for with the default. A refusal only costs wake-ups. */
-static void ivmd_conn_set_lowat(ivmd_conn_t *c, size_t bytes)
-{
-    int v = bytes > IVMD_CONN_LOWAT_MAX ? (int)IVMD_CONN_LOWAT_MAX : (int)bytes;
-
-    if (v == c->rcvlowat || (v == 0 && c->rcvlowat <= 1)) {
-        return;
-    }
-    if (setsockopt(c->h.fd, SOL_SOCKET, SO_RCVLOWAT, &(int){v > 0 ? v : 1}, sizeof(int)) != 0) {
-        ivm_debug("setsockopt(SO_RCVLOWAT, %d): %m", v > 0 ? v : 1);
-    }
-    c->rcvlowat = v;
-}
-
 /* Read what is available; returns 1 when a whole message is buffered, 0 when
  * more is needed (EAGAIN), -1 when the connection must close (*why_p). */
 static int ivmd_conn_read_some(ivmd_conn_t *c, const char **why_p)
@@ -455,19 +438,11 @@ static int ivmd_conn_read_some(ivmd_conn_t *c, const char **why_p)
             dst  = c->payload + c->payload_got;
             want = c->payload_want - c->payload_got;
         } else {
-            if (bulk) {
-                ivmd_conn_set_lowat(c, 0);
-            }
             return 1;
         }
         rc = bulk ? ivmd_conn_read_staged(c, dst, want, why_p) : 2;
         if (rc == 2) {
             rc = ivmd_conn_read_msg(c, dst, want, why_p);
-        }
-        if (rc == 0 && bulk) {
-            /* The rest of a payload is on its way: wake up once it is here
-             * rather than for each segment of it. Between messages: any byte. */
-            ivmd_conn_set_lowat(c, c->hdr_got >= sizeof(c->hdr) ? want : 0);
         }
         if (rc <= 0) {
             return rc;

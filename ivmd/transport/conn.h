@@ -49,14 +49,6 @@ typedef enum ivmd_conn_kind {
 /* Bytes a peer connection reads at once (peer links carry no fds). */
 #define IVMD_CONN_RBUF (64u * 1024u)
 
-/* A peer link waiting for the rest of a large payload asks to be woken once
- * that much has arrived (SO_RCVLOWAT), at most this many bytes, instead of
- * at every segment: one wake-up per chunk of a transfer, not one per 64 KiB
- * segment of loopback or per packet of a NIC. */
-#ifndef IVMD_CONN_LOWAT_MAX
-#define IVMD_CONN_LOWAT_MAX (256u * 1024u)
-#endif
-
 typedef enum ivmd_peer_state {
     IVMD_PEER_DOWN,        /* no connection */
     IVMD_PEER_CONNECTING,  /* dialing (non-blocking connect) */
@@ -99,7 +91,6 @@ struct ivmd_conn {
     char              *rbuf;        /* peer links: staged bytes (IVMD_CONN_RBUF) */
     size_t             rbuf_off, rbuf_len;
     int                rbuf_short;  /* the last recv did not fill rbuf */
-    int                rcvlowat;    /* SO_RCVLOWAT set while a large payload waits (0: none) */
     int                fds[IVM_MSG_MAX_FDS];
     int                nfds;
     /* writing */
