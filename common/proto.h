@@ -46,8 +46,11 @@ _Static_assert(offsetof(ivm_msg_hdr_t, length) == 8, "length at byte 8");
  *   the caller polls for the reply (IVM_SPIN_US) before it sleeps). Not
  *   polled: WAIT (its reply may take any time), CREATE_PES (a cold spawn takes
  *   hundreds of us; a warm one wakes the new PE) and SIGNAL, SIGNAL_TO,
- *   PUT_SIGNAL (they wake the waiter): a polling caller would keep the process it has just woken off
- *   the CPU. */
+ *   PUT_SIGNAL (they wake the waiter): a polling caller would keep the
+ *   process it has just woken off the CPU. SYNC neither: a sync that reaches
+ *   the daemon crosses to another node and back (30 us and more), which a
+ *   spin seldom covers, while it holds off the daemons woken on its CPU (8 B
+ *   remote Put p90 89 us polled, 38 us not; docs/BENCHMARKS.md, issue 17). */
 #define IVM_MSG_TABLE(X)                                                        \
     X(ENTER,       1,  ivm_msg_enter_req_t,      ivm_msg_enter_rep_t,      1, 1) \
     X(EXIT,        2,  ivm_msg_empty_t,          ivm_msg_status_t,         0, 1) \
@@ -65,7 +68,7 @@ _Static_assert(offsetof(ivm_msg_hdr_t, length) == 8, "length at byte 8");
     X(INFO,        14, ivm_msg_empty_t,          ivm_msg_info_rep_t,       0, 1) \
     X(SHUTDOWN,    15, ivm_msg_empty_t,          ivm_msg_status_t,         0, 1) \
     X(CLUSTER,     16, ivm_msg_cluster_req_t,    ivm_msg_status_t,         1, 1) \
-    X(SYNC,        17, ivm_msg_sync_req_t,       ivm_msg_status_t,         0, 1) \
+    X(SYNC,        17, ivm_msg_sync_req_t,       ivm_msg_status_t,         0, 0) \
     X(OBJ_INFO,    18, ivm_msg_obj_info_req_t,   ivm_msg_obj_info_rep_t,   0, 1) \
     X(GPU_INFO,    19, ivm_msg_gpu_info_req_t,   ivm_msg_gpu_info_rep_t,   0, 1) \
     X(CPU_INFO,    20, ivm_msg_cpu_info_req_t,   ivm_msg_cpu_info_rep_t,   0, 1) \

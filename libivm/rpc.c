@@ -4,6 +4,7 @@
  * so a thread blocked in ivmWait never holds up the others. */
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,7 +92,13 @@ static void ivm_rpc_unlink(ivm_pending_t *me)
 
 /* Poll the socket for up to spin_ns before the read blocks: a reply that
  * comes within that time costs no sleeping wake-up of this thread. Returns 1
- * when the socket is readable (or failed: the read reports it). */
+ * when the socket is readable (or failed: the read reports it).
+ * Each empty poll yields the CPU: our request woke the daemon with a "sync"
+ * wake-up, which the scheduler tends to place on this very CPU, expecting
+ * us to sleep; a spin that does not yield keeps the daemon waiting for the
+ * whole spin (measured: 8 B remote Put 35 us, 90 us when the PE and its
+ * daemon share a CPU and the PE spins its 50 us; docs/BENCHMARKS.md, issue
+ * 17). With nothing else runnable, the yield returns at once. */
 static int ivm_rpc_spin(uint64_t spin_ns)
 {
     struct pollfd pfd = {.fd = ivm_ctx.fd, .events = POLLIN};
@@ -102,6 +109,7 @@ static int ivm_rpc_spin(uint64_t spin_ns)
         if (poll(&pfd, 1, 0) != 0) {
             return 1;
         }
+        sched_yield();
         clock_gettime(CLOCK_MONOTONIC, &t);
     } while ((uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)t.tv_nsec -
                  (uint64_t)t0.tv_nsec < spin_ns);

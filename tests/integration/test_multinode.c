@@ -139,6 +139,37 @@ Test(multinode, put_and_gets_while_the_masters_daemon_is_busy)
     ivmt_result_free(&r);
 }
 
+/* A Get of more than the link's window beside another PE's Put of another
+ * range, both ways on one link at once: every byte right (sc_get_beside_put). */
+Test(multinode, get_beside_put_of_another_range_on_one_link)
+{
+    const char *args[] = {IVMT_PE_NODES, "get_beside_put", NULL};
+    ivmt_result_t r;
+
+    ivmrun_nodes("2", args, &r);
+    ivmt_expect_pe_ok(NULL, &r, "get_beside_put");
+    ivmt_result_free(&r);
+}
+
+/* The daemon holding the master is killed while another node Gets the whole
+ * object over and over: each Get has the master's bytes or fails with
+ * IVM_ERROR_DAEMON_LOST, none hangs, the killed daemon is reaped and the job
+ * ends (sc_get_master_lost). */
+Test(multinode, get_while_the_masters_node_dies_fails_cleanly)
+{
+    const char *args[] = {IVMT_PE_NODES, "get_master_lost", NULL};
+    ivmt_result_t r;
+    pid_t pid;
+
+    ivmrun_nodes("2", args, &r);
+    ivmt_expect_pe_ok(NULL, &r, "get_master_lost");
+    cr_assert_eq(ivmt_parse_pids(r.out, "PIDS", &pid, 1), 1, "%s", r.out);
+    cr_assert_eq(ivmt_wait_pids_gone(&pid, 1, 3.0), 0,
+                 "node1's killed daemon (pid %d) was not reaped", (int)pid);
+    cr_log_info("%s", r.out);
+    ivmt_result_free(&r);
+}
+
 /* A transport ivmd does not know stops the run with the daemon's reason. */
 Test(multinode, bad_transport_stops_the_run_with_a_reason)
 {

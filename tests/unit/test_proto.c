@@ -93,8 +93,9 @@ Test(proto, table_is_complete)
     cr_assert_str_eq(ivm_proto_type_name(0x7fff), "?");
 }
 
-/* The calls that wake another process, or whose reply may take any time, do
- * not poll for their reply; every other call does. */
+/* The calls that wake another process, whose reply may take any time, or
+ * that cross to another node (SYNC) do not poll for their reply; every other
+ * call does. */
 Test(proto, reply_polling_rule)
 {
     for (size_t i = 0; i < NTYPES; ++i) {
@@ -102,7 +103,7 @@ Test(proto, reply_polling_rule)
         int wakes = t->type == IVM_MSG_WAIT || t->type == IVM_MSG_SIGNAL ||
                     t->type == IVM_MSG_CREATE_PES || t->type == IVM_MSG_SIGNAL_TO ||
                     t->type == IVM_MSG_WAIT_FROM || t->type == IVM_MSG_BARRIER ||
-                    t->type == IVM_MSG_PUT_SIGNAL;
+                    t->type == IVM_MSG_PUT_SIGNAL || t->type == IVM_MSG_SYNC;
         cr_assert_eq(ivm_proto_reply_polled(t->type), !wakes, "%s", t->name);
         cr_assert_eq(t->polled, !wakes, "%s", t->name);
     }

@@ -1074,7 +1074,156 @@ static int sc_transport_nodes(int argc, char **argv)
     return pe_ok();
 }
 
+/* get_beside_put: two PEs of node1 use one peer link both ways at once. PE 1
+ * Gets [0, GBP_GET) of the root's object (more than the link's 4 MiB window,
+ * and not a whole number of chunks: the last one arrives short) over and over
+ * and checks every byte; PE 2 Puts another range, [GBP_PUT_OFF, +GBP_PUT),
+ * as often. The Get's DATA and the Put's ACKs, the Put's DATA and the Get's
+ * READs interleave on the link; a receiver waiting for the rest of one
+ * payload must still see the small messages between them. The root checks
+ * the Put range in the master at the end. */
+#define GBP_GET     ((size_t)6 * 1024 * 1024 + 4097)
+#define GBP_PUT_OFF ((size_t)8 * 1024 * 1024)
+#define GBP_PUT     ((size_t)5 * 1024 * 1024 + 333)
+#define GBP_ROUNDS  6
+
+static void get_beside_put_child(int id)
+{
+    unsigned char *p;
+    int k;
+
+    CHECK(ivmMap("gbp", &p, 0));
+    for (k = 0; k < GBP_ROUNDS; ++k) {
+        if (id == 1) {
+            memset(p, 0, GBP_GET);
+            CHECK(ivmSyncGet(p, GBP_GET));
+            expect_pat(p, 'G', 0, GBP_GET, __LINE__, "a Get beside another PE's Put");
+        } else {
+            fill(p + GBP_PUT_OFF, k % 2 ? 'P' : 'Q', GBP_PUT_OFF, GBP_PUT);
+            CHECK(ivmSyncPut(p + GBP_PUT_OFF, GBP_PUT));
+        }
+    }
+    CHECK(ivmUnmap(p));
+}
+
+static int sc_get_beside_put(int argc, char **argv)
+{
+    size_t size = GBP_PUT_OFF + GBP_PUT;
+    int id = pe_enter();
+    unsigned char *p;
+    ivm_pe kids[2];
+    ivm_device d1;
+
+    (void)argc;
+    (void)argv;
+    if (id != 0) {
+        get_beside_put_child(id);
+        CHECK(ivmExit());
+        return 0;
+    }
+    CHECK(ivmMalloc("gbp", &p, size));
+    fill(p, 'G', 0, size);
+    CHECK(ivmCreateDev("node1", IVM_CPU, &d1));
+    CHECK(ivmCreatePEs(d1, 2, kids));
+    CHECK(ivmWait(kids[0]));
+    CHECK(ivmWait(kids[1]));
+    expect_pat(p, 'G', 0, GBP_GET, __LINE__, "the master's Get range after the Gets");
+    expect_pat(p + GBP_PUT_OFF, (GBP_ROUNDS - 1) % 2 ? 'P' : 'Q', GBP_PUT_OFF, GBP_PUT,
+               __LINE__, "the master after node1's last Put");
+    CHECK(ivmDestroyDev(d1));
+    CHECK(ivmFree(p));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
+/* get_master_lost: node1's daemon, which holds the master, is killed while
+ * node0's root Gets the whole object again and again (64 MiB, many chunks
+ * per Get). The child on node1 allocates "m1" (master on node1), fills it and
+ * blocks in ivmWait(0); the root maps all of it (its mirror), forks a killer
+ * that SIGKILLs node1's ivmd 20 ms later, and Gets until one fails: every Get
+ * returns IVM_SUCCESS with the master's bytes or IVM_ERROR_DAEMON_LOST, none
+ * takes 10 s, and one fails. Then ivmWait on the child fails and the job ends
+ * normally. Prints "PIDS daemon" for the test. */
+#define GML_SIZE (64u * 1024u * 1024u)
+
+static int gml_child(void)
+{
+    unsigned char *p;
+
+    CHECK(ivmMalloc("m1", &p, GML_SIZE));
+    fill(p, 'M', 0, GML_SIZE);
+    CHECK(ivmSignal());
+    ivmWait(0); /* fails once its daemon is gone; nothing to report through it */
+    _exit(0);
+}
+
+/* Get q until a Get fails; returns how many succeeded. */
+static int gml_get_until_lost(unsigned char *q)
+{
+    ivmError_t rc = IVM_SUCCESS;
+    double t0, dt;
+    int k;
+
+    for (k = 0; k < 2000; ++k) {
+        memset(q, 0, GML_SIZE);
+        t0 = pe_now();
+        rc = ivmSyncGet(q, GML_SIZE);
+        dt = pe_now() - t0;
+        ASSERT(dt < 10.0, "Get %d took %.1f s (%s)", k, dt, pe_status_name(rc));
+        if (rc != IVM_SUCCESS) {
+            break;
+        }
+        expect_pat(q, 'M', 0, GML_SIZE, __LINE__, "a whole Get before the master's node died");
+    }
+    ASSERT(rc == IVM_ERROR_DAEMON_LOST,
+           "a Get from the killed master's node returned %s (%d) [%s], expected "
+           "IVM_ERROR_DAEMON_LOST", pe_status_name(rc), rc, ivmGetLastErrorMessage());
+    return k;
+}
+
+static int sc_get_master_lost(int argc, char **argv)
+{
+    ivm_msg_info_rep_t info;
+    unsigned char *q;
+    ivm_device d1;
+    ivm_pe kid;
+    pid_t killer;
+    int id = pe_enter(), ok;
+
+    (void)argc;
+    (void)argv;
+    if (id != 0) {
+        return gml_child();
+    }
+    CHECK(ivmCreateDev("node1", IVM_CPU, &d1));
+    CHECK(ivmCreatePEs(d1, 1, &kid));
+    CHECK(ivmDestroyDev(d1));
+    CHECK(ivmWait(kid));
+    CHECK(ivmMap("m1", &q, 0));
+    node_info("node1", &info);
+    ASSERT(info.pid > 1 && (pid_t)info.pid != getpid(), "node1's daemon pid %u", info.pid);
+    printf("PIDS %u\n", info.pid);
+    fflush(stdout);
+    killer = fork();
+    ASSERT(killer >= 0, "fork: %s", strerror(errno));
+    if (killer == 0) {
+        usleep(20000);
+        kill((pid_t)info.pid, SIGKILL);
+        _exit(0);
+    }
+    pe_stage = "Gets while node1's daemon is killed";
+    ok = gml_get_until_lost(q);
+    printf("GETS %d before the loss\n", ok);
+    waitpid(killer, NULL, 0);
+    EXPECT(ivmWait(kid), IVM_ERROR_PE_FAILED);
+    CHECK(ivmUnmap(q));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
 static const pe_scenario_entry_t scenarios[] = {
+    {"get_master_lost", sc_get_master_lost},
+    {"get_beside_put", sc_get_beside_put},
     {"transport_nodes", sc_transport_nodes},
     {"info_nodes", sc_info_nodes},
     {"sync_nodes", sc_sync_nodes},
