@@ -19,14 +19,10 @@
  * hard RLIMIT_NOFILE) or the PE's vm.max_map_count fails with IVM_ERROR_LIMIT;
  * the level is then reported as `RESULT objects live=K skipped=...` with the
  * daemon's message, and the higher levels are not tried.
- *
- * --memcpy prints the machine's memcpy bandwidth instead (a baseline for
- * bench/run-scale.sh): `RESULT memcpy bytes=B MBps=X` (median of REPS copies
- * of 64 MiB), with no IVM call.
+
  *
  * Run:  ivmrun bench-objects [--live 10,1000,10000,100000] [--reps R (200)] [-v]
  *       IVM_MAX_OBJECTS_PER_JOB (100000 by default) must exceed the largest level.
- *       bench-objects --memcpy [--reps R]
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -42,14 +38,12 @@
 #define MAX_LEVELS   16
 #define NAME_LEN     32
 #define PROBE_SIZE   256
-#define MEMCPY_BYTES (64u << 20)
 
 typedef struct {
     int    levels[MAX_LEVELS];
     int    nlevels;
     int    reps;
     int    verbose;
-    int    memcpy_only;
 } objects_opts_t;
 
 typedef struct {
@@ -57,14 +51,10 @@ typedef struct {
     int     live;
 } objects_pop_t;
 
-/* Baseline buffers, external so that the copies stay. */
-char *bench_objects_src, *bench_objects_dst;
-
 static void objects_usage(FILE *f)
 {
     fprintf(f, "usage: ivmrun bench-objects [--live K1,K2,... (10,1000,10000,100000)]\n"
-               "                            [--reps R (200)] [-v]\n"
-               "       bench-objects --memcpy [--reps R]\n");
+               "                            [--reps R (200)] [-v]\n");
 }
 
 static int objects_parse_levels(const char *s, objects_opts_t *o)
@@ -102,8 +92,6 @@ static int objects_parse(int argc, char **argv, objects_opts_t *o)
             }
         } else if (strcmp(argv[i], "-v") == 0) {
             o->verbose = 1;
-        } else if (strcmp(argv[i], "--memcpy") == 0) {
-            o->memcpy_only = 1;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             objects_usage(stdout);
             exit(0);
@@ -112,31 +100,6 @@ static int objects_parse(int argc, char **argv, objects_opts_t *o)
             return -1;
         }
     }
-    return 0;
-}
-
-static int objects_memcpy(int reps)
-{
-    double *t = malloc(sizeof(double) * (size_t)reps);
-
-    bench_objects_src = malloc(MEMCPY_BYTES);
-    bench_objects_dst = malloc(MEMCPY_BYTES);
-    if (t == NULL || bench_objects_src == NULL || bench_objects_dst == NULL) {
-        fprintf(stderr, "bench-objects: out of memory\n");
-        return 1;
-    }
-    memset(bench_objects_src, 1, MEMCPY_BYTES);
-    memset(bench_objects_dst, 2, MEMCPY_BYTES); /* fault the pages in first */
-    for (int r = 0; r < reps; r++) {
-        double t0 = bench_now_ns();
-        memcpy(bench_objects_dst, bench_objects_src, MEMCPY_BYTES);
-        t[r] = bench_now_ns() - t0;
-        bench_objects_src[r % MEMCPY_BYTES] = (char)r;
-    }
-    bench_stats_t s = bench_stats(t, reps);
-    printf("RESULT memcpy bytes=%u MBps=%.0f best_MBps=%.0f\n", MEMCPY_BYTES,
-           MEMCPY_BYTES * 1e3 / s.median, MEMCPY_BYTES * 1e3 / s.min);
-    free(t);
     return 0;
 }
 
@@ -232,9 +195,6 @@ int main(int argc, char **argv)
 
     if (objects_parse(argc, argv, &o) != 0) {
         return 2;
-    }
-    if (o.memcpy_only) {
-        return objects_memcpy(o.reps);
     }
     BENCH_CHECK(ivmEnter());
     pop.ptrs = calloc((size_t)o.levels[o.nlevels - 1], sizeof(void *));
