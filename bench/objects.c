@@ -8,7 +8,8 @@
  * times, REPS times each:
  *   malloc/free: ivmMalloc of one more 256 B object, then its ivmFree
  *                (each call timed on its own);
- *   map/unmap:   ivmMap of one object of the population, then its ivmUnmap.
+ *   map/unmap:   ivmMap of one object of the population, then its ivmUnmap
+ * (after REPS/10 + 10 untimed pairs of each).
  * It prints one line per level:
  *   RESULT objects live=K malloc_us=X free_us=Y map_us=Z unmap_us=W
  * (medians; the -v form adds min and p90), and frees the population at the
@@ -135,6 +136,15 @@ static void objects_measure(const objects_opts_t *o, const objects_pop_t *pop)
             fprintf(stderr, "bench-objects: out of memory\n");
             exit(1);
         }
+    }
+    /* Untimed pairs first: the first calls of a level pay for cold caches
+     * and page faults of the tables that just grew. */
+    for (int r = 0; r < o->reps / 10 + 10; r++) {
+        void *p, *m;
+        BENCH_CHECK(ivmMalloc("probe", &p, PROBE_SIZE));
+        BENCH_CHECK(ivmFree(p));
+        BENCH_CHECK(ivmMap("obj0000000", &m, 0));
+        BENCH_CHECK(ivmUnmap(m));
     }
     for (int r = 0; r < o->reps; r++) {
         void *p, *m;
