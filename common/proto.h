@@ -45,8 +45,8 @@ _Static_assert(offsetof(ivm_msg_hdr_t, length) == 8, "length at byte 8");
 /* X(name, value, request struct, reply struct, variable-length request,
  *   the caller polls for the reply (IVM_SPIN_US) before it sleeps). Not
  *   polled: WAIT (its reply may take any time), CREATE_PES (a cold spawn takes
- *   hundreds of us; a warm one wakes the new PE) and SIGNAL (it wakes the
- *   waiter): a polling caller would keep the process it has just woken off
+ *   hundreds of us; a warm one wakes the new PE) and SIGNAL, SIGNAL_TO,
+ *   PUT_SIGNAL (they wake the waiter): a polling caller would keep the process it has just woken off
  *   the CPU. */
 #define IVM_MSG_TABLE(X)                                                        \
     X(ENTER,       1,  ivm_msg_enter_req_t,      ivm_msg_enter_rep_t,      1, 1) \
@@ -75,7 +75,8 @@ _Static_assert(offsetof(ivm_msg_hdr_t, length) == 8, "length at byte 8");
     X(SIGNAL_TO,   24, ivm_msg_pe_req_t,         ivm_msg_status_t,         0, 0) \
     X(WAIT_FROM,   25, ivm_msg_pe_req_t,         ivm_msg_status_t,         0, 0) \
     X(BARRIER,     26, ivm_msg_barrier_req_t,    ivm_msg_status_t,         1, 0) \
-    X(BOARD,       27, ivm_msg_empty_t,          ivm_msg_status_t,         0, 1)
+    X(BOARD,       27, ivm_msg_empty_t,          ivm_msg_status_t,         0, 1) \
+    X(PUT_SIGNAL,  28, ivm_msg_put_signal_req_t, ivm_msg_status_t,         0, 0)
 
 #define IVM_MSG_ENUM_ENTRY(name, value, req, rep, var, poll) IVM_MSG_##name = (value),
 typedef enum ivm_msg_type {
@@ -350,6 +351,19 @@ typedef struct ivm_msg_sync_req {
 } ivm_msg_sync_req_t;
 
 _Static_assert(sizeof(ivm_msg_sync_req_t) == 40, "sync request size");
+
+/* PUT_SIGNAL (ivmSyncPutSignal on a mirror, the pair not on a signal board):
+ * the PE's daemon puts the range into the master and, once the master has
+ * the bytes, posts the signal (itself at the job's root daemon, else as a
+ * forwarded PUT_SIGNAL that the root serves as the signal alone). One
+ * request, one reply. */
+typedef struct ivm_msg_put_signal_req {
+    ivm_msg_sync_req_t sync; /* op IVM_SYNC_PUT, gpu_ref 0 */
+    int32_t  pe;             /* the PE the signal is for */
+    uint32_t reserved;       /* zero */
+} ivm_msg_put_signal_req_t;
+
+_Static_assert(sizeof(ivm_msg_put_signal_req_t) == 48, "put-signal request size");
 
 /* GPU_INFO (no ivmEnter needed): ivm-gpud's figures for one GPU of this node. */
 typedef struct ivm_msg_gpu_info_req {

@@ -1119,6 +1119,9 @@ typedef struct ivmd_msg_entry {
     int           needs_pe; /* only for entered connections */
 } ivmd_msg_entry_t;
 
+static ivmError_t ivmd_handle_put_signal(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                         const void *payload, ivmd_pe_reply_t *rep);
+
 #define IVMD_ENTRY(type, fn, rep, needs_pe) [IVM_MSG_##type] = {fn, sizeof(rep), needs_pe}
 
 static const ivmd_msg_entry_t ivmd_msg_table[IVM_MSG_LAST] = {
@@ -1148,6 +1151,7 @@ static const ivmd_msg_entry_t ivmd_msg_table[IVM_MSG_LAST] = {
     IVMD_ENTRY(SIGNAL_TO, ivmd_handle_signal_to, ivm_msg_status_t, 1),
     IVMD_ENTRY(WAIT_FROM, ivmd_handle_wait_from, ivm_msg_status_t, 1),
     IVMD_ENTRY(BARRIER, ivmd_handle_barrier, ivm_msg_status_t, 1),
+    IVMD_ENTRY(PUT_SIGNAL, ivmd_handle_put_signal, ivm_msg_status_t, 1),
     IVMD_ENTRY(BOARD, ivmd_handle_board, ivm_msg_status_t, 1),
 };
 
@@ -1217,6 +1221,136 @@ static void ivmd_handle_answer(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *h
         pass_fd) {
         ivmd_reply_rollback(d, c, hdr->type, rep);
     }
+}
+
+/* ------------------------------------------------------------ put-signal */
+
+/* A PUT_SIGNAL whose put is in flight: the data plane ends it through
+ * ivmd_put_signal_done with the entry's id. Its connection may close first:
+ * the entry goes with it, and the late completion finds nothing. */
+typedef struct ivmd_putsig {
+    struct ivmd_putsig      *next;
+    uint64_t                 id;
+    ivmd_conn_t             *conn;
+    ivm_msg_hdr_t            hdr;
+    ivm_msg_put_signal_req_t req;
+} ivmd_putsig_t;
+
+/* Unlink the entry of that id (or of that connection: id 0) and return it. */
+static ivmd_putsig_t *ivmd_putsig_take(ivmd_handlers_t *svc, uint64_t id, const ivmd_conn_t *c)
+{
+    ivmd_putsig_t **link, *ps;
+
+    for (link = &svc->putsigs; (ps = *link) != NULL; link = &ps->next) {
+        if (id != 0 ? ps->id == id : ps->conn == c) {
+            *link = ps->next;
+            return ps;
+        }
+    }
+    return NULL;
+}
+
+void ivmd_handlers_conn_gone(ivmd_t *d, ivmd_conn_t *c)
+{
+    ivmd_putsig_t *ps;
+
+    while ((ps = ivmd_putsig_take(&d->svc, 0, c)) != NULL) {
+        free(ps);
+    }
+}
+
+/* The master has the bytes: post the signal. At the job's root daemon that
+ * is the registry's; a node daemon forwards the PUT_SIGNAL, which the root
+ * serves as the signal alone (ivmd_handle_put_signal on its virtual
+ * connection), and relays the root's reply. */
+static ivmError_t ivmd_put_signal_post(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                       const ivm_msg_put_signal_req_t *req,
+                                       ivmd_pe_reply_t *rep)
+{
+    if (ivmd_remote_is_proxy(c->job)) {
+        ivmd_remote_forward(&d->remote, c, hdr, req);
+        return IVMD_DEFERRED;
+    }
+    return ivmd_wait_detail(rep, c->job, req->pe,
+                            ivmd_psync_signal_to(&d->reg, c->job, c->pe, req->pe));
+}
+
+static void ivmd_put_signal_done(void *arg, uint64_t tag, int status)
+{
+    ivmd_t *d = arg;
+    ivmd_putsig_t *ps = ivmd_putsig_take(&d->svc, tag, NULL);
+    const ivmd_msg_entry_t *e = &ivmd_msg_table[IVM_MSG_PUT_SIGNAL];
+    ivmd_pe_reply_t rep;
+
+    if (ps == NULL) {
+        return; /* the PE's connection is gone */
+    }
+    memset(&rep.body, 0, e->rep_size);
+    rep.len = e->rep_size;
+    rep.fd  = -1;
+    ivmd_reply_init(&rep.r);
+    if (status == IVM_SUCCESS && ps->conn->pe != NULL && ps->conn->pe->state == IVMD_PE_RUNNING) {
+        status = ivmd_put_signal_post(d, ps->conn, &ps->hdr, &ps->req, &rep);
+    } else if (status == IVM_SUCCESS) {
+        status = IVM_ERROR_NOT_ENTERED;
+        ivmd_detail(&rep, "pe ended while its ivmSyncPutSignal was in flight");
+    } else {
+        ivmd_detail(&rep, "the put failed (the node holding the object's master is "
+                          "unreachable): no signal was posted");
+    }
+    if (status != IVMD_DEFERRED) {
+        rep.r.status = status;
+        ivmd_handle_answer(d, ps->conn, &ps->hdr, e, &rep);
+    }
+    free(ps);
+}
+
+/* The range must lie in an object of c's job; GPU ranges take the two-call
+ * path (libivm never sends them here). */
+static ivmd_obj_t *ivmd_put_signal_obj(ivmd_conn_t *c, const ivm_msg_put_signal_req_t *req)
+{
+    ivmd_obj_t *obj = ivmd_obj_find_id(c->job, req->sync.obj_id);
+
+    if (obj == NULL || req->sync.op != IVM_SYNC_PUT || req->sync.gpu_ref != 0 ||
+        req->sync.offset > obj->size || req->sync.size > obj->size - req->sync.offset) {
+        return NULL;
+    }
+    return obj;
+}
+
+static ivmError_t ivmd_handle_put_signal(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                         const void *payload, ivmd_pe_reply_t *rep)
+{
+    const ivm_msg_put_signal_req_t *req = payload;
+    ivmd_obj_t *obj;
+    ivmd_putsig_t *ps;
+    int r;
+
+    if (c->kind == IVMD_CONN_REMOTE) {
+        /* Forwarded by the PE's daemon once the master had the bytes. */
+        return ivmd_wait_detail(rep, c->job, req->pe,
+                                ivmd_psync_signal_to(&d->reg, c->job, c->pe, req->pe));
+    }
+    if ((obj = ivmd_put_signal_obj(c, req)) == NULL) {
+        ivmd_detail(rep, "no such object or range for ivmSyncPutSignal");
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    if ((ps = calloc(1, sizeof(*ps))) == NULL) {
+        return IVM_ERROR_NO_MEMORY;
+    }
+    *ps = (ivmd_putsig_t){.next = d->svc.putsigs, .id = ++d->svc.next_putsig, .conn = c,
+                          .hdr = *hdr, .req = *req};
+    d->svc.putsigs = ps;
+    r = ivmd_data_sync_op(&d->data, c, hdr, c->job->id, obj, IVM_SYNC_PUT, req->sync.offset,
+                          req->sync.size, ivmd_put_signal_done, d, ps->id);
+    if (r == IVMD_DEFERRED) {
+        return IVMD_DEFERRED; /* (the entry may be gone already: answered) */
+    }
+    free(ivmd_putsig_take(&d->svc, ps->id, NULL));
+    if (r == IVM_ERROR_DAEMON_LOST) {
+        ivmd_detail(rep, "the node holding the object's master is unreachable");
+    }
+    return r != IVM_SUCCESS ? r : ivmd_put_signal_post(d, c, hdr, req, rep);
 }
 
 void ivmd_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,

@@ -40,13 +40,20 @@ typedef struct ivmd_pe_reply {
 } ivmd_pe_reply_t;
 
 /* The service's state, hung off the daemon's context. */
+struct ivmd_putsig;
+
 typedef struct ivmd_handlers {
-    ivmd_pe_reply_t rep;       /* the reply of the request being served */
+    ivmd_pe_reply_t     rep;         /* the reply of the request being served */
+    struct ivmd_putsig *putsigs;     /* PUT_SIGNALs whose put is in flight */
+    uint64_t            next_putsig; /* their ids */
 } ivmd_handlers_t;
 
 /* A PE's request (a connection kind's on_msg). */
 void ivmd_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                      const void *payload);
+/* A connection is gone (a listener of the connection table): its
+ * PUT_SIGNALs in flight are forgotten. */
+void ivmd_handlers_conn_gone(ivmd_t *d, ivmd_conn_t *c);
 /* The connection of a PE closed (EOF, error, bad input). */
 void ivmd_handle_disconnect(ivmd_t *d, ivmd_conn_t *c);
 /* The reply's size of a request type (the remote protocol's virtual

@@ -271,6 +271,7 @@ static ivmError_t ivmd_wire(ivmd_t *d)
     ivmd_link_init(&d->link, &d->loop, t, &d->net, &link_cfg, &d->stopping, &ivmd_link_ops);
     if (ivmd_conn_on_gone(t, ivmd_cluster_conn_gone) != IVM_SUCCESS ||
         ivmd_conn_on_gone(t, ivmd_gpu_conn_gone) != IVM_SUCCESS ||
+        ivmd_conn_on_gone(t, ivmd_handlers_conn_gone) != IVM_SUCCESS ||
         ivmd_loop_on_before_sleep(&d->loop, ivmd_output_before_sleep, NULL) != IVM_SUCCESS ||
         ivmd_loop_on_before_sleep(&d->loop, ivmd_idle_exit, NULL) != IVM_SUCCESS) {
         return IVM_ERROR_INTERNAL;

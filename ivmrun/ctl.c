@@ -6,6 +6,7 @@
 #include <sys/un.h>
 
 #include "client.h"
+#include "log.h"
 #include "proto.h"
 #include "sock.h"
 #include "status.h"
@@ -51,6 +52,8 @@ int main(int argc, char **argv)
     long dev, pct;
     int i = 1;
 
+    ivm_log_set_prefix("ivm-ctl");
+
     if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
         return ivm_ctl_usage(stdout, 0);
     }
@@ -68,14 +71,14 @@ int main(int argc, char **argv)
     dev = ivm_ctl_number(argv[i + 1], 1000000);
     pct = ivm_ctl_number(argv[i + 2], 1000000);
     if (dev < 0 || pct < 0) {
-        fprintf(stderr, "ivm-ctl: set-share: '%s' is not a device index or '%s' not a "
-                "percentage (give e.g. set-share 1 25)\n", argv[i + 1], argv[i + 2]);
+        ivm_error("set-share: '%s' is not a device index or '%s' not a "
+                  "percentage (give e.g. set-share 1 25)", argv[i + 1], argv[i + 2]);
         return 2;
     }
     if (sock != NULL) {
         snprintf(path, sizeof(path), "%s", sock);
     } else if (ivm_sock_path(path, sizeof(path)) != IVM_SUCCESS) {
-        fprintf(stderr, "ivm-ctl: the socket path is too long\n");
+        ivm_error("the socket path is too long");
         return 2;
     }
     req = (ivm_msg_set_share_req_t){.dev = (uint32_t)dev, .percent = (uint32_t)pct};
@@ -83,7 +86,7 @@ int main(int argc, char **argv)
                                 sizeof(rep), &res);
     snprintf(detail, sizeof(detail), "%s", status != IVM_SUCCESS ? res.detail : "");
     if (status != IVM_SUCCESS) {
-        fprintf(stderr, "ivm-ctl: %s: set-share %ld %ld: %s%s%s\n", path, dev, pct,
+        ivm_error("%s: set-share %ld %ld: %s%s%s", path, dev, pct,
                 ivm_status_string(status), detail[0] != '\0' ? ": " : "", detail);
         return 1;
     }

@@ -516,7 +516,7 @@ static int info_node(info_out_t *o, const char *path)
 
     status = ivm_client_info(path, INFO_TIMEOUT_MS, &info, NULL);
     if (status != IVM_SUCCESS) {
-        fprintf(stderr, "ivm-info: %s: %s\n", path, ivm_status_string(status));
+        ivm_error("%s: %s", path, ivm_status_string(status));
         return 1;
     }
     info.node[sizeof(info.node) - 1] = '\0';
@@ -607,7 +607,7 @@ static int info_cluster(info_out_t *o, const char *path)
     }
     info_arr_close(o);
     if (n == 0) {
-        fprintf(stderr, "ivm-info: %s is not part of a cluster\n", path);
+        ivm_error("%s is not part of a cluster", path);
         return 1;
     }
     return ret;
@@ -625,17 +625,17 @@ static int info_object(info_out_t *o, const char *path, const char *job, const c
     memset(&req, 0, sizeof(req));
     req.job = (uint32_t)strtoul(job, &end, 0);
     if (*job == '\0' || *end != '\0') {
-        fprintf(stderr, "ivm-info: --object '%s': not a job id\n", job);
+        ivm_error("--object '%s': not a job id", job);
         return 2;
     }
     if (ivm_proto_strset(req.name, sizeof(req.name), name) != 0) {
-        fprintf(stderr, "ivm-info: object name too long\n");
+        ivm_error("object name too long");
         return 2;
     }
     status = ivm_client_request(path, INFO_TIMEOUT_MS, IVM_MSG_OBJ_INFO, &req, sizeof(req), &rep,
                               sizeof(rep), NULL);
     if (status != IVM_SUCCESS) {
-        fprintf(stderr, "ivm-info: %s: object '%s' of job %s: %s\n", path, name, job,
+        ivm_error("%s: object '%s' of job %s: %s", path, name, job,
                 ivm_status_string(status));
         return 1;
     }
@@ -657,7 +657,7 @@ static int info_gpu(info_out_t *o, const char *path, const char *gpu)
     unsigned long k = strtoul(gpu, &end, 10);
 
     if (*gpu == '\0' || *end != '\0' || k > 255) {
-        fprintf(stderr, "ivm-info: --gpu '%s' is not a GPU index\n", gpu);
+        ivm_error("--gpu '%s' is not a GPU index", gpu);
         return 2;
     }
     memset(&req, 0, sizeof(req));
@@ -665,7 +665,7 @@ static int info_gpu(info_out_t *o, const char *path, const char *gpu)
     status = ivm_client_request(path, INFO_TIMEOUT_MS, IVM_MSG_GPU_INFO, &req, sizeof(req), &rep,
                               sizeof(rep), NULL);
     if (status != IVM_SUCCESS) {
-        fprintf(stderr, "ivm-info: %s: GPU %lu: %s\n", path, k, ivm_status_string(status));
+        ivm_error("%s: GPU %lu: %s", path, k, ivm_status_string(status));
         return 1;
     }
     rep.name[sizeof(rep.name) - 1]       = '\0';
@@ -768,17 +768,16 @@ static int info_args(info_args_t *a, info_out_t *o, int argc, char **argv)
             return 0;
         }
         if (info_arg(a, o, argc, argv, &i) != 0) {
-            fprintf(stderr, "ivm-info: unknown or incomplete option '%s'\n", argv[i]);
+            ivm_error("unknown or incomplete option '%s'", argv[i]);
             return info_usage(stderr, 2);
         }
     }
     if (a->config + a->list + a->cluster + (a->gpu != NULL) + (a->obj_name != NULL) > 1) {
-        fprintf(stderr, "ivm-info: give one view (--config, --list, --cluster, --object, "
-                "--gpu)\n");
+        ivm_error("give one view (--config, --list, --cluster, --object, --gpu)");
         return 2;
     }
     if (a->job != NULL && (strtoul(a->job, &end, 10), *a->job == '\0' || *end != '\0')) {
-        fprintf(stderr, "ivm-info: --job '%s' is not a job id\n", a->job);
+        ivm_error("--job '%s' is not a job id", a->job);
         return 2;
     }
     return -1;
@@ -816,7 +815,7 @@ static int info_pick(info_out_t *o, const info_args_t *a, info_daemon_t *found, 
         *pick_p = info_find_job(found, n, (uint32_t)strtoul(a->job, NULL, 10));
         if (*pick_p < 0) {
             info_end(o);
-            fprintf(stderr, "ivm-info: no daemon found runs the root of job %s\n", a->job);
+            ivm_error("no daemon found runs the root of job %s", a->job);
             return 1;
         }
     } else if (n == 0) {
@@ -827,8 +826,7 @@ static int info_pick(info_out_t *o, const info_args_t *a, info_daemon_t *found, 
         return 0;
     } else if (n > 1) {
         info_end(o);
-        fprintf(stderr, "ivm-info: %d daemons found; choose one with --socket PATH or --job "
-                "N:\n", n);
+        ivm_error("%d daemons found; choose one with --socket PATH or --job N:", n);
         for (i = 0; i < n; ++i) {
             fprintf(stderr, "  %s (node %s, %u jobs)\n", found[i].path, found[i].node,
                     found[i].jobs);
@@ -845,6 +843,7 @@ int main(int argc, char **argv)
     info_out_t o;
     int n, pick, ret;
 
+    ivm_log_set_prefix("ivm-info");
     memset(&o, 0, sizeof(o));
     memset(&a, 0, sizeof(a));
     ret = info_args(&a, &o, argc, argv);

@@ -713,7 +713,7 @@ static int ivmrun_loop_events(ivmrun_t *run, struct pollfd *pfds, ivmrun_stream_
 static void ivmrun_loop_timers(ivmrun_t *run, double timeout_at, double now)
 {
     if (timeout_at > 0 && !run->timed_out && run->signo == 0 && now >= timeout_at) {
-        fprintf(stderr, "ivmrun: timeout after %g s, killing the job\n", run->cfg.timeout);
+        ivm_error("timeout after %g s, killing the job", run->cfg.timeout);
         run->timed_out = 1;
         ivmrun_root_kill(run, SIGKILL);
         run->kill_at = 0;

@@ -629,6 +629,8 @@ IVM_API ivmError_t ivmEnter(void)
     ivm_log_set_prefix("pe");
     ivm_ctx.spin_ns = ivm_spin_from_env();
     ivm_ctx.populate_max = ivm_populate_from_env();
+    ivm_ctx.put_signal_two = getenv("IVM_PUT_SIGNAL") != NULL &&
+                             strcmp(getenv("IVM_PUT_SIGNAL"), "0") == 0;
     status = ivm_connect(is_root);
     if (status == IVM_SUCCESS) {
         memset(&rep, 0, sizeof(rep));
@@ -1333,10 +1335,11 @@ static ivmError_t ivm_sync_device(const char *fn, const ivm_map_t *map)
     IVM_FAIL(IVM_ERROR_INTERNAL, "%s: %s", fn, why);
 }
 
-static ivmError_t ivm_sync(const char *fn, uint32_t op, const void *addr, size_t size)
+/* The SYNC request for [addr, +size) (*call_p = 1), or nothing to ask the
+ * daemon (*call_p = 0: the caller's copy is the master). */
+static ivmError_t ivm_sync_prepare(const char *fn, uint32_t op, const void *addr, size_t size,
+                                   ivm_msg_sync_req_t *req, int *call_p)
 {
-    ivm_msg_sync_req_t req;
-    ivm_msg_status_t rep;
     uint64_t offset;
     ivm_map_t map;
 
@@ -1354,16 +1357,28 @@ static ivmError_t ivm_sync(const char *fn, uint32_t op, const void *addr, size_t
     if (ivm_sync_device(fn, &map) != IVM_SUCCESS) {
         return IVM_ERROR_INTERNAL;
     }
-    if ((map.flags & IVM_MAP_MASTER) && !(map.flags & IVM_MAP_GPU) &&
-        (op == IVM_SYNC_PUT || op == IVM_SYNC_GET)) {
-        return IVM_SUCCESS;
+    *call_p = !((map.flags & IVM_MAP_MASTER) && !(map.flags & IVM_MAP_GPU) &&
+                (op == IVM_SYNC_PUT || op == IVM_SYNC_GET));
+    memset(req, 0, sizeof(*req));
+    req->obj_id  = map.obj_id;
+    req->offset  = offset;
+    req->size    = size;
+    req->op      = op;
+    req->gpu_ref = map.gpu_ref;
+    return IVM_SUCCESS;
+}
+
+static ivmError_t ivm_sync(const char *fn, uint32_t op, const void *addr, size_t size)
+{
+    ivm_msg_sync_req_t req;
+    ivm_msg_status_t rep;
+    ivmError_t status;
+    int call;
+
+    status = ivm_sync_prepare(fn, op, addr, size, &req, &call);
+    if (status != IVM_SUCCESS || !call) {
+        return status;
     }
-    memset(&req, 0, sizeof(req));
-    req.obj_id  = map.obj_id;
-    req.offset  = offset;
-    req.size    = size;
-    req.op      = op;
-    req.gpu_ref = map.gpu_ref;
     return ivm_call(IVM_MSG_SYNC, &req, sizeof(req), &rep, sizeof(rep), NULL);
 }
 
@@ -1374,22 +1389,38 @@ IVM_API ivmError_t ivmSyncPut(const void *addr, size_t size)
 
 IVM_API ivmError_t ivmSyncPutSignal(const void *addr, size_t size, ivm_pe pe)
 {
-    ivm_msg_pe_req_t req = {.pe = pe};
+    ivm_msg_put_signal_req_t req = {.pe = pe};
+    ivm_msg_pe_req_t sig = {.pe = pe};
     ivm_msg_status_t rep;
     ivmError_t status;
+    int call;
 
     ivm_clear_error();
     if (pe < 0) {
         IVM_CHECK_ENTERED();
         IVM_FAIL(IVM_ERROR_NOT_FOUND, "ivmSyncPutSignal: %d is not a PE id", pe);
     }
-    /* The put is blocking: once it returns the bytes are in the master, so
-     * the signal that follows cannot overtake them. */
-    status = ivm_sync("ivmSyncPutSignal", IVM_SYNC_PUT, addr, size);
-    if (status != IVM_SUCCESS || ivm_board_signal(pe, &status)) {
+    status = ivm_sync_prepare("ivmSyncPutSignal", IVM_SYNC_PUT, addr, size, &req.sync, &call);
+    if (status != IVM_SUCCESS) {
         return status;
     }
-    return ivm_call(IVM_MSG_SIGNAL_TO, &req, sizeof(req), &rep, sizeof(rep), NULL);
+    /* A mirror's bytes and a signal through the daemon: one request, the
+     * daemon posts the signal once the master has the bytes (IVM_PUT_SIGNAL=0:
+     * the two calls, for comparison). */
+    if (call && req.sync.gpu_ref == 0 && !ivm_ctx.put_signal_two && !ivm_board_has_pair(pe)) {
+        return ivm_call(IVM_MSG_PUT_SIGNAL, &req, sizeof(req), &rep, sizeof(rep), NULL);
+    }
+    /* Else the put is blocking: once it returns the bytes are in the
+     * master, so the signal that follows cannot overtake them. */
+    if (call &&
+        (status = ivm_call(IVM_MSG_SYNC, &req.sync, sizeof(req.sync), &rep, sizeof(rep), NULL)) !=
+            IVM_SUCCESS) {
+        return status;
+    }
+    if (ivm_board_signal(pe, &status)) {
+        return status;
+    }
+    return ivm_call(IVM_MSG_SIGNAL_TO, &sig, sizeof(sig), &rep, sizeof(rep), NULL);
 }
 
 IVM_API ivmError_t ivmSyncGet(void *addr, size_t size)

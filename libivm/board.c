@@ -88,6 +88,11 @@ static ivm_board_t *ivm_board_pair(int a, int b)
     return m;
 }
 
+int ivm_board_has_pair(int to)
+{
+    return ivm_board_pair(ivm_ctx.pe_id, to) != NULL;
+}
+
 int ivm_board_signal(int to, ivmError_t *status_p)
 {
     ivm_board_t *m = ivm_board_pair(ivm_ctx.pe_id, to);

@@ -40,6 +40,7 @@ typedef struct ivm_ctx {
     int              reading;     /* a thread is reading replies */
     uint32_t         next_seq;
     uint64_t         spin_ns;     /* poll this long for a reply before sleeping */
+    int              put_signal_two; /* IVM_PUT_SIGNAL=0: ivmSyncPutSignal as two calls */
     size_t           populate_max; /* maps up to this size are populated (IVM_MAP_POPULATE) */
     ivm_pending_t   *pending;
     /* identity */
@@ -93,6 +94,8 @@ ivmError_t ivm_rpc_call(uint16_t type, const void *req, uint32_t req_len,
  * in *status_p), 0 if the daemon must carry it. */
 int ivm_board_signal(int to, ivmError_t *status_p);
 int ivm_board_wait(int from, ivmError_t *status_p);
+/* Whether signals from the caller to pe go through the board. */
+int ivm_board_has_pair(int to);
 /* ivmBarrier over pes[0..n) on the board when every member is a live PE of
  * this node (and n <= IVM_BOARD_SET_MAX); 0: the daemon serves it. */
 int ivm_board_barrier(const ivm_pe *pes, int n, ivmError_t *status_p);

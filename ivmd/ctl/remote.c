@@ -230,8 +230,10 @@ static int ivmd_remote_fwd_ok(const ivm_msg_hdr_t *hdr, const ivm_msg_hdr_t *inn
     if (!req) {
         return ivm_proto_check_rep(inner, why) == IVM_SUCCESS;
     }
+    /* PUT_SIGNAL is served by the PE's own daemon, which forwards only its
+     * signal, once the master has the bytes. */
     return ivm_proto_check_req(inner, inner + 1, why) == IVM_SUCCESS &&
-           ivmd_remote_forwards(inner->type);
+           (ivmd_remote_forwards(inner->type) || inner->type == IVM_MSG_PUT_SIGNAL);
 }
 
 /* FWD for a PE that is not (or no longer) there: NOT_ENTERED back. */

@@ -9,8 +9,8 @@
  *   BROKEN_NO_SYNC      a host read of a copy's destination before cuStreamSynchronize
  *   BROKEN_HANDLE_TYPE  export as a POSIX fd an allocation made without that handle type
  *   BROKEN_LEAK         the allocation never released at exit
- * The driver is reached as the backend reaches it: dlopen("libcuda.so.1") and
- * cuGetProcAddress.
+ * The driver is reached as the backend reaches it, through its table of
+ * entry points (ivm-gpud/backends/cuda/cuda_api.h).
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -18,45 +18,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <cuda.h>
+#include "cuda_api.h"
 
 #define SIZE (2u << 20)
 
-typedef CUresult (*gpa_t)(const char *, void **, int, cuuint64_t,
-                          CUdriverProcAddressQueryResult *);
-
-static struct {
-    CUresult (*Init)(unsigned int);
-    CUresult (*DeviceGet)(CUdevice *, int);
-    CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
-    CUresult (*DevicePrimaryCtxRelease)(CUdevice);
-    CUresult (*CtxSetCurrent)(CUcontext);
-    CUresult (*MemCreate)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
-                          unsigned long long);
-    CUresult (*MemRelease)(CUmemGenericAllocationHandle);
-    CUresult (*MemExportToShareableHandle)(void *, CUmemGenericAllocationHandle,
-                                           CUmemAllocationHandleType, unsigned long long);
-    CUresult (*MemAddressReserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
-    CUresult (*MemAddressFree)(CUdeviceptr, size_t);
-    CUresult (*MemMap)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
-                       unsigned long long);
-    CUresult (*MemUnmap)(CUdeviceptr, size_t);
-    CUresult (*MemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
-    CUresult (*MemHostRegister)(void *, size_t, unsigned int);
-    CUresult (*MemHostUnregister)(void *);
-    CUresult (*MemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
-    CUresult (*MemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
-    CUresult (*StreamCreate)(CUstream *, unsigned int);
-    CUresult (*StreamDestroy)(CUstream);
-    CUresult (*StreamSynchronize)(CUstream);
-} cu;
-
-#define SYMS(X)                                                                               \
-    X(Init) X(DeviceGet) X(DevicePrimaryCtxRetain) X(DevicePrimaryCtxRelease) X(CtxSetCurrent) \
-    X(MemCreate) X(MemRelease) X(MemExportToShareableHandle) X(MemAddressReserve)             \
-    X(MemAddressFree) X(MemMap) X(MemUnmap) X(MemSetAccess) X(MemHostRegister)                \
-    X(MemHostUnregister) X(MemcpyHtoDAsync) X(MemcpyDtoHAsync) X(StreamCreate)                \
-    X(StreamDestroy) X(StreamSynchronize)
+static gpud_cuda_api_t cu;
 
 #define CHECK(call)                                                                  \
     do {                                                                             \
@@ -67,24 +33,27 @@ static struct {
         }                                                                            \
     } while (0)
 
+/* The driver's entry points in the ABI the backend asks for: the driver's
+ * version, at most our cuda.h's. */
 static void load(void)
 {
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    gpa_t gpa = lib != NULL ? (gpa_t)dlsym(lib, "cuGetProcAddress_v2") : NULL;
-    CUdriverProcAddressQueryResult found;
+    CUresult (*get_version)(int *) =
+        lib != NULL ? (CUresult (*)(int *))dlsym(lib, "cuDriverGetVersion") : NULL;
+    const char *missing;
+    int version = 0;
 
-    if (gpa == NULL) {
-        fprintf(stderr, "broken: no libcuda.so.1 with cuGetProcAddress_v2: %s\n", dlerror());
+    if (get_version == NULL || get_version(&version) != CUDA_SUCCESS || version <= 0) {
+        fprintf(stderr, "broken: no libcuda.so.1 telling its version: %s\n",
+                lib == NULL ? dlerror() : "cuDriverGetVersion failed");
         exit(2);
     }
-#define LOAD(name)                                                                    \
-    if (gpa("cu" #name, (void **)&cu.name, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &found) != \
-        CUDA_SUCCESS) {                                                               \
-        fprintf(stderr, "broken: the driver lacks cu%s\n", #name);                    \
-        exit(2);                                                                      \
+    if (gpud_cuda_api_resolve(lib, version < CUDA_VERSION ? version : CUDA_VERSION, &cu,
+                              &missing) != CUDA_SUCCESS) {
+        fprintf(stderr, "broken: the driver lacks %s\n",
+                missing != NULL ? missing : "cuGetProcAddress");
+        exit(2);
     }
-    SYMS(LOAD)
-#undef LOAD
 }
 
 int main(void)

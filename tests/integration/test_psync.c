@@ -64,6 +64,17 @@ Test(psync, addressed_signal_faults_three_nodes) { run_psync("3", "p2p_fail", NU
 Test(psync, barrier_one_node) { run_psync("1", "barrier", "40"); }
 Test(psync, barrier_three_nodes) { run_psync("3", "barrier", "40"); }
 
+/* node1 <-> node2 without the root's node: put-with-signal rows checked
+ * byte by byte over 300 rounds, a signal posted before the sender's death,
+ * a barrier across the three nodes whose member is killed. */
+Test(psync, far_pair_three_nodes) { run_psync("3", "far_pair", "300"); }
+
+/* The same with ivmSyncPutSignal as two calls (put, then signal). */
+Test(psync, far_pair_three_nodes_two_calls)
+{
+    run_psync_x("3", "IVM_PUT_SIGNAL=0", "far_pair", "100");
+}
+
 Test(psync, barrier_member_dies_one_node) { run_psync("1", "barrier_fail", NULL); }
 Test(psync, barrier_member_dies_three_nodes) { run_psync("3", "barrier_fail", NULL); }
 

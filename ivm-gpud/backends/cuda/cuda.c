@@ -18,72 +18,9 @@
 
 #include <cuda.h>
 
+#include "cuda_api.h"
 #include "gpud.h"
 #include "log.h"
-
-/* The driver entry points used, in the ABI of the CUDA version asked of
- * cuGetProcAddress: the driver's own version, at most the cuda.h we were
- * built with (whose prototypes these are). */
-typedef struct gpud_cuda_api {
-    CUresult (*GetErrorString)(CUresult, const char **);
-    CUresult (*Init)(unsigned int);
-    CUresult (*DeviceGetCount)(int *);
-    CUresult (*DeviceGet)(CUdevice *, int);
-    CUresult (*DeviceGetName)(char *, int, CUdevice);
-    CUresult (*DeviceGetUuid)(CUuuid *, CUdevice);
-    CUresult (*DeviceGetAttribute)(int *, CUdevice_attribute, CUdevice);
-    CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
-    CUresult (*DevicePrimaryCtxRelease)(CUdevice);
-    CUresult (*CtxSetCurrent)(CUcontext);
-    CUresult (*MemGetInfo)(size_t *, size_t *);
-    CUresult (*MemGetAllocationGranularity)(size_t *, const CUmemAllocationProp *,
-                                            CUmemAllocationGranularity_flags);
-    CUresult (*MemCreate)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
-                          unsigned long long);
-    CUresult (*MemRelease)(CUmemGenericAllocationHandle);
-    CUresult (*MemExportToShareableHandle)(void *, CUmemGenericAllocationHandle,
-                                           CUmemAllocationHandleType, unsigned long long);
-    CUresult (*MemAddressReserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr,
-                                  unsigned long long);
-    CUresult (*MemAddressFree)(CUdeviceptr, size_t);
-    CUresult (*MemMap)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
-                       unsigned long long);
-    CUresult (*MemUnmap)(CUdeviceptr, size_t);
-    CUresult (*MemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
-    CUresult (*MemHostRegister)(void *, size_t, unsigned int);
-    CUresult (*MemHostUnregister)(void *);
-    CUresult (*MemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
-    CUresult (*MemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
-    CUresult (*StreamCreate)(CUstream *, unsigned int);
-    CUresult (*StreamDestroy)(CUstream);
-    CUresult (*StreamSynchronize)(CUstream);
-} gpud_cuda_api_t;
-
-#define GPUD_CUDA_SYMS(X)                                                         \
-    X(GetErrorString, "cuGetErrorString") X(Init, "cuInit")                       \
-    X(DeviceGetCount, "cuDeviceGetCount") X(DeviceGet, "cuDeviceGet")             \
-    X(DeviceGetName, "cuDeviceGetName") X(DeviceGetUuid, "cuDeviceGetUuid")       \
-    X(DeviceGetAttribute, "cuDeviceGetAttribute")                                 \
-    X(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain")                         \
-    X(DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease")                       \
-    X(CtxSetCurrent, "cuCtxSetCurrent") X(MemGetInfo, "cuMemGetInfo")             \
-    X(MemGetAllocationGranularity, "cuMemGetAllocationGranularity")               \
-    X(MemCreate, "cuMemCreate") X(MemRelease, "cuMemRelease")                     \
-    X(MemExportToShareableHandle, "cuMemExportToShareableHandle")                 \
-    X(MemAddressReserve, "cuMemAddressReserve")                                   \
-    X(MemAddressFree, "cuMemAddressFree") X(MemMap, "cuMemMap")                   \
-    X(MemUnmap, "cuMemUnmap") X(MemSetAccess, "cuMemSetAccess")                   \
-    X(MemHostRegister, "cuMemHostRegister")                                       \
-    X(MemHostUnregister, "cuMemHostUnregister")                                   \
-    X(MemcpyHtoDAsync, "cuMemcpyHtoDAsync") X(MemcpyDtoHAsync, "cuMemcpyDtoHAsync") \
-    X(StreamCreate, "cuStreamCreate") X(StreamDestroy, "cuStreamDestroy")         \
-    X(StreamSynchronize, "cuStreamSynchronize")
-
-#define GPUD_CUDA_SYM_ENTRY(field, name) {name, offsetof(gpud_cuda_api_t, field)},
-static const struct {
-    const char *name;
-    size_t      offset;
-} gpud_cuda_syms[] = {GPUD_CUDA_SYMS(GPUD_CUDA_SYM_ENTRY)};
 
 typedef struct gpud_cuda_gpu {
     CUdevice  dev;
@@ -142,10 +79,6 @@ static ivmError_t gpud_cuda_status(const gpud_cuda_t *cu, CUresult rc, const cha
 /* GPUD_CU(cu, MemCreate(...)): call the entry point, translate, log the call. */
 #define GPUD_CU(cu, call) gpud_cuda_status((cu), (cu)->api.call, #call)
 
-typedef CUresult (*gpud_cuda_gpa_v2_t)(const char *, void **, int, cuuint64_t,
-                                       CUdriverProcAddressQueryResult *);
-typedef CUresult (*gpud_cuda_gpa_v1_t)(const char *, void **, int, cuuint64_t);
-
 /* The driver's version (cuDriverGetVersion, callable before cuInit), and
  * the one to ask cuGetProcAddress for: a version newer than the driver is
  * CUDA_ERROR_INVALID_VALUE there, and one newer than our cuda.h would hand
@@ -168,12 +101,9 @@ static ivmError_t gpud_cuda_version(gpud_cuda_t *cu)
 /* quiet: --backend auto, where finding no driver is no error. */
 static ivmError_t gpud_cuda_load(gpud_cuda_t *cu, int quiet)
 {
-    gpud_cuda_gpa_v2_t gpa2;
-    gpud_cuda_gpa_v1_t gpa1;
-    CUdriverProcAddressQueryResult found;
+    const char *missing;
     ivmError_t status;
     CUresult rc;
-    size_t i;
 
     cu->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (cu->lib == NULL) {
@@ -185,27 +115,19 @@ static ivmError_t gpud_cuda_load(gpud_cuda_t *cu, int quiet)
     if (status != IVM_SUCCESS) {
         return status;
     }
-    gpa2 = (gpud_cuda_gpa_v2_t)dlsym(cu->lib, "cuGetProcAddress_v2");
-    gpa1 = (gpud_cuda_gpa_v1_t)dlsym(cu->lib, "cuGetProcAddress");
-    if (gpa2 == NULL && gpa1 == NULL) {
+    rc = gpud_cuda_api_resolve(cu->lib, cu->abi, &cu->api, &missing);
+    if (rc != CUDA_SUCCESS && missing == NULL) {
         ivm_error("cuda: the CUDA driver (version %d.%d) has no cuGetProcAddress: the cuda "
                   "backend needs CUDA 11.3 or newer", cu->driver_version / 1000,
                   cu->driver_version % 1000 / 10);
         return IVM_ERROR_UNSUPPORTED;
     }
-    for (i = 0; i < sizeof(gpud_cuda_syms) / sizeof(gpud_cuda_syms[0]); ++i) {
-        void **slot = (void **)((char *)&cu->api + gpud_cuda_syms[i].offset);
-        rc = gpa2 != NULL ? gpa2(gpud_cuda_syms[i].name, slot, cu->abi,
-                                 CU_GET_PROC_ADDRESS_DEFAULT, &found)
-                          : gpa1(gpud_cuda_syms[i].name, slot, cu->abi,
-                                 CU_GET_PROC_ADDRESS_DEFAULT);
-        if (rc != CUDA_SUCCESS || *slot == NULL) {
-            ivm_error("cuda: the CUDA driver (version %d.%d) lacks %s (CUresult %d): the cuda "
-                      "backend needs a driver with virtual memory management (CUDA 11.3 or "
-                      "newer)", cu->driver_version / 1000, cu->driver_version % 1000 / 10,
-                      gpud_cuda_syms[i].name, (int)rc);
-            return IVM_ERROR_UNSUPPORTED;
-        }
+    if (rc != CUDA_SUCCESS) {
+        ivm_error("cuda: the CUDA driver (version %d.%d) lacks %s (CUresult %d): the cuda "
+                  "backend needs a driver with virtual memory management (CUDA 11.3 or "
+                  "newer)", cu->driver_version / 1000, cu->driver_version % 1000 / 10,
+                  missing, (int)rc);
+        return IVM_ERROR_UNSUPPORTED;
     }
     return IVM_SUCCESS;
 }

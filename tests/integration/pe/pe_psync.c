@@ -509,14 +509,157 @@ static int sc_barrier_fail(int argc, char **argv)
     return pe_ok();
 }
 
+/* ------------------------------------------------------------ far pair */
+
+/* ivmrun --nodes 3. A (index 2, node1) and B (index 3, node2): a pair the
+ * root's node has no part in, the path issue 16 wants at one daemon hop.
+ * Once A's rounds are over, the root puts a row into A's in-box (a mirror
+ * on node0) with a signal, and A checks it.
+ * Each has an in-box with its master on its own node; argv[2] rounds of
+ * ivmSyncPutSignal of a row into the other's in-box, ivmWaitFrom, and a
+ * check of every byte of the row received. Then B signals A once more and
+ * dies: A's first wait takes that signal, the second fails. Then A and the
+ * root enter a barrier with K (index 6, node2), which the root kills while
+ * A waits in it: both fail, nobody hangs. Indices 1, 4, 5 only report. */
+#define FAR_A 2
+#define FAR_B 3
+#define FAR_K 6
+
+static unsigned char *far_theirs; /* the other's in-box, mapped here */
+
+static void far_rounds(const team_t *t, int other, int rounds)
+{
+    unsigned char *mine, *theirs, want;
+    char name[32];
+    int r, b;
+
+    snprintf(name, sizeof(name), "inbox%d", t->ids[t->me]);
+    CHECK(ivmMalloc(name, &mine, 2 * ROW));
+    CHECK(ivmSignalTo(t->ids[other]));
+    CHECK(ivmWaitFrom(t->ids[other]));
+    snprintf(name, sizeof(name), "inbox%d", t->ids[other]);
+    CHECK(ivmMap(name, &theirs, 2 * ROW));
+    far_theirs = theirs;
+    for (r = 0; r < rounds; ++r) {
+        size_t off = (size_t)(r % 2) * ROW;
+        memset(theirs + off, row_byte(t->me, r), ROW);
+        CHECK(ivmSyncPutSignal(theirs + off, ROW, t->ids[other]));
+        pe_stage = "far pair: waiting for the other's row";
+        CHECK(ivmWaitFrom(t->ids[other]));
+        CHECK(ivmSyncGet(mine + off, ROW));
+        want = row_byte(other, r);
+        for (b = 0; b < ROW; ++b) {
+            ASSERT(mine[off + b] == want, "round %d: byte %d of the row from index %d is %u, "
+                   "expected %u", r, b, other, mine[off + b], want);
+        }
+    }
+}
+
+/* A's rounds are over: the root, on a mirror of A's in-box, puts a row
+ * with a signal (its daemon is the registry's: the put's completion posts
+ * the signal there); A finds the row. */
+static void far_from_root(const team_t *t)
+{
+    unsigned char *mine;
+    char name[32];
+    int b;
+
+    CHECK(ivmSignalTo(0));
+    pe_stage = "far pair: the root's put-with-signal";
+    CHECK(ivmWaitFrom(0));
+    snprintf(name, sizeof(name), "inbox%d", t->ids[t->me]);
+    CHECK(ivmMap(name, &mine, 2 * ROW));
+    CHECK(ivmSyncGet(mine, ROW));
+    for (b = 0; b < ROW; ++b) {
+        ASSERT(mine[b] == 0xa5, "byte %d of the root's row is %u", b, mine[b]);
+    }
+}
+
+static void far_root_put(const team_t *t)
+{
+    unsigned char *box;
+    char name[32];
+
+    CHECK(ivmWaitFrom(t->ids[FAR_A]));
+    snprintf(name, sizeof(name), "inbox%d", t->ids[FAR_A]);
+    CHECK(ivmMap(name, &box, 2 * ROW));
+    memset(box, 0xa5, ROW);
+    CHECK(ivmSyncPutSignal(box, ROW, t->ids[FAR_A]));
+}
+
+static int far_pe(int id, int rounds)
+{
+    ivm_pe three[3];
+    team_t t;
+
+    team_join(&t, id);
+    switch (t.me) {
+    case FAR_A:
+        far_rounds(&t, FAR_B, rounds);
+        pe_stage = "far pair: put-with-signal from a mirror to no PE";
+        EXPECT(ivmSyncPutSignal(far_theirs, ROW, 9999), IVM_ERROR_NOT_FOUND);
+        ASSERT(strstr(ivmGetLastErrorMessage(), "9999") != NULL, "detail '%s'",
+               ivmGetLastErrorMessage());
+        far_from_root(&t);
+        pe_stage = "far pair: a signal posted before the sender's death";
+        CHECK(ivmWaitFrom(t.ids[FAR_B]));
+        EXPECT(ivmWaitFrom(t.ids[FAR_B]), IVM_ERROR_PE_FAILED);
+        ASSERT(strstr(ivmGetLastErrorMessage(), "died") != NULL, "detail '%s'",
+               ivmGetLastErrorMessage());
+        three[0] = 0, three[1] = t.ids[FAR_A], three[2] = t.ids[FAR_K];
+        CHECK(ivmSignalTo(0)); /* in the barrier soon: the root may kill K */
+        pe_stage = "far pair: a barrier whose member is killed";
+        EXPECT(ivmBarrier(three, 3), IVM_ERROR_PE_FAILED);
+        return team_done();
+    case FAR_B:
+        far_rounds(&t, FAR_A, rounds);
+        CHECK(ivmSignalTo(t.ids[FAR_A]));
+        abort();
+    case FAR_K:
+        pe_idle_forever();
+    default:
+        return team_done();
+    }
+}
+
+static int sc_far_pair(int argc, char **argv)
+{
+    int id = pe_enter(), rounds = argc > 2 ? atoi(argv[2]) : 200;
+    ivm_pe three[3];
+    team_t t;
+
+    if (id != 0) {
+        return far_pe(id, rounds);
+    }
+    ASSERT(nodes_count() == 3, "far_pair wants ivmrun --nodes 3, not %d", nodes_count());
+    team_create(&t, 2);
+    pe_stage = "far pair: A's rounds";
+    far_root_put(&t);
+    pe_stage = "far pair: A's word that it enters the barrier";
+    CHECK(ivmWaitFrom(t.ids[FAR_A]));
+    pe_sleep_ms(200);
+    CHECK(ivmKillPEs(&t.ids[FAR_K], 1));
+    three[0] = 0, three[1] = t.ids[FAR_A], three[2] = t.ids[FAR_K];
+    EXPECT(ivmBarrier(three, 3), IVM_ERROR_PE_FAILED);
+    pe_stage = "far pair: the others' results";
+    CHECK(ivmWaitFrom(t.ids[1]));
+    CHECK(ivmWaitFrom(t.ids[FAR_A]));
+    CHECK(ivmWaitFrom(t.ids[4]));
+    CHECK(ivmWaitFrom(t.ids[5]));
+    EXPECT(ivmWaitFrom(t.ids[FAR_B]), IVM_ERROR_PE_FAILED);
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
 /* ------------------------------------------------------------ lost daemon */
 
 /* ivmrun --nodes 2; argv[2]: a directory. Two PEs of node1, A and B, block
  * on the signal board: A in ivmWaitFrom(B), B in ivmBarrier({A, B}); then
  * the root kills node1's daemon. Both calls must fail with
  * IVM_ERROR_DAEMON_LOST (their output would go through the dead daemon, so
- * each writes what it got to DIR/<index>-rc), and the root's ivmWaitFrom(A)
- * with IVM_ERROR_PE_FAILED. */
+ * each writes what it got to DIR/<index>-rc), the root's ivmWaitFrom(A)
+ * with IVM_ERROR_PE_FAILED, and its ivmSyncPutSignal of a mirror whose
+ * master (A's object) was on node1 with IVM_ERROR_DAEMON_LOST. */
 static void lost_write(const char *dir, int index, ivmError_t rc)
 {
     char path[PATH_MAX];
@@ -551,6 +694,7 @@ static void lost_check(const char *dir, int index)
 static int sc_board_lost(int argc, char **argv)
 {
     int id = pe_enter(), i, *shared;
+    unsigned char *box;
     ivm_msg_info_rep_t info;
     char sock[PATH_MAX], dir[PATH_MAX];
     ivm_device d;
@@ -559,6 +703,9 @@ static int sc_board_lost(int argc, char **argv)
     ASSERT(argc > 2, "usage: board_lost DIR");
     if (id != 0) {
         team_join(&t, id);
+        if (t.me == 1) {
+            CHECK(ivmMalloc("lostbox", &box, 64)); /* its master on node1 */
+        }
         CHECK(ivmSignalTo(0));
         pe_stage = "blocked on the board until the daemon dies";
         lost_write(argv[2], t.me, t.me == 1 ? ivmWaitFrom(t.ids[2]) : ivmBarrier(t.ids + 1, 2));
@@ -578,6 +725,7 @@ static int sc_board_lost(int argc, char **argv)
     for (i = 1; i < 3; ++i) {
         CHECK(ivmWaitFrom(t.ids[i]));
     }
+    CHECK(ivmMap("lostbox", &box, 64));
     pe_sleep_ms(300); /* both asleep on the board */
     snprintf(dir, sizeof(dir), "%s", getenv("IVM_SOCKET"));
     snprintf(sock, sizeof(sock), "%s/node1.sock", dirname(dir));
@@ -589,6 +737,11 @@ static int sc_board_lost(int argc, char **argv)
     lost_check(argv[2], 2);
     pe_stage = "waiting from a PE of the lost node";
     EXPECT(ivmWaitFrom(t.ids[1]), IVM_ERROR_PE_FAILED);
+    pe_stage = "put-with-signal into a master on the lost node";
+    memset(box, 7, 64);
+    EXPECT(ivmSyncPutSignal(box, 64, t.ids[2]), IVM_ERROR_DAEMON_LOST);
+    ASSERT(strstr(ivmGetLastErrorMessage(), "unreachable") != NULL, "detail '%s'",
+           ivmGetLastErrorMessage());
     CHECK(ivmExit());
     return pe_ok();
 }
@@ -600,6 +753,7 @@ static const pe_scenario_entry_t scenarios[] = {
     {"p2p_fail", sc_p2p_fail},
     {"barrier", sc_barrier},
     {"barrier_fail", sc_barrier_fail},
+    {"far_pair", sc_far_pair},
     {NULL, NULL},
 };
 
