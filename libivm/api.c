@@ -1080,6 +1080,56 @@ static void ivm_map_undo(const ivm_msg_map_rep_t *rep, int allocated)
              sizeof(undo_rep), NULL);
 }
 
+/* A long from a one-number file (/proc/sys/...), -1 if unreadable. */
+static long ivm_read_long(const char *path)
+{
+    FILE *f = fopen(path, "re");
+    long v = -1;
+
+    if (f != NULL) {
+        if (fscanf(f, "%ld", &v) != 1) {
+            v = -1;
+        }
+        fclose(f);
+    }
+    return v;
+}
+
+/* Memory mappings of this process (lines of /proc/self/maps), -1 if unknown. */
+static long ivm_count_vmas(void)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    long n = 0;
+    int ch;
+
+    if (f == NULL) {
+        return -1;
+    }
+    while ((ch = getc(f)) != EOF) {
+        n += ch == '\n';
+    }
+    fclose(f);
+    return n;
+}
+
+/* Why an mmap of an object failed. Each mapped object is one mapping of the
+ * process, and the kernel caps their number (vm.max_map_count, 65530 by
+ * default): a program that maps that many objects gets IVM_ERROR_LIMIT
+ * naming the limit, not an out-of-memory it cannot act on. */
+static ivmError_t ivm_map_mmap_failed(size_t len, int err)
+{
+    long max = err == ENOMEM ? ivm_read_long("/proc/sys/vm/max_map_count") : -1;
+    long n   = max > 0 ? ivm_count_vmas() : -1;
+
+    if (max > 0 && n >= max - 16) {
+        IVM_FAIL(IVM_ERROR_LIMIT,
+                 "this process has %ld memory mappings, the kernel's limit "
+                 "(vm.max_map_count %ld): each ivmMalloc or ivmMap is one; unmap objects "
+                 "or raise the limit (sysctl vm.max_map_count)", n, max);
+    }
+    IVM_FAIL(IVM_ERROR_NO_MEMORY, "mmap of %zu bytes failed: %s", len, strerror(err));
+}
+
 /* mmap the reply's fd over [offset, offset+size) and record the mapping. A
  * GPU PE's reply also brings the device copy (fd2), which its backend imports:
  * the reference is then the device pointer of byte `offset`. */
@@ -1114,7 +1164,7 @@ static ivmError_t ivm_map_install(const ivm_msg_map_rep_t *rep, int fd, int fd2,
             close(fd2);
         }
         ivm_map_undo(rep, allocated);
-        IVM_FAIL(IVM_ERROR_NO_MEMORY, "mmap of %zu bytes failed: %s", len, strerror(err));
+        return ivm_map_mmap_failed(len, err);
     }
     if (gpu != NULL) {
         status = gpu->import(fd2, (size_t)rep->gpu_size, &dev);

@@ -49,10 +49,11 @@ typedef struct ivm_ctx {
     int              devtype;
     int              ncores;
     char             node[IVM_HOST_MAX + 1];
-    /* mappings, sorted by ref */
+    /* mappings: a search tree by ref, and one by host of the GPU ones */
     pthread_rwlock_t maps_lock;
-    ivm_map_t       *maps;
-    size_t           nmaps, maps_cap;
+    void            *maps;        /* tsearch root of ivm_map_t *, by ref */
+    void            *maps_host;   /* the same GPU mappings, by host */
+    size_t           nmaps;
 } ivm_ctx_t;
 
 /* Bytes up to which a map is populated at once (IVM_MAP_POPULATE). */

@@ -159,6 +159,19 @@ static void ivmd_obj_release(ivmd_registry_t *reg, ivmd_job_t *job, ivmd_obj_t *
     free(obj);
 }
 
+/* Forget every mapping of pe, leaving the objects' counts alone (the job's
+ * end releases the objects themselves). */
+static void ivmd_pe_maps_clear(ivmd_pe_t *pe)
+{
+    ivmd_pe_map_t *m, *tmp;
+
+    HASH_ITER(hh, pe->maps, m, tmp) {
+        HASH_DEL(pe->maps, m);
+        free(m);
+    }
+    pe->nmaps = 0;
+}
+
 void ivmd_job_end(ivmd_registry_t *reg, ivmd_job_t *job)
 {
     int i;
@@ -167,7 +180,7 @@ void ivmd_job_end(ivmd_registry_t *reg, ivmd_job_t *job)
     /* Every object goes now: forget the PEs' references to them first. */
     for (i = 0; i < job->next_pe_id; ++i) {
         if (job->pes[i] != NULL) {
-            job->pes[i]->nmaps = 0;
+            ivmd_pe_maps_clear(job->pes[i]);
         }
     }
     while (job->objs != NULL) {
@@ -226,7 +239,7 @@ static void ivmd_pe_forget(ivmd_registry_t *reg, ivmd_pe_t *pe)
     while ((w = ivmd_waiter_pop(pe)) != NULL) {
         free(w);
     }
-    free(pe->maps);
+    ivmd_pe_maps_clear(pe);
     free(pe);
 }
 
@@ -393,11 +406,13 @@ void ivmd_waiter_cancel(ivmd_registry_t *reg, void *owner)
 static void ivmd_pe_drop_maps(ivmd_registry_t *reg, ivmd_pe_t *pe)
 {
     ivmd_job_t *job = pe->job;
-    uint32_t i;
+    ivmd_pe_map_t *m, *tmp;
 
-    for (i = 0; i < pe->nmaps; ++i) {
-        ivmd_obj_t *obj = pe->maps[i].obj;
-        obj->nmaps -= pe->maps[i].count;
+    HASH_ITER(hh, pe->maps, m, tmp) {
+        ivmd_obj_t *obj = m->obj;
+        obj->nmaps -= m->count;
+        HASH_DEL(pe->maps, m);
+        free(m);
         if (obj->name == NULL && obj->nmaps == 0) {
             ivmd_obj_release(reg, job, obj);
         }
@@ -508,50 +523,49 @@ ivmd_obj_t *ivmd_obj_find_id(ivmd_job_t *job, uint64_t id)
 
 ivmError_t ivmd_obj_map(ivmd_registry_t *reg, ivmd_pe_t *pe, ivmd_obj_t *obj)
 {
-    uint32_t i;
+    ivmd_pe_map_t *m;
 
-    for (i = 0; i < pe->nmaps; ++i) {
-        if (pe->maps[i].obj == obj) {
-            ++pe->maps[i].count;
-            ++obj->nmaps;
-            return IVM_SUCCESS;
-        }
-    }
-    if (pe->nmaps == pe->maps_cap) {
-        uint32_t cap = pe->maps_cap ? pe->maps_cap * 2 : 8;
-        ivmd_pe_map_t *maps = realloc(pe->maps, sizeof(*maps) * cap);
-        if (maps == NULL) {
+    (void)reg;
+    HASH_FIND(hh, pe->maps, &obj->id, sizeof(obj->id), m);
+    if (m == NULL) {
+        m = calloc(1, sizeof(*m));
+        if (m == NULL) {
             return IVM_ERROR_NO_MEMORY;
         }
-        pe->maps     = maps;
-        pe->maps_cap = cap;
+        m->obj_id = obj->id;
+        m->obj    = obj;
+        HASH_ADD(hh, pe->maps, obj_id, sizeof(m->obj_id), m);
+        if (m->hash_oom) {
+            free(m);
+            return IVM_ERROR_NO_MEMORY;
+        }
+        ++pe->nmaps;
     }
-    pe->maps[pe->nmaps].obj   = obj;
-    pe->maps[pe->nmaps].count = 1;
-    ++pe->nmaps;
+    ++m->count;
     ++obj->nmaps;
     return IVM_SUCCESS;
 }
 
 ivmError_t ivmd_obj_unmap(ivmd_registry_t *reg, ivmd_pe_t *pe, uint64_t obj_id)
 {
-    uint32_t i;
+    ivmd_pe_map_t *m;
+    ivmd_obj_t *obj;
 
-    for (i = 0; i < pe->nmaps; ++i) {
-        ivmd_obj_t *obj = pe->maps[i].obj;
-        if (obj->id != obj_id) {
-            continue;
-        }
-        --obj->nmaps;
-        if (--pe->maps[i].count == 0) {
-            pe->maps[i] = pe->maps[--pe->nmaps];
-        }
-        if (obj->name == NULL && obj->nmaps == 0) {
-            ivmd_obj_release(reg, pe->job, obj);
-        }
-        return IVM_SUCCESS;
+    HASH_FIND(hh, pe->maps, &obj_id, sizeof(obj_id), m);
+    if (m == NULL) {
+        return IVM_ERROR_INVALID_VALUE;
     }
-    return IVM_ERROR_INVALID_VALUE;
+    obj = m->obj;
+    --obj->nmaps;
+    if (--m->count == 0) {
+        HASH_DEL(pe->maps, m);
+        free(m);
+        --pe->nmaps;
+    }
+    if (obj->name == NULL && obj->nmaps == 0) {
+        ivmd_obj_release(reg, pe->job, obj);
+    }
+    return IVM_SUCCESS;
 }
 
 ivmError_t ivmd_obj_free(ivmd_registry_t *reg, ivmd_pe_t *pe, uint64_t obj_id)

@@ -263,6 +263,26 @@ Test(limits, per_job_objects_and_pes)
     ivmt_scenario(IVMT_PE_MEM, "job_limits", NULL, NULL, 20);
 }
 
+/* Issue 17: more mappings than vm.max_map_count in one PE: IVM_ERROR_LIMIT
+ * naming the setting, every map undone at the daemon. */
+Test(limits, map_count_limit_is_an_ivm_limit, .timeout = 60)
+{
+    FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
+    long max = -1;
+
+    if (f != NULL) {
+        if (fscanf(f, "%ld", &max) != 1) {
+            max = -1;
+        }
+        fclose(f);
+    }
+    if (max < 0 || max > 200000) {
+        cr_skip_test("vm.max_map_count is %ld: too many (or unknown) to reach in a test", max);
+    }
+    ivmt_daemon_start(&ivmt_d, NULL);
+    ivmt_scenario(IVMT_PE_MEM, "map_count_limit", NULL, NULL, 50);
+}
+
 /* One raw TCP connection that sends garbage and closes. */
 static void garbage_connection(uint16_t port)
 {

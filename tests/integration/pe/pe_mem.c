@@ -681,6 +681,44 @@ static int sc_job_limits(int argc, char **argv)
     return pe_ok();
 }
 
+/* Issue 17: a PE that maps more objects than the kernel lets a process have
+ * mappings (vm.max_map_count): one object mapped again and again, each map a
+ * mapping of its own, until IVM_ERROR_LIMIT naming the setting; then every
+ * map is undone and the object still works. */
+static int sc_map_count_limit(int argc, char **argv)
+{
+    FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
+    long max = 0, n = 0;
+    unsigned char *p, **maps;
+    ivmError_t rc = IVM_SUCCESS;
+
+    ASSERT(f != NULL && fscanf(f, "%ld", &max) == 1 && max > 0, "vm.max_map_count unreadable");
+    fclose(f);
+    maps = calloc((size_t)max + 1, sizeof(*maps));
+    ASSERT(maps != NULL, "out of memory");
+    pe_enter();
+    CHECK(ivmMalloc("many_maps", &p, 4096));
+    p[0] = 42;
+    while (n <= max && (rc = ivmMap("many_maps", &maps[n], 0)) == IVM_SUCCESS) {
+        ++n;
+    }
+    EXPECT(rc, IVM_ERROR_LIMIT);
+    ASSERT(strstr(ivmGetLastErrorMessage(), "vm.max_map_count") != NULL,
+           "the message names the setting: [%s]", ivmGetLastErrorMessage());
+    ASSERT(n > max / 2, "refused after %ld maps of %ld", n, max);
+    ASSERT(maps[n - 1][0] == 42, "the last map sees %u", maps[n - 1][0]);
+    while (n > 0) {
+        CHECK(ivmUnmap(maps[--n]));
+    }
+    CHECK(ivmMap("many_maps", &maps[0], 0));
+    ASSERT(maps[0][0] == 42, "a map after the refusal sees %u", maps[0][0]);
+    CHECK(ivmUnmap(maps[0]));
+    CHECK(ivmFree(p));
+    free(maps);
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
 static const pe_scenario_entry_t scenarios[] = {
     {"malloc", sc_malloc},
     {"map", sc_map},
@@ -694,6 +732,7 @@ static const pe_scenario_entry_t scenarios[] = {
     {"fd_rollback", sc_fd_rollback},
     {"too_big", sc_too_big},
     {"job_limits", sc_job_limits},
+    {"map_count_limit", sc_map_count_limit},
     {NULL, NULL},
 };
 

@@ -1221,6 +1221,103 @@ static int sc_get_master_lost(int argc, char **argv)
     return pe_ok();
 }
 
+/* ------------------------------------------------------------ many objects */
+
+#define MANY_MAX    20000 /* issue 17: live objects of one job */
+#define MANY_SAMPLE 97    /* every 97th object's bytes are checked */
+
+/* Objects the run can hold: MANY_MAX, or fewer where the hard open-file limit
+ * the daemons inherit leaves less (each object is one fd in its daemon). */
+static int many_count(void)
+{
+    struct rlimit rl;
+    long n = MANY_MAX;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max != RLIM_INFINITY &&
+        (long)rl.rlim_max - 256 < n) {
+        n = (long)rl.rlim_max - 256;
+    }
+    return (int)n;
+}
+
+static size_t many_size(int i)
+{
+    return (size_t)64 << (i % 4); /* 64 B .. 512 B */
+}
+
+static unsigned char many_byte(int i, size_t j)
+{
+    return (unsigned char)(i * 31 + (int)j * 7 + 1);
+}
+
+/* node1's PE: map every object (each a mirror here), check a sample, unmap. */
+static int many_child(int n)
+{
+    char name[32];
+    unsigned char **q = calloc((size_t)n, sizeof(*q));
+
+    ASSERT(q != NULL, "out of memory");
+    pe_stage = "node1 maps every object";
+    for (int i = 0; i < n; ++i) {
+        snprintf(name, sizeof(name), "many%05d", i);
+        CHECK(ivmMap(name, &q[i], 0));
+    }
+    pe_stage = "node1 checks a sample";
+    for (int i = 0; i < n; i += MANY_SAMPLE) {
+        for (size_t j = 0; j < many_size(i); ++j) {
+            ASSERT(q[i][j] == many_byte(i, j), "object %d byte %zu: %u, expected %u", i, j,
+                   q[i][j], many_byte(i, j));
+        }
+    }
+    pe_stage = "node1 unmaps";
+    for (int i = 0; i < n; ++i) {
+        CHECK(ivmUnmap(q[i]));
+    }
+    free(q);
+    CHECK(ivmExit());
+    return 0;
+}
+
+/* Issue 17: many live objects in one job across two nodes: ivmMalloc of each
+ * on the root's node, ivmMap of each from a PE of node1, a sample of their
+ * bytes checked there, then ivmFree of all; nothing may be left. */
+static int sc_many_objects(int argc, char **argv)
+{
+    int n = many_count(), id = pe_enter();
+    unsigned char **p;
+    char name[32];
+    ivm_device d1;
+    ivm_pe kid;
+
+    if (id != 0) {
+        return many_child(n);
+    }
+    p = calloc((size_t)n, sizeof(*p));
+    ASSERT(p != NULL, "out of memory");
+    printf("objects %d\n", n);
+    pe_stage = "root allocates";
+    for (int i = 0; i < n; ++i) {
+        snprintf(name, sizeof(name), "many%05d", i);
+        CHECK(ivmMalloc(name, &p[i], many_size(i)));
+        for (size_t j = 0; j < many_size(i); ++j) {
+            p[i][j] = many_byte(i, j);
+        }
+    }
+    pe_stage = "node1's PE";
+    CHECK(ivmCreateDev("node1", IVM_CPU, &d1));
+    CHECK(ivmCreatePEs(d1, 1, &kid));
+    CHECK(ivmDestroyDev(d1));
+    CHECK(ivmWait(kid));
+    pe_stage = "root frees";
+    for (int i = 0; i < n; ++i) {
+        CHECK(ivmFree(p[i]));
+    }
+    EXPECT(ivmMap("many00000", &p[0], 0), IVM_ERROR_NOT_FOUND);
+    free(p);
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
 static const pe_scenario_entry_t scenarios[] = {
     {"get_master_lost", sc_get_master_lost},
     {"get_beside_put", sc_get_beside_put},
@@ -1235,6 +1332,7 @@ static const pe_scenario_entry_t scenarios[] = {
     {"daemon_lost", sc_daemon_lost},
     {"kill_mid_transfer", sc_kill_mid_transfer},
     {"big_nodes", sc_big_nodes},
+    {"many_objects", sc_many_objects},
     {NULL, NULL},
 };
 
