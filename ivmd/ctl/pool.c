@@ -253,49 +253,56 @@ void ivmd_pool_fill(ivmd_pool_t *pl)
               IVM_DEV_INDEX(dev), p->slot.id);
 }
 
-/* The fork child of p->forking has pid (0: the fork failed): a PE not
- * entered yet is watched from now on (its death before its ENTER ends it), or
- * ended at once. */
+/* The parked process p reports the pid of its fork child p->forking (0: the
+ * fork failed, or p died first). That PE has run since it was handed out,
+ * on what was p's connection (ivmd_pool_fork); from now on its pid is known
+ * and watched with a pidfd, which also tells the end of one that ended
+ * already (ivmExit before this report). One killed meanwhile is killed now. */
 static void ivmd_pool_forked(ivmd_pool_t *pl, ivmd_parked_t *p, pid_t pid)
 {
     ivmd_pe_t *pe = p->forking;
+    int alive = pe->state == IVMD_PE_RUNNING || pe->state == IVMD_PE_SPAWNED;
 
     p->forking = NULL;
     if (pe->pid != 0) {
-        return; /* entered already: pid known, watched */
-    }
-    if (pe->state != IVMD_PE_SPAWNED) {
-        if (pid > 0) {
-            kill(pid, SIGKILL); /* killed, or its job ended, before it entered */
-        }
         return;
     }
     if (pid > 0) {
-        pe->pid = pid;
-        ivmd_spawn_watch(pl->spawn, pe);
+        pe->pid    = pid;
+        pe->reaped = 0;
+        if (alive) {
+            ivmd_spawn_bind(pl->spawn, pe->job, pe, pid);
+        }
+        if (ivmd_spawn_watch(pl->spawn, pe) == IVM_SUCCESS && pe->kill_due && !pe->reaped) {
+            ivmd_spawn_signal(pe, SIGKILL);
+        }
         return;
     }
-    ivm_warn("job %u: pe %d: parked process pid %d could not fork it", pe->job->id, pe->id,
-             (int)p->slot.pid);
+    ivm_warn("job %u: pe %d: parked process pid %d could not fork it, or died first",
+             pe->job->id, pe->id, (int)p->slot.pid);
+    if (alive && pe->conn != NULL) {
+        /* A child that runs loses its connection: that ends the PE as failed. */
+        ivmd_conn_close(pl->env->d, pe->conn, "its parked parent did not report it");
+        return;
+    }
     pe->reaped = 1;
-    ivmd_pe_end(pl->env->reg, pe, 1);
+    if (alive) {
+        ivmd_pe_end(pl->env->reg, pe, 1);
+    }
     ivmd_teardown_collect(pl->teardown, pe->job);
 }
 
-/* A forkable parked process parks again after a fork (its connection is
- * still the parked one). */
-static ivmError_t ivmd_pool_repark(ivmd_pool_t *pl, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                                   const ivm_msg_enter_req_t *req, ivmd_reply_t *rep)
+/* A forkable parked process parks again on a new connection after a fork,
+ * naming its child. */
+static ivmError_t ivmd_pool_repark(ivmd_pool_t *pl, ivmd_parked_t *p, ivmd_conn_t *c,
+                                   const ivm_msg_hdr_t *hdr, const ivm_msg_enter_req_t *req)
 {
-    ivmd_parked_t *p = c->parked;
-
-    if (p->forking == NULL || p->slot.id != req->pe_id ||
-        !ivm_crypto_equal(&p->slot.token, &req->token, sizeof(req->token)) ||
-        p->slot.job->id != req->job_id) {
-        return ivmd_reply_set(rep, IVM_ERROR_INVALID_VALUE, "this connection is already parked");
+    if (p->forking != NULL) {
+        ivmd_pool_forked(pl, p, (pid_t)req->forked_pid);
     }
-    ivmd_pool_forked(pl, p, (pid_t)req->forked_pid);
-    p->seq = hdr->seq;
+    p->conn   = c;
+    p->seq    = hdr->seq;
+    c->parked = p;
     return IVMD_DEFERRED;
 }
 
@@ -319,7 +326,7 @@ ivmError_t ivmd_pool_enter(ivmd_pool_t *pl, ivmd_conn_t *c, const ivm_msg_hdr_t 
     ivmd_parked_t *p = NULL;
 
     if (c->parked != NULL) {
-        return ivmd_pool_repark(pl, c, hdr, req, rep);
+        return ivmd_reply_set(rep, IVM_ERROR_INVALID_VALUE, "this connection is already parked");
     }
     if (req->blob_len != 0 || req->pe_id >= -1 || req->pe_pool != 0) {
         return ivmd_reply_set(rep, IVM_ERROR_INVALID_VALUE, "a pool ENTER names a pool slot "
@@ -340,6 +347,9 @@ ivmError_t ivmd_pool_enter(ivmd_pool_t *pl, ivmd_conn_t *c, const ivm_msg_hdr_t 
         ivm_warn("pid %d: pool ENTER as job %u slot %d refused (unknown slot, bad token "
                  "or pid)", (int)c->peer_pid, req->job_id, req->pe_id);
         return IVM_ERROR_PERMISSION;
+    }
+    if (p->forkable) {
+        return ivmd_pool_repark(pl, p, c, hdr, req);
     }
     p->conn     = c;
     p->seq      = hdr->seq;
@@ -401,21 +411,46 @@ static int ivmd_pool_exe_same(const ivmd_job_data_t *jd, const ivmd_parked_t *p)
            st.st_mtim.tv_nsec == p->exe.st_mtim.tv_nsec;
 }
 
+/* The ENTER reply that makes a parked process PE pe (flags: IVM_ENTER_REP_*). */
+static void ivmd_pool_enter_rep(const ivmd_pool_t *pl, const ivmd_job_t *job,
+                                const ivmd_pe_t *pe, uint32_t flags, ivm_msg_enter_rep_t *rep)
+{
+    memset(rep, 0, sizeof(*rep));
+    rep->job_id  = job->id;
+    rep->pe_id   = pe->id;
+    rep->devtype = pe->devtype;
+    rep->ncores  = IVM_DEV_IS_GPU(pe->devtype) ? 0 : (uint32_t)job->devs[pe->devtype].ncores;
+    rep->flags   = flags;
+    ivm_proto_strset(rep->node, sizeof(rep->node), pl->env->node);
+}
+
+/* Parked connection c is PE pe's from now on (it entered). */
+static void ivmd_pool_conn_to_pe(ivmd_pool_t *pl, ivmd_job_t *job, ivmd_conn_t *c,
+                                 ivmd_pe_t *pe)
+{
+    c->parked = NULL;
+    ivmd_pe_enter(pe, c);
+    c->job = job;
+    c->pe  = pe;
+    ++((ivmd_job_data_t *)job->data)->nconns;
+    ivmd_remote_pe_entered(pl->env->remote, pe);
+}
+
 /* Tell forkable parked process p to fork PE pe: the reply to its ENTER
- * names the PE, its token, and carries its stdout and stderr (forwarded and
- * tagged as the spawner's, else the job's). pe stays SPAWNED until the
- * child's ENTER; p is busy until it parks again. Returns 1, or 0 when the
- * output could not be set up (the cold path takes over). */
+ * names the PE and carries its stdout and stderr (forwarded and tagged as
+ * the spawner's, else the job's). The connection becomes the PE's at once,
+ * before the fork: the child runs as that PE with no ENTER of its own (one
+ * wake-up, the parked process's, between the creator's call and the PE
+ * running), and its pid comes when the parent parks again on a new
+ * connection (ivmd_pool_repark). p is busy until then. Returns 1, or 0 when
+ * the output could not be set up (the cold path takes over). */
 static int ivmd_pool_fork(ivmd_pool_t *pl, ivmd_job_t *job, ivmd_parked_t *p, ivmd_pe_t *pe)
 {
     ivmd_job_data_t *jd = job->data;
     ivm_msg_enter_rep_t rep;
     int fds[2] = {jd->out_fd, jd->err_fd}, fwd[2] = {-1, -1};
-    uint64_t token = ivmd_spawn_new_token();
+    ivmd_conn_t *c = p->conn;
 
-    if (token == 0) {
-        return 0; /* no random bytes: the cold path says so */
-    }
     if ((jd->proxy || (jd->tag_output && jd->out_fd >= 0)) &&
         ivmd_output_open(pl->output, job, pe->id, &fwd[0], &fwd[1]) == IVM_SUCCESS) {
         fds[0] = fwd[0];
@@ -424,25 +459,19 @@ static int ivmd_pool_fork(ivmd_pool_t *pl, ivmd_job_t *job, ivmd_parked_t *p, iv
     for (int i = 0; i < 2; ++i) {
         fds[i] = fds[i] >= 0 ? fds[i] : *pl->env->devnull;
     }
-    pe->token  = token;
+    pe->token  = 0; /* it never enters: no token to show */
     pe->pid    = 0;
     pe->forked = 1;
-    memset(&rep, 0, sizeof(rep));
-    rep.job_id  = job->id;
-    rep.pe_id   = pe->id;
-    rep.devtype = pe->devtype;
-    rep.ncores  = IVM_DEV_IS_GPU(pe->devtype) ? 0 : (uint32_t)job->devs[pe->devtype].ncores;
-    rep.flags   = IVM_ENTER_REP_FORK;
-    rep.token   = pe->token;
-    ivm_proto_strset(rep.node, sizeof(rep.node), pl->env->node);
-    ivmd_conn_reply(pl->env->d, p->conn, IVM_MSG_ENTER, p->seq, &rep, sizeof(rep), NULL, fds,
-                    2);
+    p->conn    = NULL;
+    p->forking = pe;
+    ivmd_pool_conn_to_pe(pl, job, c, pe);
+    ivmd_pool_enter_rep(pl, job, pe, IVM_ENTER_REP_FORK, &rep);
+    ivmd_conn_reply(pl->env->d, c, IVM_MSG_ENTER, p->seq, &rep, sizeof(rep), NULL, fds, 2);
     for (int i = 0; i < 2; ++i) {
         if (fwd[i] >= 0) {
             close(fwd[i]);
         }
     }
-    p->forking = pe;
     ++pl->pooled;
     ivm_debug("job %u: pe %d forked by parked process pid %d (warm)", job->id, pe->id,
               (int)p->slot.pid);
@@ -488,22 +517,12 @@ int ivmd_pool_take(ivmd_pool_t *pl, ivmd_job_t *job, ivmd_pe_t *pe)
     }
     c = p->conn;
     ivmd_pool_unlink(jd, p);
-    c->parked  = NULL;
-    pe->pid    = p->slot.pid;
-    pe->token  = p->slot.token;
+    pe->pid   = p->slot.pid;
+    pe->token = p->slot.token;
     ivmd_spawn_bind(pl->spawn, job, pe, pe->pid);
-    ivmd_pe_enter(pe, c);
-    c->job = job;
-    c->pe  = pe;
-    ++jd->nconns;
+    ivmd_pool_conn_to_pe(pl, job, c, pe);
     ivmd_output_retag(pl->output, job->id, p->slot.id, pe->id);
-    ivmd_remote_pe_entered(pl->env->remote, pe);
-    memset(&rep, 0, sizeof(rep));
-    rep.job_id  = job->id;
-    rep.pe_id   = pe->id;
-    rep.devtype = pe->devtype;
-    rep.ncores  = IVM_DEV_IS_GPU(pe->devtype) ? 0 : (uint32_t)job->devs[pe->devtype].ncores;
-    ivm_proto_strset(rep.node, sizeof(rep.node), pl->env->node);
+    ivmd_pool_enter_rep(pl, job, pe, 0, &rep);
     ivmd_conn_reply(pl->env->d, c, IVM_MSG_ENTER, p->seq, &rep, sizeof(rep), NULL, NULL, 0);
     ++pl->pooled;
     ivm_debug("job %u: pe %d is parked process pid %d (warm)", job->id, pe->id,
@@ -518,10 +537,6 @@ void ivmd_pool_disconnect(ivmd_pool_t *pl, ivmd_conn_t *c)
 
     c->parked = NULL;
     p->conn   = NULL;
-    if (p->forking != NULL) {
-        /* Gone before it reported its fork: the PE may never come. */
-        ivmd_pool_forked(pl, p, 0);
-    }
     if (!p->dead) {
         ivm_info("job %u: parked process pid %d disconnected; it is replaced",
                  p->slot.job->id, (int)p->slot.pid);
@@ -550,7 +565,11 @@ int ivmd_pool_reaped(ivmd_pool_t *pl, pid_t pid, int wstatus)
         return 0;
     }
     jd = job->data;
-    if (!p->dead && p->conn == NULL && !job->ending) {
+    if (p->forking != NULL) {
+        /* Gone between a fork and its report: its child is not known. */
+        ivmd_pool_forked(pl, p, 0);
+    }
+    if (!p->dead && p->conn == NULL && !p->forkable && !job->ending) {
         if (++jd->pool_early_deaths >= IVMD_POOL_MAX_EARLY_DEATHS && jd->pe_pool > 0) {
             ivm_warn("job %u: %d parked processes ended before ivmEnter (last status "
                      "0x%x): the program does not park; warm pool off for this job",

@@ -405,8 +405,9 @@ int ivmd_spawn_kill(ivmd_pe_t *pe)
     }
     if (pe->forked && pe->pid == 0) {
         /* Not forked yet, or its pid not known yet: nothing to wait for; the
-           process is killed when it shows (ENTER, or its parent's report). */
-        pe->reaped = 1;
+           process is killed when its parent reports it. */
+        pe->reaped   = 1;
+        pe->kill_due = 1;
     }
     return 0;
 }
