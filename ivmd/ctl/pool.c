@@ -37,7 +37,6 @@
 #include <unistd.h>
 
 #include "ctl/pool.h"
-#include "cgroup.h"
 #include "crypto.h"
 #include "ctl/output.h"
 #include "ctl/remote.h"
@@ -93,72 +92,6 @@ static void ivmd_pool_exe_track(ivmd_job_data_t *jd, struct stat *st)
     }
     jd->pool_exe_fd   = fd;
     jd->pool_exe_open = 1;
-}
-
-/* In the forked child: only async-signal-safe calls until execve. */
-static void ivmd_pool_child_fd(int fd, int target)
-{
-    if (fd == target) {
-        fcntl(fd, F_SETFD, 0);
-    } else if (dup2(fd, target) < 0) {
-        _exit(127);
-    }
-}
-
-/* In the forked child: join the device's cgroup, or say why not and exit. */
-static void ivmd_pool_child_cgroup(const char *cg_procs)
-{
-    static const char msg[] = "ivmd: a parked process cannot join its CPU device's cgroup\n";
-    ssize_t w;
-
-    if (cg_procs != NULL && cg_procs[0] != '\0' && ivm_cgroup_join(cg_procs) != 0) {
-        w = write(2, msg, sizeof(msg) - 1);
-        (void)w;
-        _exit(127);
-    }
-}
-
-int ivmd_pool_exec(const ivmd_pool_t *pl, const ivmd_job_data_t *jd, char *const *envp,
-                   int out_fd, int err_fd, const ivm_cpu_device_t *dev, const char *cg_procs,
-                   pid_t *pid_p)
-{
-    static const int defaults[] = {SIGPIPE, SIGCHLD, SIGTERM, SIGINT, SIGHUP};
-    struct sigaction dfl;
-    sigset_t none;
-    pid_t pid;
-    size_t i;
-
-    memset(&dfl, 0, sizeof(dfl));
-    dfl.sa_handler = SIG_DFL;
-    sigemptyset(&none);
-    if (access(jd->exe, X_OK) != 0) {
-        return errno;
-    }
-    pid = fork();
-    if (pid < 0) {
-        return errno;
-    }
-    if (pid == 0) {
-        for (i = 0; i < sizeof(defaults) / sizeof(defaults[0]); ++i) {
-            sigaction(defaults[i], &dfl, NULL);
-        }
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        setpgid(0, 0);
-        if (dev != NULL) {
-            sched_setaffinity(0, sizeof(dev->cores), &dev->cores);
-        }
-        ivmd_pool_child_fd(*pl->env->devnull, 0);
-        ivmd_pool_child_fd(out_fd >= 0 ? out_fd : *pl->env->devnull, 1);
-        ivmd_pool_child_fd(err_fd >= 0 ? err_fd : *pl->env->devnull, 2);
-        ivmd_pool_child_cgroup(cg_procs);
-        if (chdir(jd->cwd) != 0) {
-            _exit(127);
-        }
-        execve(jd->exe, jd->argv, envp);
-        _exit(127);
-    }
-    *pid_p = pid;
-    return 0;
 }
 
 static int ivmd_pool_active(const ivmd_job_t *job)
