@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include "client.h"
 #include "proto.h"
@@ -376,6 +377,154 @@ static int sc_exe_replaced(int argc, char **argv)
     ASSERT(strstr(ivmGetLastErrorMessage(), exe) != NULL, "the error does not name the "
            "program: '%s'", ivmGetLastErrorMessage());
     CHECK(ivmDestroyDev(dev));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
+#define BURST_N 64
+#define BURST_SLOTS 1024
+#define BURST_OBJ "burst-ids"
+
+/* A PE of a burst: writes its id into slot id of the root's object (pushed
+ * to the master from node1's mirror), signals and exits. One of a failed
+ * burst (may_die) can be ended before it runs: it leaves quietly then (the
+ * root checks that none is alive). */
+static int burst_child(int id, int may_die)
+{
+    ivmError_t st;
+    int *ids = NULL;
+
+    ASSERT(id < BURST_SLOTS, "PE id %d beyond the board", id);
+    st = ivmMapSubset(BURST_OBJ, &ids, (size_t)id * sizeof(int), sizeof(int));
+    if (st == IVM_SUCCESS) {
+        ids[0] = id;
+        st = ivmSyncPut(ids, sizeof(int));
+    }
+    if (st == IVM_SUCCESS) {
+        st = ivmUnmap(ids);
+    }
+    if (st == IVM_SUCCESS) {
+        st = ivmSignal();
+    }
+    if (st != IVM_SUCCESS && may_die) {
+        _exit(0);
+    }
+    ASSERT(st == IVM_SUCCESS, "PE %d: %s (%s)", id, ivmGetErrorString(st),
+           ivmGetLastErrorMessage());
+    CHECK(ivmExit());
+    return 0;
+}
+
+/* One ivmCreatePEs of BURST_N PEs on dev: the ids increase, every PE runs,
+ * signals and exits, and each wrote its own id (ivmGetMyId) into its slot. */
+static void burst_one(ivm_device dev, volatile int *ids, const char *where)
+{
+    ivm_pe pes[BURST_N];
+    int n = -1;
+
+    pe_stage = where;
+    CHECK(ivmCreatePEs(dev, BURST_N, pes));
+    for (int i = 0; i < BURST_N; ++i) {
+        ASSERT(pes[i] != IVM_PE_NULL && pes[i] < BURST_SLOTS && (i == 0 || pes[i] > pes[i - 1]),
+               "%s: slot %d has PE %d after %d", where, i, pes[i], i ? pes[i - 1] : -1);
+    }
+    for (int i = 0; i < BURST_N; ++i) {
+        CHECK(ivmWait(pes[i])); /* its signal */
+        CHECK(ivmWait(pes[i])); /* its exit */
+        ASSERT(ids[pes[i]] == pes[i], "%s: PE %d wrote %d into its slot", where, pes[i],
+               ids[pes[i]]);
+    }
+    for (double deadline = pe_now() + 10.0; n != 1; pe_sleep_ms(5)) {
+        CHECK(ivmGetNumPEs(&n));
+        ASSERT(n == 1 || pe_now() < deadline, "%s: %d PEs alive after the burst", where, n);
+    }
+}
+
+/* Bursts of BURST_N PEs in one call each, on this node and, when the job has
+ * it, on node1; with IVM_PE_POOL smaller than the burst, part of it comes
+ * from the pool (forked by the parked processes) and the rest is spawned. */
+static int sc_burst(int argc, char **argv)
+{
+    const char *pool = getenv("IVM_PE_POOL");
+    ivm_msg_info_rep_t info;
+    ivm_device dev, dev1;
+    int *ids;
+    int id = pe_enter();
+
+    (void)argc;
+    (void)argv;
+    if (id != 0) {
+        return burst_child(id, 0);
+    }
+    CHECK(ivmMalloc(BURST_OBJ, &ids, BURST_SLOTS * sizeof(int)));
+    for (int i = 0; i < BURST_SLOTS; ++i) {
+        ids[i] = -1;
+    }
+    CHECK(ivmCreateDev(IVM_THIS_HOST, IVM_CPU_N(0), &dev));
+    if (pool != NULL && atoi(pool) > 0) {
+        pe_stage = "pool fill";
+        wait_parked((uint32_t)atoi(pool), 20.0);
+    }
+    pool_info(&info);
+    uint32_t pooled = info.pooled;
+    burst_one(dev, ids, "burst on this node");
+    pool_info(&info);
+    if (pool != NULL && atoi(pool) > 0) {
+        ASSERT(info.pooled > pooled && info.pooled - pooled < BURST_N,
+               "%u of %d PEs of the burst from a pool of %s", info.pooled - pooled, BURST_N,
+               pool);
+    }
+    burst_one(dev, ids, "second burst on this node");
+    if (ivmCreateDev("node1", IVM_CPU_N(0), &dev1) == IVM_SUCCESS) {
+        burst_one(dev1, ids, "burst on node1");
+        CHECK(ivmDestroyDev(dev1));
+    }
+    CHECK(ivmDestroyDev(dev));
+    CHECK(ivmFree(ids));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
+/* A burst whose program cannot be executed (argv[2], a copy of this program,
+ * made mode 0644 after the pool filled: the parked processes still match it,
+ * so with a pool the first PEs of the burst come from it): IVM_ERROR_SPAWN
+ * naming the program, every slot IVM_PE_NULL, and no PE of it left alive;
+ * once executable again, a burst runs. */
+static int sc_burst_noexec(int argc, char **argv)
+{
+    const char *exe = argc > 2 ? argv[2] : "", *pool = getenv("IVM_PE_POOL");
+    ivm_pe pes[BURST_N];
+    ivm_device dev;
+    int n = -1, *ids;
+    int id = pe_enter();
+
+    if (id != 0) {
+        return burst_child(id, 1);
+    }
+    ASSERT(exe[0] == '/', "the copy's path, got '%s'", exe);
+    CHECK(ivmMalloc(BURST_OBJ, &ids, BURST_SLOTS * sizeof(int)));
+    CHECK(ivmCreateDev(IVM_THIS_HOST, IVM_CPU_N(0), &dev));
+    if (pool != NULL && atoi(pool) > 0) {
+        pe_stage = "pool fill";
+        wait_parked((uint32_t)atoi(pool), 20.0);
+    }
+    pe_stage = "burst of a program that cannot be executed";
+    ASSERT(chmod(exe, 0644) == 0, "chmod %s: %s", exe, strerror(errno));
+    for (int i = 0; i < BURST_N; ++i) {
+        pes[i] = 12345;
+    }
+    EXPECT(ivmCreatePEs(dev, BURST_N, pes), IVM_ERROR_SPAWN);
+    ASSERT(strstr(ivmGetLastErrorMessage(), exe) != NULL, "the error does not name the "
+           "program: '%s'", ivmGetLastErrorMessage());
+    for (int i = 0; i < BURST_N; ++i) {
+        ASSERT(pes[i] == IVM_PE_NULL, "slot %d of the failed burst: %d", i, pes[i]);
+    }
+    CHECK(ivmGetNumPEs(&n));
+    ASSERT(n == 1, "%d PEs alive after the failed burst", n);
+    ASSERT(chmod(exe, 0755) == 0, "chmod %s: %s", exe, strerror(errno));
+    burst_one(dev, ids, "burst once the program is executable again");
+    CHECK(ivmDestroyDev(dev));
+    CHECK(ivmFree(ids));
     CHECK(ivmExit());
     return pe_ok();
 }
@@ -974,6 +1123,8 @@ static int sc_gpu_shares(int argc, char **argv)
 
 static const pe_scenario_entry_t scenarios[] = {
     {"remote", sc_remote},
+    {"burst", sc_burst},
+    {"burst_noexec", sc_burst_noexec},
     {"semantics", sc_semantics},
     {"kill_parked", sc_kill_parked},
     {"no_park", sc_no_park},
