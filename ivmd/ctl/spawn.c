@@ -173,16 +173,12 @@ static void ivmd_spawn_child_cgroup(const char *cg_procs)
     }
 }
 
-/* Start a PE's process (or a parked one's): fork, then in the child the
+/* Start a parked process of the warm pool: fork, then in the child the
  * stdio, cwd, signal defaults, process group and affinity posix_spawn would
- * give it, its device's cgroup (cg_procs: that group's cgroup.procs, NULL or
- * "" for none; a child that cannot join it says so on its stderr and exits
- * 127), and execve. The daemon does not wait for the exec, as posix_spawn
- * does (for the child to be scheduled, often on the other core, and to load
- * the program: about 0.5-1 ms each on the 2-core test machine), so the
- * processes of a burst load in parallel. An exec that fails after the
- * access() check (a bad binary) ends the child with 127: the PE then dies
- * before ivmEnter, which its waiters see. Returns 0 or an errno value. */
+ * give a PE, its device's cgroup (cg_procs: that group's cgroup.procs, ""
+ * for none; a child that cannot join it says so on its stderr and exits
+ * 127), and execve. The daemon does not wait for the exec (posix_spawn
+ * would). Returns 0 or an errno value. */
 static int ivmd_spawn_fork_exec(const ivmd_spawn_t *s, const ivmd_job_data_t *jd,
                                 char *const *envp, int out_fd, int err_fd,
                                 const ivm_cpu_device_t *dev, const char *cg_procs, pid_t *pid_p)
@@ -227,15 +223,44 @@ static int ivmd_spawn_fork_exec(const ivmd_spawn_t *s, const ivmd_job_data_t *jd
 }
 
 /* Start pe's process (or a parked one of the warm pool, pe->id < -1) with
- * envp, its output on out_fd / err_fd, pinned to pin's cores; a parked one
- * joins its cgroup itself, a PE is attached by the caller. Returns 0 or an
- * errno value. */
+ * envp, its output on out_fd / err_fd, pinned to pin's cores. A PE is
+ * started with posix_spawn, which waits for its exec: starting every PE of a
+ * burst with fork (the daemon not waiting) measured worse under load, 1.5-3x
+ * for 64 and 256 cold PEs in alternating runs (docs/BENCHMARKS.md, "PE
+ * bursts"): each fork copies the daemon's page tables and makes its pages
+ * copy-on-write until the child execs, and the daemon then competes with a
+ * flood of starting children for the cores. A parked process is forked (it
+ * is started off the callers' path, one at a time). Returns 0 or an errno
+ * value. */
 static int ivmd_spawn_start(ivmd_spawn_t *s, const ivmd_job_data_t *jd, const ivmd_pe_t *pe,
                             char **envp, int out_fd, int err_fd, const ivm_cpu_device_t *pin,
                             const ivmd_devcg_place_t *cg, pid_t *pid_p)
 {
-    return ivmd_spawn_fork_exec(s, jd, envp, out_fd, err_fd, pin, pe->id < -1 ? cg->procs : NULL,
-                                pid_p);
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    int rc;
+
+    if (pe->id < -1) {
+        return ivmd_spawn_fork_exec(s, jd, envp, out_fd, err_fd, pin, cg->procs, pid_p);
+    }
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, *s->env->devnull, 0);
+    posix_spawn_file_actions_adddup2(&fa, out_fd >= 0 ? out_fd : *s->env->devnull, 1);
+    posix_spawn_file_actions_adddup2(&fa, err_fd >= 0 ? err_fd : *s->env->devnull, 2);
+    posix_spawn_file_actions_addchdir_np(&fa, jd->cwd);
+    ivmd_spawn_attr_init(&attr);
+    /* The child inherits the affinity: pin ourselves, spawn, restore. The
+     * daemon is single-threaded, so nothing else runs meanwhile. */
+    if (pin != NULL && sched_setaffinity(0, sizeof(pin->cores), &pin->cores) != 0) {
+        ivm_warn("cannot pin pe %d to its device's cores: %m", pe->id);
+    }
+    rc = posix_spawn(pid_p, jd->exe, &fa, &attr, jd->argv, envp);
+    if (pin != NULL) {
+        sched_setaffinity(0, sizeof(*s->env->own_affinity), s->env->own_affinity);
+    }
+    posix_spawnattr_destroy(&attr);
+    posix_spawn_file_actions_destroy(&fa);
+    return rc;
 }
 
 ivmError_t ivmd_spawn_pe(ivmd_spawn_t *s, ivmd_job_t *job, ivmd_pe_t *pe, ivmd_reply_t *rep)
