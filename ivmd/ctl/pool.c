@@ -290,9 +290,6 @@ static void ivmd_pool_forked(ivmd_pool_t *pl, ivmd_parked_t *p, pid_t pid)
     if (pid > 0) {
         pe->pid    = pid;
         pe->reaped = 0;
-        if (alive) {
-            ivmd_spawn_bind(pl->spawn, pe->job, pe, pid);
-        }
         if (ivmd_spawn_watch(pl->spawn, pe) == IVM_SUCCESS && pe->kill_due && !pe->reaped) {
             ivmd_spawn_signal(pe, SIGKILL);
         }
@@ -551,9 +548,13 @@ int ivmd_pool_take(ivmd_pool_t *pl, ivmd_job_t *job, ivmd_pe_t *pe)
         return !job->ending && ivmd_pool_will_repark(jd, pe->devtype) &&
                ivmd_pool_enqueue(jd, pe);
     }
-    if (p->forkable) {
+    if (p->forkable && jd->bind == IVM_BIND_DEVICE) {
         return ivmd_pool_fork(pl, job, p, pe);
     }
+    /* Handed out itself: also a forkable one when the job binds its PEs
+     * otherwise than to their device (--bind-to core, numa, none), so that
+     * the PE is bound before its ivmEnter returns (a fork child runs before
+     * its pid is known). */
     c = p->conn;
     ivmd_pool_unlink(jd, p);
     pe->pid   = p->slot.pid;
