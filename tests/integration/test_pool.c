@@ -106,6 +106,15 @@ Test(pool, burst_of_64_without_fork_with_a_pool_of_4)
     ivmt_scenario(IVMT_PE_POOL, "burst", NULL, env, 40);
 }
 
+/* The parked processes killed while a burst larger than the pool is being
+ * forked by them: the waiting PEs are spawned cold, none hangs. */
+Test(pool, burst_survives_its_parked_processes_killed)
+{
+    static const char *const env[] = {"IVM_PE_POOL=2", NULL};
+
+    ivmt_scenario(IVMT_PE_POOL, "burst_kill_parked", NULL, env, 40);
+}
+
 /* A burst of a program that cannot be executed fails as a whole: the PEs
  * it took from the pool before the spawn failed are killed, nothing is left
  * (the fixture checks processes and /dev/shm). */

@@ -533,6 +533,54 @@ static int sc_burst_noexec(int argc, char **argv)
     return pe_ok();
 }
 
+/* The parked processes SIGKILLed right after ivmCreatePEs handed them a burst
+ * of BURST_N (most of it queued for them): no wait hangs; a PE whose fork
+ * the kill prevented fails (IVM_ERROR_PE_FAILED), the queued ones are
+ * spawned cold and run; nothing is left (the fixture checks). */
+static int sc_burst_kill_parked(int argc, char **argv)
+{
+    ivm_pe pes[BURST_N];
+    ivm_device dev;
+    pid_t dead[8];
+    int *ids, gid, ok = 0, n = -1, nparked;
+    int id = pe_enter();
+
+    (void)argc;
+    (void)argv;
+    if (id != 0) {
+        return burst_child(id, 1);
+    }
+    CHECK(ivmMalloc(BURST_OBJ, &ids, BURST_SLOTS * sizeof(int)));
+    CHECK(ivmGetMyGroupId(&gid));
+    CHECK(ivmCreateDev(IVM_THIS_HOST, IVM_CPU_N(0), &dev));
+    pe_stage = "pool fill";
+    wait_parked(2, 20.0);
+    nparked = parked_pids(gid, dead, 8);
+    ASSERT(nparked == 2, "%d parked processes of this job, want 2", nparked);
+    pe_stage = "burst, parked processes killed";
+    CHECK(ivmCreatePEs(dev, BURST_N, pes));
+    kill(dead[0], SIGKILL);
+    kill(dead[1], SIGKILL);
+    for (int i = 0; i < BURST_N; ++i) {
+        ivmError_t st = ivmWait(pes[i]);
+        ASSERT(st == IVM_SUCCESS || st == IVM_ERROR_PE_FAILED, "wait on PE %d: %s", pes[i],
+               ivmGetErrorString(st));
+        if (st == IVM_SUCCESS && ids[pes[i]] == pes[i]) {
+            ++ok;
+        }
+        ivmWait(pes[i]); /* its end */
+    }
+    ASSERT(ok >= BURST_N - 4, "only %d of %d PEs ran after the kill", ok, BURST_N);
+    for (double deadline = pe_now() + 10.0; n != 1; pe_sleep_ms(5)) {
+        CHECK(ivmGetNumPEs(&n));
+        ASSERT(n == 1 || pe_now() < deadline, "%d PEs alive after the burst", n);
+    }
+    CHECK(ivmDestroyDev(dev));
+    CHECK(ivmFree(ids));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
 /* Parked processes killed while parked are replaced and never handed out. */
 static int sc_kill_parked(int argc, char **argv)
 {
@@ -1134,6 +1182,7 @@ static const pe_scenario_entry_t scenarios[] = {
     {"remote", sc_remote},
     {"burst", sc_burst},
     {"burst_noexec", sc_burst_noexec},
+    {"burst_kill_parked", sc_burst_kill_parked},
     {"semantics", sc_semantics},
     {"kill_parked", sc_kill_parked},
     {"no_park", sc_no_park},
