@@ -656,6 +656,10 @@ void ivmd_pool_job_end(ivmd_pool_t *pl, ivmd_job_t *job)
     ivmd_parked_t *p;
 
     for (p = (jd != NULL) ? jd->parked : NULL; p != NULL; p = p->next) {
+        /* Its process group too (a parked process leads its own): the PEs it
+         * forked, one among them whose pid it could not report before it
+         * died; the job's live PEs are killed now anyway. */
+        kill(-p->slot.pid, SIGKILL);
         ivmd_pool_kill(p);
     }
 }
