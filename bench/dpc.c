@@ -40,6 +40,7 @@
  *
  * Run:  ivmrun [--nodes 2] [--emu-gpus 1] bench-dpc [-n RUNS (200)] [-w WARMUP (5)]
  *       [-p POOL (2)]
+ * Bursts (one ivmCreatePEs of N PEs): bench-dpc --burst N[,N...], dpc_burst.c.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -56,6 +57,7 @@
 #include <ivm.h>
 
 #include "bench_util.h"
+#include "dpc_burst.h"
 #include "proto.h"
 #include "client.h"
 #include "sock.h"
@@ -501,6 +503,9 @@ int main(int argc, char **argv)
 
     if (getenv(SPAWN_ENV) != NULL)
         return 0;                       /* the posix_spawn baseline's child */
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--burst") == 0)
+            return dpc_burst_main(argc, argv);
 
     while ((opt = getopt(argc, argv, "n:w:p:Wc:r:g:")) != -1) {
         switch (opt) {

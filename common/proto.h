@@ -115,10 +115,11 @@ typedef struct ivm_msg_status {
  * is deferred until the daemon hands it a PE identity (ivmCreatePEs), and then
  * names that PE as for a spawned child. A parked process that can fork (one
  * thread, no CUDA context: IVM_ENTER_FORKABLE) may instead be told to fork
- * the PE (reply flags IVM_ENTER_REP_FORK, with the PE's token and its stdout
- * and stderr as two SCM_RIGHTS fds): the child connects anew and enters as
- * that PE; the parked process parks again with a new pool ENTER on its
- * connection, naming the child's pid in forked_pid (0: the fork failed).
+ * the PE (reply flags IVM_ENTER_REP_FORK, token 0, its stdout and stderr as
+ * two SCM_RIGHTS fds): that connection is the PE's from then on and the child
+ * runs as that PE on it at once; the parked process parks again with a new
+ * pool ENTER on a new connection, naming the child's pid in forked_pid (0:
+ * the fork failed). See docs/CONTRACTS.md, "Warm pool".
  */
 #define IVM_ENTER_ROOT       0x1u
 #define IVM_ENTER_TAG_OUTPUT 0x2u /* prefix children's output lines with [NODE,N] */
@@ -162,7 +163,7 @@ typedef struct ivm_msg_enter_rep {
     uint32_t ncores;     /* cores of the caller's device (CPU) */
     uint32_t flags;      /* IVM_ENTER_REP_*; zero otherwise */
     char     node[IVM_HOST_MAX + 1]; /* the caller's node name */
-    uint64_t token;      /* IVM_ENTER_REP_FORK: the forked PE's token; else zero */
+    uint64_t token;      /* zero (IVM_ENTER_REP_FORK: the PE never enters itself) */
 } ivm_msg_enter_rep_t;
 
 #define IVM_ENTER_REP_FORK 0x1u /* to a forkable parked process: fork PE pe_id */

@@ -191,9 +191,12 @@ IVM_API ivmError_t ivmDestroyDev(ivm_device dev);
  * @param n   number of PEs (>= 0).
  * @param pes receives the n PE ids; may be NULL.
  * @return ::IVM_SUCCESS, ::IVM_ERROR_INVALID_VALUE, ::IVM_ERROR_NOT_FOUND,
- *         ::IVM_ERROR_SPAWN (the executable could not be started; slots not
- *         started are ::IVM_PE_NULL), ::IVM_ERROR_DAEMON_LOST (GPU PEs on a
- *         node whose GPU daemon has died).
+ *         ::IVM_ERROR_SPAWN (the executable could not be started; on the
+ *         caller's node no PE of the call is left: those started before the
+ *         failure are killed and every slot is ::IVM_PE_NULL),
+ *         ::IVM_ERROR_LIMIT (the burst would pass the daemon's PE limits:
+ *         nothing is started), ::IVM_ERROR_DAEMON_LOST (GPU PEs on a node
+ *         whose GPU daemon has died).
  */
 IVM_API ivmError_t ivmCreatePEs(ivm_device dev, int n, ivm_pe *pes);
 

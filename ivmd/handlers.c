@@ -539,16 +539,76 @@ static ivmError_t ivmd_create_admit(ivmd_t *d, const ivmd_job_t *job, int node, 
     return ivmd_nodes_admit(d, job, node, n, rep->r.detail, sizeof(rep->r.detail));
 }
 
+/* A local burst failed at one PE: the PEs it started before go too (killed
+ * and ended, their ids used), so a failed ivmCreatePEs leaves no process
+ * behind and every slot IVM_PE_NULL. */
+static void ivmd_create_undo(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t **started, int n,
+                             ivm_msg_create_pes_rep_t *out, int nslots)
+{
+    int i;
+
+    for (i = 0; i < n; ++i) {
+        if (started[i]->state == IVMD_PE_SPAWNED || started[i]->state == IVMD_PE_RUNNING) {
+            ivmd_spawn_kill(started[i]);
+            ivmd_pe_end(&d->reg, started[i], 1);
+        }
+    }
+    for (i = 0; i < nslots; ++i) {
+        out->pes[i] = IVM_PE_NULL;
+    }
+    if (n > 0) {
+        ivm_warn("job %u: %d PE%s of the failed burst killed", job->id, n, n == 1 ? "" : "s");
+    }
+}
+
+/* One CREATE_PES: every PE reserved and started (from the warm pool where
+ * it has a process, else forked and exec'd; none waits for another) or, on
+ * another node, listed in remote[] for one SPAWN; the reply is one message
+ * for the whole burst. */
+static ivmError_t ivmd_create_burst(ivmd_t *d, ivmd_conn_t *c, int node, int devtype, int n,
+                                    ivm_msg_create_pes_rep_t *out, ivmd_pe_t **started,
+                                    int *nstarted_p, ivmd_pe_reply_t *rep)
+{
+    ivmError_t status;
+    ivmd_pe_t *pe;
+    int i;
+
+    for (i = 0; i < n; ++i) {
+        status = ivmd_pe_reserve(&d->reg, c->job, devtype, &pe);
+        if (status != IVM_SUCCESS) {
+            ivmd_detail(rep, "job %u is ending", c->job->id);
+            return status;
+        }
+        if (pe == NULL) {
+            break; /* beyond the max PE id: this and later slots stay NULL */
+        }
+        if (node >= 0) {
+            pe->node = node;
+        } else if (!ivmd_pool_take(&d->pool, c->job, pe)) {
+            status = ivmd_spawn_pe(&d->spawn, c->job, pe, &rep->r);
+            if (status != IVM_SUCCESS) {
+                ivmd_pe_unreserve(&d->reg, c->job, pe);
+                return status;
+            }
+        }
+        if (node < 0) {
+            ivmd_board_pe_added(c->job, pe);
+        }
+        started[(*nstarted_p)++] = pe;
+        out->pes[i] = pe->id;
+    }
+    return IVM_SUCCESS;
+}
+
 static ivmError_t ivmd_handle_create_pes(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                                          const void *payload, ivmd_pe_reply_t *rep)
 {
     const ivm_msg_create_pes_req_t *req = payload;
     ivm_msg_create_pes_rep_t *out = &rep->body.create_pes;
-    ivmd_pe_t *remote[IVM_CREATE_PES_MAX];
+    ivmd_pe_t *started[IVM_CREATE_PES_MAX];
     ivmError_t status;
     uint32_t ncores;
-    ivmd_pe_t *pe;
-    int devtype, node, nremote = 0, i;
+    int devtype, node, nstarted = 0, i;
 
     if (req->n < 0 || req->n > IVM_CREATE_PES_MAX ||
         !ivm_proto_strok(req->host, sizeof(req->host))) {
@@ -569,53 +629,30 @@ static ivmError_t ivmd_handle_create_pes(ivmd_t *d, ivmd_conn_t *c, const ivm_ms
     for (i = 0; i < req->n; ++i) {
         out->pes[i] = IVM_PE_NULL;
     }
-    for (i = 0; i < req->n; ++i) {
-        status = ivmd_pe_reserve(&d->reg, c->job, devtype, &pe);
-        if (status != IVM_SUCCESS) {
-            ivmd_detail(rep, "job %u is ending", c->job->id);
-            return status;
-        }
-        if (pe == NULL) {
-            break; /* beyond the max PE id: this and later slots stay NULL */
-        }
-        if (node >= 0) {
-            pe->node = node;
-            remote[nremote++] = pe;
-            out->pes[i] = pe->id;
-            continue;
-        }
-        if (ivmd_pool_take(&d->pool, c->job, pe)) {
-            ivmd_board_pe_added(c->job, pe);
-            out->pes[i] = pe->id;
-            continue;
-        }
-        /* (the name in parentheses: the function, not ivmd.h's forwarding macro) */
-        status = ivmd_spawn_pe(&d->spawn, c->job, pe, &rep->r);
-        if (status != IVM_SUCCESS) {
-            ivmd_pe_unreserve(&d->reg, c->job, pe);
-            return status;
-        }
-        ivmd_board_pe_added(c->job, pe);
-        out->pes[i] = pe->id;
-    }
     rep->len = (uint32_t)(offsetof(ivm_msg_create_pes_rep_t, pes) +
                           (size_t)req->n * sizeof(out->pes[0]));
-    if (nremote > 0) {
-        out->status = IVM_SUCCESS;
-        status = ivmd_remote_spawn(&d->remote, c, hdr, node, devtype, remote, nremote, out,
-                                   rep->r.detail, sizeof(rep->r.detail));
+    status = ivmd_create_burst(d, c, node, devtype, req->n, out, started, &nstarted, rep);
+    if (status != IVM_SUCCESS && node < 0) {
+        ivmd_create_undo(d, c->job, started, nstarted, out, req->n);
+        return status;
+    }
+    if (node >= 0 && (status != IVM_SUCCESS || nstarted > 0)) {
+        if (status == IVM_SUCCESS) {
+            out->status = IVM_SUCCESS;
+            status = ivmd_remote_spawn(&d->remote, c, hdr, node, devtype, started, nstarted,
+                                       out, rep->r.detail, sizeof(rep->r.detail));
+        }
         if (status != IVMD_DEFERRED) {
-            for (i = 0; i < nremote; ++i) {
-                remote[i]->reaped = 1;
-                ivmd_pe_end(&d->reg, remote[i], 1);
+            for (i = 0; i < nstarted; ++i) {
+                started[i]->reaped = 1;
+                ivmd_pe_end(&d->reg, started[i], 1);
             }
             for (i = 0; i < req->n; ++i) {
                 out->pes[i] = IVM_PE_NULL;
             }
         }
-        return status;
     }
-    return IVM_SUCCESS;
+    return status;
 }
 
 static ivmError_t ivmd_handle_kill_pes(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,

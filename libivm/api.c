@@ -405,17 +405,12 @@ static int ivm_pool_forkable(void)
     return threads == 1;
 }
 
-/* The fork child of a parked process, told to be PE rep->pe_id: its own
- * stdout and stderr, its own connection, its ENTER as that PE (the reply
- * in rep). */
-static ivmError_t ivm_pool_child(const ivm_msg_enter_req_t *park, ivm_msg_enter_rep_t *rep,
-                                 int out_fd, int err_fd)
+/* The fork child of a parked process, told to be PE rep->pe_id: the parked
+ * connection is its own now (the daemon made it that PE's when it sent the
+ * reply), so it runs at once, with no ENTER of its own; its stdout and
+ * stderr are the ones that came with the reply. */
+static ivmError_t ivm_pool_child(ivm_msg_enter_rep_t *rep, int out_fd, int err_fd)
 {
-    char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-    ivm_rpc_reply_t reply = {.buf = rep, .len = sizeof(*rep), .fd = -1, .fd2 = -1};
-    ivm_msg_enter_req_t req;
-    ivmError_t status;
-
     if (out_fd >= 0 && err_fd >= 0) {
         dup2(out_fd, 1);
         dup2(err_fd, 2);
@@ -426,28 +421,35 @@ static ivmError_t ivm_pool_child(const ivm_msg_enter_req_t *park, ivm_msg_enter_
     if (err_fd >= 0) {
         close(err_fd);
     }
-    memset(&req, 0, sizeof(req));
-    req.pid    = (uint32_t)getpid();
-    req.job_id = park->job_id;
-    req.pe_id  = rep->pe_id;
-    req.token  = rep->token;
-    /* The parent's connection stays the parent's: close our copy only. */
+    rep->flags = 0;
+    rep->token = 0;
+    return IVM_SUCCESS;
+}
+
+/* The parked process after a fork: the old connection is the child's, so
+ * it parks again on a new one (its ENTER names the child's pid). */
+static ivmError_t ivm_pool_reconnect(void)
+{
+    char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    ivmError_t status;
+
+    /* close, not shutdown: the child's copy stays open */
     ivm_rpc_close();
     status = ivm_sock_path(path, sizeof(path));
     if (status == IVM_SUCCESS) {
         status = ivm_rpc_open(path);
     }
     if (status != IVM_SUCCESS) {
-        IVM_FAIL(status, "ivmEnter: a PE forked by the warm pool cannot reach its daemon");
+        ivm_set_error("ivmEnter: a parked process cannot reach its daemon again");
     }
-    memset(rep, 0, sizeof(*rep));
-    return ivm_rpc_call(IVM_MSG_ENTER, &req, sizeof(req), NULL, 0, &reply);
+    return status;
 }
 
 /* A parked process: its ENTER waits until the daemon hands it a PE identity
  * (it returns as that PE) or, when it is forkable, tells it to fork one: the
- * child returns as the PE, the parent parks again, naming the child. Its fork
- * children are reaped by the kernel (SIGCHLD ignored while it is parked). */
+ * child returns as the PE on this connection, the parent parks again on a
+ * new one, naming the child. Its fork children are reaped by the kernel
+ * (SIGCHLD ignored while it is parked). */
 static ivmError_t ivm_pool_park(ivm_msg_enter_req_t *req, ivm_msg_enter_rep_t *rep)
 {
     struct sigaction reap = {.sa_handler = SIG_IGN, .sa_flags = SA_NOCLDWAIT}, old;
@@ -478,7 +480,7 @@ static ivmError_t ivm_pool_park(ivm_msg_enter_req_t *req, ivm_msg_enter_rep_t *r
         pid = fork();
         if (pid == 0) {
             sigaction(SIGCHLD, &old, NULL);
-            return ivm_pool_child(req, rep, reply.fd, reply.fd2);
+            return ivm_pool_child(rep, reply.fd, reply.fd2);
         }
         if (reply.fd >= 0) {
             close(reply.fd);
@@ -487,6 +489,10 @@ static ivmError_t ivm_pool_park(ivm_msg_enter_req_t *req, ivm_msg_enter_rep_t *r
             close(reply.fd2);
         }
         req->forked_pid = pid > 0 ? (uint32_t)pid : 0;
+        status = ivm_pool_reconnect();
+        if (status != IVM_SUCCESS) {
+            break;
+        }
     }
     if (req->flags & IVM_ENTER_FORKABLE) {
         sigaction(SIGCHLD, &old, NULL);

@@ -51,7 +51,9 @@ typedef struct ivmd_pe {
     pid_t            pid;       /* 0 for the root PE (not our child) */
     int              reaped;    /* our child and waitpid'ed (or never ours) */
     int              forked;    /* forked by a parked process (pool.c), not our child:
-                                   its pid comes with its ENTER or its parent's report */
+                                   its pid comes with its parent's report */
+    int              kill_due;  /* forked, killed before its pid was known: killed
+                                   when its parent reports it */
     void            *watch;     /* forked: the pidfd that tells its end (spawn.c) */
     uint64_t         token;     /* secret of its ivmEnter */
     uint64_t         signals;   /* posted, not yet consumed */

@@ -38,6 +38,9 @@ typedef struct ivmd_job_data {
     int      pool_exe_fd;       /* O_PATH fd of exe, if pool_exe_open (ctl/pool.c) */
     int      pool_exe_open;
     int      pool_early_deaths; /* parked processes in a row that died before ENTER */
+    struct ivmd_pe **pool_queue; /* PEs of a burst waiting for a forkable parked
+                                    process of their device (ctl/pool.c) */
+    uint32_t pool_queued, pool_queue_cap;
     int      own_devs;  /* the root brought its CPU device table (IVM_CPU_DEVICES) */
     struct ivmd_board *board;   /* the job's signal board here, once asked for (ctl/board.c) */
 } ivmd_job_data_t;

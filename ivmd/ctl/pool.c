@@ -37,7 +37,6 @@
 #include <unistd.h>
 
 #include "ctl/pool.h"
-#include "cgroup.h"
 #include "crypto.h"
 #include "ctl/output.h"
 #include "ctl/remote.h"
@@ -93,72 +92,6 @@ static void ivmd_pool_exe_track(ivmd_job_data_t *jd, struct stat *st)
     }
     jd->pool_exe_fd   = fd;
     jd->pool_exe_open = 1;
-}
-
-/* In the forked child: only async-signal-safe calls until execve. */
-static void ivmd_pool_child_fd(int fd, int target)
-{
-    if (fd == target) {
-        fcntl(fd, F_SETFD, 0);
-    } else if (dup2(fd, target) < 0) {
-        _exit(127);
-    }
-}
-
-/* In the forked child: join the device's cgroup, or say why not and exit. */
-static void ivmd_pool_child_cgroup(const char *cg_procs)
-{
-    static const char msg[] = "ivmd: a parked process cannot join its CPU device's cgroup\n";
-    ssize_t w;
-
-    if (cg_procs != NULL && cg_procs[0] != '\0' && ivm_cgroup_join(cg_procs) != 0) {
-        w = write(2, msg, sizeof(msg) - 1);
-        (void)w;
-        _exit(127);
-    }
-}
-
-int ivmd_pool_exec(const ivmd_pool_t *pl, const ivmd_job_data_t *jd, char *const *envp,
-                   int out_fd, int err_fd, const ivm_cpu_device_t *dev, const char *cg_procs,
-                   pid_t *pid_p)
-{
-    static const int defaults[] = {SIGPIPE, SIGCHLD, SIGTERM, SIGINT, SIGHUP};
-    struct sigaction dfl;
-    sigset_t none;
-    pid_t pid;
-    size_t i;
-
-    memset(&dfl, 0, sizeof(dfl));
-    dfl.sa_handler = SIG_DFL;
-    sigemptyset(&none);
-    if (access(jd->exe, X_OK) != 0) {
-        return errno;
-    }
-    pid = fork();
-    if (pid < 0) {
-        return errno;
-    }
-    if (pid == 0) {
-        for (i = 0; i < sizeof(defaults) / sizeof(defaults[0]); ++i) {
-            sigaction(defaults[i], &dfl, NULL);
-        }
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        setpgid(0, 0);
-        if (dev != NULL) {
-            sched_setaffinity(0, sizeof(dev->cores), &dev->cores);
-        }
-        ivmd_pool_child_fd(*pl->env->devnull, 0);
-        ivmd_pool_child_fd(out_fd >= 0 ? out_fd : *pl->env->devnull, 1);
-        ivmd_pool_child_fd(err_fd >= 0 ? err_fd : *pl->env->devnull, 2);
-        ivmd_pool_child_cgroup(cg_procs);
-        if (chdir(jd->cwd) != 0) {
-            _exit(127);
-        }
-        execve(jd->exe, jd->argv, envp);
-        _exit(127);
-    }
-    *pid_p = pid;
-    return 0;
 }
 
 static int ivmd_pool_active(const ivmd_job_t *job)
@@ -253,49 +186,154 @@ void ivmd_pool_fill(ivmd_pool_t *pl)
               IVM_DEV_INDEX(dev), p->slot.id);
 }
 
-/* The fork child of p->forking has pid (0: the fork failed): a PE not
- * entered yet is watched from now on (its death before its ENTER ends it), or
- * ended at once. */
+/* Whether a forkable parked process of job's device dev is busy forking
+ * and will park again: a PE of a burst may wait for it. */
+static int ivmd_pool_will_repark(const ivmd_job_data_t *jd, int dev)
+{
+    const ivmd_parked_t *p;
+
+    for (p = jd->parked; p != NULL; p = p->next) {
+        if (!p->dead && p->forkable && p->forking != NULL && p->slot.devtype == dev) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Queue pe for the next forkable parked process of its device that parks
+ * again (ivmd_pool_repark). It stays SPAWNED, with no token (it never
+ * enters) and no pid yet, like a PE being forked. Returns 0 when it cannot
+ * wait (no memory: the caller spawns it). */
+static int ivmd_pool_enqueue(ivmd_job_data_t *jd, ivmd_pe_t *pe)
+{
+    if (jd->pool_queued == jd->pool_queue_cap) {
+        uint32_t cap = jd->pool_queue_cap ? 2 * jd->pool_queue_cap : 64;
+        ivmd_pe_t **q = realloc(jd->pool_queue, cap * sizeof(*q));
+        if (q == NULL) {
+            return 0;
+        }
+        jd->pool_queue     = q;
+        jd->pool_queue_cap = cap;
+    }
+    pe->token  = 0;
+    pe->pid    = 0;
+    pe->forked = 1;
+    jd->pool_queue[jd->pool_queued++] = pe;
+    return 1;
+}
+
+/* The first queued PE of device dev still waiting (killed ones dropped). */
+static ivmd_pe_t *ivmd_pool_dequeue(ivmd_job_data_t *jd, int dev)
+{
+    ivmd_pe_t *pe = NULL;
+    uint32_t i, k = 0;
+
+    for (i = 0; i < jd->pool_queued; ++i) {
+        ivmd_pe_t *q = jd->pool_queue[i];
+        if (q->state != IVMD_PE_SPAWNED || q->pid != 0) {
+            continue; /* killed, or its job ends: nothing to start */
+        }
+        if (pe == NULL && q->devtype == dev) {
+            pe = q;
+            continue;
+        }
+        jd->pool_queue[k++] = q;
+    }
+    jd->pool_queued = k;
+    return pe;
+}
+
+/* Queued PEs whose device has no forkable parked process left to fork them
+ * are spawned (or fail, said once each). */
+static void ivmd_pool_drain(ivmd_pool_t *pl, ivmd_job_t *job)
+{
+    ivmd_job_data_t *jd = job->data;
+    ivmd_reply_t rep;
+    uint32_t i, k = 0;
+
+    for (i = 0; i < jd->pool_queued; ++i) {
+        ivmd_pe_t *pe = jd->pool_queue[i];
+        if (pe->state == IVMD_PE_SPAWNED && pe->pid == 0 &&
+            ivmd_pool_will_repark(jd, pe->devtype)) {
+            jd->pool_queue[k++] = pe;
+            continue;
+        }
+        if (pe->state != IVMD_PE_SPAWNED || pe->pid != 0 || job->ending) {
+            continue;
+        }
+        pe->forked = 0;
+        ivmd_reply_init(&rep);
+        if (ivmd_spawn_pe(pl->spawn, job, pe, &rep) != IVM_SUCCESS) {
+            ivm_warn("job %u: pe %d, queued for the pool, cannot start: %s", job->id, pe->id,
+                     rep.detail);
+            pe->reaped = 1;
+            ivmd_pe_end(pl->env->reg, pe, 1);
+        }
+    }
+    jd->pool_queued = k;
+}
+
+/* The parked process p reports the pid of its fork child p->forking (0: the
+ * fork failed, or p died first). That PE has run since it was handed out,
+ * on what was p's connection (ivmd_pool_fork); from now on its pid is known
+ * and watched with a pidfd, which also tells the end of one that ended
+ * already (ivmExit before this report). One killed meanwhile is killed now. */
 static void ivmd_pool_forked(ivmd_pool_t *pl, ivmd_parked_t *p, pid_t pid)
 {
     ivmd_pe_t *pe = p->forking;
+    int alive = pe->state == IVMD_PE_RUNNING || pe->state == IVMD_PE_SPAWNED;
 
     p->forking = NULL;
     if (pe->pid != 0) {
-        return; /* entered already: pid known, watched */
-    }
-    if (pe->state != IVMD_PE_SPAWNED) {
-        if (pid > 0) {
-            kill(pid, SIGKILL); /* killed, or its job ended, before it entered */
-        }
         return;
     }
     if (pid > 0) {
-        pe->pid = pid;
-        ivmd_spawn_watch(pl->spawn, pe);
+        pe->pid    = pid;
+        pe->reaped = 0;
+        if (ivmd_spawn_watch(pl->spawn, pe) == IVM_SUCCESS && pe->kill_due && !pe->reaped) {
+            ivmd_spawn_signal(pe, SIGKILL);
+        }
         return;
     }
-    ivm_warn("job %u: pe %d: parked process pid %d could not fork it", pe->job->id, pe->id,
-             (int)p->slot.pid);
+    ivm_warn("job %u: pe %d: parked process pid %d could not fork it, or died first",
+             pe->job->id, pe->id, (int)p->slot.pid);
+    if (alive && pe->conn != NULL) {
+        /* A child that runs loses its connection: that ends the PE as failed. */
+        ivmd_conn_close(pl->env->d, pe->conn, "its parked parent did not report it");
+        return;
+    }
     pe->reaped = 1;
-    ivmd_pe_end(pl->env->reg, pe, 1);
+    if (alive) {
+        ivmd_pe_end(pl->env->reg, pe, 1);
+    }
     ivmd_teardown_collect(pl->teardown, pe->job);
 }
 
-/* A forkable parked process parks again after a fork (its connection is
- * still the parked one). */
-static ivmError_t ivmd_pool_repark(ivmd_pool_t *pl, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                                   const ivm_msg_enter_req_t *req, ivmd_reply_t *rep)
-{
-    ivmd_parked_t *p = c->parked;
+static void ivmd_pool_kill(ivmd_parked_t *p);
+static int ivmd_pool_exe_same(const ivmd_job_data_t *jd, const ivmd_parked_t *p);
+static int ivmd_pool_fork(ivmd_pool_t *pl, ivmd_job_t *job, ivmd_parked_t *p, ivmd_pe_t *pe);
 
-    if (p->forking == NULL || p->slot.id != req->pe_id ||
-        !ivm_crypto_equal(&p->slot.token, &req->token, sizeof(req->token)) ||
-        p->slot.job->id != req->job_id) {
-        return ivmd_reply_set(rep, IVM_ERROR_INVALID_VALUE, "this connection is already parked");
+/* A forkable parked process parks again on a new connection after a fork,
+ * naming its child. */
+static ivmError_t ivmd_pool_repark(ivmd_pool_t *pl, ivmd_parked_t *p, ivmd_conn_t *c,
+                                   const ivm_msg_hdr_t *hdr, const ivm_msg_enter_req_t *req)
+{
+    ivmd_job_data_t *jd = p->slot.job->data;
+    ivmd_pe_t *next;
+
+    if (p->forking != NULL) {
+        ivmd_pool_forked(pl, p, (pid_t)req->forked_pid);
     }
-    ivmd_pool_forked(pl, p, (pid_t)req->forked_pid);
-    p->seq = hdr->seq;
+    p->conn   = c;
+    p->seq    = hdr->seq;
+    c->parked = p;
+    /* A burst larger than the pool: the next PE waiting for this device is
+     * forked at once, while the rest of the pool forks the others. */
+    if (jd->pool_queued > 0 && !ivmd_pool_exe_same(jd, p)) {
+        ivmd_pool_kill(p); /* the program changed: the queue drains when it is reaped */
+    } else if (jd->pool_queued > 0 && (next = ivmd_pool_dequeue(jd, p->slot.devtype)) != NULL) {
+        ivmd_pool_fork(pl, p->slot.job, p, next);
+    }
     return IVMD_DEFERRED;
 }
 
@@ -319,7 +357,7 @@ ivmError_t ivmd_pool_enter(ivmd_pool_t *pl, ivmd_conn_t *c, const ivm_msg_hdr_t 
     ivmd_parked_t *p = NULL;
 
     if (c->parked != NULL) {
-        return ivmd_pool_repark(pl, c, hdr, req, rep);
+        return ivmd_reply_set(rep, IVM_ERROR_INVALID_VALUE, "this connection is already parked");
     }
     if (req->blob_len != 0 || req->pe_id >= -1 || req->pe_pool != 0) {
         return ivmd_reply_set(rep, IVM_ERROR_INVALID_VALUE, "a pool ENTER names a pool slot "
@@ -340,6 +378,9 @@ ivmError_t ivmd_pool_enter(ivmd_pool_t *pl, ivmd_conn_t *c, const ivm_msg_hdr_t 
         ivm_warn("pid %d: pool ENTER as job %u slot %d refused (unknown slot, bad token "
                  "or pid)", (int)c->peer_pid, req->job_id, req->pe_id);
         return IVM_ERROR_PERMISSION;
+    }
+    if (p->forkable) {
+        return ivmd_pool_repark(pl, p, c, hdr, req);
     }
     p->conn     = c;
     p->seq      = hdr->seq;
@@ -389,33 +430,60 @@ static int ivmd_pool_gone(const ivmd_parked_t *p)
  * path lookup (13 us median measured on the warm path after the daemon
  * slept; fstat is about 1 us): a file replaced under its name (new inode:
  * what linkers, install and mv do) has no link left, one rewritten in place
- * has a new size or mtime. Not caught: a replaced file that keeps another
- * hard link elsewhere. */
+ * has a new size or mtime, one made not executable (chmod -x) no x bit: a
+ * cold spawn would fail, so the pool does not go on forking it. Not caught:
+ * a replaced file that keeps another hard link elsewhere. */
 static int ivmd_pool_exe_same(const ivmd_job_data_t *jd, const ivmd_parked_t *p)
 {
     struct stat st;
 
     return jd->pool_exe_open && fstat(jd->pool_exe_fd, &st) == 0 && st.st_nlink > 0 &&
+           (st.st_mode & 0111) != 0 &&
            st.st_dev == p->exe.st_dev && st.st_ino == p->exe.st_ino &&
            st.st_size == p->exe.st_size && st.st_mtim.tv_sec == p->exe.st_mtim.tv_sec &&
            st.st_mtim.tv_nsec == p->exe.st_mtim.tv_nsec;
 }
 
+/* The ENTER reply that makes a parked process PE pe (flags: IVM_ENTER_REP_*). */
+static void ivmd_pool_enter_rep(const ivmd_pool_t *pl, const ivmd_job_t *job,
+                                const ivmd_pe_t *pe, uint32_t flags, ivm_msg_enter_rep_t *rep)
+{
+    memset(rep, 0, sizeof(*rep));
+    rep->job_id  = job->id;
+    rep->pe_id   = pe->id;
+    rep->devtype = pe->devtype;
+    rep->ncores  = IVM_DEV_IS_GPU(pe->devtype) ? 0 : (uint32_t)job->devs[pe->devtype].ncores;
+    rep->flags   = flags;
+    ivm_proto_strset(rep->node, sizeof(rep->node), pl->env->node);
+}
+
+/* Parked connection c is PE pe's from now on (it entered). */
+static void ivmd_pool_conn_to_pe(ivmd_pool_t *pl, ivmd_job_t *job, ivmd_conn_t *c,
+                                 ivmd_pe_t *pe)
+{
+    c->parked = NULL;
+    ivmd_pe_enter(pe, c);
+    c->job = job;
+    c->pe  = pe;
+    ++((ivmd_job_data_t *)job->data)->nconns;
+    ivmd_remote_pe_entered(pl->env->remote, pe);
+}
+
 /* Tell forkable parked process p to fork PE pe: the reply to its ENTER
- * names the PE, its token, and carries its stdout and stderr (forwarded and
- * tagged as the spawner's, else the job's). pe stays SPAWNED until the
- * child's ENTER; p is busy until it parks again. Returns 1, or 0 when the
- * output could not be set up (the cold path takes over). */
+ * names the PE and carries its stdout and stderr (forwarded and tagged as
+ * the spawner's, else the job's). The connection becomes the PE's at once,
+ * before the fork: the child runs as that PE with no ENTER of its own (one
+ * wake-up, the parked process's, between the creator's call and the PE
+ * running), and its pid comes when the parent parks again on a new
+ * connection (ivmd_pool_repark). p is busy until then. Returns 1, or 0 when
+ * the output could not be set up (the cold path takes over). */
 static int ivmd_pool_fork(ivmd_pool_t *pl, ivmd_job_t *job, ivmd_parked_t *p, ivmd_pe_t *pe)
 {
     ivmd_job_data_t *jd = job->data;
     ivm_msg_enter_rep_t rep;
     int fds[2] = {jd->out_fd, jd->err_fd}, fwd[2] = {-1, -1};
-    uint64_t token = ivmd_spawn_new_token();
+    ivmd_conn_t *c = p->conn;
 
-    if (token == 0) {
-        return 0; /* no random bytes: the cold path says so */
-    }
     if ((jd->proxy || (jd->tag_output && jd->out_fd >= 0)) &&
         ivmd_output_open(pl->output, job, pe->id, &fwd[0], &fwd[1]) == IVM_SUCCESS) {
         fds[0] = fwd[0];
@@ -424,25 +492,19 @@ static int ivmd_pool_fork(ivmd_pool_t *pl, ivmd_job_t *job, ivmd_parked_t *p, iv
     for (int i = 0; i < 2; ++i) {
         fds[i] = fds[i] >= 0 ? fds[i] : *pl->env->devnull;
     }
-    pe->token  = token;
+    pe->token  = 0; /* it never enters: no token to show */
     pe->pid    = 0;
     pe->forked = 1;
-    memset(&rep, 0, sizeof(rep));
-    rep.job_id  = job->id;
-    rep.pe_id   = pe->id;
-    rep.devtype = pe->devtype;
-    rep.ncores  = IVM_DEV_IS_GPU(pe->devtype) ? 0 : (uint32_t)job->devs[pe->devtype].ncores;
-    rep.flags   = IVM_ENTER_REP_FORK;
-    rep.token   = pe->token;
-    ivm_proto_strset(rep.node, sizeof(rep.node), pl->env->node);
-    ivmd_conn_reply(pl->env->d, p->conn, IVM_MSG_ENTER, p->seq, &rep, sizeof(rep), NULL, fds,
-                    2);
+    p->conn    = NULL;
+    p->forking = pe;
+    ivmd_pool_conn_to_pe(pl, job, c, pe);
+    ivmd_pool_enter_rep(pl, job, pe, IVM_ENTER_REP_FORK, &rep);
+    ivmd_conn_reply(pl->env->d, c, IVM_MSG_ENTER, p->seq, &rep, sizeof(rep), NULL, fds, 2);
     for (int i = 0; i < 2; ++i) {
         if (fwd[i] >= 0) {
             close(fwd[i]);
         }
     }
-    p->forking = pe;
     ++pl->pooled;
     ivm_debug("job %u: pe %d forked by parked process pid %d (warm)", job->id, pe->id,
               (int)p->slot.pid);
@@ -481,29 +543,26 @@ int ivmd_pool_take(ivmd_pool_t *pl, ivmd_job_t *job, ivmd_pe_t *pe)
         break;
     }
     if (p == NULL) {
-        return 0;
+        /* All busy forking: the PE waits for the first to park again (a
+         * fork, ~0.1-0.3 ms) rather than an exec of its own (~1 ms of CPU). */
+        return !job->ending && ivmd_pool_will_repark(jd, pe->devtype) &&
+               ivmd_pool_enqueue(jd, pe);
     }
-    if (p->forkable) {
+    if (p->forkable && jd->bind == IVM_BIND_DEVICE) {
         return ivmd_pool_fork(pl, job, p, pe);
     }
+    /* Handed out itself: also a forkable one when the job binds its PEs
+     * otherwise than to their device (--bind-to core, numa, none), so that
+     * the PE is bound before its ivmEnter returns (a fork child runs before
+     * its pid is known). */
     c = p->conn;
     ivmd_pool_unlink(jd, p);
-    c->parked  = NULL;
-    pe->pid    = p->slot.pid;
-    pe->token  = p->slot.token;
+    pe->pid   = p->slot.pid;
+    pe->token = p->slot.token;
     ivmd_spawn_bind(pl->spawn, job, pe, pe->pid);
-    ivmd_pe_enter(pe, c);
-    c->job = job;
-    c->pe  = pe;
-    ++jd->nconns;
+    ivmd_pool_conn_to_pe(pl, job, c, pe);
     ivmd_output_retag(pl->output, job->id, p->slot.id, pe->id);
-    ivmd_remote_pe_entered(pl->env->remote, pe);
-    memset(&rep, 0, sizeof(rep));
-    rep.job_id  = job->id;
-    rep.pe_id   = pe->id;
-    rep.devtype = pe->devtype;
-    rep.ncores  = IVM_DEV_IS_GPU(pe->devtype) ? 0 : (uint32_t)job->devs[pe->devtype].ncores;
-    ivm_proto_strset(rep.node, sizeof(rep.node), pl->env->node);
+    ivmd_pool_enter_rep(pl, job, pe, 0, &rep);
     ivmd_conn_reply(pl->env->d, c, IVM_MSG_ENTER, p->seq, &rep, sizeof(rep), NULL, NULL, 0);
     ++pl->pooled;
     ivm_debug("job %u: pe %d is parked process pid %d (warm)", job->id, pe->id,
@@ -518,10 +577,6 @@ void ivmd_pool_disconnect(ivmd_pool_t *pl, ivmd_conn_t *c)
 
     c->parked = NULL;
     p->conn   = NULL;
-    if (p->forking != NULL) {
-        /* Gone before it reported its fork: the PE may never come. */
-        ivmd_pool_forked(pl, p, 0);
-    }
     if (!p->dead) {
         ivm_info("job %u: parked process pid %d disconnected; it is replaced",
                  p->slot.job->id, (int)p->slot.pid);
@@ -550,7 +605,11 @@ int ivmd_pool_reaped(ivmd_pool_t *pl, pid_t pid, int wstatus)
         return 0;
     }
     jd = job->data;
-    if (!p->dead && p->conn == NULL && !job->ending) {
+    if (p->forking != NULL) {
+        /* Gone between a fork and its report: its child is not known. */
+        ivmd_pool_forked(pl, p, 0);
+    }
+    if (!p->dead && p->conn == NULL && !p->forkable && !job->ending) {
         if (++jd->pool_early_deaths >= IVMD_POOL_MAX_EARLY_DEATHS && jd->pe_pool > 0) {
             ivm_warn("job %u: %d parked processes ended before ivmEnter (last status "
                      "0x%x): the program does not park; warm pool off for this job",
@@ -568,6 +627,7 @@ int ivmd_pool_reaped(ivmd_pool_t *pl, pid_t pid, int wstatus)
     }
     ivmd_pool_unlink(jd, p);
     free(p);
+    ivmd_pool_drain(pl, job);
     ivmd_teardown_collect(pl->teardown, job);
     return 1;
 }
@@ -596,6 +656,10 @@ void ivmd_pool_job_end(ivmd_pool_t *pl, ivmd_job_t *job)
     ivmd_parked_t *p;
 
     for (p = (jd != NULL) ? jd->parked : NULL; p != NULL; p = p->next) {
+        /* Its process group too (a parked process leads its own): the PEs it
+         * forked, one among them whose pid it could not report before it
+         * died; the job's live PEs are killed now anyway. */
+        kill(-p->slot.pid, SIGKILL);
         ivmd_pool_kill(p);
     }
 }
@@ -615,6 +679,9 @@ void ivmd_pool_free(ivmd_job_data_t *jd)
         close(jd->pool_exe_fd);
         jd->pool_exe_open = 0;
     }
+    free(jd->pool_queue);
+    jd->pool_queue  = NULL;
+    jd->pool_queued = jd->pool_queue_cap = 0;
     while ((p = jd->parked) != NULL) {
         jd->parked = p->next;
         if (p->conn != NULL) {

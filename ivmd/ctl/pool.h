@@ -64,15 +64,6 @@ void ivmd_pool_gpus_lost(ivmd_pool_t *pl);
 int ivmd_pool_busy(const ivmd_job_t *job);
 void ivmd_pool_free(ivmd_job_data_t *jd);
 uint32_t ivmd_pool_count(const ivmd_pool_t *pl);
-/* Start a parked process (pool slot): fork, then in the child the stdio,
- * cwd, signal defaults, process group and affinity posix_spawn would give a
- * PE, its device's cgroup (cg_procs: that group's cgroup.procs, "" for none;
- * a child that cannot join it says so on its stderr and exits 127), and
- * execve. The daemon does not wait for the exec (posix_spawn would).
- * Returns 0 or an errno value. */
-int ivmd_pool_exec(const ivmd_pool_t *pl, const ivmd_job_data_t *jd, char *const *envp,
-                   int out_fd, int err_fd, const ivm_cpu_device_t *dev, const char *cg_procs,
-                   pid_t *pid_p);
 /* The pids of job's live parked (or starting) processes on device dev, at
  * most max; returns how many. */
 int ivmd_pool_pids(const ivmd_job_t *job, int dev, pid_t *pids, int max);

@@ -388,7 +388,8 @@ static void ivmd_remote_proxy_kill(ivmd_remote_t *rm, ivmd_job_t *job, const ivm
 
     if (pe != NULL && m->state == IVM_PE_STATE_FAILED &&
         ((pe->pid > 0 && !pe->reaped) ||
-         (pe->forked && pe->pid == 0 && pe->state == IVMD_PE_SPAWNED))) {
+         (pe->forked && pe->pid == 0 &&
+          (pe->state == IVMD_PE_SPAWNED || pe->state == IVMD_PE_RUNNING)))) {
         rm->ops->spawn_kill(rm->d, pe);
         ivmd_pe_end(rm->reg, pe, 1);
     }

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "ctl/spawn.h"
+#include "cgroup.h"
 #include "crypto.h"
 #include "ctl/jobdata.h"
 #include "ctl/output.h"
@@ -148,9 +150,88 @@ static ivmError_t ivmd_spawn_env(ivmd_spawn_t *s, const ivmd_job_t *job, const i
     return IVM_SUCCESS;
 }
 
+/* In the forked child: only async-signal-safe calls until execve. */
+static void ivmd_spawn_child_fd(int fd, int target)
+{
+    if (fd == target) {
+        fcntl(fd, F_SETFD, 0);
+    } else if (dup2(fd, target) < 0) {
+        _exit(127);
+    }
+}
+
+/* In the forked child: join the device's cgroup, or say why not and exit. */
+static void ivmd_spawn_child_cgroup(const char *cg_procs)
+{
+    static const char msg[] = "ivmd: a PE process cannot join its CPU device's cgroup\n";
+    ssize_t w;
+
+    if (cg_procs != NULL && cg_procs[0] != '\0' && ivm_cgroup_join(cg_procs) != 0) {
+        w = write(2, msg, sizeof(msg) - 1);
+        (void)w;
+        _exit(127);
+    }
+}
+
+/* Start a parked process of the warm pool: fork, then in the child the
+ * stdio, cwd, signal defaults, process group and affinity posix_spawn would
+ * give a PE, its device's cgroup (cg_procs: that group's cgroup.procs, ""
+ * for none; a child that cannot join it says so on its stderr and exits
+ * 127), and execve. The daemon does not wait for the exec (posix_spawn
+ * would). Returns 0 or an errno value. */
+static int ivmd_spawn_fork_exec(const ivmd_spawn_t *s, const ivmd_job_data_t *jd,
+                                char *const *envp, int out_fd, int err_fd,
+                                const ivm_cpu_device_t *dev, const char *cg_procs, pid_t *pid_p)
+{
+    static const int defaults[] = {SIGPIPE, SIGCHLD, SIGTERM, SIGINT, SIGHUP};
+    struct sigaction dfl;
+    sigset_t none;
+    pid_t pid;
+    size_t i;
+
+    memset(&dfl, 0, sizeof(dfl));
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&none);
+    if (access(jd->exe, X_OK) != 0) {
+        return errno;
+    }
+    pid = fork();
+    if (pid < 0) {
+        return errno;
+    }
+    if (pid == 0) {
+        for (i = 0; i < sizeof(defaults) / sizeof(defaults[0]); ++i) {
+            sigaction(defaults[i], &dfl, NULL);
+        }
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        setpgid(0, 0);
+        if (dev != NULL) {
+            sched_setaffinity(0, sizeof(dev->cores), &dev->cores);
+        }
+        ivmd_spawn_child_fd(*s->env->devnull, 0);
+        ivmd_spawn_child_fd(out_fd >= 0 ? out_fd : *s->env->devnull, 1);
+        ivmd_spawn_child_fd(err_fd >= 0 ? err_fd : *s->env->devnull, 2);
+        ivmd_spawn_child_cgroup(cg_procs);
+        if (chdir(jd->cwd) != 0) {
+            _exit(127);
+        }
+        execve(jd->exe, jd->argv, envp);
+        _exit(127);
+    }
+    *pid_p = pid;
+    return 0;
+}
+
 /* Start pe's process (or a parked one of the warm pool, pe->id < -1) with
- * envp, its output on out_fd / err_fd, pinned to pin's cores. Returns 0 or
- * an errno value. */
+ * envp, its output on out_fd / err_fd, pinned to pin's cores. A PE is
+ * started with posix_spawn, which waits for its exec: starting every PE of a
+ * burst with fork (the daemon not waiting) measured worse under load, 1.5-3x
+ * for 64 and 256 cold PEs in alternating runs (docs/BENCHMARKS.md, "PE
+ * bursts"): each fork copies the daemon's page tables and makes its pages
+ * copy-on-write until the child execs, and the daemon then competes with a
+ * flood of starting children for the cores. A parked process is forked (it
+ * is started off the callers' path, one at a time). Returns 0 or an errno
+ * value. */
 static int ivmd_spawn_start(ivmd_spawn_t *s, const ivmd_job_data_t *jd, const ivmd_pe_t *pe,
                             char **envp, int out_fd, int err_fd, const ivm_cpu_device_t *pin,
                             const ivmd_devcg_place_t *cg, pid_t *pid_p)
@@ -160,9 +241,7 @@ static int ivmd_spawn_start(ivmd_spawn_t *s, const ivmd_job_data_t *jd, const iv
     int rc;
 
     if (pe->id < -1) {
-        /* A parked process of the warm pool (pool.c): started with fork, so
-         * that the daemon does not wait for its exec. */
-        return ivmd_pool_exec(s->pool, jd, envp, out_fd, err_fd, pin, cg->procs, pid_p);
+        return ivmd_spawn_fork_exec(s, jd, envp, out_fd, err_fd, pin, cg->procs, pid_p);
     }
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, *s->env->devnull, 0);
@@ -193,7 +272,7 @@ ivmError_t ivmd_spawn_pe(ivmd_spawn_t *s, ivmd_job_t *job, ivmd_pe_t *pe, ivmd_r
     int gpu_share = 100, out_fd = jd->out_fd, err_fd = jd->err_fd, fwd_out = -1, fwd_err = -1;
     char **envp;
     ivmError_t status;
-    pid_t pid;
+    pid_t pid = 0;
     int rc;
 
     status = ivmd_spawn_where(s, job, pe, &dev, &cpu_for_gpu, &gpu_share, &cg, rep);
@@ -405,8 +484,9 @@ int ivmd_spawn_kill(ivmd_pe_t *pe)
     }
     if (pe->forked && pe->pid == 0) {
         /* Not forked yet, or its pid not known yet: nothing to wait for; the
-           process is killed when it shows (ENTER, or its parent's report). */
-        pe->reaped = 1;
+           process is killed when its parent reports it. */
+        pe->reaped   = 1;
+        pe->kill_due = 1;
     }
     return 0;
 }

@@ -82,6 +82,67 @@ Test(pool, parked_processes_of_a_replaced_or_deleted_program_are_not_handed_out)
     ivmt_daemon_finish(&ivmt_d);
 }
 
+/* Bursts (issue 17): 64 PEs in one ivmCreatePEs, cold and from a pool of 4
+ * (part forked by the parked processes, the rest spawned), each writing its
+ * own id into its slot of the root's object. */
+Test(pool, burst_of_64_in_one_call_cold)
+{
+    static const char *const env[] = {"IVM_PE_POOL=0", NULL};
+
+    ivmt_scenario(IVMT_PE_POOL, "burst", NULL, env, 40);
+}
+
+Test(pool, burst_of_64_with_a_pool_of_4)
+{
+    static const char *const env[] = {"IVM_PE_POOL=4", NULL};
+
+    ivmt_scenario(IVMT_PE_POOL, "burst", NULL, env, 40);
+}
+
+Test(pool, burst_of_64_without_fork_with_a_pool_of_4)
+{
+    static const char *const env[] = {"IVM_PE_POOL=4", "IVM_POOL_FORK=0", NULL};
+
+    ivmt_scenario(IVMT_PE_POOL, "burst", NULL, env, 40);
+}
+
+/* The parked processes killed while a burst larger than the pool is being
+ * forked by them: the waiting PEs are spawned cold, none hangs. */
+Test(pool, burst_survives_its_parked_processes_killed)
+{
+    static const char *const env[] = {"IVM_PE_POOL=2", NULL};
+
+    ivmt_scenario(IVMT_PE_POOL, "burst_kill_parked", NULL, env, 40);
+}
+
+/* A burst of a program that cannot be executed fails as a whole: the PEs
+ * it took from the pool before the spawn failed are killed, nothing is left
+ * (the fixture checks processes and /dev/shm). */
+static void burst_noexec(const char *pool)
+{
+    const char *env[] = {pool, NULL};
+    char copy[sizeof(ivmt_d.dir) + 32];
+    const char *args[2] = {copy, NULL};
+    ivmt_result_t r;
+
+    snprintf(copy, sizeof(copy), "%s/ivmt_pe_pool", ivmt_d.dir);
+    copy_pe_program(copy);
+    ivmt_run_pe(&ivmt_d, copy, "burst_noexec", args, env, 40, &r);
+    ivmt_expect_pe_ok(&ivmt_d, &r, "burst_noexec");
+    ivmt_result_free(&r);
+    ivmt_daemon_finish(&ivmt_d);
+}
+
+Test(pool, burst_of_a_program_that_cannot_run_leaves_nothing_cold)
+{
+    burst_noexec("IVM_PE_POOL=0");
+}
+
+Test(pool, burst_of_a_program_that_cannot_run_leaves_nothing_with_a_pool)
+{
+    burst_noexec("IVM_PE_POOL=4");
+}
+
 Test(pool, program_that_does_not_park_turns_its_pool_off)
 {
     ivmt_scenario(IVMT_PE_POOL, "no_park", NULL, pool2, 30);
@@ -244,6 +305,25 @@ Test(pool, dslb_chain_of_500_with_the_pool, .timeout = 90)
     cr_assert_eq(ivmt_info(ivmt_d.sock, &info, &why), 0, "INFO: %s", why);
     cr_assert_gt(info.pooled, 0, "no PE of the chain came from the pool");
     cr_log_info("dslb 500: %u of 500 PEs from the pool", info.pooled);
+    ivmt_result_free(&r);
+    ivmt_daemon_finish(&ivmt_d);
+}
+
+/* Bursts of 64 on both nodes of ivmrun --nodes 2, node1's daemon with a
+ * pool of 4. */
+Test(pool, burst_of_64_on_two_nodes)
+{
+    const char *argv[] = {"--nodes", "2", "--pe-pool", "4", "--timeout", "50",
+                          IVMT_PE_POOL, "burst", NULL};
+    ivmt_launch_t c;
+    ivmt_result_t r;
+
+    ivmt_launch_start(IVMT_IVMRUN, argv, &c);
+    ivmt_launch_finish_clean(&c, 60, &r);
+    char *desc = ivmt_describe(NULL, &r);
+    cr_assert(!r.timed_out && r.exited && r.code == 0 && strstr(r.out, "OK burst") != NULL,
+              "burst on two nodes failed: %s", desc);
+    free(desc);
     ivmt_result_free(&r);
     ivmt_daemon_finish(&ivmt_d);
 }
