@@ -1,0 +1,28 @@
+/*
+ * data/group: the master's scatter of a PutGroup. Mirrors that hold the same
+ * range of a large scatter form a route: the master sends the first node of
+ * each subtree a ROUTE and then the range in pieces (DATA flagged
+ * IVM_XFER_CHAIN); each node writes a piece into its copy and forwards it at
+ * once to its own subtrees, so that the transfers run in a pipeline instead
+ * of one after the other from the master. Every node of a route ACKs the
+ * master once it holds the whole range; the master's operation waits on
+ * every one of them, so a lost node anywhere in a route fails it
+ * (IVM_ERROR_DAEMON_LOST). Mirrors with a range of their own, and small
+ * scatters, get a direct put from the master as before.
+ */
+#ifndef IVMD_DATA_GROUP_H
+#define IVMD_DATA_GROUP_H
+
+#include "data/op.h"
+
+/* Master: scatter [op->off, +op->len) of obj to its mirrors except those on
+ * node skip; op->pending counts the ACKs awaited (the caller holds one). */
+void ivmd_group_scatter(ivmd_data_t *dp, ivmd_op_t *op, const ivmd_obj_t *obj, int skip);
+/* A DATA piece of a route (IVM_XFER_CHAIN) from node, written into obj
+ * (NULL: it could not be): forward it, and ACK once the range is whole. */
+void ivmd_group_on_piece(ivmd_data_t *dp, int node, const ivm_peer_xfer_t *x, ivmd_obj_t *obj);
+/* node lost (-1: every node, at teardown): forget the routes it fed or
+ * would have been ACKed by. */
+void ivmd_group_peer_lost(ivmd_data_t *dp, int node);
+
+#endif /* IVMD_DATA_GROUP_H */
