@@ -390,6 +390,32 @@ void ivmd_group_on_piece(ivmd_data_t *dp, int node, const ivm_peer_xfer_t *x, iv
     }
 }
 
+void ivmd_group_piece_lost(ivmd_data_t *dp, int node, const ivmd_xfer_range_t *r)
+{
+    ivmd_group_fwd_t *f;
+    ivmd_op_t *op;
+    uint32_t k;
+
+    for (f = *ivmd_group_head(dp); f != NULL; f = f->next) {
+        for (k = 0; k < f->nchildren && f->op == r->op && f->obj == r->src; ++k) {
+            if (f->children[k].node == node) {
+                ivmd_group_ack(dp, f->master, f->op, f->job, IVM_ERROR_DAEMON_LOST,
+                               f->children[k].size);
+                f->children[k].node = -1;
+                return;
+            }
+        }
+    }
+    /* The master's own piece: a group operation here scatters a master copy,
+     * never a mirror, so r->src tells it from another node's op id. */
+    op = ivmd_op_find(dp, r->op);
+    if (op != NULL && op->kind == IVMD_OP_GROUP && op->obj == r->src) {
+        op->status  = IVM_ERROR_DAEMON_LOST;
+        op->pending = 0;
+        ivmd_op_done(dp, op);
+    }
+}
+
 void ivmd_group_peer_lost(ivmd_data_t *dp, int node)
 {
     ivmd_group_fwd_t **pp = ivmd_group_head(dp), *f;

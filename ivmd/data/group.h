@@ -14,6 +14,7 @@
 #define IVMD_DATA_GROUP_H
 
 #include "data/op.h"
+#include "data/transport.h"
 
 /* Master: scatter [op->off, +op->len) of obj to its mirrors except those on
  * node skip; op->pending counts the ACKs awaited (the caller holds one). */
@@ -21,6 +22,10 @@ void ivmd_group_scatter(ivmd_data_t *dp, ivmd_op_t *op, const ivmd_obj_t *obj, i
 /* A DATA piece of a route (IVM_XFER_CHAIN) from node, written into obj
  * (NULL: it could not be): forward it, and ACK once the range is whole. */
 void ivmd_group_on_piece(ivmd_data_t *dp, int node, const ivm_peer_xfer_t *x, ivmd_obj_t *obj);
+/* A piece r of a route could not be written into node's copy (a one-sided
+ * put that failed): the master's operation fails, or, at a node of the
+ * route, the master hears that node's subtree will not have the range. */
+void ivmd_group_piece_lost(ivmd_data_t *dp, int node, const ivmd_xfer_range_t *r);
 /* node lost (-1: every node, at teardown): forget the routes it fed or
  * would have been ACKed by. */
 void ivmd_group_peer_lost(ivmd_data_t *dp, int node);
