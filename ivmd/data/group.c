@@ -139,6 +139,20 @@ static void ivmd_group_clip(const ivmd_range_t *h, const ivmd_op_t *op, uint64_t
     *hi_p = (h->off + h->len) < end ? (h->off + h->len) : end;
 }
 
+/* 1 if node is on r already (its copy holds two ranges: the second goes
+ * straight, a node never forwards to itself). */
+static int ivmd_group_on_route(const ivm_peer_route_t *r, int node)
+{
+    uint32_t i;
+
+    for (i = 1; i < r->count; ++i) {
+        if (r->nodes[i] == (uint32_t)node) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* A route of the master (nodes[0]) and holder `first` with every later
  * holder not yet taken that needs the same [lo, hi); marks them taken. */
 static void ivmd_group_collect(const ivmd_data_t *dp, const ivmd_op_t *op, const ivmd_obj_t *obj,
@@ -163,7 +177,7 @@ static void ivmd_group_collect(const ivmd_data_t *dp, const ivmd_op_t *op, const
 
         ivmd_group_clip(h, op, &l2, &h2);
         if (taken[i] || h->node == skip || h->node < 0 || h->node >= 64 || l2 != lo ||
-            h2 != hi) {
+            h2 != hi || ivmd_group_on_route(r, h->node)) {
             continue;
         }
         taken[i]               = 1;
@@ -321,8 +335,9 @@ ivmError_t ivmd_data_on_route(ivmd_data_t *dp, int node, const ivm_msg_hdr_t *hd
     return IVM_SUCCESS;
 }
 
-/* The piece to every subtree; a subtree that cannot take it is ACKed to the
- * master with the error (its nodes will never have the range). */
+/* The piece to every subtree (obj NULL: it could not be written here); a
+ * subtree that cannot take it is ACKed to the master with the error (its
+ * nodes will never have the range). */
 static void ivmd_group_forward(ivmd_data_t *dp, ivmd_group_fwd_t *f, const ivmd_obj_t *obj,
                                const ivm_peer_xfer_t *x)
 {
@@ -335,7 +350,9 @@ static void ivmd_group_forward(ivmd_data_t *dp, ivmd_group_fwd_t *f, const ivmd_
         if (kid->node < 0) {
             continue;
         }
-        status = ivmd_group_pieces(dp, f->job, f->op, obj->fd, obj->id, kid, x->off, x->len);
+        status = obj == NULL ? IVM_ERROR_INTERNAL
+                             : ivmd_group_pieces(dp, f->job, f->op, obj->fd, obj->id, kid,
+                                                 x->off, x->len);
         if (status != IVM_SUCCESS) {
             ivmd_group_ack(dp, f->master, f->op, f->job, status, kid->size);
             kid->node = -1;
@@ -378,8 +395,10 @@ void ivmd_group_on_piece(ivmd_data_t *dp, int node, const ivm_peer_xfer_t *x, iv
     }
     if (obj == NULL || x->off < f->off || x->off + x->len > f->off + f->len) {
         f->status = IVM_ERROR_INTERNAL;
-    } else {
-        ivmd_group_forward(dp, f, obj, x);
+        obj       = NULL;
+    }
+    ivmd_group_forward(dp, f, obj, x);
+    if (obj != NULL) {
         /* Device copies of this mirror follow piece by piece. */
         ivmd_target_refresh(dp, x->job, obj->id, x->off, x->len, 0, 0, NULL, NULL);
     }
@@ -416,16 +435,29 @@ void ivmd_group_piece_lost(ivmd_data_t *dp, int node, const ivmd_xfer_range_t *r
     }
 }
 
-void ivmd_group_peer_lost(ivmd_data_t *dp, int node)
+/* Forget the routes that feed copy obj, or (node >= 0) are fed from node
+ * or ACK it, or (node < 0 and obj 0) all. */
+static void ivmd_group_forget(ivmd_data_t *dp, int node, uint64_t obj)
 {
     ivmd_group_fwd_t **pp = ivmd_group_head(dp), *f;
 
     while ((f = *pp) != NULL) {
-        if (node < 0 || f->from == node || f->master == node) {
+        if ((obj != 0 && f->obj == obj) ||
+            (obj == 0 && (node < 0 || f->from == node || f->master == node))) {
             *pp = f->next;
             free(f);
         } else {
             pp = &f->next;
         }
     }
+}
+
+void ivmd_group_peer_lost(ivmd_data_t *dp, int node)
+{
+    ivmd_group_forget(dp, node, 0);
+}
+
+void ivmd_group_copy_gone(ivmd_data_t *dp, uint64_t obj)
+{
+    ivmd_group_forget(dp, 0, obj);
 }

@@ -30,4 +30,8 @@ void ivmd_group_piece_lost(ivmd_data_t *dp, int node, const ivmd_xfer_range_t *r
  * would have been ACKed by. */
 void ivmd_group_peer_lost(ivmd_data_t *dp, int node);
 
+/* Copy obj loses its memory (its job ended, it was freed): the routes
+ * that feed it go (a node whose feeder was lost keeps waiting otherwise). */
+void ivmd_group_copy_gone(ivmd_data_t *dp, uint64_t obj);
+
 #endif /* IVMD_DATA_GROUP_H */

@@ -200,6 +200,7 @@ void ivmd_data_copy_made(ivmd_data_t *dp, uint32_t job, const ivmd_obj_t *obj)
 
 void ivmd_data_copy_gone(ivmd_data_t *dp, const ivmd_obj_t *obj)
 {
+    ivmd_group_copy_gone(dp, obj->id);
     ivmd_data_transport(dp)->copy_gone(dp, obj);
 }
 
