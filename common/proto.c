@@ -49,6 +49,7 @@ IVM_PEER_FIELD_LIST(OBJ)
 IVM_PEER_FIELD_LIST(XFER)
 IVM_PEER_FIELD_LIST(UCX_ADDR)
 IVM_PEER_FIELD_LIST(UCX_RKEY)
+IVM_PEER_FIELD_LIST(ROUTE)
 
 typedef struct ivm_peer_type_info {
     const char             *name;

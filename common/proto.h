@@ -595,7 +595,7 @@ _Static_assert(sizeof(ivm_msg_cluster_req_t) == 40, "cluster request size");
  * endian on the wire): HELLO and CHALLENGE carry it, bound into the
  * handshake's MACs, and daemons of different layouts refuse each other.
  * Raise it with any change of a peer message's fields. */
-#define IVM_PEER_LAYOUT 3u
+#define IVM_PEER_LAYOUT 4u
 
 /* X(name, value, struct, largest tail after the struct in bytes, fields):
  * `fields` names the struct's multi-byte fields (IVM_PEER_FIELDS_*), which
@@ -623,7 +623,8 @@ _Static_assert(sizeof(ivm_msg_cluster_req_t) == 40, "cluster request size");
     X(GROUP,      83, ivm_peer_xfer_t,       0,                       XFER)      \
     X(BYE,        84, ivm_peer_job_t,        0,                       JOB)       \
     X(UCX_ADDR,   85, ivm_peer_ucx_addr_t,   IVM_PEER_UCX_ADDR_MAX,   UCX_ADDR)  \
-    X(UCX_RKEY,   86, ivm_peer_ucx_rkey_t,   IVM_PEER_UCX_RKEY_MAX,   UCX_RKEY)
+    X(UCX_RKEY,   86, ivm_peer_ucx_rkey_t,   IVM_PEER_UCX_RKEY_MAX,   UCX_RKEY)  \
+    X(ROUTE,      87, ivm_peer_route_t,      0,                       ROUTE)
 
 #define IVM_PEER_ENUM_ENTRY(name, value, type, tail, fields) IVM_PEER_##name = (value),
 typedef enum ivm_peer_type {
@@ -750,6 +751,9 @@ typedef struct ivm_peer_obj {
 #define IVM_XFER_GATHER    0x10u/* GROUP: mirrors to master */
 #define IVM_XFER_PLACED    0x20u/* DATA: no bytes follow; the sender wrote the range into
                                    the receiver's copy one-sided (UCX) before sending it */
+#define IVM_XFER_CHAIN     0x40u/* DATA: a piece of a pipelined scatter (ROUTE): the receiver
+                                   forwards it and ACKs the master once it has the route's
+                                   whole range; its LAST flag means nothing */
 typedef struct ivm_peer_xfer {
     uint64_t op;         /* the initiating daemon's operation */
     uint32_t job;        /* job id */
@@ -784,6 +788,25 @@ typedef struct ivm_peer_ucx_rkey {
     uint32_t job;        /* job id */
     uint32_t len;        /* bytes of the packed key that follow */
 } ivm_peer_ucx_rkey_t;
+
+/* ROUTE: a pipelined scatter (PutGroup) of the master's operation `op`: the
+ * receiver, nodes[0], holds copy objs[0] of [off, off+len); the DATA pieces
+ * flagged IVM_XFER_CHAIN that its sender writes into it next, it forwards to
+ * the rest of the route, nodes[1 .. count), split into `fanout` subtrees
+ * (a ROUTE to each subtree's first node first), and it ACKs the master's node
+ * once it holds the whole range. Sent on the same link before the pieces. */
+#define IVM_PEER_ROUTE_MAX 64
+typedef struct ivm_peer_route {
+    uint64_t op;         /* the master daemon's operation (the pieces' and ACKs' op) */
+    uint32_t job;        /* job id */
+    uint32_t master;     /* index of the master's node in the cluster table (ACK it) */
+    uint64_t off;        /* bytes from the object's start */
+    uint64_t len;        /* bytes, every node of the route holds them */
+    uint32_t count;      /* entries used in nodes[] and objs[], 1 .. IVM_PEER_ROUTE_MAX */
+    uint32_t fanout;     /* subtrees each node forwards to, 1 (a chain) .. 8 */
+    uint32_t nodes[IVM_PEER_ROUTE_MAX]; /* node indexes; [0] is the receiver */
+    uint64_t objs[IVM_PEER_ROUTE_MAX];  /* each node's copy, by its object id there */
+} ivm_peer_route_t;
 
 /* The multi-byte fields of each peer message, F(struct, field) or, for an
  * array of them, A(struct, field), in order;
@@ -826,7 +849,13 @@ typedef struct ivm_peer_ucx_rkey {
     F(ivm_peer_ucx_rkey_t, obj) F(ivm_peer_ucx_rkey_t, base) F(ivm_peer_ucx_rkey_t, size) \
     F(ivm_peer_ucx_rkey_t, job) F(ivm_peer_ucx_rkey_t, len)
 
+#define IVM_PEER_FIELDS_ROUTE(F, A)                                                         \
+    F(ivm_peer_route_t, op) F(ivm_peer_route_t, job) F(ivm_peer_route_t, master)         \
+    F(ivm_peer_route_t, off) F(ivm_peer_route_t, len) F(ivm_peer_route_t, count)         \
+    F(ivm_peer_route_t, fanout) A(ivm_peer_route_t, nodes) A(ivm_peer_route_t, objs)
+
 _Static_assert(sizeof(ivm_peer_hello_t) == 120, "hello size");
+_Static_assert(sizeof(ivm_peer_route_t) == 808, "route size");
 _Static_assert(sizeof(ivm_peer_ucx_rkey_t) == 32, "ucx rkey size");
 _Static_assert(sizeof(ivm_peer_xfer_t) == 56, "xfer size");
 _Static_assert(sizeof(ivm_peer_obj_t) == 296, "obj size");

@@ -41,6 +41,7 @@ static const ivmd_peer_msg_t ivmd_cluster_msgs[IVM_PEER_LAST - IVM_PEER_FIRST] =
     IVMD_PEER_MSG(DATA)       = {.data = ivmd_data_on_data, .malformed = "malformed DATA"},
     IVMD_PEER_MSG(ACK)        = {.data = ivmd_data_on_ack},
     IVMD_PEER_MSG(GROUP)      = {.data = ivmd_data_on_group},
+    IVMD_PEER_MSG(ROUTE)      = {.data = ivmd_data_on_route, .malformed = "malformed ROUTE"},
     IVMD_PEER_MSG(UCX_ADDR)   = {.data = ivmd_data_on_transport},
     IVMD_PEER_MSG(UCX_RKEY)   = {.data = ivmd_data_on_transport},
 };

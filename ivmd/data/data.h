@@ -68,6 +68,7 @@ typedef struct ivmd_data {
     void                            *ucx;       /* UCX's state (data/ucx.h), or NULL */
     const struct ivmd_target_ops    *target;    /* copies beside the node copy, or NULL */
     void                            *target_ctx;
+    void                            *group;     /* the pipelined scatters we are on (data/group.c) */
 } ivmd_data_t;
 
 void ivmd_data_init(ivmd_data_t *dp, ivmd_t *d, ivmd_registry_t *reg, ivmd_link_t *link,
@@ -127,6 +128,9 @@ ivmError_t ivmd_data_on_data(ivmd_data_t *dp, int node, const ivm_msg_hdr_t *hdr
                             const void *payload);
 ivmError_t ivmd_data_on_ack(ivmd_data_t *dp, int node, const ivm_msg_hdr_t *hdr,
                             const void *payload);
+/* ROUTE: this node is on a pipelined scatter (data/group.c). */
+ivmError_t ivmd_data_on_route(ivmd_data_t *dp, int node, const ivm_msg_hdr_t *hdr,
+                              const void *payload);
 ivmError_t ivmd_data_on_group(ivmd_data_t *dp, int node, const ivm_msg_hdr_t *hdr,
                             const void *payload);
 

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/group.h"
 #include "data/op.h"
 #include "data/target.h"
 #include "data/transport.h"
@@ -153,6 +154,7 @@ void ivmd_data_peer_lost(ivmd_data_t *dp, int node)
     ivmd_op_t *op, *tmp;
 
     ivmd_data_transport(dp)->drop(dp, node);
+    ivmd_group_peer_lost(dp, node);
 again:
     HASH_ITER(hh, dp->ops, op, tmp) {
         if (op->peers & bit) {
@@ -176,6 +178,7 @@ void ivmd_data_close_all(ivmd_data_t *dp)
     HASH_ITER(hh, dp->ops, op, tmp) {
         ivmd_op_free(dp, op);
     }
+    ivmd_group_peer_lost(dp, -1);
     ivmd_data_transport(dp)->drop(dp, -1);
 }
 
@@ -197,6 +200,7 @@ void ivmd_data_copy_made(ivmd_data_t *dp, uint32_t job, const ivmd_obj_t *obj)
 
 void ivmd_data_copy_gone(ivmd_data_t *dp, const ivmd_obj_t *obj)
 {
+    ivmd_group_copy_gone(dp, obj->id);
     ivmd_data_transport(dp)->copy_gone(dp, obj);
 }
 

@@ -14,10 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "data/group.h"
 #include "data/op.h"
 #include "data/ucx.h"
 #include "log.h"
@@ -89,6 +91,7 @@ typedef struct ivmd_ucx {
     ucp_worker_h     worker;
     ivmd_loop_t     *loop;
     ivmd_handler_t   h;
+    ivmd_handler_t   wake;      /* an eventfd: the progress was cut short, more to do */
     ucp_address_t   *addr;
     size_t           addr_len;
     ivmd_ucx_peer_t *peers;
@@ -421,6 +424,9 @@ static void ivmd_ucx_finish(ivmd_data_t *dp, ivmd_ucx_req_t *q)
         ivm_peer_xfer_t ack = {.op = r->op, .job = r->job, .status = IVM_ERROR_DAEMON_LOST};
 
         ivmd_tcp_transport_ops.send_msg(dp, q->node, IVM_PEER_ACK, &ack, sizeof(ack), NULL, 0);
+    } else if (!q->get && (r->flags & IVM_XFER_CHAIN)) {
+        /* A piece of a route: its op is the master's, not ours. */
+        ivmd_group_piece_lost(dp, q->node, r);
     } else if ((op = ivmd_op_find(dp, r->op)) != NULL && (q->get || !ok)) {
         ivmd_op_step(dp, op, ok ? IVM_SUCCESS : IVM_ERROR_DAEMON_LOST);
     }
@@ -451,24 +457,49 @@ static int ivmd_ucx_reap(ivmd_data_t *dp)
 
 /* Progress the worker until it can sleep: ucp_worker_arm says UCS_OK only
  * when nothing is left to progress (UCS_ERR_BUSY: progress again), so the
- * event fd will tell of anything new. */
+ * event fd will tell of anything new. At most IVMD_UCX_PROGRESS_NS at a
+ * time: a put over shared memory to a daemon that was killed stays busy for
+ * good, and only the loop, by the peer link's end, learns that the peer is
+ * lost and closes its endpoint; so the loop gets its turn, woken at once
+ * through the wake descriptor, and the progress goes on after it. */
+#define IVMD_UCX_PROGRESS_NS 2000000ull
+
 static void ivmd_ucx_progress(ivmd_data_t *dp)
 {
     ivmd_ucx_t *u = dp->ucx;
+    uint64_t until = ivmd_now_ns() + IVMD_UCX_PROGRESS_NS;
+    uint64_t one = 1;
     ucs_status_t s;
 
     do {
-        while (ucp_worker_progress(u->worker) != 0) {
+        while (ucp_worker_progress(u->worker) != 0 && ivmd_now_ns() < until) {
         }
         if (ivmd_ucx_reap(dp) > 0) {
             s = UCS_ERR_BUSY; /* what it did may have started more */
             continue;
         }
         s = ucp_worker_arm(u->worker);
-    } while (s == UCS_ERR_BUSY);
-    if (s != UCS_OK) {
+    } while (s == UCS_ERR_BUSY && ivmd_now_ns() < until);
+    if (s == UCS_ERR_BUSY) {
+        if (write(u->wake.fd, &one, sizeof(one)) != (ssize_t)sizeof(one)) {
+            /* an eventfd only refuses at its counter's limit: it is set */
+        }
+    } else if (s != UCS_OK) {
         ivm_warn_limited("ucp_worker_arm: %s", ucs_status_string(s));
     }
+}
+
+static void ivmd_ucx_on_wake(ivmd_t *d, void *arg, uint32_t events)
+{
+    ivmd_data_t *dp = arg;
+    uint64_t n;
+
+    (void)d;
+    (void)events;
+    if (read(((ivmd_ucx_t *)dp->ucx)->wake.fd, &n, sizeof(n)) < 0) {
+        /* nothing to read: a wake taken already */
+    }
+    ivmd_ucx_progress(dp);
 }
 
 static void ivmd_ucx_on_event(ivmd_t *d, void *arg, uint32_t events)
@@ -803,6 +834,9 @@ static void ivmd_ucx_fini(ivmd_ucx_t *u)
     if (u->ctx != NULL) {
         ucp_cleanup(u->ctx);
     }
+    if (u->wake.fd >= 0) {
+        close(u->wake.fd);
+    }
     free(u);
 }
 
@@ -887,8 +921,12 @@ static ivmError_t ivmd_ucx_open(ivmd_data_t *dp, ivmd_loop_t *loop, int want_net
         snprintf(why, why_len, "out of memory");
         return IVM_ERROR_NO_MEMORY;
     }
-    u->h.fd = -1;
-    status = ivmd_ucx_init(u, why, why_len);
+    u->h.fd    = -1;
+    u->wake.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    status = u->wake.fd >= 0 ? ivmd_ucx_init(u, why, why_len) : IVM_ERROR_NO_MEMORY;
+    if (u->wake.fd < 0) {
+        snprintf(why, why_len, "eventfd: %s", strerror(errno));
+    }
     if (status == IVM_SUCCESS) {
         ivmd_ucx_list_tls(u, &net);
         u->put_inline = ivmd_ucx_put_inline(net);
@@ -901,10 +939,17 @@ static ivmError_t ivmd_ucx_open(ivmd_data_t *dp, ivmd_loop_t *loop, int want_net
         u->loop  = loop;
         u->h.cb  = ivmd_ucx_on_event;
         u->h.arg = dp;
+        u->wake.cb  = ivmd_ucx_on_wake;
+        u->wake.arg = dp;
         status = ivmd_loop_watch(loop, &u->h, EPOLLIN);
+        if (status == IVM_SUCCESS && ivmd_loop_watch(loop, &u->wake, EPOLLIN) != IVM_SUCCESS) {
+            ivmd_loop_unwatch(loop, &u->h);
+            status = IVM_ERROR_NO_MEMORY;
+        }
         if (status == IVM_SUCCESS) {
             status = ivmd_loop_on_before_sleep(loop, ivmd_ucx_before_sleep, dp);
             if (status != IVM_SUCCESS) {
+                ivmd_loop_unwatch(loop, &u->wake);
                 ivmd_loop_unwatch(loop, &u->h);
             }
         }
@@ -939,6 +984,17 @@ void ivmd_ucx_close(ivmd_data_t *dp)
     for (i = 0; i < 100 && u->inflight != NULL; ++i) {
         ucp_worker_progress(u->worker);
     }
+    /* Requests still pending towards a peer that died mid-transfer are
+     * called back when the worker goes (UCX purges their queues there):
+     * their state must outlive it. */
+    ivmd_loop_unwatch(u->loop, &u->wake);
+    ivmd_loop_unwatch(u->loop, &u->h);
+    if (u->addr != NULL) {
+        ucp_worker_release_address(u->worker, u->addr);
+        u->addr = NULL;
+    }
+    ucp_worker_destroy(u->worker);
+    u->worker = NULL;
     /* What completed now answers nobody: the operations are gone. */
     while ((q = u->done) != NULL || (q = u->inflight) != NULL) {
         ivmd_ucx_req_unlink(q);
@@ -954,7 +1010,6 @@ void ivmd_ucx_close(ivmd_data_t *dp)
         munmap(k->addr, k->size);
         free(k);
     }
-    ivmd_loop_unwatch(u->loop, &u->h);
     free(u->peers);
     dp->ucx       = NULL;
     dp->transport = NULL;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "data/copies.h"
+#include "data/group.h"
 #include "data/op.h"
 #include "data/target.h"
 #include "data/transport.h"
@@ -134,14 +135,20 @@ static void ivmd_xfer_reply(ivmd_data_t *dp, int node, const ivm_peer_xfer_t *x,
 
 /* ------------------------------------------------------------ operations */
 
-/* Master: scatter [off, off+len) to the mirrors (except node `skip`), or
- * gather it from them. Completes op when every mirror answered. */
+/* Master: scatter [off, off+len) to the mirrors (except node `skip`:
+ * data/group.c), or gather it from them. Completes op when every mirror
+ * answered. */
 static void ivmd_xfer_group(ivmd_data_t *dp, ivmd_op_t *op, ivmd_obj_t *obj, int gather, int skip)
 {
     uint64_t end = op->off + op->len;
     uint32_t i;
 
     op->pending = 1; /* held until every request is out */
+    if (!gather) {
+        ivmd_group_scatter(dp, op, obj, skip);
+        ivmd_op_step(dp, op, IVM_SUCCESS);
+        return;
+    }
     for (i = 0; i < obj->nholders; ++i) {
         const ivmd_range_t *h = &obj->holders[i];
         uint64_t lo = h->off > op->off ? h->off : op->off;
@@ -151,15 +158,7 @@ static void ivmd_xfer_group(ivmd_data_t *dp, ivmd_op_t *op, ivmd_obj_t *obj, int
         if (lo >= hi || h->node == skip) {
             continue;
         }
-        if (gather) {
-            status = ivmd_xfer_read(dp, op, h->node, h->obj, obj->id, lo, hi - lo, 0);
-        } else {
-            status = ivmd_xfer_put(dp, h->node, op->job, op->id, 0, obj, h->obj, lo, hi - lo);
-            if (status == IVM_SUCCESS) {
-                ivmd_op_wait_on(op, h->node);
-                ++op->pending;
-            }
-        }
+        status = ivmd_xfer_read(dp, op, h->node, h->obj, obj->id, lo, hi - lo, 0);
         if (status != IVM_SUCCESS) {
             op->status = status;
         }
@@ -447,7 +446,9 @@ ivmError_t ivmd_data_on_data(ivmd_data_t *dp, int node, const ivm_msg_hdr_t *hdr
     if (obj != NULL) {
         obj->rx_bytes += x->len;
     }
-    if (x->flags & IVM_XFER_REPLY) {
+    if (x->flags & IVM_XFER_CHAIN) {
+        ivmd_group_on_piece(dp, node, x, obj);
+    } else if (x->flags & IVM_XFER_REPLY) {
         ivmd_xfer_on_reply(dp, node, x, obj);
     } else {
         ivmd_xfer_on_put(dp, node, x, obj);

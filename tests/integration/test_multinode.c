@@ -345,6 +345,36 @@ Test(multinode, putgroup_scatter_getgroup_gather_over_subset_mirrors_of_three_no
     ivmt_result_free(&r);
 }
 
+/* The pipelined scatter (issue 17): on five nodes, mirrors of the whole
+ * object and of a subset form routes, a range of its own goes straight;
+ * every node gets exactly its bytes, the master sends each range once, and
+ * GetGroup gathers every copy (see sc_group_route). */
+Test(multinode, putgroup_routes_and_getgroup_over_mirrors_of_five_nodes)
+{
+    ivmt_result_t r;
+
+    run_nodes_n("5", "group_route", &r);
+    ivmt_expect_pe_ok(NULL, &r, "group_route");
+    ivmt_result_free(&r);
+}
+
+/* A node in the middle of a PutGroup's route is SIGKILLed during the call:
+ * the call fails with IVM_ERROR_DAEMON_LOST, no hang, and the job ends
+ * normally with the killed daemon reaped (see sc_group_node_lost). */
+Test(multinode, putgroup_fails_when_a_node_of_its_route_dies)
+{
+    const char *args[] = {IVMT_PE_NODES, "group_node_lost", NULL};
+    ivmt_result_t r;
+    pid_t pid;
+
+    ivmrun_nodes("4", args, &r);
+    ivmt_expect_pe_ok(NULL, &r, "group_node_lost");
+    cr_assert_eq(ivmt_parse_pids(r.out, "PIDS", &pid, 1), 1, "%s", r.out);
+    cr_assert_eq(ivmt_wait_pids_gone(&pid, 1, 3.0), 0,
+                 "node2's killed daemon (pid %d) was not reaped", (int)pid);
+    ivmt_result_free(&r);
+}
+
 /* The same scatter and gather over encrypted links (ivmrun --peer-encrypt):
  * every byte arrives, and the daemons say their links are encrypted. */
 Test(multinode, peer_encrypt_moves_and_verifies_data_on_three_nodes)

@@ -1318,6 +1318,255 @@ static int sc_many_objects(int argc, char **argv)
     return pe_ok();
 }
 
+/* The pipelined scatter (issue 17) on five nodes (ivmrun --nodes 5). Object
+ * "g" of GR_SIZE bytes (no multiple of a piece), master on node0; child 0 on
+ * node1 and child 1 on node2 map all of it, child 2 on node3 and child 3 on
+ * node4 map the same range X, child 4 on node4 maps the last GR_T bytes, so
+ * node4 holds X and the tail (two ranges). PutGroup of the whole object: the
+ * master sends every range once (node1 and node2 form one route, node3 and
+ * node4 another, the tail goes straight): node0 sends GR_SIZE + X + tail
+ * bytes, node1 and node2 together forward GR_SIZE, node3 and node4 X, each
+ * node receives exactly what it holds, and every child sees the new bytes.
+ * Then each child writes one pattern over its whole mapping (the same bytes
+ * in every copy, so the gather's result is defined where copies overlap) and
+ * GetGroup brings every copy's holding into the master. */
+#define GR_SIZE (4u * 1024u * 1024u + 12345u)
+#define GR_X_OFF (GR_SIZE / 2 + 5u)
+#define GR_X_LEN (1536u * 1024u)
+#define GR_T_LEN 1000u
+
+static const struct {
+    const char *node;
+    size_t      off, len;
+} gr_kids[5] = {
+    {"node1", 0, GR_SIZE},
+    {"node2", 0, GR_SIZE},
+    {"node3", GR_X_OFF, GR_X_LEN},
+    {"node4", GR_X_OFF, GR_X_LEN},
+    {"node4", GR_SIZE - GR_T_LEN, GR_T_LEN},
+};
+
+static int gr_child(int id)
+{
+    int k = id - 1;
+    unsigned char *q;
+    ctl_t *c;
+
+    ASSERT(k >= 0 && k < 5, "unexpected id %d", id);
+    size_t off = gr_kids[k].off, len = gr_kids[k].len;
+    CHECK(ivmMap("ctl", &c, 0));
+    CHECK(ivmMapSubset("g", &q, off, len));
+    expect_pat(q, 'A', off, len, __LINE__, "first map of the range");
+    child_done(c, k, 1);
+    pe_stage = "child waits for the root's PutGroup";
+    CHECK(ivmWait(0));
+    expect_pat(q, 'D', off, len, __LINE__, "the range after the root's ivmSyncPutGroup");
+    child_done(c, k, 2);
+    child_phase(c, 3);
+    fill(q, 'H', off, len);
+    child_done(c, k, 3);
+    child_phase(c, 4);
+    CHECK(ivmUnmap(q));
+    CHECK(ivmUnmap(c));
+    CHECK(ivmExit());
+    return 0;
+}
+
+/* The bytes each node of the run sent (tx) or received (rx) since `base`. */
+static void gr_counts(uint64_t *tx, uint64_t *rx, const uint64_t *base_tx,
+                      const uint64_t *base_rx)
+{
+    for (int n = 0; n < 5; ++n) {
+        char node[16];
+        ivm_msg_info_rep_t info;
+        snprintf(node, sizeof(node), "node%d", n);
+        node_info(node, &info);
+        tx[n] = info.tx_bytes - (base_tx != NULL ? base_tx[n] : 0);
+        rx[n] = info.rx_bytes - (base_rx != NULL ? base_rx[n] : 0);
+    }
+}
+
+static void gr_check_scatter(const uint64_t *tx, const uint64_t *rx)
+{
+    const uint64_t want_rx[5] = {0, GR_SIZE, GR_SIZE, GR_X_LEN, GR_X_LEN + GR_T_LEN};
+
+    for (int n = 1; n < 5; ++n) {
+        ASSERT(rx[n] == want_rx[n], "node%d received %llu bytes from the PutGroup, it holds "
+               "%llu", n, (unsigned long long)rx[n], (unsigned long long)want_rx[n]);
+    }
+    ASSERT(tx[0] == GR_SIZE + GR_X_LEN + GR_T_LEN, "the master's node sent %llu bytes, expected "
+           "each range once (%u): no pipelined route", (unsigned long long)tx[0],
+           GR_SIZE + GR_X_LEN + GR_T_LEN);
+    ASSERT(tx[1] + tx[2] == GR_SIZE, "node1 and node2 forwarded %llu + %llu bytes, expected %u",
+           (unsigned long long)tx[1], (unsigned long long)tx[2], GR_SIZE);
+    ASSERT(tx[3] + tx[4] == GR_X_LEN, "node3 and node4 forwarded %llu + %llu bytes, expected %u",
+           (unsigned long long)tx[3], (unsigned long long)tx[4], GR_X_LEN);
+}
+
+static int sc_group_route(int argc, char **argv)
+{
+    uint64_t tx0[5], rx0[5], tx[5], rx[5];
+    const char *last = NULL;
+    ivm_pe kids[5];
+    unsigned char *p;
+    ivm_device d;
+    ctl_t *c;
+    int id = pe_enter();
+
+    if (id != 0) {
+        return gr_child(id);
+    }
+    CHECK(ivmMalloc("ctl", &c, sizeof(*c)));
+    CHECK(ivmMalloc("g", &p, GR_SIZE));
+    fill(p, 'A', 0, GR_SIZE);
+    pe_stage = "phase 1: the maps on node1 .. node4";
+    for (int k = 0; k < 5; ++k) {
+        if (last == NULL || strcmp(last, gr_kids[k].node) != 0) {
+            CHECK(ivmCreateDev(gr_kids[k].node, IVM_CPU, &d));
+            last = gr_kids[k].node;
+        }
+        CHECK(ivmCreatePEs(d, 1, &kids[k]));
+        CHECK(ivmWait(kids[k])); /* its map is done: the holders' order is fixed */
+        ASSERT(kids[k] == k + 1, "child %d has id %d", k, kids[k]);
+        if (k == 4 || strcmp(gr_kids[k + 1].node, last) != 0) {
+            CHECK(ivmDestroyDev(d));
+        }
+    }
+
+    pe_stage = "phase 2: PutGroup down the routes";
+    gr_counts(tx0, rx0, NULL, NULL);
+    fill(p, 'D', 0, GR_SIZE);
+    CHECK(ivmSyncPutGroup(p, GR_SIZE));
+    gr_counts(tx, rx, tx0, rx0);
+    gr_check_scatter(tx, rx);
+    atomic_store(&c->step, 2);
+    for (int k = 0; k < 5; ++k) {
+        CHECK(ivmSignal());
+    }
+    for (int k = 0; k < 5; ++k) {
+        CHECK(ivmWait(kids[k]));
+        ASSERT(atomic_load(&c->done[k]) == 2, "child %d phase %d", k, atomic_load(&c->done[k]));
+    }
+
+    pe_stage = "phase 3: the children write their copies";
+    root_phase(c, kids, 5, 3);
+    pe_stage = "phase 4: GetGroup gathers every copy";
+    gr_counts(tx0, rx0, NULL, NULL);
+    CHECK(ivmSyncGetGroup(p, GR_SIZE));
+    gr_counts(tx, rx, tx0, rx0);
+    ASSERT(rx[0] == 2u * GR_SIZE + 2u * GR_X_LEN + GR_T_LEN, "the master's node received %llu "
+           "bytes for the GetGroup, expected each copy's holding", (unsigned long long)rx[0]);
+    expect_pat(p, 'H', 0, GR_SIZE, __LINE__, "master after the GetGroup");
+    root_phase(c, kids, 0, 4);
+    for (int k = 0; k < 5; ++k) {
+        CHECK(ivmWait(kids[k]));
+    }
+    CHECK(ivmFree(p));
+    CHECK(ivmFree(c));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
+/* A node in the middle of a route dies during a PutGroup (ivmrun --nodes 4):
+ * object "big" (BIG_SIZE bytes, master on node0) is mapped whole on node1,
+ * node2 and node3, in that order, so the route runs node0 -> node1 -> node2
+ * -> node3. A forked process SIGKILLs node2's daemon GL_KILL_MS after the
+ * root enters ivmSyncPutGroup: the call fails with IVM_ERROR_DAEMON_LOST
+ * within 10 s (node3, fed by node2, never ACKs: the master must not wait for
+ * it), a second PutGroup fails or succeeds as fast, the PEs of node1 and
+ * node3 still end normally and so does the job. The root prints "PIDS daemon". */
+#define GL_KILL_MS 30
+
+static int gl_child(int id)
+{
+    unsigned char *q;
+    ivmError_t rc;
+
+    CHECK(ivmMap("big", &q, 0));
+    CHECK(ivmSignal());
+    pe_stage = "child waits for the root's end";
+    rc = ivmWait(0);
+    if (id == 2) {
+        _exit(0); /* its daemon is gone (and its output with it) */
+    }
+    CHECK(rc);
+    CHECK(ivmUnmap(q));
+    CHECK(ivmExit());
+    return 0;
+}
+
+/* A process that kills pid after ms milliseconds. */
+static pid_t gl_killer(pid_t pid, int ms)
+{
+    pid_t k = fork();
+
+    ASSERT(k >= 0, "fork: %s", strerror(errno));
+    if (k == 0) {
+        pe_sleep_ms(ms);
+        kill(pid, SIGKILL);
+        _exit(0);
+    }
+    return k;
+}
+
+static int sc_group_node_lost(int argc, char **argv)
+{
+    ivm_msg_info_rep_t info;
+    unsigned char *p;
+    ivm_pe kids[3];
+    ivm_device d;
+    ivmError_t rc;
+    double t0, dt;
+    int id = pe_enter(), status;
+    pid_t killer;
+
+    if (id != 0) {
+        return gl_child(id);
+    }
+    CHECK(ivmMalloc("big", &p, BIG_SIZE));
+    fill(p, 'A', 0, BIG_SIZE);
+    for (int k = 0; k < 3; ++k) {
+        char node[16];
+        snprintf(node, sizeof(node), "node%d", k + 1);
+        CHECK(ivmCreateDev(node, IVM_CPU, &d));
+        CHECK(ivmCreatePEs(d, 1, &kids[k]));
+        CHECK(ivmDestroyDev(d));
+        CHECK(ivmWait(kids[k])); /* mapped: the route's order is node1, node2, node3 */
+    }
+    node_info("node2", &info);
+    ASSERT(info.pid > 1 && (pid_t)info.pid != getpid(), "node2's daemon pid %u", info.pid);
+    printf("PIDS %u\n", info.pid);
+    fflush(stdout);
+
+    pe_stage = "a PutGroup while a node of its route is killed";
+    killer = gl_killer((pid_t)info.pid, GL_KILL_MS);
+    t0 = pe_now();
+    rc = ivmSyncPutGroup(p, BIG_SIZE);
+    dt = pe_now() - t0;
+    ASSERT(waitpid(killer, &status, 0) == killer, "waitpid: %s", strerror(errno));
+    ASSERT(rc == IVM_ERROR_DAEMON_LOST, "ivmSyncPutGroup returned %s (%d) [%s] when node2's "
+           "daemon was killed %d ms into it, expected IVM_ERROR_DAEMON_LOST",
+           pe_status_name(rc), rc, ivmGetLastErrorMessage(), GL_KILL_MS);
+    ASSERT(dt < 10.0, "the failed ivmSyncPutGroup returned after %.1f s", dt);
+
+    pe_stage = "a PutGroup after the loss";
+    t0 = pe_now();
+    rc = ivmSyncPutGroup(p, BIG_SIZE);
+    ASSERT(rc == IVM_SUCCESS || rc == IVM_ERROR_DAEMON_LOST, "the next ivmSyncPutGroup "
+           "returned %s (%d) [%s]", pe_status_name(rc), rc, ivmGetLastErrorMessage());
+    ASSERT(pe_now() - t0 < 10.0, "the next ivmSyncPutGroup took %.1f s", pe_now() - t0);
+
+    pe_stage = "the end of the job";
+    EXPECT(ivmWait(kids[1]), IVM_ERROR_PE_FAILED);
+    CHECK(ivmSignal());
+    CHECK(ivmSignal());
+    CHECK(ivmWait(kids[0]));
+    CHECK(ivmWait(kids[2]));
+    CHECK(ivmFree(p));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
 static const pe_scenario_entry_t scenarios[] = {
     {"get_master_lost", sc_get_master_lost},
     {"get_beside_put", sc_get_beside_put},
@@ -1333,6 +1582,8 @@ static const pe_scenario_entry_t scenarios[] = {
     {"kill_mid_transfer", sc_kill_mid_transfer},
     {"big_nodes", sc_big_nodes},
     {"many_objects", sc_many_objects},
+    {"group_route", sc_group_route},
+    {"group_node_lost", sc_group_node_lost},
     {NULL, NULL},
 };
 
