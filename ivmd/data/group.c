@@ -227,7 +227,9 @@ static void ivmd_group_direct(ivmd_data_t *dp, ivmd_op_t *op, const ivmd_obj_t *
 
 void ivmd_group_scatter(ivmd_data_t *dp, ivmd_op_t *op, const ivmd_obj_t *obj, int skip)
 {
-    uint8_t *taken = calloc(obj->nholders > 0 ? obj->nholders : 1, 1);
+    uint8_t *taken = ivmd_data_transport(dp)->relay
+                         ? calloc(obj->nholders > 0 ? obj->nholders : 1, 1)
+                         : NULL; /* NULL: every mirror gets a direct put */
     ivm_peer_route_t r;
     uint64_t lo, hi;
     uint32_t i;

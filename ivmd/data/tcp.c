@@ -357,6 +357,7 @@ static ivmError_t ivmd_tcp_on_msg(ivmd_data_t *dp, int node, const ivm_msg_hdr_t
 
 const ivmd_transport_ops_t ivmd_tcp_transport_ops = {
     .name     = "tcp",
+    .relay     = 1,
     .send_msg = ivmd_tcp_send_msg,
     .put      = ivmd_tcp_put,
     .get      = ivmd_tcp_read,

@@ -28,6 +28,13 @@ typedef struct ivmd_xfer_range {
 
 typedef struct ivmd_transport_ops {
     const char *name;
+    /* 1: a large PutGroup goes down a pipelined route of mirrors, each
+     * forwarding the pieces it gets (data/group.c): TCP, where the master's
+     * one thread moves every byte it sends. 0: the master puts to every
+     * mirror itself: UCX, where the chain measured about 2x slower than the
+     * direct puts over shared memory at 8 nodes (docs/BENCHMARKS.md, "Group
+     * operations against MPI_Bcast"). */
+    int         relay;
     /* A message of the peer protocol (fixed part a, tail b) to node:
      * IVM_ERROR_DAEMON_LOST if the node is not reachable. */
     ivmError_t (*send_msg)(ivmd_data_t *dp, int node, uint16_t type, const void *a, uint32_t alen,

@@ -772,6 +772,7 @@ static void ivmd_ucx_drop(ivmd_data_t *dp, int node)
 
 const ivmd_transport_ops_t ivmd_ucx_transport_ops = {
     .name      = "ucx",
+    .relay     = 0,
     .send_msg  = ivmd_ucx_send_msg,
     .put       = ivmd_ucx_put,
     .get       = ivmd_ucx_get,
