@@ -629,7 +629,6 @@ struct dslb_child {
     dslb_dpc_t *dpc_ref;           /* "dslb.dpc" (--dpc), else NULL */
     int me;                        /* the PE's device in the table */
     int decided;                   /* dslb_portion_computed ran */
-    int portion_returned;          /* child_portion returned */
     double t_started;              /* wall-clock, just after ivmEnter */
     double work;                   /* work units of the portion */
     double t0;                     /* monotonic, the portion's start */
@@ -663,13 +662,11 @@ int dslb_portion_computed(const dslb_portion_t *w)
 
     if (c == NULL || c->decided)
         return 0;
-    /* A device slowed by the test knob sleeps over its whole portion, the
-       push included, as it always did: its tests size the gap between the
-       devices by it. It decides after child_portion returns. */
-    if (c->ctl->dev[c->me].slow > 1.0 && !c->portion_returned)
-        return 0;
     c->decided = 1;
-    app_slow_apply(c->ctl->dev[c->me].slow, app_now_s() - c->t0);
+    /* The test knob slows the PE's whole run so far, the span its rate is
+       measured over: a slowed device looks slower by its factor whatever
+       share of the run its computation is. */
+    app_slow_apply(c->ctl->dev[c->me].slow, app_wall_s() - c->t_started);
     c->dt = app_now_s() - c->t0;
     /* Whether this device takes another portion: its successor, started
        after the line says so (the successor measures the gap from it). */
@@ -773,7 +770,6 @@ static int dslb_child_run(const app_args_t *args, const dslb_app_ops_t *ops, voi
     if (ops->child_portion(ctx, &w) != 0)
         return -1;
     /* An app that did not mark its computation done decides now. */
-    c.portion_returned = 1;
     if (dslb_portion_computed(&w) != 0)
         return -1;
     return dslb_record(&w, &c, rec_ref, rec);

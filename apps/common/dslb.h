@@ -46,9 +46,9 @@
  *
  * Test knob: IVM_DSLB_SLOW="D:F[,D:F...]" (read by the root) makes device D
  * (index in the device table, printed at start as "dslb: devices 0=... 1=...")
- * F times slower: after each portion (its push included: such a PE decides
- * after child_portion returns) its PE sleeps (F - 1) times the portion's
- * time and reports F times it. The MPI baselines apply the same
+ * F times slower: once its portion is computed its PE sleeps (F - 1) times
+ * its run so far (from its start: the span its rate is measured over), so
+ * its run and its reported time are about F times as long. The MPI baselines apply the same
  * knob to rank D, so heterogeneous devices can be emulated on one machine
  * (CPU devices that are a share of a core, --cpu-devices 0,1:50, are the
  * real thing).
