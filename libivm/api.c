@@ -696,6 +696,19 @@ IVM_API ivmError_t ivmCreateDev(const char *host, int devtype, ivm_device *dev)
     if (dev == NULL) {
         IVM_FAIL(IVM_ERROR_INVALID_VALUE, "ivmCreateDev: dev is NULL");
     }
+    /* The caller's own device takes no round trip: ivmCreatePEs names it as
+     * IVM_THIS_DEV on this node and the daemon resolves it there (and says
+     * there what it would have said here: a GPU whose ivm-gpud is gone). A
+     * DS-LB chain asks for it once per PE, on the way to its successor. */
+    if ((host == NULL || *host == '\0') && devtype == IVM_THIS_DEV) {
+        d = calloc(1, sizeof(*d));
+        if (d == NULL) {
+            IVM_FAIL(IVM_ERROR_NO_MEMORY, "ivmCreateDev: out of memory");
+        }
+        d->devtype = IVM_THIS_DEV;
+        *dev       = d;
+        return IVM_SUCCESS;
+    }
     memset(&req, 0, sizeof(req));
     req.devtype = devtype;
     if (host != NULL && ivm_proto_strset(req.host, sizeof(req.host), host) != 0) {
