@@ -696,16 +696,17 @@ IVM_API ivmError_t ivmCreateDev(const char *host, int devtype, ivm_device *dev)
     if (dev == NULL) {
         IVM_FAIL(IVM_ERROR_INVALID_VALUE, "ivmCreateDev: dev is NULL");
     }
-    /* The caller's own device takes no round trip: ivmCreatePEs names it as
-     * IVM_THIS_DEV on this node and the daemon resolves it there (and says
-     * there what it would have said here: a GPU whose ivm-gpud is gone). A
+    /* The caller's own device takes no round trip: its node and device came
+     * with ivmEnter's reply, as the daemon would resolve them (ivmCreatePEs
+     * then says what this call would have: a GPU whose ivm-gpud is gone). A
      * DS-LB chain asks for it once per PE, on the way to its successor. */
-    if ((host == NULL || *host == '\0') && devtype == IVM_THIS_DEV) {
+    if ((host == NULL || *host == '\0') && devtype == IVM_THIS_DEV && ivm_ctx.node[0] != '\0') {
         d = calloc(1, sizeof(*d));
         if (d == NULL) {
             IVM_FAIL(IVM_ERROR_NO_MEMORY, "ivmCreateDev: out of memory");
         }
-        d->devtype = IVM_THIS_DEV;
+        snprintf(d->host, sizeof(d->host), "%s", ivm_ctx.node);
+        d->devtype = ivm_ctx.devtype;
         *dev       = d;
         return IVM_SUCCESS;
     }
