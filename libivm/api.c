@@ -704,6 +704,20 @@ IVM_API ivmError_t ivmCreateDev(const char *host, int devtype, ivm_device *dev)
     if (dev == NULL) {
         IVM_FAIL(IVM_ERROR_INVALID_VALUE, "ivmCreateDev: dev is NULL");
     }
+    /* The caller's own device takes no round trip: its node and device came
+     * with ivmEnter's reply, as the daemon would resolve them (ivmCreatePEs
+     * then says what this call would have: a GPU whose ivm-gpud is gone). A
+     * DS-LB chain asks for it once per PE, on the way to its successor. */
+    if ((host == NULL || *host == '\0') && devtype == IVM_THIS_DEV && ivm_ctx.node[0] != '\0') {
+        d = calloc(1, sizeof(*d));
+        if (d == NULL) {
+            IVM_FAIL(IVM_ERROR_NO_MEMORY, "ivmCreateDev: out of memory");
+        }
+        snprintf(d->host, sizeof(d->host), "%s", ivm_ctx.node);
+        d->devtype = ivm_ctx.devtype;
+        *dev       = d;
+        return IVM_SUCCESS;
+    }
     memset(&req, 0, sizeof(req));
     req.devtype = devtype;
     if (host != NULL && ivm_proto_strset(req.host, sizeof(req.host), host) != 0) {

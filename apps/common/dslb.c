@@ -737,6 +737,135 @@ static int dslb_decide(const app_args_t *args, const dslb_app_ops_t *ops, void *
     return go;
 }
 
+/* A child's state, from its start to its exit (dslb_portion_t.child). */
+struct dslb_child {
+    const app_args_t *args;
+    const dslb_app_ops_t *ops;
+    void *ctx;
+    dslb_ctl_t *ctl;               /* host view of "dslb.ctl" */
+    dslb_stat_t *st_ref, *st;      /* "dslb.dev": reference and host view */
+    dslb_dpc_t *dpc_ref;           /* "dslb.dpc" (--dpc), else NULL */
+    int me;                        /* the PE's device in the table */
+    int decided;                   /* dslb_portion_computed ran */
+    double t_started;              /* wall-clock, just after ivmEnter */
+    double work;                   /* work units of the portion */
+    double t0;                     /* monotonic, the portion's start */
+    double dt;                     /* seconds of the portion, to its computed mark */
+};
+
+/* Start the successor on this PE's own device; with --dpc note when it was
+   asked for (the successor notes when it started). */
+static int dslb_successor(const dslb_portion_t *w, const struct dslb_child *c)
+{
+    ivm_device self;
+    ivm_pe next;
+    ivmError_t rc;
+
+    APP_TRY(ivmCreateDev(IVM_THIS_HOST, IVM_THIS_DEV, &self));
+    double t_request = app_wall_s();
+    rc = ivmCreatePEs(self, 1, &next);
+    ivmDestroyDev(self);
+    if (rc == IVM_ERROR_LIMIT) /* the node is at its max_slots: the chain ends */
+        next = IVM_PE_NULL;
+    else
+        APP_TRY(rc);
+    if (c->dpc_ref != NULL && next != IVM_PE_NULL &&
+        app_ref_put(w->kernel, &c->dpc_ref[next - 1].t_request, &t_request,
+                    sizeof(t_request)) != 0)
+        return -1;
+    return 0;
+}
+
+int dslb_portion_computed(const dslb_portion_t *w)
+{
+    struct dslb_child *c = w->child;
+    int go;
+
+    if (c == NULL || c->decided)
+        return 0;
+    c->decided = 1;
+    /* The test knob slows the PE's whole run so far, the span its rate is
+       measured over: a slowed device looks slower by its factor whatever
+       share of the run its computation is. */
+    app_slow_apply(c->ctl->dev[c->me].slow, app_wall_s() - c->t_started);
+    c->dt = app_now_s() - c->t0;
+    /* Whether this device takes another portion: its successor, started
+       after the line says so (the successor measures the gap from it). */
+    go = dslb_decide(c->args, c->ops, c->ctx, c->ctl, c->st_ref, c->st, w, c->me,
+                     c->t_started, c->work);
+    if (go < 0)
+        return -1;
+    return go ? dslb_successor(w, c) : 0;
+}
+
+/* The portion's record: its body first, its flag last (each push completes
+   before the call returns). */
+static int dslb_record(const dslb_portion_t *w, const struct dslb_child *c, dslb_rec_t *rec_ref,
+                       dslb_rec_t *rec)
+{
+    if (IVM_DEV_IS_GPU(w->devtype)) {
+        dslb_rec_t body = { .pe = w->pe, .dev = c->me, .seconds = c->dt, .work = c->work,
+                            .t0 = c->t0, .t1 = c->t0 + c->dt };
+        int32_t flag = w->iter + 1;
+        if (app_ref_put(w->kernel, rec_ref, &body, offsetof(dslb_rec_t, done_iter)) != 0 ||
+            app_ref_put(w->kernel, &rec_ref->done_iter, &flag, sizeof(flag)) != 0)
+            return -1;
+        return 0;
+    }
+    rec->pe = w->pe;
+    rec->dev = c->me;
+    rec->seconds = c->dt;
+    rec->work = c->work;
+    rec->t0 = c->t0;
+    rec->t1 = c->t0 + c->dt;
+    APP_TRY(ivmSyncPut(rec, offsetof(dslb_rec_t, done_iter)));
+    atomic_store_explicit(&rec->done_iter, w->iter + 1, memory_order_release);
+    APP_TRY(ivmSyncPut(&rec->done_iter, sizeof(rec->done_iter)));
+    return 0;
+}
+
+/* The child's view of the driver's objects: the device table checked, its
+   device found, its record and the device lines mapped, its --dpc start
+   noted. */
+static int dslb_child_open(struct dslb_child *c, dslb_portion_t *w, dslb_ctl_t *ctl_ref,
+                           dslb_rec_t **rec_ref)
+{
+    const app_args_t *args = c->args;
+    int devtype;
+
+    APP_TRY(ivmGetMyDevType(&devtype));
+    if (app_kernel_pick_ref(devtype, ctl_ref, &w->kernel) != 0)
+        return -1;
+    w->devtype = devtype;
+    c->ctl = app_host_view(ctl_ref);
+    if (c->ctl == NULL || c->ctl->magic != DSLB_CTL_MAGIC || c->ctl->portions != args->portions ||
+        c->ctl->iters != args->iters) {
+        fprintf(stderr, "%s: dslb: PE %d: the device table does not match this run\n",
+                args->app, w->pe);
+        return -1;
+    }
+    c->me = dslb_my_dev(c->ctl, devtype);
+    if (c->me < 0) {
+        fprintf(stderr, "%s: dslb: PE %d: its device (node %s, type %d) is not in the "
+                "table\n", args->app, w->pe, getenv("IVM_NODE") ? getenv("IVM_NODE") : "?",
+                devtype);
+        return -1;
+    }
+    APP_TRY(ivmMapSubset(DSLB_REC, rec_ref, (size_t)w->portion * sizeof(dslb_rec_t),
+                         sizeof(dslb_rec_t)));
+    APP_TRY(ivmMap(DSLB_DEV, &c->st_ref, 0));
+    c->st = app_host_view(c->st_ref);
+    if (c->st == NULL)
+        return -1;
+    if (c->ctl->dpc) {
+        APP_TRY(ivmMap(DSLB_DPC, &c->dpc_ref, 0));
+        if (app_ref_put(w->kernel, &c->dpc_ref[w->pe - 1].t_started, &c->t_started,
+                        sizeof(c->t_started)) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* A child's data flow. A CPU PE's references are its node copy. A GPU PE's
    references are its device copy (emu: host memory of the emulated GPU,
    shared by the PEs of that GPU; cuda: device memory): the driver reads the
@@ -745,110 +874,35 @@ static int dslb_decide(const app_args_t *args, const dslb_app_ops_t *ops, void *
    (device copy -> node copy -> master); a write to the host view would be
    overwritten by the push's device-to-node copy. */
 static int dslb_child_run(const app_args_t *args, const dslb_app_ops_t *ops, void *ctx,
-                          int id, double t_started, dslb_ctl_t *ctl_ref, dslb_rec_t **rec_ref,
-                          dslb_stat_t **st_ref, dslb_dpc_t **dpc_ref)
+                          int id, double t_started, dslb_ctl_t *ctl_ref)
 {
-    int P = args->portions, devtype, me, gpu;
-    dslb_portion_t w = { .iter = (id - 1) / P, .portion = (id - 1) % P, .pe = id,
-                         .args = args };
-    dslb_ctl_t *ctl;
-    dslb_rec_t *rec;
-    dslb_stat_t *st;
+    struct dslb_child c = { .args = args, .ops = ops, .ctx = ctx, .t_started = t_started };
+    dslb_portion_t w = { .iter = (id - 1) / args->portions,
+                         .portion = (id - 1) % args->portions, .pe = id, .args = args,
+                         .child = &c };
+    dslb_rec_t *rec_ref = NULL, *rec;
 
-    APP_TRY(ivmGetMyDevType(&devtype));
-    if (app_kernel_pick_ref(devtype, ctl_ref, &w.kernel) != 0)
+    if (dslb_child_open(&c, &w, ctl_ref, &rec_ref) != 0)
         return -1;
-    w.devtype = devtype;
-    gpu = IVM_DEV_IS_GPU(devtype);
-    ctl = app_host_view(ctl_ref);
-    if (ctl == NULL || ctl->magic != DSLB_CTL_MAGIC || ctl->portions != P ||
-        ctl->iters != args->iters) {
-        fprintf(stderr, "%s: dslb: PE %d: the device table does not match this run\n",
-                args->app, id);
+    rec = app_host_view(rec_ref);
+    if (rec == NULL)
         return -1;
-    }
-    me = dslb_my_dev(ctl, devtype);
-    if (me < 0) {
-        fprintf(stderr, "%s: dslb: PE %d: its device (node %s, type %d) is not in the "
-                "table\n", args->app, id, getenv("IVM_NODE") ? getenv("IVM_NODE") : "?",
-                devtype);
+    c.work = dslb_work(ops, ctx, args, w.portion);
+    if (dslb_line_start(&w, &c.st_ref[c.me], &c.st[c.me], t_started, c.work) != 0)
         return -1;
-    }
-    APP_TRY(ivmMapSubset(DSLB_REC, rec_ref, (size_t)w.portion * sizeof(dslb_rec_t),
-                         sizeof(dslb_rec_t)));
-    APP_TRY(ivmMap(DSLB_DEV, st_ref, 0));
-    rec = app_host_view(*rec_ref);
-    st = app_host_view(*st_ref);
-    if (rec == NULL || st == NULL)
-        return -1;
-    if (ctl->dpc) {
-        APP_TRY(ivmMap(DSLB_DPC, dpc_ref, 0));
-        if (app_ref_put(w.kernel, &(*dpc_ref)[id - 1].t_started, &t_started,
-                        sizeof(t_started)) != 0)
-            return -1;
-    }
-
-    double work = dslb_work(ops, ctx, args, w.portion);
-    if (dslb_line_start(&w, &(*st_ref)[me], &st[me], t_started, work) != 0)
-        return -1;
-    double t0 = app_now_s();
+    c.t0 = app_now_s();
     if (ops->child_portion(ctx, &w) != 0)
         return -1;
-    app_slow_apply(ctl->dev[me].slow, app_now_s() - t0);
-    double t1 = app_now_s(), dt = t1 - t0;
-
-    /* Whether this device takes another portion: its successor, started
-       after the line says so (the successor measures the gap from it). */
-    int go = dslb_decide(args, ops, ctx, ctl, *st_ref, st, &w, me, t_started, work);
-    if (go < 0)
+    /* An app that did not mark its computation done decides now. */
+    if (dslb_portion_computed(&w) != 0)
         return -1;
-    if (go) {
-        ivm_device self;
-        ivm_pe next;
-        APP_TRY(ivmCreateDev(IVM_THIS_HOST, IVM_THIS_DEV, &self));
-        double t_request = app_wall_s();
-        ivmError_t rc = ivmCreatePEs(self, 1, &next);
-        ivmDestroyDev(self);
-        if (rc == IVM_ERROR_LIMIT) /* the node is at its max_slots: the chain ends */
-            next = IVM_PE_NULL;
-        else
-            APP_TRY(rc);
-        if (*dpc_ref != NULL && next != IVM_PE_NULL &&
-            app_ref_put(w.kernel, &(*dpc_ref)[next - 1].t_request, &t_request,
-                        sizeof(t_request)) != 0)
-            return -1;
-    }
-
-    /* The record's body first, its flag last (each push completes before
-       the call returns). */
-    if (gpu) {
-        dslb_rec_t body = { .pe = id, .dev = me, .seconds = dt, .work = work, .t0 = t0,
-                            .t1 = t1 };
-        int32_t flag = w.iter + 1;
-        if (app_ref_put(w.kernel, *rec_ref, &body, offsetof(dslb_rec_t, done_iter)) != 0 ||
-            app_ref_put(w.kernel, &(*rec_ref)->done_iter, &flag, sizeof(flag)) != 0)
-            return -1;
-        return 0;
-    }
-    rec->pe = id;
-    rec->dev = me;
-    rec->seconds = dt;
-    rec->work = work;
-    rec->t0 = t0;
-    rec->t1 = t1;
-    APP_TRY(ivmSyncPut(rec, offsetof(dslb_rec_t, done_iter)));
-    atomic_store_explicit(&rec->done_iter, w.iter + 1, memory_order_release);
-    APP_TRY(ivmSyncPut(&rec->done_iter, sizeof(rec->done_iter)));
-    return 0;
+    return dslb_record(&w, &c, rec_ref, rec);
 }
 
 static int dslb_child(const app_args_t *args, const dslb_app_ops_t *ops, void *ctx, int id,
                       double t_started)
 {
     dslb_ctl_t *ctl = NULL;
-    dslb_rec_t *rec = NULL;
-    dslb_stat_t *st = NULL;
-    dslb_dpc_t *dpc = NULL;
 
     if (id < 1 || (id - 1) / args->portions >= args->iters) {
         fprintf(stderr, "%s: dslb: PE id %d outside the %d x %d portions\n", args->app, id,
@@ -858,7 +912,7 @@ static int dslb_child(const app_args_t *args, const dslb_app_ops_t *ops, void *c
     APP_TRY(ivmMap(DSLB_CTL, &ctl, 0));
     /* The driver's maps are left to ivmExit, which releases every mapping of
        the PE: the PE ends now, and a round trip per unmap is a chain's time. */
-    return dslb_child_run(args, ops, ctx, id, t_started, ctl, &rec, &st, &dpc);
+    return dslb_child_run(args, ops, ctx, id, t_started, ctl);
 }
 
 int dslb_run(const app_args_t *args, const dslb_app_ops_t *ops, void *ctx)

@@ -9,12 +9,13 @@
  * busy. A child does portion (id-1) % P of iteration (id-1) / P: PE ids are
  * assigned in increasing order and never reused, so the ids P*t+1 .. P*(t+1)
  * are the portions of iteration t, each claimed exactly once by whichever
- * device asks first, and the per-portion slot indices never overflow. After
- * its portion a child decides whether its device takes another portion (it
- * starts its successor on its own device) or its chain ends; the id limit
- * ends every chain (the spawn slot comes back IVM_PE_NULL), so spawning stops
- * exactly at the max PE id. It then pushes its results, its portion record
- * and last the record's flag, and exits. If every chain ended with portions
+ * device asks first, and the per-portion slot indices never overflow. Once
+ * its portion is computed a child decides whether its device takes another
+ * portion (it starts its successor on its own device) or its chain ends; the
+ * id limit ends every chain (the spawn slot comes back IVM_PE_NULL), so
+ * spawning stops exactly at the max PE id. It then pushes its results (while
+ * the successor starts), its portion record and last the record's flag, and
+ * exits. If every chain ended with portions
  * left, the root starts one PE on the device that would finish one first.
  *
  * The decision (default, "auto"): each device keeps a line of measured
@@ -45,8 +46,9 @@
  *
  * Test knob: IVM_DSLB_SLOW="D:F[,D:F...]" (read by the root) makes device D
  * (index in the device table, printed at start as "dslb: devices 0=... 1=...")
- * F times slower: after each portion its PE sleeps (F - 1) times the
- * portion's time and reports F times it. The MPI baselines apply the same
+ * F times slower: once its portion is computed its PE sleeps (F - 1) times
+ * its run so far (from its start: the span its rate is measured over), so
+ * its run and its reported time are about F times as long. The MPI baselines apply the same
  * knob to rank D, so heterogeneous devices can be emulated on one machine
  * (CPU devices that are a share of a core, --cpu-devices 0,1:50, are the
  * real thing).
@@ -56,6 +58,8 @@
 
 #include "app.h"
 
+struct dslb_child;
+
 /* What a child's portion callback gets. */
 typedef struct dslb_portion {
     int iter;                  /* iteration, 0-based */
@@ -64,6 +68,7 @@ typedef struct dslb_portion {
     int devtype;               /* the PE's device type */
     app_kernel_t kernel;       /* the kernel it runs (app_kernel_pick) */
     const app_args_t *args;
+    struct dslb_child *child;  /* the driver's state, for dslb_portion_computed */
 } dslb_portion_t;
 
 /* An app's part. Every callback returns 0, or -1 after printing why. */
@@ -75,8 +80,12 @@ typedef struct dslb_app_ops {
     /* Root, after the last iteration: checksum, verification (r->verified,
        r->checksum), release of the data objects. */
     int (*root_finish)(void *ctx, const app_args_t *args, app_result_t *r);
-    /* Child: map what the portion needs, compute it with w->kernel, push its
-       results to the master (ivmSyncPut). Timed by the driver. */
+    /* Child: map what the portion needs, compute it with w->kernel, call
+       dslb_portion_computed(w), push its results to the master (ivmSyncPut).
+       Timed by the driver up to dslb_portion_computed (to the return when
+       it is not called). Mappings may be left to the driver: the PE ends
+       after its portion and ivmExit releases them without a round trip
+       each. */
     int (*child_portion)(void *ctx, const dslb_portion_t *w);
     /* Work units of a portion, for the share per device (NULL: 1 each). */
     double (*portion_work)(void *ctx, const app_args_t *args, int portion);
@@ -101,6 +110,15 @@ typedef struct dslb_app_ops {
    portions. Returns counts[me]. */
 int dslb_eft(int nlanes, const double *free_at, const double *rate, const double *gap,
              const double *work, int nwork, int me, int *counts);
+
+/* Child, once the portion is computed and before its results are pushed:
+   the driver takes its decision now (the device's rate covers the start-up
+   and the computation) and, when the device goes on, starts the successor,
+   whose start-up (fork, ivmEnter, maps) then overlaps this PE's push instead
+   of following it: the device's core would otherwise wait on the push's
+   round trips. Called once; a later call, or none, is harmless (the driver
+   decides after child_portion returns). 0, or -1 after printing why. */
+int dslb_portion_computed(const dslb_portion_t *w);
 
 /* Run the calling process as a PE of a DS-LB app: ivmEnter, the root or a
    child's part, ivmExit. The root prints the result line (version=ivm) and

@@ -68,6 +68,8 @@ static int nw_root_finish(void *vctx, const app_args_t *a, app_result_t *r)
     return ret;
 }
 
+/* Mappings are left to the PE's ivmExit (dslb.h): an unmap is a round trip
+   on the device's chain. */
 static int nw_child_portion(void *vctx, const dslb_portion_t *w)
 {
     nw_ctx_t *ctx = vctx;
@@ -77,27 +79,24 @@ static int nw_child_portion(void *vctx, const dslb_portion_t *w)
     size_t bytes = (size_t)(hi - lo) * sizeof(int32_t);
     char *seq = NULL;
     int32_t *score = NULL;
-    int ret = -1;
 
     if (hi == lo)
         return 0;
     APP_TRY(ivmMap("nw.seq", &seq, 0));
-    APP_TRY_GOTO(ivmMapSubset("nw.score", &score, (size_t)lo * sizeof(int32_t), bytes), out);
+    APP_TRY(ivmMapSubset("nw.score", &score, (size_t)lo * sizeof(int32_t), bytes));
     if (w->kernel == APP_KERNEL_CUDA) {
 #ifdef APP_HAVE_CUDA
         if (nw_pairs_cuda(seq, ctx->off, ctx->la, ctx->lb, score, lo, hi) != 0)
-            goto out;
+            return -1;
 #endif
     } else {
         nw_pairs_cpu(seq, ctx->off, ctx->la, ctx->lb, score, lo, hi);
     }
-    APP_TRY_GOTO(ivmSyncPut(score, bytes), out);
-    ret = 0;
-out:
-    if (score != NULL)
-        ivmUnmap(score);
-    ivmUnmap(seq);
-    return ret;
+    /* The successor starts while the scores travel. */
+    if (dslb_portion_computed(w) != 0)
+        return -1;
+    APP_TRY(ivmSyncPut(score, bytes));
+    return 0;
 }
 
 static double nw_portion_work(void *vctx, const app_args_t *a, int p)

@@ -336,6 +336,17 @@ Test(multinode, ivm_info_views_of_a_live_job)
     ivmt_result_free(&r);
 }
 
+/* A node1 PE's ivmCreateDev(IVM_THIS_HOST, IVM_THIS_DEV) (answered in libivm,
+   no round trip) starts its successor on node1. */
+Test(multinode, a_successor_on_this_dev_runs_on_the_callers_node)
+{
+    ivmt_result_t r;
+
+    run_nodes("self_dev_nodes", &r);
+    ivmt_expect_pe_ok(NULL, &r, "self_dev_nodes");
+    ivmt_result_free(&r);
+}
+
 Test(multinode, putgroup_scatter_getgroup_gather_over_subset_mirrors_of_three_nodes)
 {
     ivmt_result_t r;

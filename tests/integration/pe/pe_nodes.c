@@ -565,6 +565,52 @@ static int sc_scatter_nodes(int argc, char **argv)
     return pe_ok();
 }
 
+/* A PE of node1 starts its successor on its own device, the DS-LB idiom:
+ * ivmCreateDev(IVM_THIS_HOST, IVM_THIS_DEV), which libivm answers from
+ * ivmEnter's reply without a round trip. The successor must run on node1,
+ * on the same device, not on the job's home node. */
+static int sc_self_dev_nodes(int argc, char **argv)
+{
+    int id = pe_enter(), devtype;
+    const char *node = getenv("IVM_NODE");
+    ivm_device dev;
+    ivm_pe pe;
+
+    (void)argc;
+    (void)argv;
+    if (id == 1) {
+        ASSERT(node != NULL && strcmp(node, "node1") == 0, "PE 1 runs on '%s'",
+               node ? node : "(unset)");
+        CHECK(ivmCreateDev(IVM_THIS_HOST, IVM_THIS_DEV, &dev));
+        CHECK(ivmCreatePEs(dev, 1, &pe));
+        ASSERT(pe == 2, "the successor got id %d, expected 2", pe);
+        CHECK(ivmDestroyDev(dev));
+        CHECK(ivmExit());
+        return 0;
+    }
+    if (id == 2) {
+        CHECK(ivmGetMyDevType(&devtype));
+        ASSERT(node != NULL && strcmp(node, "node1") == 0,
+               "the successor of a node1 PE on IVM_THIS_DEV runs on '%s'",
+               node ? node : "(unset)");
+        ASSERT(devtype == IVM_CPU, "the successor's device type is %d", devtype);
+        CHECK(ivmExit());
+        return 0;
+    }
+    ASSERT(id == 0, "unexpected id %d", id);
+    CHECK(ivmCreateDev("node1", IVM_CPU, &dev));
+    CHECK(ivmCreatePEs(dev, 1, &pe));
+    ASSERT(pe == 1, "PE on node1 got id %d", pe);
+    CHECK(ivmDestroyDev(dev));
+    pe_stage = "waiting for PE 1 and its successor";
+    CHECK(ivmWait(1));
+    /* PE 1 ended after its ivmCreatePEs returned: PE 2 exists (NOT_FOUND
+       would mean it was never started). */
+    CHECK(ivmWait(2));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
 /* ivmCreatePEs of a program whose executable is gone: IVM_ERROR_SPAWN (no
  * hang), every slot IVM_PE_NULL, the message names the path; on node1 and on
  * the root's own node. The test runs a copy of this binary, named by argv[2]
@@ -1595,6 +1641,7 @@ static const pe_scenario_entry_t scenarios[] = {
     {"procs_nodes", sc_procs_nodes},
     {"poll_nodes", sc_poll_nodes},
     {"scatter_nodes", sc_scatter_nodes},
+    {"self_dev_nodes", sc_self_dev_nodes},
     {"spawn_missing", sc_spawn_missing},
     {"daemon_lost", sc_daemon_lost},
     {"kill_mid_transfer", sc_kill_mid_transfer},
