@@ -24,7 +24,8 @@
 # (key,median,min,max,runs for every figure) for bench/plot-scale.py.
 # Environment: ROUNDS (5), MAX_MIB (64), LAT_CALLS (2000), WARMUP (200), REPS (10),
 # GROUP_NODES ("2 4 8"), GROUP_MIB (16), GROUP_REPS (20), DPC_RUNS (100),
-# BURST_ARGS ("--burst 256;--burst 64 -p 64"), OBJ_LIVE (10,1000,10000,100000),
+# BURST_ARGS ("--burst 1,64,256 --pool 64": cold, then from a pool of 64),
+# BURST_RUNS (5, at most 64: bursts per size and run), OBJ_LIVE (10,1000,10000,100000),
 # OBJ_REPS (200), MPIRUN (mpirun), OUT (a directory for the logs and the CSV;
 # default: a new one under /tmp, printed at the end).
 set -eu
@@ -43,7 +44,8 @@ group_nodes=${GROUP_NODES:-"2 4 8"}
 group_bytes=$((${GROUP_MIB:-16} * 1048576))
 group_reps=${GROUP_REPS:-20}
 dpc_runs=${DPC_RUNS:-100}
-burst_args=${BURST_ARGS:-"--burst 256;--burst 64 -p 64"}
+burst_args=${BURST_ARGS:-"--burst 1,64,256 --pool 64"}
+burst_runs=${BURST_RUNS:-5}
 obj_live=${OBJ_LIVE:-10,1000,10000,100000}
 obj_reps=${OBJ_REPS:-200}
 mpirun=${MPIRUN:-mpirun}
@@ -147,7 +149,7 @@ while [ "$r" -le "$rounds" ]; do
             k=$((k + 1))
             # shellcheck disable=SC2086
             run "$out/burst$k.$r" "$bin/ivmrun" --nodes 2 --timeout 600 "$bin/bench-dpc" $b \
-                -n "$dpc_runs"
+                -n "$burst_runs"
         done
     fi
     # shellcheck disable=SC2086
@@ -194,11 +196,11 @@ function row(name, a, fa, b, fb, rf) {
     first = i
     for (i = first; i <= NF; i++) {
         split($i, kv, "=")
-        if (kv[1] ~ /^(op|bytes|nodes|ranks|live)$/) id = id "." kv[1] "=" kv[2]
+        if (kv[1] ~ /^(op|bytes|nodes|ranks|live|mode|n)$/) id = id "." kv[1] "=" kv[2]
     }
     for (i = first; i <= NF; i++) {
         split($i, kv, "=")
-        if (kv[1] ~ /^(op|bytes|nodes|ranks|live|calls|runs|pass|target_ms|pool)$/) continue
+        if (kv[1] ~ /^(op|bytes|nodes|ranks|live|mode|n|calls|runs|pass|target_ms|pool|min_ms|max_ms)$/) continue
         if (kv[2] !~ /^-?[0-9.]+$/) continue
         key = id "." kv[1]
         if (!(key in cnt)) order[++nkeys] = key

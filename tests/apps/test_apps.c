@@ -437,7 +437,9 @@ Test(apps, dslb_gives_a_faster_share_device_more_work)
 }
 
 /* ivmrun --nodes 2 with node0's two CPU devices (node1 one) and --node-slots
-   SLOTS: NBODY verifies, and the root's per-node line says `node` never
+   SLOTS: NBODY verifies (4096 bodies: a run of about 0.2 s, so that node1's
+   chain, whose first PE starts on another node, gets portions; at 1024 the
+   run took 20 ms and node0's devices could take every portion first), and the root's per-node line says `node` never
    computed more than `most` portions at once (from the portions' recorded
    start and end). */
 static void dslb_slots_run(const char *slots, const char *node, int most)
@@ -447,7 +449,7 @@ static void dslb_slots_run(const char *slots, const char *node, int most)
     if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
         cr_skip_test("needs two cores (node0's two devices)");
     const char *argv[] = {"--nodes", "2", "--timeout", "60", "--node-cpu-devices", "0,1;0",
-                          "--node-slots", slots, IVMT_NBODY, "--size", "1024", "--portions",
+                          "--node-slots", slots, IVMT_NBODY, "--size", "4096", "--portions",
                           "12", "--iters", "3", "--verify", NULL};
     ivmt_launch_t c;
     ivmt_result_t r;
