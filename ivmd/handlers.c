@@ -1403,6 +1403,24 @@ static ivmError_t ivmd_handle_put_signal(ivmd_t *d, ivmd_conn_t *c, const ivm_ms
     return r != IVM_SUCCESS ? r : ivmd_put_signal_post(d, c, hdr, req, rep);
 }
 
+/* Forward a PE's request to the job's root daemon. A CREATE_PES whose host
+ * is "" means the caller's node, which is this one: named here, since the
+ * root reads "" as its own node (libivm always names it; this keeps a bare
+ * request from starting PEs on the wrong node). */
+static void ivmd_forward(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, const void *payload)
+{
+    ivm_msg_create_pes_req_t pes;
+
+    if (hdr->type == IVM_MSG_CREATE_PES && hdr->length == sizeof(pes)) {
+        memcpy(&pes, payload, sizeof(pes));
+        if (pes.host[0] == '\0') {
+            ivm_proto_strset(pes.host, sizeof(pes.host), d->cfg.node);
+            payload = &pes;
+        }
+    }
+    ivmd_remote_forward(&d->remote, c, hdr, payload);
+}
+
 void ivmd_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                      const void *payload)
 {
@@ -1418,7 +1436,7 @@ void ivmd_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     if (status == IVM_SUCCESS && c->kind == IVMD_CONN_PE && c->job != NULL &&
         ivmd_remote_is_proxy(c->job) && ivmd_remote_forwards(hdr->type)) {
         /* The job's registry is at its root daemon: the request goes there. */
-        ivmd_remote_forward(&d->remote, c, hdr, payload);
+        ivmd_forward(d, c, hdr, payload);
         return;
     }
     if (status == IVM_SUCCESS) {
