@@ -419,14 +419,20 @@ static ivmError_t ivmd_handle_exit(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_
     return IVM_SUCCESS;
 }
 
-/* The node a request names: -1 for this one ("" or our name), else its index
- * in the cluster table. */
-static ivmError_t ivmd_check_host(ivmd_t *d, const char *host, int *node_p, ivmd_pe_reply_t *rep)
+/* The node a request of c's PE names: -1 for this one (our name), else its
+ * index in the cluster table; "" is the caller's own node (a PE of another
+ * node, whose request its daemon forwarded here, means its node, not ours). */
+static ivmError_t ivmd_check_host(ivmd_t *d, const ivmd_conn_t *c, const char *host, int *node_p,
+                                  ivmd_pe_reply_t *rep)
 {
     uint32_t i;
 
     *node_p = -1;
-    if (host[0] == '\0' || strcmp(host, d->cfg.node) == 0) {
+    if (host[0] == '\0') {
+        *node_p = c->pe != NULL ? c->pe->node : -1;
+        return IVM_SUCCESS;
+    }
+    if (strcmp(host, d->cfg.node) == 0) {
         return IVM_SUCCESS;
     }
     for (i = 0; i < d->link.npeers; ++i) {
@@ -512,7 +518,7 @@ static ivmError_t ivmd_handle_create_dev(ivmd_t *d, ivmd_conn_t *c, const ivm_ms
         ivmd_detail(rep, "host name not terminated");
         return IVM_ERROR_INVALID_VALUE;
     }
-    status = ivmd_check_host(d, req->host, &node, rep);
+    status = ivmd_check_host(d, c, req->host, &node, rep);
     if (status == IVM_SUCCESS) {
         status = ivmd_check_dev(d, c, node, req->devtype, &devtype, &ncores, rep);
     }
@@ -615,7 +621,7 @@ static ivmError_t ivmd_handle_create_pes(ivmd_t *d, ivmd_conn_t *c, const ivm_ms
         ivmd_detail(rep, "PE count %d outside 0..%d", req->n, IVM_CREATE_PES_MAX);
         return IVM_ERROR_INVALID_VALUE;
     }
-    status = ivmd_check_host(d, req->host, &node, rep);
+    status = ivmd_check_host(d, c, req->host, &node, rep);
     if (status == IVM_SUCCESS) {
         status = ivmd_check_dev(d, c, node, req->devtype, &devtype, &ncores, rep);
     }
@@ -979,15 +985,27 @@ static ivmError_t ivmd_handle_map(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t
     return r;
 }
 
+/* The object of a SYNC (or PUT_SIGNAL's put), NULL unless it exists, the
+ * operation is one and the range lies inside the object. */
+static ivmd_obj_t *ivmd_sync_obj(const ivmd_conn_t *c, const ivm_msg_sync_req_t *req)
+{
+    ivmd_obj_t *obj = ivmd_obj_find_id(c->job, req->obj_id);
+
+    if (obj == NULL || req->op < IVM_SYNC_PUT || req->op > IVM_SYNC_GET_GROUP ||
+        req->offset > obj->size || req->size > obj->size - req->offset) {
+        return NULL;
+    }
+    return obj;
+}
+
 static ivmError_t ivmd_handle_sync(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                                    const void *payload, ivmd_pe_reply_t *rep)
 {
     const ivm_msg_sync_req_t *req = payload;
-    ivmd_obj_t *obj = ivmd_obj_find_id(c->job, req->obj_id);
+    ivmd_obj_t *obj = ivmd_sync_obj(c, req);
     ivmError_t r;
 
-    if (obj == NULL || req->op < IVM_SYNC_PUT || req->op > IVM_SYNC_GET_GROUP ||
-        req->offset > obj->size || req->size > obj->size - req->offset) {
+    if (obj == NULL) {
         ivmd_detail(rep, "no such object or range for a sync");
         return IVM_ERROR_INVALID_VALUE;
     }
@@ -1359,13 +1377,10 @@ static void ivmd_put_signal_done(void *arg, uint64_t tag, int status)
  * path (libivm never sends them here). */
 static ivmd_obj_t *ivmd_put_signal_obj(ivmd_conn_t *c, const ivm_msg_put_signal_req_t *req)
 {
-    ivmd_obj_t *obj = ivmd_obj_find_id(c->job, req->sync.obj_id);
-
-    if (obj == NULL || req->sync.op != IVM_SYNC_PUT || req->sync.gpu_ref != 0 ||
-        req->sync.offset > obj->size || req->sync.size > obj->size - req->sync.offset) {
+    if (req->sync.op != IVM_SYNC_PUT || req->sync.gpu_ref != 0) {
         return NULL;
     }
-    return obj;
+    return ivmd_sync_obj(c, &req->sync);
 }
 
 static ivmError_t ivmd_handle_put_signal(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
@@ -1403,24 +1418,6 @@ static ivmError_t ivmd_handle_put_signal(ivmd_t *d, ivmd_conn_t *c, const ivm_ms
     return r != IVM_SUCCESS ? r : ivmd_put_signal_post(d, c, hdr, req, rep);
 }
 
-/* Forward a PE's request to the job's root daemon. A CREATE_PES whose host
- * is "" means the caller's node, which is this one: named here, since the
- * root reads "" as its own node (libivm always names it; this keeps a bare
- * request from starting PEs on the wrong node). */
-static void ivmd_forward(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, const void *payload)
-{
-    ivm_msg_create_pes_req_t pes;
-
-    if (hdr->type == IVM_MSG_CREATE_PES && hdr->length == sizeof(pes)) {
-        memcpy(&pes, payload, sizeof(pes));
-        if (pes.host[0] == '\0') {
-            ivm_proto_strset(pes.host, sizeof(pes.host), d->cfg.node);
-            payload = &pes;
-        }
-    }
-    ivmd_remote_forward(&d->remote, c, hdr, payload);
-}
-
 void ivmd_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                      const void *payload)
 {
@@ -1436,7 +1433,7 @@ void ivmd_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     if (status == IVM_SUCCESS && c->kind == IVMD_CONN_PE && c->job != NULL &&
         ivmd_remote_is_proxy(c->job) && ivmd_remote_forwards(hdr->type)) {
         /* The job's registry is at its root daemon: the request goes there. */
-        ivmd_forward(d, c, hdr, payload);
+        ivmd_remote_forward(&d->remote, c, hdr, payload);
         return;
     }
     if (status == IVM_SUCCESS) {
