@@ -108,46 +108,15 @@ static double spawn_once(void)
     return t1 - t0;
 }
 
-/* Wait until only the root PE is left (the PE of the last run is gone). */
-static void wait_children_gone(void)
-{
-    double t0 = bench_now_ms();
-    int n;
-
-    for (;;) {
-        BENCH_CHECK(ivmGetNumPEs(&n));
-        if (n <= 1)
-            return;
-        if (bench_now_ms() - t0 > EXIT_TIMEOUT_S * 1e3) {
-            fprintf(stderr, "bench-dpc: %d PEs still alive after %.0f s\n", n,
-                    EXIT_TIMEOUT_S);
-            exit(1);
-        }
-        bench_sleep_ns(50000);
-    }
-}
-
-/* The root daemon's parked processes (INFO). */
-static uint32_t parked_now(void)
-{
-    ivm_msg_info_rep_t info;
-
-    memset(&info, 0, sizeof(info));
-    if (getenv("IVM_SOCKET") == NULL ||
-        ivm_client_info(getenv("IVM_SOCKET"), 5000, &info, NULL) != IVM_SUCCESS)
-        return 0;
-    return info.parked;
-}
-
 /* Warm job start: wait until the root daemon's pools are full (the count
  * stops growing for 200 ms) and remember that count. */
 static void parked_settle(void)
 {
     double t0 = bench_now_ms(), since = t0;
 
-    parked_full = parked_now();
+    parked_full = dpc_parked();
     while (bench_now_ms() - since < 200.0 && bench_now_ms() - t0 < REFILL_TIMEOUT_S * 1e3) {
-        uint32_t n = parked_now();
+        uint32_t n = dpc_parked();
         if (n > parked_full) {
             parked_full = n;
             since = bench_now_ms();
@@ -161,7 +130,7 @@ static void parked_refilled(void)
 {
     double t0 = bench_now_ms();
 
-    while (parked_now() < parked_full) {
+    while (dpc_parked() < parked_full) {
         if (bench_now_ms() - t0 > REFILL_TIMEOUT_S * 1e3) {
             fprintf(stderr, "bench-dpc: the pool did not refill in %.0f s\n",
                     REFILL_TIMEOUT_S);
@@ -194,7 +163,7 @@ static double dpc_once(ivm_device dev, int warm)
         exit(1);
     }
     BENCH_CHECK(ivmWait(pe));           /* returns when the PE has exited */
-    wait_children_gone();
+    dpc_wait_alone(EXIT_TIMEOUT_S);
     return t1 - t0;
 }
 

@@ -106,8 +106,8 @@ static double uds_round_trip_us(void)
     return us;
 }
 
-/* The root daemon's parked processes (INFO). */
-static uint32_t burst_parked(void)
+/* The root daemon's parked processes (INFO); 0 without an answer. */
+uint32_t dpc_parked(void)
 {
     ivm_msg_info_rep_t info;
 
@@ -130,11 +130,13 @@ static void burst_refilled(uint32_t want)
                     REFILL_TIMEOUT_S);
             exit(1);
         }
-    } while (burst_parked() < want);
+    } while (dpc_parked() < want);
     bench_sleep_ns(1000000L); /* the daemon has closed that INFO connection */
 }
 
-static void burst_all_gone(void)
+/* Until only the root PE is left (the last run's PEs are gone); exits the
+ * program after timeout_s. */
+void dpc_wait_alone(double timeout_s)
 {
     double t0 = bench_now_ms();
     int n;
@@ -143,9 +145,8 @@ static void burst_all_gone(void)
         BENCH_CHECK(ivmGetNumPEs(&n));
         if (n <= 1)
             return;
-        if (bench_now_ms() - t0 > GONE_TIMEOUT_S * 1e3) {
-            fprintf(stderr, "bench-dpc: %d PEs still alive after %.0f s\n", n,
-                    GONE_TIMEOUT_S);
+        if (bench_now_ms() - t0 > timeout_s * 1e3) {
+            fprintf(stderr, "bench-dpc: %d PEs still alive after %.0f s\n", n, timeout_s);
             exit(1);
         }
         bench_sleep_ns(200000L);
@@ -168,7 +169,7 @@ static double burst_once(ivm_device dev, int n, ivm_pe *pes)
     t1 = bench_now_ms();
     for (int i = 0; i < n; i++)
         BENCH_CHECK(ivmWait(pes[i])); /* returns once it has exited */
-    burst_all_gone();
+    dpc_wait_alone(GONE_TIMEOUT_S);
     return t1 - t0;
 }
 
