@@ -34,6 +34,9 @@ static const ivmd_peer_msg_t ivmd_cluster_msgs[IVM_PEER_LAST - IVM_PEER_FIRST] =
     IVMD_PEER_MSG(SPAWN_REP)  = {.ctl = ivmd_remote_on_spawn_rep},
     IVMD_PEER_MSG(JOB_END)    = {.ctl = ivmd_remote_on_job_end},
     IVMD_PEER_MSG(OUTPUT)     = {.ctl = ivmd_remote_on_output},
+    IVMD_PEER_MSG(SIGNAL)     = {.ctl = ivmd_remote_on_signal},
+    IVMD_PEER_MSG(PLACED)     = {.ctl = ivmd_remote_on_placed},
+    IVMD_PEER_MSG(PE_ENDED)   = {.ctl = ivmd_remote_on_pe_ended},
     IVMD_PEER_MSG(OBJ_REG)    = {.data = ivmd_data_on_obj, .malformed = "malformed object message"},
     IVMD_PEER_MSG(OBJ_LOOKUP) = {.data = ivmd_data_on_obj, .malformed = "malformed object message"},
     IVMD_PEER_MSG(OBJ_REP)    = {.data = ivmd_data_on_obj_rep},
@@ -136,6 +139,7 @@ static const ivmd_remote_ops_t ivmd_cluster_remote_ops = {
     .pool_take       = ivmd_cluster_pool_take,
     .output_write    = ivmd_cluster_output_write,
     .gpu_count       = ivmd_cluster_gpu_count,
+    .bounced         = ivmd_handle_bounced,
 };
 
 void ivmd_cluster_init(ivmd_t *d)
