@@ -95,6 +95,10 @@ Test(psync, far_pair_three_nodes_two_calls)
     run_psync_x("3", "IVM_PUT_SIGNAL=0", "far_pair", "100");
 }
 
+/* node1's daemon killed while a PE of node2 waits from one of node1's (their
+ * pair at node2's daemon): IVM_ERROR_PE_FAILED, no hang. */
+Test(psync, far_wait_sees_its_sender_node_lost) { run_psync("3", "far_lost", NULL); }
+
 Test(psync, barrier_member_dies_one_node) { run_psync("1", "barrier_fail", NULL); }
 Test(psync, barrier_member_dies_three_nodes) { run_psync("3", "barrier_fail", NULL); }
 
