@@ -155,6 +155,50 @@ Test(psync, signal_posted_before_the_end_is_consumed_first)
     wait_from(2, 1, 2, IVM_ERROR_PE_FAILED, 0);
 }
 
+/* Places of other nodes' PEs (the receiver's daemon keeps the pair): a
+ * place is waited from like a PE here; a not-final end (the root's word)
+ * does not end a place already known running (its node's SIGNALs may still
+ * be on their way), a final one does, after the signals posted before it;
+ * a lost node fails its running places. */
+Test(psync, places_of_other_nodes)
+{
+    int node;
+
+    cr_assert_eq(ivmd_psync_where(job, 20, &node), IVMD_PLACE_UNKNOWN);
+    wait_from(3, 20, 1, IVM_ERROR_NOT_FOUND, 0);
+    cr_assert_eq(ivmd_psync_place(job, 20, 2), IVM_SUCCESS);
+    cr_assert_eq(ivmd_psync_place(job, 21, 2), IVM_SUCCESS);
+    cr_assert_eq(ivmd_psync_place(job, 22, 1), IVM_SUCCESS);
+    cr_assert_eq(ivmd_psync_place(job, 3, 1), IVM_SUCCESS); /* ours: not a place */
+    cr_assert_eq(ivmd_psync_where(job, 3, &node), IVMD_PLACE_RUNNING);
+    cr_assert_eq(node, -1);
+    cr_assert_eq(ivmd_psync_where(job, 20, &node), IVMD_PLACE_RUNNING);
+    cr_assert_eq(node, 2);
+    cr_assert_eq(ivmd_psync_signal_to(&reg, job, 20, 3), IVM_SUCCESS);
+    wait_from(3, 20, 2, IVM_SUCCESS, 0);
+    wait_from(3, 20, 3, IVM_SUCCESS, 1);
+    ivmd_psync_place_ended(&reg, job, 20, 2, 1, 0);
+    cr_assert_eq(nrecs, 0, "the root's word does not end a known place");
+    cr_assert_eq(ivmd_psync_signal_to(&reg, job, 20, 3), IVM_SUCCESS);
+    cr_assert_eq(nrecs, 1);
+    cr_assert_eq(ivmd_psync_signal_to(&reg, job, 20, 3), IVM_SUCCESS);
+    ivmd_psync_place_ended(&reg, job, 20, 2, 1, 1);
+    wait_from(3, 20, 4, IVM_SUCCESS, 0); /* posted before the end */
+    wait_from(3, 20, 5, IVM_ERROR_PE_FAILED, 0);
+    /* An end first heard of makes the place, ended. */
+    ivmd_psync_place_ended(&reg, job, 30, 1, 0, 0);
+    cr_assert_eq(ivmd_psync_where(job, 30, &node), IVMD_PLACE_EXITED);
+    wait_from(4, 30, 6, IVM_SUCCESS, 0);
+    /* node 2 lost: 21's waiters fail, 22 of node 1 waits on. */
+    wait_from(4, 21, 7, IVM_SUCCESS, 1);
+    wait_from(4, 22, 8, IVM_SUCCESS, 1);
+    ivmd_psync_node_lost(&reg, job, 2);
+    cr_assert_eq(nrecs, 2);
+    cr_assert_eq(recs[1].seq, 7);
+    cr_assert_eq(recs[1].status, IVM_ERROR_PE_FAILED);
+    cr_assert_eq(job->psync_waiting, 1);
+}
+
 Test(psync, cancel_drops_a_closed_connections_requests)
 {
     int32_t ids[] = {1, 2};
