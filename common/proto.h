@@ -760,6 +760,9 @@ typedef struct ivm_peer_obj {
 #define IVM_XFER_CHAIN     0x40u/* DATA: a piece of a pipelined scatter (ROUTE): the receiver
                                    forwards it and ACKs the master once it has the route's
                                    whole range; its LAST flag means nothing */
+#define IVM_XFER_SIGNAL    0x80u/* DATA of a put (ivmSyncPutSignal) into the master: with LAST,
+                                   the receiver posts the signal sig_from -> sig_to once the
+                                   bytes are in the copy, before its ACK (none if it fails) */
 typedef struct ivm_peer_xfer {
     uint64_t op;         /* the initiating daemon's operation */
     uint32_t job;        /* job id */
@@ -770,6 +773,8 @@ typedef struct ivm_peer_xfer {
     uint64_t len;        /* bytes */
     int32_t  status;     /* ACK: ivmError_t */
     uint32_t reserved;   /* zero */
+    int32_t  sig_from;   /* DATA flagged IVM_XFER_SIGNAL: the signalling PE (sender's node) */
+    int32_t  sig_to;     /* DATA flagged IVM_XFER_SIGNAL: the PE signalled (receiver's node) */
 } ivm_peer_xfer_t;
 
 /* UCX_ADDR: the sender's UCP worker address (len bytes follow), sent once
@@ -884,7 +889,8 @@ typedef struct ivm_peer_pe_ended {
 #define IVM_PEER_FIELDS_XFER(F, A)                                                          \
     F(ivm_peer_xfer_t, op) F(ivm_peer_xfer_t, job) F(ivm_peer_xfer_t, flags)             \
     F(ivm_peer_xfer_t, obj) F(ivm_peer_xfer_t, dst) F(ivm_peer_xfer_t, off)              \
-    F(ivm_peer_xfer_t, len) F(ivm_peer_xfer_t, status) F(ivm_peer_xfer_t, reserved)
+    F(ivm_peer_xfer_t, len) F(ivm_peer_xfer_t, status) F(ivm_peer_xfer_t, reserved)       \
+    F(ivm_peer_xfer_t, sig_from) F(ivm_peer_xfer_t, sig_to)
 
 #define IVM_PEER_FIELDS_UCX_ADDR(F, A) \
     F(ivm_peer_ucx_addr_t, len) F(ivm_peer_ucx_addr_t, reserved)
@@ -910,7 +916,7 @@ typedef struct ivm_peer_pe_ended {
 _Static_assert(sizeof(ivm_peer_hello_t) == 120, "hello size");
 _Static_assert(sizeof(ivm_peer_route_t) == 808, "route size");
 _Static_assert(sizeof(ivm_peer_ucx_rkey_t) == 32, "ucx rkey size");
-_Static_assert(sizeof(ivm_peer_xfer_t) == 56, "xfer size");
+_Static_assert(sizeof(ivm_peer_xfer_t) == 64, "xfer size");
 _Static_assert(sizeof(ivm_peer_obj_t) == 296, "obj size");
 _Static_assert(sizeof(ivm_peer_challenge_t) == 152, "challenge size");
 _Static_assert(sizeof(ivm_peer_signal_t) == 16, "signal size");

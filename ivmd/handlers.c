@@ -1351,6 +1351,7 @@ static void ivmd_handle_answer(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *h
 typedef struct ivmd_putsig {
     struct ivmd_putsig      *next;
     uint64_t                 id;
+    int                      carried; /* the signal went with the put's DATA */
     ivmd_conn_t             *conn;
     ivm_msg_hdr_t            hdr;
     ivm_msg_put_signal_req_t req;
@@ -1404,7 +1405,10 @@ static void ivmd_put_signal_done(void *arg, uint64_t tag, int status)
     rep.len = e->rep_size;
     rep.fd  = -1;
     ivmd_reply_init(&rep.r);
-    if (status == IVM_SUCCESS && ps->conn->pe != NULL && ps->conn->pe->state == IVMD_PE_RUNNING) {
+    if (status == IVM_SUCCESS && ps->carried) {
+        /* The master's daemon posted it with the bytes. */
+    } else if (status == IVM_SUCCESS && ps->conn->pe != NULL &&
+               ps->conn->pe->state == IVMD_PE_RUNNING) {
         status = ivmd_put_signal_post(d, ps->conn, &ps->hdr, &ps->req, &rep);
     } else if (status == IVM_SUCCESS) {
         status = IVM_ERROR_NOT_ENTERED;
@@ -1436,7 +1440,7 @@ static ivmError_t ivmd_handle_put_signal(ivmd_t *d, ivmd_conn_t *c, const ivm_ms
     const ivm_msg_put_signal_req_t *req = payload;
     ivmd_obj_t *obj;
     ivmd_putsig_t *ps;
-    int r;
+    int r, node;
 
     if (c->kind == IVMD_CONN_REMOTE) {
         /* Forwarded by the PE's daemon once the master had the bytes. */
@@ -1452,8 +1456,18 @@ static ivmError_t ivmd_handle_put_signal(ivmd_t *d, ivmd_conn_t *c, const ivm_ms
     *ps = (ivmd_putsig_t){.next = d->svc.putsigs, .id = ++d->svc.next_putsig, .conn = c,
                           .hdr = *hdr, .req = *req};
     d->svc.putsigs = ps;
-    r = ivmd_data_sync_op(&d->data, c, hdr, c->job->id, obj, IVM_SYNC_PUT, req->sync.offset,
-                          req->sync.size, ivmd_put_signal_done, d, ps->id);
+    if (ivmd_psync_where(c->job, req->pe, &node) != IVMD_PLACE_UNKNOWN && node >= 0 &&
+        node == obj->master_node && req->sync.size > 0) {
+        /* The receiver's daemon holds the master: the signal follows the
+         * bytes on their link and is posted once they are in. */
+        ps->carried = 1;
+        r = ivmd_data_put_signal(&d->data, c, hdr, c->job->id, obj, req->sync.offset,
+                                 req->sync.size, c->pe->id, req->pe, ivmd_put_signal_done, d,
+                                 ps->id);
+    } else {
+        r = ivmd_data_sync_op(&d->data, c, hdr, c->job->id, obj, IVM_SYNC_PUT,
+                              req->sync.offset, req->sync.size, ivmd_put_signal_done, d, ps->id);
+    }
     if (r == IVMD_DEFERRED) {
         return IVMD_DEFERRED; /* (the entry may be gone already: answered) */
     }

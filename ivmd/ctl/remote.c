@@ -271,31 +271,37 @@ void ivmd_remote_teach(ivmd_remote_t *rm, ivmd_conn_t *c, int id)
     }
 }
 
+void ivmd_remote_post_signal(ivmd_remote_t *rm, uint32_t job_id, int from, int to,
+                             int from_node)
+{
+    ivmd_job_t *job = ivmd_job_find(rm->reg, job_id);
+    const ivmd_pe_t *pe;
+    int node, state;
+
+    if (job == NULL || job->ending) {
+        return; /* the job ended here */
+    }
+    pe    = ivmd_pe_find(job, to);
+    state = ivmd_psync_where(job, from, &node);
+    if (state == IVMD_PLACE_UNKNOWN && ivmd_remote_is_proxy(job) &&
+        ivmd_psync_place(job, from, from_node) == IVM_SUCCESS) {
+        state = ivmd_psync_where(job, from, &node);
+    }
+    if (pe == NULL || pe->node >= 0 || state == IVMD_PLACE_UNKNOWN || node != from_node) {
+        ivm_warn_limited("node %d sent a signal of job %u from pe %d to pe %d, which this "
+                         "daemon does not pair: dropped", from_node, job_id, from, to);
+        return;
+    }
+    (void)ivmd_psync_signal_to(rm->reg, job, from, to);
+}
+
 void ivmd_remote_on_signal(ivmd_remote_t *rm, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
                            const void *payload)
 {
     const ivm_peer_signal_t *m = payload;
-    int from_node = (int)(pc->peer - rm->link->peers), node, state;
-    ivmd_job_t *job = ivmd_job_find(rm->reg, m->job);
-    const ivmd_pe_t *to;
 
     (void)hdr;
-    if (job == NULL || job->ending) {
-        return; /* the job ended here */
-    }
-    to    = ivmd_pe_find(job, m->to);
-    state = ivmd_psync_where(job, m->from, &node);
-    if (state == IVMD_PLACE_UNKNOWN && ivmd_remote_is_proxy(job) &&
-        ivmd_psync_place(job, m->from, from_node) == IVM_SUCCESS) {
-        state = ivmd_psync_where(job, m->from, &node);
-    }
-    if (to == NULL || to->node >= 0 || state == IVMD_PLACE_UNKNOWN || node != from_node) {
-        ivm_warn_limited("peer %s sent a signal of job %u from pe %d to pe %d, which this "
-                         "daemon does not pair: dropped", pc->peer->node, m->job, m->from,
-                         m->to);
-        return;
-    }
-    (void)ivmd_psync_signal_to(rm->reg, job, m->from, m->to);
+    ivmd_remote_post_signal(rm, m->job, m->from, m->to, (int)(pc->peer - rm->link->peers));
 }
 
 void ivmd_remote_on_placed(ivmd_remote_t *rm, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,

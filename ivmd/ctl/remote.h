@@ -145,6 +145,11 @@ int ivmd_remote_bounce(ivmd_remote_t *rm, ivmd_conn_t *c, const ivm_msg_hdr_t *h
                        const void *payload, int id);
 /* Root daemon: tell c's node where PE id is (PLACED), if it is alive. */
 void ivmd_remote_teach(ivmd_remote_t *rm, ivmd_conn_t *c, int id);
+/* A signal of PE from, of node from_node, to PE to of this daemon (SIGNAL,
+ * or a put's last DATA): posted; dropped (logged) if `to` is not ours or
+ * `from` is known elsewhere. */
+void ivmd_remote_post_signal(ivmd_remote_t *rm, uint32_t job_id, int from, int to,
+                             int from_node);
 void ivmd_remote_on_signal(ivmd_remote_t *rm, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
                            const void *payload);
 void ivmd_remote_on_placed(ivmd_remote_t *rm, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
