@@ -152,6 +152,7 @@ void ivmd_cluster_init(ivmd_t *d)
 
     ivmd_remote_init(&d->remote, d, &d->reg, &d->link, &d->conns, d->devs, &d->ndevs,
                      d->cfg.node, &ivmd_cluster_remote_ops);
+    d->remote.places = d->cfg.psync_places;
     ivmd_data_init(&d->data, d, &d->reg, &d->link, &d->quota, &d->remote,
                    &ivmd_cluster_data_ops);
     ivmd_gpu_init(&d->gpu, d, &gcfg, &d->devnull, &d->stopping, &d->reg, &d->conns, &d->data,

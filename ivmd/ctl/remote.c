@@ -158,6 +158,9 @@ static void ivmd_remote_send_placed(ivmd_remote_t *rm, ivmd_peer_t *p, uint32_t 
     ivm_peer_placed_t m = {.job = job, .node = (uint32_t)node};
     uint32_t i;
 
+    if (!rm->places && p == NULL) {
+        return; /* (a bounce still teaches its node) */
+    }
     while (n > 0) {
         m.n = n < IVM_PEER_PLACED_MAX ? n : IVM_PEER_PLACED_MAX;
         for (i = 0; i < rm->link->npeers; ++i) {
@@ -199,6 +202,9 @@ static void ivmd_remote_send_table(ivmd_remote_t *rm, ivmd_job_t *job, ivmd_peer
     int pnode = (int)(p - rm->link->peers), i, n;
     uint32_t k;
 
+    if (!rm->places) {
+        return;
+    }
     for (k = 0; k < rm->link->npeers; ++k) {
         if ((int)k == pnode) {
             continue;
@@ -315,6 +321,8 @@ void ivmd_remote_on_placed(ivmd_remote_t *rm, ivmd_conn_t *pc, const ivm_msg_hdr
     if (m->n < 1 || m->n > IVM_PEER_PLACED_MAX ||
         hdr->length != sizeof(*m) + sizeof(int32_t) * (size_t)m->n ||
         m->node >= rm->link->npeers) {
+        ivm_warn("peer %s sent a malformed PLACED (%d ids in %u bytes, node %u): connection "
+                 "dropped", pc->peer->node, m->n, hdr->length, m->node);
         ivmd_conn_close(rm->d, pc, "malformed PLACED");
         return;
     }
@@ -353,6 +361,8 @@ void ivmd_remote_on_pe_ended(ivmd_remote_t *rm, ivmd_conn_t *pc, const ivm_msg_h
     (void)hdr;
     if (m->node >= rm->link->npeers ||
         (m->state != IVM_PE_STATE_EXITED && m->state != IVM_PE_STATE_FAILED)) {
+        ivm_warn("peer %s sent a malformed PE_ENDED (node %u, state %u): connection dropped",
+                 pc->peer->node, m->node, m->state);
         ivmd_conn_close(rm->d, pc, "malformed PE_ENDED");
         return;
     }

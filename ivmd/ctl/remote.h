@@ -88,6 +88,7 @@ typedef struct ivmd_remote {
     const ivmd_remote_ops_t  *ops;
     struct ivmd_remote_spawn *spawns;  /* CREATE_PES waiting for SPAWN_REP, by id (uthash) */
     uint64_t                  next_id;
+    int                       places;  /* root: send PLACED (ivmd --psync-places) */
     uint32_t                  relayed; /* addressed-signal requests sent back (bounced) */
     ivmd_remote_early_t       early[IVMD_REMOTE_EARLY]; /* the last PE_ENDEDs of jobs
                                                            not here, a ring */
