@@ -784,7 +784,10 @@ static ivmError_t ivmd_signal_post(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_
         return ivmd_remote_bounce(&d->remote, c, hdr, payload, to);
     }
     if (node >= 0) {
-        ivmd_remote_signal(&d->remote, c->job, c->pe->id, to, node);
+        /* A PE that ended never waits again: its signals go nowhere. */
+        if (state == IVMD_PLACE_RUNNING) {
+            ivmd_remote_signal(&d->remote, c->job, c->pe->id, to, node);
+        }
         return IVM_SUCCESS;
     }
     if (c->kind == IVMD_CONN_REMOTE) {
@@ -1456,7 +1459,7 @@ static ivmError_t ivmd_handle_put_signal(ivmd_t *d, ivmd_conn_t *c, const ivm_ms
     *ps = (ivmd_putsig_t){.next = d->svc.putsigs, .id = ++d->svc.next_putsig, .conn = c,
                           .hdr = *hdr, .req = *req};
     d->svc.putsigs = ps;
-    if (ivmd_psync_where(c->job, req->pe, &node) != IVMD_PLACE_UNKNOWN && node >= 0 &&
+    if (ivmd_psync_where(c->job, req->pe, &node) == IVMD_PLACE_RUNNING && node >= 0 &&
         node == obj->master_node && req->sync.size > 0) {
         /* The receiver's daemon holds the master: the signal follows the
          * bytes on their link and is posted once they are in. */
