@@ -385,9 +385,9 @@ static void ivmd_remote_early_apply(ivmd_remote_t *rm, ivmd_job_t *job)
 
     for (i = 0; i < n; ++i) {
         ivmd_remote_early_t *e = &rm->early[i];
-        if (e->m.job == job->id) {
+        if (e->from >= 0 && e->m.job == job->id) {
             ivmd_remote_ended_apply(rm, job, &e->m, e->from);
-            e->m.job = 0;
+            e->from = -1; /* applied */
         }
     }
 }
