@@ -50,6 +50,9 @@ IVM_PEER_FIELD_LIST(XFER)
 IVM_PEER_FIELD_LIST(UCX_ADDR)
 IVM_PEER_FIELD_LIST(UCX_RKEY)
 IVM_PEER_FIELD_LIST(ROUTE)
+IVM_PEER_FIELD_LIST(SIGNAL)
+IVM_PEER_FIELD_LIST(PLACED)
+IVM_PEER_FIELD_LIST(PE_ENDED)
 
 typedef struct ivm_peer_type_info {
     const char             *name;
@@ -115,23 +118,38 @@ static void ivm_peer_swap_fields(const ivm_peer_field_t *f, uint8_t *base, int p
     }
 }
 
-/* SPAWN's n PE ids after its fixed part, when they fit in len. */
-static void ivm_peer_swap_spawn_ids(uint8_t *payload, uint32_t len, int32_t n, int pack)
+/* n int32 PE ids at byte `at` of the payload, when they fit in len. */
+static void ivm_peer_swap_ids(uint8_t *payload, uint32_t len, size_t at, int32_t n, int pack)
 {
     int32_t k;
 
-    if (n < 0 || (uint64_t)n * sizeof(int32_t) > len - sizeof(ivm_peer_spawn_t)) {
+    if (n < 0 || (uint64_t)n * sizeof(int32_t) > len - at) {
         return; /* refused by the receiver's checks */
     }
     for (k = 0; k < n; ++k) {
-        ivm_peer_swap(payload + sizeof(ivm_peer_spawn_t) + (size_t)k * sizeof(int32_t), 4,
-                      pack);
+        ivm_peer_swap(payload + at + (size_t)k * sizeof(int32_t), 4, pack);
     }
+}
+
+/* Where a message's tail of int32 PE ids starts and its count field, for
+ * the types that have one (SPAWN, PLACED); 0 otherwise. */
+static size_t ivm_peer_ids_at(uint16_t type, size_t *count_off_p)
+{
+    if (type == IVM_PEER_SPAWN) {
+        *count_off_p = offsetof(ivm_peer_spawn_t, n);
+        return sizeof(ivm_peer_spawn_t);
+    }
+    if (type == IVM_PEER_PLACED) {
+        *count_off_p = offsetof(ivm_peer_placed_t, n);
+        return sizeof(ivm_peer_placed_t);
+    }
+    return 0;
 }
 
 static void ivm_peer_convert(uint16_t type, void *payload, uint32_t len, int pack)
 {
     const ivm_peer_type_info_t *info;
+    size_t count_off = 0, ids_at;
     int32_t n = 0;
 
     if (type < IVM_PEER_FIRST || type >= IVM_PEER_LAST) {
@@ -141,15 +159,16 @@ static void ivm_peer_convert(uint16_t type, void *payload, uint32_t len, int pac
     if (info->name == NULL || len < info->size) {
         return;
     }
-    if (type == IVM_PEER_SPAWN && pack) {
-        memcpy(&n, (uint8_t *)payload + offsetof(ivm_peer_spawn_t, n), sizeof(n));
+    ids_at = ivm_peer_ids_at(type, &count_off);
+    if (ids_at != 0 && pack) {
+        memcpy(&n, (uint8_t *)payload + count_off, sizeof(n));
     }
     ivm_peer_swap_fields(info->fields, payload, pack);
-    if (type == IVM_PEER_SPAWN) {
+    if (ids_at != 0) {
         if (!pack) {
-            memcpy(&n, (uint8_t *)payload + offsetof(ivm_peer_spawn_t, n), sizeof(n));
+            memcpy(&n, (uint8_t *)payload + count_off, sizeof(n));
         }
-        ivm_peer_swap_spawn_ids(payload, len, n, pack);
+        ivm_peer_swap_ids((uint8_t *)payload, len, ids_at, n, pack);
     }
 }
 

@@ -531,7 +531,10 @@ typedef struct ivm_msg_info_rep {
     uint32_t parked;     /* warm-pool processes parked in ivmEnter, all jobs (no PEs) */
     uint32_t pooled;     /* PEs started from a warm pool since the daemon started */
     uint32_t poll_us;    /* ivmd --poll-us */
-    uint32_t reserved;   /* zero */
+    uint32_t psync_relayed; /* addressed signals and waits of other nodes' PEs that this
+                               daemon, their job's root, sent back to their node with
+                               the place they lacked (0 while every pair takes the
+                               direct way: one daemon hop) */
     uint64_t polled;     /* loop turns whose events came while polling (--poll-us) */
     uint64_t buf_bytes;  /* object bytes copied through the daemon's buffers to or from
                             peers (TCP chunks: read out of or written into a copy) */
@@ -595,7 +598,7 @@ _Static_assert(sizeof(ivm_msg_cluster_req_t) == 40, "cluster request size");
  * endian on the wire): HELLO and CHALLENGE carry it, bound into the
  * handshake's MACs, and daemons of different layouts refuse each other.
  * Raise it with any change of a peer message's fields. */
-#define IVM_PEER_LAYOUT 4u
+#define IVM_PEER_LAYOUT 5u
 
 /* X(name, value, struct, largest tail after the struct in bytes, fields):
  * `fields` names the struct's multi-byte fields (IVM_PEER_FIELDS_*), which
@@ -624,7 +627,10 @@ _Static_assert(sizeof(ivm_msg_cluster_req_t) == 40, "cluster request size");
     X(BYE,        84, ivm_peer_job_t,        0,                       JOB)       \
     X(UCX_ADDR,   85, ivm_peer_ucx_addr_t,   IVM_PEER_UCX_ADDR_MAX,   UCX_ADDR)  \
     X(UCX_RKEY,   86, ivm_peer_ucx_rkey_t,   IVM_PEER_UCX_RKEY_MAX,   UCX_RKEY)  \
-    X(ROUTE,      87, ivm_peer_route_t,      0,                       ROUTE)
+    X(ROUTE,      87, ivm_peer_route_t,      0,                       ROUTE)     \
+    X(SIGNAL,     88, ivm_peer_signal_t,     0,                       SIGNAL)    \
+    X(PLACED,     89, ivm_peer_placed_t,     IVM_PEER_PLACED_MAX * 4, PLACED)    \
+    X(PE_ENDED,   90, ivm_peer_pe_ended_t,   0,                       PE_ENDED)
 
 #define IVM_PEER_ENUM_ENTRY(name, value, type, tail, fields) IVM_PEER_##name = (value),
 typedef enum ivm_peer_type {
@@ -754,6 +760,9 @@ typedef struct ivm_peer_obj {
 #define IVM_XFER_CHAIN     0x40u/* DATA: a piece of a pipelined scatter (ROUTE): the receiver
                                    forwards it and ACKs the master once it has the route's
                                    whole range; its LAST flag means nothing */
+#define IVM_XFER_SIGNAL    0x80u/* DATA of a put (ivmSyncPutSignal) into the master: with LAST,
+                                   the receiver posts the signal sig_from -> sig_to once the
+                                   bytes are in the copy, before its ACK (none if it fails) */
 typedef struct ivm_peer_xfer {
     uint64_t op;         /* the initiating daemon's operation */
     uint32_t job;        /* job id */
@@ -764,6 +773,8 @@ typedef struct ivm_peer_xfer {
     uint64_t len;        /* bytes */
     int32_t  status;     /* ACK: ivmError_t */
     uint32_t reserved;   /* zero */
+    int32_t  sig_from;   /* DATA flagged IVM_XFER_SIGNAL: the signalling PE (sender's node) */
+    int32_t  sig_to;     /* DATA flagged IVM_XFER_SIGNAL: the PE signalled (receiver's node) */
 } ivm_peer_xfer_t;
 
 /* UCX_ADDR: the sender's UCP worker address (len bytes follow), sent once
@@ -808,10 +819,47 @@ typedef struct ivm_peer_route {
     uint64_t objs[IVM_PEER_ROUTE_MAX];  /* each node's copy, by its object id there */
 } ivm_peer_route_t;
 
+/* SIGNAL: an addressed signal (ivmSignalTo, ivmSyncPutSignal's) of PE
+ * `from`, hosted by the sending daemon, to PE `to`, hosted by the receiving
+ * one, which keeps the pair: it wakes the oldest WAIT_FROM or is counted. No
+ * reply. */
+typedef struct ivm_peer_signal {
+    uint32_t job;        /* job id */
+    int32_t  from;       /* the sender PE, on the sending daemon's node */
+    int32_t  to;         /* the receiver PE, on the receiving daemon's node */
+    uint32_t reserved;   /* zero */
+} ivm_peer_signal_t;
+
+/* PLACED: root daemon -> node daemons: the job's PEs `ids` (n int32 follow)
+ * are on node `node`. Sent to every peer before the ids can leave the root
+ * (the CREATE_PES reply), and the whole table after each SPAWN. */
+#define IVM_PEER_PLACED_MAX 256
+typedef struct ivm_peer_placed {
+    uint32_t job;        /* job id */
+    uint32_t node;       /* cluster index of the PEs' node */
+    int32_t  n;          /* PE ids that follow, 1 .. IVM_PEER_PLACED_MAX */
+    uint32_t reserved;   /* zero */
+} ivm_peer_placed_t;
+
+/* PE_ENDED: PE `pe` of node `node` ended. Sent by the daemon that ends it to
+ * every peer, after the PE's SIGNALs on the same links (flags FINAL: nothing
+ * of the PE can follow); by the root daemon, without FINAL, with the table
+ * after a SPAWN or when it teaches a node a PE, and with FINAL for PEs whose
+ * SPAWN failed (they never ran). */
+#define IVM_PE_ENDED_FINAL 0x1u
+typedef struct ivm_peer_pe_ended {
+    uint32_t job;        /* job id */
+    int32_t  pe;         /* PE id */
+    uint32_t node;       /* cluster index of the PE's node */
+    uint32_t state;      /* IVM_PE_STATE_EXITED or IVM_PE_STATE_FAILED */
+    uint32_t flags;      /* IVM_PE_ENDED_* */
+    uint32_t reserved;   /* zero */
+} ivm_peer_pe_ended_t;
+
 /* The multi-byte fields of each peer message, F(struct, field) or, for an
  * array of them, A(struct, field), in order;
  * the rest is bytes (names, nonces, MACs, data). The tail of SPAWN starts
- * with its n int32 PE ids, converted too; the tail of FWD and FWD_REP is a
+ * with its n int32 PE ids, converted too, as is PLACED's (its n ids); the tail of FWD and FWD_REP is a
  * PE message in the PE protocol's own (host) layout. */
 #define IVM_PEER_FIELDS_NONE(F, A)
 #define IVM_PEER_FIELDS_HELLO(F, A) F(ivm_peer_hello_t, flags) F(ivm_peer_hello_t, layout)
@@ -841,7 +889,8 @@ typedef struct ivm_peer_route {
 #define IVM_PEER_FIELDS_XFER(F, A)                                                          \
     F(ivm_peer_xfer_t, op) F(ivm_peer_xfer_t, job) F(ivm_peer_xfer_t, flags)             \
     F(ivm_peer_xfer_t, obj) F(ivm_peer_xfer_t, dst) F(ivm_peer_xfer_t, off)              \
-    F(ivm_peer_xfer_t, len) F(ivm_peer_xfer_t, status) F(ivm_peer_xfer_t, reserved)
+    F(ivm_peer_xfer_t, len) F(ivm_peer_xfer_t, status) F(ivm_peer_xfer_t, reserved)       \
+    F(ivm_peer_xfer_t, sig_from) F(ivm_peer_xfer_t, sig_to)
 
 #define IVM_PEER_FIELDS_UCX_ADDR(F, A) \
     F(ivm_peer_ucx_addr_t, len) F(ivm_peer_ucx_addr_t, reserved)
@@ -853,13 +902,26 @@ typedef struct ivm_peer_route {
     F(ivm_peer_route_t, op) F(ivm_peer_route_t, job) F(ivm_peer_route_t, master)         \
     F(ivm_peer_route_t, off) F(ivm_peer_route_t, len) F(ivm_peer_route_t, count)         \
     F(ivm_peer_route_t, fanout) A(ivm_peer_route_t, nodes) A(ivm_peer_route_t, objs)
+#define IVM_PEER_FIELDS_SIGNAL(F, A)                                                        \
+    F(ivm_peer_signal_t, job) F(ivm_peer_signal_t, from) F(ivm_peer_signal_t, to)        \
+    F(ivm_peer_signal_t, reserved)
+#define IVM_PEER_FIELDS_PLACED(F, A)                                                        \
+    F(ivm_peer_placed_t, job) F(ivm_peer_placed_t, node) F(ivm_peer_placed_t, n)         \
+    F(ivm_peer_placed_t, reserved)
+#define IVM_PEER_FIELDS_PE_ENDED(F, A)                                                      \
+    F(ivm_peer_pe_ended_t, job) F(ivm_peer_pe_ended_t, pe) F(ivm_peer_pe_ended_t, node)  \
+    F(ivm_peer_pe_ended_t, state) F(ivm_peer_pe_ended_t, flags)                          \
+    F(ivm_peer_pe_ended_t, reserved)
 
 _Static_assert(sizeof(ivm_peer_hello_t) == 120, "hello size");
 _Static_assert(sizeof(ivm_peer_route_t) == 808, "route size");
 _Static_assert(sizeof(ivm_peer_ucx_rkey_t) == 32, "ucx rkey size");
-_Static_assert(sizeof(ivm_peer_xfer_t) == 56, "xfer size");
+_Static_assert(sizeof(ivm_peer_xfer_t) == 64, "xfer size");
 _Static_assert(sizeof(ivm_peer_obj_t) == 296, "obj size");
 _Static_assert(sizeof(ivm_peer_challenge_t) == 152, "challenge size");
+_Static_assert(sizeof(ivm_peer_signal_t) == 16, "signal size");
+_Static_assert(sizeof(ivm_peer_placed_t) == 16, "placed size");
+_Static_assert(sizeof(ivm_peer_pe_ended_t) == 24, "pe ended size");
 
 /* Bytes a peer may send before it is authenticated. */
 #define IVM_PEER_PREAUTH_MAX 4096

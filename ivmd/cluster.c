@@ -34,6 +34,9 @@ static const ivmd_peer_msg_t ivmd_cluster_msgs[IVM_PEER_LAST - IVM_PEER_FIRST] =
     IVMD_PEER_MSG(SPAWN_REP)  = {.ctl = ivmd_remote_on_spawn_rep},
     IVMD_PEER_MSG(JOB_END)    = {.ctl = ivmd_remote_on_job_end},
     IVMD_PEER_MSG(OUTPUT)     = {.ctl = ivmd_remote_on_output},
+    IVMD_PEER_MSG(SIGNAL)     = {.ctl = ivmd_remote_on_signal},
+    IVMD_PEER_MSG(PLACED)     = {.ctl = ivmd_remote_on_placed},
+    IVMD_PEER_MSG(PE_ENDED)   = {.ctl = ivmd_remote_on_pe_ended},
     IVMD_PEER_MSG(OBJ_REG)    = {.data = ivmd_data_on_obj, .malformed = "malformed object message"},
     IVMD_PEER_MSG(OBJ_LOOKUP) = {.data = ivmd_data_on_obj, .malformed = "malformed object message"},
     IVMD_PEER_MSG(OBJ_REP)    = {.data = ivmd_data_on_obj_rep},
@@ -136,6 +139,7 @@ static const ivmd_remote_ops_t ivmd_cluster_remote_ops = {
     .pool_take       = ivmd_cluster_pool_take,
     .output_write    = ivmd_cluster_output_write,
     .gpu_count       = ivmd_cluster_gpu_count,
+    .bounced         = ivmd_handle_bounced,
 };
 
 void ivmd_cluster_init(ivmd_t *d)
@@ -148,6 +152,7 @@ void ivmd_cluster_init(ivmd_t *d)
 
     ivmd_remote_init(&d->remote, d, &d->reg, &d->link, &d->conns, d->devs, &d->ndevs,
                      d->cfg.node, &ivmd_cluster_remote_ops);
+    d->remote.places = d->cfg.psync_places;
     ivmd_data_init(&d->data, d, &d->reg, &d->link, &d->quota, &d->remote,
                    &ivmd_cluster_data_ops);
     ivmd_gpu_init(&d->gpu, d, &gcfg, &d->devnull, &d->stopping, &d->reg, &d->conns, &d->data,

@@ -642,6 +642,10 @@ static ivmError_t ivmd_handle_create_pes(ivmd_t *d, ivmd_conn_t *c, const ivm_ms
         ivmd_create_undo(d, c->job, started, nstarted, out, req->n);
         return status;
     }
+    if (node < 0) {
+        /* Before the ids leave this daemon: every peer learns their place. */
+        ivmd_remote_placed(&d->remote, c->job, started, nstarted);
+    }
     if (node >= 0 && (status != IVM_SUCCESS || nstarted > 0)) {
         if (status == IVM_SUCCESS) {
             out->status = IVM_SUCCESS;
@@ -750,22 +754,72 @@ static ivmError_t ivmd_handle_signal(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hd
     return IVM_SUCCESS;
 }
 
+/* PE `id` is not known here: a node daemon forwards the request (hdr,
+ * payload) to the job's root, which sends it back with id's place
+ * (IVMD_DEFERRED); else IVM_ERROR_NOT_FOUND. */
+static ivmError_t ivmd_psync_unknown(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                     const void *payload, int id, ivmd_pe_reply_t *rep)
+{
+    if (ivmd_remote_is_proxy(c->job) && !d->svc.bounced) {
+        ivmd_remote_forward(&d->remote, c, hdr, payload);
+        return IVMD_DEFERRED;
+    }
+    return ivmd_wait_detail(rep, c->job, id, IVM_ERROR_NOT_FOUND);
+}
+
+/* Post c's PE's addressed signal to PE `to` where their pair is kept: this
+ * daemon's registry when `to` is here, else `to`'s daemon (SIGNAL, one
+ * hop). At the root, a request a node daemon forwarded (a virtual
+ * connection) because it did not know `to` is served here if `to` is here,
+ * else sent back to that node with `to`'s place. */
+static ivmError_t ivmd_signal_post(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                   const void *payload, int to, ivmd_pe_reply_t *rep)
+{
+    int node, state = ivmd_psync_where(c->job, to, &node);
+
+    if (state == IVMD_PLACE_UNKNOWN) {
+        return ivmd_psync_unknown(d, c, hdr, payload, to, rep);
+    }
+    if (node >= 0 && c->kind == IVMD_CONN_REMOTE) {
+        return ivmd_remote_bounce(&d->remote, c, hdr, payload, to);
+    }
+    if (node >= 0) {
+        /* A PE that ended never waits again: its signals go nowhere. */
+        if (state == IVMD_PLACE_RUNNING) {
+            ivmd_remote_signal(&d->remote, c->job, c->pe->id, to, node);
+        }
+        return IVM_SUCCESS;
+    }
+    if (c->kind == IVMD_CONN_REMOTE) {
+        ivmd_remote_teach(&d->remote, c, to); /* its next signals come as SIGNAL */
+    }
+    return ivmd_wait_detail(rep, c->job, to,
+                            ivmd_psync_signal_to(&d->reg, c->job, c->pe->id, to));
+}
+
 static ivmError_t ivmd_handle_signal_to(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                                         const void *payload, ivmd_pe_reply_t *rep)
 {
     const ivm_msg_pe_req_t *req = payload;
-    ivmError_t status = ivmd_psync_signal_to(&d->reg, c->job, c->pe, req->pe);
 
-    return ivmd_wait_detail(rep, c->job, req->pe, status);
+    return ivmd_signal_post(d, c, hdr, payload, req->pe, rep);
 }
 
+/* The pair (from, c's PE) is kept here, c's PE's daemon: a root daemon
+ * sends a request of another node's PE back there (with `from`'s place). */
 static ivmError_t ivmd_handle_wait_from(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                                         const void *payload, ivmd_pe_reply_t *rep)
 {
     const ivm_msg_pe_req_t *req = payload;
     ivmError_t status;
-    int queued;
+    int queued, node;
 
+    if (ivmd_psync_where(c->job, req->pe, &node) == IVMD_PLACE_UNKNOWN) {
+        return ivmd_psync_unknown(d, c, hdr, payload, req->pe, rep);
+    }
+    if (c->kind == IVMD_CONN_REMOTE) {
+        return ivmd_remote_bounce(&d->remote, c, hdr, payload, req->pe);
+    }
     status = ivmd_psync_wait_from(&d->reg, c->job, c->pe, req->pe, c, hdr->seq, hdr->type,
                                   &queued);
     return queued ? IVMD_DEFERRED : ivmd_wait_detail(rep, c->job, req->pe, status);
@@ -1101,6 +1155,7 @@ static ivmError_t ivmd_handle_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_
     info->parked   = ivmd_pool_count(&d->pool);
     info->pooled   = d->pool.pooled;
     info->poll_us  = (uint32_t)d->cfg.poll_us;
+    info->psync_relayed = d->remote.relayed;
     info->polled   = d->loop.polled;
     info->buf_bytes  = d->data.buf_bytes;
     info->rdma_bytes = d->data.rdma_bytes;
@@ -1299,6 +1354,7 @@ static void ivmd_handle_answer(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *h
 typedef struct ivmd_putsig {
     struct ivmd_putsig      *next;
     uint64_t                 id;
+    int                      carried; /* the signal went with the put's DATA */
     ivmd_conn_t             *conn;
     ivm_msg_hdr_t            hdr;
     ivm_msg_put_signal_req_t req;
@@ -1327,20 +1383,15 @@ void ivmd_handlers_conn_gone(ivmd_t *d, ivmd_conn_t *c)
     }
 }
 
-/* The master has the bytes: post the signal. At the job's root daemon that
- * is the registry's; a node daemon forwards the PUT_SIGNAL, which the root
- * serves as the signal alone (ivmd_handle_put_signal on its virtual
- * connection), and relays the root's reply. */
+/* The master has the bytes: post the signal where its pair is kept
+ * (ivmd_signal_post: here, or the receiver's daemon; a node daemon that does
+ * not know the receiver forwards the PUT_SIGNAL, which the root serves as
+ * the signal alone). */
 static ivmError_t ivmd_put_signal_post(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                                        const ivm_msg_put_signal_req_t *req,
                                        ivmd_pe_reply_t *rep)
 {
-    if (ivmd_remote_is_proxy(c->job)) {
-        ivmd_remote_forward(&d->remote, c, hdr, req);
-        return IVMD_DEFERRED;
-    }
-    return ivmd_wait_detail(rep, c->job, req->pe,
-                            ivmd_psync_signal_to(&d->reg, c->job, c->pe, req->pe));
+    return ivmd_signal_post(d, c, hdr, req, req->pe, rep);
 }
 
 static void ivmd_put_signal_done(void *arg, uint64_t tag, int status)
@@ -1357,7 +1408,10 @@ static void ivmd_put_signal_done(void *arg, uint64_t tag, int status)
     rep.len = e->rep_size;
     rep.fd  = -1;
     ivmd_reply_init(&rep.r);
-    if (status == IVM_SUCCESS && ps->conn->pe != NULL && ps->conn->pe->state == IVMD_PE_RUNNING) {
+    if (status == IVM_SUCCESS && ps->carried) {
+        /* The master's daemon posted it with the bytes. */
+    } else if (status == IVM_SUCCESS && ps->conn->pe != NULL &&
+               ps->conn->pe->state == IVMD_PE_RUNNING) {
         status = ivmd_put_signal_post(d, ps->conn, &ps->hdr, &ps->req, &rep);
     } else if (status == IVM_SUCCESS) {
         status = IVM_ERROR_NOT_ENTERED;
@@ -1389,12 +1443,11 @@ static ivmError_t ivmd_handle_put_signal(ivmd_t *d, ivmd_conn_t *c, const ivm_ms
     const ivm_msg_put_signal_req_t *req = payload;
     ivmd_obj_t *obj;
     ivmd_putsig_t *ps;
-    int r;
+    int r, node;
 
     if (c->kind == IVMD_CONN_REMOTE) {
         /* Forwarded by the PE's daemon once the master had the bytes. */
-        return ivmd_wait_detail(rep, c->job, req->pe,
-                                ivmd_psync_signal_to(&d->reg, c->job, c->pe, req->pe));
+        return ivmd_signal_post(d, c, hdr, req, req->pe, rep);
     }
     if ((obj = ivmd_put_signal_obj(c, req)) == NULL) {
         ivmd_detail(rep, "no such object or range for ivmSyncPutSignal");
@@ -1406,8 +1459,18 @@ static ivmError_t ivmd_handle_put_signal(ivmd_t *d, ivmd_conn_t *c, const ivm_ms
     *ps = (ivmd_putsig_t){.next = d->svc.putsigs, .id = ++d->svc.next_putsig, .conn = c,
                           .hdr = *hdr, .req = *req};
     d->svc.putsigs = ps;
-    r = ivmd_data_sync_op(&d->data, c, hdr, c->job->id, obj, IVM_SYNC_PUT, req->sync.offset,
-                          req->sync.size, ivmd_put_signal_done, d, ps->id);
+    if (ivmd_psync_where(c->job, req->pe, &node) == IVMD_PLACE_RUNNING && node >= 0 &&
+        node == obj->master_node && req->sync.size > 0) {
+        /* The receiver's daemon holds the master: the signal follows the
+         * bytes on their link and is posted once they are in. */
+        ps->carried = 1;
+        r = ivmd_data_put_signal(&d->data, c, hdr, c->job->id, obj, req->sync.offset,
+                                 req->sync.size, c->pe->id, req->pe, ivmd_put_signal_done, d,
+                                 ps->id);
+    } else {
+        r = ivmd_data_sync_op(&d->data, c, hdr, c->job->id, obj, IVM_SYNC_PUT,
+                              req->sync.offset, req->sync.size, ivmd_put_signal_done, d, ps->id);
+    }
     if (r == IVMD_DEFERRED) {
         return IVMD_DEFERRED; /* (the entry may be gone already: answered) */
     }
@@ -1416,6 +1479,31 @@ static ivmError_t ivmd_handle_put_signal(ivmd_t *d, ivmd_conn_t *c, const ivm_ms
         ivmd_detail(rep, "the node holding the object's master is unreachable");
     }
     return r != IVM_SUCCESS ? r : ivmd_put_signal_post(d, c, hdr, req, rep);
+}
+
+void ivmd_handle_bounced(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                         const void *payload)
+{
+    const ivmd_msg_entry_t *e = &ivmd_msg_table[IVM_MSG_PUT_SIGNAL];
+    ivmd_pe_reply_t *rep = &d->svc.rep;
+    ivmError_t status;
+
+    d->svc.bounced = 1;
+    if (hdr->type != IVM_MSG_PUT_SIGNAL) {
+        ivmd_handle_msg(d, c, hdr, payload);
+        d->svc.bounced = 0;
+        return;
+    }
+    memset(&rep->body, 0, e->rep_size);
+    rep->len = e->rep_size;
+    rep->fd  = -1;
+    ivmd_reply_init(&rep->r);
+    status = ivmd_put_signal_post(d, c, hdr, payload, rep);
+    d->svc.bounced = 0;
+    if (status != IVMD_DEFERRED) {
+        rep->r.status = status;
+        ivmd_handle_answer(d, c, hdr, e, rep);
+    }
 }
 
 void ivmd_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,

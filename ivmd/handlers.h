@@ -46,11 +46,18 @@ typedef struct ivmd_handlers {
     ivmd_pe_reply_t     rep;         /* the reply of the request being served */
     struct ivmd_putsig *putsigs;     /* PUT_SIGNALs whose put is in flight */
     uint64_t            next_putsig; /* their ids */
+    int                 bounced;     /* serving a request the root sent back: a PE still
+                                        unknown is not forwarded again */
 } ivmd_handlers_t;
 
 /* A PE's request (a connection kind's on_msg). */
 void ivmd_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                      const void *payload);
+/* A SIGNAL_TO, WAIT_FROM or PUT_SIGNAL of c's PE that this node daemon had
+ * forwarded for want of a PE's place, sent back by the root with it (the
+ * remote module's `bounced`): served here; PUT_SIGNAL's put is done. */
+void ivmd_handle_bounced(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                         const void *payload);
 /* A connection is gone (a listener of the connection table): its
  * PUT_SIGNALs in flight are forgotten. */
 void ivmd_handlers_conn_gone(ivmd_t *d, ivmd_conn_t *c);

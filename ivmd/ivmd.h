@@ -79,6 +79,10 @@
     X(poll_us, "poll-us", INT, "0",                                                 \
       "microseconds to poll for the next message before sleeping, after answering "  \
       "a PE and while a peer transfer is in flight (0: never poll; max 1000000)")   \
+    X(psync_places, "psync-places", BOOL, "1",                                      \
+      "as a job's root, tell the other daemons where the job's PEs are (PLACED), so "  \
+      "that an addressed signal takes one daemon hop; off (a test of the fallback): "  \
+      "a node daemon learns each PE's place by asking this daemon")                  \
     X(max_fds, "max-fds", INT, "0",                                                 \
       "open-file limit to run with (0: the soft RLIMIT_NOFILE raised to the hard one)") \
     X(fd_reserve, "fd-reserve", INT, "64",                                          \

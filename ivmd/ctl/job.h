@@ -23,6 +23,7 @@ typedef enum ivmd_pe_state {
 typedef struct ivmd_obj ivmd_obj_t;
 typedef struct ivmd_job ivmd_job_t;
 struct ivmd_pair;
+struct ivmd_place;
 struct ivmd_barrier;
 
 /* A WAIT (or WAIT_FROM) that could not be answered at once. */
@@ -117,6 +118,7 @@ struct ivmd_job {
     int               ndevs;
     void             *data;        /* the daemon's per-job data (spawn info) */
     struct ivmd_pair *pairs;       /* addressed signals by (sender, receiver) (psync.c) */
+    struct ivmd_place *places;     /* other nodes' PEs, where and whether alive (psync.c) */
     struct ivmd_barrier *barriers; /* barriers waiting for members (psync.c) */
     uint32_t          psync_waiting; /* WAIT_FROMs and barrier arrivals queued */
 };

@@ -1,7 +1,8 @@
 /* Addressed signals and barriers of the job registry (ctl/psync.h). The
- * pairs are a uthash table per job keyed by (sender, receiver); barriers a
- * short list per job, matched by their sorted member set. A table that cannot
- * grow is an IVM_ERROR_NO_MEMORY for the caller, not an exit. */
+ * pairs are a uthash table per job keyed by (sender, receiver); the places of
+ * other nodes' PEs a uthash table per job keyed by id; barriers a short list
+ * per job, matched by their sorted member set. A table that cannot grow is an
+ * IVM_ERROR_NO_MEMORY for the caller, not an exit. */
 #define HASH_NONFATAL_OOM 1
 #define uthash_nonfatal_oom(elt) ((elt)->hash_oom = 1)
 
@@ -20,6 +21,15 @@ typedef struct ivmd_pair {
     uint64_t       count;   /* posted, not yet consumed */
     ivmd_waiter_t *waiters; /* FIFO of the receiver's WAIT_FROMs */
 } ivmd_pair_t;
+
+/* A PE of another node, as this daemon learnt it (PLACED, SIGNAL, PE_ENDED). */
+typedef struct ivmd_place {
+    UT_hash_handle hh;
+    int            hash_oom;
+    int            id;    /* key: PE id */
+    int            node;  /* its node's cluster index */
+    int            state; /* IVMD_PLACE_* */
+} ivmd_place_t;
 
 /* A member waiting in a barrier. */
 typedef struct ivmd_arrival {
@@ -83,8 +93,105 @@ static ivmd_waiter_t *ivmd_pair_pop(ivmd_job_t *job, ivmd_pair_t *p)
     return w;
 }
 
-ivmError_t ivmd_psync_signal_to(ivmd_registry_t *reg, ivmd_job_t *job, const ivmd_pe_t *sender,
-                                int to)
+/* ------------------------------------------------------------ places */
+
+static ivmd_place_t *ivmd_place_find(const ivmd_job_t *job, int id)
+{
+    ivmd_place_t *pl;
+
+    HASH_FIND(hh, job->places, &id, sizeof(id), pl);
+    return pl;
+}
+
+int ivmd_psync_where(const ivmd_job_t *job, int id, int *node_p)
+{
+    const ivmd_pe_t *pe = ivmd_pe_find((ivmd_job_t *)job, id);
+    const ivmd_place_t *pl;
+
+    *node_p = -1;
+    if (pe != NULL) {
+        *node_p = pe->node;
+        return pe->state == IVMD_PE_EXITED   ? IVMD_PLACE_EXITED
+               : pe->state == IVMD_PE_FAILED ? IVMD_PLACE_FAILED
+                                             : IVMD_PLACE_RUNNING;
+    }
+    pl = ivmd_place_find(job, id);
+    if (pl == NULL) {
+        return IVMD_PLACE_UNKNOWN;
+    }
+    *node_p = pl->node;
+    return pl->state;
+}
+
+/* The place of id, made (RUNNING on node) if it was unknown; NULL: no
+ * memory. *made_p: it was. */
+static ivmd_place_t *ivmd_place_get(ivmd_job_t *job, int id, int node, int *made_p)
+{
+    ivmd_place_t *pl = ivmd_place_find(job, id);
+
+    *made_p = 0;
+    if (pl != NULL) {
+        return pl;
+    }
+    if ((pl = calloc(1, sizeof(*pl))) == NULL) {
+        return NULL;
+    }
+    pl->id    = id;
+    pl->node  = node;
+    pl->state = IVMD_PLACE_RUNNING;
+    HASH_ADD(hh, job->places, id, sizeof(pl->id), pl);
+    if (pl->hash_oom) {
+        free(pl);
+        return NULL;
+    }
+    *made_p = 1;
+    return pl;
+}
+
+ivmError_t ivmd_psync_place(ivmd_job_t *job, int id, int node)
+{
+    int made;
+
+    if (id < 0 || ivmd_pe_find(job, id) != NULL) {
+        return IVM_SUCCESS; /* one of ours: the registry knows it */
+    }
+    return ivmd_place_get(job, id, node, &made) != NULL ? IVM_SUCCESS : IVM_ERROR_NO_MEMORY;
+}
+
+static void ivmd_pairs_sender_ended(ivmd_registry_t *reg, ivmd_job_t *job, int id, int failed);
+
+void ivmd_psync_place_ended(ivmd_registry_t *reg, ivmd_job_t *job, int id, int node, int failed,
+                            int final)
+{
+    ivmd_place_t *pl;
+    int made;
+
+    if (id < 0 || ivmd_pe_find(job, id) != NULL ||
+        (pl = ivmd_place_get(job, id, node, &made)) == NULL) {
+        return;
+    }
+    if (pl->state != IVMD_PLACE_RUNNING || (!made && !final)) {
+        return; /* ended already, or a signal of it may still be on its node's link */
+    }
+    pl->state = failed ? IVMD_PLACE_FAILED : IVMD_PLACE_EXITED;
+    ivmd_pairs_sender_ended(reg, job, id, failed);
+}
+
+void ivmd_psync_node_lost(ivmd_registry_t *reg, ivmd_job_t *job, int node)
+{
+    ivmd_place_t *pl, *tmp;
+
+    HASH_ITER(hh, job->places, pl, tmp) {
+        if (pl->node == node && pl->state == IVMD_PLACE_RUNNING) {
+            pl->state = IVMD_PLACE_FAILED;
+            ivmd_pairs_sender_ended(reg, job, pl->id, 1);
+        }
+    }
+}
+
+/* ------------------------------------------------------------ pairs */
+
+ivmError_t ivmd_psync_signal_to(ivmd_registry_t *reg, ivmd_job_t *job, int from, int to)
 {
     ivmd_pair_t *p;
     ivmd_waiter_t *w;
@@ -92,7 +199,7 @@ ivmError_t ivmd_psync_signal_to(ivmd_registry_t *reg, ivmd_job_t *job, const ivm
     if (ivmd_pe_find(job, to) == NULL) {
         return IVM_ERROR_NOT_FOUND;
     }
-    p = ivmd_pair_get(job, sender->id, to);
+    p = ivmd_pair_get(job, from, to);
     if (p == NULL) {
         return IVM_ERROR_NO_MEMORY;
     }
@@ -110,13 +217,13 @@ ivmError_t ivmd_psync_wait_from(ivmd_registry_t *reg, ivmd_job_t *job,
                                 const ivmd_pe_t *receiver, int from, void *owner, uint32_t seq,
                                 uint16_t type, int *queued_p)
 {
-    ivmd_pe_t *sender = ivmd_pe_find(job, from);
     ivmd_pair_t *p;
     ivmd_waiter_t *w, **tail;
+    int node, state = ivmd_psync_where(job, from, &node);
 
     (void)reg;
     *queued_p = 0;
-    if (sender == NULL) {
+    if (state == IVMD_PLACE_UNKNOWN) {
         return IVM_ERROR_NOT_FOUND;
     }
     p = ivmd_pair_find(job, from, receiver->id);
@@ -124,10 +231,10 @@ ivmError_t ivmd_psync_wait_from(ivmd_registry_t *reg, ivmd_job_t *job,
         --p->count;
         return IVM_SUCCESS;
     }
-    if (sender->state == IVMD_PE_EXITED) {
+    if (state == IVMD_PLACE_EXITED) {
         return IVM_SUCCESS;
     }
-    if (sender->state == IVMD_PE_FAILED) {
+    if (state == IVMD_PLACE_FAILED) {
         return IVM_ERROR_PE_FAILED;
     }
     if ((p == NULL && (p = ivmd_pair_get(job, from, receiver->id)) == NULL) ||
@@ -394,9 +501,9 @@ static void ivmd_barriers_pe_ended(ivmd_registry_t *reg, ivmd_pe_t *pe, int fail
 
 /* ------------------------------------------------------------ ends */
 
-void ivmd_psync_pe_ended(ivmd_registry_t *reg, ivmd_pe_t *pe, int failed)
+/* The waiters of the pairs sender id sends on are answered: it ended. */
+static void ivmd_pairs_sender_ended(ivmd_registry_t *reg, ivmd_job_t *job, int id, int failed)
 {
-    ivmd_job_t *job = pe->job;
     ivmError_t status = failed ? IVM_ERROR_PE_FAILED : IVM_SUCCESS;
     char why[IVM_MSG_DETAIL_MAX];
     ivmd_pair_t *p, *tmp;
@@ -405,9 +512,9 @@ void ivmd_psync_pe_ended(ivmd_registry_t *reg, ivmd_pe_t *pe, int failed)
     if (job->psync_waiting == 0) {
         return;
     }
-    snprintf(why, sizeof(why), "pe %d died without ivmExit", pe->id);
+    snprintf(why, sizeof(why), "pe %d died without ivmExit", id);
     HASH_ITER(hh, job->pairs, p, tmp) {
-        if ((int)(p->key >> 32) != pe->id) {
+        if ((int)(p->key >> 32) != id) {
             continue;
         }
         while ((w = ivmd_pair_pop(job, p)) != NULL) {
@@ -416,6 +523,14 @@ void ivmd_psync_pe_ended(ivmd_registry_t *reg, ivmd_pe_t *pe, int failed)
             free(w);
         }
     }
+}
+
+void ivmd_psync_pe_ended(ivmd_registry_t *reg, ivmd_pe_t *pe, int failed)
+{
+    if (pe->job->psync_waiting == 0) {
+        return;
+    }
+    ivmd_pairs_sender_ended(reg, pe->job, pe->id, failed);
     ivmd_barriers_pe_ended(reg, pe, failed);
 }
 
@@ -474,6 +589,7 @@ void ivmd_psync_cancel(ivmd_registry_t *reg, void *owner)
 void ivmd_psync_job_destroy(ivmd_job_t *job)
 {
     ivmd_pair_t *p, *tmp;
+    ivmd_place_t *pl, *pltmp;
     ivmd_waiter_t *w;
 
     HASH_ITER(hh, job->pairs, p, tmp) {
@@ -482,6 +598,10 @@ void ivmd_psync_job_destroy(ivmd_job_t *job)
         }
         HASH_DELETE(hh, job->pairs, p);
         free(p);
+    }
+    HASH_ITER(hh, job->places, pl, pltmp) {
+        HASH_DELETE(hh, job->places, pl);
+        free(pl);
     }
     while (job->barriers != NULL) {
         ivmd_barrier_t *b = job->barriers;

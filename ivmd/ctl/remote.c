@@ -6,6 +6,7 @@
 
 #include "ctl/remote.h"
 #include "ctl/board.h"
+#include "ctl/psync.h"
 #include "log.h"
 
 /* A CREATE_PES waiting for the SPAWN_REP of another node. */
@@ -131,6 +132,266 @@ void ivmd_remote_on_nodeinfo(ivmd_remote_t *rm, ivmd_conn_t *pc, const ivm_msg_h
     }
 }
 
+/* ------------------------------------------------------------ addressed signals */
+
+static ivmError_t ivmd_remote_wrap(ivmd_remote_t *rm, ivmd_peer_t *p, uint32_t job, int pe,
+                                   const ivm_msg_hdr_t *hdr, const void *payload);
+
+/* Send to every peer that is up but node `skip` (-1: none). */
+static void ivmd_remote_post_all(ivmd_remote_t *rm, int skip, uint16_t type, const void *a,
+                                 uint32_t alen)
+{
+    uint32_t i;
+
+    for (i = 0; i < rm->link->npeers; ++i) {
+        if ((int)i != skip && !rm->link->peers[i].self) {
+            (void)ivmd_remote_post(rm, &rm->link->peers[i], type, a, alen, NULL, 0);
+        }
+    }
+}
+
+/* PLACED {node, ids[0..n)} in messages of at most IVM_PEER_PLACED_MAX ids,
+ * to p, or (p NULL) to every peer but node. */
+static void ivmd_remote_send_placed(ivmd_remote_t *rm, ivmd_peer_t *p, uint32_t job, int node,
+                                    const int32_t *ids, int n)
+{
+    ivm_peer_placed_t m = {.job = job, .node = (uint32_t)node};
+    uint32_t i;
+
+    if (!rm->places && p == NULL) {
+        return; /* (a bounce still teaches its node) */
+    }
+    while (n > 0) {
+        m.n = n < IVM_PEER_PLACED_MAX ? n : IVM_PEER_PLACED_MAX;
+        for (i = 0; i < rm->link->npeers; ++i) {
+            ivmd_peer_t *q = &rm->link->peers[i];
+            if (!q->self && (p != NULL ? q == p : (int)i != node)) {
+                (void)ivmd_remote_post(rm, q, IVM_PEER_PLACED, &m, sizeof(m), ids,
+                                       (uint32_t)m.n * sizeof(int32_t));
+            }
+        }
+        ids += m.n;
+        n -= m.n;
+    }
+}
+
+/* A PE's node as the cluster numbers it (the root registry's -1: this one). */
+static int ivmd_remote_pe_node(const ivmd_remote_t *rm, const ivmd_pe_t *pe)
+{
+    return pe->node < 0 ? ivmd_remote_self(rm) : pe->node;
+}
+
+void ivmd_remote_placed(ivmd_remote_t *rm, ivmd_job_t *job, ivmd_pe_t **pes, int n)
+{
+    int32_t ids[IVM_CREATE_PES_MAX];
+    int i, k = 0;
+
+    for (i = 0; i < n && k < IVM_CREATE_PES_MAX; ++i) {
+        ids[k++] = pes[i]->id;
+    }
+    if (k > 0) {
+        ivmd_remote_send_placed(rm, NULL, job->id, ivmd_remote_pe_node(rm, pes[0]), ids, k);
+    }
+}
+
+/* Root daemon: the job's PEs of every other node than p's, for p (after a
+ * SPAWN): PLACED for those alive, PE_ENDED (not final) for those ended. */
+static void ivmd_remote_send_table(ivmd_remote_t *rm, ivmd_job_t *job, ivmd_peer_t *p)
+{
+    int32_t ids[IVM_PEER_PLACED_MAX];
+    int pnode = (int)(p - rm->link->peers), i, n;
+    uint32_t k;
+
+    if (!rm->places) {
+        return;
+    }
+    for (k = 0; k < rm->link->npeers; ++k) {
+        if ((int)k == pnode) {
+            continue;
+        }
+        for (i = 0, n = 0; i < job->next_pe_id; ++i) {
+            ivmd_pe_t *pe = job->pes[i];
+            if (pe == NULL || ivmd_remote_pe_node(rm, pe) != (int)k) {
+                continue;
+            }
+            if (pe->state == IVMD_PE_EXITED || pe->state == IVMD_PE_FAILED) {
+                ivm_peer_pe_ended_t m = {
+                    .job = job->id, .pe = pe->id, .node = k,
+                    .state = pe->state == IVMD_PE_FAILED ? IVM_PE_STATE_FAILED
+                                                         : IVM_PE_STATE_EXITED};
+                (void)ivmd_remote_post(rm, p, IVM_PEER_PE_ENDED, &m, sizeof(m), NULL, 0);
+                continue;
+            }
+            ids[n++] = pe->id;
+            if (n == IVM_PEER_PLACED_MAX) {
+                ivmd_remote_send_placed(rm, p, job->id, (int)k, ids, n);
+                n = 0;
+            }
+        }
+        ivmd_remote_send_placed(rm, p, job->id, (int)k, ids, n);
+    }
+}
+
+void ivmd_remote_signal(ivmd_remote_t *rm, ivmd_job_t *job, int from, int to, int node)
+{
+    ivm_peer_signal_t m = {.job = job->id, .from = from, .to = to};
+
+    /* A lost node: its PE `to` failed, and a signal to a failed PE is lost
+     * without an error, as at the root. */
+    (void)ivmd_remote_post(rm, ivmd_remote_peer(rm, node), IVM_PEER_SIGNAL, &m, sizeof(m), NULL,
+                           0);
+}
+
+int ivmd_remote_bounce(ivmd_remote_t *rm, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                       const void *payload, int id)
+{
+    ivmd_pe_t *pe = ivmd_pe_find(c->job, id);
+    int node, pnode = (int)(c->peer - rm->link->peers);
+
+    if (pe == NULL || (node = ivmd_remote_pe_node(rm, pe)) == pnode) {
+        return IVM_ERROR_NOT_FOUND; /* its own node knows its PEs */
+    }
+    if (pe->state == IVMD_PE_EXITED || pe->state == IVMD_PE_FAILED) {
+        ivm_peer_pe_ended_t m = {
+            .job = c->job->id, .pe = id, .node = (uint32_t)node,
+            .state = pe->state == IVMD_PE_FAILED ? IVM_PE_STATE_FAILED : IVM_PE_STATE_EXITED};
+        (void)ivmd_remote_post(rm, c->peer, IVM_PEER_PE_ENDED, &m, sizeof(m), NULL, 0);
+    } else {
+        int32_t one = id;
+        ivmd_remote_send_placed(rm, c->peer, c->job->id, node, &one, 1);
+    }
+    ++rm->relayed;
+    if (ivmd_remote_wrap(rm, c->peer, c->job->id, c->pe->id, hdr, payload) != IVM_SUCCESS) {
+        return IVM_ERROR_DAEMON_LOST;
+    }
+    return IVMD_DEFERRED;
+}
+
+void ivmd_remote_teach(ivmd_remote_t *rm, ivmd_conn_t *c, int id)
+{
+    ivmd_pe_t *pe = ivmd_pe_find(c->job, id);
+    int32_t one = id;
+
+    if (pe != NULL && pe->state != IVMD_PE_EXITED && pe->state != IVMD_PE_FAILED) {
+        ivmd_remote_send_placed(rm, c->peer, c->job->id, ivmd_remote_pe_node(rm, pe), &one, 1);
+    }
+}
+
+void ivmd_remote_post_signal(ivmd_remote_t *rm, uint32_t job_id, int from, int to,
+                             int from_node)
+{
+    ivmd_job_t *job = ivmd_job_find(rm->reg, job_id);
+    const ivmd_pe_t *pe;
+    int node, state;
+
+    if (job == NULL || job->ending) {
+        return; /* the job ended here */
+    }
+    pe    = ivmd_pe_find(job, to);
+    state = ivmd_psync_where(job, from, &node);
+    if (state == IVMD_PLACE_UNKNOWN && ivmd_remote_is_proxy(job) &&
+        ivmd_psync_place(job, from, from_node) == IVM_SUCCESS) {
+        state = ivmd_psync_where(job, from, &node);
+    }
+    if (pe == NULL || pe->node >= 0 || state == IVMD_PLACE_UNKNOWN || node != from_node) {
+        ivm_warn_limited("node %d sent a signal of job %u from pe %d to pe %d, which this "
+                         "daemon does not pair: dropped", from_node, job_id, from, to);
+        return;
+    }
+    (void)ivmd_psync_signal_to(rm->reg, job, from, to);
+}
+
+void ivmd_remote_on_signal(ivmd_remote_t *rm, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
+                           const void *payload)
+{
+    const ivm_peer_signal_t *m = payload;
+
+    (void)hdr;
+    ivmd_remote_post_signal(rm, m->job, m->from, m->to, (int)(pc->peer - rm->link->peers));
+}
+
+void ivmd_remote_on_placed(ivmd_remote_t *rm, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
+                           const void *payload)
+{
+    const ivm_peer_placed_t *m = payload;
+    const int32_t *ids = (const int32_t *)(m + 1);
+    ivmd_job_t *job;
+    int i;
+
+    if (m->n < 1 || m->n > IVM_PEER_PLACED_MAX ||
+        hdr->length != sizeof(*m) + sizeof(int32_t) * (size_t)m->n ||
+        m->node >= rm->link->npeers) {
+        ivm_warn("peer %s sent a malformed PLACED (%d ids in %u bytes, node %u): connection "
+                 "dropped", pc->peer->node, m->n, hdr->length, m->node);
+        ivmd_conn_close(rm->d, pc, "malformed PLACED");
+        return;
+    }
+    job = ivmd_job_find(rm->reg, m->job);
+    if (job == NULL || !ivmd_remote_is_proxy(job) ||
+        ((ivmd_job_data_t *)job->data)->root_peer != pc->peer ||
+        (int)m->node == ivmd_remote_self(rm)) {
+        return; /* not a job of ours (yet: the table follows its first SPAWN) */
+    }
+    for (i = 0; i < m->n; ++i) {
+        (void)ivmd_psync_place(job, ids[i], (int)m->node);
+    }
+}
+
+/* Apply a PE_ENDED that came from node `from` to a proxy job. */
+static void ivmd_remote_ended_apply(ivmd_remote_t *rm, ivmd_job_t *job,
+                                    const ivm_peer_pe_ended_t *m, int from)
+{
+    ivmd_job_data_t *jd = job->data;
+    int root  = jd->root_peer != NULL ? (int)(jd->root_peer - rm->link->peers) : -1;
+    int final = (m->flags & IVM_PE_ENDED_FINAL) && (from == (int)m->node || from == root);
+
+    if ((int)m->node != ivmd_remote_self(rm)) {
+        ivmd_psync_place_ended(rm->reg, job, m->pe, (int)m->node,
+                               m->state == IVM_PE_STATE_FAILED, final);
+    }
+}
+
+void ivmd_remote_on_pe_ended(ivmd_remote_t *rm, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
+                             const void *payload)
+{
+    const ivm_peer_pe_ended_t *m = payload;
+    int from = (int)(pc->peer - rm->link->peers);
+    ivmd_job_t *job;
+
+    (void)hdr;
+    if (m->node >= rm->link->npeers ||
+        (m->state != IVM_PE_STATE_EXITED && m->state != IVM_PE_STATE_FAILED)) {
+        ivm_warn("peer %s sent a malformed PE_ENDED (node %u, state %u): connection dropped",
+                 pc->peer->node, m->node, m->state);
+        ivmd_conn_close(rm->d, pc, "malformed PE_ENDED");
+        return;
+    }
+    job = ivmd_job_find(rm->reg, m->job);
+    if (job == NULL) {
+        /* The job may come here soon (its SPAWN on the root's link): kept. */
+        rm->early[rm->nearly % IVMD_REMOTE_EARLY] = (ivmd_remote_early_t){.m = *m, .from = from};
+        ++rm->nearly;
+        return;
+    }
+    if (ivmd_remote_is_proxy(job) && job->data != NULL) {
+        ivmd_remote_ended_apply(rm, job, m, from); /* the root has PE_STATE */
+    }
+}
+
+/* A new proxy job: the ends that came before it. */
+static void ivmd_remote_early_apply(ivmd_remote_t *rm, ivmd_job_t *job)
+{
+    uint32_t i, n = rm->nearly < IVMD_REMOTE_EARLY ? rm->nearly : IVMD_REMOTE_EARLY;
+
+    for (i = 0; i < n; ++i) {
+        ivmd_remote_early_t *e = &rm->early[i];
+        if (e->from >= 0 && e->m.job == job->id) {
+            ivmd_remote_ended_apply(rm, job, &e->m, e->from);
+            e->from = -1; /* applied */
+        }
+    }
+}
+
 /* ------------------------------------------------------------ forwarding */
 
 int ivmd_remote_forwards(uint16_t type)
@@ -143,8 +404,6 @@ int ivmd_remote_forwards(uint16_t type)
     case IVM_MSG_CREATE_PES:
     case IVM_MSG_KILL_PES:
     case IVM_MSG_NODE_DEVS:
-    case IVM_MSG_SIGNAL_TO:
-    case IVM_MSG_WAIT_FROM:
     case IVM_MSG_BARRIER:
         return 1;
     default:
@@ -152,23 +411,48 @@ int ivmd_remote_forwards(uint16_t type)
     }
 }
 
+/* The addressed-signal requests a node daemon forwards only for a PE it does
+ * not know (and the root sends back, see ivmd_remote_bounce). */
+static int ivmd_remote_psync_type(uint16_t type)
+{
+    switch (type) {
+    case IVM_MSG_SIGNAL_TO:
+    case IVM_MSG_WAIT_FROM:
+    case IVM_MSG_PUT_SIGNAL:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* FWD (or, root to node, a request sent back) of PE pe's request to p. */
+static ivmError_t ivmd_remote_wrap(ivmd_remote_t *rm, ivmd_peer_t *p, uint32_t job, int pe,
+                                   const ivm_msg_hdr_t *hdr, const void *payload)
+{
+    ivm_peer_fwd_t fwd = {.job = job, .pe = pe};
+    char *buf = malloc(sizeof(*hdr) + hdr->length);
+    ivmError_t status;
+
+    if (buf == NULL) {
+        return IVM_ERROR_NO_MEMORY;
+    }
+    memcpy(buf, hdr, sizeof(*hdr));
+    memcpy(buf + sizeof(*hdr), payload, hdr->length);
+    status = ivmd_remote_post(rm, p, IVM_PEER_FWD, &fwd, sizeof(fwd), buf,
+                              (uint32_t)(sizeof(*hdr) + hdr->length));
+    free(buf);
+    return status;
+}
+
 void ivmd_remote_forward(ivmd_remote_t *rm, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                          const void *payload)
 {
     ivmd_job_data_t *jd = c->job->data;
-    ivm_peer_fwd_t fwd = {.job = c->job->id, .pe = c->pe->id};
     ivm_msg_status_t fail = {.status = IVM_ERROR_DAEMON_LOST};
     char body[sizeof(ivm_msg_create_pes_rep_t)];
-    char *buf = malloc(sizeof(*hdr) + hdr->length);
-    ivmError_t status = IVM_ERROR_NO_MEMORY;
+    ivmError_t status;
 
-    if (buf != NULL) {
-        memcpy(buf, hdr, sizeof(*hdr));
-        memcpy(buf + sizeof(*hdr), payload, hdr->length);
-        status = ivmd_remote_post(rm, jd->root_peer, IVM_PEER_FWD, &fwd, sizeof(fwd), buf,
-                                  (uint32_t)(sizeof(*hdr) + hdr->length));
-        free(buf);
-    }
+    status = ivmd_remote_wrap(rm, jd->root_peer, c->job->id, c->pe->id, hdr, payload);
     if (status == IVM_SUCCESS) {
         return;
     }
@@ -231,9 +515,9 @@ static int ivmd_remote_fwd_ok(const ivm_msg_hdr_t *hdr, const ivm_msg_hdr_t *inn
         return ivm_proto_check_rep(inner, why) == IVM_SUCCESS;
     }
     /* PUT_SIGNAL is served by the PE's own daemon, which forwards only its
-     * signal, once the master has the bytes. */
+     * signal, once the master has the bytes, to a PE it does not know. */
     return ivm_proto_check_req(inner, inner + 1, why) == IVM_SUCCESS &&
-           (ivmd_remote_forwards(inner->type) || inner->type == IVM_MSG_PUT_SIGNAL);
+           (ivmd_remote_forwards(inner->type) || ivmd_remote_psync_type(inner->type));
 }
 
 /* FWD for a PE that is not (or no longer) there: NOT_ENTERED back. */
@@ -253,6 +537,27 @@ static void ivmd_remote_fwd_refuse(ivmd_remote_t *rm, ivmd_conn_t *pc, const ivm
                          (uint32_t)(sizeof(rh) + len));
 }
 
+/* Node daemon: the root sends back an addressed-signal request of one of
+ * our PEs that we had forwarded for want of a place (it sent the place
+ * first): served here now. Anything else from anyone is unexpected. */
+static void ivmd_remote_on_bounce(ivmd_remote_t *rm, ivmd_conn_t *pc, ivmd_job_t *job,
+                                  const ivm_peer_fwd_t *fwd, const ivm_msg_hdr_t *inner)
+{
+    ivmd_job_data_t *jd = job->data;
+    ivmd_pe_t *pe = ivmd_pe_find(job, fwd->pe);
+
+    if (pc->peer != jd->root_peer || !ivmd_remote_psync_type(inner->type)) {
+        ivm_warn("peer %s sent job %u's %s for pe %d here: connection dropped", pc->peer->node,
+                 job->id, ivm_proto_type_name(inner->type), fwd->pe);
+        ivmd_conn_close(rm->d, pc, "unexpected FWD");
+        return;
+    }
+    if (pe == NULL || pe->conn == NULL || pe->state != IVMD_PE_RUNNING || job->ending) {
+        return; /* the PE is gone: nobody to answer */
+    }
+    rm->ops->bounced(rm->d, pe->conn, inner, inner + 1);
+}
+
 void ivmd_remote_on_fwd(ivmd_remote_t *rm, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
                         const void *payload)
 {
@@ -267,6 +572,11 @@ void ivmd_remote_on_fwd(ivmd_remote_t *rm, ivmd_conn_t *pc, const ivm_msg_hdr_t 
         ivm_warn("peer %s forwarded a malformed request (%s): connection dropped",
                  pc->peer->node, why ? why : "not a forwardable type");
         ivmd_conn_close(rm->d, pc, "malformed FWD");
+        return;
+    }
+    job = ivmd_job_find(rm->reg, fwd->job);
+    if (job != NULL && ivmd_remote_is_proxy(job)) {
+        ivmd_remote_on_bounce(rm, pc, job, fwd, inner);
         return;
     }
     pe = ivmd_remote_pe(rm, pc->peer, fwd->job, fwd->pe, &job);
@@ -332,10 +642,22 @@ static void ivmd_remote_send_state(ivmd_remote_t *rm, ivmd_job_t *job, int pe_id
 
 void ivmd_remote_pe_ended(ivmd_remote_t *rm, ivmd_pe_t *pe, int failed)
 {
-    if (pe->job->data != NULL && ivmd_remote_is_proxy(pe->job) && !pe->job->ending) {
-        ivmd_remote_send_state(rm, pe->job, pe->id,
-                               failed ? IVM_PE_STATE_FAILED : IVM_PE_STATE_EXITED);
+    ivm_peer_pe_ended_t m = {.job = pe->job->id, .pe = pe->id,
+                             .node = (uint32_t)ivmd_remote_self(rm),
+                             .state = failed ? IVM_PE_STATE_FAILED : IVM_PE_STATE_EXITED,
+                             .flags = IVM_PE_ENDED_FINAL};
+    int proxy;
+
+    if (pe->job->data == NULL || pe->job->ending || pe->node >= 0) {
+        return; /* a PE of another node: its daemon tells */
     }
+    proxy = ivmd_remote_is_proxy(pe->job);
+    if (proxy) {
+        ivmd_remote_send_state(rm, pe->job, pe->id, m.state);
+    }
+    /* After the PE's SIGNALs on each link: they are consumed first. */
+    ivmd_remote_post_all(rm, proxy ? ivmd_remote_root_node(rm, pe->job->id) : -1,
+                         IVM_PEER_PE_ENDED, &m, sizeof(m));
 }
 
 void ivmd_remote_pe_entered(ivmd_remote_t *rm, ivmd_pe_t *pe)
@@ -533,6 +855,10 @@ int ivmd_remote_spawn(ivmd_remote_t *rm, ivmd_conn_t *c, const ivm_msg_hdr_t *hd
     sp.pe_pool  = jd->pe_pool;
     ivmd_remote_post(rm, p, IVM_PEER_SPAWN, &sp, sizeof(sp), tail, tail_len);
     free(tail);
+    /* Before the ids leave this daemon (the CREATE_PES reply): node gets
+     * the job's table, every other peer the new PEs' place. */
+    ivmd_remote_send_table(rm, c->job, p);
+    ivmd_remote_placed(rm, c->job, pes, n);
     return IVMD_DEFERRED;
 }
 
@@ -565,6 +891,7 @@ static ivmError_t ivmd_remote_proxy_create(ivmd_remote_t *rm, ivmd_conn_t *pc,
     jd->pe_pool    = sp->pe_pool <= IVM_PE_POOL_MAX ? sp->pe_pool : IVM_PE_POOL_MAX;
     job->data      = jd;
     *job_p         = job;
+    ivmd_remote_early_apply(rm, job);
     return IVM_SUCCESS;
 }
 
@@ -659,6 +986,11 @@ void ivmd_remote_on_spawn_rep(ivmd_remote_t *rm, ivmd_conn_t *pc, const ivm_msg_
         ivmd_pe_t *pe = job != NULL ? ivmd_pe_find(job, s->rep.pes[i]) : NULL;
         s->rep.pes[i] = IVM_PE_NULL;
         if (pe != NULL) {
+            /* It never ran: the peers told of its place may end it. */
+            ivm_peer_pe_ended_t e = {.job = job->id, .pe = pe->id, .node = (uint32_t)s->node,
+                                     .state = IVM_PE_STATE_FAILED,
+                                     .flags = IVM_PE_ENDED_FINAL};
+            ivmd_remote_post_all(rm, s->node, IVM_PEER_PE_ENDED, &e, sizeof(e));
             ivmd_remote_end(rm, pe, 1, 1);
         }
     }
@@ -759,6 +1091,8 @@ void ivmd_remote_peer_lost(ivmd_remote_t *rm, ivmd_peer_t *p)
             if (((ivmd_job_data_t *)job->data)->root_peer == p) {
                 rm->ops->job_terminate(rm->d, job, "its root daemon was lost");
                 rm->ops->job_collect(rm->d, job);
+            } else {
+                ivmd_psync_node_lost(rm->reg, job, node); /* their waiters: PE_FAILED */
             }
             continue;
         }

@@ -3,8 +3,16 @@
  * (the root PE's node) holds its registry; a node daemon holds a proxy job
  * with its own PEs.
  *  - PE requests that need the registry (WAIT, SIGNAL, NUM_PES, SET_MAX_ID,
- *    CREATE_PES, KILL_PES, NODE_DEVS, SIGNAL_TO, WAIT_FROM, BARRIER) travel as FWD to the root daemon, which runs the
- *    same handlers on a virtual connection whose replies go back as FWD_REP.
+ *    CREATE_PES, KILL_PES, NODE_DEVS, BARRIER) travel as FWD to the root
+ *    daemon, which runs the same handlers on a virtual connection whose
+ *    replies go back as FWD_REP.
+ *  - Addressed signals take one daemon hop: the pair (sender, receiver) is
+ *    kept by the receiver's daemon; the sender's daemon sends SIGNAL there.
+ *    The root tells every peer where the job's PEs are (PLACED, and the whole
+ *    table after each SPAWN); the daemon that ends a PE tells every peer
+ *    (PE_ENDED, after the PE's SIGNALs on each link). A node daemon that does
+ *    not know a PE forwards the SIGNAL_TO / WAIT_FROM / PUT_SIGNAL to the
+ *    root, which sends the place and then the request back (bounce).
  *  - CREATE_PES on another node: the root daemon takes the ids and sends
  *    SPAWN; the node daemon spawns and reports PE_STATE changes; the root
  *    daemon ends the job there with JOB_END; PE output travels as OUTPUT.
@@ -57,7 +65,17 @@ typedef struct ivmd_remote_ops {
                          size_t len);
     /* GPU devices of this node (a SPAWN's device is checked against them). */
     uint32_t (*gpu_count)(const ivmd_t *d);
+    /* Serve again a SIGNAL_TO, WAIT_FROM or PUT_SIGNAL (its signal only) of
+     * the PE of connection c that the root sent back with the place. */
+    void (*bounced)(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, const void *payload);
 } ivmd_remote_ops_t;
+
+/* A PE_ENDED for a job this daemon did not have (yet), from node `from`. */
+#define IVMD_REMOTE_EARLY 64
+typedef struct ivmd_remote_early {
+    ivm_peer_pe_ended_t m;
+    int                 from;
+} ivmd_remote_early_t;
 
 typedef struct ivmd_remote {
     ivmd_t                   *d;       /* the daemon, for callbacks (opaque) */
@@ -70,6 +88,11 @@ typedef struct ivmd_remote {
     const ivmd_remote_ops_t  *ops;
     struct ivmd_remote_spawn *spawns;  /* CREATE_PES waiting for SPAWN_REP, by id (uthash) */
     uint64_t                  next_id;
+    int                       places;  /* root: send PLACED (ivmd --psync-places) */
+    uint32_t                  relayed; /* addressed-signal requests sent back (bounced) */
+    ivmd_remote_early_t       early[IVMD_REMOTE_EARLY]; /* the last PE_ENDEDs of jobs
+                                                           not here, a ring */
+    uint32_t                  nearly;  /* PE_ENDEDs put in it */
 } ivmd_remote_t;
 
 void ivmd_remote_init(ivmd_remote_t *rm, ivmd_t *d, ivmd_registry_t *reg, ivmd_link_t *link,
@@ -110,7 +133,32 @@ void ivmd_remote_on_fwd(ivmd_remote_t *rm, ivmd_conn_t *pc, const ivm_msg_hdr_t 
 void ivmd_remote_on_fwd_rep(ivmd_remote_t *rm, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
                             const void *payload);
 
-/* PE states (registry callbacks of proxy jobs) and job ends. */
+/* Addressed signals. Root daemon: the PEs (all of one node) are placed;
+ * every peer but theirs is told (PLACED). */
+void ivmd_remote_placed(ivmd_remote_t *rm, ivmd_job_t *job, ivmd_pe_t **pes, int n);
+/* A signal of PE from (here) to PE to of node `node`, whose daemon keeps
+ * the pair (SIGNAL; lost without an error if that node is). */
+void ivmd_remote_signal(ivmd_remote_t *rm, ivmd_job_t *job, int from, int to, int node);
+/* Root daemon: the addressed-signal request on virtual connection c names
+ * PE id, which c's node did not know: send that node id's place, then the
+ * request back (IVMD_DEFERRED: the node answers), or an ivmError_t. */
+int ivmd_remote_bounce(ivmd_remote_t *rm, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                       const void *payload, int id);
+/* Root daemon: tell c's node where PE id is (PLACED), if it is alive. */
+void ivmd_remote_teach(ivmd_remote_t *rm, ivmd_conn_t *c, int id);
+/* A signal of PE from, of node from_node, to PE to of this daemon (SIGNAL,
+ * or a put's last DATA): posted; dropped (logged) if `to` is not ours or
+ * `from` is known elsewhere. */
+void ivmd_remote_post_signal(ivmd_remote_t *rm, uint32_t job_id, int from, int to,
+                             int from_node);
+void ivmd_remote_on_signal(ivmd_remote_t *rm, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
+                           const void *payload);
+void ivmd_remote_on_placed(ivmd_remote_t *rm, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
+                           const void *payload);
+void ivmd_remote_on_pe_ended(ivmd_remote_t *rm, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
+                             const void *payload);
+
+/* PE states (registry callbacks) and job ends. */
 void ivmd_remote_pe_ended(ivmd_remote_t *rm, ivmd_pe_t *pe, int failed);
 void ivmd_remote_pe_entered(ivmd_remote_t *rm, ivmd_pe_t *pe);
 void ivmd_remote_pe_reaped(ivmd_remote_t *rm, ivmd_pe_t *pe);

@@ -122,6 +122,14 @@ int ivmd_data_sync(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, iv
 int ivmd_data_sync_op(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, uint32_t job,
                       ivmd_obj_t *obj, uint32_t op, uint64_t off, uint64_t len,
                       ivmd_data_done_t done, void *arg, uint64_t tag);
+/* ivmSyncPutSignal on a mirror: a put of [off, off+len) of obj (not the
+ * master, len > 0) like ivmd_data_sync_op's, whose last DATA carries the
+ * signal from -> to: the master's daemon posts it once the bytes are in the
+ * master, before its ACK, and not if the put fails there. For a receiver on
+ * the master's node (the pair is kept there): the signal follows the data. */
+int ivmd_data_put_signal(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, uint32_t job,
+                         ivmd_obj_t *obj, uint64_t off, uint64_t len, int from, int to,
+                         ivmd_data_done_t done, void *arg, uint64_t tag);
 ivmError_t ivmd_data_on_read(ivmd_data_t *dp, int node, const ivm_msg_hdr_t *hdr,
                             const void *payload);
 ivmError_t ivmd_data_on_data(ivmd_data_t *dp, int node, const ivm_msg_hdr_t *hdr,

@@ -43,6 +43,8 @@ typedef struct ivmd_op {
     int               reply_node;/* GROUP for a mirror: ACK this node (-1: none) ... */
     uint64_t          reply_op;  /* ... with this operation id */
     int               then_group;/* SYNC PUT_GROUP: scatter after the put */
+    int               signal;    /* SYNC PUT: the master's node posts sig_from -> sig_to */
+    int32_t           sig_from, sig_to;
     uint64_t          obj;       /* object id here */
     uint64_t          off, len;
     ivm_msg_map_req_t map;       /* LOOKUP/FILL: the request */

@@ -131,6 +131,8 @@ static ivmError_t ivmd_tcp_chunk(ivmd_data_t *dp, ivmd_conn_t *c, ivmd_tcp_sende
     x.obj   = r->dst;
     x.off   = r->off + s->done;
     x.len   = n;
+    x.sig_from = r->sig_from;
+    x.sig_to   = r->sig_to;
     memcpy(payload, &x, sizeof(x));
     c->last_tx_ns = ivmd_now_ns();
     ivmd_conn_out_push(dp->d, c, b, NULL, 0);

@@ -24,6 +24,7 @@ typedef struct ivmd_xfer_range {
     uint64_t src;   /* the local copy's object id (its statistics) */
     uint64_t dst;   /* the peer's copy, by its object id there */
     uint64_t off, len;
+    int32_t  sig_from, sig_to; /* flags IVM_XFER_SIGNAL: the put's signal (in its DATA) */
 } ivmd_xfer_range_t;
 
 typedef struct ivmd_transport_ops {

@@ -417,7 +417,8 @@ static void ivmd_ucx_finish(ivmd_data_t *dp, ivmd_ucx_req_t *q)
     if (!q->get && ok) {
         ivm_peer_xfer_t x = {.op = r->op, .job = r->job, .obj = r->dst, .off = r->off,
                              .len = r->len,
-                             .flags = r->flags | IVM_XFER_LAST | IVM_XFER_PLACED};
+                             .flags = r->flags | IVM_XFER_LAST | IVM_XFER_PLACED,
+                             .sig_from = r->sig_from, .sig_to = r->sig_to};
 
         ivmd_tcp_transport_ops.send_msg(dp, q->node, IVM_PEER_DATA, &x, sizeof(x), NULL, 0);
     } else if (!q->get && (r->flags & IVM_XFER_REPLY)) {

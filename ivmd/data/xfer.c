@@ -213,16 +213,20 @@ static ivmError_t ivmd_xfer_sync_start(ivmd_data_t *dp, ivmd_op_t *op, ivmd_obj_
 
     switch (sync_op) {
     case IVM_SYNC_PUT:
-    case IVM_SYNC_PUT_GROUP:
+    case IVM_SYNC_PUT_GROUP: {
+        ivmd_xfer_range_t r = {.job = op->job, .op = op->id, .fd = obj->fd, .src = obj->id,
+                               .dst = obj->master_id, .off = op->off, .len = op->len,
+                               .flags = op->signal ? IVM_XFER_SIGNAL : 0,
+                               .sig_from = op->sig_from, .sig_to = op->sig_to};
         op->then_group = (sync_op == IVM_SYNC_PUT_GROUP);
-        status = ivmd_xfer_put(dp, obj->master_node, op->job, op->id, 0, obj, obj->master_id,
-                               op->off, op->len);
+        status = ivmd_data_transport(dp)->put(dp, obj->master_node, &r);
         if (status != IVM_SUCCESS) {
             return status;
         }
         ivmd_op_wait_on(op, obj->master_node);
         op->pending = 1;
         return IVM_SUCCESS;
+    }
     case IVM_SYNC_GET:
         return ivmd_xfer_get(dp, op, obj);
     default: /* GET_GROUP: the master gathers from every mirror, this one too */
@@ -230,9 +234,36 @@ static ivmError_t ivmd_xfer_sync_start(ivmd_data_t *dp, ivmd_op_t *op, ivmd_obj_
     }
 }
 
+/* sync_op of [off, off+len) of obj, with the signal sig (NULL: none) in a
+ * put's last DATA (ivmd_data_put_signal). */
+static int ivmd_data_sync_sig(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                              uint32_t job, ivmd_obj_t *obj, uint32_t sync_op, uint64_t off,
+                              uint64_t len, const int32_t *sig, ivmd_data_done_t done, void *arg,
+                              uint64_t tag);
+
 int ivmd_data_sync_op(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, uint32_t job,
                       ivmd_obj_t *obj, uint32_t sync_op, uint64_t off, uint64_t len,
                       ivmd_data_done_t done, void *arg, uint64_t tag)
+{
+    return ivmd_data_sync_sig(dp, c, hdr, job, obj, sync_op, off, len, NULL, done, arg, tag);
+}
+
+int ivmd_data_put_signal(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, uint32_t job,
+                         ivmd_obj_t *obj, uint64_t off, uint64_t len, int from, int to,
+                         ivmd_data_done_t done, void *arg, uint64_t tag)
+{
+    int32_t sig[2] = {from, to};
+
+    if (obj->master_node < 0 || len == 0) {
+        return IVM_ERROR_INVALID_VALUE; /* no DATA to carry it */
+    }
+    return ivmd_data_sync_sig(dp, c, hdr, job, obj, IVM_SYNC_PUT, off, len, sig, done, arg, tag);
+}
+
+static int ivmd_data_sync_sig(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                              uint32_t job, ivmd_obj_t *obj, uint32_t sync_op, uint64_t off,
+                              uint64_t len, const int32_t *sig, ivmd_data_done_t done, void *arg,
+                              uint64_t tag)
 {
     int is_master = obj->master_node < 0;
     ivmError_t status;
@@ -255,6 +286,11 @@ int ivmd_data_sync_op(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     op->obj   = obj->id;
     op->off   = off;
     op->len   = len;
+    if (sig != NULL) {
+        op->signal   = 1;
+        op->sig_from = sig[0];
+        op->sig_to   = sig[1];
+    }
     if (is_master) {
         ivmd_xfer_group(dp, op, obj, sync_op == IVM_SYNC_GET_GROUP, -1);
         return IVMD_DEFERRED;
@@ -281,13 +317,23 @@ static ivmd_xfer_later_t *ivmd_xfer_later(ivmd_data_t *dp, const ivm_peer_xfer_t
     return l;
 }
 
+/* The last DATA of a put from node is in our copy (status): a signal it
+ * carries is posted now, before the ACK (ivmSyncPutSignal, the master here). */
+static void ivmd_xfer_put_landed(ivmd_data_t *dp, int node, const ivm_peer_xfer_t *x, int status)
+{
+    if (status == IVM_SUCCESS && (x->flags & IVM_XFER_SIGNAL)) {
+        ivmd_remote_post_signal(dp->remote, x->job, x->sig_from, x->sig_to, node);
+    }
+    ivmd_xfer_ack(dp, node, x->op, x->job, status);
+}
+
 /* Scatter: the device copies have the bytes: ACK. */
 static void ivmd_xfer_later_ack(ivmd_t *d, void *arg, int status)
 {
     ivmd_xfer_later_t *l = arg;
     ivmd_data_t *dp = l->dp;
 
-    ivmd_xfer_ack(dp, l->node, l->x.op, l->x.job, status);
+    ivmd_xfer_put_landed(dp, l->node, &l->x, status);
     free(l);
 }
 
@@ -420,7 +466,7 @@ static void ivmd_xfer_on_put(ivmd_data_t *dp, int node, const ivm_peer_xfer_t *x
             ivmd_xfer_later_ack(dp->d, later, IVM_SUCCESS);
         }
     } else if (x->flags & IVM_XFER_LAST) {
-        ivmd_xfer_ack(dp, node, x->op, x->job, obj != NULL ? IVM_SUCCESS : IVM_ERROR_NOT_FOUND);
+        ivmd_xfer_put_landed(dp, node, x, obj != NULL ? IVM_SUCCESS : IVM_ERROR_NOT_FOUND);
     }
 }
 

@@ -610,6 +610,97 @@ Test(cluster, forged_replayed_reordered_and_untagged_messages_close_the_link)
     cluster_stop_clean();
 }
 
+/* A sealed peer message (type, payload) into out: the bytes to send. */
+static size_t fake_msg(fake_peer_t *f, uint16_t type, const void *payload, uint32_t len,
+                       uint8_t *out)
+{
+    ivm_msg_hdr_t h;
+
+    ivm_proto_hdr_init(&h, type, len, 0);
+    memcpy(out, &h, sizeof(h));
+    memcpy(out + sizeof(h), payload, len);
+    cr_assert_eq(ivm_aead_seal(&f->tx, out, sizeof(h), out + sizeof(h), len,
+                               out + sizeof(h) + len),
+                 IVM_SUCCESS);
+    return sizeof(h) + len + IVM_CRYPTO_TAG_LEN;
+}
+
+static void fake_send(fake_peer_t *f, uint16_t type, const void *payload, uint32_t len)
+{
+    uint8_t out[512];
+    size_t n = fake_msg(f, type, payload, len, out);
+
+    cr_assert_eq(send(f->fd, out, n, MSG_NOSIGNAL), (ssize_t)n);
+}
+
+/* The addressed-signal peer messages (issue 16) from an authenticated peer:
+ * SIGNAL, PLACED and PE_ENDED of a job node0 does not have are dropped and
+ * the link stays (a PING still gets its PONG); a PLACED whose count does not
+ * match its length, a PE_ENDED of a node outside the table or of no end
+ * state close the link with a log line; node0 serves on. */
+Test(cluster, addressed_signal_peer_messages_unexpected_or_malformed)
+{
+    struct {
+        ivm_peer_placed_t m;
+        int32_t           ids[2];
+    } pl = {{.job = 12345, .node = 1, .n = 2}, {3, 4}};
+    ivm_peer_signal_t sig   = {.job = 12345, .from = 1, .to = 2};
+    ivm_peer_pe_ended_t end = {.job = 12345, .pe = 1, .node = 1,
+                               .state = IVM_PE_STATE_FAILED, .flags = IVM_PE_ENDED_FINAL};
+    uint8_t a[128];
+    size_t alen;
+    fake_peer_t f;
+    int lines;
+
+    table_names[0] = "node0";
+    table_names[1] = "a-fake";
+    cluster_setup(1);
+    cr_assert_eq(send_cluster(0, 2, "s", NULL, 0), IVM_SUCCESS);
+
+    fake_connect(&f);
+    fake_send(&f, IVM_PEER_SIGNAL, &sig, sizeof(sig));
+    for (int k = 0; k < 80; ++k) { /* more than the ring of early ends holds */
+        end.pe = k;
+        fake_send(&f, IVM_PEER_PE_ENDED, &end, sizeof(end));
+    }
+    fake_send(&f, IVM_PEER_PLACED, &pl, sizeof(pl));
+    alen = fake_ping(&f, 1, a);
+    cr_assert_eq(send(f.fd, a, alen, MSG_NOSIGNAL), (ssize_t)alen);
+    fake_expect_pong(&f, 1);
+    close(f.fd);
+    ivm_aead_free(&f.tx);
+    ivm_aead_free(&f.rx);
+
+    lines = count_in_log(0, "malformed PLACED");
+    fake_connect(&f);
+    pl.m.n = 3;
+    fake_send(&f, IVM_PEER_PLACED, &pl, sizeof(pl));
+    fake_expect_closed(&f, "a PLACED of 3 ids with 2");
+    cr_assert_eq(count_in_log(0, "malformed PLACED"), lines + 1);
+
+    lines = count_in_log(0, "malformed PE_ENDED");
+    fake_connect(&f);
+    end.node = 7;
+    fake_send(&f, IVM_PEER_PE_ENDED, &end, sizeof(end));
+    fake_expect_closed(&f, "a PE_ENDED of node 7 in a table of 2");
+    fake_connect(&f);
+    end.node  = 1;
+    end.state = IVM_PE_STATE_ENTERED;
+    fake_send(&f, IVM_PEER_PE_ENDED, &end, sizeof(end));
+    fake_expect_closed(&f, "a PE_ENDED of no end state");
+    cr_assert_eq(count_in_log(0, "malformed PE_ENDED"), lines + 2);
+
+    fake_connect(&f);
+    alen = fake_ping(&f, 2, a);
+    cr_assert_eq(send(f.fd, a, alen, MSG_NOSIGNAL), (ssize_t)alen);
+    fake_expect_pong(&f, 2);
+    close(f.fd);
+    ivm_aead_free(&f.tx);
+    ivm_aead_free(&f.rx);
+    table_names[0] = table_names[1] = NULL;
+    cluster_stop_clean();
+}
+
 /* A daemon that speaks another peer message layout (its HELLO says so) is
  * refused at the handshake, with one log line naming both layouts; node0
  * serves on, and a peer of its own layout is accepted after. */

@@ -95,6 +95,31 @@ Test(psync, far_pair_three_nodes_two_calls)
     run_psync_x("3", "IVM_PUT_SIGNAL=0", "far_pair", "100");
 }
 
+/* The same, and the faults, with the root's daemon sending no PLACED
+ * (ivmd --psync-places 0): every node daemon learns each PE's place by
+ * forwarding its first request to the root, which sends the place and the
+ * request back (far_pair checks that it did). The ivmds inherit ivmrun's
+ * environment. */
+Test(psync, far_pair_three_nodes_by_the_roots_bounce)
+{
+    cr_assert_eq(setenv("IVM_PSYNC_PLACES", "0", 1), 0);
+    run_psync("3", "far_pair", "50");
+}
+Test(psync, addressed_signal_faults_three_nodes_by_the_roots_bounce)
+{
+    cr_assert_eq(setenv("IVM_PSYNC_PLACES", "0", 1), 0);
+    run_psync("3", "p2p_fail", NULL);
+}
+Test(psync, far_wait_sees_its_sender_node_lost_by_the_roots_bounce)
+{
+    cr_assert_eq(setenv("IVM_PSYNC_PLACES", "0", 1), 0);
+    run_psync("3", "far_lost", NULL);
+}
+
+/* node1's daemon killed while a PE of node2 waits from one of node1's (their
+ * pair at node2's daemon): IVM_ERROR_PE_FAILED, no hang. */
+Test(psync, far_wait_sees_its_sender_node_lost) { run_psync("3", "far_lost", NULL); }
+
 Test(psync, barrier_member_dies_one_node) { run_psync("1", "barrier_fail", NULL); }
 Test(psync, barrier_member_dies_three_nodes) { run_psync("3", "barrier_fail", NULL); }
 

@@ -529,12 +529,55 @@ Test(proto, peer_messages_pack_little_endian_and_back)
     ivm_peer_unpack(IVM_PEER_SPAWN, &m, sizeof(m));
     cr_assert_eq(memcmp(&m, &orig, sizeof(m)), 0);
 
+    {
+        struct {
+            ivm_peer_placed_t pl;
+            int32_t           ids[2];
+        } q, qorig;
+        memset(&q, 0, sizeof(q));
+        q.pl.job  = 0x00100001;
+        q.pl.node = 2;
+        q.pl.n    = 2;
+        q.ids[0]  = 0x0a0b0c0d;
+        q.ids[1]  = 7;
+        qorig     = q;
+        ivm_peer_pack(IVM_PEER_PLACED, &q, sizeof(q));
+        cr_assert_eq(ivm_get_le32((uint8_t *)&q.pl.n), 2u);
+        cr_assert_eq(ivm_get_le32((uint8_t *)&q.ids[0]), 0x0a0b0c0du);
+        ivm_peer_unpack(IVM_PEER_PLACED, &q, sizeof(q));
+        cr_assert_eq(memcmp(&q, &qorig, sizeof(q)), 0);
+    }
+
     ivm_proto_hdr_init(&h, IVM_PEER_PING, 8, 3);
     ivm_peer_hdr_pack(&h);
     cr_assert_eq(ivm_get_le32((uint8_t *)&h), IVM_PROTO_MAGIC);
     cr_assert_eq(ivm_get_le16((uint8_t *)&h + offsetof(ivm_msg_hdr_t, type)), IVM_PEER_PING);
     ivm_peer_hdr_unpack(&h);
     cr_assert(h.type == IVM_PEER_PING && h.length == 8 && h.seq == 3);
+}
+
+/* The addressed-signal peer messages (issue 16): fixed sizes, PLACED's ids
+ * in its tail, nothing else admitted. */
+Test(proto, peer_psync_messages_checked)
+{
+    ivm_msg_hdr_t h;
+    const char *why = NULL;
+
+    ivm_proto_hdr_init(&h, IVM_PEER_SIGNAL, sizeof(ivm_peer_signal_t), 0);
+    cr_assert_eq(ivm_proto_check_peer(&h, &why), IVM_SUCCESS);
+    h.length = sizeof(ivm_peer_signal_t) + 4;
+    cr_assert_eq(ivm_proto_check_peer(&h, &why), IVM_ERROR_PROTOCOL);
+    ivm_proto_hdr_init(&h, IVM_PEER_PE_ENDED, sizeof(ivm_peer_pe_ended_t), 0);
+    cr_assert_eq(ivm_proto_check_peer(&h, &why), IVM_SUCCESS);
+    h.length = 16;
+    cr_assert_eq(ivm_proto_check_peer(&h, &why), IVM_ERROR_PROTOCOL);
+    ivm_proto_hdr_init(&h, IVM_PEER_PLACED, sizeof(ivm_peer_placed_t) + 4 * IVM_PEER_PLACED_MAX,
+                       0);
+    cr_assert_eq(ivm_proto_check_peer(&h, &why), IVM_SUCCESS);
+    h.length += 4;
+    cr_assert_eq(ivm_proto_check_peer(&h, &why), IVM_ERROR_PROTOCOL);
+    cr_assert_str_eq(ivm_proto_type_name(IVM_PEER_PLACED), "PLACED");
+    cr_assert_geq(IVM_PEER_LAYOUT, 5u);
 }
 
 /* HELLO and CHALLENGE carry the peer message layout where a reserved word was. */

@@ -99,18 +99,18 @@ static void barrier(int me, const int32_t *ids, int n, uint32_t seq, ivmError_t 
 Test(psync, signals_are_counted_per_pair)
 {
     /* 1 signals 3 twice, 2 signals 3 once: 3 takes exactly those. */
-    cr_assert_eq(ivmd_psync_signal_to(&reg, job, pe[1], 3), IVM_SUCCESS);
-    cr_assert_eq(ivmd_psync_signal_to(&reg, job, pe[1], 3), IVM_SUCCESS);
-    cr_assert_eq(ivmd_psync_signal_to(&reg, job, pe[2], 3), IVM_SUCCESS);
+    cr_assert_eq(ivmd_psync_signal_to(&reg, job, pe[1]->id, 3), IVM_SUCCESS);
+    cr_assert_eq(ivmd_psync_signal_to(&reg, job, pe[1]->id, 3), IVM_SUCCESS);
+    cr_assert_eq(ivmd_psync_signal_to(&reg, job, pe[2]->id, 3), IVM_SUCCESS);
     wait_from(3, 1, 1, IVM_SUCCESS, 0);
     wait_from(3, 2, 2, IVM_SUCCESS, 0);
     wait_from(3, 1, 3, IVM_SUCCESS, 0);
     wait_from(3, 2, 4, IVM_SUCCESS, 1); /* 2's only signal is taken */
     /* 4 cannot take a signal meant for 3. */
-    cr_assert_eq(ivmd_psync_signal_to(&reg, job, pe[1], 3), IVM_SUCCESS);
+    cr_assert_eq(ivmd_psync_signal_to(&reg, job, pe[1]->id, 3), IVM_SUCCESS);
     wait_from(4, 1, 5, IVM_SUCCESS, 1);
     cr_assert_eq(nrecs, 0);
-    cr_assert_eq(ivmd_psync_signal_to(&reg, job, pe[2], 3), IVM_SUCCESS);
+    cr_assert_eq(ivmd_psync_signal_to(&reg, job, pe[2]->id, 3), IVM_SUCCESS);
     cr_assert_eq(nrecs, 1);
     cr_assert_eq(recs[0].owner, &conn[3]);
     cr_assert_eq(recs[0].seq, 4);
@@ -121,7 +121,7 @@ Test(psync, signals_are_counted_per_pair)
 
 Test(psync, unknown_ids)
 {
-    cr_assert_eq(ivmd_psync_signal_to(&reg, job, pe[1], 7), IVM_ERROR_NOT_FOUND);
+    cr_assert_eq(ivmd_psync_signal_to(&reg, job, pe[1]->id, 7), IVM_ERROR_NOT_FOUND);
     wait_from(1, 9, 1, IVM_ERROR_NOT_FOUND, 0);
 }
 
@@ -130,7 +130,7 @@ Test(psync, waiters_fifo_and_sender_end)
     wait_from(3, 1, 10, IVM_SUCCESS, 1);
     wait_from(3, 1, 11, IVM_SUCCESS, 1); /* a second thread of 3 */
     wait_from(4, 2, 12, IVM_SUCCESS, 1);
-    cr_assert_eq(ivmd_psync_signal_to(&reg, job, pe[1], 3), IVM_SUCCESS);
+    cr_assert_eq(ivmd_psync_signal_to(&reg, job, pe[1]->id, 3), IVM_SUCCESS);
     cr_assert_eq(nrecs, 1);
     cr_assert_eq(recs[0].seq, 10, "the oldest waiter first");
     ivmd_pe_end(&reg, pe[1], 1);
@@ -149,10 +149,54 @@ Test(psync, waiters_fifo_and_sender_end)
 
 Test(psync, signal_posted_before_the_end_is_consumed_first)
 {
-    cr_assert_eq(ivmd_psync_signal_to(&reg, job, pe[1], 2), IVM_SUCCESS);
+    cr_assert_eq(ivmd_psync_signal_to(&reg, job, pe[1]->id, 2), IVM_SUCCESS);
     ivmd_pe_end(&reg, pe[1], 1);
     wait_from(2, 1, 1, IVM_SUCCESS, 0);
     wait_from(2, 1, 2, IVM_ERROR_PE_FAILED, 0);
+}
+
+/* Places of other nodes' PEs (the receiver's daemon keeps the pair): a
+ * place is waited from like a PE here; a not-final end (the root's word)
+ * does not end a place already known running (its node's SIGNALs may still
+ * be on their way), a final one does, after the signals posted before it;
+ * a lost node fails its running places. */
+Test(psync, places_of_other_nodes)
+{
+    int node;
+
+    cr_assert_eq(ivmd_psync_where(job, 20, &node), IVMD_PLACE_UNKNOWN);
+    wait_from(3, 20, 1, IVM_ERROR_NOT_FOUND, 0);
+    cr_assert_eq(ivmd_psync_place(job, 20, 2), IVM_SUCCESS);
+    cr_assert_eq(ivmd_psync_place(job, 21, 2), IVM_SUCCESS);
+    cr_assert_eq(ivmd_psync_place(job, 22, 1), IVM_SUCCESS);
+    cr_assert_eq(ivmd_psync_place(job, 3, 1), IVM_SUCCESS); /* ours: not a place */
+    cr_assert_eq(ivmd_psync_where(job, 3, &node), IVMD_PLACE_RUNNING);
+    cr_assert_eq(node, -1);
+    cr_assert_eq(ivmd_psync_where(job, 20, &node), IVMD_PLACE_RUNNING);
+    cr_assert_eq(node, 2);
+    cr_assert_eq(ivmd_psync_signal_to(&reg, job, 20, 3), IVM_SUCCESS);
+    wait_from(3, 20, 2, IVM_SUCCESS, 0);
+    wait_from(3, 20, 3, IVM_SUCCESS, 1);
+    ivmd_psync_place_ended(&reg, job, 20, 2, 1, 0);
+    cr_assert_eq(nrecs, 0, "the root's word does not end a known place");
+    cr_assert_eq(ivmd_psync_signal_to(&reg, job, 20, 3), IVM_SUCCESS);
+    cr_assert_eq(nrecs, 1);
+    cr_assert_eq(ivmd_psync_signal_to(&reg, job, 20, 3), IVM_SUCCESS);
+    ivmd_psync_place_ended(&reg, job, 20, 2, 1, 1);
+    wait_from(3, 20, 4, IVM_SUCCESS, 0); /* posted before the end */
+    wait_from(3, 20, 5, IVM_ERROR_PE_FAILED, 0);
+    /* An end first heard of makes the place, ended. */
+    ivmd_psync_place_ended(&reg, job, 30, 1, 0, 0);
+    cr_assert_eq(ivmd_psync_where(job, 30, &node), IVMD_PLACE_EXITED);
+    wait_from(4, 30, 6, IVM_SUCCESS, 0);
+    /* node 2 lost: 21's waiters fail, 22 of node 1 waits on. */
+    wait_from(4, 21, 7, IVM_SUCCESS, 1);
+    wait_from(4, 22, 8, IVM_SUCCESS, 1);
+    ivmd_psync_node_lost(&reg, job, 2);
+    cr_assert_eq(nrecs, 2);
+    cr_assert_eq(recs[1].seq, 7);
+    cr_assert_eq(recs[1].status, IVM_ERROR_PE_FAILED);
+    cr_assert_eq(job->psync_waiting, 1);
 }
 
 Test(psync, cancel_drops_a_closed_connections_requests)
@@ -166,7 +210,7 @@ Test(psync, cancel_drops_a_closed_connections_requests)
     ivmd_psync_cancel(&reg, &conn[1]);
     cr_assert_eq(job->psync_waiting, 0);
     cr_assert_null(job->barriers, "a barrier without arrivals is forgotten");
-    cr_assert_eq(ivmd_psync_signal_to(&reg, job, pe[1], 3), IVM_SUCCESS);
+    cr_assert_eq(ivmd_psync_signal_to(&reg, job, pe[1]->id, 3), IVM_SUCCESS);
     cr_assert_eq(nrecs, 0, "nobody is answered on a closed connection");
 }
 

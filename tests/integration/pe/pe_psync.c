@@ -622,6 +622,42 @@ static int far_pe(int id, int rounds)
     }
 }
 
+/* The INFO reply of node `node`'s daemon (its socket is next to ours). */
+static void node_info(const char *node, ivm_msg_info_rep_t *info)
+{
+    char sock[PATH_MAX], dir[PATH_MAX];
+
+    snprintf(dir, sizeof(dir), "%s", getenv("IVM_SOCKET"));
+    snprintf(sock, sizeof(sock), "%s/%s.sock", dirname(dir), node);
+    memset(info, 0, sizeof(*info));
+    EXPECT(ivm_client_info(sock, 5000, info, NULL), IVM_SUCCESS);
+    ASSERT(info->pid > 1, "%s's daemon pid %u", node, info->pid);
+}
+
+/* Every addressed signal and wait of the run took the direct way: no daemon
+ * had to send one back with a place it lacked (issue 16: one hop). With the
+ * daemons' IVM_PSYNC_PLACES=0 (no PLACED: the fallback under test) the root's
+ * daemon must have sent some back instead. */
+static void expect_no_relay(void)
+{
+    const char *places = getenv("IVM_PSYNC_PLACES");
+    int bounce = places != NULL && strcmp(places, "0") == 0;
+    ivm_msg_info_rep_t info;
+    char node[16];
+    int k;
+
+    for (k = 0; k < nodes_count(); ++k) {
+        snprintf(node, sizeof(node), "node%d", k);
+        node_info(node, &info);
+        if (bounce && k == 0) {
+            ASSERT(info.psync_relayed > 0, "the root's daemon relayed nothing without PLACED");
+            continue;
+        }
+        ASSERT(info.psync_relayed == 0, "%s's daemon relayed %u addressed signals or waits",
+               node, info.psync_relayed);
+    }
+}
+
 static int sc_far_pair(int argc, char **argv)
 {
     int id = pe_enter(), rounds = argc > 2 ? atoi(argv[2]) : 200;
@@ -647,6 +683,72 @@ static int sc_far_pair(int argc, char **argv)
     CHECK(ivmWaitFrom(t.ids[4]));
     CHECK(ivmWaitFrom(t.ids[5]));
     EXPECT(ivmWaitFrom(t.ids[FAR_B]), IVM_ERROR_PE_FAILED);
+    expect_no_relay();
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
+/* ------------------------------------------------------------ lost node */
+
+/* ivmrun --nodes 3: A on node1, B on node2, their pair kept by node2's
+ * daemon. A signals B (one hop) and the root; B consumes it, tells the
+ * root, and waits from A again; the root kills node1's daemon: B's wait
+ * fails with IVM_ERROR_PE_FAILED (node2 lost node1), no hang; A sees
+ * IVM_ERROR_DAEMON_LOST and leaves. No daemon relayed anything. */
+static int sc_far_lost(int argc, char **argv)
+{
+    int id = pe_enter(), i, *shared;
+    ivm_msg_info_rep_t info;
+    ivm_device d;
+    team_t t;
+
+    (void)argc;
+    (void)argv;
+    if (id != 0) {
+        team_join(&t, id);
+        if (t.me == 1) {
+            CHECK(ivmSignalTo(t.ids[2]));
+            CHECK(ivmSignalTo(0));
+            pe_stage = "blocked until its daemon dies";
+            _exit(ivmWaitFrom(0) == IVM_ERROR_DAEMON_LOST ? 0 : 1);
+        }
+        pe_stage = "far lost: the signal of node1's PE";
+        CHECK(ivmWaitFrom(t.ids[1]));
+        CHECK(ivmSignalTo(0));
+        pe_stage = "far lost: waiting from a PE of a lost node";
+        EXPECT(ivmWaitFrom(t.ids[1]), IVM_ERROR_PE_FAILED);
+        ASSERT(strstr(ivmGetLastErrorMessage(), "died") != NULL, "detail '%s'",
+               ivmGetLastErrorMessage());
+        return team_done();
+    }
+    ASSERT(nodes_count() == 3, "far_lost wants ivmrun --nodes 3, not %d", nodes_count());
+    CHECK(ivmMalloc("team", &shared, sizeof(int) * (TEAM_MAX + 1)));
+    memset(&t, 0, sizeof(t));
+    t.n = 3;
+    for (i = 1; i < 3; ++i) {
+        char name[16];
+        snprintf(name, sizeof(name), "node%d", i);
+        CHECK(ivmCreateDev(name, IVM_CPU, &d));
+        CHECK(ivmCreatePEs(d, 1, &t.ids[i]));
+        CHECK(ivmDestroyDev(d));
+    }
+    shared[0] = t.n;
+    memcpy(&shared[1], t.ids, sizeof(int) * 3);
+    CHECK(ivmSyncPut(shared, sizeof(int) * (TEAM_MAX + 1)));
+    for (i = 1; i < 3; ++i) {
+        CHECK(ivmSignalTo(t.ids[i]));
+    }
+    pe_stage = "far lost: both PEs' word";
+    for (i = 1; i < 3; ++i) {
+        CHECK(ivmWaitFrom(t.ids[i]));
+    }
+    expect_no_relay();
+    pe_sleep_ms(300); /* B waits from A at node2's daemon */
+    node_info("node1", &info);
+    ASSERT(kill((pid_t)info.pid, SIGKILL) == 0, "kill %u: %s", info.pid, strerror(errno));
+    pe_stage = "far lost: B's result";
+    CHECK(ivmWaitFrom(t.ids[2]));
+    EXPECT(ivmWaitFrom(t.ids[1]), IVM_ERROR_PE_FAILED);
     CHECK(ivmExit());
     return pe_ok();
 }
@@ -866,6 +968,7 @@ static const pe_scenario_entry_t scenarios[] = {
     {"barrier", sc_barrier},
     {"barrier_fail", sc_barrier_fail},
     {"far_pair", sc_far_pair},
+    {"far_lost", sc_far_lost},
     {"slots", sc_slots},
     {NULL, NULL},
 };
