@@ -1534,10 +1534,12 @@ static int sc_group_route(int argc, char **argv)
 /* A node in the middle of a route dies during a PutGroup (ivmrun --nodes 4):
  * object "big" (BIG_SIZE bytes, master on node0) is mapped whole on node1,
  * node2 and node3, in that order, so the route runs node0 -> node1 -> node2
- * -> node3. A forked process SIGKILLs node2's daemon GL_KILL_MS after the
- * root enters ivmSyncPutGroup: the call fails with IVM_ERROR_DAEMON_LOST
- * within 10 s (node3, fed by node2, never ACKs: the master must not wait for
- * it), a second PutGroup fails or succeeds as fast, the PEs of node1 and
+ * -> node3. node2's daemon is stopped (SIGSTOP) before the call and a forked
+ * process SIGKILLs it GL_KILL_MS after the root enters ivmSyncPutGroup, so
+ * the call cannot be done before the kill however fast the transport (over
+ * UCX's shared memory 64 MiB to three nodes takes about 25 ms): it fails
+ * with IVM_ERROR_DAEMON_LOST within 10 s (node3, fed by node2, never ACKs:
+ * the master must not wait for it), a second PutGroup fails or succeeds as fast, the PEs of node1 and
  * node3 still end normally and so does the job. The root prints "PIDS daemon". */
 #define GL_KILL_MS 30
 
@@ -1603,6 +1605,7 @@ static int sc_group_node_lost(int argc, char **argv)
     fflush(stdout);
 
     pe_stage = "a PutGroup while a node of its route is killed";
+    ASSERT(kill((pid_t)info.pid, SIGSTOP) == 0, "SIGSTOP node2's daemon: %s", strerror(errno));
     killer = gl_killer((pid_t)info.pid, GL_KILL_MS);
     t0 = pe_now();
     rc = ivmSyncPutGroup(p, BIG_SIZE);
