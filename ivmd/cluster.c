@@ -116,9 +116,9 @@ static int ivmd_cluster_spawn_kill(ivmd_t *d, ivmd_pe_t *pe)
     return ivmd_spawn_kill(pe);
 }
 
-static int ivmd_cluster_pool_take(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe)
+static int ivmd_cluster_pool_take(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, int more)
 {
-    return ivmd_pool_take(&d->pool, job, pe);
+    return ivmd_pool_take(&d->pool, job, pe, more);
 }
 
 static void ivmd_cluster_output_write(ivmd_t *d, ivmd_job_t *job, int pe_id, int fd,

@@ -590,7 +590,7 @@ static ivmError_t ivmd_create_burst(ivmd_t *d, ivmd_conn_t *c, int node, int dev
         }
         if (node >= 0) {
             pe->node = node;
-        } else if (!ivmd_pool_take(&d->pool, c->job, pe)) {
+        } else if (!ivmd_pool_take(&d->pool, c->job, pe, n - 1 - i)) {
             status = ivmd_spawn_pe(&d->spawn, c->job, pe, &rep->r);
             if (status != IVM_SUCCESS) {
                 ivmd_pe_unreserve(&d->reg, c->job, pe);

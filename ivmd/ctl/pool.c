@@ -511,7 +511,30 @@ static int ivmd_pool_fork(ivmd_pool_t *pl, ivmd_job_t *job, ivmd_parked_t *p, iv
     return 1;
 }
 
-int ivmd_pool_take(ivmd_pool_t *pl, ivmd_job_t *job, ivmd_pe_t *pe)
+/* Whether forkable parked process p is handed out itself rather than told
+ * to fork the PE: when this request's PEs (p's and more after it) fit the
+ * idle parked processes of its device and one of them is left to fork
+ * those that come before the pool refills. A fork is not free: 0.1-0.3 ms
+ * on one machine, 1-2.5 ms on a virtual machine whose page tables the
+ * hypervisor keeps (docs/BENCHMARKS.md), all on the creator's path, where
+ * handing out a process that waits already costs one message. A burst
+ * larger than the idle pool forks from every parked process at once, as
+ * before; a pool of one (what the DS-LB drivers ask for) keeps forking: its
+ * refill, an exec and the program's start-up, would cost the job more CPU
+ * than the fork. */
+static int ivmd_pool_direct(const ivmd_job_data_t *jd, const ivmd_parked_t *p, int more)
+{
+    const ivmd_parked_t *q;
+    int idle = 0;
+
+    for (q = jd->parked; q != NULL; q = q->next) {
+        idle += !q->dead && q->conn != NULL && q->forking == NULL &&
+                q->slot.devtype == p->slot.devtype;
+    }
+    return idle >= 2 && more + 1 <= idle;
+}
+
+int ivmd_pool_take(ivmd_pool_t *pl, ivmd_job_t *job, ivmd_pe_t *pe, int more)
 {
     ivmd_job_data_t *jd = job->data;
     ivm_msg_enter_rep_t rep;
@@ -548,10 +571,11 @@ int ivmd_pool_take(ivmd_pool_t *pl, ivmd_job_t *job, ivmd_pe_t *pe)
         return !job->ending && ivmd_pool_will_repark(jd, pe->devtype) &&
                ivmd_pool_enqueue(jd, pe);
     }
-    if (p->forkable && jd->bind == IVM_BIND_DEVICE) {
+    if (p->forkable && jd->bind == IVM_BIND_DEVICE && !ivmd_pool_direct(jd, p, more)) {
         return ivmd_pool_fork(pl, job, p, pe);
     }
-    /* Handed out itself: also a forkable one when the job binds its PEs
+    /* Handed out itself: where the request fits the idle pool
+     * (ivmd_pool_direct), and a forkable one when the job binds its PEs
      * otherwise than to their device (--bind-to core, numa, none), so that
      * the PE is bound before its ivmEnter returns (a fork child runs before
      * its pid is known). */

@@ -49,8 +49,9 @@ void ivmd_pool_fill(ivmd_pool_t *pl);
 ivmError_t ivmd_pool_enter(ivmd_pool_t *pl, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                            const ivm_msg_enter_req_t *req, ivmd_reply_t *rep);
 /* Hand a parked process of pe's device the identity of pe (reserved, not yet
- * started): 1 if one was handed out (pe is then RUNNING), 0 if none is ready. */
-int ivmd_pool_take(ivmd_pool_t *pl, ivmd_job_t *job, ivmd_pe_t *pe);
+ * started): 1 if one was handed out (pe is then RUNNING), 0 if none is ready.
+ * more: the PEs of the same request still to come after pe. */
+int ivmd_pool_take(ivmd_pool_t *pl, ivmd_job_t *job, ivmd_pe_t *pe, int more);
 /* A parked process's connection closed: kill it (it is replaced). */
 void ivmd_pool_disconnect(ivmd_pool_t *pl, ivmd_conn_t *c);
 /* SIGCHLD: 1 if pid was a parked process (forgotten, replaced later). */

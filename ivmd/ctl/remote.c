@@ -910,7 +910,7 @@ static void ivmd_remote_spawn_pes(ivmd_remote_t *rm, ivmd_job_t *job, const ivm_
             snprintf(rep->detail, sizeof(rep->detail), "PE id %d is not new", ids[i]);
             return;
         }
-        if (!rm->ops->pool_take(rm->d, job, pe)) {
+        if (!rm->ops->pool_take(rm->d, job, pe, (int)sp->n - 1 - i)) {
             rep->status = rm->ops->spawn_pe(rm->d, job, pe, rep->detail, sizeof(rep->detail));
         }
         if (rep->status != IVM_SUCCESS) {

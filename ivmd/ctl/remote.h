@@ -60,7 +60,7 @@ typedef struct ivmd_remote_ops {
     ivmError_t (*spawn_pe)(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, char *detail,
                            size_t detail_len);
     int (*spawn_kill)(ivmd_t *d, ivmd_pe_t *pe);
-    int (*pool_take)(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe);
+    int (*pool_take)(ivmd_t *d, ivmd_job_t *job, ivmd_pe_t *pe, int more);
     void (*output_write)(ivmd_t *d, ivmd_job_t *job, int pe_id, int fd, const char *bytes,
                          size_t len);
     /* GPU devices of this node (a SPAWN's device is checked against them). */

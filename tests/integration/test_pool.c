@@ -36,6 +36,22 @@ Test(pool, parked_processes_killed_are_replaced_never_handed_out)
    threads or a CUDA context has it. Both keep the semantics. */
 static const char *const nofork[] = {"IVM_PE_POOL=2", "IVM_POOL_FORK=0", NULL};
 
+/* A request that fits the idle pool gets the parked processes themselves
+   (the last idle one forks the request's last PE); a pool of one forks. */
+Test(pool, a_request_that_fits_the_idle_pool_takes_parked_processes)
+{
+    static const char *const env[] = {"IVM_PE_POOL=4", NULL};
+
+    ivmt_scenario(IVMT_PE_POOL, "handout", NULL, env, 40);
+}
+
+Test(pool, a_pool_of_one_forks_each_pe)
+{
+    static const char *const env[] = {"IVM_PE_POOL=1", NULL};
+
+    ivmt_scenario(IVMT_PE_POOL, "handout", NULL, env, 30);
+}
+
 Test(pool, warm_pes_without_fork_keep_the_semantics)
 {
     ivmt_scenario(IVMT_PE_POOL, "semantics", NULL, nofork, 30);

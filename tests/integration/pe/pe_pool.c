@@ -1178,12 +1178,71 @@ static int sc_gpu_shares(int argc, char **argv)
     return pe_ok();
 }
 
+/* How a request is served from a pool of IVM_PE_POOL (4 here, or 1): a
+ * request that fits the idle parked processes of its device gets the parked
+ * processes themselves, all but the last PE, which the last idle one forks
+ * (it stays to fork what comes before the refill); a pool of one forks
+ * every PE. Run with IVM_PE_POOL=4: one PE alone, then 4 in one call once the
+ * pool is full again; with IVM_PE_POOL=1: one PE. */
+static int sc_handout(int argc, char **argv)
+{
+    int id = pe_enter(), gid, pool = atoi(getenv("IVM_PE_POOL") ? getenv("IVM_PE_POOL") : "0");
+    pid_t parked[4];
+    ivm_pe pes[4];
+    ivm_device dev;
+
+    if (id != 0) {
+        return child(id, argv[1]);
+    }
+    ASSERT(pool == 4 || pool == 1, "IVM_PE_POOL=%d, want 4 or 1", pool);
+    board_t *b = board_create();
+    CHECK(ivmGetMyGroupId(&gid));
+    CHECK(ivmCreateDev(IVM_THIS_HOST, IVM_CPU_N(0), &dev));
+
+    pe_stage = "one PE";
+    wait_parked((uint32_t)pool, 20.0);
+    ASSERT(parked_pids(gid, parked, 4) == pool, "not %d parked processes of this job", pool);
+    CHECK(ivmCreatePEs(dev, 1, pes));
+    CHECK(ivmWait(pes[0]));
+    CHECK(ivmWait(pes[0]));
+    if (pool == 1) {
+        ASSERT(b->ppid[1] == parked[0] && b->pid[1] != parked[0], "PE 1 (pid %d, parent %d) "
+               "was not forked by the one parked process %d", b->pid[1], b->ppid[1], parked[0]);
+        CHECK(ivmUnmap(b));
+        CHECK(ivmExit());
+        return pe_ok();
+    }
+    ASSERT(has_pid(parked, 4, b->pid[1]), "PE 1 (pid %d, parent %d) is not one of the 4 idle "
+           "parked processes handed out itself", b->pid[1], b->ppid[1]);
+
+    pe_stage = "4 PEs in one call from a pool of 4";
+    wait_parked(4, 20.0);
+    ASSERT(parked_pids(gid, parked, 4) == 4, "%s", "the pool did not refill to 4");
+    CHECK(ivmCreatePEs(dev, 4, pes));
+    int direct = 0, forked = 0;
+    for (int i = 0; i < 4; ++i) {
+        int k = pes[i];
+        CHECK(ivmWait(k));
+        CHECK(ivmWait(k));
+        ASSERT(k > 0 && k < MAXP, "PE id %d", k);
+        direct += has_pid(parked, 4, b->pid[k]);
+        forked += has_pid(parked, 4, b->ppid[k]) && !has_pid(parked, 4, b->pid[k]);
+    }
+    ASSERT(direct == 3 && forked == 1, "of 4 PEs from 4 idle parked processes %d were parked "
+           "processes and %d forked by one, want 3 and 1", direct, forked);
+    CHECK(ivmDestroyDev(dev));
+    CHECK(ivmUnmap(b));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
 static const pe_scenario_entry_t scenarios[] = {
     {"remote", sc_remote},
     {"burst", sc_burst},
     {"burst_noexec", sc_burst_noexec},
     {"burst_kill_parked", sc_burst_kill_parked},
     {"semantics", sc_semantics},
+    {"handout", sc_handout},
     {"kill_parked", sc_kill_parked},
     {"no_park", sc_no_park},
     {"exe_replaced", sc_exe_replaced},
