@@ -497,6 +497,22 @@ static void fake_expect_pong(fake_peer_t *f, uint64_t stamp)
     } while (1);
 }
 
+/* node0 serves a fresh authenticated link: a sealed PING (stamp) gets its
+ * PONG; the link is closed after. */
+static void fake_ping_ok(fake_peer_t *f, uint64_t stamp)
+{
+    uint8_t a[128];
+    size_t alen;
+
+    fake_connect(f);
+    alen = fake_ping(f, stamp, a);
+    cr_assert_eq(send(f->fd, a, alen, MSG_NOSIGNAL), (ssize_t)alen);
+    fake_expect_pong(f, stamp);
+    close(f->fd);
+    ivm_aead_free(&f->tx);
+    ivm_aead_free(&f->rx);
+}
+
 /* node0 closes the link within a few seconds. */
 static void fake_expect_closed(fake_peer_t *f, const char *what)
 {
@@ -554,13 +570,7 @@ Test(cluster, forged_replayed_reordered_and_untagged_messages_close_the_link)
     cr_assert_eq(send_cluster(0, 2, "s", NULL, 0), IVM_SUCCESS);
 
     /* The honest run first: a sealed PING gets a sealed PONG. */
-    fake_connect(&f);
-    alen = fake_ping(&f, 1, a);
-    cr_assert_eq(send(f.fd, a, alen, MSG_NOSIGNAL), (ssize_t)alen);
-    fake_expect_pong(&f, 1);
-    close(f.fd);
-    ivm_aead_free(&f.tx);
-    ivm_aead_free(&f.rx);
+    fake_ping_ok(&f, 1);
 
     /* (a) A forged tag. */
     lines = count_in_log(0, "failed authentication (bad MAC");
@@ -599,13 +609,7 @@ Test(cluster, forged_replayed_reordered_and_untagged_messages_close_the_link)
     cr_assert_eq(count_in_log(0, "failed authentication (bad MAC"), lines + 4);
 
     /* And node0 still links. */
-    fake_connect(&f);
-    alen = fake_ping(&f, 8, a);
-    cr_assert_eq(send(f.fd, a, alen, MSG_NOSIGNAL), (ssize_t)alen);
-    fake_expect_pong(&f, 8);
-    close(f.fd);
-    ivm_aead_free(&f.tx);
-    ivm_aead_free(&f.rx);
+    fake_ping_ok(&f, 8);
     table_names[0] = table_names[1] = NULL;
     cluster_stop_clean();
 }
@@ -690,13 +694,7 @@ Test(cluster, addressed_signal_peer_messages_unexpected_or_malformed)
     fake_expect_closed(&f, "a PE_ENDED of no end state");
     cr_assert_eq(count_in_log(0, "malformed PE_ENDED"), lines + 2);
 
-    fake_connect(&f);
-    alen = fake_ping(&f, 2, a);
-    cr_assert_eq(send(f.fd, a, alen, MSG_NOSIGNAL), (ssize_t)alen);
-    fake_expect_pong(&f, 2);
-    close(f.fd);
-    ivm_aead_free(&f.tx);
-    ivm_aead_free(&f.rx);
+    fake_ping_ok(&f, 2);
     table_names[0] = table_names[1] = NULL;
     cluster_stop_clean();
 }
@@ -708,8 +706,6 @@ Test(cluster, peer_of_another_message_layout_is_refused)
 {
     char want[128];
     fake_peer_t f;
-    uint8_t a[128];
-    size_t alen;
 
     table_names[0] = "node0";
     table_names[1] = "a-fake";
@@ -738,12 +734,6 @@ Test(cluster, peer_of_another_message_layout_is_refused)
              (unsigned)(IVM_PEER_LAYOUT + 1), (unsigned)IVM_PEER_LAYOUT);
     cr_assert(log_contains(0, want), "node0's log does not name both layouts ('%s')", want);
 
-    fake_connect(&f);
-    alen = fake_ping(&f, 7, a);
-    cr_assert_eq(send(f.fd, a, alen, MSG_NOSIGNAL), (ssize_t)alen);
-    fake_expect_pong(&f, 7);
-    close(f.fd);
-    ivm_aead_free(&f.tx);
-    ivm_aead_free(&f.rx);
+    fake_ping_ok(&f, 7);
     cluster_stop_clean();
 }
