@@ -767,7 +767,8 @@ static ivmError_t ivmd_psync_unknown(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hd
     return ivmd_wait_detail(rep, c->job, id, IVM_ERROR_NOT_FOUND);
 }
 
-/* Post c's PE's addressed signal to PE `to` where their pair is kept: this
+/* Post c's PE's addressed signal to PE `to` (SIGNAL_TO, or a PUT_SIGNAL once
+ * the master has the bytes) where their pair is kept: this
  * daemon's registry when `to` is here, else `to`'s daemon (SIGNAL, one
  * hop). At the root, a request a node daemon forwarded (a virtual
  * connection) because it did not know `to` is served here if `to` is here,
@@ -1351,6 +1352,15 @@ static void ivmd_handle_answer(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *h
 /* A PUT_SIGNAL whose put is in flight: the data plane ends it through
  * ivmd_put_signal_done with the entry's id. Its connection may close first:
  * the entry goes with it, and the late completion finds nothing. */
+/* rep, empty, for a reply of kind e (its body zeroed, no fd, no detail). */
+static void ivmd_pe_reply_start(ivmd_pe_reply_t *rep, const ivmd_msg_entry_t *e)
+{
+    memset(&rep->body, 0, e->rep_size);
+    rep->len = e->rep_size;
+    rep->fd  = -1;
+    ivmd_reply_init(&rep->r);
+}
+
 typedef struct ivmd_putsig {
     struct ivmd_putsig      *next;
     uint64_t                 id;
@@ -1383,17 +1393,6 @@ void ivmd_handlers_conn_gone(ivmd_t *d, ivmd_conn_t *c)
     }
 }
 
-/* The master has the bytes: post the signal where its pair is kept
- * (ivmd_signal_post: here, or the receiver's daemon; a node daemon that does
- * not know the receiver forwards the PUT_SIGNAL, which the root serves as
- * the signal alone). */
-static ivmError_t ivmd_put_signal_post(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                                       const ivm_msg_put_signal_req_t *req,
-                                       ivmd_pe_reply_t *rep)
-{
-    return ivmd_signal_post(d, c, hdr, req, req->pe, rep);
-}
-
 static void ivmd_put_signal_done(void *arg, uint64_t tag, int status)
 {
     ivmd_t *d = arg;
@@ -1404,15 +1403,12 @@ static void ivmd_put_signal_done(void *arg, uint64_t tag, int status)
     if (ps == NULL) {
         return; /* the PE's connection is gone */
     }
-    memset(&rep.body, 0, e->rep_size);
-    rep.len = e->rep_size;
-    rep.fd  = -1;
-    ivmd_reply_init(&rep.r);
+    ivmd_pe_reply_start(&rep, e);
     if (status == IVM_SUCCESS && ps->carried) {
         /* The master's daemon posted it with the bytes. */
     } else if (status == IVM_SUCCESS && ps->conn->pe != NULL &&
                ps->conn->pe->state == IVMD_PE_RUNNING) {
-        status = ivmd_put_signal_post(d, ps->conn, &ps->hdr, &ps->req, &rep);
+        status = ivmd_signal_post(d, ps->conn, &ps->hdr, &ps->req, ps->req.pe, &rep);
     } else if (status == IVM_SUCCESS) {
         status = IVM_ERROR_NOT_ENTERED;
         ivmd_detail(&rep, "pe ended while its ivmSyncPutSignal was in flight");
@@ -1478,7 +1474,7 @@ static ivmError_t ivmd_handle_put_signal(ivmd_t *d, ivmd_conn_t *c, const ivm_ms
     if (r == IVM_ERROR_DAEMON_LOST) {
         ivmd_detail(rep, "the node holding the object's master is unreachable");
     }
-    return r != IVM_SUCCESS ? r : ivmd_put_signal_post(d, c, hdr, req, rep);
+    return r != IVM_SUCCESS ? r : ivmd_signal_post(d, c, hdr, req, req->pe, rep);
 }
 
 void ivmd_handle_bounced(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
@@ -1494,11 +1490,9 @@ void ivmd_handle_bounced(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
         d->svc.bounced = 0;
         return;
     }
-    memset(&rep->body, 0, e->rep_size);
-    rep->len = e->rep_size;
-    rep->fd  = -1;
-    ivmd_reply_init(&rep->r);
-    status = ivmd_put_signal_post(d, c, hdr, payload, rep);
+    ivmd_pe_reply_start(rep, e);
+    status = ivmd_signal_post(d, c, hdr, payload,
+                              ((const ivm_msg_put_signal_req_t *)payload)->pe, rep);
     d->svc.bounced = 0;
     if (status != IVMD_DEFERRED) {
         rep->r.status = status;
@@ -1513,10 +1507,7 @@ void ivmd_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     ivmd_pe_reply_t *rep = &d->svc.rep;
     ivmError_t status;
 
-    memset(&rep->body, 0, e->rep_size);
-    rep->len = e->rep_size;
-    rep->fd  = -1;
-    ivmd_reply_init(&rep->r);
+    ivmd_pe_reply_start(rep, e);
     status = ivmd_handle_admit(c, hdr, e, rep);
     if (status == IVM_SUCCESS && c->kind == IVMD_CONN_PE && c->job != NULL &&
         ivmd_remote_is_proxy(c->job) && ivmd_remote_forwards(hdr->type)) {

@@ -59,10 +59,11 @@ static void ivmd_xfer_ack(ivmd_data_t *dp, int node, uint64_t op_id, uint32_t jo
 /* Write [off, off+len) of our copy obj into node's copy dst, for op_id. */
 static ivmError_t ivmd_xfer_put(ivmd_data_t *dp, int node, uint32_t job, uint64_t op_id,
                                 uint32_t flags, const ivmd_obj_t *obj, uint64_t dst,
-                                uint64_t off, uint64_t len)
+                                uint64_t off, uint64_t len, int32_t sig_from, int32_t sig_to)
 {
     ivmd_xfer_range_t r = {.job = job, .op = op_id, .flags = flags, .fd = obj->fd,
-                           .src = obj->id, .dst = dst, .off = off, .len = len};
+                           .src = obj->id, .dst = dst, .off = off, .len = len,
+                           .sig_from = sig_from, .sig_to = sig_to};
 
     return ivmd_data_transport(dp)->put(dp, node, &r);
 }
@@ -126,7 +127,7 @@ static void ivmd_xfer_reply(ivmd_data_t *dp, int node, const ivm_peer_xfer_t *x,
                             const ivmd_obj_t *obj)
 {
     ivmError_t status = ivmd_xfer_put(dp, node, x->job, x->op, IVM_XFER_REPLY, obj, x->dst,
-                                      x->off, x->len);
+                                      x->off, x->len, 0, 0);
 
     if (status != IVM_SUCCESS && status != IVM_ERROR_DAEMON_LOST) {
         ivmd_xfer_ack(dp, node, x->op, x->job, status);
@@ -213,20 +214,17 @@ static ivmError_t ivmd_xfer_sync_start(ivmd_data_t *dp, ivmd_op_t *op, ivmd_obj_
 
     switch (sync_op) {
     case IVM_SYNC_PUT:
-    case IVM_SYNC_PUT_GROUP: {
-        ivmd_xfer_range_t r = {.job = op->job, .op = op->id, .fd = obj->fd, .src = obj->id,
-                               .dst = obj->master_id, .off = op->off, .len = op->len,
-                               .flags = op->signal ? IVM_XFER_SIGNAL : 0,
-                               .sig_from = op->sig_from, .sig_to = op->sig_to};
+    case IVM_SYNC_PUT_GROUP:
         op->then_group = (sync_op == IVM_SYNC_PUT_GROUP);
-        status = ivmd_data_transport(dp)->put(dp, obj->master_node, &r);
+        status = ivmd_xfer_put(dp, obj->master_node, op->job, op->id,
+                               op->signal ? IVM_XFER_SIGNAL : 0, obj, obj->master_id, op->off,
+                               op->len, op->sig_from, op->sig_to);
         if (status != IVM_SUCCESS) {
             return status;
         }
         ivmd_op_wait_on(op, obj->master_node);
         op->pending = 1;
         return IVM_SUCCESS;
-    }
     case IVM_SYNC_GET:
         return ivmd_xfer_get(dp, op, obj);
     default: /* GET_GROUP: the master gathers from every mirror, this one too */
@@ -236,30 +234,6 @@ static ivmError_t ivmd_xfer_sync_start(ivmd_data_t *dp, ivmd_op_t *op, ivmd_obj_
 
 /* sync_op of [off, off+len) of obj, with the signal sig (NULL: none) in a
  * put's last DATA (ivmd_data_put_signal). */
-static int ivmd_data_sync_sig(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                              uint32_t job, ivmd_obj_t *obj, uint32_t sync_op, uint64_t off,
-                              uint64_t len, const int32_t *sig, ivmd_data_done_t done, void *arg,
-                              uint64_t tag);
-
-int ivmd_data_sync_op(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, uint32_t job,
-                      ivmd_obj_t *obj, uint32_t sync_op, uint64_t off, uint64_t len,
-                      ivmd_data_done_t done, void *arg, uint64_t tag)
-{
-    return ivmd_data_sync_sig(dp, c, hdr, job, obj, sync_op, off, len, NULL, done, arg, tag);
-}
-
-int ivmd_data_put_signal(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, uint32_t job,
-                         ivmd_obj_t *obj, uint64_t off, uint64_t len, int from, int to,
-                         ivmd_data_done_t done, void *arg, uint64_t tag)
-{
-    int32_t sig[2] = {from, to};
-
-    if (obj->master_node < 0 || len == 0) {
-        return IVM_ERROR_INVALID_VALUE; /* no DATA to carry it */
-    }
-    return ivmd_data_sync_sig(dp, c, hdr, job, obj, IVM_SYNC_PUT, off, len, sig, done, arg, tag);
-}
-
 static int ivmd_data_sync_sig(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                               uint32_t job, ivmd_obj_t *obj, uint32_t sync_op, uint64_t off,
                               uint64_t len, const int32_t *sig, ivmd_data_done_t done, void *arg,
@@ -301,6 +275,25 @@ static int ivmd_data_sync_sig(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hdr
         return status;
     }
     return IVMD_DEFERRED;
+}
+
+int ivmd_data_sync_op(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, uint32_t job,
+                      ivmd_obj_t *obj, uint32_t sync_op, uint64_t off, uint64_t len,
+                      ivmd_data_done_t done, void *arg, uint64_t tag)
+{
+    return ivmd_data_sync_sig(dp, c, hdr, job, obj, sync_op, off, len, NULL, done, arg, tag);
+}
+
+int ivmd_data_put_signal(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr, uint32_t job,
+                         ivmd_obj_t *obj, uint64_t off, uint64_t len, int from, int to,
+                         ivmd_data_done_t done, void *arg, uint64_t tag)
+{
+    int32_t sig[2] = {from, to};
+
+    if (obj->master_node < 0 || len == 0) {
+        return IVM_ERROR_INVALID_VALUE; /* no DATA to carry it */
+    }
+    return ivmd_data_sync_sig(dp, c, hdr, job, obj, IVM_SYNC_PUT, off, len, sig, done, arg, tag);
 }
 
 /* ------------------------------------------------------------ later steps */

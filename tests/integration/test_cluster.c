@@ -399,6 +399,22 @@ static void fake_mac(char tag, const uint8_t *n1, const uint8_t *n2, uint8_t *ou
     cr_assert_eq(ivm_crypto_hmac(secret, sizeof(secret), msg, sizeof(msg), out), IVM_SUCCESS);
 }
 
+/* node0 alone, told of a second node "a-fake" that a test plays itself
+ * (fake_connect); fake_cluster_stop ends it. */
+static void fake_cluster_start(void)
+{
+    table_names[0] = "node0";
+    table_names[1] = "a-fake";
+    cluster_setup(1);
+    cr_assert_eq(send_cluster(0, 2, "s", NULL, 0), IVM_SUCCESS);
+}
+
+static void fake_cluster_stop(void)
+{
+    table_names[0] = table_names[1] = NULL;
+    cluster_stop_clean();
+}
+
 static void fake_connect_layout(fake_peer_t *f, uint32_t layout);
 
 static void fake_connect(fake_peer_t *f)
@@ -564,10 +580,7 @@ Test(cluster, forged_replayed_reordered_and_untagged_messages_close_the_link)
     fake_peer_t f;
     int lines;
 
-    table_names[0] = "node0";
-    table_names[1] = "a-fake";
-    cluster_setup(1);
-    cr_assert_eq(send_cluster(0, 2, "s", NULL, 0), IVM_SUCCESS);
+    fake_cluster_start();
 
     /* The honest run first: a sealed PING gets a sealed PONG. */
     fake_ping_ok(&f, 1);
@@ -610,8 +623,7 @@ Test(cluster, forged_replayed_reordered_and_untagged_messages_close_the_link)
 
     /* And node0 still links. */
     fake_ping_ok(&f, 8);
-    table_names[0] = table_names[1] = NULL;
-    cluster_stop_clean();
+    fake_cluster_stop();
 }
 
 /* A sealed peer message (type, payload) into out: the bytes to send. */
@@ -656,10 +668,7 @@ Test(cluster, addressed_signal_peer_messages_unexpected_or_malformed)
     fake_peer_t f;
     int lines;
 
-    table_names[0] = "node0";
-    table_names[1] = "a-fake";
-    cluster_setup(1);
-    cr_assert_eq(send_cluster(0, 2, "s", NULL, 0), IVM_SUCCESS);
+    fake_cluster_start();
 
     fake_connect(&f);
     fake_send(&f, IVM_PEER_SIGNAL, &sig, sizeof(sig));
@@ -695,8 +704,7 @@ Test(cluster, addressed_signal_peer_messages_unexpected_or_malformed)
     cr_assert_eq(count_in_log(0, "malformed PE_ENDED"), lines + 2);
 
     fake_ping_ok(&f, 2);
-    table_names[0] = table_names[1] = NULL;
-    cluster_stop_clean();
+    fake_cluster_stop();
 }
 
 /* A daemon that speaks another peer message layout (its HELLO says so) is
@@ -707,10 +715,7 @@ Test(cluster, peer_of_another_message_layout_is_refused)
     char want[128];
     fake_peer_t f;
 
-    table_names[0] = "node0";
-    table_names[1] = "a-fake";
-    cluster_setup(1);
-    cr_assert_eq(send_cluster(0, 2, "s", NULL, 0), IVM_SUCCESS);
+    fake_cluster_start();
 
     memset(&f, 0, sizeof(f));
     fake_connect_layout(&f, IVM_PEER_LAYOUT + 1);
@@ -735,5 +740,5 @@ Test(cluster, peer_of_another_message_layout_is_refused)
     cr_assert(log_contains(0, want), "node0's log does not name both layouts ('%s')", want);
 
     fake_ping_ok(&f, 7);
-    cluster_stop_clean();
+    fake_cluster_stop();
 }
