@@ -45,7 +45,7 @@ chmod 700 "$PRE"
 mkdir "$PRE/sock" && chmod 700 "$PRE/sock"
 task() {
     IVM_SOCKET_DIR=$PRE/sock SLURMD_NODENAME=localhost SLURM_PROCID=0 SLURM_NTASKS=1 \
-        timeout 30 "$BIN/ivm-boot-srun" --hosts localhost "$@"
+        timeout 90 "$BIN/ivm-boot-srun" --hosts localhost "$@"
 }
 for bad in "garbage" "IVM-BOOT SECRET 0123" "IVM-BOOT NODE 7 127.0.0.1 1" "IVM-BOOT JOIN 0" ""; do
     printf '%s\n' "$bad" | task >"$PRE/out" 2>"$PRE/err"
@@ -59,16 +59,21 @@ mkfifo "$PRE/in"
 task <"$PRE/in" >"$PRE/out" 2>"$PRE/err" &
 tpid=$!
 exec 3>"$PRE/in"
+# Its daemon's start decides when NODE comes: on a loaded machine (the
+# sanitizer pass) that can take seconds. The wait ends early if the task died.
 tries=0
-until grep -q "^IVM-BOOT NODE 0 " "$PRE/out" || [ $tries -ge 100 ]; do
+until grep -q "^IVM-BOOT NODE 0 " "$PRE/out" || ! kill -0 $tpid 2>/dev/null ||
+    [ $tries -ge 600 ]; do
     sleep 0.1
     tries=$((tries + 1))
 done
 node=$(grep "^IVM-BOOT NODE 0 " "$PRE/out")
+[ -n "$node" ] || { echo "FAIL: ivm-boot-srun by hand: no NODE line after $((tries / 10)) s: $(cat "$PRE/out" "$PRE/err")"; pre_fail=1; }
 printf 'IVM-BOOT SECRET %s\n%s\nIVM-BOOT JOIN 0\n' \
     "$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')" "$node" >&3
 tries=0
-until grep -q "^IVM-BOOT UP 0 /" "$PRE/out" || [ $tries -ge 100 ]; do
+until grep -q "^IVM-BOOT UP 0 /" "$PRE/out" || ! kill -0 $tpid 2>/dev/null ||
+    [ $tries -ge 600 ]; do
     sleep 0.1
     tries=$((tries + 1))
 done
