@@ -39,6 +39,7 @@ bash scripts/complexity.sh || true
 
 step "testing: ctest --test-dir $build_dir --output-on-failure --timeout 300"
 status=0
+rm -f "$build_dir/Testing/Temporary/LastTestsFailed.log"
 ctest --test-dir "$build_dir" --output-on-failure --timeout 300 || status=$?
 if ((status != 0)); then
     step "some tests failed (ctest exit status $status)"
@@ -58,6 +59,7 @@ if [[ "${IVM_SANITIZE_PASS:-1}" != 0 ]]; then
     cmake --build "$asan_dir" -j"$(nproc)"
     san_logs=$(mktemp -d "${TMPDIR:-/tmp}/ivm-sanitize.XXXXXX")
     san_status=0
+    rm -f "$asan_dir/Testing/Temporary/LastTestsFailed.log"
     # verify_asan_link_order=0: the install test builds a program without ASan
     # against the ASan libivm.
     ASAN_OPTIONS=detect_leaks=1:verify_asan_link_order=0:log_path=$san_logs/asan \
@@ -95,9 +97,28 @@ if [[ "${IVM_FUZZ_SECONDS:-4}" != 0 ]]; then
     bash tests/fuzz/run.sh "${IVM_FUZZ_SECONDS:-4}" || { step "a fuzz target failed"; status=1; }
 fi
 
+# What each failed test printed, last: a CI log is often read from its end,
+# where ctest's own output of the failure is long gone. From ctest's
+# Testing/Temporary files of each pass; the last 60 lines per test.
+failure_digest() {
+    local dir=$1 failed=$1/Testing/Temporary/LastTestsFailed.log name
+    [[ -f "$failed" ]] || return 0
+    while IFS=: read -r _ name; do
+        [[ -n "$name" ]] || continue
+        printf -- '--- %s (%s): its last 60 lines\n' "$name" "$dir"
+        awk -v t="$name" '
+            $0 ~ "^[0-9]+/[0-9]+ Testing: " t "$" { on = 1; next }
+            on && index($0, "\"" t "\" end time:") == 1 { on = 0 }
+            on { print }' "$dir/Testing/Temporary/LastTest.log" | tail -60
+    done <"$failed"
+}
+
 if ((status == 0)); then
     step "all tests passed"
 else
+    step "some tests failed; what they printed:"
+    failure_digest "$build_dir"
+    [[ "${IVM_SANITIZE_PASS:-1}" == 0 ]] || failure_digest "${IVM_ASAN_BUILD_DIR:-build-asan}"
     step "some tests failed"
 fi
 exit "$status"

@@ -1399,11 +1399,9 @@ static char *ivmt_dir_entries(const char *dir)
     return text;
 }
 
-/* Seconds the processes of a run may take to be gone once its launcher
- * returned: 5, or IVMT_LEFTOVER_GRACE_S (the sanitizer pass: a PE's exit runs
- * the leak checker, which takes seconds on a loaded machine; a process that
- * was left behind is still there after any grace). */
-static double ivmt_leftover_grace_s(void)
+/* 5, or IVMT_LEFTOVER_GRACE_S: a PE's exit under the sanitizers runs the
+ * leak checker, which takes seconds on a loaded machine. */
+double ivmt_leftover_grace_s(void)
 {
     const char *s = getenv("IVMT_LEFTOVER_GRACE_S");
     double v      = s != NULL ? atof(s) : 0.0;

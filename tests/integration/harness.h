@@ -128,6 +128,12 @@ int ivmt_parse_pids(const char *out, const char *key, pid_t *pids, int max);
  * SIGKILLs them). */
 int ivmt_wait_pids_gone(const pid_t *pids, int n, double timeout_s);
 
+/* Seconds a run's processes may take to be gone once it ended: 5, or
+ * IVMT_LEFTOVER_GRACE_S (the sanitizer pass). The timeout_s of
+ * ivmt_wait_pids_gone for "outlived its job" checks: a process left behind
+ * is still there after any grace, and a loaded machine needs more than 3 s. */
+double ivmt_leftover_grace_s(void);
+
 /* Processes (other than ourselves and `exclude`) whose parent is `parent` or
  * whose environment holds one of the NULL-terminated entries exactly, or whose
  * command line contains `cmd_substr`. Returns the count; fills pids. */

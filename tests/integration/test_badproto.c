@@ -516,7 +516,8 @@ Test(badproto, forged_enter_into_a_running_job)
     kill(p.pid, SIGKILL); /* the root dies: the job ends */
     ivmt_finish(&p, 10, &r);
     ivmt_result_free(&r);
-    cr_assert_eq(ivmt_wait_pids_gone(&pids[1], 1, 3.0), 0, "the child PE outlived its root");
+    cr_assert_eq(ivmt_wait_pids_gone(&pids[1], 1, ivmt_leftover_grace_s()), 0,
+                 "the child PE outlived its root");
     expect_alive("forged ENTERs");
     ivmt_daemon_finish(&ivmt_d);
 }

@@ -282,6 +282,7 @@ Test(faults, pe_killed_mid_transfer)
     free(desc);
     ivmt_expect_pe_ok(NULL, &r, "kill_mid_transfer");
     cr_assert_eq(ivmt_parse_pids(r.out, "PIDS", pids, 2), 2, "%s", r.out);
-    cr_assert_eq(ivmt_wait_pids_gone(pids, 2, 3.0), 0, "a PE of node1 outlived the job");
+    cr_assert_eq(ivmt_wait_pids_gone(pids, 2, ivmt_leftover_grace_s()), 0,
+                 "a PE of node1 outlived the job");
     ivmt_result_free(&r);
 }

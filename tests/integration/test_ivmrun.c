@@ -78,7 +78,7 @@ Test(ivmrun, timeout_kills_everything)
     cr_assert_lt(r.seconds, 10.0, "ivmrun --timeout 1 returned after %.1f s", r.seconds);
     n = ivmt_parse_pids(r.out, "PIDS", pids, 2);
     cr_assert_eq(n, 2, "the program did not get to print its pids:\n%s\n%s", r.out, r.err);
-    cr_assert_eq(ivmt_wait_pids_gone(pids, n, 1.0), 0,
+    cr_assert_eq(ivmt_wait_pids_gone(pids, n, ivmt_leftover_grace_s()), 0,
                  "the root PE or its child survived ivmrun --timeout");
     ivmt_result_free(&r);
 }
@@ -104,7 +104,8 @@ Test(ivmrun, sigterm_is_relayed_and_cleans_up)
     expect_code(&r, 128 + SIGTERM);
     cr_assert_lt(r.seconds, 12.0);
     cr_assert_eq(n, 2);
-    cr_assert_eq(ivmt_wait_pids_gone(pids, n, 1.0), 0, "PEs survived SIGTERM to ivmrun");
+    cr_assert_eq(ivmt_wait_pids_gone(pids, n, ivmt_leftover_grace_s()), 0,
+                 "PEs survived SIGTERM to ivmrun");
     ivmt_result_free(&r);
 }
 

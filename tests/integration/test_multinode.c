@@ -164,7 +164,7 @@ Test(multinode, get_while_the_masters_node_dies_fails_cleanly)
     ivmrun_nodes("2", args, &r);
     ivmt_expect_pe_ok(NULL, &r, "get_master_lost");
     cr_assert_eq(ivmt_parse_pids(r.out, "PIDS", &pid, 1), 1, "%s", r.out);
-    cr_assert_eq(ivmt_wait_pids_gone(&pid, 1, 3.0), 0,
+    cr_assert_eq(ivmt_wait_pids_gone(&pid, 1, ivmt_leftover_grace_s()), 0,
                  "node1's killed daemon (pid %d) was not reaped", (int)pid);
     cr_log_info("%s", r.out);
     ivmt_result_free(&r);
@@ -191,7 +191,7 @@ Test(multinode, pes_across_nodes)
     run_nodes("procs_nodes", &r);
     ivmt_expect_pe_ok(NULL, &r, "procs_nodes");
     cr_assert_eq(ivmt_parse_pids(r.out, "PIDS", pids, 2), 2, "%s", r.out);
-    cr_assert_eq(ivmt_wait_pids_gone(pids, 2, 3.0), 0,
+    cr_assert_eq(ivmt_wait_pids_gone(pids, 2, ivmt_leftover_grace_s()), 0,
                  "PEs on node1 outlived the job's root PE");
     ivmt_result_free(&r);
 }
@@ -381,7 +381,7 @@ Test(multinode, putgroup_fails_when_a_node_of_its_route_dies)
     ivmrun_nodes("4", args, &r);
     ivmt_expect_pe_ok(NULL, &r, "group_node_lost");
     cr_assert_eq(ivmt_parse_pids(r.out, "PIDS", &pid, 1), 1, "%s", r.out);
-    cr_assert_eq(ivmt_wait_pids_gone(&pid, 1, 3.0), 0,
+    cr_assert_eq(ivmt_wait_pids_gone(&pid, 1, ivmt_leftover_grace_s()), 0,
                  "node2's killed daemon (pid %d) was not reaped", (int)pid);
     ivmt_result_free(&r);
 }
@@ -472,7 +472,7 @@ Test(multinode, daemon_killed_mid_run_fails_its_pes_and_objects_and_the_job_ends
     ivmrun_nodes("2", args, &r);
     ivmt_expect_pe_ok(NULL, &r, "daemon_lost");
     cr_assert_eq(ivmt_parse_pids(r.out, "PIDS", pids, 2), 2, "%s", r.out);
-    cr_assert_eq(ivmt_wait_pids_gone(&pids[1], 1, 3.0), 0,
+    cr_assert_eq(ivmt_wait_pids_gone(&pids[1], 1, ivmt_leftover_grace_s()), 0,
                  "node1's killed daemon (pid %d) was not reaped", (int)pids[1]);
     if (!wait_exited(pids[0], 5.0)) {
         kill(pids[0], SIGKILL);

@@ -97,7 +97,7 @@ static void root_end(const char *how, int expect_signal)
               why);
     n = ivmt_parse_pids(r.out, "PIDS", pids, 3);
     cr_assert_eq(n, 3, "children's pids not reported: %s", why);
-    left = ivmt_wait_pids_gone(pids, n, 3.0);
+    left = ivmt_wait_pids_gone(pids, n, ivmt_leftover_grace_s());
     cr_assert_eq(left, 0, "%d of the children are still running 3 s after the root PE "
                  "ended (%s): %s", left, how, why);
     free(why);
@@ -208,7 +208,8 @@ Test(proc, daemon_terminated_during_a_job)
     ivmt_daemon_terminate(&ivmt_d);
     ivmt_finish(&p, 10, &r);
     ivmt_expect_pe_ok(NULL, &r, "daemon_lost");
-    cr_assert_eq(ivmt_wait_pids_gone(pids, 1, 3.0), 0, "the child PE survived its daemon");
+    cr_assert_eq(ivmt_wait_pids_gone(pids, 1, ivmt_leftover_grace_s()), 0,
+                 "the child PE survived its daemon");
     ivmt_result_free(&r);
 }
 
