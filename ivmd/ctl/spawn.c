@@ -150,7 +150,8 @@ static ivmError_t ivmd_spawn_env(ivmd_spawn_t *s, const ivmd_job_t *job, const i
     return IVM_SUCCESS;
 }
 
-/* In the forked child: only async-signal-safe calls until execve. */
+/* In the vforked child: system calls only until execve (it shares the
+ * daemon's memory and stack). */
 static void ivmd_spawn_child_fd(int fd, int target)
 {
     if (fd == target) {
@@ -160,7 +161,7 @@ static void ivmd_spawn_child_fd(int fd, int target)
     }
 }
 
-/* In the forked child: join the device's cgroup, or say why not and exit. */
+/* In the vforked child: join the device's cgroup, or say why not and exit. */
 static void ivmd_spawn_child_cgroup(const char *cg_procs)
 {
     static const char msg[] = "ivmd: a PE process cannot join its CPU device's cgroup\n";
@@ -173,12 +174,17 @@ static void ivmd_spawn_child_cgroup(const char *cg_procs)
     }
 }
 
-/* Start a parked process of the warm pool: fork, then in the child the
+/* Start a parked process of the warm pool: vfork, then in the child the
  * stdio, cwd, signal defaults, process group and affinity posix_spawn would
  * give a PE, its device's cgroup (cg_procs: that group's cgroup.procs, ""
  * for none; a child that cannot join it says so on its stderr and exits
- * 127), and execve. The daemon does not wait for the exec (posix_spawn
- * would). Returns 0 or an errno value. */
+ * 127), and execve. vfork, not fork: a refill runs while the daemon is
+ * between requests, and a fork copied the daemon's page tables and left
+ * its pages copy-on-write, 1.3-3.4 ms of the loop on a VM whose page tables
+ * the hypervisor keeps (docs/BENCHMARKS.md, "The refill off the path"); the
+ * child shares the daemon's memory until its execve, so it makes only
+ * system calls, and the daemon resumes when the exec is done. Returns 0 or
+ * an errno value. */
 static int ivmd_spawn_fork_exec(const ivmd_spawn_t *s, const ivmd_job_data_t *jd,
                                 char *const *envp, int out_fd, int err_fd,
                                 const ivm_cpu_device_t *dev, const char *cg_procs, pid_t *pid_p)
@@ -195,7 +201,7 @@ static int ivmd_spawn_fork_exec(const ivmd_spawn_t *s, const ivmd_job_data_t *jd
     if (access(jd->exe, X_OK) != 0) {
         return errno;
     }
-    pid = fork();
+    pid = vfork();
     if (pid < 0) {
         return errno;
     }
