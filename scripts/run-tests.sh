@@ -14,8 +14,9 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 build_dir=${IVM_BUILD_DIR:-build}
 
+# Each step with the seconds since the start: where a slow CI run spent them.
 step() {
-    printf '\n==> %s\n' "$*"
+    printf '\n==> [%4d s] %s\n' "$SECONDS" "$*"
 }
 
 # The layering of ivmd (calls go down only, docs/architecture.md): an include
