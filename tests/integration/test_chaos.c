@@ -215,7 +215,9 @@ static void chaos_run(int k, uint64_t seed)
                 : strstr(r.err, "connection to the IVM daemon lost") != NULL ? " (daemon lost)"
                 : strstr(r.err, "unreachable") != NULL ? " (a node unreachable)"
                 : strstr(r.err, "before it was ready") != NULL ? " (a daemon killed at its start)"
-                                                                : "");
+                : strstr(r.err, "while the cluster was forming") != NULL
+                    ? " (a daemon killed as the nodes joined)"
+                    : "");
     cr_assert(!r.timed_out, "chaos run %d (replay: IVMT_CHAOS_SEED=%llu IVMT_CHAOS_N=1): "
               "killed %s at %.2f s: the run did not end within %g s\n%s", k,
               (unsigned long long)seed, what, at, CHAOS_RUN_LIMIT, desc);
@@ -234,8 +236,10 @@ static void chaos_run(int k, uint64_t seed)
                       (strstr(r.err, "died") != NULL ||
                        strstr(r.err, "connection to the IVM daemon lost") != NULL ||
                        strstr(r.err, "unreachable") != NULL ||
-                       /* killed while it started (a slow start: the sanitizer build) */
-                       strstr(r.err, "before it was ready") != NULL),
+                       /* killed while it started or while the nodes joined (a slow
+                        * start: the sanitizer build) */
+                       strstr(r.err, "before it was ready") != NULL ||
+                       strstr(r.err, "while the cluster was forming") != NULL),
                   "chaos run %d (replay: IVMT_CHAOS_SEED=%llu IVMT_CHAOS_N=1): killed %s at "
                   "%.2f s: expected exit 1 naming a lost PE or daemon\n%s", k,
                   (unsigned long long)seed, what, at, desc);
