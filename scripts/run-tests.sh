@@ -56,11 +56,14 @@ fi
 # which the normal pass runs): 270 of its 720 s on a 2-vCPU VM, over the
 # 15-minute budget of a CI run; the pool's code runs under the sanitizers in
 # test_pool, test_pool_cudastub and the pool scenarios of the other suites.
+# Its build leaves out the apps' CUDA kernels (-DIVM_APPS_CUDA=OFF; the
+# normal build compiles them): its GPU PEs run the CPU kernels on the emu
+# backend either way.
 if [[ "${IVM_SANITIZE_PASS:-1}" != 0 ]]; then
     asan_dir=${IVM_ASAN_BUILD_DIR:-build-asan}
-    step "sanitizer pass: cmake -S . -B $asan_dir -DIVM_SANITIZE=address,undefined"
+    step "sanitizer pass: cmake -S . -B $asan_dir -DIVM_SANITIZE=address,undefined -DIVM_APPS_CUDA=OFF"
     cmake -S . -B "$asan_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIVM_BUILD_TESTS=ON \
-        -DIVM_SANITIZE=address,undefined
+        -DIVM_SANITIZE=address,undefined -DIVM_APPS_CUDA=OFF
     cmake --build "$asan_dir" -j"$(nproc)"
     san_logs=$(mktemp -d "${TMPDIR:-/tmp}/ivm-sanitize.XXXXXX")
     san_status=0
