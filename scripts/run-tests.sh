@@ -56,6 +56,8 @@ fi
 # which the normal pass runs): 270 of its 720 s on a 2-vCPU VM, over the
 # 15-minute budget of a CI run; the pool's code runs under the sanitizers in
 # test_pool, test_pool_cudastub and the pool scenarios of the other suites.
+# Nor does it run check_layers and install (a script over the sources, and
+# an install tree built and used by the normal pass), 40 s together here.
 # Its build leaves out the apps' CUDA kernels (-DIVM_APPS_CUDA=OFF; the
 # normal build compiles them): its GPU PEs run the CPU kernels on the emu
 # backend either way.
@@ -68,13 +70,14 @@ if [[ "${IVM_SANITIZE_PASS:-1}" != 0 ]]; then
     san_logs=$(mktemp -d "${TMPDIR:-/tmp}/ivm-sanitize.XXXXXX")
     san_status=0
     rm -f "$asan_dir/Testing/Temporary/LastTestsFailed.log"
-    # verify_asan_link_order=0: the install test builds a program without ASan
-    # against the ASan libivm.
+    # verify_asan_link_order=0: a program built without ASan may load the ASan
+    # libivm (the install test does, when run by hand in build-asan).
     ASAN_OPTIONS=detect_leaks=1:verify_asan_link_order=0:log_path=$san_logs/asan \
     LSAN_OPTIONS=suppressions=$PWD/tests/sanitizers/lsan.supp:print_suppressions=0 \
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$san_logs/ubsan \
     IVMT_LEFTOVER_GRACE_S=20 \
-        ctest --test-dir "$asan_dir" --output-on-failure --timeout 300 -E '^test_.+_pool$' ||
+        ctest --test-dir "$asan_dir" --output-on-failure --timeout 300 \
+            -E '^(test_.+_pool|check_layers|install)$' ||
         san_status=$?
     # A report names an error (ASan, LSan: "ERROR: ...Sanitizer"; UBSan:
     # "runtime error:"). A file without one holds only the leak checker's own
