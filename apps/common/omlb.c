@@ -245,6 +245,7 @@ typedef struct omlb_root {
     int                  judge;   /* a move waits to be judged by the next window */
     double               judge_before, judge_gain; /* the time before, its promise */
     double               judge_sum;  /* the windows' times since the move */
+    int                  rec_next;   /* the first iteration no record line covers yet */
 } omlb_root_t;
 
 /* Deal each device's units evenly to its PEs and write the shares, in unit
@@ -422,6 +423,7 @@ static void omlb_root_record(omlb_root_t *r, int first, int last, double tmax, d
         fprintf(f, "%s%d", d ? "," : "", r->dev_units[d]);
     fprintf(f, " tmax=%.6f tstd=%.6f\n", tmax, tstd);
     fflush(f);
+    r->rec_next = last + 1;
 }
 
 /* A PE's seconds per iteration of its share over a window (b: the reports
@@ -730,7 +732,12 @@ int omlb_root_run(const omlb_config_t *cfg, omlb_result_t *res)
     if (omlb_root_loop(r) != 0)
         goto fail;
     res->seconds = app_now_s() - t0;
-    omlb_root_window(r, cost_end, 1); /* the last iterations' record */
+    /* The last iterations' record. When a move came so late that a PE
+       measured none of them (the first iteration after a load is not
+       measured), the line still covers them, with the final shares and no
+       times. */
+    if (!omlb_root_window(r, cost_end, 1) && r->rec_next < cfg->iterations)
+        omlb_root_record(r, r->rec_next, cfg->iterations - 1, 0.0, 0.0);
     omlb_root_tally(r);
     for (int k = 0; k < r->plan->nparts; k++)
         value += r->got[r->plan->parts[k].rep].value;
