@@ -19,24 +19,16 @@
  * page.
  */
 
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#define _POSIX_C_SOURCE 200809L
+
 #include <sys/mman.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "bench_util.h"
 
 #define FT_PAGE       4096u
 #define FT_ROUNDS_MAX 101
-
-static double ft_now_us(void)
-{
-    struct timespec t;
-
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
-}
 
 /* One read of a byte per page; the sum keeps the loads. */
 static unsigned long ft_pass(const volatile unsigned char *p, size_t len)
@@ -49,19 +41,6 @@ static unsigned long ft_pass(const volatile unsigned char *p, size_t len)
     return sum;
 }
 
-static int ft_cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-
-    return (x > y) - (x < y);
-}
-
-static double ft_median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(*v), ft_cmp);
-    return v[n / 2];
-}
-
 /* The fork child: map, two passes, the times through the pipe. */
 static void ft_child(int fd, size_t len, int out)
 {
@@ -72,13 +51,13 @@ static void ft_child(int fd, size_t len, int out)
     if (m == MAP_FAILED) {
         _exit(1);
     }
-    t[0]  = ft_now_us();
+    t[0]  = bench_now_ns();
     sum   = ft_pass(m, len);
-    t[1]  = ft_now_us();
+    t[1]  = bench_now_ns();
     sum  += ft_pass(m, len);
-    t[2]  = ft_now_us();
-    us[0] = t[1] - t[0];
-    us[1] = t[2] - t[1];
+    t[2]  = bench_now_ns();
+    us[0] = (t[1] - t[0]) / 1e3;
+    us[1] = (t[2] - t[1]) / 1e3;
     if (write(out, us, sizeof(us)) != (ssize_t)sizeof(us) || sum == 1) {
         _exit(1);
     }
@@ -88,26 +67,27 @@ static void ft_child(int fd, size_t len, int out)
 int main(int argc, char **argv)
 {
     double first[FT_ROUNDS_MAX], second[FT_ROUNDS_MAX], anon[FT_ROUNDS_MAX], us[2], t0;
-    size_t mib = 6, len, pages;
-    int rounds = 7, opt, fd, pfd[2], status;
+    bench_stats_t st[3];
+    size_t len, pages;
+    int mib = 6, rounds = 7, opt, fd, pfd[2], status;
     unsigned char *own;
     pid_t pid;
 
     while ((opt = getopt(argc, argv, "m:r:")) != -1) {
         if (opt == 'm') {
-            mib = strtoul(optarg, NULL, 10);
+            mib = bench_parse_int(optarg, 1);
         } else if (opt == 'r') {
-            rounds = atoi(optarg);
+            rounds = bench_parse_int(optarg, 1);
         } else {
             fprintf(stderr, "usage: %s [-m MIB (6)] [-r ROUNDS (7)]\n", argv[0]);
             return 2;
         }
     }
-    if (mib == 0 || mib > 4096 || rounds < 1 || rounds > FT_ROUNDS_MAX) {
+    if (mib < 1 || mib > 4096 || rounds < 1 || rounds > FT_ROUNDS_MAX) {
         fprintf(stderr, "bench-first-touch: -m 1-4096 MiB, -r 1-%d rounds\n", FT_ROUNDS_MAX);
         return 2;
     }
-    len   = mib << 20;
+    len   = (size_t)mib << 20;
     pages = len / FT_PAGE;
     fd    = memfd_create("bench-first-touch", MFD_CLOEXEC);
     own   = malloc(len);
@@ -125,7 +105,7 @@ int main(int argc, char **argv)
         memset(w, 1, len); /* the pages exist before any child maps them */
         munmap(w, len);
     }
-    printf("bench-first-touch: %zu MiB (%zu pages), %d rounds, us per page\n", mib, pages,
+    printf("bench-first-touch: %d MiB (%zu pages), %d rounds, us per page\n", mib, pages,
            rounds);
     printf("%5s %14s %14s %14s\n", "round", "fresh_first", "fresh_second", "own_anon");
     for (int r = 0; r < rounds; ++r) {
@@ -143,17 +123,23 @@ int main(int argc, char **argv)
             fprintf(stderr, "bench-first-touch: round %d failed\n", r);
             return 1;
         }
-        t0       = ft_now_us();
+        t0       = bench_now_ns();
         (void)ft_pass(own, len);
-        anon[r]   = (ft_now_us() - t0) / (double)pages;
+        anon[r]   = (bench_now_ns() - t0) / 1e3 / (double)pages;
         first[r]  = us[0] / (double)pages;
         second[r] = us[1] / (double)pages;
         printf("%5d %14.4f %14.4f %14.4f\n", r, first[r], second[r], anon[r]);
     }
-    printf("RESULT first-touch mib=%zu first_us_per_page=%.4f second_us_per_page=%.4f "
+    st[0] = bench_stats(first, rounds);
+    st[1] = bench_stats(second, rounds);
+    st[2] = bench_stats(anon, rounds);
+    printf("median (min-max): fresh_first %.4f (%.4f-%.4f), fresh_second %.4f (%.4f-%.4f), "
+           "own_anon %.4f (%.4f-%.4f)\n",
+           st[0].median, st[0].min, st[0].max, st[1].median, st[1].min, st[1].max,
+           st[2].median, st[2].min, st[2].max);
+    printf("RESULT first-touch mib=%d first_us_per_page=%.4f second_us_per_page=%.4f "
            "anon_us_per_page=%.4f rounds=%d\n",
-           mib, ft_median(first, rounds), ft_median(second, rounds), ft_median(anon, rounds),
-           rounds);
+           mib, st[0].median, st[1].median, st[2].median, rounds);
     free(own);
     close(fd);
     return 0;
