@@ -3,6 +3,8 @@
  *   ping:    the root and one PE on --node (default: the root's node) bounce an
  *            addressed signal (ivmSignalTo / ivmWaitFrom); one sample is half
  *            an exchange, in us.
+ *   ownping: the same with the plain signals (ivmSignal / ivmWait, each on
+ *            the signaller's own count).
  *   barrier: the root and P-1 PEs, spread round robin over the nodes, run
  *            ivmBarrier over all of them; one sample is one barrier as the
  *            root sees it, in us.
@@ -18,7 +20,7 @@
  * Prints one line: op, PEs, samples, median, p90, min, max (us).
  * IVM_SIGNAL_BOARD=0 sends same-node signals through the daemon as well.
  *
- * Run:  ivmrun [--nodes N] bench-psync ping|barrier|halo [-n ITERS (2000)] [-p PES (8)]
+ * Run:  ivmrun [--nodes N] bench-psync ping|ownping|barrier|halo [-n ITERS (2000)] [-p PES (8)]
  *       [--node NAME] [--bytes B (8192)] [--split]
  */
 #define _POSIX_C_SOURCE 200809L
@@ -176,6 +178,9 @@ static int run_child(const opts_t *o, int me)
         if (strcmp(o->op, "ping") == 0) {
             BENCH_CHECK(ivmWaitFrom(0));
             BENCH_CHECK(ivmSignalTo(0));
+        } else if (strcmp(o->op, "ownping") == 0) {
+            BENCH_CHECK(ivmWait(0));
+            BENCH_CHECK(ivmSignal());
         } else {
             BENCH_CHECK(ivmBarrier(team + 1, team[0]));
         }
@@ -217,11 +222,14 @@ static int run_root(const opts_t *o)
         } else if (n == 2 && strcmp(o->op, "ping") == 0) {
             BENCH_CHECK(ivmSignalTo(team[2]));
             BENCH_CHECK(ivmWaitFrom(team[2]));
+        } else if (n == 2 && strcmp(o->op, "ownping") == 0) {
+            BENCH_CHECK(ivmSignal());
+            BENCH_CHECK(ivmWait(team[2]));
         } else {
             BENCH_CHECK(ivmBarrier(team + 1, n));
         }
         if (i >= 0) {
-            us[i] = (bench_now_ns() - t0) / 1e3 / (strcmp(o->op, "ping") == 0 ? 2.0 : 1.0);
+            us[i] = (bench_now_ns() - t0) / 1e3 / (is_pair(o) && strcmp(o->op, "halo") != 0 ? 2.0 : 1.0);
         }
     }
     report(o, us, o->iters);
@@ -248,8 +256,8 @@ int main(int argc, char **argv)
             o.split = 1;
         } else if (strcmp(argv[i], "--bytes") == 0 && i + 1 < argc) {
             o.bytes = bench_parse_int(argv[++i], 1);
-        } else if (o.op == NULL && (!strcmp(argv[i], "ping") || !strcmp(argv[i], "barrier") ||
-                                    !strcmp(argv[i], "halo"))) {
+        } else if (o.op == NULL && (!strcmp(argv[i], "ping") || !strcmp(argv[i], "ownping") ||
+                                    !strcmp(argv[i], "barrier") || !strcmp(argv[i], "halo"))) {
             o.op = argv[i];
         } else {
             o.op = NULL;
@@ -258,7 +266,7 @@ int main(int argc, char **argv)
     }
     if (o.op == NULL || o.iters < 1 || o.pes < 2 || o.pes > PES_MAX) {
         fprintf(stderr,
-                "usage: %s ping|barrier|halo [-n ITERS] [-p PES (2..%d)] [--node NAME] "
+                "usage: %s ping|ownping|barrier|halo [-n ITERS] [-p PES (2..%d)] [--node NAME] "
                 "[--bytes B] [--split]\n",
                 argv[0], PES_MAX);
         return 2;

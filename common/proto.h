@@ -46,7 +46,7 @@ _Static_assert(offsetof(ivm_msg_hdr_t, length) == 8, "length at byte 8");
  *   the caller polls for the reply (IVM_SPIN_US) before it sleeps). Not
  *   polled: WAIT (its reply may take any time), CREATE_PES (a cold spawn takes
  *   hundreds of us; a warm one wakes the new PE) and SIGNAL, SIGNAL_TO,
- *   PUT_SIGNAL (they wake the waiter): a polling caller would keep the
+ *   PUT_SIGNAL, SIGNAL_POKE (they wake the waiter): a polling caller would keep the
  *   process it has just woken off the CPU. SYNC neither: a sync that reaches
  *   the daemon crosses to another node and back (30 us and more), which a
  *   spin seldom covers, while it holds off the daemons woken on its CPU (8 B
@@ -79,7 +79,8 @@ _Static_assert(offsetof(ivm_msg_hdr_t, length) == 8, "length at byte 8");
     X(WAIT_FROM,   25, ivm_msg_pe_req_t,         ivm_msg_status_t,         0, 0) \
     X(BARRIER,     26, ivm_msg_barrier_req_t,    ivm_msg_status_t,         1, 0) \
     X(BOARD,       27, ivm_msg_empty_t,          ivm_msg_status_t,         0, 1) \
-    X(PUT_SIGNAL,  28, ivm_msg_put_signal_req_t, ivm_msg_status_t,         0, 0)
+    X(PUT_SIGNAL,  28, ivm_msg_put_signal_req_t, ivm_msg_status_t,         0, 0) \
+    X(SIGNAL_POKE, 29, ivm_msg_empty_t,          ivm_msg_status_t,         0, 0)
 
 #define IVM_MSG_ENUM_ENTRY(name, value, req, rep, var, poll) IVM_MSG_##name = (value),
 typedef enum ivm_msg_type {
@@ -266,9 +267,22 @@ _Static_assert(sizeof(ivm_msg_node_devs_rep_t) == 88 + 20 * IVM_NODE_DEVICES_MAX
  * out (before any other PE can know the id), EXITED or FAILED when the PE
  * ends, after which it bumps and wakes every wake word. The path of a pair
  * (board or daemon) therefore never changes, and both ends agree on it.
+ *
+ * On the job's root node (flags IVM_BOARD_F_SIGNALS) the board also holds
+ * every LOCAL PE's own signal count (ivmSignal / ivmWait): sig[pe] is the
+ * count, for any path. A PE posts its own signals there (sig += 1, swake +=
+ * 1, futex-wake swake if ssleepers > 0), a waiter of this node consumes them
+ * there as a receiver does count[][] (swake / ssleepers, and pe's state for
+ * its end); the daemon consumes them there for the WAITs it queues (other
+ * nodes' PEs, a PE without the board) and posts there the SIGNALs it gets.
+ * dwait[pe] is the number of WAITs on pe queued in the daemon, written by the
+ * daemon after it queues one and before it looks at sig again; a PE that
+ * posts reads dwait after posting and, if it is not 0, sends SIGNAL_POKE so
+ * that the daemon serves its queue (one of the two always sees the other).
  */
 #define IVM_BOARD_PES    1024u
-#define IVM_BOARD_MAGIC  0x44524f42u /* "BORD" */
+#define IVM_BOARD_MAGIC  0x32445242u /* "BRD2" */
+#define IVM_BOARD_F_SIGNALS 0x1u     /* flags: sig[] holds the LOCAL PEs' own signals */
 #define IVM_BOARD_LOCAL  0x1u        /* a PE of this node */
 #define IVM_BOARD_EXITED 0x2u        /* it called ivmExit */
 #define IVM_BOARD_FAILED 0x4u        /* it died without ivmExit */
@@ -295,10 +309,15 @@ _Static_assert(sizeof(ivm_board_barrier_t) == 64, "a barrier slot is a cache lin
 typedef struct ivm_board {
     uint32_t magic;                   /* IVM_BOARD_MAGIC */
     uint32_t pes;                     /* IVM_BOARD_PES */
-    uint32_t reserved[14];            /* zero */
+    uint32_t flags;                   /* IVM_BOARD_F_* */
+    uint32_t reserved[13];            /* zero */
     uint32_t state[IVM_BOARD_PES];    /* IVM_BOARD_* of each PE id */
     uint32_t wake[IVM_BOARD_PES];     /* futex word of each receiver, bumped on news */
     uint32_t sleepers[IVM_BOARD_PES]; /* threads of each receiver asleep on it */
+    uint32_t sig[IVM_BOARD_PES];      /* F_SIGNALS: each PE's own signals, not consumed */
+    uint32_t swake[IVM_BOARD_PES];    /* futex word of the waiters on each PE's signals */
+    uint32_t ssleepers[IVM_BOARD_PES]; /* threads asleep on it */
+    uint32_t dwait[IVM_BOARD_PES];    /* WAITs on each PE queued in the daemon */
     ivm_board_barrier_t barriers[IVM_BOARD_BARRIERS];
     uint32_t count[IVM_BOARD_PES][IVM_BOARD_PES]; /* [receiver][sender]: not consumed */
 } ivm_board_t;

@@ -154,10 +154,23 @@ static void ivmd_on_obj_release(void *ctx, ivmd_obj_t *obj)
     }
 }
 
+/* pe's own signals on the board (ivmd_board_counts): the queued WAITs take
+ * what is there, oldest first; then the board learns how many still wait. */
+static void ivmd_board_serve(ivmd_t *d, ivmd_pe_t *pe)
+{
+    while (pe->waiters != NULL && ivmd_board_sig_take(pe->job, pe)) {
+        ivmd_pe_signal(&d->reg, pe);
+    }
+    ivmd_board_sig_waiters(pe->job, pe, ivmd_pe_nwaiters(pe));
+}
+
 static void ivmd_on_pe_ended(void *ctx, ivmd_pe_t *pe, int failed)
 {
     ivmd_t *d = ctx;
 
+    if (ivmd_board_counts(pe->job, pe)) {
+        ivmd_board_serve(d, pe); /* signals posted before the end come first */
+    }
     ivmd_board_pe_ended(pe->job, pe, failed);
     ivmd_gpu_pe_ended(&d->gpu, pe);
     ivmd_remote_pe_ended(&d->remote, pe, failed);
@@ -740,17 +753,41 @@ static ivmError_t ivmd_handle_wait(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_
                                    const void *payload, ivmd_pe_reply_t *rep)
 {
     const ivm_msg_pe_req_t *req = payload;
+    ivmd_pe_t *pe = ivmd_pe_find(c->job, req->pe);
+    int counts = pe != NULL && ivmd_board_counts(c->job, pe), queued;
     ivmError_t status;
-    int queued;
 
+    if (counts && ivmd_board_sig_take(c->job, pe)) {
+        return IVM_SUCCESS;
+    }
     status = ivmd_pe_wait(&d->reg, c->job, req->pe, c, hdr->seq, &queued);
+    if (queued && counts) {
+        /* Its signals are posted on the board: say that a WAIT is queued,
+         * then look again (a post that came meanwhile saw no WAIT here). */
+        ivmd_board_serve(d, pe);
+    }
     return queued ? IVMD_DEFERRED : ivmd_wait_detail(rep, c->job, req->pe, status);
 }
 
 static ivmError_t ivmd_handle_signal(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                                      const void *payload, ivmd_pe_reply_t *rep)
 {
+    if (ivmd_board_counts(c->job, c->pe)) {
+        ivmd_board_sig_post(c->job, c->pe);
+        ivmd_board_serve(d, c->pe);
+        return IVM_SUCCESS;
+    }
     ivmd_pe_signal(&d->reg, c->pe);
+    return IVM_SUCCESS;
+}
+
+/* c's PE posted a signal on the board and saw WAITs queued here. */
+static ivmError_t ivmd_handle_signal_poke(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                          const void *payload, ivmd_pe_reply_t *rep)
+{
+    if (ivmd_board_counts(c->job, c->pe)) {
+        ivmd_board_serve(d, c->pe);
+    }
     return IVM_SUCCESS;
 }
 
@@ -1277,6 +1314,7 @@ static const ivmd_msg_entry_t ivmd_msg_table[IVM_MSG_LAST] = {
     IVMD_ENTRY(BARRIER, ivmd_handle_barrier, ivm_msg_status_t, 1),
     IVMD_ENTRY(PUT_SIGNAL, ivmd_handle_put_signal, ivm_msg_status_t, 1),
     IVMD_ENTRY(BOARD, ivmd_handle_board, ivm_msg_status_t, 1),
+    IVMD_ENTRY(SIGNAL_POKE, ivmd_handle_signal_poke, ivm_msg_status_t, 1),
 };
 
 uint32_t ivmd_reply_size(uint16_t type)

@@ -862,11 +862,16 @@ IVM_API ivmError_t ivmWait(ivm_pe pe)
 {
     ivm_msg_pe_req_t req = {.pe = pe};
     ivm_msg_status_t rep;
+    ivmError_t status;
 
     ivm_clear_error();
     IVM_CHECK_ENTERED();
     if (pe < 0) {
         IVM_FAIL(IVM_ERROR_NOT_FOUND, "ivmWait: %d is not a PE id", pe);
+    }
+    /* pe's signals on the node's board (the job's root node): no daemon. */
+    if (ivm_board_wait_pe(pe, &status)) {
+        return status;
     }
     return ivm_call(IVM_MSG_WAIT, &req, sizeof(req), &rep, sizeof(rep), NULL);
 }
@@ -874,11 +879,21 @@ IVM_API ivmError_t ivmWait(ivm_pe pe)
 IVM_API ivmError_t ivmSignal(void)
 {
     ivm_msg_status_t rep;
+    uint16_t type = IVM_MSG_SIGNAL;
 
     ivm_clear_error();
     IVM_CHECK_ENTERED();
-    return ivm_call(IVM_MSG_SIGNAL, &(ivm_msg_empty_t){0}, sizeof(ivm_msg_empty_t), &rep,
-                    sizeof(rep), NULL);
+    switch (ivm_board_post()) {
+    case 0:
+        return IVM_SUCCESS;
+    case 1: /* posted; WAITs on this PE queued in the daemon are served there */
+        type = IVM_MSG_SIGNAL_POKE;
+        break;
+    default:
+        break;
+    }
+    return ivm_call(type, &(ivm_msg_empty_t){0}, sizeof(ivm_msg_empty_t), &rep, sizeof(rep),
+                    NULL);
 }
 
 /* SIGNAL_TO / WAIT_FROM: through the node's signal board when the pair is

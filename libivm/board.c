@@ -23,16 +23,37 @@ static pthread_mutex_t ivm_board_lock = PTHREAD_MUTEX_INITIALIZER;
 static int ivm_board_state;       /* IVM_BOARD_UNKNOWN .. MAPPED */
 static ivm_board_t *ivm_board_map;
 
+/* Map the board memfd fd (closed): MAPPED, or NONE. */
+static int ivm_board_map_fd(int fd)
+{
+    void *map = mmap(NULL, sizeof(ivm_board_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+
+    close(fd);
+    if (map == MAP_FAILED || ((ivm_board_t *)map)->magic != IVM_BOARD_MAGIC) {
+        if (map != MAP_FAILED) {
+            munmap(map, sizeof(ivm_board_t));
+        }
+        return IVM_BOARD_NONE;
+    }
+    ivm_board_map = map;
+    return IVM_BOARD_MAPPED;
+}
+
+static int ivm_board_off(void)
+{
+    const char *env = getenv("IVM_SIGNAL_BOARD");
+
+    return env != NULL && strcmp(env, "0") == 0;
+}
+
 /* Ask the daemon for the board and map it; NONE if it has none for us or
  * IVM_SIGNAL_BOARD=0 (the daemon path, for comparison). */
 static int ivm_board_fetch(void)
 {
     ivm_msg_status_t rep;
     ivm_rpc_reply_t reply = {.buf = &rep, .len = sizeof(rep), .fd = -1, .fd2 = -1};
-    const char *env = getenv("IVM_SIGNAL_BOARD");
-    void *map;
 
-    if (env != NULL && strcmp(env, "0") == 0) {
+    if (ivm_board_off()) {
         return IVM_BOARD_NONE;
     }
     if (ivm_rpc_call(IVM_MSG_BOARD, &(ivm_msg_empty_t){0}, sizeof(ivm_msg_empty_t), NULL, 0,
@@ -44,16 +65,7 @@ static int ivm_board_fetch(void)
         }
         return IVM_BOARD_NONE;
     }
-    map = mmap(NULL, sizeof(ivm_board_t), PROT_READ | PROT_WRITE, MAP_SHARED, reply.fd, 0);
-    close(reply.fd);
-    if (map == MAP_FAILED || ((ivm_board_t *)map)->magic != IVM_BOARD_MAGIC) {
-        if (map != MAP_FAILED) {
-            munmap(map, sizeof(ivm_board_t));
-        }
-        return IVM_BOARD_NONE;
-    }
-    ivm_board_map = map;
-    return IVM_BOARD_MAPPED;
+    return ivm_board_map_fd(reply.fd);
 }
 
 static ivm_board_t *ivm_board_get(void)
@@ -72,13 +84,14 @@ static ivm_board_t *ivm_board_get(void)
     return state == IVM_BOARD_MAPPED ? ivm_board_map : NULL;
 }
 
-/* The board, if the pair (a, b) is on it. */
+/* The board, if the pair (a, b) is on it. Not once the daemon is known to
+ * be lost: the call then fails as every call to it does. */
 static ivm_board_t *ivm_board_pair(int a, int b)
 {
     ivm_board_t *m;
 
     if (a < 0 || b < 0 || (uint32_t)a >= IVM_BOARD_PES || (uint32_t)b >= IVM_BOARD_PES ||
-        (m = ivm_board_get()) == NULL) {
+        __atomic_load_n(&ivm_ctx.lost, __ATOMIC_RELAXED) || (m = ivm_board_get()) == NULL) {
         return NULL;
     }
     if (!(__atomic_load_n(&m->state[a], __ATOMIC_ACQUIRE) & IVM_BOARD_LOCAL) ||
@@ -141,58 +154,120 @@ static int ivm_board_daemon_gone(void)
            (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)));
 }
 
-/* One sleep on our wake word, unless the news came meanwhile. */
-static void ivm_board_nap(ivm_board_t *m, int me, const uint32_t *count, int from)
+/* One sleep on a wake word, unless the news came meanwhile. */
+static void ivm_board_nap(ivm_board_t *m, uint32_t *wake, uint32_t *sleepers,
+                          const uint32_t *count, int from)
 {
-    uint32_t seq = __atomic_load_n(&m->wake[me], __ATOMIC_SEQ_CST);
+    uint32_t seq = __atomic_load_n(wake, __ATOMIC_SEQ_CST);
     struct timespec ts = {0, IVM_BOARD_NAP_NS};
 
-    __atomic_add_fetch(&m->sleepers[me], 1, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(sleepers, 1, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(count, __ATOMIC_SEQ_CST) == 0 &&
         !(__atomic_load_n(&m->state[from], __ATOMIC_SEQ_CST) &
           (IVM_BOARD_EXITED | IVM_BOARD_FAILED))) {
-        syscall(SYS_futex, &m->wake[me], FUTEX_WAIT, seq, &ts, NULL, 0);
+        syscall(SYS_futex, wake, FUTEX_WAIT, seq, &ts, NULL, 0);
     }
-    __atomic_sub_fetch(&m->sleepers[me], 1, __ATOMIC_SEQ_CST);
+    __atomic_sub_fetch(sleepers, 1, __ATOMIC_SEQ_CST);
+}
+
+/* Consume one of count, PE `from`'s signals, asleep on wake / sleepers
+ * between looks; from's end answers when none is left (fn: the caller's
+ * name, for the error message). */
+static ivmError_t ivm_board_take_wait(ivm_board_t *m, uint32_t *count, uint32_t *wake,
+                                      uint32_t *sleepers, int from, const char *fn)
+{
+    uint64_t spin_until = ivm_board_now_ns() + ivm_ctx.spin_ns;
+    uint32_t state;
+
+    for (;;) {
+        if (ivm_board_take(count)) {
+            return IVM_SUCCESS;
+        }
+        state = __atomic_load_n(&m->state[from], __ATOMIC_SEQ_CST);
+        if (state & (IVM_BOARD_EXITED | IVM_BOARD_FAILED)) {
+            /* A signal posted before its end is consumed first. */
+            if (ivm_board_take(count) || !(state & IVM_BOARD_FAILED)) {
+                return IVM_SUCCESS;
+            }
+            ivm_set_error("%s: pe %d died without ivmExit", fn, from);
+            return IVM_ERROR_PE_FAILED;
+        }
+        if (ivm_board_now_ns() < spin_until) {
+            continue;
+        }
+        ivm_board_nap(m, wake, sleepers, count, from);
+        if (ivm_board_daemon_gone()) {
+            ivm_set_error("%s: connection to the daemon lost", fn);
+            return IVM_ERROR_DAEMON_LOST;
+        }
+    }
 }
 
 int ivm_board_wait(int from, ivmError_t *status_p)
 {
     int me = ivm_ctx.pe_id;
     ivm_board_t *m = ivm_board_pair(me, from);
-    uint64_t spin_until = ivm_board_now_ns() + ivm_ctx.spin_ns;
-    uint32_t *count, state;
 
     if (m == NULL) {
         return 0;
     }
-    count = &m->count[me][from];
-    for (;;) {
-        if (ivm_board_take(count)) {
-            *status_p = IVM_SUCCESS;
-            return 1;
-        }
-        state = __atomic_load_n(&m->state[from], __ATOMIC_SEQ_CST);
-        if (state & (IVM_BOARD_EXITED | IVM_BOARD_FAILED)) {
-            /* A signal posted before its end is consumed first. */
-            *status_p = ivm_board_take(count) || !(state & IVM_BOARD_FAILED)
-                            ? IVM_SUCCESS
-                            : IVM_ERROR_PE_FAILED;
-            if (*status_p != IVM_SUCCESS) {
-                ivm_set_error("ivmWaitFrom: pe %d died without ivmExit", from);
-            }
-            return 1;
-        }
-        if (ivm_board_now_ns() < spin_until) {
-            continue;
-        }
-        ivm_board_nap(m, me, count, from);
-        if (ivm_board_daemon_gone()) {
-            ivm_set_error("ivmWaitFrom: connection to the daemon lost");
-            *status_p = IVM_ERROR_DAEMON_LOST;
-            return 1;
-        }
+    *status_p = ivm_board_take_wait(m, &m->count[me][from], &m->wake[me], &m->sleepers[me],
+                                    from, "ivmWaitFrom");
+    return 1;
+}
+
+/* ------------------------------------------------------------ own signals */
+
+/* A process's first ivmSignal / ivmWait calls go through the daemon unless
+ * the board is mapped already: a process maps it once, and in a fresh
+ * process the mapping and its first page touches cost about as much as two
+ * or three daemon round trips (60-100 us on the VM whose page tables the
+ * hypervisor shadows, docs/BENCHMARKS.md), which a PE that signals once never
+ * earns back. The daemon posts and serves them on the board all the same. */
+#define IVM_BOARD_OWN_AFTER 2u
+static unsigned ivm_board_own_calls;
+
+/* The board, if it holds pe's own signals and the caller is on it. */
+static ivm_board_t *ivm_board_own(int pe)
+{
+    ivm_board_t *m;
+
+    if (__atomic_load_n(&ivm_board_state, __ATOMIC_ACQUIRE) == IVM_BOARD_UNKNOWN &&
+        __atomic_add_fetch(&ivm_board_own_calls, 1, __ATOMIC_RELAXED) <= IVM_BOARD_OWN_AFTER) {
+        return NULL;
     }
+    m = ivm_board_pair(ivm_ctx.pe_id, pe);
+
+    return m != NULL && (m->flags & IVM_BOARD_F_SIGNALS) ? m : NULL;
+}
+
+int ivm_board_post(void)
+{
+    int me = ivm_ctx.pe_id;
+    ivm_board_t *m = ivm_board_own(me);
+
+    if (m == NULL) {
+        return -1;
+    }
+    __atomic_add_fetch(&m->sig[me], 1, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&m->swake[me], 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&m->ssleepers[me], __ATOMIC_SEQ_CST) > 0) {
+        syscall(SYS_futex, &m->swake[me], FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    }
+    /* After the post: the daemon writes dwait before it looks at sig. */
+    return __atomic_load_n(&m->dwait[me], __ATOMIC_SEQ_CST) > 0;
+}
+
+int ivm_board_wait_pe(int pe, ivmError_t *status_p)
+{
+    ivm_board_t *m = ivm_board_own(pe);
+
+    if (m == NULL) {
+        return 0;
+    }
+    *status_p = ivm_board_take_wait(m, &m->sig[pe], &m->swake[pe], &m->ssleepers[pe], pe,
+                                    "ivmWait");
+    return 1;
 }
 
 /* ------------------------------------------------------------ barriers */

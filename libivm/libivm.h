@@ -96,6 +96,13 @@ int ivm_board_signal(int to, ivmError_t *status_p);
 int ivm_board_wait(int from, ivmError_t *status_p);
 /* Whether signals from the caller to pe go through the board. */
 int ivm_board_has_pair(int to);
+/* ivmSignal on the board, when it holds the caller's own signals (the job's
+ * root node): -1 it does not (the daemon carries the signal), 0 posted, 1
+ * posted while the daemon holds WAITs on the caller (send SIGNAL_POKE). */
+int ivm_board_post(void);
+/* ivmWait(pe) on the board when it holds pe's own signals: 1 served (its
+ * status in *status_p), 0 the daemon must carry it. */
+int ivm_board_wait_pe(int pe, ivmError_t *status_p);
 /* ivmBarrier over pes[0..n) on the board when every member is a live PE of
  * this node (and n <= IVM_BOARD_SET_MAX); 0: the daemon serves it. */
 int ivm_board_barrier(const ivm_pe *pes, int n, ivmError_t *status_p);

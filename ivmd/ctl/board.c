@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <linux/futex.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -38,6 +39,7 @@ static uint32_t ivmd_board_state_of(const ivmd_pe_t *pe)
 static ivmError_t ivmd_board_make(ivmd_job_t *job, struct ivmd_board **b_p)
 {
     struct ivmd_board *b = calloc(1, sizeof(*b));
+    const ivmd_job_data_t *jd = job->data;
     int i;
 
     if (b == NULL) {
@@ -58,10 +60,20 @@ static ivmError_t ivmd_board_make(ivmd_job_t *job, struct ivmd_board **b_p)
     }
     b->map->magic = IVM_BOARD_MAGIC;
     b->map->pes   = IVM_BOARD_PES;
+    /* The root node's daemon keeps every PE's own signals (a node daemon
+     * forwards its PEs' SIGNAL and WAIT to it): they move to the board, with
+     * the number of WAITs queued on each (its posts must tell the daemon). */
+    b->map->flags = jd->proxy ? 0 : IVM_BOARD_F_SIGNALS;
     for (i = 0; i < job->next_pe_id; ++i) {
-        const ivmd_pe_t *pe = job->pes[i];
+        ivmd_pe_t *pe = job->pes[i];
         if (pe != NULL && ivmd_board_local(pe)) {
             b->map->state[pe->id] = ivmd_board_state_of(pe);
+            if (!jd->proxy) {
+                b->map->sig[pe->id]   = pe->signals > UINT32_MAX ? UINT32_MAX
+                                                                 : (uint32_t)pe->signals;
+                b->map->dwait[pe->id] = ivmd_pe_nwaiters(pe); /* queued before */
+                pe->signals           = 0;
+            }
         }
     }
     *b_p = b;
@@ -89,6 +101,50 @@ void ivmd_board_pe_added(ivmd_job_t *job, const ivmd_pe_t *pe)
     }
 }
 
+int ivmd_board_counts(const ivmd_job_t *job, const ivmd_pe_t *pe)
+{
+    const ivmd_job_data_t *jd = job->data;
+
+    return jd != NULL && jd->board != NULL && !jd->proxy && ivmd_board_local(pe);
+}
+
+static void ivmd_board_wake(uint32_t *word, const uint32_t *sleepers)
+{
+    __atomic_add_fetch(word, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(sleepers, __ATOMIC_SEQ_CST) > 0) {
+        syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    }
+}
+
+void ivmd_board_sig_post(ivmd_job_t *job, const ivmd_pe_t *pe)
+{
+    ivm_board_t *m = ((ivmd_job_data_t *)job->data)->board->map;
+
+    __atomic_add_fetch(&m->sig[pe->id], 1, __ATOMIC_SEQ_CST);
+    ivmd_board_wake(&m->swake[pe->id], &m->ssleepers[pe->id]);
+}
+
+int ivmd_board_sig_take(ivmd_job_t *job, const ivmd_pe_t *pe)
+{
+    ivm_board_t *m = ((ivmd_job_data_t *)job->data)->board->map;
+    uint32_t c = __atomic_load_n(&m->sig[pe->id], __ATOMIC_SEQ_CST);
+
+    while (c > 0) {
+        if (__atomic_compare_exchange_n(&m->sig[pe->id], &c, c - 1, 0, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_SEQ_CST)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void ivmd_board_sig_waiters(ivmd_job_t *job, const ivmd_pe_t *pe, uint32_t n)
+{
+    ivm_board_t *m = ((ivmd_job_data_t *)job->data)->board->map;
+
+    __atomic_store_n(&m->dwait[pe->id], n, __ATOMIC_SEQ_CST);
+}
+
 void ivmd_board_pe_ended(ivmd_job_t *job, const ivmd_pe_t *pe, int failed)
 {
     ivmd_job_data_t *jd = job->data;
@@ -101,16 +157,15 @@ void ivmd_board_pe_ended(ivmd_job_t *job, const ivmd_pe_t *pe, int failed)
     m = jd->board->map;
     __atomic_or_fetch(&m->state[pe->id], failed ? IVM_BOARD_FAILED : IVM_BOARD_EXITED,
                       __ATOMIC_SEQ_CST);
-    /* Who waits on it is not known here: every receiver looks again. */
+    /* Who waits on it is not known here: every receiver looks again, and so
+     * do the waiters on its own signals. */
     for (r = 0; r < IVM_BOARD_PES && r < (uint32_t)job->next_pe_id; ++r) {
         if (!(m->state[r] & IVM_BOARD_LOCAL)) {
             continue;
         }
-        __atomic_add_fetch(&m->wake[r], 1, __ATOMIC_SEQ_CST);
-        if (__atomic_load_n(&m->sleepers[r], __ATOMIC_SEQ_CST) > 0) {
-            syscall(SYS_futex, &m->wake[r], FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-        }
+        ivmd_board_wake(&m->wake[r], &m->sleepers[r]);
     }
+    ivmd_board_wake(&m->swake[pe->id], &m->ssleepers[pe->id]);
     /* Barrier waiters look at their members' states when woken. */
     for (r = 0; r < IVM_BOARD_BARRIERS; ++r) {
         if (__atomic_load_n(&m->barriers[r].sleepers, __ATOMIC_SEQ_CST) > 0) {

@@ -25,6 +25,20 @@ void ivmd_board_pe_added(ivmd_job_t *job, const ivmd_pe_t *pe);
 /* A PE of this node ended: its state, then every receiver is woken. */
 void ivmd_board_pe_ended(ivmd_job_t *job, const ivmd_pe_t *pe, int failed);
 
+/* Whether the board holds pe's own signals (ivmSignal / ivmWait): the job's
+ * root node, a board made, pe a PE of this node with an id on it. */
+int ivmd_board_counts(const ivmd_job_t *job, const ivmd_pe_t *pe);
+
+/* One signal of pe (ivmd_board_counts) posted on the board; its waiters on
+ * the board are woken. */
+void ivmd_board_sig_post(ivmd_job_t *job, const ivmd_pe_t *pe);
+
+/* Consume one of pe's signals: 1 if there was one. */
+int ivmd_board_sig_take(ivmd_job_t *job, const ivmd_pe_t *pe);
+
+/* The daemon holds n WAITs on pe now (dwait, see common/proto.h). */
+void ivmd_board_sig_waiters(ivmd_job_t *job, const ivmd_pe_t *pe, uint32_t n);
+
 /* Unmap and close (the job's data goes). */
 void ivmd_board_destroy(struct ivmd_board *b);
 

@@ -39,7 +39,7 @@ static void run_psync_x(const char *nodes, const char *x, const char *scenario, 
     for (line = r.out; line != NULL && *line != '\0'; line = strchr(line, '\n')) {
         line += *line == '\n';
         if (strncmp(line, "HALO ", 5) == 0 || strncmp(line, "BARRIER ", 8) == 0 ||
-            strncmp(line, "NODE ", 5) == 0) {
+            strncmp(line, "NODE ", 5) == 0 || strncmp(line, "OWN ", 4) == 0) {
             cr_log_info("--nodes %s%s%s: %.*s", nodes, x ? " -x " : "", x ? x : "",
                         (int)strcspn(line, "\n"), line);
         }
@@ -80,6 +80,19 @@ Test(psync, halo_exchange_three_nodes) { run_psync("3", "halo", "60"); }
 
 Test(psync, addressed_signal_faults_one_node) { run_psync("1", "p2p_fail", NULL); }
 Test(psync, addressed_signal_faults_three_nodes) { run_psync("3", "p2p_fail", NULL); }
+
+/* ivmSignal / ivmWait with the root's node keeping the counts on its
+ * board: the PEs on the board too, or through the daemon. */
+Test(psync, own_signals_one_node) { run_psync_x("1", NULL, "own", "20"); }
+Test(psync, own_signals_three_nodes) { run_psync_x("3", NULL, "own", "20"); }
+Test(psync, own_signals_one_node_pes_through_the_daemon)
+{
+    run_psync_x("1", NULL, "own", "20,daemon");
+}
+Test(psync, own_signals_three_nodes_pes_through_the_daemon)
+{
+    run_psync_x("3", NULL, "own", "20,daemon");
+}
 
 Test(psync, barrier_one_node) { run_psync("1", "barrier", "40"); }
 Test(psync, barrier_three_nodes) { run_psync("3", "barrier", "40"); }

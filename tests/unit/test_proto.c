@@ -103,7 +103,8 @@ Test(proto, reply_polling_rule)
         int wakes = t->type == IVM_MSG_WAIT || t->type == IVM_MSG_SIGNAL ||
                     t->type == IVM_MSG_CREATE_PES || t->type == IVM_MSG_SIGNAL_TO ||
                     t->type == IVM_MSG_WAIT_FROM || t->type == IVM_MSG_BARRIER ||
-                    t->type == IVM_MSG_PUT_SIGNAL || t->type == IVM_MSG_SYNC;
+                    t->type == IVM_MSG_PUT_SIGNAL || t->type == IVM_MSG_SYNC ||
+                    t->type == IVM_MSG_SIGNAL_POKE;
         cr_assert_eq(ivm_proto_reply_polled(t->type), !wakes, "%s", t->name);
         cr_assert_eq(t->polled, !wakes, "%s", t->name);
     }

@@ -1,7 +1,7 @@
 /*
  * PE program of test_psync: discovery (ivmGetNumNodes, ivmGetMyNode,
  * ivmGetNodeName, ivmGetDevices), addressed signals (ivmSignalTo,
- * ivmWaitFrom), barriers (ivmBarrier, ivmBarrierAll) and ivmSyncPutSignal,
+ * ivmWaitFrom), the plain ivmSignal / ivmWait, barriers (ivmBarrier, ivmBarrierAll) and ivmSyncPutSignal,
  * on however many nodes the run has (ivmrun --nodes 1 or 3): the root finds
  * the nodes with the discovery calls and spreads its PEs over them.
  *
@@ -367,6 +367,126 @@ static int sc_p2p_fail(int argc, char **argv)
     CHECK(ivmSignal());
     CHECK(ivmWaitFrom(0));
     CHECK(ivmWait(0));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
+/* ------------------------------------------------------------ own signals */
+
+/* ivmSignal / ivmWait (the dissertation's signals, posted on the signaller's
+ * own count) between the root and one PE at a time, on every node in turn.
+ * On the root's node the counts live on the signal board, and a process takes
+ * the board's path from its third call on; the root daemon serves there the
+ * WAITs of other nodes' PEs (the root's posts then tell it) and posts there
+ * the SIGNALs it gets. argv[2]: rounds, ",daemon" after it: the PEs keep the
+ * board off (IVM_SIGNAL_BOARD=0), so that the root's node mixes both paths
+ * too. A PE signals `rounds` times, waits for as many of the root's signals,
+ * signals `rounds` times more and dies without ivmExit: the root takes
+ * exactly its signals, then IVM_ERROR_PE_FAILED (a signal counted twice or
+ * lost would show there, or hang the run). First, own_late. */
+static int own_pe(int rounds)
+{
+    int r;
+
+    pe_stage = "signalling the root";
+    for (r = 0; r < rounds; ++r) {
+        CHECK(ivmSignal());
+    }
+    pe_stage = "waiting on the root's signals";
+    for (r = 0; r < rounds; ++r) {
+        CHECK(ivmWait(0));
+    }
+    pe_stage = "signalling the root before dying";
+    for (r = 0; r < rounds; ++r) {
+        CHECK(ivmSignal());
+    }
+    abort();
+}
+
+/* PE 1: its WAIT on the root queues in the daemon before the job has a
+ * board; the root's ivmSignalTo then makes the board, and its ivmSignal
+ * posts there: the board must know of the queued WAIT. */
+static int own_late_pe(void)
+{
+    pe_stage = "a WAIT queued before the board";
+    CHECK(ivmWait(0));
+    CHECK(ivmWaitFrom(0));
+    CHECK(ivmExit());
+    return 0;
+}
+
+static void own_late(void)
+{
+    char name[IVM_HOST_MAX + 1];
+    ivm_device d;
+    ivm_pe pe;
+
+    CHECK(ivmGetNodeName(0, name, sizeof(name)));
+    CHECK(ivmCreateDev(name, IVM_CPU, &d));
+    CHECK(ivmCreatePEs(d, 1, &pe));
+    CHECK(ivmDestroyDev(d));
+    ASSERT(pe == 1, "the first PE is %d", pe);
+    pe_sleep_ms(50);
+    pe_stage = "a signal posted on a board made after the WAIT";
+    CHECK(ivmSignalTo(pe));
+    CHECK(ivmSignal());
+    CHECK(ivmWait(pe)); /* it exited */
+}
+
+static int sc_own(int argc, char **argv)
+{
+    int rounds = argc > 2 ? atoi(argv[2]) : 20, id, k, r, nnodes;
+    int off = argc > 2 && strstr(argv[2], ",daemon") != NULL;
+    const char *pe_env = getenv("IVM_PE_ID");
+    double t0;
+
+    if (off && pe_env != NULL && strcmp(pe_env, "0") != 0) {
+        setenv("IVM_SIGNAL_BOARD", "0", 1); /* before the first board call */
+    }
+    id = pe_enter();
+    ASSERT(rounds > 2, "rounds %d", rounds);
+    /* (own_late's handshake is an addressed signal, whose two ends must agree
+     * on the board: not with the board off in the PEs alone) */
+    if (id == 1 && !off) {
+        return own_late_pe();
+    }
+    if (id != 0) {
+        return own_pe(rounds);
+    }
+    if (!off) {
+        own_late();
+    }
+    nnodes = nodes_count();
+    t0     = pe_now();
+    for (k = 0; k < 2 * nnodes; ++k) {
+        char name[IVM_HOST_MAX + 1];
+        ivm_device d;
+        ivm_pe pe;
+        CHECK(ivmGetNodeName(k % nnodes, name, sizeof(name)));
+        CHECK(ivmCreateDev(name, IVM_CPU, &d));
+        CHECK(ivmCreatePEs(d, 1, &pe));
+        CHECK(ivmDestroyDev(d));
+        pe_stage = "the PE's signals";
+        for (r = 0; r < rounds; ++r) {
+            CHECK(ivmWait(pe));
+        }
+        /* Its first WAIT queued (or asleep on the board) before the posts. */
+        pe_sleep_ms(20);
+        pe_stage = "signalling the PE";
+        for (r = 0; r < rounds; ++r) {
+            CHECK(ivmSignal());
+        }
+        pe_stage = "the signals of a PE that dies";
+        for (r = 0; r < rounds; ++r) {
+            CHECK(ivmWait(pe));
+        }
+        EXPECT(ivmWait(pe), IVM_ERROR_PE_FAILED);
+        ASSERT(strstr(ivmGetLastErrorMessage(), "died") != NULL, "detail '%s'",
+               ivmGetLastErrorMessage());
+        EXPECT(ivmWait(pe), IVM_ERROR_PE_FAILED);
+    }
+    printf("OWN %d PEs x %d rounds: %.1f ms\n", 2 * nnodes, rounds, (pe_now() - t0) * 1e3);
+    EXPECT(ivmWait(9999), IVM_ERROR_NOT_FOUND);
     CHECK(ivmExit());
     return pe_ok();
 }
@@ -965,6 +1085,7 @@ static const pe_scenario_entry_t scenarios[] = {
     {"discover", sc_discover},
     {"halo", sc_halo},
     {"p2p_fail", sc_p2p_fail},
+    {"own", sc_own},
     {"barrier", sc_barrier},
     {"barrier_fail", sc_barrier_fail},
     {"far_pair", sc_far_pair},
