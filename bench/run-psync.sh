@@ -6,6 +6,8 @@
 #   ping  same node:  ivmrun --nodes 1 bench-psync ping (signal board, then
 #                     IVM_SIGNAL_BOARD=0: through the daemon) | MPI 0 B Send/Recv
 #   ping  2 nodes:    ivmrun --nodes 2 bench-psync ping --node node1
+#   ownping:          the same with ivmSignal / ivmWait, one node (board, then
+#                     IVM_SIGNAL_BOARD=0) and 2 nodes
 #   barrier 2 PEs, 8 PEs on one node, 8 PEs over 3 nodes | MPI_Barrier -np 2 / 8
 #   halo  2 nodes:    ivmrun --nodes 2 bench-psync halo --bytes HALO_BYTES
 #                     | MPI_Sendrecv of the same rows, -np 2; and with --split
@@ -100,6 +102,9 @@ while [ "$r" -le "$rounds" ]; do
     row ivm_ping_board ivm --nodes 1 "$b" ping -n "$ping_n"
     row ivm_ping_daemon ivm --nodes 1 -x IVM_SIGNAL_BOARD=0 "$b" ping -n "$ping_n"
     row ivm_ping_2nodes ivm --nodes 2 "$b" ping -n "$ping_n" --node node1
+    row ivm_own_board ivm --nodes 1 "$b" ownping -n "$ping_n"
+    row ivm_own_daemon ivm --nodes 1 -x IVM_SIGNAL_BOARD=0 "$b" ownping -n "$ping_n"
+    row ivm_own_2nodes ivm --nodes 2 "$b" ownping -n "$ping_n" --node node1
     [ "$have_mpi" = no ] || row mpi_ping mpi -np 2 "$mb" ping -n "$ping_n"
     row ivm_bar2_board ivm --nodes 1 "$b" barrier -p 2 -n "$bar_n"
     row ivm_bar8_board ivm --nodes 1 "$b" barrier -p 8 -n "$bar_n"
@@ -138,6 +143,9 @@ END {
     line("signal same node, board", "ivm_ping_board", "mpi_ping")
     line("signal same node, daemon", "ivm_ping_daemon", "mpi_ping")
     line("signal node0 -> node1", "ivm_ping_2nodes", "mpi_ping")
+    line("ivmSignal same node, board", "ivm_own_board", "mpi_ping")
+    line("ivmSignal same node, daemon", "ivm_own_daemon", "mpi_ping")
+    line("ivmSignal node0 -> node1", "ivm_own_2nodes", "mpi_ping")
     line("barrier 2 PEs one node, board", "ivm_bar2_board", "mpi_bar2")
     line("barrier 8 PEs one node, board", "ivm_bar8_board", "mpi_bar8")
     line("barrier 8 PEs over 3 nodes", "ivm_bar8_3nodes", "mpi_bar8")
