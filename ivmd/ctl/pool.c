@@ -38,6 +38,7 @@
 
 #include "ctl/pool.h"
 #include "crypto.h"
+#include "ctl/board.h"
 #include "ctl/output.h"
 #include "ctl/remote.h"
 #include "ctl/spawn.h"
@@ -457,11 +458,14 @@ static void ivmd_pool_enter_rep(const ivmd_pool_t *pl, const ivmd_job_t *job,
     ivm_proto_strset(rep->node, sizeof(rep->node), pl->env->node);
 }
 
-/* Parked connection c is PE pe's from now on (it entered). */
+/* Parked connection c is PE pe's from now on (it entered). On the signal
+ * board before its ENTER reply leaves: the process has the board mapped
+ * already and may signal at once (a pair's two ends must agree on it). */
 static void ivmd_pool_conn_to_pe(ivmd_pool_t *pl, ivmd_job_t *job, ivmd_conn_t *c,
                                  ivmd_pe_t *pe)
 {
     c->parked = NULL;
+    ivmd_board_pe_added(job, pe);
     ivmd_pe_enter(pe, c);
     c->job = job;
     c->pe  = pe;
