@@ -456,7 +456,6 @@ static ivmError_t ivm_pool_park(ivm_msg_enter_req_t *req, ivm_msg_enter_rep_t *r
     ivmError_t status;
 
     ivm_pool_park_prepare();
-    ivm_board_adopt_env();
     if (ivm_pool_forkable()) {
         req->flags |= IVM_ENTER_FORKABLE;
         fflush(NULL); /* or the children would print what we buffered */

@@ -4,8 +4,6 @@
  * it does not cover (another node, ids past IVM_BOARD_PES, no board) goes
  * through the daemon, and both ends of a pair always agree on which. */
 #include <limits.h>
-#include <stddef.h>
-#include <stdio.h>
 #include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
@@ -68,51 +66,6 @@ static int ivm_board_fetch(void)
         return IVM_BOARD_NONE;
     }
     return ivm_board_map_fd(reply.fd);
-}
-
-/* Whether fd is still the board's memfd (ivmd names it "ivm-board"). */
-static int ivm_board_is_fd(int fd)
-{
-    static const char name[] = "/memfd:ivm-board";
-    char path[64], target[sizeof(name) + 16];
-    ssize_t n;
-
-    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-    n = readlink(path, target, sizeof(target) - 1);
-    return n >= (ssize_t)sizeof(name) - 1 && memcmp(target, name, sizeof(name) - 1) == 0;
-}
-
-void ivm_board_adopt_env(void)
-{
-    const char *env = getenv("IVM_BOARD_FD");
-    volatile uint32_t *page;
-    char *end;
-    long fd;
-
-    if (env == NULL) {
-        return;
-    }
-    fd = strtol(env, &end, 10);
-    unsetenv("IVM_BOARD_FD"); /* not for the programs this one starts */
-    if (*end != '\0' || fd <= STDERR_FILENO || fd > INT_MAX || !ivm_board_is_fd((int)fd)) {
-        return; /* the program reused that fd for something of its own */
-    }
-    pthread_mutex_lock(&ivm_board_lock);
-    if (ivm_board_state == IVM_BOARD_UNKNOWN && !ivm_board_off()) {
-        __atomic_store_n(&ivm_board_state, ivm_board_map_fd((int)fd), __ATOMIC_RELEASE);
-    } else {
-        close((int)fd);
-    }
-    pthread_mutex_unlock(&ivm_board_lock);
-    if (ivm_board_state != IVM_BOARD_MAPPED) {
-        return;
-    }
-    /* Touch (write) every page of the per-PE words and the barrier slots
-     * now, while parked: the PE's first signal then takes no page fault. */
-    for (size_t off = 0; off < offsetof(ivm_board_t, count); off += 4096) {
-        page = (volatile uint32_t *)((char *)ivm_board_map + off);
-        __atomic_fetch_add(page, 0, __ATOMIC_RELAXED);
-    }
 }
 
 static ivm_board_t *ivm_board_get(void)

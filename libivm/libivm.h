@@ -100,9 +100,6 @@ int ivm_board_has_pair(int to);
  * root node): -1 it does not (the daemon carries the signal), 0 posted, 1
  * posted while the daemon holds WAITs on the caller (send SIGNAL_POKE). */
 int ivm_board_post(void);
-/* A parked process of the warm pool: map the job's signal board that the
- * daemon left open on fd IVM_BOARD_FD, if it did, and touch its pages. */
-void ivm_board_adopt_env(void);
 /* ivmWait(pe) on the board when it holds pe's own signals: 1 served (its
  * status in *status_p), 0 the daemon must carry it. */
 int ivm_board_wait_pe(int pe, ivmError_t *status_p);

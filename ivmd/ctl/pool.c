@@ -459,8 +459,8 @@ static void ivmd_pool_enter_rep(const ivmd_pool_t *pl, const ivmd_job_t *job,
 }
 
 /* Parked connection c is PE pe's from now on (it entered). On the signal
- * board before its ENTER reply leaves: the process has the board mapped
- * already and may signal at once (a pair's two ends must agree on it). */
+ * board before its ENTER reply leaves, as a PE's id is before it leaves the
+ * daemon: the two ends of a pair must agree on the board. */
 static void ivmd_pool_conn_to_pe(ivmd_pool_t *pl, ivmd_job_t *job, ivmd_conn_t *c,
                                  ivmd_pe_t *pe)
 {

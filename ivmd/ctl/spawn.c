@@ -19,7 +19,6 @@
 #include "ctl/spawn.h"
 #include "cgroup.h"
 #include "crypto.h"
-#include "ctl/board.h"
 #include "ctl/jobdata.h"
 #include "ctl/output.h"
 #include "ctl/pool.h"
@@ -29,9 +28,7 @@
 #include "status.h"
 #include "topo.h"
 
-#define IVMD_SPAWN_ENV_OWN 13
-/* The fd a parked process finds the job's signal board on (IVM_BOARD_FD). */
-#define IVMD_SPAWN_BOARD_FD 3
+#define IVMD_SPAWN_ENV_OWN 12
 
 uint64_t ivmd_spawn_new_token(void)
 {
@@ -104,7 +101,7 @@ static ivmError_t ivmd_spawn_where(ivmd_spawn_t *s, ivmd_job_t *job, const ivmd_
  * for a GPU PE, what ivm-gpud says a PE on that GPU needs instead of the
  * job's own. *envp_p: malloc'd, pointing into the job's strings and own. */
 static ivmError_t ivmd_spawn_env(ivmd_spawn_t *s, const ivmd_job_t *job, const ivmd_pe_t *pe,
-                                 const ivm_cpu_device_t *dev, int gpu_share, int board,
+                                 const ivm_cpu_device_t *dev, int gpu_share,
                                  char own[IVMD_SPAWN_ENV_OWN][160], char ***envp_p)
 {
     const ivmd_job_data_t *jd = job->data;
@@ -127,9 +124,6 @@ static ivmError_t ivmd_spawn_env(ivmd_spawn_t *s, const ivmd_job_t *job, const i
     snprintf(own[5], sizeof(own[5]), "OMP_NUM_THREADS=%d",
              dev != NULL && jd->bind != IVM_BIND_CORE ? dev->ncores : 1);
     snprintf(own[6], sizeof(own[6]), "IVM_DEVICE_CORES=%d", dev ? dev->ncores : 0);
-    if (board >= 0) {
-        snprintf(own[nown++], sizeof(own[0]), "IVM_BOARD_FD=%d", IVMD_SPAWN_BOARD_FD);
-    }
     if (IVM_DEV_IS_GPU(pe->devtype)) {
         const ivmd_ctl_gpu_ops_t *gpu = s->env->gpu;
         int index = IVM_DEV_INDEX(pe->devtype);
@@ -192,7 +186,7 @@ static void ivmd_spawn_child_cgroup(const char *cg_procs)
  * system calls, and the daemon resumes when the exec is done. Returns 0 or
  * an errno value. */
 static int ivmd_spawn_fork_exec(const ivmd_spawn_t *s, const ivmd_job_data_t *jd,
-                                char *const *envp, int out_fd, int err_fd, int board,
+                                char *const *envp, int out_fd, int err_fd,
                                 const ivm_cpu_device_t *dev, const char *cg_procs, pid_t *pid_p)
 {
     static const int defaults[] = {SIGPIPE, SIGCHLD, SIGTERM, SIGINT, SIGHUP};
@@ -223,9 +217,6 @@ static int ivmd_spawn_fork_exec(const ivmd_spawn_t *s, const ivmd_job_data_t *jd
         ivmd_spawn_child_fd(*s->env->devnull, 0);
         ivmd_spawn_child_fd(out_fd >= 0 ? out_fd : *s->env->devnull, 1);
         ivmd_spawn_child_fd(err_fd >= 0 ? err_fd : *s->env->devnull, 2);
-        if (board >= 0) {
-            ivmd_spawn_child_fd(board, IVMD_SPAWN_BOARD_FD);
-        }
         ivmd_spawn_child_cgroup(cg_procs);
         if (chdir(jd->cwd) != 0) {
             _exit(127);
@@ -248,16 +239,15 @@ static int ivmd_spawn_fork_exec(const ivmd_spawn_t *s, const ivmd_job_data_t *jd
  * is started off the callers' path, one at a time). Returns 0 or an errno
  * value. */
 static int ivmd_spawn_start(ivmd_spawn_t *s, const ivmd_job_data_t *jd, const ivmd_pe_t *pe,
-                            char **envp, int out_fd, int err_fd, int board,
-                            const ivm_cpu_device_t *pin, const ivmd_devcg_place_t *cg,
-                            pid_t *pid_p)
+                            char **envp, int out_fd, int err_fd, const ivm_cpu_device_t *pin,
+                            const ivmd_devcg_place_t *cg, pid_t *pid_p)
 {
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     int rc;
 
     if (pe->id < -1) {
-        return ivmd_spawn_fork_exec(s, jd, envp, out_fd, err_fd, board, pin, cg->procs, pid_p);
+        return ivmd_spawn_fork_exec(s, jd, envp, out_fd, err_fd, pin, cg->procs, pid_p);
     }
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, *s->env->devnull, 0);
@@ -286,7 +276,6 @@ ivmError_t ivmd_spawn_pe(ivmd_spawn_t *s, ivmd_job_t *job, ivmd_pe_t *pe, ivmd_r
     ivmd_devcg_place_t cg;
     const ivm_cpu_device_t *dev = NULL, *cpu_for_gpu = NULL;
     int gpu_share = 100, out_fd = jd->out_fd, err_fd = jd->err_fd, fwd_out = -1, fwd_err = -1;
-    int board;
     char **envp;
     ivmError_t status;
     pid_t pid = 0;
@@ -301,14 +290,7 @@ ivmError_t ivmd_spawn_pe(ivmd_spawn_t *s, ivmd_job_t *job, ivmd_pe_t *pe, ivmd_r
         return ivmd_reply_set(rep, IVM_ERROR_INTERNAL, "no random bytes for pe %d's token",
                               pe->id);
     }
-    /* A parked process gets the job's signal board as an open fd, which it
-     * maps while it waits: a fresh process's mapping and first page touches
-     * would cost its first signal more than a daemon round trip. */
-    if (pe->id >= -1 || ivmd_board_open(job, &board) != IVM_SUCCESS ||
-        board <= STDERR_FILENO) {
-        board = -1;
-    }
-    status = ivmd_spawn_env(s, job, pe, dev, gpu_share, board, own, &envp);
+    status = ivmd_spawn_env(s, job, pe, dev, gpu_share, own, &envp);
     if (status != IVM_SUCCESS) {
         return status;
     }
@@ -317,8 +299,8 @@ ivmError_t ivmd_spawn_pe(ivmd_spawn_t *s, ivmd_job_t *job, ivmd_pe_t *pe, ivmd_r
         out_fd = fwd_out;
         err_fd = fwd_err;
     }
-    rc = ivmd_spawn_start(s, jd, pe, envp, out_fd, err_fd, board,
-                          dev != NULL ? dev : cpu_for_gpu, &cg, &pid);
+    rc = ivmd_spawn_start(s, jd, pe, envp, out_fd, err_fd, dev != NULL ? dev : cpu_for_gpu,
+                          &cg, &pid);
     if (fwd_out >= 0) {
         close(fwd_out);
         close(fwd_err);

@@ -52,24 +52,6 @@ Test(pool, a_pool_of_one_forks_each_pe)
     ivmt_scenario(IVMT_PE_POOL, "handout", NULL, env, 30);
 }
 
-/* Parked processes map the signal board while they wait (IVM_BOARD_FD),
-   and leave a program's own fd 3 alone. */
-Test(pool, parked_processes_map_the_signal_board)
-{
-    static const char *const env[] = {"IVM_PE_POOL=2", NULL};
-    const char *args[] = {"map", NULL};
-
-    ivmt_scenario(IVMT_PE_POOL, "board_fd", args, env, 30);
-}
-
-Test(pool, parked_processes_leave_a_reused_fd_3_alone)
-{
-    static const char *const env[] = {"IVM_PE_POOL=2", NULL};
-    const char *args[] = {"reuse", NULL};
-
-    ivmt_scenario(IVMT_PE_POOL, "board_fd", args, env, 30);
-}
-
 Test(pool, warm_pes_without_fork_keep_the_semantics)
 {
     ivmt_scenario(IVMT_PE_POOL, "semantics", NULL, nofork, 30);

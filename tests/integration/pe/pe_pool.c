@@ -8,7 +8,6 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
-#include <fcntl.h>
 #include <sched.h>
 #include <libgen.h>
 #include <signal.h>
@@ -1246,71 +1245,7 @@ static int sc_handout(int argc, char **argv)
     return pe_ok();
 }
 
-/* A parked process finds the job's signal board open on fd 3 (IVM_BOARD_FD)
- * and maps it while parked: after ivmEnter the variable is gone and so is
- * the fd, and its first addressed signal and wait with the root (a pair on
- * the board) work. argv[2] "reuse": the program puts /dev/null on fd 3
- * before ivmEnter, which libivm must leave alone (the PE then maps the board
- * at its first signal). */
-static int sc_board_fd(int argc, char **argv)
-{
-    int reuse = argc > 2 && strcmp(argv[2], "reuse") == 0, parked = 0, id, fd;
-    const char *env = getenv("IVM_BOARD_FD");
-    const char *pe_env = getenv("IVM_PE_ID");
-    char target[64];
-    ssize_t n;
-
-    if (pe_env != NULL && atoi(pe_env) < -1) { /* parked, before its ENTER */
-        parked = 1;
-        ASSERT(env != NULL && strcmp(env, "3") == 0, "IVM_BOARD_FD is %s", env ? env : "unset");
-        n = readlink("/proc/self/fd/3", target, sizeof(target) - 1);
-        target[n > 0 ? n : 0] = '\0';
-        ASSERT(strncmp(target, "/memfd:ivm-board", 16) == 0, "fd 3 is '%s'", target);
-        if (reuse) {
-            fd = open("/dev/null", O_RDONLY);
-            ASSERT(fd >= 0 && dup2(fd, 3) == 3, "%s", "cannot put /dev/null on fd 3");
-            close(fd);
-        }
-    }
-    id = pe_enter();
-    if (id != 0) {
-        ASSERT(getenv("IVM_BOARD_FD") == NULL, "%s", "IVM_BOARD_FD still set after ivmEnter");
-        n = readlink("/proc/self/fd/3", target, sizeof(target) - 1);
-        target[n > 0 ? n : 0] = '\0';
-        ASSERT(parked, "%s", "PE started cold, not from the pool");
-        if (reuse) {
-            ASSERT(strcmp(target, "/dev/null") == 0, "the program's fd 3 is now '%s'", target);
-        } else {
-            ASSERT(n < 0 || strncmp(target, "/memfd:", 7) != 0,
-                   "the board's fd 3 is still open after ivmEnter: '%s'", target);
-        }
-        pe_stage = "an addressed signal with the root";
-        CHECK(ivmSignalTo(0));
-        CHECK(ivmWaitFrom(0));
-        CHECK(ivmSignal());
-        CHECK(ivmExit());
-        return 0;
-    }
-    ASSERT(env == NULL, "%s", "the root got IVM_BOARD_FD");
-    for (int i = 0; i < 3; ++i) {
-        ivm_device dev;
-        ivm_pe pe;
-        wait_parked(2, 20.0);
-        CHECK(ivmCreateDev(IVM_THIS_HOST, IVM_CPU_N(0), &dev));
-        CHECK(ivmCreatePEs(dev, 1, &pe));
-        CHECK(ivmDestroyDev(dev));
-        pe_stage = "an addressed signal with a warm PE";
-        CHECK(ivmWaitFrom(pe));
-        CHECK(ivmSignalTo(pe));
-        CHECK(ivmWait(pe));
-        CHECK(ivmWait(pe)); /* it exited */
-    }
-    CHECK(ivmExit());
-    return pe_ok();
-}
-
 static const pe_scenario_entry_t scenarios[] = {
-    {"board_fd", sc_board_fd},
     {"remote", sc_remote},
     {"burst", sc_burst},
     {"burst_noexec", sc_burst_noexec},
