@@ -275,7 +275,7 @@ _Static_assert(sizeof(ivm_msg_node_devs_rep_t) == 88 + 20 * IVM_NODE_DEVICES_MAX
  * there as a receiver does count[][] (swake / ssleepers, and pe's state for
  * its end); the daemon consumes them there for the WAITs it queues (other
  * nodes' PEs, a PE without the board) and posts there the SIGNALs it gets.
- * dwait[pe] is the number of WAITs on pe queued in the daemon, written by the
+ * dwait[pe] is 1 while WAITs on pe are queued in the daemon, written by the
  * daemon after it queues one and before it looks at sig again; a PE that
  * posts reads dwait after posting and, if it is not 0, sends SIGNAL_POKE so
  * that the daemon serves its queue (one of the two always sees the other).
@@ -317,7 +317,7 @@ typedef struct ivm_board {
     uint32_t sig[IVM_BOARD_PES];      /* F_SIGNALS: each PE's own signals, not consumed */
     uint32_t swake[IVM_BOARD_PES];    /* futex word of the waiters on each PE's signals */
     uint32_t ssleepers[IVM_BOARD_PES]; /* threads asleep on it */
-    uint32_t dwait[IVM_BOARD_PES];    /* WAITs on each PE queued in the daemon */
+    uint32_t dwait[IVM_BOARD_PES];    /* 1: WAITs on each PE queued in the daemon */
     ivm_board_barrier_t barriers[IVM_BOARD_BARRIERS];
     uint32_t count[IVM_BOARD_PES][IVM_BOARD_PES]; /* [receiver][sender]: not consumed */
 } ivm_board_t;

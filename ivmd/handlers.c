@@ -155,13 +155,13 @@ static void ivmd_on_obj_release(void *ctx, ivmd_obj_t *obj)
 }
 
 /* pe's own signals on the board (ivmd_board_counts): the queued WAITs take
- * what is there, oldest first; then the board learns how many still wait. */
+ * what is there, oldest first; then the board learns whether any still wait. */
 static void ivmd_board_serve(ivmd_t *d, ivmd_pe_t *pe)
 {
     while (pe->waiters != NULL && ivmd_board_sig_take(pe->job, pe)) {
         ivmd_pe_signal(&d->reg, pe);
     }
-    ivmd_board_sig_waiters(pe->job, pe, ivmd_pe_nwaiters(pe));
+    ivmd_board_sig_waiters(pe->job, pe);
 }
 
 static void ivmd_on_pe_ended(void *ctx, ivmd_pe_t *pe, int failed)

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "board_ops.h"
 #include "libivm.h"
 #include "log.h"
 
@@ -23,37 +24,16 @@ static pthread_mutex_t ivm_board_lock = PTHREAD_MUTEX_INITIALIZER;
 static int ivm_board_state;       /* IVM_BOARD_UNKNOWN .. MAPPED */
 static ivm_board_t *ivm_board_map;
 
-/* Map the board memfd fd (closed): MAPPED, or NONE. */
-static int ivm_board_map_fd(int fd)
-{
-    void *map = mmap(NULL, sizeof(ivm_board_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-
-    close(fd);
-    if (map == MAP_FAILED || ((ivm_board_t *)map)->magic != IVM_BOARD_MAGIC) {
-        if (map != MAP_FAILED) {
-            munmap(map, sizeof(ivm_board_t));
-        }
-        return IVM_BOARD_NONE;
-    }
-    ivm_board_map = map;
-    return IVM_BOARD_MAPPED;
-}
-
-static int ivm_board_off(void)
-{
-    const char *env = getenv("IVM_SIGNAL_BOARD");
-
-    return env != NULL && strcmp(env, "0") == 0;
-}
-
 /* Ask the daemon for the board and map it; NONE if it has none for us or
  * IVM_SIGNAL_BOARD=0 (the daemon path, for comparison). */
 static int ivm_board_fetch(void)
 {
     ivm_msg_status_t rep;
     ivm_rpc_reply_t reply = {.buf = &rep, .len = sizeof(rep), .fd = -1, .fd2 = -1};
+    const char *env = getenv("IVM_SIGNAL_BOARD");
+    void *map;
 
-    if (ivm_board_off()) {
+    if (env != NULL && strcmp(env, "0") == 0) {
         return IVM_BOARD_NONE;
     }
     if (ivm_rpc_call(IVM_MSG_BOARD, &(ivm_msg_empty_t){0}, sizeof(ivm_msg_empty_t), NULL, 0,
@@ -65,7 +45,16 @@ static int ivm_board_fetch(void)
         }
         return IVM_BOARD_NONE;
     }
-    return ivm_board_map_fd(reply.fd);
+    map = mmap(NULL, sizeof(ivm_board_t), PROT_READ | PROT_WRITE, MAP_SHARED, reply.fd, 0);
+    close(reply.fd);
+    if (map == MAP_FAILED || ((ivm_board_t *)map)->magic != IVM_BOARD_MAGIC) {
+        if (map != MAP_FAILED) {
+            munmap(map, sizeof(ivm_board_t));
+        }
+        return IVM_BOARD_NONE;
+    }
+    ivm_board_map = map;
+    return IVM_BOARD_MAPPED;
 }
 
 static ivm_board_t *ivm_board_get(void)
@@ -114,25 +103,9 @@ int ivm_board_signal(int to, ivmError_t *status_p)
         return 0;
     }
     __atomic_add_fetch(&m->count[to][ivm_ctx.pe_id], 1, __ATOMIC_SEQ_CST);
-    __atomic_add_fetch(&m->wake[to], 1, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&m->sleepers[to], __ATOMIC_SEQ_CST) > 0) {
-        syscall(SYS_futex, &m->wake[to], FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-    }
+    ivm_board_bump(&m->wake[to], &m->sleepers[to]);
     *status_p = IVM_SUCCESS;
     return 1;
-}
-
-static int ivm_board_take(uint32_t *count)
-{
-    uint32_t c = __atomic_load_n(count, __ATOMIC_SEQ_CST);
-
-    while (c > 0) {
-        if (__atomic_compare_exchange_n(count, &c, c - 1, 0, __ATOMIC_SEQ_CST,
-                                        __ATOMIC_SEQ_CST)) {
-            return 1;
-        }
-    }
-    return 0;
 }
 
 static uint64_t ivm_board_now_ns(void)
@@ -180,13 +153,13 @@ static ivmError_t ivm_board_take_wait(ivm_board_t *m, uint32_t *count, uint32_t 
     uint32_t state;
 
     for (;;) {
-        if (ivm_board_take(count)) {
+        if (ivm_board_take_one(count)) {
             return IVM_SUCCESS;
         }
         state = __atomic_load_n(&m->state[from], __ATOMIC_SEQ_CST);
         if (state & (IVM_BOARD_EXITED | IVM_BOARD_FAILED)) {
             /* A signal posted before its end is consumed first. */
-            if (ivm_board_take(count) || !(state & IVM_BOARD_FAILED)) {
+            if (ivm_board_take_one(count) || !(state & IVM_BOARD_FAILED)) {
                 return IVM_SUCCESS;
             }
             ivm_set_error("%s: pe %d died without ivmExit", fn, from);
@@ -250,10 +223,7 @@ int ivm_board_post(void)
         return -1;
     }
     __atomic_add_fetch(&m->sig[me], 1, __ATOMIC_SEQ_CST);
-    __atomic_add_fetch(&m->swake[me], 1, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&m->ssleepers[me], __ATOMIC_SEQ_CST) > 0) {
-        syscall(SYS_futex, &m->swake[me], FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-    }
+    ivm_board_bump(&m->swake[me], &m->ssleepers[me]);
     /* After the post: the daemon writes dwait before it looks at sig. */
     return __atomic_load_n(&m->dwait[me], __ATOMIC_SEQ_CST) > 0;
 }
@@ -400,10 +370,7 @@ int ivm_board_barrier(const ivm_pe *pes, int n, ivmError_t *status_p)
     g = __atomic_load_n(&b->gen, __ATOMIC_SEQ_CST);
     if (__atomic_add_fetch(&b->arrived, 1, __ATOMIC_SEQ_CST) == (uint32_t)k) {
         __atomic_store_n(&b->arrived, 0, __ATOMIC_SEQ_CST);
-        __atomic_add_fetch(&b->gen, 1, __ATOMIC_SEQ_CST);
-        if (__atomic_load_n(&b->sleepers, __ATOMIC_SEQ_CST) > 0) {
-            syscall(SYS_futex, &b->gen, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-        }
+        ivm_board_bump(&b->gen, &b->sleepers);
         *status_p = IVM_SUCCESS;
         return 1;
     }

@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "board_ops.h"
 #include "log.h"
 #include "proto.h"
 
@@ -62,7 +63,7 @@ static ivmError_t ivmd_board_make(ivmd_job_t *job, struct ivmd_board **b_p)
     b->map->pes   = IVM_BOARD_PES;
     /* The root node's daemon keeps every PE's own signals (a node daemon
      * forwards its PEs' SIGNAL and WAIT to it): they move to the board, with
-     * the number of WAITs queued on each (its posts must tell the daemon). */
+     * whether WAITs are queued on each (its posts must tell the daemon). */
     b->map->flags = jd->proxy ? 0 : IVM_BOARD_F_SIGNALS;
     for (i = 0; i < job->next_pe_id; ++i) {
         ivmd_pe_t *pe = job->pes[i];
@@ -71,7 +72,7 @@ static ivmError_t ivmd_board_make(ivmd_job_t *job, struct ivmd_board **b_p)
             if (!jd->proxy) {
                 b->map->sig[pe->id]   = pe->signals > UINT32_MAX ? UINT32_MAX
                                                                  : (uint32_t)pe->signals;
-                b->map->dwait[pe->id] = ivmd_pe_nwaiters(pe); /* queued before */
+                b->map->dwait[pe->id] = pe->waiters != NULL; /* queued before */
                 pe->signals           = 0;
             }
         }
@@ -108,41 +109,26 @@ int ivmd_board_counts(const ivmd_job_t *job, const ivmd_pe_t *pe)
     return jd != NULL && jd->board != NULL && !jd->proxy && ivmd_board_local(pe);
 }
 
-static void ivmd_board_wake(uint32_t *word, const uint32_t *sleepers)
-{
-    __atomic_add_fetch(word, 1, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(sleepers, __ATOMIC_SEQ_CST) > 0) {
-        syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-    }
-}
-
 void ivmd_board_sig_post(ivmd_job_t *job, const ivmd_pe_t *pe)
 {
     ivm_board_t *m = ((ivmd_job_data_t *)job->data)->board->map;
 
     __atomic_add_fetch(&m->sig[pe->id], 1, __ATOMIC_SEQ_CST);
-    ivmd_board_wake(&m->swake[pe->id], &m->ssleepers[pe->id]);
+    ivm_board_bump(&m->swake[pe->id], &m->ssleepers[pe->id]);
 }
 
 int ivmd_board_sig_take(ivmd_job_t *job, const ivmd_pe_t *pe)
 {
     ivm_board_t *m = ((ivmd_job_data_t *)job->data)->board->map;
-    uint32_t c = __atomic_load_n(&m->sig[pe->id], __ATOMIC_SEQ_CST);
 
-    while (c > 0) {
-        if (__atomic_compare_exchange_n(&m->sig[pe->id], &c, c - 1, 0, __ATOMIC_SEQ_CST,
-                                        __ATOMIC_SEQ_CST)) {
-            return 1;
-        }
-    }
-    return 0;
+    return ivm_board_take_one(&m->sig[pe->id]);
 }
 
-void ivmd_board_sig_waiters(ivmd_job_t *job, const ivmd_pe_t *pe, uint32_t n)
+void ivmd_board_sig_waiters(ivmd_job_t *job, const ivmd_pe_t *pe)
 {
     ivm_board_t *m = ((ivmd_job_data_t *)job->data)->board->map;
 
-    __atomic_store_n(&m->dwait[pe->id], n, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&m->dwait[pe->id], pe->waiters != NULL, __ATOMIC_SEQ_CST);
 }
 
 void ivmd_board_pe_ended(ivmd_job_t *job, const ivmd_pe_t *pe, int failed)
@@ -163,9 +149,9 @@ void ivmd_board_pe_ended(ivmd_job_t *job, const ivmd_pe_t *pe, int failed)
         if (!(m->state[r] & IVM_BOARD_LOCAL)) {
             continue;
         }
-        ivmd_board_wake(&m->wake[r], &m->sleepers[r]);
+        ivm_board_bump(&m->wake[r], &m->sleepers[r]);
     }
-    ivmd_board_wake(&m->swake[pe->id], &m->ssleepers[pe->id]);
+    ivm_board_bump(&m->swake[pe->id], &m->ssleepers[pe->id]);
     /* Barrier waiters look at their members' states when woken. */
     for (r = 0; r < IVM_BOARD_BARRIERS; ++r) {
         if (__atomic_load_n(&m->barriers[r].sleepers, __ATOMIC_SEQ_CST) > 0) {

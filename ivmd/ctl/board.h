@@ -36,8 +36,9 @@ void ivmd_board_sig_post(ivmd_job_t *job, const ivmd_pe_t *pe);
 /* Consume one of pe's signals: 1 if there was one. */
 int ivmd_board_sig_take(ivmd_job_t *job, const ivmd_pe_t *pe);
 
-/* The daemon holds n WAITs on pe now (dwait, see common/proto.h). */
-void ivmd_board_sig_waiters(ivmd_job_t *job, const ivmd_pe_t *pe, uint32_t n);
+/* Tell the board whether the daemon holds WAITs on pe now (dwait, see
+ * common/proto.h). */
+void ivmd_board_sig_waiters(ivmd_job_t *job, const ivmd_pe_t *pe);
 
 /* Unmap and close (the job's data goes). */
 void ivmd_board_destroy(struct ivmd_board *b);

@@ -345,17 +345,6 @@ void ivmd_pe_signal(ivmd_registry_t *reg, ivmd_pe_t *pe)
     free(w);
 }
 
-uint32_t ivmd_pe_nwaiters(const ivmd_pe_t *pe)
-{
-    const ivmd_waiter_t *w;
-    uint32_t n = 0;
-
-    for (w = pe->waiters; w != NULL; w = w->next) {
-        ++n;
-    }
-    return n;
-}
-
 ivmError_t ivmd_pe_wait(ivmd_registry_t *reg, ivmd_job_t *job, int pe_id, void *owner,
                         uint32_t seq, int *queued_p)
 {

@@ -205,9 +205,6 @@ void ivmd_pe_enter(ivmd_pe_t *pe, void *conn);
 /* Post one signal: wakes the oldest waiter or is counted. */
 void ivmd_pe_signal(ivmd_registry_t *reg, ivmd_pe_t *pe);
 
-/* The WAITs queued on pe. */
-uint32_t ivmd_pe_nwaiters(const ivmd_pe_t *pe);
-
 /* WAIT on PE id: IVM_SUCCESS / IVM_ERROR_PE_FAILED / IVM_ERROR_NOT_FOUND at
  * once (*queued_p = 0), or queued (*queued_p = 1, answered through
  * ops->wait_done). */
