@@ -122,6 +122,23 @@ static int parked_pids(int gid, pid_t *pids, int max)
     return n;
 }
 
+/* Wait until exactly n processes read as this job's parked ones, their pids
+ * into pids[0..n). A PE that was a parked process reads as one until it is
+ * gone, which under a sanitizer (its leak check at exit) can be a while after
+ * ivmWait saw it end. */
+static void list_parked(int gid, pid_t *pids, int n, double seconds, const char *what)
+{
+    pid_t seen[64];
+    double deadline = pe_now() + seconds;
+
+    ASSERT(n <= 56, "list_parked(%d)", n);
+    while (parked_pids(gid, seen, n + 8) != n) {
+        ASSERT(pe_now() < deadline, "not %d parked processes %s", n, what);
+        pe_sleep_ms(5);
+    }
+    memcpy(pids, seen, sizeof(*pids) * (size_t)n);
+}
+
 /* The value of variable `name` in process pid's environment ("" if none or
  * the process is gone). */
 static void proc_env(pid_t pid, const char *name, char *out, size_t out_len)
@@ -618,7 +635,7 @@ static int sc_kill_parked(int argc, char **argv)
 
     pe_stage = "replacement";
     wait_parked(2, 20.0);
-    ASSERT(parked_pids(gid, fresh, 4) == 2, "%s", "not 2 parked processes after the kill");
+    list_parked(gid, fresh, 2, 20.0, "after the kill");
     ASSERT(!has_pid(dead, 2, fresh[0]) && !has_pid(dead, 2, fresh[1]),
            "%s", "a killed parked process is still counted");
     CHECK(ivmCreatePEs(dev, 2, pes));
@@ -1218,15 +1235,7 @@ static int sc_handout(int argc, char **argv)
 
     pe_stage = "4 PEs in one call from a pool of 4";
     wait_parked(4, 20.0);
-    /* PE 1 was a parked process: until it is gone (slow under a sanitizer,
-     * which checks for leaks at exit) its environment still reads as one. */
-    pid_t seen[8];
-    double deadline = pe_now() + 20.0;
-    while (parked_pids(gid, seen, 8) != 4) {
-        ASSERT(pe_now() < deadline, "%s", "not 4 parked processes after PE 1 ended");
-        pe_sleep_ms(5);
-    }
-    ASSERT(parked_pids(gid, parked, 4) == 4, "%s", "the pool did not refill to 4");
+    list_parked(gid, parked, 4, 20.0, "after PE 1 ended: the pool did not refill to 4");
     CHECK(ivmCreatePEs(dev, 4, pes));
     int direct = 0, forked = 0;
     for (int i = 0; i < 4; ++i) {
