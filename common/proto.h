@@ -358,6 +358,9 @@ typedef struct ivm_msg_map_rep {
 #define IVM_MAP_MASTER   0x1u /* the (node copy) fd is the master copy */
 #define IVM_MAP_GPU_EMU  0x2u /* device copy on an emulated GPU: a memfd to mmap */
 #define IVM_MAP_GPU_CUDA 0x4u /* device copy on a CUDA GPU: a POSIX-fd shareable handle */
+#define IVM_MAP_READ_FIRST 0x8u /* populate the map read-only, then open it for writing: the
+                                   daemon measured a first read of a page cheaper so here
+                                   (IVM_MAP_READ_FIRST overrides; ivmd/data/copies.h) */
 #define IVM_MAP_GPU (IVM_MAP_GPU_EMU | IVM_MAP_GPU_CUDA)
 
 /* SYNC: the sync calls on a mirror, and the group calls on any copy. */
@@ -560,10 +563,15 @@ typedef struct ivm_msg_info_rep {
     uint64_t rdma_bytes; /* object bytes this daemon moved one-sided (UCX put, get) */
     char     transport[8]; /* the data transport: "tcp" or "ucx" */
     char     ucx_tls[64];  /* UCX: the transports/devices UCX found, comma-separated */
+    uint32_t touch_ns[4];  /* first touch of a page of a fresh populated map, ns, measured at
+                              start: read and write through a writable mapping, read and
+                              write through one populated read-only (ivmd/data/copies.h) */
+    uint32_t map_flags;    /* IVM_MAP_READ_FIRST when the daemon asks PEs for it, else 0 */
+    uint32_t reserved2;    /* zero */
 } ivm_msg_info_rep_t;
 
 _Static_assert(sizeof(ivm_msg_map_rep_t) == 64, "map reply size");
-_Static_assert(sizeof(ivm_msg_info_rep_t) == 232, "info reply size");
+_Static_assert(sizeof(ivm_msg_info_rep_t) == 256, "info reply size");
 
 /*
  * CLUSTER (owner uid only, on the Unix socket): the cluster this daemon is

@@ -984,7 +984,7 @@ static ivmError_t ivmd_handle_malloc(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hd
         ivmd_obj_free_name(&d->reg, c->job, obj);
         return status;
     }
-    rep->body.map.flags    = IVM_MAP_MASTER;
+    rep->body.map.flags    = IVM_MAP_MASTER | d->data.map_flags;
     rep->body.map.obj_id   = obj->id;
     rep->body.map.obj_size = obj->size;
     rep->body.map.offset   = 0;
@@ -1013,7 +1013,7 @@ void ivmd_reply_map(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
         ivmd_conn_reply(d, c, type, seq, &rep, sizeof(rep), "out of memory", NULL, 0);
         return;
     }
-    rep.flags    = obj->master_node < 0 ? IVM_MAP_MASTER : 0;
+    rep.flags    = (obj->master_node < 0 ? IVM_MAP_MASTER : 0) | d->data.map_flags;
     rep.obj_id   = obj->id;
     rep.obj_size = obj->size;
     rep.offset   = off;
@@ -1200,6 +1200,8 @@ static ivmError_t ivmd_handle_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_
     ivm_proto_strset(info->transport, sizeof(info->transport),
                      ivmd_data_transport(&d->data)->name);
     ivm_proto_strset(info->ucx_tls, sizeof(info->ucx_tls), ivmd_ucx_tls(&d->data));
+    memcpy(info->touch_ns, d->data.touch_ns, sizeof(info->touch_ns));
+    info->map_flags = d->data.map_flags;
     return IVM_SUCCESS;
 }
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "gpud_proto.h"
+#include "data/copies.h"
 #include "data/ucx.h"
 #include "ivmd.h"
 #include "log.h"
@@ -538,6 +539,12 @@ int main(int argc, char **argv)
         ivmd_teardown(d);
         return 1;
     }
+    ivmd_copies_probe_touch(&d->data);
+    ivm_info("first touch of a mapped page: read %u ns writable, %u ns read-only first; "
+             "write %u / %u ns: maps populated %s",
+             d->data.touch_ns[IVMD_TOUCH_RW_READ], d->data.touch_ns[IVMD_TOUCH_RO_READ],
+             d->data.touch_ns[IVMD_TOUCH_RW_WRITE], d->data.touch_ns[IVMD_TOUCH_RO_WRITE],
+             (d->data.map_flags & IVM_MAP_READ_FIRST) ? "read-only first" : "writable");
     ivm_info("data transport %s%s%s", ivmd_data_transport(&d->data)->name,
              d->data.ucx != NULL ? " over " : "", ivmd_ucx_tls(&d->data));
     ivm_info("listening on %s (%d CPU device%s, %u GPU device%s)", d->socket_path, d->ndevs,

@@ -561,6 +561,13 @@ static int info_node(info_out_t *o, const char *path)
     }
     info_u64(o, "buffered_bytes", info.buf_bytes);
     info_u64(o, "one_sided_bytes", info.rdma_bytes);
+    /* The daemon's start-up probe of a mapped page's first touch. */
+    info_u64(o, "touch_read_ns", info.touch_ns[0]);
+    info_u64(o, "touch_read_ro_first_ns", info.touch_ns[1]);
+    info_u64(o, "touch_write_ns", info.touch_ns[2]);
+    info_u64(o, "touch_write_ro_first_ns", info.touch_ns[3]);
+    info_str(o, "map_populate", (info.map_flags & IVM_MAP_READ_FIRST) ? "read-only first"
+                                                                       : "writable");
     info_cpu_devices(o, path);
     info_gpus(o, path);
     info_arr_open(o, "job");

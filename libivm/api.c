@@ -590,6 +590,22 @@ static uint64_t ivm_spin_from_env(void)
     return (uint64_t)us * 1000u;
 }
 
+/* IVM_MAP_READ_FIRST: 1, populate maps read-only first; 0, writable at
+ * once; unset: as the node's daemon measured (IVM_MAP_READ_FIRST flag). */
+static int ivm_read_first_from_env(void)
+{
+    const char *env = getenv("IVM_MAP_READ_FIRST");
+
+    if (env == NULL || *env == '\0') {
+        return -1;
+    }
+    if (strcmp(env, "0") != 0 && strcmp(env, "1") != 0) {
+        ivm_warn("IVM_MAP_READ_FIRST=%s is neither 0 nor 1; the daemon's choice applies", env);
+        return -1;
+    }
+    return env[0] == '1';
+}
+
 /* IVM_MAP_POPULATE: mappings up to this many bytes are filled in at once
  * (MAP_POPULATE: one call instead of a page fault per page touched; a
  * program that maps a copy touches it). Larger ones, which may be sparse,
@@ -635,6 +651,7 @@ IVM_API ivmError_t ivmEnter(void)
     ivm_log_set_prefix("pe");
     ivm_ctx.spin_ns = ivm_spin_from_env();
     ivm_ctx.populate_max = ivm_populate_from_env();
+    ivm_ctx.read_first = ivm_read_first_from_env();
     ivm_ctx.put_signal_two = getenv("IVM_PUT_SIGNAL") != NULL &&
                              strcmp(getenv("IVM_PUT_SIGNAL"), "0") == 0;
     status = ivm_connect(is_root);
@@ -1165,6 +1182,35 @@ static ivmError_t ivm_map_mmap_failed(size_t len, int err)
     IVM_FAIL(IVM_ERROR_NO_MEMORY, "mmap of %zu bytes failed: %s", len, strerror(err));
 }
 
+/* mmap a copy's fd for reading and writing. Up to IVM_MAP_POPULATE bytes
+ * are populated at once; read-only first, then opened for writing by
+ * mprotect, when the daemon found a page's first read cheaper so on its node
+ * (IVM_MAP_READ_FIRST in the reply; the env variable overrides): the same
+ * mapping either way (ivmd/data/copies.h). MAP_FAILED with errno on
+ * failure. */
+static void *ivm_map_mmap(int fd, size_t len, off_t off, uint32_t flags)
+{
+    int read_first = ivm_ctx.read_first >= 0 ? ivm_ctx.read_first
+                                             : (flags & IVM_MAP_READ_FIRST) != 0;
+    void *base;
+    int err;
+
+    if (len > ivm_ctx.populate_max) {
+        return mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off);
+    }
+    if (!read_first) {
+        return mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, off);
+    }
+    base = mmap(NULL, len, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, off);
+    if (base != MAP_FAILED && mprotect(base, len, PROT_READ | PROT_WRITE) != 0) {
+        err = errno;
+        munmap(base, len);
+        errno = err;
+        return MAP_FAILED;
+    }
+    return base;
+}
+
 /* mmap the reply's fd over [offset, offset+size) and record the mapping. A
  * GPU PE's reply also brings the device copy (fd2), which its backend imports:
  * the reference is then the device pointer of byte `offset`. */
@@ -1189,9 +1235,7 @@ static ivmError_t ivm_map_install(const ivm_msg_map_rep_t *rep, int fd, int fd2,
         ivm_map_undo(rep, allocated);
         IVM_FAIL(IVM_ERROR_PROTOCOL, "the daemon sent no usable device copy for a GPU map");
     }
-    base = mmap(NULL, len, PROT_READ | PROT_WRITE,
-                MAP_SHARED | (len <= ivm_ctx.populate_max ? MAP_POPULATE : 0), fd,
-                (off_t)aligned);
+    base = ivm_map_mmap(fd, len, (off_t)aligned, rep->flags);
     close(fd);
     if (base == MAP_FAILED) {
         int err = errno;

@@ -42,6 +42,7 @@ typedef struct ivm_ctx {
     uint64_t         spin_ns;     /* poll this long for a reply before sleeping */
     int              put_signal_two; /* IVM_PUT_SIGNAL=0: ivmSyncPutSignal as two calls */
     size_t           populate_max; /* maps up to this size are populated (IVM_MAP_POPULATE) */
+    int              read_first;  /* IVM_MAP_READ_FIRST: 1 or 0; -1: as the daemon says */
     ivm_pending_t   *pending;
     /* identity */
     uint32_t         job_id;

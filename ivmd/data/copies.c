@@ -4,11 +4,103 @@
  * mappings), so every later mapping, the PEs' included, allocates there.
  */
 #include <numaif.h>
+#include <string.h>
 #include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "data/copies.h"
 #include "log.h"
 #include "topo.h"
+
+#define IVMD_TOUCH_PAGES 64 /* pages of the probe's memfd */
+#define IVMD_TOUCH_TRIES 5  /* the least of this many tries counts */
+
+static uint64_t ivmd_touch_clock_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* One try of one kind: mmap (and mprotect for ro) and the first touch of
+ * every page, ns per page; UINT64_MAX if a call failed. */
+static uint64_t ivmd_touch_try(int fd, size_t page, ivmd_touch_kind_t kind)
+{
+    size_t len = IVMD_TOUCH_PAGES * page;
+    int ro = kind == IVMD_TOUCH_RO_READ || kind == IVMD_TOUCH_RO_WRITE;
+    int write = kind == IVMD_TOUCH_RW_WRITE || kind == IVMD_TOUCH_RO_WRITE;
+    uint64_t t0 = ivmd_touch_clock_ns(), t1;
+    volatile unsigned char *p;
+    unsigned sum = 0;
+    size_t i;
+
+    p = mmap(NULL, len, ro ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+             fd, 0);
+    if (p == MAP_FAILED) {
+        return UINT64_MAX;
+    }
+    if (ro && mprotect((void *)p, len, PROT_READ | PROT_WRITE) != 0) {
+        munmap((void *)p, len);
+        return UINT64_MAX;
+    }
+    for (i = 0; i < len; i += page) {
+        if (write) {
+            p[i] = (unsigned char)i;
+        } else {
+            sum += p[i];
+        }
+    }
+    t1 = ivmd_touch_clock_ns();
+    munmap((void *)p, len);
+    (void)sum;
+    return (t1 - t0) / IVMD_TOUCH_PAGES;
+}
+
+void ivmd_copies_probe_touch(ivmd_data_t *dp)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    uint64_t best[IVMD_TOUCH_KINDS];
+    int fd, k, t;
+
+    dp->map_flags = 0;
+    memset(dp->touch_ns, 0, sizeof(dp->touch_ns));
+    fd = memfd_create("ivmd-touch-probe", MFD_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, (off_t)(IVMD_TOUCH_PAGES * page)) != 0) {
+        ivm_warn("cannot measure the first touch of a mapping (%m): maps are populated "
+                 "writable");
+        if (fd >= 0) {
+            close(fd);
+        }
+        return;
+    }
+    for (k = 0; k < IVMD_TOUCH_KINDS; ++k) {
+        best[k] = UINT64_MAX;
+    }
+    /* The kinds in turn, so that noise falls on all of them alike; the
+       first write of all makes the memfd's pages. */
+    (void)ivmd_touch_try(fd, page, IVMD_TOUCH_RW_WRITE);
+    for (t = 0; t < IVMD_TOUCH_TRIES; ++t) {
+        for (k = 0; k < IVMD_TOUCH_KINDS; ++k) {
+            uint64_t ns = ivmd_touch_try(fd, page, (ivmd_touch_kind_t)k);
+            best[k] = ns < best[k] ? ns : best[k];
+        }
+    }
+    close(fd);
+    for (k = 0; k < IVMD_TOUCH_KINDS; ++k) {
+        if (best[k] == UINT64_MAX) {
+            ivm_warn("cannot measure the first touch of a mapping: maps are populated "
+                     "writable");
+            return;
+        }
+        dp->touch_ns[k] = best[k] > UINT32_MAX ? UINT32_MAX : (uint32_t)best[k];
+    }
+    if (3 * best[IVMD_TOUCH_RO_READ] <= 2 * best[IVMD_TOUCH_RW_READ] &&
+        2 * best[IVMD_TOUCH_RO_WRITE] <= 3 * best[IVMD_TOUCH_RW_WRITE]) {
+        dp->map_flags = IVM_MAP_READ_FIRST;
+    }
+}
 
 int ivmd_numa_of_pe(const ivmd_job_t *job, const ivmd_pe_t *pe)
 {

@@ -12,6 +12,31 @@
 
 #include "data/data.h"
 
+/* What a page of a fresh populated mapping of a copy costs on its first
+ * touch here, ns: read or write, through a mapping made writable at once
+ * (rw) or populated read-only and opened for writing after by mprotect
+ * (ro). Under shadow paging (a paravirtualised guest such as PVM) the first
+ * access through an entry populated writable costs about a page fault, a
+ * first read after ro a fraction of it, and a first write the same; on bare
+ * metal and with nested paging both cost the same, and ro only adds the
+ * mprotect. */
+typedef enum {
+    IVMD_TOUCH_RW_READ,
+    IVMD_TOUCH_RO_READ,
+    IVMD_TOUCH_RW_WRITE,
+    IVMD_TOUCH_RO_WRITE,
+    IVMD_TOUCH_KINDS
+} ivmd_touch_kind_t;
+
+/* Measure the four (the least of a few tries over a small memfd, a few ms in
+ * all) into dp->touch_ns and set dp->map_flags: IVM_MAP_READ_FIRST when a
+ * first read costs at most 2/3 through ro and a first write at most 3/2 (the
+ * mprotect makes the entries writable where the kernel needs no write
+ * notification, as for memfds: writes cost the same either way, the bound only
+ * catches a kernel that would fault them), so that the PEs populate their maps
+ * read-only first. */
+void ivmd_copies_probe_touch(ivmd_data_t *dp);
+
 /* The NUMA node of a PE's device (-1: none or several). */
 int ivmd_numa_of_pe(const ivmd_job_t *job, const ivmd_pe_t *pe);
 /* Place an object copy's pages on NUMA node numa (nothing on one-node

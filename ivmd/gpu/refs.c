@@ -198,7 +198,8 @@ static void ivmd_gpu_map_reply(ivmd_gpu_t *gm, ivmd_gpu_req_t *r, const ivmd_obj
 
     memset(&rep, 0, sizeof(rep));
     rep.flags      = (obj->master_node < 0 ? IVM_MAP_MASTER : 0) |
-                     ((a->flags & IVM_GPUD_COPY_CUDA) ? IVM_MAP_GPU_CUDA : IVM_MAP_GPU_EMU);
+                     ((a->flags & IVM_GPUD_COPY_CUDA) ? IVM_MAP_GPU_CUDA : IVM_MAP_GPU_EMU) |
+                     gm->data->map_flags;
     rep.obj_id     = obj->id;
     rep.obj_size   = obj->size;
     rep.offset     = r->off;

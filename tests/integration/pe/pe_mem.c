@@ -1,6 +1,10 @@
 /* PE program: objects (malloc, map, subset, unmap, free) and sync calls. */
 #include "pe_util.h"
 
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 static unsigned char pattern(size_t i)
 {
     return (unsigned char)((i * 13u + 7u) & 0xffu);
@@ -719,6 +723,58 @@ static int sc_map_count_limit(int argc, char **argv)
     return pe_ok();
 }
 
+/* mprotect calls that opened a range for writing, counted by interposing
+ * libc's mprotect for libivm (the executable's definition comes first):
+ * how the read_first scenario sees the way libivm populated a map. */
+static int opened_for_writing;
+
+__attribute__((visibility("default"))) int mprotect(void *addr, size_t len, int prot)
+{
+    if (prot == (PROT_READ | PROT_WRITE)) {
+        ++opened_for_writing;
+    }
+    return (int)syscall(SYS_mprotect, addr, len, prot);
+}
+
+/* argv[2] "1": maps are populated read-only first (IVM_MAP_READ_FIRST, the
+ * daemon's choice or the environment's), then opened for writing with one
+ * mprotect; "0": mapped writable at once, no mprotect. Either way reads and
+ * writes through the map reach the one node copy; with IVM_MAP_POPULATE=0
+ * (argv[3] "nopop") nothing is populated, so nothing is opened later. */
+static int sc_read_first(int argc, char **argv)
+{
+    const size_t pages = 64, page = (size_t)sysconf(_SC_PAGESIZE), size = pages * page;
+    unsigned char *p, *q;
+    int expect, before;
+
+    ASSERT(argc > 2 && (strcmp(argv[2], "0") == 0 || strcmp(argv[2], "1") == 0),
+           "%s", "usage: read_first 0|1 [nopop]");
+    expect = argv[2][0] == '1' && !(argc > 3 && strcmp(argv[3], "nopop") == 0);
+    pe_enter();
+    CHECK(ivmMalloc("read_first", &p, size));
+    fill(p, 0, size);
+    before = opened_for_writing;
+    CHECK(ivmMap("read_first", &q, 0));
+    ASSERT(opened_for_writing - before == expect, "%d ranges opened for writing by ivmMap, "
+           "expected %d", opened_for_writing - before, expect);
+    pe_stage = "reads of the fresh map";
+    check_pattern(q, 0, size, __LINE__);
+    pe_stage = "writes to the fresh map";
+    for (size_t i = 0; i < size; i += page) {
+        q[i] = (unsigned char)~pattern(i);
+    }
+    for (size_t i = 0; i < size; i += page) {
+        ASSERT(p[i] == (unsigned char)~pattern(i), "byte %zu: a write through the map is "
+               "not in the copy", i);
+        q[i] = pattern(i);
+    }
+    check_pattern(p, 0, size, __LINE__);
+    CHECK(ivmUnmap(q));
+    CHECK(ivmFree(p));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
 static const pe_scenario_entry_t scenarios[] = {
     {"malloc", sc_malloc},
     {"map", sc_map},
@@ -733,6 +789,7 @@ static const pe_scenario_entry_t scenarios[] = {
     {"too_big", sc_too_big},
     {"job_limits", sc_job_limits},
     {"map_count_limit", sc_map_count_limit},
+    {"read_first", sc_read_first},
     {NULL, NULL},
 };
 
