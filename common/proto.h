@@ -283,6 +283,10 @@ _Static_assert(sizeof(ivm_msg_node_devs_rep_t) == 88 + 20 * IVM_NODE_DEVICES_MAX
 #define IVM_BOARD_PES    1024u
 #define IVM_BOARD_MAGIC  0x32445242u /* "BRD2" */
 #define IVM_BOARD_F_SIGNALS 0x1u     /* flags: sig[] holds the LOCAL PEs' own signals */
+#define IVM_BOARD_F_PAIRS   0x2u     /* flags: addressed signals and barriers between LOCAL
+                                        PEs go on the board (count[], barriers[]): unless
+                                        the job's environment has IVM_SIGNAL_BOARD=0, so
+                                        that both ends of a pair always agree */
 #define IVM_BOARD_LOCAL  0x1u        /* a PE of this node */
 #define IVM_BOARD_EXITED 0x2u        /* it called ivmExit */
 #define IVM_BOARD_FAILED 0x4u        /* it died without ivmExit */

@@ -24,18 +24,24 @@ static pthread_mutex_t ivm_board_lock = PTHREAD_MUTEX_INITIALIZER;
 static int ivm_board_state;       /* IVM_BOARD_UNKNOWN .. MAPPED */
 static ivm_board_t *ivm_board_map;
 
-/* Ask the daemon for the board and map it; NONE if it has none for us or
- * IVM_SIGNAL_BOARD=0 (the daemon path, for comparison). */
+/* IVM_SIGNAL_BOARD=0 in this process: its own ivmSignal / ivmWait go through
+ * the daemon (the daemon path, for comparison). Its addressed signals and
+ * barriers follow the job's choice (IVM_BOARD_F_PAIRS), which the daemon
+ * reads from the job's environment: both ends of a pair must agree. */
+static int ivm_board_own_off(void)
+{
+    const char *env = getenv("IVM_SIGNAL_BOARD");
+
+    return env != NULL && strcmp(env, "0") == 0;
+}
+
+/* Ask the daemon for the board and map it; NONE if it has none for us. */
 static int ivm_board_fetch(void)
 {
     ivm_msg_status_t rep;
     ivm_rpc_reply_t reply = {.buf = &rep, .len = sizeof(rep), .fd = -1, .fd2 = -1};
-    const char *env = getenv("IVM_SIGNAL_BOARD");
     void *map;
 
-    if (env != NULL && strcmp(env, "0") == 0) {
-        return IVM_BOARD_NONE;
-    }
     if (ivm_rpc_call(IVM_MSG_BOARD, &(ivm_msg_empty_t){0}, sizeof(ivm_msg_empty_t), NULL, 0,
                      &reply) != IVM_SUCCESS ||
         rep.status != IVM_SUCCESS || reply.fd < 0) {
@@ -73,9 +79,9 @@ static ivm_board_t *ivm_board_get(void)
     return state == IVM_BOARD_MAPPED ? ivm_board_map : NULL;
 }
 
-/* The board, if the pair (a, b) is on it. Not once the daemon is known to
- * be lost: the call then fails as every call to it does. */
-static ivm_board_t *ivm_board_pair(int a, int b)
+/* The board, if a and b are both its node's PEs. Not once the daemon is
+ * known to be lost: the call then fails as every call to it does. */
+static ivm_board_t *ivm_board_local(int a, int b)
 {
     ivm_board_t *m;
 
@@ -88,6 +94,14 @@ static ivm_board_t *ivm_board_pair(int a, int b)
         return NULL;
     }
     return m;
+}
+
+/* The board, if the pair (a, b) is on it (the job puts pairs there). */
+static ivm_board_t *ivm_board_pair(int a, int b)
+{
+    ivm_board_t *m = ivm_board_local(a, b);
+
+    return m != NULL && (m->flags & IVM_BOARD_F_PAIRS) ? m : NULL;
 }
 
 int ivm_board_has_pair(int to)
@@ -205,11 +219,12 @@ static ivm_board_t *ivm_board_own(int pe)
 {
     ivm_board_t *m;
 
-    if (__atomic_load_n(&ivm_board_state, __ATOMIC_ACQUIRE) == IVM_BOARD_UNKNOWN &&
-        __atomic_add_fetch(&ivm_board_own_calls, 1, __ATOMIC_RELAXED) <= IVM_BOARD_OWN_AFTER) {
+    if (ivm_board_own_off() ||
+        (__atomic_load_n(&ivm_board_state, __ATOMIC_ACQUIRE) == IVM_BOARD_UNKNOWN &&
+         __atomic_add_fetch(&ivm_board_own_calls, 1, __ATOMIC_RELAXED) <= IVM_BOARD_OWN_AFTER)) {
         return NULL;
     }
-    m = ivm_board_pair(ivm_ctx.pe_id, pe);
+    m = ivm_board_local(ivm_ctx.pe_id, pe);
 
     return m != NULL && (m->flags & IVM_BOARD_F_SIGNALS) ? m : NULL;
 }
@@ -360,7 +375,8 @@ int ivm_board_barrier(const ivm_pe *pes, int n, ivmError_t *status_p)
     ivm_board_t *m;
     uint32_t g;
 
-    if (n > IVM_BOARD_SET_MAX || (m = ivm_board_get()) == NULL) {
+    if (n > IVM_BOARD_SET_MAX || (m = ivm_board_get()) == NULL ||
+        !(m->flags & IVM_BOARD_F_PAIRS)) {
         return 0;
     }
     k = ivm_board_set(pes, n, set);

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <linux/futex.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -37,6 +38,22 @@ static uint32_t ivmd_board_state_of(const ivmd_pe_t *pe)
     }
 }
 
+/* Addressed signals and barriers go on the board unless the job's
+ * environment (the root's, every PE's unless it changes its own) turns the
+ * board off: a choice of the job, not of each process, since the two ends of
+ * a pair must take the same path. */
+static int ivmd_board_pairs_wanted(const ivmd_job_data_t *jd)
+{
+    char **e;
+
+    for (e = jd->envp; e != NULL && *e != NULL; ++e) {
+        if (strcmp(*e, "IVM_SIGNAL_BOARD=0") == 0) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static ivmError_t ivmd_board_make(ivmd_job_t *job, struct ivmd_board **b_p)
 {
     struct ivmd_board *b = calloc(1, sizeof(*b));
@@ -64,7 +81,8 @@ static ivmError_t ivmd_board_make(ivmd_job_t *job, struct ivmd_board **b_p)
     /* The root node's daemon keeps every PE's own signals (a node daemon
      * forwards its PEs' SIGNAL and WAIT to it): they move to the board, with
      * whether WAITs are queued on each (its posts must tell the daemon). */
-    b->map->flags = jd->proxy ? 0 : IVM_BOARD_F_SIGNALS;
+    b->map->flags = (jd->proxy ? 0 : IVM_BOARD_F_SIGNALS) |
+                    (ivmd_board_pairs_wanted(jd) ? IVM_BOARD_F_PAIRS : 0);
     for (i = 0; i < job->next_pe_id; ++i) {
         ivmd_pe_t *pe = job->pes[i];
         if (pe != NULL && ivmd_board_local(pe)) {

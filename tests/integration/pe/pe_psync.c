@@ -405,12 +405,20 @@ static int own_pe(int rounds)
 
 /* PE 1: its WAIT on the root queues in the daemon before the job has a
  * board; the root's ivmSignalTo then makes the board, and its ivmSignal
- * posts there: the board must know of the queued WAIT. */
+ * posts there: the board must know of the queued WAIT. Then an addressed
+ * signal and a barrier between the two: with the board off in this process
+ * alone (own ",daemon"), they still meet the root's, which takes the board
+ * (pairs follow the job's setting, not each process's). */
 static int own_late_pe(void)
 {
+    static const ivm_pe pair[] = {0, 1};
+
     pe_stage = "a WAIT queued before the board";
     CHECK(ivmWait(0));
     CHECK(ivmWaitFrom(0));
+    pe_stage = "an addressed signal and a barrier with the root";
+    CHECK(ivmSignalTo(0));
+    CHECK(ivmBarrier(pair, 2));
     CHECK(ivmExit());
     return 0;
 }
@@ -430,6 +438,9 @@ static void own_late(void)
     pe_stage = "a signal posted on a board made after the WAIT";
     CHECK(ivmSignalTo(pe));
     CHECK(ivmSignal());
+    pe_stage = "an addressed signal and a barrier with PE 1";
+    CHECK(ivmWaitFrom(pe));
+    CHECK(ivmBarrier((const ivm_pe[]){0, pe}, 2));
     CHECK(ivmWait(pe)); /* it exited */
 }
 
@@ -445,17 +456,13 @@ static int sc_own(int argc, char **argv)
     }
     id = pe_enter();
     ASSERT(rounds > 2, "rounds %d", rounds);
-    /* (own_late's handshake is an addressed signal, whose two ends must agree
-     * on the board: not with the board off in the PEs alone) */
-    if (id == 1 && !off) {
+    if (id == 1) {
         return own_late_pe();
     }
     if (id != 0) {
         return own_pe(rounds);
     }
-    if (!off) {
-        own_late();
-    }
+    own_late();
     nnodes = nodes_count();
     t0     = pe_now();
     for (k = 0; k < 2 * nnodes; ++k) {
