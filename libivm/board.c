@@ -28,11 +28,19 @@ static ivm_board_t *ivm_board_map;
  * the daemon (the daemon path, for comparison). Its addressed signals and
  * barriers follow the job's choice (IVM_BOARD_F_PAIRS), which the daemon
  * reads from the job's environment: both ends of a pair must agree. */
+static int ivm_board_own_off_env = -1; /* read at the first call */
+
 static int ivm_board_own_off(void)
 {
-    const char *env = getenv("IVM_SIGNAL_BOARD");
+    int off = __atomic_load_n(&ivm_board_own_off_env, __ATOMIC_RELAXED);
 
-    return env != NULL && strcmp(env, "0") == 0;
+    if (off < 0) {
+        const char *env = getenv("IVM_SIGNAL_BOARD");
+
+        off = env != NULL && strcmp(env, "0") == 0;
+        __atomic_store_n(&ivm_board_own_off_env, off, __ATOMIC_RELAXED);
+    }
+    return off;
 }
 
 /* Ask the daemon for the board and map it; NONE if it has none for us. */

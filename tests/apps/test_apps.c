@@ -365,7 +365,11 @@ Test(apps, dslb_moves_work_off_a_slowed_device)
     cr_assert_str_eq(res.verified, "yes", "%s", why);
     cr_assert_eq(res.pes, 24, "%s", why);
     double s0 = apps_share_of(res.share, "node0.cpu0"), s1 = apps_share_of(res.share, "node1.cpu0");
-    cr_assert(s1 > 0.0 && s1 < 0.3 && s0 > 0.7, "shares node0 %f node1 %f: %s", s0, s1, why);
+    /* The speeds' split is 0.8 / 0.2 and an equal one 0.5 / 0.5; under the
+       sanitizers node0's share spread over 0.68-0.80 (17 runs on a loaded
+       2-vCPU machine, 0.68 failing the former bound 0.7): the bound sits
+       between the two splits. */
+    cr_assert(s1 > 0.0 && s1 < 0.4 && s0 > 0.6, "shares node0 %f node1 %f: %s", s0, s1, why);
     free(why);
     ivmt_result_free(&r);
 
