@@ -1200,6 +1200,7 @@ static ivmError_t ivmd_handle_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_
     ivm_proto_strset(info->transport, sizeof(info->transport),
                      ivmd_data_transport(&d->data)->name);
     ivm_proto_strset(info->ucx_tls, sizeof(info->ucx_tls), ivmd_ucx_tls(&d->data));
+    _Static_assert(sizeof(info->touch_ns) == sizeof(d->data.touch_ns), "the probe's figures");
     memcpy(info->touch_ns, d->data.touch_ns, sizeof(info->touch_ns));
     info->map_flags = d->data.map_flags;
     return IVM_SUCCESS;

@@ -654,6 +654,8 @@ IVM_API ivmError_t ivmEnter(void)
     ivm_ctx.read_first = ivm_read_first_from_env();
     ivm_ctx.put_signal_two = getenv("IVM_PUT_SIGNAL") != NULL &&
                              strcmp(getenv("IVM_PUT_SIGNAL"), "0") == 0;
+    ivm_ctx.own_board_off = getenv("IVM_SIGNAL_BOARD") != NULL &&
+                            strcmp(getenv("IVM_SIGNAL_BOARD"), "0") == 0;
     status = ivm_connect(is_root);
     if (status == IVM_SUCCESS) {
         memset(&rep, 0, sizeof(rep));

@@ -24,25 +24,6 @@ static pthread_mutex_t ivm_board_lock = PTHREAD_MUTEX_INITIALIZER;
 static int ivm_board_state;       /* IVM_BOARD_UNKNOWN .. MAPPED */
 static ivm_board_t *ivm_board_map;
 
-/* IVM_SIGNAL_BOARD=0 in this process: its own ivmSignal / ivmWait go through
- * the daemon (the daemon path, for comparison). Its addressed signals and
- * barriers follow the job's choice (IVM_BOARD_F_PAIRS), which the daemon
- * reads from the job's environment: both ends of a pair must agree. */
-static int ivm_board_own_off_env = -1; /* read at the first call */
-
-static int ivm_board_own_off(void)
-{
-    int off = __atomic_load_n(&ivm_board_own_off_env, __ATOMIC_RELAXED);
-
-    if (off < 0) {
-        const char *env = getenv("IVM_SIGNAL_BOARD");
-
-        off = env != NULL && strcmp(env, "0") == 0;
-        __atomic_store_n(&ivm_board_own_off_env, off, __ATOMIC_RELAXED);
-    }
-    return off;
-}
-
 /* Ask the daemon for the board and map it; NONE if it has none for us. */
 static int ivm_board_fetch(void)
 {
@@ -227,7 +208,11 @@ static ivm_board_t *ivm_board_own(int pe)
 {
     ivm_board_t *m;
 
-    if (ivm_board_own_off() ||
+    /* IVM_SIGNAL_BOARD=0 in this process (ivm_ctx.own_board_off) keeps its own
+     * signals off the board; its addressed signals and barriers follow the
+     * job's choice (IVM_BOARD_F_PAIRS), which the daemon reads from the job's
+     * environment: both ends of a pair must agree. */
+    if (ivm_ctx.own_board_off ||
         (__atomic_load_n(&ivm_board_state, __ATOMIC_ACQUIRE) == IVM_BOARD_UNKNOWN &&
          __atomic_add_fetch(&ivm_board_own_calls, 1, __ATOMIC_RELAXED) <= IVM_BOARD_OWN_AFTER)) {
         return NULL;

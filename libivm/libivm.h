@@ -43,6 +43,8 @@ typedef struct ivm_ctx {
     int              put_signal_two; /* IVM_PUT_SIGNAL=0: ivmSyncPutSignal as two calls */
     size_t           populate_max; /* maps up to this size are populated (IVM_MAP_POPULATE) */
     int              read_first;  /* IVM_MAP_READ_FIRST: 1 or 0; -1: as the daemon says */
+    int              own_board_off; /* IVM_SIGNAL_BOARD=0: own ivmSignal / ivmWait through
+                                       the daemon (libivm/board.c) */
     ivm_pending_t   *pending;
     /* identity */
     uint32_t         job_id;

@@ -6,23 +6,18 @@
 #include <numaif.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "data/copies.h"
 #include "log.h"
 #include "topo.h"
+#include "transport/loop.h"
 
 #define IVMD_TOUCH_PAGES 64 /* pages of the probe's memfd */
 #define IVMD_TOUCH_TRIES 5  /* the least of this many tries counts */
 
-static uint64_t ivmd_touch_clock_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+_Static_assert(sizeof(((ivmd_data_t *)0)->touch_ns) == IVMD_TOUCH_KINDS * sizeof(uint32_t),
+               "a figure per kind of touch");
 
 /* One try of one kind: mmap (and mprotect for ro) and the first touch of
  * every page, ns per page; UINT64_MAX if a call failed. */
@@ -31,7 +26,7 @@ static uint64_t ivmd_touch_try(int fd, size_t page, ivmd_touch_kind_t kind)
     size_t len = IVMD_TOUCH_PAGES * page;
     int ro = kind == IVMD_TOUCH_RO_READ || kind == IVMD_TOUCH_RO_WRITE;
     int write = kind == IVMD_TOUCH_RW_WRITE || kind == IVMD_TOUCH_RO_WRITE;
-    uint64_t t0 = ivmd_touch_clock_ns(), t1;
+    uint64_t t0 = ivmd_now_ns(), t1;
     volatile unsigned char *p;
     unsigned sum = 0;
     size_t i;
@@ -52,7 +47,7 @@ static uint64_t ivmd_touch_try(int fd, size_t page, ivmd_touch_kind_t kind)
             sum += p[i];
         }
     }
-    t1 = ivmd_touch_clock_ns();
+    t1 = ivmd_now_ns();
     munmap((void *)p, len);
     (void)sum;
     return (t1 - t0) / IVMD_TOUCH_PAGES;
@@ -66,32 +61,29 @@ void ivmd_copies_probe_touch(ivmd_data_t *dp)
 
     dp->map_flags = 0;
     memset(dp->touch_ns, 0, sizeof(dp->touch_ns));
-    fd = memfd_create("ivmd-touch-probe", MFD_CLOEXEC);
-    if (fd < 0 || ftruncate(fd, (off_t)(IVMD_TOUCH_PAGES * page)) != 0) {
-        ivm_warn("cannot measure the first touch of a mapping (%m): maps are populated "
-                 "writable");
-        if (fd >= 0) {
-            close(fd);
-        }
-        return;
-    }
     for (k = 0; k < IVMD_TOUCH_KINDS; ++k) {
         best[k] = UINT64_MAX;
     }
-    /* The kinds in turn, so that noise falls on all of them alike; the
-       first write of all makes the memfd's pages. */
-    (void)ivmd_touch_try(fd, page, IVMD_TOUCH_RW_WRITE);
-    for (t = 0; t < IVMD_TOUCH_TRIES; ++t) {
-        for (k = 0; k < IVMD_TOUCH_KINDS; ++k) {
-            uint64_t ns = ivmd_touch_try(fd, page, (ivmd_touch_kind_t)k);
-            best[k] = ns < best[k] ? ns : best[k];
+    fd = memfd_create("ivmd-touch-probe", MFD_CLOEXEC);
+    if (fd >= 0 && ftruncate(fd, (off_t)(IVMD_TOUCH_PAGES * page)) == 0) {
+        /* The kinds in turn, so that noise falls on all of them alike; the
+           first write of all makes the memfd's pages. */
+        (void)ivmd_touch_try(fd, page, IVMD_TOUCH_RW_WRITE);
+        for (t = 0; t < IVMD_TOUCH_TRIES; ++t) {
+            for (k = 0; k < IVMD_TOUCH_KINDS; ++k) {
+                uint64_t ns = ivmd_touch_try(fd, page, (ivmd_touch_kind_t)k);
+                best[k] = ns < best[k] ? ns : best[k];
+            }
         }
     }
-    close(fd);
+    if (fd >= 0) {
+        close(fd);
+    }
     for (k = 0; k < IVMD_TOUCH_KINDS; ++k) {
         if (best[k] == UINT64_MAX) {
-            ivm_warn("cannot measure the first touch of a mapping: maps are populated "
-                     "writable");
+            ivm_warn("cannot measure the first touch of a mapping (memfd, mmap or mprotect "
+                     "failed): maps are populated writable");
+            memset(dp->touch_ns, 0, sizeof(dp->touch_ns));
             return;
         }
         dp->touch_ns[k] = best[k] > UINT32_MAX ? UINT32_MAX : (uint32_t)best[k];

@@ -63,7 +63,8 @@ typedef struct ivmd_data {
     uint64_t                         rdma_bytes; /* object bytes we moved one-sided (UCX) */
     uint32_t                         map_flags; /* IVM_MAP_READ_FIRST or 0: for every map
                                                    reply (data/copies.h, the probe) */
-    uint32_t                         touch_ns[4]; /* the probe's figures (ivmd_touch_t) */
+    uint32_t                         touch_ns[4]; /* the probe's figures, ns, by
+                                                     ivmd_touch_kind_t (data/copies.h) */
     struct ivmd_op                  *ops;       /* operations in flight, by id (uthash) */
     uint64_t                         next_op;   /* the last id given */
     const struct ivmd_transport_ops *transport; /* NULL: TCP (data/transport.h) */

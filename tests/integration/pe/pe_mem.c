@@ -724,8 +724,9 @@ static int sc_map_count_limit(int argc, char **argv)
 }
 
 /* mprotect calls that opened a range for writing, counted by interposing
- * libc's mprotect for libivm (the executable's definition comes first):
- * how the read_first scenario sees the way libivm populated a map. */
+ * libc's mprotect for libivm (the executable's definition comes first; the
+ * build hides symbols by default, so it is made visible): how the
+ * read_first scenario sees the way libivm populated a map. */
 static int opened_for_writing;
 
 __attribute__((visibility("default"))) int mprotect(void *addr, size_t len, int prot)
