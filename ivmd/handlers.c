@@ -1202,7 +1202,10 @@ static ivmError_t ivmd_handle_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_
     ivm_proto_strset(info->ucx_tls, sizeof(info->ucx_tls), ivmd_ucx_tls(&d->data));
     _Static_assert(sizeof(info->touch_ns) == sizeof(d->data.touch_ns), "the probe's figures");
     memcpy(info->touch_ns, d->data.touch_ns, sizeof(info->touch_ns));
-    info->map_flags = d->data.map_flags;
+    info->map_flags   = d->data.map_flags;
+    info->huge_pages  = (uint32_t)d->data.huge;
+    info->huge_bytes  = d->data.huge_bytes;
+    info->huge_failed = d->data.huge_failed;
     return IVM_SUCCESS;
 }
 

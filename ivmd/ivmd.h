@@ -109,6 +109,10 @@
       "reserve an object's memory when it is made (fallocate: ivmMalloc zeroes its " \
       "pages, a later touch cannot fail); off: sparse objects, checked against "     \
       "available memory only")                                                      \
+    X(huge_pages, "huge-pages", STRING, "auto",                                     \
+      "put objects' memory in 2 MiB pages (whole ones; needs --reserve-memory): on, "  \
+      "off, or auto (where the kernel can: Linux 6.1 or later; a fresh PE then "       \
+      "maps an object 512 pages to a page table entry)")                            \
     X(preauth_per_source, "preauth-per-source", INT, "32",                          \
       "unauthenticated peer connections one source address may hold open; beyond, " \
       "new ones are closed at once")                                                \

@@ -37,7 +37,7 @@ static void ivmd_usage(FILE *out)
 
 static ivmError_t ivmd_parse(ivmd_t *d, int argc, char **argv)
 {
-    char err[256];
+    char err[512];
     int first, help, level;
 
     if (ivm_config_defaults(ivmd_config_fields, &d->cfg) != IVM_SUCCESS ||
@@ -82,6 +82,11 @@ static ivmError_t ivmd_parse(ivmd_t *d, int argc, char **argv)
     if (strcmp(d->cfg.transport, "tcp") != 0 && strcmp(d->cfg.transport, "ucx") != 0 &&
         strcmp(d->cfg.transport, "auto") != 0) {
         ivm_error("--transport %s: expected tcp, ucx or auto", d->cfg.transport);
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    if (ivmd_copies_huge_open(&d->data, d->cfg.huge_pages, (int)d->cfg.reserve_memory, err,
+                              sizeof(err)) != IVM_SUCCESS) {
+        ivm_error("%s", err);
         return IVM_ERROR_INVALID_VALUE;
     }
     if (*d->cfg.cpu_devices != '\0') {
@@ -234,7 +239,11 @@ static ivmError_t ivmd_limits_open(ivmd_t *d)
                                         .max_conns           = d->cfg.max_conns,
                                         .reserve_memory      = (int)d->cfg.reserve_memory};
 
-    ivmd_quota_init(&d->quota, &quota_cfg, &d->reg, &d->conns, &d->net, ivmd_numa_place);
+    const ivmd_quota_mem_ops_t mem = {.place  = ivmd_numa_place,
+                                       .settle = ivmd_copies_huge,
+                                       .arg    = &d->data};
+
+    ivmd_quota_init(&d->quota, &quota_cfg, &d->reg, &d->conns, &d->net, &mem);
     return ivmd_netlimits_open(&d->net, &d->loop, &d->conns, &net_cfg);
 }
 
@@ -545,6 +554,7 @@ int main(int argc, char **argv)
              d->data.touch_ns[IVMD_TOUCH_RW_READ], d->data.touch_ns[IVMD_TOUCH_RO_READ],
              d->data.touch_ns[IVMD_TOUCH_RW_WRITE], d->data.touch_ns[IVMD_TOUCH_RO_WRITE],
              (d->data.map_flags & IVM_MAP_READ_FIRST) ? "read-only first" : "writable");
+    ivm_info("objects' memory in %s pages", d->data.huge ? "2 MiB" : "4 KiB");
     ivm_info("data transport %s%s%s", ivmd_data_transport(&d->data)->name,
              d->data.ucx != NULL ? " over " : "", ivmd_ucx_tls(&d->data));
     ivm_info("listening on %s (%d CPU device%s, %u GPU device%s)", d->socket_path, d->ndevs,

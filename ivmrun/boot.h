@@ -44,6 +44,8 @@
       "encrypt the links between the daemons (ivmd --peer-encrypt)")                   \
     X(daemon_poll_us, "daemon-poll-us", STRING, "",                                    \
       "us every node's daemon polls before sleeping (ivmd --poll-us)")                 \
+    X(daemon_huge_pages, "daemon-huge-pages", STRING, "",                              \
+      "2 MiB pages for every node's daemon's objects: auto, on or off (ivmd --huge-pages)") \
     X(transport,   "transport",   STRING, "",                                          \
       "how object bytes move between the daemons: tcp, ucx or auto (ivmd --transport)") \
     X(log_level,   "log-level",   STRING, "",                                          \

@@ -568,6 +568,9 @@ static int info_node(info_out_t *o, const char *path)
     info_u64(o, "touch_write_ro_first_ns", info.touch_ns[3]);
     info_str(o, "map_populate", (info.map_flags & IVM_MAP_READ_FIRST) ? "read-only first"
                                                                        : "writable");
+    info_str(o, "huge_pages", info.huge_pages ? "2 MiB" : "off");
+    info_u64(o, "huge_page_bytes", info.huge_bytes);
+    info_u64(o, "huge_page_failures", info.huge_failed);
     info_cpu_devices(o, path);
     info_gpus(o, path);
     info_arr_open(o, "job");

@@ -49,6 +49,9 @@
       "are authenticated in any case")                                              \
     X(daemon_poll_us, "daemon-poll-us", STRING, "",                                 \
       "every started ivmd polls this many us before sleeping (ivmd --poll-us)")     \
+    X(daemon_huge_pages, "daemon-huge-pages", STRING, "",                           \
+      "every started ivmd puts objects in 2 MiB pages: auto, on or off (ivmd "       \
+      "--huge-pages; default auto)")                                                \
     X(transport,   "transport",   STRING, "",                                       \
       "how object bytes move between the started daemons: tcp, ucx or auto "         \
       "(ivmd --transport; default auto; UCX_* variables reach UCX)")                 \
@@ -106,13 +109,14 @@ typedef enum ivmrun_fwd_to {
     IVMRUN_FWD_BOOT
 } ivmrun_fwd_to_t;
 
-/* Append the daemon settings given in o to argv (at most 13 entries): the
+/* Append the daemon settings given in o to argv (at most 15 entries): the
  * one list of the options a launcher passes on (opts.c). */
 void ivmrun_opts_forward(const ivmrun_opts_t *o, ivmrun_fwd_to_t to, char **argv,
                          int *argc_p);
 
 /* 1 if o gives a setting that only a daemon started for the run can take
- * (--emu-gpus, --gpus, --gpu-shares, --daemon-poll-us). */
+ * (--emu-gpus, --gpus, --gpu-shares, --daemon-poll-us, --transport,
+ * --daemon-huge-pages). */
 int ivmrun_opts_started_only(const ivmrun_opts_t *o);
 
 /* The value of the STRING (DOUBLE) option name of o; NULL (0) if o has none. */

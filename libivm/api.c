@@ -11,6 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "hugemap.h"
 #include "libivm.h"
 #include "log.h"
 #include "sock.h"
@@ -1184,7 +1185,8 @@ static ivmError_t ivm_map_mmap_failed(size_t len, int err)
     IVM_FAIL(IVM_ERROR_NO_MEMORY, "mmap of %zu bytes failed: %s", len, strerror(err));
 }
 
-/* mmap a copy's fd for reading and writing. Up to IVM_MAP_POPULATE bytes
+/* mmap a copy's fd for reading and writing, placed so that the copy's 2 MiB
+ * pages (ivmd --huge-pages) map whole (common/hugemap.h). Up to IVM_MAP_POPULATE bytes
  * are populated at once; read-only first, then opened for writing by
  * mprotect, when the daemon found a page's first read cheaper so on its node
  * (IVM_MAP_READ_FIRST in the reply; the env variable overrides): the same
@@ -1198,12 +1200,13 @@ static void *ivm_map_mmap(int fd, size_t len, off_t off, uint32_t flags)
     int err;
 
     if (len > ivm_ctx.populate_max) {
-        return mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off);
+        return ivm_hugemap_mmap(len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off);
     }
     if (!read_first) {
-        return mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, off);
+        return ivm_hugemap_mmap(len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd,
+                                off);
     }
-    base = mmap(NULL, len, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, off);
+    base = ivm_hugemap_mmap(len, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, off);
     if (base != MAP_FAILED && mprotect(base, len, PROT_READ | PROT_WRITE) != 0) {
         err = errno;
         munmap(base, len);

@@ -12,9 +12,9 @@
 
 void ivmd_quota_init(ivmd_quota_t *q, const ivmd_quota_cfg_t *cfg, const ivmd_registry_t *reg,
                      const ivmd_conn_table_t *conns, const ivmd_netlimits_t *net,
-                     ivmd_quota_place_t place)
+                     const ivmd_quota_mem_ops_t *mem)
 {
-    *q = (ivmd_quota_t){.cfg = *cfg, .reg = reg, .conns = conns, .net = net, .place = place};
+    *q = (ivmd_quota_t){.cfg = *cfg, .reg = reg, .conns = conns, .net = net, .mem = *mem};
 }
 
 ivmError_t ivmd_quota_conn_admit(const ivmd_quota_t *q, char *detail, size_t detail_len)
@@ -267,8 +267,8 @@ ivmError_t ivmd_quota_obj_mem(ivmd_quota_t *q, const ivmd_job_t *job, const char
         return IVM_ERROR_NO_MEMORY;
     }
     /* Place, then reserve the pages now: a later first touch cannot SIGBUS. */
-    if (q->place != NULL) {
-        q->place(fd, size, numa);
+    if (q->mem.place != NULL) {
+        q->mem.place(fd, size, numa);
     }
     rc = q->cfg.reserve_memory ? posix_fallocate(fd, 0, (off_t)size) : 0;
     if (rc != 0 && rc != EOPNOTSUPP) {
@@ -277,6 +277,9 @@ ivmError_t ivmd_quota_obj_mem(ivmd_quota_t *q, const ivmd_job_t *job, const char
                  "%s: %s (%llu bytes were left: %s)", (unsigned long long)size, name,
                  q->cfg.node, strerror(rc), (unsigned long long)room, what);
         return IVM_ERROR_NO_MEMORY;
+    }
+    if (q->cfg.reserve_memory && q->mem.settle != NULL) {
+        q->mem.settle(q->mem.arg, fd, size);
     }
     *fd_p = fd;
     return IVM_SUCCESS;

@@ -26,15 +26,22 @@ typedef struct ivmd_quota_cfg {
     int         reserve_memory;      /* --reserve-memory */
 } ivmd_quota_cfg_t;
 
-/* Where a new object's pages go: NUMA node numa (-1: any). */
-typedef void (*ivmd_quota_place_t)(int fd, uint64_t size, int numa);
+/* What the data plane does to a new copy's memory: place sets where its pages
+ * go (NUMA node numa, -1: any) before they are reserved; settle, after they
+ * were (--reserve-memory), may rearrange them (2 MiB pages). Either may be
+ * NULL; neither fails the object. */
+typedef struct ivmd_quota_mem_ops {
+    void (*place)(int fd, uint64_t size, int numa);
+    void (*settle)(void *arg, int fd, uint64_t size);
+    void *arg; /* settle's */
+} ivmd_quota_mem_ops_t;
 
 typedef struct ivmd_quota {
     ivmd_quota_cfg_t         cfg;
     const ivmd_registry_t   *reg;
     const ivmd_conn_table_t *conns;
     const ivmd_netlimits_t  *net;
-    ivmd_quota_place_t       place;
+    ivmd_quota_mem_ops_t     mem;
     uint64_t                 room;      /* memory room read at room_ns ... */
     uint64_t                 room_ns;   /* ... (0: never) ... */
     uint64_t                 room_used; /* ... when the node's objects held this many bytes */
@@ -43,7 +50,7 @@ typedef struct ivmd_quota {
 
 void ivmd_quota_init(ivmd_quota_t *q, const ivmd_quota_cfg_t *cfg, const ivmd_registry_t *reg,
                      const ivmd_conn_table_t *conns, const ivmd_netlimits_t *net,
-                     ivmd_quota_place_t place);
+                     const ivmd_quota_mem_ops_t *mem);
 /* One more client connection (--max-conns): IVM_SUCCESS or IVM_ERROR_LIMIT. */
 ivmError_t ivmd_quota_conn_admit(const ivmd_quota_t *q, char *detail, size_t detail_len);
 /* n more PEs for job: IVM_SUCCESS or IVM_ERROR_LIMIT (detail). */
@@ -51,7 +58,7 @@ ivmError_t ivmd_quota_pes_admit(const ivmd_quota_t *q, const ivmd_job_t *job, in
                                 char *detail, size_t detail_len);
 /* Memory for an object of size bytes for job: the limits on objects and
  * bytes checked, a memfd made, its pages on NUMA node numa (-1: any) and its
- * memory reserved (fallocate). counted: the object is already in the job's
+ * memory reserved (fallocate) and settled. counted: the object is already in the job's
  * and node's counts (a mirror). Returns IVM_SUCCESS and the fd, or an error
  * with a message in detail. */
 ivmError_t ivmd_quota_obj_mem(ivmd_quota_t *q, const ivmd_job_t *job, const char *name,

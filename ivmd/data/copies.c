@@ -3,12 +3,16 @@
  * the memfd itself (a shmem object keeps the policy mbind gives one of its
  * mappings), so every later mapping, the PEs' included, allocates there.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <numaif.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include "data/copies.h"
+#include "hugemap.h"
 #include "log.h"
 #include "topo.h"
 #include "transport/loop.h"
@@ -92,6 +96,105 @@ void ivmd_copies_probe_touch(ivmd_data_t *dp)
         2 * best[IVMD_TOUCH_RO_WRITE] <= 3 * best[IVMD_TOUCH_RW_WRITE]) {
         dp->map_flags = IVM_MAP_READ_FIRST;
     }
+}
+
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25 /* Linux 6.1; older C libraries lack the name */
+#endif
+
+#define IVMD_HUGE_WINDOW (8 * IVM_HUGE_PAGE_SIZE) /* bytes collapsed per mapping */
+
+/* The whole 2 MiB pages of [0, size) of fd put in 2 MiB pages: 0, or an
+ * errno value. A window of the copy at a time is mapped, collapsed (which
+ * maps it in this process) and unmapped, so the daemon's resident memory
+ * grows by one window, not by the copy. */
+static int ivmd_huge_collapse(int fd, uint64_t size)
+{
+    uint64_t end = size & ~(uint64_t)(IVM_HUGE_PAGE_SIZE - 1), off;
+    size_t len;
+    void *p;
+    int rc;
+
+    for (off = 0; off < end; off += len) {
+        len = (size_t)(end - off < IVMD_HUGE_WINDOW ? end - off : IVMD_HUGE_WINDOW);
+        p   = ivm_hugemap_mmap(len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
+        if (p == MAP_FAILED) {
+            return errno;
+        }
+        rc = madvise(p, len, MADV_COLLAPSE) == 0 ? 0 : errno;
+        munmap(p, len);
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+ivmError_t ivmd_copies_huge_open(ivmd_data_t *dp, const char *mode, int reserve_memory,
+                                 char *detail, size_t detail_len)
+{
+    int on = mode != NULL && strcmp(mode, "on") == 0;
+    int fd, rc;
+
+    dp->huge = 0;
+    if (mode == NULL || strcmp(mode, "off") == 0) {
+        return IVM_SUCCESS;
+    }
+    if (!on && strcmp(mode, "auto") != 0) {
+        snprintf(detail, detail_len, "--huge-pages '%s' is not auto, on or off", mode);
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    if (!reserve_memory) {
+        if (on) {
+            snprintf(detail, detail_len, "--huge-pages on needs --reserve-memory: only "
+                     "reserved pages can be put in 2 MiB pages");
+            return IVM_ERROR_INVALID_VALUE;
+        }
+        ivm_info("objects stay in 4 KiB pages: --reserve-memory is off");
+        return IVM_SUCCESS;
+    }
+    fd = memfd_create("ivmd-huge-probe", MFD_CLOEXEC);
+    if (fd < 0) {
+        rc = errno;
+    } else {
+        rc = ftruncate(fd, (off_t)IVM_HUGE_PAGE_SIZE) != 0 ? errno
+             : posix_fallocate(fd, 0, (off_t)IVM_HUGE_PAGE_SIZE);
+        rc = rc != 0 ? rc : ivmd_huge_collapse(fd, IVM_HUGE_PAGE_SIZE);
+        close(fd);
+    }
+    if (rc != 0) {
+        if (on) {
+            snprintf(detail, detail_len, "--huge-pages on: this kernel does not put shared "
+                     "memory in 2 MiB pages: madvise(MADV_COLLAPSE) on a memfd: %s (Linux "
+                     "6.1 or later with transparent huge pages, "
+                     "/sys/kernel/mm/transparent_hugepage/shmem_enabled not 'deny')",
+                     strerror(rc));
+            return IVM_ERROR_UNSUPPORTED;
+        }
+        ivm_info("objects stay in 4 KiB pages: the kernel does not collapse a memfd into 2 "
+                 "MiB pages (madvise(MADV_COLLAPSE): %s)", strerror(rc));
+        return IVM_SUCCESS;
+    }
+    dp->huge = 1;
+    return IVM_SUCCESS;
+}
+
+void ivmd_copies_huge(void *arg, int fd, uint64_t size)
+{
+    ivmd_data_t *dp = arg;
+    int rc;
+
+    if (!dp->huge || size < IVM_HUGE_PAGE_SIZE) {
+        return;
+    }
+    rc = ivmd_huge_collapse(fd, size);
+    if (rc != 0) {
+        dp->huge_failed++;
+        ivm_warn_limited("a copy of %llu bytes stays in 4 KiB pages: madvise(MADV_COLLAPSE): "
+                         "%s", (unsigned long long)size, strerror(rc));
+        return;
+    }
+    dp->huge_bytes += size & ~(uint64_t)(IVM_HUGE_PAGE_SIZE - 1);
 }
 
 int ivmd_numa_of_pe(const ivmd_job_t *job, const ivmd_pe_t *pe)

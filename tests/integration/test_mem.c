@@ -1,5 +1,11 @@
 /* Integration: objects and sync calls, against the real ivmd. */
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -88,4 +94,107 @@ Test(mem, map_not_populated_is_writable_at_once)
                              *const env[] = {"IVM_MAP_READ_FIRST=1", "IVM_MAP_POPULATE=0", NULL};
 
     ivmt_scenario(IVMT_PE_MEM, "read_first", args, env, 20);
+}
+
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
+
+/* Whether this kernel puts a memfd's reserved pages in 2 MiB pages on
+ * request (MADV_COLLAPSE, Linux 6.1), tried here on a mapping of our own:
+ * 1, or 0 with why. */
+static int kernel_collapses_memfd(char *why, size_t len)
+{
+    const size_t huge = 2u << 20;
+    int fd = memfd_create("test-huge", MFD_CLOEXEC), rc = 0;
+    unsigned char *span, *at;
+
+    if (fd < 0 || ftruncate(fd, (off_t)huge) != 0 || posix_fallocate(fd, 0, (off_t)huge) != 0) {
+        snprintf(why, len, "memfd: %s", strerror(errno));
+        goto out;
+    }
+    span = mmap(NULL, 2 * huge, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert(span != MAP_FAILED);
+    at = span + (huge - (uintptr_t)span % huge) % huge;
+    cr_assert(mmap(at, huge, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == at);
+    rc = madvise(at, huge, MADV_COLLAPSE) == 0;
+    snprintf(why, len, "madvise(MADV_COLLAPSE): %s", rc ? "done" : strerror(errno));
+    munmap(span, 2 * huge);
+out:
+    if (fd >= 0) {
+        close(fd);
+    }
+    return rc;
+}
+
+/* ivmd --huge-pages auto (the default): where the kernel can (checked here
+ * on a memfd of the test's own), objects are put in 2 MiB pages, INFO says
+ * so and counts their bytes, and a PE's maps take those pages whole; where
+ * it cannot, nothing is. */
+Test(mem, huge_pages_where_the_kernel_can)
+{
+    static const char *const yes[] = {"1", NULL}, *const no[] = {"0", NULL};
+    ivm_msg_info_rep_t info;
+    const char *why = NULL;
+    char kernel[128];
+    ivmt_result_t r;
+    int can = kernel_collapses_memfd(kernel, sizeof(kernel));
+
+    cr_assert_eq(ivmt_info(ivmt_d.sock, &info, &why), 0, "%s", why);
+    cr_assert_eq(info.huge_pages, (uint32_t)can, "the daemon says huge_pages %u; the kernel: %s",
+                 info.huge_pages, kernel);
+    ivmt_run_pe(&ivmt_d, IVMT_PE_MEM, "huge", can ? yes : no, NULL, 20, &r);
+    ivmt_expect_pe_ok(&ivmt_d, &r, "huge");
+    ivmt_result_free(&r);
+    cr_assert_eq(ivmt_info(ivmt_d.sock, &info, &why), 0, "%s", why);
+    cr_assert_eq(info.huge_bytes, can ? 3ull << 21 : 0ull, "huge_bytes %llu",
+                 (unsigned long long)info.huge_bytes);
+    cr_assert_eq(info.huge_failed, 0, "huge_failed %llu", (unsigned long long)info.huge_failed);
+    ivmt_daemon_finish(&ivmt_d);
+}
+
+/* --huge-pages off: 4 KiB pages whatever the kernel can. */
+Test(mem, huge_pages_off)
+{
+    static const char *const off[] = {"--huge-pages", "off", NULL}, *const args[] = {"0", NULL};
+    ivm_msg_info_rep_t info;
+    const char *why = NULL;
+
+    ivmt_daemon_abandon(&ivmt_d);
+    ivmt_daemon_start(&ivmt_d, off);
+    cr_assert_eq(ivmt_info(ivmt_d.sock, &info, &why), 0, "%s", why);
+    cr_assert_eq(info.huge_pages, 0);
+    ivmt_scenario(IVMT_PE_MEM, "huge", args, NULL, 20);
+}
+
+/* Settings the daemon cannot take: refused at start with their reason. */
+Test(mem, huge_pages_bad_settings_are_refused)
+{
+    static const struct {
+        const char *a[5], *why;
+    } bad[] = {
+        {{"--huge-pages", "maybe", NULL}, "--huge-pages 'maybe' is not auto, on or off"},
+        {{"--huge-pages", "on", "--reserve-memory=0", NULL},
+         "--huge-pages on needs --reserve-memory"},
+    };
+    char dir[IVMT_PATH_MAX], sock[IVMT_PATH_MAX + 16];
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); ++i) {
+        const char *argv[8] = {IVMT_IVMD, "--socket", sock};
+        ivmt_result_t r;
+        int n = 3;
+
+        for (int k = 0; bad[i].a[k] != NULL; ++k) {
+            argv[n++] = bad[i].a[k];
+        }
+        ivmt_make_tmpdir(dir, sizeof(dir));
+        snprintf(sock, sizeof(sock), "%s/s", dir);
+        ivmt_run(argv, NULL, 10, &r);
+        ivmt_remove_dir(dir);
+        cr_assert(r.exited && r.code == 2, "ivmd %s %s exited %d: %s", bad[i].a[0], bad[i].a[1],
+                  r.code, r.err);
+        cr_assert(strstr(r.err, bad[i].why) != NULL, "ivmd said '%s', not '%s'", r.err,
+                  bad[i].why);
+        ivmt_result_free(&r);
+    }
 }

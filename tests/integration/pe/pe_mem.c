@@ -776,6 +776,77 @@ static int sc_read_first(int argc, char **argv)
     return pe_ok();
 }
 
+/* kB of the mapping holding addr that the kernel maps by 2 MiB pages
+ * (ShmemPmdMapped of /proc/self/smaps); -1 if no mapping holds it. */
+static long pmd_mapped_kb(const void *addr)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    unsigned long lo, hi, a = (unsigned long)(uintptr_t)addr;
+    char line[512];
+    long kb = -1;
+    int in = 0;
+
+    if (f == NULL) {
+        return -1;
+    }
+    while (fgets(line, sizeof(line), f) != NULL) {
+        /* A mapping's first line starts with its address in lower-case hex,
+           its fields' lines with a capital. */
+        if (strchr("0123456789abcdef", line[0]) != NULL &&
+            sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
+            in = a >= lo && a < hi;
+        } else if (in && sscanf(line, "ShmemPmdMapped: %ld kB", &kb) == 1) {
+            break;
+        }
+    }
+    fclose(f);
+    return kb;
+}
+
+/* ivmd --huge-pages: argv[2] "1", the daemon puts objects in 2 MiB pages:
+ * an object of three of them and a bit is mapped by ivmMalloc and by a
+ * subset map at an offset that is no multiple of 2 MiB, each placed so that
+ * the whole 2 MiB pages it holds are mapped 2 MiB to an entry (smaps'
+ * ShmemPmdMapped); "0": nothing is. Either way the bytes are the object's. */
+static int sc_huge(int argc, char **argv)
+{
+    const size_t huge = 2u << 20, page = (size_t)sysconf(_SC_PAGESIZE);
+    const size_t size = 3 * huge + 3 * page, off = huge - page, len = 2 * huge + page;
+    unsigned char *p, *q;
+    long kb_p, kb_q;
+    int expect;
+
+    ASSERT(argc > 2 && (strcmp(argv[2], "0") == 0 || strcmp(argv[2], "1") == 0),
+           "%s", "usage: huge 0|1");
+    expect = argv[2][0] == '1';
+    pe_enter();
+    CHECK(ivmMalloc("huge", &p, size));
+    fill(p, 0, size);
+    CHECK(ivmMapSubset("huge", &q, off, len));
+    ASSERT((uintptr_t)q % huge == off % huge, "the subset map at offset %zu is at %p: not "
+           "congruent modulo 2 MiB", off, (void *)q);
+    pe_stage = "reads of the subset map";
+    check_pattern(q, off, len, __LINE__);
+    kb_p = pmd_mapped_kb(p);
+    kb_q = pmd_mapped_kb(q);
+    /* The object's first three 2 MiB pages; the subset [2 MiB - 4 KiB, 6 MiB)
+       holds the second and third whole. */
+    ASSERT(kb_p == (expect ? 6144 : 0) && kb_q == (expect ? 4096 : 0),
+           "ShmemPmdMapped %ld kB of the object's map and %ld kB of the subset map, expected "
+           "%d and %d", kb_p, kb_q, expect ? 6144 : 0, expect ? 4096 : 0);
+    for (size_t i = 0; i < len; i += page) {
+        q[i] = (unsigned char)~pattern(off + i);
+    }
+    for (size_t i = 0; i < len; i += page) {
+        ASSERT(p[off + i] == (unsigned char)~pattern(off + i), "byte %zu: a write through the "
+               "subset map is not in the object", off + i);
+    }
+    CHECK(ivmUnmap(q));
+    CHECK(ivmFree(p));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
 static const pe_scenario_entry_t scenarios[] = {
     {"malloc", sc_malloc},
     {"map", sc_map},
@@ -791,6 +862,7 @@ static const pe_scenario_entry_t scenarios[] = {
     {"job_limits", sc_job_limits},
     {"map_count_limit", sc_map_count_limit},
     {"read_first", sc_read_first},
+    {"huge", sc_huge},
     {NULL, NULL},
 };
 
