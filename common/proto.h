@@ -572,8 +572,8 @@ typedef struct ivm_msg_info_rep {
                               write through one populated read-only (ivmd/data/copies.h) */
     uint32_t map_flags;    /* IVM_MAP_READ_FIRST when the daemon asks PEs for it, else 0 */
     uint32_t huge_pages;   /* 1: objects' memory is put in 2 MiB pages (ivmd --huge-pages) */
-    uint64_t huge_bytes;   /* bytes of object copies put in 2 MiB pages since the start */
-    uint64_t huge_failed;  /* copies the kernel left in 4 KiB pages since the start */
+    uint64_t huge_bytes;   /* bytes of object copies reserved in 2 MiB pages since the start */
+    uint64_t huge_failed;  /* copies left partly in 4 KiB pages since the start */
 } ivm_msg_info_rep_t;
 
 _Static_assert(sizeof(ivm_msg_map_rep_t) == 64, "map reply size");

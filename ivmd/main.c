@@ -240,7 +240,7 @@ static ivmError_t ivmd_limits_open(ivmd_t *d)
                                         .reserve_memory      = (int)d->cfg.reserve_memory};
 
     const ivmd_quota_mem_ops_t mem = {.place  = ivmd_numa_place,
-                                       .settle = ivmd_copies_huge,
+                                       .reserve = ivmd_copies_reserve,
                                        .arg    = &d->data};
 
     ivmd_quota_init(&d->quota, &quota_cfg, &d->reg, &d->conns, &d->net, &mem);

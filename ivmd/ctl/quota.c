@@ -270,16 +270,15 @@ ivmError_t ivmd_quota_obj_mem(ivmd_quota_t *q, const ivmd_job_t *job, const char
     if (q->mem.place != NULL) {
         q->mem.place(fd, size, numa);
     }
-    rc = q->cfg.reserve_memory ? posix_fallocate(fd, 0, (off_t)size) : 0;
+    rc = !q->cfg.reserve_memory ? 0
+         : q->mem.reserve != NULL ? q->mem.reserve(q->mem.arg, fd, size)
+                                  : posix_fallocate(fd, 0, (off_t)size);
     if (rc != 0 && rc != EOPNOTSUPP) {
         close(fd);
         snprintf(detail, detail_len, "cannot reserve %llu bytes for object '%s' on node "
                  "%s: %s (%llu bytes were left: %s)", (unsigned long long)size, name,
                  q->cfg.node, strerror(rc), (unsigned long long)room, what);
         return IVM_ERROR_NO_MEMORY;
-    }
-    if (q->cfg.reserve_memory && q->mem.settle != NULL) {
-        q->mem.settle(q->mem.arg, fd, size);
     }
     *fd_p = fd;
     return IVM_SUCCESS;

@@ -27,13 +27,14 @@ typedef struct ivmd_quota_cfg {
 } ivmd_quota_cfg_t;
 
 /* What the data plane does to a new copy's memory: place sets where its pages
- * go (NUMA node numa, -1: any) before they are reserved; settle, after they
- * were (--reserve-memory), may rearrange them (2 MiB pages). Either may be
- * NULL; neither fails the object. */
+ * go (NUMA node numa, -1: any) before they exist; reserve, with
+ * --reserve-memory, makes every page of [0, size) exist (0, or an errno value
+ * as posix_fallocate returns; NULL: posix_fallocate itself), in 2 MiB pages
+ * where it can. Either may be NULL. */
 typedef struct ivmd_quota_mem_ops {
     void (*place)(int fd, uint64_t size, int numa);
-    void (*settle)(void *arg, int fd, uint64_t size);
-    void *arg; /* settle's */
+    int (*reserve)(void *arg, int fd, uint64_t size);
+    void *arg; /* reserve's */
 } ivmd_quota_mem_ops_t;
 
 typedef struct ivmd_quota {
@@ -58,7 +59,7 @@ ivmError_t ivmd_quota_pes_admit(const ivmd_quota_t *q, const ivmd_job_t *job, in
                                 char *detail, size_t detail_len);
 /* Memory for an object of size bytes for job: the limits on objects and
  * bytes checked, a memfd made, its pages on NUMA node numa (-1: any) and its
- * memory reserved (fallocate) and settled. counted: the object is already in the job's
+ * memory reserved (fallocate, or 2 MiB pages). counted: the object is already in the job's
  * and node's counts (a mirror). Returns IVM_SUCCESS and the fd, or an error
  * with a message in detail. */
 ivmError_t ivmd_quota_obj_mem(ivmd_quota_t *q, const ivmd_job_t *job, const char *name,

@@ -104,37 +104,58 @@ void ivmd_copies_probe_touch(ivmd_data_t *dp)
 
 #define IVMD_HUGE_WINDOW (8 * IVM_HUGE_PAGE_SIZE) /* bytes collapsed per mapping */
 
-/* The whole 2 MiB pages of [0, size) of fd put in 2 MiB pages: 0, or an
- * errno value. A window of the copy at a time is mapped, collapsed (which
- * maps it in this process) and unmapped, so the daemon's resident memory
- * grows by one window, not by the copy. */
-static int ivmd_huge_collapse(int fd, uint64_t size)
-{
-    uint64_t end = size & ~(uint64_t)(IVM_HUGE_PAGE_SIZE - 1), off;
-    size_t len;
-    void *p;
-    int rc;
+/* Time a copy's collapse may take, ns: the kernel compacts memory to find
+ * free 2 MiB pages, which took 2 s for 1 GiB on a fragmented test VM (60-70 ms
+ * once compacted; posix_fallocate of 1 GiB in 4 KiB pages: 70-290 ms). Past
+ * it the rest of the copy is reserved in 4 KiB pages. */
+#define IVMD_HUGE_BUDGET_NS(len) (5000000ull + ((len) >> 20) * 250000ull)
 
-    for (off = 0; off < end; off += len) {
-        len = (size_t)(end - off < IVMD_HUGE_WINDOW ? end - off : IVMD_HUGE_WINDOW);
-        p   = ivm_hugemap_mmap(len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
+/* Reserve [0, len) of fd (len a multiple of 2 MiB) in 2 MiB pages: a byte
+ * written at the start of each (so that each has a page for the kernel to
+ * collapse), then a window at a time mapped, collapsed (which allocates and
+ * zeroes the 2 MiB page and maps it in this process) and unmapped, so the
+ * daemon's resident memory grows by one window, not by the copy. Returns the
+ * bytes reserved so (a prefix of whole windows, len when all went well);
+ * *err_p gets the errno value that stopped it (ETIMEDOUT: the budget). */
+static uint64_t ivmd_huge_reserve(int fd, uint64_t len, int *err_p)
+{
+    uint64_t off, k, t0 = ivmd_now_ns();
+    size_t win;
+    void *p;
+
+    *err_p = 0;
+    for (off = 0; off < len; off += win) {
+        if (off > 0 && ivmd_now_ns() - t0 > IVMD_HUGE_BUDGET_NS(len)) {
+            *err_p = ETIMEDOUT;
+            return off;
+        }
+        win = (size_t)(len - off < IVMD_HUGE_WINDOW ? len - off : IVMD_HUGE_WINDOW);
+        for (k = 0; k < win; k += IVM_HUGE_PAGE_SIZE) {
+            if (pwrite(fd, "", 1, (off_t)(off + k)) != 1) {
+                *err_p = errno;
+                return off;
+            }
+        }
+        p = ivm_hugemap_mmap(win, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
         if (p == MAP_FAILED) {
-            return errno;
+            *err_p = errno;
+            return off;
         }
-        rc = madvise(p, len, MADV_COLLAPSE) == 0 ? 0 : errno;
-        munmap(p, len);
-        if (rc != 0) {
-            return rc;
+        if (madvise(p, win, MADV_COLLAPSE) != 0) {
+            *err_p = errno;
+            munmap(p, win);
+            return off;
         }
+        munmap(p, win);
     }
-    return 0;
+    return len;
 }
 
 ivmError_t ivmd_copies_huge_open(ivmd_data_t *dp, const char *mode, int reserve_memory,
                                  char *detail, size_t detail_len)
 {
     int on = mode != NULL && strcmp(mode, "on") == 0;
-    int fd, rc;
+    int fd, rc = 0;
 
     dp->huge = 0;
     if (mode == NULL || strcmp(mode, "off") == 0) {
@@ -146,8 +167,8 @@ ivmError_t ivmd_copies_huge_open(ivmd_data_t *dp, const char *mode, int reserve_
     }
     if (!reserve_memory) {
         if (on) {
-            snprintf(detail, detail_len, "--huge-pages on needs --reserve-memory: only "
-                     "reserved pages can be put in 2 MiB pages");
+            snprintf(detail, detail_len, "--huge-pages on needs --reserve-memory: 2 MiB "
+                     "pages are made when an object's memory is reserved");
             return IVM_ERROR_INVALID_VALUE;
         }
         ivm_info("objects stay in 4 KiB pages: --reserve-memory is off");
@@ -157,9 +178,11 @@ ivmError_t ivmd_copies_huge_open(ivmd_data_t *dp, const char *mode, int reserve_
     if (fd < 0) {
         rc = errno;
     } else {
-        rc = ftruncate(fd, (off_t)IVM_HUGE_PAGE_SIZE) != 0 ? errno
-             : posix_fallocate(fd, 0, (off_t)IVM_HUGE_PAGE_SIZE);
-        rc = rc != 0 ? rc : ivmd_huge_collapse(fd, IVM_HUGE_PAGE_SIZE);
+        if (ftruncate(fd, (off_t)IVM_HUGE_PAGE_SIZE) != 0) {
+            rc = errno;
+        } else {
+            (void)ivmd_huge_reserve(fd, IVM_HUGE_PAGE_SIZE, &rc);
+        }
         close(fd);
     }
     if (rc != 0) {
@@ -179,22 +202,25 @@ ivmError_t ivmd_copies_huge_open(ivmd_data_t *dp, const char *mode, int reserve_
     return IVM_SUCCESS;
 }
 
-void ivmd_copies_huge(void *arg, int fd, uint64_t size)
+int ivmd_copies_reserve(void *arg, int fd, uint64_t size)
 {
     ivmd_data_t *dp = arg;
-    int rc;
+    uint64_t whole = dp->huge ? size & ~(uint64_t)(IVM_HUGE_PAGE_SIZE - 1) : 0, done = 0;
+    int err;
 
-    if (!dp->huge || size < IVM_HUGE_PAGE_SIZE) {
-        return;
+    if (whole > 0) {
+        done = ivmd_huge_reserve(fd, whole, &err);
+        dp->huge_bytes += done;
+        if (done < whole) {
+            dp->huge_failed++;
+            ivm_warn_limited("%llu of a copy's %llu bytes stay in 4 KiB pages: %s",
+                             (unsigned long long)(size - done), (unsigned long long)size,
+                             err == ETIMEDOUT ? "the kernel took too long to find free 2 MiB "
+                                                "pages (fragmented memory)"
+                                              : strerror(err));
+        }
     }
-    rc = ivmd_huge_collapse(fd, size);
-    if (rc != 0) {
-        dp->huge_failed++;
-        ivm_warn_limited("a copy of %llu bytes stays in 4 KiB pages: madvise(MADV_COLLAPSE): "
-                         "%s", (unsigned long long)size, strerror(rc));
-        return;
-    }
-    dp->huge_bytes += size & ~(uint64_t)(IVM_HUGE_PAGE_SIZE - 1);
+    return done < size ? posix_fallocate(fd, (off_t)done, (off_t)(size - done)) : 0;
 }
 
 int ivmd_numa_of_pe(const ivmd_job_t *job, const ivmd_pe_t *pe)

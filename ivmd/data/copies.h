@@ -39,25 +39,26 @@ void ivmd_copies_probe_touch(ivmd_data_t *dp);
 
 /* 2 MiB pages (--huge-pages auto|on|off). A PE is a fresh process: every
  * page of a copy it maps costs it a page table entry, and under shadow paging
- * a first touch that exits to the hypervisor (3.7-6 us a page on a PVM guest).
- * A copy in 2 MiB
- * pages is mapped 512 pages to an entry (libivm places its maps for them,
- * common/hugemap.h): a first touch costs 0.03 us a 4 KiB page there, and on any
- * machine the TLB reaches 512 times as far. Shared memory gets 2 MiB pages
+ * a first touch that exits to the hypervisor (3.7-6 us a page on a PVM
+ * guest). A copy in 2 MiB pages is mapped 512 pages to an entry (libivm
+ * places its maps for them, common/hugemap.h): a first touch costs 0.03 us a
+ * 4 KiB page there, and on any machine the TLB reaches 512 times as far. Shared memory gets 2 MiB pages
  * only where the administrator allows it (transparent_hugepage/shmem_enabled
  * is "never" by default); madvise(MADV_COLLAPSE), Linux 6.1 on, puts a
- * memfd's reserved pages in 2 MiB pages whatever that setting (but "deny"),
- * copying them once (~0.3 ms a MiB). ivmd_copies_huge_open probes it on a
- * 2 MiB memfd at start: mode "auto" uses it where it works, "on" refuses to
- * start where it does not, "off" never. Both need --reserve-memory (the pages
- * must exist to be collapsed). IVM_SUCCESS, or an error with detail saying
- * why. */
+ * memfd's pages in 2 MiB pages whatever that setting (but "deny"). A copy's
+ * memory is reserved so: a byte written per 2 MiB, then collapsed, which
+ * allocates and zeroes each 2 MiB page whole (5-9 ms for 64 MiB here, against
+ * 9-17 ms for posix_fallocate of 4 KiB pages); its tail, and what the kernel
+ * refuses (memory too fragmented), by posix_fallocate. ivmd_copies_huge_open
+ * probes it on a 2 MiB memfd at start: mode "auto" uses it where it works,
+ * "on" refuses to start where it does not, "off" never. Both need
+ * --reserve-memory. IVM_SUCCESS, or an error with detail saying why. */
 ivmError_t ivmd_copies_huge_open(ivmd_data_t *dp, const char *mode, int reserve_memory,
                                  char *detail, size_t detail_len);
-/* The quota's settle callback (ctl/quota.h; arg: dp): the whole 2 MiB pages
- * of a new copy's reserved memory put in 2 MiB pages, when dp->huge. A
- * refusal of the kernel (memory too fragmented) leaves them as they were. */
-void ivmd_copies_huge(void *arg, int fd, uint64_t size);
+/* The quota's reserve callback (ctl/quota.h; arg: dp): every page of [0, size)
+ * of fd made, the whole 2 MiB pages in 2 MiB pages when dp->huge. 0, or the
+ * errno value of posix_fallocate. */
+int ivmd_copies_reserve(void *arg, int fd, uint64_t size);
 
 /* The NUMA node of a PE's device (-1: none or several). */
 int ivmd_numa_of_pe(const ivmd_job_t *job, const ivmd_pe_t *pe);

@@ -67,8 +67,8 @@ typedef struct ivmd_data {
                                                      ivmd_touch_kind_t (data/copies.h) */
     int                              huge;      /* 1: copies are put in 2 MiB pages
                                                    (--huge-pages; data/copies.h) */
-    uint64_t                         huge_bytes;  /* bytes of copies put in 2 MiB pages */
-    uint64_t                         huge_failed; /* copies the kernel left in 4 KiB pages */
+    uint64_t                         huge_bytes;  /* bytes of copies reserved in 2 MiB pages */
+    uint64_t                         huge_failed; /* copies left partly in 4 KiB pages */
     struct ivmd_op                  *ops;       /* operations in flight, by id (uthash) */
     uint64_t                         next_op;   /* the last id given */
     const struct ivmd_transport_ops *transport; /* NULL: TCP (data/transport.h) */
