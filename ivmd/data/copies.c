@@ -122,6 +122,7 @@ static uint64_t ivmd_huge_reserve(int fd, uint64_t len, int *err_p)
     uint64_t off, k, t0 = ivmd_now_ns();
     size_t win;
     void *p;
+    int rc;
 
     *err_p = 0;
     for (off = 0; off < len; off += win) {
@@ -136,17 +137,15 @@ static uint64_t ivmd_huge_reserve(int fd, uint64_t len, int *err_p)
                 return off;
             }
         }
-        p = ivm_hugemap_mmap(win, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
-        if (p == MAP_FAILED) {
-            *err_p = errno;
-            return off;
-        }
-        if (madvise(p, win, MADV_COLLAPSE) != 0) {
-            *err_p = errno;
+        p  = ivm_hugemap_mmap(win, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
+        rc = p == MAP_FAILED ? errno : madvise(p, win, MADV_COLLAPSE) == 0 ? 0 : errno;
+        if (p != MAP_FAILED) {
             munmap(p, win);
+        }
+        if (rc != 0) {
+            *err_p = rc;
             return off;
         }
-        munmap(p, win);
     }
     return len;
 }

@@ -42,17 +42,19 @@ void ivmd_copies_probe_touch(ivmd_data_t *dp);
  * a first touch that exits to the hypervisor (3.7-6 us a page on a PVM
  * guest). A copy in 2 MiB pages is mapped 512 pages to an entry (libivm
  * places its maps for them, common/hugemap.h): a first touch costs 0.03 us a
- * 4 KiB page there, and on any machine the TLB reaches 512 times as far. Shared memory gets 2 MiB pages
- * only where the administrator allows it (transparent_hugepage/shmem_enabled
- * is "never" by default); madvise(MADV_COLLAPSE), Linux 6.1 on, puts a
- * memfd's pages in 2 MiB pages whatever that setting (but "deny"). A copy's
- * memory is reserved so: a byte written per 2 MiB, then collapsed, which
- * allocates and zeroes each 2 MiB page whole (5-9 ms for 64 MiB here, against
- * 9-17 ms for posix_fallocate of 4 KiB pages); its tail, and what the kernel
- * refuses (memory too fragmented), by posix_fallocate. ivmd_copies_huge_open
- * probes it on a 2 MiB memfd at start: mode "auto" uses it where it works,
- * "on" refuses to start where it does not, "off" never. Both need
- * --reserve-memory. IVM_SUCCESS, or an error with detail saying why. */
+ * 4 KiB page there, and on any machine the TLB reaches 512 times as far.
+ * Shared memory gets 2 MiB pages only where the administrator allows it
+ * (transparent_hugepage/shmem_enabled is "never" by default);
+ * madvise(MADV_COLLAPSE), Linux 6.1 on, puts a memfd's pages in 2 MiB pages
+ * whatever that setting (but "deny"). A copy's memory is reserved so: a byte
+ * written per 2 MiB, then collapsed, which allocates and zeroes each 2 MiB
+ * page whole (5-9 ms for 64 MiB here, against 9-17 ms for posix_fallocate of
+ * 4 KiB pages); its tail, and what the kernel refuses (memory too
+ * fragmented, or slower than a budget), by posix_fallocate.
+ * ivmd_copies_huge_open probes it on a 2 MiB memfd at start: mode "auto"
+ * uses it where it works, "on" refuses to start where it does not, "off"
+ * never. Both need --reserve-memory. IVM_SUCCESS, or an error with detail
+ * saying why. */
 ivmError_t ivmd_copies_huge_open(ivmd_data_t *dp, const char *mode, int reserve_memory,
                                  char *detail, size_t detail_len);
 /* The quota's reserve callback (ctl/quota.h; arg: dp): every page of [0, size)

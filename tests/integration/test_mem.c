@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "hugemap.h"
 
 TestSuite(mem, .init = ivmt_fixture_start, .fini = ivmt_fixture_stop, .timeout = 40);
 
@@ -105,21 +106,19 @@ Test(mem, map_not_populated_is_writable_at_once)
  * 1, or 0 with why. */
 static int kernel_collapses_memfd(char *why, size_t len)
 {
-    const size_t huge = 2u << 20;
+    const size_t huge = IVM_HUGE_PAGE_SIZE;
     int fd = memfd_create("test-huge", MFD_CLOEXEC), rc = 0;
-    unsigned char *span, *at;
+    void *at;
 
     if (fd < 0 || ftruncate(fd, (off_t)huge) != 0 || posix_fallocate(fd, 0, (off_t)huge) != 0) {
         snprintf(why, len, "memfd: %s", strerror(errno));
         goto out;
     }
-    span = mmap(NULL, 2 * huge, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    cr_assert(span != MAP_FAILED);
-    at = span + (huge - (uintptr_t)span % huge) % huge;
-    cr_assert(mmap(at, huge, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == at);
+    at = ivm_hugemap_mmap(huge, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    cr_assert(at != MAP_FAILED, "mmap: %s", strerror(errno));
     rc = madvise(at, huge, MADV_COLLAPSE) == 0;
     snprintf(why, len, "madvise(MADV_COLLAPSE): %s", rc ? "done" : strerror(errno));
-    munmap(span, 2 * huge);
+    munmap(at, huge);
 out:
     if (fd >= 0) {
         close(fd);
