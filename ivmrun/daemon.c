@@ -324,19 +324,53 @@ void ivmrun_daemon_close(ivmrun_daemon_t *d, int sigfd)
     d->started = 0;
 }
 
+/* Whether the daemon we started has ended, within wait_ms (its socket closes
+ * just before it becomes a zombie); not reaped, its reaper still sees it.
+ * why gets how it ended. */
+static int ivmrun_daemon_ended(const ivmrun_daemon_t *d, int wait_ms, char *why, size_t len)
+{
+    siginfo_t si;
+    int ms;
+
+    for (ms = 0; d->started && d->pid > 0; ms += 10) {
+        memset(&si, 0, sizeof(si));
+        if (waitid(P_PID, (id_t)d->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+            si.si_pid == d->pid) {
+            snprintf(why, len, si.si_code == CLD_EXITED ? "exit status %d" : "signal %d",
+                     si.si_status);
+            return 1;
+        }
+        if (ms >= wait_ms) {
+            break;
+        }
+        usleep(10000);
+    }
+    return 0;
+}
+
 ivmError_t ivmrun_daemon_join(const ivmrun_daemon_t *d, const ivm_msg_cluster_req_t *req,
                               size_t len)
 {
     ivm_client_result_t res;
     ivm_msg_status_t rep;
     ivmError_t status;
+    char why[64];
 
     status = ivm_client_request(d->path, IVMRUN_DAEMON_JOIN_WAIT, IVM_MSG_CLUSTER, req,
                                 (uint32_t)len, &rep, sizeof(rep), &res);
-    if (status != IVM_SUCCESS) {
-        ivm_error("the ivmd of %s (%s) did not join the cluster: %s%s%s", d->node, d->path,
-                  ivm_status_string(status), res.detail[0] != '\0' ? ": " : "", res.detail);
+    if (status == IVM_SUCCESS) {
+        return status;
     }
+    /* A daemon killed as the table reached it: say so, as the wait for the
+       peers does, not only that nobody answered on its socket. */
+    if ((status == IVM_ERROR_NO_DAEMON || status == IVM_ERROR_DAEMON_LOST) &&
+        ivmrun_daemon_ended(d, 200, why, sizeof(why))) {
+        ivm_error("the ivmd of %s exited (%s) while the cluster was forming; see its "
+                  "messages above", d->node, why);
+        return IVM_ERROR_DAEMON_LOST;
+    }
+    ivm_error("the ivmd of %s (%s) did not join the cluster: %s%s%s", d->node, d->path,
+              ivm_status_string(status), res.detail[0] != '\0' ? ": " : "", res.detail);
     return status;
 }
 
