@@ -43,7 +43,7 @@
 #define REMOTE_NODE "node1"
 #define MIB (1024u * 1024u)
 
-static const size_t bw_sizes[] = { 4096, 64 * 1024, MIB, 16 * MIB, 64 * MIB };
+static const size_t bw_sizes[] = { 4096, 64 * 1024, 256 * 1024, MIB, 4 * MIB, 16 * MIB, 64 * MIB };
 #define N_SIZES (sizeof(bw_sizes) / sizeof(bw_sizes[0]))
 
 typedef struct {

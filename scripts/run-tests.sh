@@ -38,12 +38,14 @@ cmake --build "$build_dir" -j"$(nproc)"
 step "complexity report: scripts/complexity.sh"
 bash scripts/complexity.sh || true
 
-# The sanitizer pass's build runs in the background at nice 19 while the
-# normal pass tests: those tests leave most of the two CPUs idle (they wait
-# on daemons and PEs, 38 % busy here), and at nice 19 the compiler gets the
-# CPU only when they do not want it. About 100 s less for a CI run.
+# The sanitizer pass's build, then the fuzz targets', run in the background
+# at nice 19 while the normal pass tests: those tests leave most of the two
+# CPUs idle (they wait on daemons and PEs, 38 % busy here), and at nice 19
+# the compilers get the CPU only when they do not want it. About 120 s less
+# for a CI run.
 asan_dir=${IVM_ASAN_BUILD_DIR:-build-asan}
 asan_build_pid=
+fuzz_build_pid=
 if [[ "${IVM_SANITIZE_PASS:-1}" != 0 ]]; then
     asan_build_log=$(mktemp "${TMPDIR:-/tmp}/ivm-asan-build.XXXXXX")
     step "sanitizer build in the background (nice 19, log $asan_build_log): cmake -S . -B $asan_dir -DIVM_SANITIZE=address,undefined -DIVM_APPS_CUDA=OFF"
@@ -53,6 +55,16 @@ if [[ "${IVM_SANITIZE_PASS:-1}" != 0 ]]; then
             nice -n 19 cmake --build "$asan_dir" -j"$(nproc)"
     ) >"$asan_build_log" 2>&1 &
     asan_build_pid=$!
+fi
+if [[ "${IVM_FUZZ_SECONDS:-4}" != 0 ]]; then
+    fuzz_build_log=$(mktemp "${TMPDIR:-/tmp}/ivm-fuzz-build.XXXXXX")
+    step "fuzz targets' build in the background (nice 19, log $fuzz_build_log)"
+    (
+        # After the sanitizer build: one compiler job set at a time.
+        [[ -z "$asan_build_pid" ]] || while kill -0 "$asan_build_pid" 2>/dev/null; do sleep 2; done
+        IVM_FUZZ_BUILD_ONLY=1 nice -n 19 bash tests/fuzz/run.sh
+    ) >"$fuzz_build_log" 2>&1 &
+    fuzz_build_pid=$!
 fi
 
 step "testing: ctest --test-dir $build_dir --output-on-failure --timeout 300"
@@ -130,6 +142,10 @@ if [[ "${IVM_SANITIZE_PASS:-1}" != 0 ]]; then
 fi
 
 if [[ "${IVM_FUZZ_SECONDS:-4}" != 0 ]]; then
+    # Its build ran in the background; a failed one is built again here,
+    # where its output shows.
+    wait "$fuzz_build_pid" || cat "$fuzz_build_log"
+    rm -f "$fuzz_build_log"
     step "fuzzing: tests/fuzz/run.sh ${IVM_FUZZ_SECONDS:-4}"
     bash tests/fuzz/run.sh "${IVM_FUZZ_SECONDS:-4}" || { step "a fuzz target failed"; status=1; }
 fi
