@@ -375,7 +375,14 @@ out:
  * fill time, like all the program's code before ivmEnter. */
 static void ivm_pool_park_prepare(void)
 {
-    const char *backend = getenv("IVM_GPU_BACKEND");
+    const char *backend = getenv("IVM_GPU_BACKEND"), *bind_now = getenv("IVM_POOL_BIND_NOW");
+
+    /* The daemon started this process with every symbol bound (ctl/pool.c):
+     * done, so the PEs it becomes or forks see the job's environment. */
+    if (bind_now != NULL && strcmp(bind_now, "1") == 0) {
+        unsetenv("LD_BIND_NOW");
+        unsetenv("IVM_POOL_BIND_NOW");
+    }
 
     if (getenv("IVM_GPU") != NULL && backend != NULL && strcmp(backend, "cuda") == 0) {
         (void)ivm_gpu_cuda_warm(); /* logged; a cold context later otherwise */

@@ -38,6 +38,8 @@ typedef struct ivmd_job_data {
     int      pool_exe_fd;       /* O_PATH fd of exe, if pool_exe_open (ctl/pool.c) */
     int      pool_exe_open;
     int      pool_early_deaths; /* parked processes in a row that died before ENTER */
+    int      pool_bind_now;     /* parked processes start with LD_BIND_NOW=1: 1 yes,
+                                   -1 no, 0 not decided yet (ctl/pool.c) */
     struct ivmd_pe **pool_queue; /* PEs of a burst waiting for a forkable parked
                                     process of their device (ctl/pool.c) */
     uint32_t pool_queued, pool_queue_cap;

@@ -58,6 +58,7 @@ typedef struct ivmd_parked {
     uint32_t            seq;   /* that ENTER's sequence number */
     int                 dead;  /* killed or disconnected: awaits reaping, never handed out */
     int                 forkable; /* its ENTER said IVM_ENTER_FORKABLE */
+    int                 bind_now; /* started with LD_BIND_NOW=1 (ivmd_pool_bind_now) */
     ivmd_pe_t          *forking;  /* told to fork this PE; its next pool ENTER reports it */
     struct stat         exe;   /* the job's executable when this process was started */
 } ivmd_parked_t;
@@ -149,6 +150,31 @@ int ivmd_pool_wanted(const ivmd_pool_t *pl)
     return ivmd_pool_short(pl, &job, &dev);
 }
 
+/* Parked processes start with every symbol bound (LD_BIND_NOW=1, with
+ * IVM_POOL_BIND_NOW=1 so that libivm takes both out of the environment once
+ * parked): a forkable one binds them once for all its children, which
+ * otherwise each resolved on first call every function they used (the
+ * dynamic linker's lookups and a copy-on-write fault per GOT page; about 2 %
+ * of a DS-LB PE's time on our 2-vCPU VM, and 20 us of a warm single PE's
+ * 240). Not where the job's environment sets LD_BIND_NOW itself or
+ * IVM_POOL_BIND_NOW=0, and no longer once a parked process started that way
+ * died before its ENTER (a program with a symbol that only lazy binding
+ * lets it start without: ivmd_pool_reaped). */
+static int ivmd_pool_bind_now(ivmd_job_data_t *jd)
+{
+    char *const *e;
+
+    if (jd->pool_bind_now == 0) {
+        jd->pool_bind_now = 1;
+        for (e = jd->envp; e != NULL && *e != NULL; ++e) {
+            if (strncmp(*e, "LD_BIND_NOW=", 12) == 0 || strcmp(*e, "IVM_POOL_BIND_NOW=0") == 0) {
+                jd->pool_bind_now = -1;
+            }
+        }
+    }
+    return jd->pool_bind_now > 0;
+}
+
 void ivmd_pool_fill(ivmd_pool_t *pl)
 {
     ivmd_reply_t rep;
@@ -172,6 +198,7 @@ void ivmd_pool_fill(ivmd_pool_t *pl)
     p->slot.node    = -1;
     p->slot.state   = IVMD_PE_SPAWNED;
     p->slot.job     = job;
+    p->bind_now     = ivmd_pool_bind_now(jd);
     ivmd_pool_exe_track(jd, &p->exe);
     ivmd_reply_init(&rep);
     if (ivmd_spawn_pe(pl->spawn, job, &p->slot, &rep) != IVM_SUCCESS) {
@@ -637,7 +664,15 @@ int ivmd_pool_reaped(ivmd_pool_t *pl, pid_t pid, int wstatus)
         /* Gone between a fork and its report: its child is not known. */
         ivmd_pool_forked(pl, p, 0);
     }
-    if (!p->dead && p->conn == NULL && !p->forkable && !job->ending) {
+    if (!p->dead && p->conn == NULL && !p->forkable && !job->ending && p->bind_now) {
+        /* Not counted as the program's: those started bound may all die so. */
+        if (jd->pool_bind_now > 0) {
+            ivm_warn("job %u: a parked process started with LD_BIND_NOW=1 ended before "
+                     "ivmEnter (status 0x%x): parked processes start without it from now on",
+                     job->id, wstatus);
+            jd->pool_bind_now = -1;
+        }
+    } else if (!p->dead && p->conn == NULL && !p->forkable && !job->ending) {
         if (++jd->pool_early_deaths >= IVMD_POOL_MAX_EARLY_DEATHS && jd->pe_pool > 0) {
             ivm_warn("job %u: %d parked processes ended before ivmEnter (last status "
                      "0x%x): the program does not park; warm pool off for this job",

@@ -28,7 +28,7 @@
 #include "status.h"
 #include "topo.h"
 
-#define IVMD_SPAWN_ENV_OWN 12
+#define IVMD_SPAWN_ENV_OWN 14
 
 uint64_t ivmd_spawn_new_token(void)
 {
@@ -124,6 +124,11 @@ static ivmError_t ivmd_spawn_env(ivmd_spawn_t *s, const ivmd_job_t *job, const i
     snprintf(own[5], sizeof(own[5]), "OMP_NUM_THREADS=%d",
              dev != NULL && jd->bind != IVM_BIND_CORE ? dev->ncores : 1);
     snprintf(own[6], sizeof(own[6]), "IVM_DEVICE_CORES=%d", dev ? dev->ncores : 0);
+    if (pe->id < -1 && jd->pool_bind_now > 0) {
+        /* A parked process of the warm pool (ctl/pool.c, ivmd_pool_bind_now). */
+        snprintf(own[nown++], sizeof(own[0]), "LD_BIND_NOW=1");
+        snprintf(own[nown++], sizeof(own[0]), "IVM_POOL_BIND_NOW=1");
+    }
     if (IVM_DEV_IS_GPU(pe->devtype)) {
         const ivmd_ctl_gpu_ops_t *gpu = s->env->gpu;
         int index = IVM_DEV_INDEX(pe->devtype);

@@ -164,6 +164,33 @@ Test(pool, program_that_does_not_park_turns_its_pool_off)
     ivmt_scenario(IVMT_PE_POOL, "no_park", NULL, pool2, 30);
 }
 
+/* Parked processes start with every symbol bound (their fork children then
+ * resolve nothing on first call); the PEs see the job's environment; a job
+ * that sets IVM_POOL_BIND_NOW=0 keeps lazy binding; a program that cannot
+ * start bound (ends before ivmEnter) gets parked processes without it, and
+ * its pool stays on. */
+Test(pool, parked_processes_start_with_symbols_bound)
+{
+    static const char *const args[] = {"on", NULL};
+
+    ivmt_scenario(IVMT_PE_POOL, "bind_now", args, pool2, 40);
+}
+
+Test(pool, parked_processes_bind_lazily_when_the_job_says_so)
+{
+    static const char *const args[] = {"off", NULL};
+    static const char *const env[] = {"IVM_PE_POOL=2", "IVM_POOL_BIND_NOW=0", NULL};
+
+    ivmt_scenario(IVMT_PE_POOL, "bind_now", args, env, 40);
+}
+
+Test(pool, a_program_that_cannot_start_bound_keeps_its_pool)
+{
+    static const char *const args[] = {"die", NULL};
+
+    ivmt_scenario(IVMT_PE_POOL, "bind_now", args, pool2, 40);
+}
+
 Test(pool, bad_pool_setting_is_refused)
 {
     ivmt_scenario(IVMT_PE_POOL, "bad_setting", NULL, NULL, 30);

@@ -27,7 +27,39 @@ typedef struct board {
     int        ppid[MAXP];  /* a PE forked by a parked process: that process */
     int        gid[MAXP];
     int        id[MAXP];
+    int        bind_env[MAXP];  /* getenv("LD_BIND_NOW") != NULL or IVM_POOL_BIND_NOW's */
+    int        bind_start[MAXP]; /* its process started with LD_BIND_NOW=1 */
 } board_t;
+
+/* Whether process pid (0: ourselves) was started with `entry` in its
+ * environment: /proc/PID/environ is the block it was started with, which
+ * unsetenv leaves as it was (and a fork child inherits). */
+static int started_with(pid_t pid, const char *entry)
+{
+    static char env[1 << 20];
+    char path[64];
+    size_t len;
+    FILE *f;
+
+    if (pid == 0) {
+        snprintf(path, sizeof(path), "/proc/self/environ");
+    } else {
+        snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
+    }
+    f = fopen(path, "r");
+    if (f == NULL) {
+        return -1;
+    }
+    len = fread(env, 1, sizeof(env) - 1, f);
+    fclose(f);
+    env[len] = '\0';
+    for (size_t off = 0; off < len; off += strlen(env + off) + 1) {
+        if (strcmp(env + off, entry) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
 
 static void pool_info(ivm_msg_info_rep_t *info)
 {
@@ -244,6 +276,8 @@ static int child(int id, const char *scenario)
     b->ppid[id] = (int)getppid();
     CHECK(ivmGetMyGroupId(&b->gid[id]));
     CHECK(ivmGetMyId(&b->id[id]));
+    b->bind_env[id] = getenv("LD_BIND_NOW") != NULL || getenv("IVM_POOL_BIND_NOW") != NULL;
+    b->bind_start[id] = started_with(0, "LD_BIND_NOW=1");
     atomic_fetch_add(&b->seen[id], 1);
     printf("hello from pe %d\n", id);
     fflush(stdout);
@@ -1254,7 +1288,58 @@ static int sc_handout(int argc, char **argv)
     return pe_ok();
 }
 
+/* Parked processes start with every symbol bound (LD_BIND_NOW=1, ctl/pool.c)
+ * unless the job says IVM_POOL_BIND_NOW=0; the PEs they become or fork see
+ * the job's environment without it. argv[2]: "on", "off", or "die": the
+ * program, as a parked process started bound, ends before ivmEnter (as one
+ * with a symbol only lazy binding lets it start without would): the daemon
+ * starts the next ones without it, and the pool stays on. */
+static int sc_bind_now(int argc, char **argv)
+{
+    const char *mode = argc > 2 ? argv[2] : "on", *pe = getenv("IVM_PE_ID");
+    int want = strcmp(mode, "on") == 0, gid, id;
+    pid_t parked[2];
+    ivm_pe pes[3];
+    ivm_device dev;
+
+    if (pe != NULL && atoi(pe) < 0 && strcmp(mode, "die") == 0 && getenv("LD_BIND_NOW") != NULL) {
+        return 1;
+    }
+    if ((id = pe_enter()) != 0) {
+        return child(id, argv[1]);
+    }
+    board_t *b = board_create();
+    CHECK(ivmGetMyGroupId(&gid));
+    CHECK(ivmCreateDev(IVM_THIS_HOST, IVM_CPU_N(0), &dev));
+    pe_stage = mode;
+    wait_parked(2, 20.0);
+    list_parked(gid, parked, 2, 20.0, "of this job");
+    for (int i = 0; i < 2; ++i) {
+        ASSERT(started_with(parked[i], "LD_BIND_NOW=1") == want, "parked process %d started "
+               "%s LD_BIND_NOW=1 (IVM_POOL_BIND_NOW %s, mode %s)", (int)parked[i],
+               want ? "without" : "with", getenv("IVM_POOL_BIND_NOW") ? "set" : "unset", mode);
+    }
+    CHECK(ivmCreatePEs(dev, 3, pes));
+    for (int i = 0; i < 3; ++i) {
+        int k = pes[i];
+        CHECK(ivmWait(k));
+        CHECK(ivmWait(k));
+        ASSERT(k > 0 && k < MAXP, "PE id %d", k);
+        ASSERT(from_parked(parked, 2, b->pid[k], b->ppid[k]), "PE %d (pid %d, parent %d) is "
+               "not from the pool", k, b->pid[k], b->ppid[k]);
+        ASSERT(b->bind_start[k] == want, "PE %d was %s from a process started bound", k,
+               want ? "not" : "");
+        ASSERT(b->bind_env[k] == (strcmp(mode, "off") == 0), "PE %d sees LD_BIND_NOW or "
+               "IVM_POOL_BIND_NOW: %d (mode %s)", k, b->bind_env[k], mode);
+    }
+    CHECK(ivmDestroyDev(dev));
+    CHECK(ivmUnmap(b));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
 static const pe_scenario_entry_t scenarios[] = {
+    {"bind_now", sc_bind_now},
     {"remote", sc_remote},
     {"burst", sc_burst},
     {"burst_noexec", sc_burst_noexec},
