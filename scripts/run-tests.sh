@@ -38,40 +38,6 @@ cmake --build "$build_dir" -j"$(nproc)"
 step "complexity report: scripts/complexity.sh"
 bash scripts/complexity.sh || true
 
-# The sanitizer pass's build, then the fuzz targets', run in the background
-# while the normal pass tests, as SCHED_IDLE processes (chrt --idle; nice 19
-# where chrt is missing): those tests leave most of the two CPUs idle (they
-# wait on daemons and PEs, 38 % busy here), and the compilers get the CPU
-# only when no test process wants it. At nice 19 the normal pass took 369 s
-# instead of 296 (the tests wait on each wake-up), for a CI run 48 s shorter.
-asan_dir=${IVM_ASAN_BUILD_DIR:-build-asan}
-asan_build_pid=
-fuzz_build_pid=
-background=(nice -n 19)
-if chrt --idle 0 true 2>/dev/null; then
-    background=(chrt --idle 0)
-fi
-if [[ "${IVM_SANITIZE_PASS:-1}" != 0 ]]; then
-    asan_build_log=$(mktemp "${TMPDIR:-/tmp}/ivm-asan-build.XXXXXX")
-    step "sanitizer build in the background (${background[*]}, log $asan_build_log): cmake -S . -B $asan_dir -DIVM_SANITIZE=address,undefined -DIVM_APPS_CUDA=OFF"
-    (
-        "${background[@]}" cmake -S . -B "$asan_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIVM_BUILD_TESTS=ON \
-            -DIVM_SANITIZE=address,undefined -DIVM_APPS_CUDA=OFF &&
-            "${background[@]}" cmake --build "$asan_dir" -j"$(nproc)"
-    ) >"$asan_build_log" 2>&1 &
-    asan_build_pid=$!
-fi
-if [[ "${IVM_FUZZ_SECONDS:-4}" != 0 ]]; then
-    fuzz_build_log=$(mktemp "${TMPDIR:-/tmp}/ivm-fuzz-build.XXXXXX")
-    step "fuzz targets' build in the background (${background[*]}, log $fuzz_build_log)"
-    (
-        # After the sanitizer build: one compiler job set at a time.
-        [[ -z "$asan_build_pid" ]] || while kill -0 "$asan_build_pid" 2>/dev/null; do sleep 2; done
-        IVM_FUZZ_BUILD_ONLY=1 "${background[@]}" bash tests/fuzz/run.sh
-    ) >"$fuzz_build_log" 2>&1 &
-    fuzz_build_pid=$!
-fi
-
 step "testing: ctest --test-dir $build_dir --output-on-failure --timeout 300"
 status=0
 rm -f "$build_dir/Testing/Temporary/LastTestsFailed.log"
@@ -96,24 +62,16 @@ fi
 # normal build compiles them): its GPU PEs run the CPU kernels on the emu
 # backend either way.
 if [[ "${IVM_SANITIZE_PASS:-1}" != 0 ]]; then
-    step "sanitizer pass: waiting for its build (log $asan_build_log)"
-    asan_build_status=0
-    wait "$asan_build_pid" || asan_build_status=$?
-    tail -5 "$asan_build_log"
+    asan_dir=${IVM_ASAN_BUILD_DIR:-build-asan}
+    step "sanitizer pass: cmake -S . -B $asan_dir -DIVM_SANITIZE=address,undefined -DIVM_APPS_CUDA=OFF"
+    cmake -S . -B "$asan_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIVM_BUILD_TESTS=ON \
+        -DIVM_SANITIZE=address,undefined -DIVM_APPS_CUDA=OFF
+    cmake --build "$asan_dir" -j"$(nproc)"
     san_logs=$(mktemp -d "${TMPDIR:-/tmp}/ivm-sanitize.XXXXXX")
     san_status=0
     rm -f "$asan_dir/Testing/Temporary/LastTestsFailed.log"
-    if ((asan_build_status != 0)); then
-        cat "$asan_build_log"
-        step "the sanitizer build failed (exit status $asan_build_status)"
-        san_status=1
-    else
-        step "sanitizer pass: ctest --test-dir $asan_dir"
-    fi
-    rm -f "$asan_build_log"
     # verify_asan_link_order=0: a program built without ASan may load the ASan
     # libivm (the install test does, when run by hand in build-asan).
-    ((san_status != 0)) ||
     ASAN_OPTIONS=detect_leaks=1:verify_asan_link_order=0:log_path=$san_logs/asan \
     LSAN_OPTIONS=suppressions=$PWD/tests/sanitizers/lsan.supp:print_suppressions=0 \
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$san_logs/ubsan \
@@ -147,10 +105,6 @@ if [[ "${IVM_SANITIZE_PASS:-1}" != 0 ]]; then
 fi
 
 if [[ "${IVM_FUZZ_SECONDS:-4}" != 0 ]]; then
-    # Its build ran in the background; a failed one is built again here,
-    # where its output shows.
-    wait "$fuzz_build_pid" || cat "$fuzz_build_log"
-    rm -f "$fuzz_build_log"
     step "fuzzing: tests/fuzz/run.sh ${IVM_FUZZ_SECONDS:-4}"
     bash tests/fuzz/run.sh "${IVM_FUZZ_SECONDS:-4}" || { step "a fuzz target failed"; status=1; }
 fi
