@@ -13,18 +13,6 @@ set -euo pipefail
 root=${1:-"$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"}
 cd "$root"
 
-# The layer table (the shared plan's): a directory under ivmd/ and its layer,
-# lowest first. Top-level ivmd/*.c and *.h are the service layer.
-layer_of_dir() {
-    case "$1" in
-        transport) echo 1 ;; # loop, conn, link, netlimits
-        ctl)       echo 2 ;; # registry, spawn, pool, output, quota, teardown, remote
-        data)      echo 3 ;; # copies, transfers, transport_ops, copy targets
-        gpu)       echo 4 ;; # the ivm-gpud client, device copies as copy targets
-        .)         echo 5 ;; # service: main, handlers, list
-        *)         echo "" ;;
-    esac
-}
 layer_name() {
     case "$1" in
         1) echo transport ;;
@@ -41,43 +29,62 @@ report() {
     violations=$((violations + 1))
 }
 
-# The layer of a file under ivmd/ (by its directory), "" if not in the table.
+# The functions below answer in REPLY, not on stdout: a command substitution
+# forks, and a fork per include line made this script take 9 s.
+
+# The layer table (the shared plan's): the layer of a file under ivmd/ by its
+# directory, lowest first, into REPLY ("" if not in the table). Top-level
+# ivmd/*.c and *.h are the service layer.
 layer_of_file() {
     local rel=${1#ivmd/} dir
-    dir=$(dirname "$rel")
-    layer_of_dir "${dir%%/*}"
+    dir=${rel%/*}
+    [[ "$dir" == "$rel" ]] && dir=.
+    case "${dir%%/*}" in
+        transport) REPLY=1 ;; # loop, conn, link, netlimits
+        ctl)       REPLY=2 ;; # registry, spawn, pool, output, quota, teardown, remote
+        data)      REPLY=3 ;; # copies, transfers, transport_ops, copy targets
+        gpu)       REPLY=4 ;; # the ivm-gpud client, device copies as copy targets
+        .)         REPLY=5 ;; # service: main, handlers, list
+        *)         REPLY="" ;;
+    esac
 }
 
-# Where #include "name" from file resolves: an ivmd/ path, "common", or "".
+# Where #include "name" from file resolves, into REPLY: an ivmd/ path,
+# "common", or "".
 resolve_include() {
     local file=$1 name=$2 here
-    here=$(dirname "$file")
+    here=${file%/*}
     if [[ -f "$here/$name" ]]; then
-        echo "$here/$name"
+        REPLY="$here/$name"
     elif [[ -f "ivmd/$name" ]]; then
-        echo "ivmd/$name"
+        REPLY="ivmd/$name"
     elif [[ -f "common/$name" || -f "common/$name.in" || -f "include/$name" ]]; then
-        echo common
+        REPLY=common
     elif [[ "$name" == ivm_features.h ]]; then
-        echo common # generated from common/ivm_features.h.in
+        REPLY=common # generated from common/ivm_features.h.in
     else
-        echo ""
+        REPLY=""
     fi
 }
 
+include_re='^[[:space:]]*#[[:space:]]*include[[:space:]]*"([^"]+)"'
+
 check_includes() {
     local file=$1 mine own lineno line name target theirs
-    mine=$(layer_of_file "$file")
+    layer_of_file "$file"
+    mine=$REPLY
     own="${file%.*}.h"
     if [[ -z "$mine" ]]; then
         report "$file" 1 "not in a layer directory (ivmd/{transport,ctl,data,gpu}/ or ivmd/)"
         return
     fi
-    while IFS= read -r line; do
-        lineno=${line%%:*}
-        line=${line#*:}
-        name=$(sed -E 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"([^"]+)".*/\1/' <<<"$line")
-        target=$(resolve_include "$file" "$name")
+    lineno=0
+    while IFS= read -r line || [[ -n "$line" ]]; do
+        lineno=$((lineno + 1))
+        [[ "$line" =~ $include_re ]] || continue
+        name=${BASH_REMATCH[1]}
+        resolve_include "$file" "$name"
+        target=$REPLY
         if [[ -z "$target" ]]; then
             report "$file" "$lineno" "includes \"$name\", which is neither in ivmd/ nor in common/"
             continue
@@ -85,13 +92,14 @@ check_includes() {
         if [[ "$target" == common || "$target" == "$own" ]]; then
             continue
         fi
-        theirs=$(layer_of_file "$target")
+        layer_of_file "$target"
+        theirs=$REPLY
         if [[ -z "$theirs" ]]; then
             report "$file" "$lineno" "includes \"$name\", which is in no layer"
         elif ((theirs > mine)); then
             report "$file" "$lineno" "includes \"$name\" of the $(layer_name "$theirs") layer from the $(layer_name "$mine") layer (calls go down only)"
         fi
-    done < <(grep -n -E '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$file" || true)
+    done <"$file"
 }
 
 # Non-static prototypes of ivmd_ functions in a .c: top-level statements
