@@ -8,8 +8,9 @@
  *   - latency: ivmSyncPut and ivmSyncGet of 8 bytes, each call timed alone,
  *     LAT_CALLS calls after WARMUP calls; median and p90 in us;
  *   - bandwidth: ivmSyncPut and ivmSyncGet of 4 KiB, 64 KiB, 256 KiB, 1 MiB,
- *     4 MiB, 16 MiB and 64 MiB (sizes up to the object size) from offset 0, each call timed alone,
- *     REPS calls after one warm-up call (10 x REPS for sizes below 1 MiB);
+ *     4 MiB, 16 MiB and 64 MiB (sizes up to the object size) from offset 0,
+ *     each call timed alone, REPS calls after one warm-up call (10 x REPS for
+ *     sizes below 1 MiB);
  *     MB/s = bytes / median time (MB = 10^6 bytes);
  *   - two reference round trips without data, timed like the latency:
  *     ivmCreateDev(IVM_THIS_HOST) (this node's daemon only) and ivmGetNumPEs

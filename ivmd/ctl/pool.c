@@ -169,6 +169,7 @@ static int ivmd_pool_bind_now(ivmd_job_data_t *jd)
         for (e = jd->envp; e != NULL && *e != NULL; ++e) {
             if (strncmp(*e, "LD_BIND_NOW=", 12) == 0 || strcmp(*e, "IVM_POOL_BIND_NOW=0") == 0) {
                 jd->pool_bind_now = -1;
+                break;
             }
         }
     }
@@ -644,6 +645,7 @@ int ivmd_pool_reaped(ivmd_pool_t *pl, pid_t pid, int wstatus)
     ivmd_job_data_t *jd;
     ivmd_parked_t *p = NULL;
     ivmd_job_t *job;
+    int early;
 
     for (job = pl->env->reg->jobs; job != NULL && p == NULL; job = job->next) {
         jd = job->data;
@@ -664,7 +666,8 @@ int ivmd_pool_reaped(ivmd_pool_t *pl, pid_t pid, int wstatus)
         /* Gone between a fork and its report: its child is not known. */
         ivmd_pool_forked(pl, p, 0);
     }
-    if (!p->dead && p->conn == NULL && !p->forkable && !job->ending && p->bind_now) {
+    early = !p->dead && p->conn == NULL && !p->forkable && !job->ending;
+    if (early && p->bind_now) {
         /* Not counted as the program's: those started bound may all die so. */
         if (jd->pool_bind_now > 0) {
             ivm_warn("job %u: a parked process started with LD_BIND_NOW=1 ended before "
@@ -672,7 +675,7 @@ int ivmd_pool_reaped(ivmd_pool_t *pl, pid_t pid, int wstatus)
                      job->id, wstatus);
             jd->pool_bind_now = -1;
         }
-    } else if (!p->dead && p->conn == NULL && !p->forkable && !job->ending) {
+    } else if (early) {
         if (++jd->pool_early_deaths >= IVMD_POOL_MAX_EARLY_DEATHS && jd->pe_pool > 0) {
             ivm_warn("job %u: %d parked processes ended before ivmEnter (last status "
                      "0x%x): the program does not park; warm pool off for this job",

@@ -31,12 +31,15 @@ typedef struct board {
     int        bind_start[MAXP]; /* its process started with LD_BIND_NOW=1 */
 } board_t;
 
-/* Whether process pid (0: ourselves) was started with `entry` in its
- * environment: /proc/PID/environ is the block it was started with, which
- * unsetenv leaves as it was (and a fork child inherits). */
-static int started_with(pid_t pid, const char *entry)
+/* The environment process pid (0: ourselves) was started with, its
+ * NUL-separated entries into env_buf (the whole of it: IVM's variables come
+ * last), NUL-terminated: its length, -1 if the process is gone. This is the
+ * block /proc/PID/environ shows, which unsetenv leaves as it was (and a fork
+ * child inherits). */
+static char env_buf[1 << 20];
+
+static ssize_t proc_environ(pid_t pid)
 {
-    static char env[1 << 20];
     char path[64];
     size_t len;
     FILE *f;
@@ -50,15 +53,34 @@ static int started_with(pid_t pid, const char *entry)
     if (f == NULL) {
         return -1;
     }
-    len = fread(env, 1, sizeof(env) - 1, f);
+    len = fread(env_buf, 1, sizeof(env_buf) - 1, f);
     fclose(f);
-    env[len] = '\0';
-    for (size_t off = 0; off < len; off += strlen(env + off) + 1) {
-        if (strcmp(env + off, entry) == 0) {
-            return 1;
+    env_buf[len] = '\0';
+    return (ssize_t)len;
+}
+
+/* The value of variable `name` in the environment process pid (0: ourselves)
+ * was started with ("" if none or the process is gone). */
+static void proc_env(pid_t pid, const char *name, char *out, size_t out_len)
+{
+    ssize_t len = proc_environ(pid);
+    size_t nlen = strlen(name);
+
+    out[0] = '\0';
+    for (ssize_t off = 0; off < len; off += (ssize_t)strlen(env_buf + off) + 1) {
+        if (strncmp(env_buf + off, name, nlen) == 0 && env_buf[off + (ssize_t)nlen] == '=') {
+            snprintf(out, out_len, "%s", env_buf + off + nlen + 1);
         }
     }
-    return 0;
+}
+
+/* Whether process pid (0: ourselves) was started with LD_BIND_NOW=1. */
+static int started_bound(pid_t pid)
+{
+    char v[16];
+
+    proc_env(pid, "LD_BIND_NOW", v, sizeof(v));
+    return strcmp(v, "1") == 0;
 }
 
 static void pool_info(ivm_msg_info_rep_t *info)
@@ -112,8 +134,7 @@ static pid_t proc_ppid(pid_t pid)
  * environment too until it ends, and is not counted. */
 static int parked_pids(int gid, pid_t *pids, int max)
 {
-    static char env[1 << 20]; /* the whole environment: IVM's variables come last */
-    char want[32], sock[300], path[300];
+    char want[32], sock[300];
     struct dirent *e;
     DIR *dir = opendir("/proc");
     ivm_msg_info_rep_t info;
@@ -128,23 +149,15 @@ static int parked_pids(int gid, pid_t *pids, int max)
     while ((e = readdir(dir)) != NULL && n < max) {
         int parked = 0, ours = 0, here = 0;
         ssize_t len;
-        FILE *f;
 
-        if (e->d_name[0] < '1' || e->d_name[0] > '9') {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9' ||
+            (len = proc_environ((pid_t)atoi(e->d_name))) < 0) {
             continue;
         }
-        snprintf(path, sizeof(path), "/proc/%s/environ", e->d_name);
-        f = fopen(path, "r");
-        if (f == NULL) {
-            continue;
-        }
-        len = (ssize_t)fread(env, 1, sizeof(env) - 1, f);
-        fclose(f);
-        for (ssize_t off = 0; off < len; off += (ssize_t)strlen(env + off) + 1) {
-            env[len] = '\0';
-            parked |= strncmp(env + off, "IVM_PE_ID=-", 11) == 0;
-            ours |= strcmp(env + off, want) == 0;
-            here |= strcmp(env + off, sock) == 0;
+        for (ssize_t off = 0; off < len; off += (ssize_t)strlen(env_buf + off) + 1) {
+            parked |= strncmp(env_buf + off, "IVM_PE_ID=-", 11) == 0;
+            ours |= strcmp(env_buf + off, want) == 0;
+            here |= strcmp(env_buf + off, sock) == 0;
         }
         if (parked && ours && here && proc_ppid((pid_t)atoi(e->d_name)) == (pid_t)info.pid) {
             pids[n++] = (pid_t)atoi(e->d_name);
@@ -169,31 +182,6 @@ static void list_parked(int gid, pid_t *pids, int n, double seconds, const char 
         pe_sleep_ms(5);
     }
     memcpy(pids, seen, sizeof(*pids) * (size_t)n);
-}
-
-/* The value of variable `name` in process pid's environment ("" if none or
- * the process is gone). */
-static void proc_env(pid_t pid, const char *name, char *out, size_t out_len)
-{
-    static char env[1 << 20]; /* the whole environment: IVM's variables come last */
-    char path[64];
-    size_t nlen = strlen(name), len;
-    FILE *f;
-
-    out[0] = '\0';
-    snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
-    f = fopen(path, "r");
-    if (f == NULL) {
-        return; /* gone meanwhile: no variables */
-    }
-    len = fread(env, 1, sizeof(env) - 1, f);
-    fclose(f);
-    env[len] = '\0';
-    for (size_t off = 0; off < len; off += strlen(env + off) + 1) {
-        if (strncmp(env + off, name, nlen) == 0 && env[off + nlen] == '=') {
-            snprintf(out, out_len, "%s", env + off + nlen + 1);
-        }
-    }
 }
 
 /* A pool ENTER for a real slot of our job: refused with a wrong token, and
@@ -277,7 +265,7 @@ static int child(int id, const char *scenario)
     CHECK(ivmGetMyGroupId(&b->gid[id]));
     CHECK(ivmGetMyId(&b->id[id]));
     b->bind_env[id] = getenv("LD_BIND_NOW") != NULL || getenv("IVM_POOL_BIND_NOW") != NULL;
-    b->bind_start[id] = started_with(0, "LD_BIND_NOW=1");
+    b->bind_start[id] = started_bound(0);
     atomic_fetch_add(&b->seen[id], 1);
     printf("hello from pe %d\n", id);
     fflush(stdout);
@@ -1315,7 +1303,7 @@ static int sc_bind_now(int argc, char **argv)
     wait_parked(2, 20.0);
     list_parked(gid, parked, 2, 20.0, "of this job");
     for (int i = 0; i < 2; ++i) {
-        ASSERT(started_with(parked[i], "LD_BIND_NOW=1") == want, "parked process %d started "
+        ASSERT(started_bound(parked[i]) == want, "parked process %d started "
                "%s LD_BIND_NOW=1 (IVM_POOL_BIND_NOW %s, mode %s)", (int)parked[i],
                want ? "without" : "with", getenv("IVM_POOL_BIND_NOW") ? "set" : "unset", mode);
     }
