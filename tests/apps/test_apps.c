@@ -412,8 +412,9 @@ Test(apps, bad_arguments_exit_2)
    a core, one per node, enforced with cgroups by ivmd): the fastest device
    does more of NBODY's work than the slowest, and so does the middle one. A
    share order, not a timing (the 4:2 pair is left out: a busy CI machine
-   can blur it in so short a run); skipped without cgroup access. */
-Test(apps, dslb_gives_a_faster_share_device_more_work)
+   can blur it in so short a run); skipped without cgroup access. Its own
+   suite: ctest runs it alone (test_apps_share), not beside other tests. */
+Test(apps_share, dslb_gives_a_faster_share_device_more_work)
 {
     char why_not[256];
     if (!ivmt_cgroup_writable(why_not, sizeof(why_not)))
