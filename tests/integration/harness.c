@@ -116,6 +116,68 @@ static char *read_file(const char *path)
     return s;
 }
 
+/* The temporary directories and daemons this test process made, for a test
+ * that ends in cr_skip_test: Criterion then runs no .fini (its teardown) but
+ * does run exit handlers, so the first directory registers one that stops
+ * the daemons still running and removes the directories still there. Only
+ * in the process that made them (owner): a forked child that exits does not
+ * take its parent's. */
+#define IVMT_OWNED_MAX 64
+
+static struct {
+    pid_t owner;
+    int   ndirs, ndaemons;
+    char  dirs[IVMT_OWNED_MAX][IVMT_PATH_MAX];
+    pid_t daemons[IVMT_OWNED_MAX];
+} ivmt_owned;
+
+static void ivmt_owned_cleanup(void)
+{
+    int status;
+
+    if (ivmt_owned.owner != getpid()) {
+        return;
+    }
+    for (int i = 0; i < ivmt_owned.ndaemons; ++i) {
+        pid_t pid = ivmt_owned.daemons[i];
+        /* Still an unreaped child of ours (not a reused pid): stop it. */
+        if (waitpid(pid, &status, WNOHANG) != 0) {
+            continue;
+        }
+        kill(pid, SIGTERM);
+        for (int k = 0; k < 300 && waitpid(pid, &status, WNOHANG) == 0; ++k) {
+            ivmt_sleep_ms(10);
+        }
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    for (int i = 0; i < ivmt_owned.ndirs; ++i) {
+        char dir[IVMT_PATH_MAX];
+        /* A copy: ivmt_remove_dir clears the entry it is given. */
+        snprintf(dir, sizeof(dir), "%s", ivmt_owned.dirs[i]);
+        if (dir[0] != '\0') {
+            ivmt_remove_dir(dir);
+        }
+    }
+}
+
+static void ivmt_owned_start(void)
+{
+    if (ivmt_owned.owner != getpid()) {
+        memset(&ivmt_owned, 0, sizeof(ivmt_owned));
+        ivmt_owned.owner = getpid();
+        atexit(ivmt_owned_cleanup);
+    }
+}
+
+static void ivmt_owned_daemon(pid_t pid)
+{
+    ivmt_owned_start();
+    if (ivmt_owned.ndaemons < IVMT_OWNED_MAX) {
+        ivmt_owned.daemons[ivmt_owned.ndaemons++] = pid;
+    }
+}
+
 void ivmt_make_tmpdir(char *buf, size_t len)
 {
     const char *base = getenv("TMPDIR");
@@ -126,6 +188,14 @@ void ivmt_make_tmpdir(char *buf, size_t len)
     snprintf(buf, len, "%s/ivmt.XXXXXX", base);
     cr_assert_not_null(mkdtemp(buf), "mkdtemp(%s): %s", buf, strerror(errno));
     cr_assert_eq(chmod(buf, 0700), 0);
+    ivmt_owned_start();
+    for (int i = 0; i < IVMT_OWNED_MAX; ++i) {
+        if (ivmt_owned.dirs[i][0] == '\0') {
+            snprintf(ivmt_owned.dirs[i], sizeof(ivmt_owned.dirs[i]), "%s", buf);
+            ivmt_owned.ndirs = i + 1 > ivmt_owned.ndirs ? i + 1 : ivmt_owned.ndirs;
+            break;
+        }
+    }
 }
 
 void ivmt_remove_dir(const char *dir)
@@ -134,6 +204,13 @@ void ivmt_remove_dir(const char *dir)
     struct dirent *de;
     char path[IVMT_PATH_MAX * 2];
 
+    if (ivmt_owned.owner == getpid()) {
+        for (int i = 0; i < ivmt_owned.ndirs; ++i) {
+            if (strcmp(ivmt_owned.dirs[i], dir) == 0) {
+                ivmt_owned.dirs[i][0] = '\0';
+            }
+        }
+    }
     if (dp == NULL) {
         return;
     }
@@ -1023,6 +1100,7 @@ void ivmt_daemon_start(ivmt_daemon_t *d, const char *const *extra_args)
         _exit(127);
     }
     free(envp);
+    ivmt_owned_daemon(d->pid);
     close(pipefd[1]);
     close(logfd);
     close(devnull);

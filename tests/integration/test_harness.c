@@ -1,12 +1,16 @@
 /* Self-tests of the integration harness: the checks the other tests rely on
  * (leftover processes, fd counts, /dev/shm listings, captured output, time
- * limits) must see what they are meant to see. No daemon. */
+ * limits) must see what they are meant to see; and a test that ends without
+ * its teardown (cr_skip_test) leaves no daemon or directory. */
 #include <criterion/criterion.h>
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -124,4 +128,46 @@ Test(harness, parse_pids)
     cr_assert(p[0] == 12 && p[1] == 34 && p[2] == 56);
     cr_assert_eq(ivmt_parse_pids("NOPIDS 1\n", "PIDS", p, 4), 0, "only at a line start");
     cr_assert_eq(ivmt_parse_pids("PIDS 1 2 3 4 5\n", "PIDS", p, 2), 2);
+}
+
+/* A test that calls cr_skip_test after its .init started a daemon gets no
+ * .fini from Criterion, only its exit handlers: the harness's must stop the
+ * daemon and remove its directory. A child process plays the skipped test
+ * (starts a daemon, makes a directory, exits). */
+Test(harness, exit_without_teardown_leaves_no_daemon_or_directory)
+{
+    struct {
+        char  dir[IVMT_PATH_MAX], other[IVMT_PATH_MAX];
+        pid_t daemon;
+    } made;
+    struct stat st;
+    int fds[2], status;
+    pid_t child;
+
+    memset(&made, 0, sizeof(made));
+    cr_assert_eq(pipe(fds), 0);
+    child = fork();
+    cr_assert_geq(child, 0);
+    if (child == 0) {
+        ivmt_daemon_t d;
+        close(fds[0]);
+        ivmt_daemon_start(&d, NULL);
+        snprintf(made.dir, sizeof(made.dir), "%s", d.dir);
+        ivmt_make_tmpdir(made.other, sizeof(made.other));
+        made.daemon = d.pid;
+        if (write(fds[1], &made, sizeof(made)) != (ssize_t)sizeof(made)) {
+            _exit(3);
+        }
+        exit(0);
+    }
+    close(fds[1]);
+    cr_assert_eq(read(fds[0], &made, sizeof(made)), (ssize_t)sizeof(made));
+    close(fds[0]);
+    cr_assert_eq(waitpid(child, &status, 0), child);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child: 0x%x", status);
+    cr_assert(made.daemon > 0 && made.dir[0] != '\0' && made.other[0] != '\0');
+    cr_assert(kill(made.daemon, 0) != 0 && errno == ESRCH, "its daemon %d still runs",
+              (int)made.daemon);
+    cr_assert(stat(made.dir, &st) != 0 && errno == ENOENT, "%s is still there", made.dir);
+    cr_assert(stat(made.other, &st) != 0 && errno == ENOENT, "%s is still there", made.other);
 }
