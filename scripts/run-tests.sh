@@ -60,9 +60,13 @@ fi
 # (-fno-sanitize-recover). Suppressions, each with its reason: tests/sanitizers/.
 # A PE exiting runs the leak checker, which can take seconds on a loaded
 # machine: the tests give a run's processes 20 s to be gone, not 5.
-# The pass leaves out the suites' second runs with the warm pool on (NAME_pool,
-# which the normal pass runs): 270 of its 720 s on a 2-vCPU VM, over the
-# 15-minute budget of a CI run; the pool's code runs under the sanitizers in
+# Every process pays tens of milliseconds more under the sanitizers (their
+# start, and the leak checker's scan at exit), so the tests that make
+# hundreds of PEs or thousands of objects make fewer in this build
+# (__SANITIZE_ADDRESS__: DS-LB chain, bursts, live objects). The pass leaves
+# out the suites' second runs with the warm pool on (NAME_pool, which the
+# normal pass runs): 270 of its 720 s on a 2-vCPU VM, one test at a time,
+# over the 15-minute budget of a CI run; the pool's code runs under the sanitizers in
 # test_pool, test_pool_cudastub and the pool scenarios of the other suites.
 # Nor does it run check_layers and install (a script over the sources, and
 # an install tree built and used by the normal pass), 40 s together here.

@@ -550,8 +550,9 @@ Test(multinode, dslb_chains_on_three_nodes)
 }
 #endif
 
-/* Issue 17: 20,000 live objects (fewer where the hard open-file limit is
- * lower: each object is a file descriptor in its daemon) in one job on two
+/* Issue 17: 20,000 live objects (5,000 in the sanitizer build; fewer where
+ * the hard open-file limit is lower: each object is a file descriptor in its
+ * daemon) in one job on two
  * nodes: allocated on the root's node, each mapped from node1 (a mirror each),
  * a sample checked, all freed; the run leaves no process, socket or /dev/shm
  * entry. */

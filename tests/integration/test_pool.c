@@ -98,7 +98,8 @@ Test(pool, parked_processes_of_a_replaced_or_deleted_program_are_not_handed_out)
     ivmt_daemon_finish(&ivmt_d);
 }
 
-/* Bursts (issue 17): 64 PEs in one ivmCreatePEs, cold and from a pool of 4
+/* Bursts (issue 17): 64 PEs in one ivmCreatePEs (24 in the sanitizer build:
+ * pe_pool.c, BURST_N), cold and from a pool of 4
  * (part forked by the parked processes, the rest spawned), each writing its
  * own id into its slot of the root's object. */
 Test(pool, burst_of_64_in_one_call_cold)
