@@ -39,6 +39,9 @@
 #include "transport/link.h"
 #include "transport/loop.h"
 
+/* The peer links' TCP congestion control unless told otherwise (--tcp-congestion). */
+#define IVMD_TCP_CONGESTION_DEFAULT "cubic"
+
 #define IVMD_CONFIG_TABLE(X)                                                        \
     X(socket, "socket", STRING, "",                                                 \
       "Unix socket to listen on (default: <socket dir>/ivmd.sock)")                 \
@@ -76,6 +79,11 @@
       "put and get through UCX; UCX_* variables choose its transports) or auto "     \
       "(ucx when built with it, an RDMA device is present and links are not "         \
       "encrypted; else tcp)")                                                      \
+    X(tcp_congestion, "tcp-congestion", STRING, IVMD_TCP_CONGESTION_DEFAULT,                           \
+      "TCP congestion control of the links to peer daemons: an algorithm the "       \
+      "kernel lets any user pick (net.ipv4.tcp_allowed_congestion_control), or "     \
+      "system for the system's default (BBR's pacing holds transfers that go as "    \
+      "request and reply, ivmSyncGet's, well below the link's rate)")               \
     X(poll_us, "poll-us", INT, "0",                                                 \
       "microseconds to poll for the next message before sleeping, after answering "  \
       "a PE and while a peer transfer is in flight (0: never poll; max 1000000)")   \

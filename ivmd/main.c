@@ -79,6 +79,20 @@ static ivmError_t ivmd_parse(ivmd_t *d, int argc, char **argv)
                 IVMD_POLL_US_MAX);
         return IVM_ERROR_INVALID_VALUE;
     }
+    if (strcmp(d->cfg.tcp_congestion, "system") != 0 &&
+        ivmd_link_congestion_check(d->cfg.tcp_congestion, err, sizeof(err)) != IVM_SUCCESS) {
+        /* The default (cubic) is in nearly every kernel: where it is not,
+         * the links keep the system's; a choice of the user's must hold. */
+        if (strcmp(d->cfg.tcp_congestion, IVMD_TCP_CONGESTION_DEFAULT) != 0 ||
+            ivm_config_set(ivmd_config_fields, &d->cfg, "tcp-congestion", "system", err,
+                           sizeof(err)) != IVM_SUCCESS) {
+            ivm_error("--tcp-congestion %s: %s (system: the system's default)",
+                      d->cfg.tcp_congestion, err);
+            return IVM_ERROR_INVALID_VALUE;
+        }
+        ivm_warn("--tcp-congestion %s unavailable: the peer links keep the system's "
+                 "default", IVMD_TCP_CONGESTION_DEFAULT);
+    }
     if (strcmp(d->cfg.transport, "tcp") != 0 && strcmp(d->cfg.transport, "ucx") != 0 &&
         strcmp(d->cfg.transport, "auto") != 0) {
         ivm_error("--transport %s: expected tcp, ucx or auto", d->cfg.transport);
@@ -268,7 +282,10 @@ static ivmError_t ivmd_wire(ivmd_t *d)
 {
     const ivmd_link_cfg_t link_cfg = {.node    = d->cfg.node,
                                       .listen  = d->cfg.listen,
-                                      .encrypt = (int)d->cfg.peer_encrypt};
+                                      .encrypt = (int)d->cfg.peer_encrypt,
+                                      .congestion = strcmp(d->cfg.tcp_congestion, "system") == 0
+                                                        ? NULL
+                                                        : d->cfg.tcp_congestion};
     ivmd_conn_table_t *t = &d->conns;
 
     if (ivmd_loop_init(&d->loop, d, &d->stopping, d->cfg.poll_us) != IVM_SUCCESS ||

@@ -46,6 +46,9 @@
       "us every node's daemon polls before sleeping (ivmd --poll-us)")                 \
     X(daemon_huge_pages, "daemon-huge-pages", STRING, "",                              \
       "2 MiB pages for every node's daemon's objects: auto, on or off (ivmd --huge-pages)") \
+    X(daemon_tcp_congestion, "daemon-tcp-congestion", STRING, "",                      \
+      "TCP congestion control of every node's daemon's peer links (ivmd "               \
+      "--tcp-congestion; default cubic)")                                             \
     X(transport,   "transport",   STRING, "",                                          \
       "how object bytes move between the daemons: tcp, ucx or auto (ivmd --transport)") \
     X(log_level,   "log-level",   STRING, "",                                          \

@@ -274,7 +274,8 @@ ivmError_t ivmrun_daemon_open(ivmrun_daemon_t *d, const ivmrun_opts_t *opts,
         ivm_info("using the running ivmd on %s", d->path);
         if (ivmrun_opts_started_only(opts)) {
             ivm_warn("using the running ivmd on %s: --emu-gpus, --gpus, --gpu-shares, "
-                     "--daemon-poll-us, --transport and --daemon-huge-pages apply only to "
+                     "--daemon-poll-us, --transport, --daemon-huge-pages and "
+                     "--daemon-tcp-congestion apply only to "
                      "a daemon ivmrun starts (use --socket with a fresh path, or --nodes)",
                      d->path);
         }

@@ -52,6 +52,9 @@
     X(daemon_huge_pages, "daemon-huge-pages", STRING, "",                           \
       "every started ivmd puts objects in 2 MiB pages: auto, on or off (ivmd "       \
       "--huge-pages; default auto)")                                                \
+    X(daemon_tcp_congestion, "daemon-tcp-congestion", STRING, "",                   \
+      "TCP congestion control of every started ivmd's peer links: cubic (ivmd's "   \
+      "default), reno, bbr... or system (ivmd --tcp-congestion)")                  \
     X(transport,   "transport",   STRING, "",                                       \
       "how object bytes move between the started daemons: tcp, ucx or auto "         \
       "(ivmd --transport; default auto; UCX_* variables reach UCX)")                 \

@@ -30,6 +30,7 @@ static const ivmrun_fwd_t ivmrun_fwd_opts[] = {
     {"peer-encrypt",   "--peer-encrypt",   "--peer-encrypt", 0},
     {"transport",      "--transport",      "--transport",    1},
     {"daemon-huge-pages", "--daemon-huge-pages", "--huge-pages", 1},
+    {"daemon-tcp-congestion", "--daemon-tcp-congestion", "--tcp-congestion", 1},
     {NULL, NULL, NULL, 0}};
 
 static const ivm_config_field_t *ivmrun_opts_field(const ivmrun_opts_t *o, const char *name)

@@ -83,6 +83,44 @@ static void ivmd_link_tick(ivmd_t *d, void *arg, uint32_t events);
 static void ivmd_link_accept(ivmd_t *d, void *arg, uint32_t events);
 static const ivmd_conn_ops_t ivmd_link_conn_ops;
 
+ivmError_t ivmd_link_congestion_check(const char *algo, char *err, size_t errlen)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), e = 0;
+
+    if (fd < 0) {
+        snprintf(err, errlen, "socket: %s", strerror(errno));
+        return IVM_ERROR_INTERNAL;
+    }
+    if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, algo, (socklen_t)strlen(algo)) != 0) {
+        e = errno;
+    }
+    close(fd);
+    if (e == 0) {
+        return IVM_SUCCESS;
+    }
+    snprintf(err, errlen, "TCP congestion control '%s': %s", algo,
+             e == ENOENT ? "not available in this kernel (see "
+                           "net.ipv4.tcp_available_congestion_control)"
+             : e == EPERM ? "not allowed to unprivileged users (see "
+                            "net.ipv4.tcp_allowed_congestion_control)"
+                          : strerror(e));
+    return e == EPERM ? IVM_ERROR_PERMISSION : IVM_ERROR_INVALID_VALUE;
+}
+
+/* A peer link's socket: no Nagle delay (messages go as they are written),
+ * and the congestion control the daemon was given. */
+static void ivmd_link_tune(const ivmd_link_t *l, int fd)
+{
+    int one = 1;
+
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (l->cfg.congestion != NULL &&
+        setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, l->cfg.congestion,
+                   (socklen_t)strlen(l->cfg.congestion)) != 0) {
+        ivm_warn_limited("TCP congestion control %s on a peer link: %m", l->cfg.congestion);
+    }
+}
+
 void ivmd_link_init(ivmd_link_t *l, ivmd_loop_t *loop, ivmd_conn_table_t *conns,
                     ivmd_netlimits_t *net, const ivmd_link_cfg_t *cfg, const int *stopping,
                     const ivmd_link_ops_t *ops)
@@ -170,7 +208,7 @@ static void ivmd_link_accept(ivmd_t *d, void *arg, uint32_t events)
     socklen_t len;
     uint8_t src[16];
     ivmd_conn_t *c;
-    int fd, one = 1;
+    int fd;
 
     for (;;) {
         len = sizeof(ss);
@@ -191,7 +229,7 @@ static void ivmd_link_accept(ivmd_t *d, void *arg, uint32_t events)
             close(fd);
             continue;
         }
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        ivmd_link_tune(l, fd);
         c = ivmd_conn_create(l->conns, fd, IVMD_CONN_PEER, EPOLLIN | EPOLLRDHUP);
         if (c != NULL) {
             c->pstate = IVMD_PEER_AWAIT_HELLO;
@@ -333,7 +371,7 @@ static void ivmd_link_dial(ivmd_link_t *l, ivmd_peer_t *p)
     socklen_t len;
     char text[96];
     ivmd_conn_t *c;
-    int fd, one = 1;
+    int fd;
 
     snprintf(text, sizeof(text), strchr(p->addr, ':') ? "[%s]:%u" : "%s:%u", p->addr,
              (unsigned)p->port);
@@ -345,7 +383,7 @@ static void ivmd_link_dial(ivmd_link_t *l, ivmd_peer_t *p)
         ivm_warn("socket for peer %s: %m", p->node);
         return;
     }
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    ivmd_link_tune(l, fd);
     if (connect(fd, (struct sockaddr *)&ss, len) != 0 && errno != EINPROGRESS) {
         ivm_debug("connect to peer %s (%s): %m", p->node, text);
         close(fd);

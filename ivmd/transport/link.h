@@ -55,6 +55,7 @@ typedef struct ivmd_link_cfg {
     const char *node;               /* this daemon's name */
     const char *listen;             /* HOST:PORT, "" for none */
     int         encrypt;            /* --peer-encrypt */
+    const char *congestion;         /* TCP_CONGESTION of the links, NULL: the system's */
 } ivmd_link_cfg_t;
 
 typedef struct ivmd_link {
@@ -76,6 +77,9 @@ typedef struct ivmd_link {
     uint32_t               self_idx;   /* our index in peers */
 } ivmd_link_t;
 
+/* Whether this kernel lets the daemon give its links TCP congestion control
+ * algo: IVM_SUCCESS, or why not in err (not available, not allowed). */
+ivmError_t ivmd_link_congestion_check(const char *algo, char *err, size_t errlen);
 /* The links' state; peer connections registered with conns. */
 void ivmd_link_init(ivmd_link_t *l, ivmd_loop_t *loop, ivmd_conn_table_t *conns,
                     ivmd_netlimits_t *net, const ivmd_link_cfg_t *cfg, const int *stopping,
