@@ -148,6 +148,23 @@ static int log_contains(int k, const char *text)
     return strstr(buf, text) != NULL;
 }
 
+/* Two daemons (with variable=value in their environment, variable NULL:
+ * none), each given the two-node table; their link comes up. */
+static void cluster_link_two(const char *variable, const char *value)
+{
+    if (variable != NULL) {
+        setenv(variable, value, 1);
+    }
+    cluster_setup(2);
+    if (variable != NULL) {
+        unsetenv(variable);
+    }
+    cr_assert_eq(send_cluster(0, 2, "s", NULL, 0), IVM_SUCCESS);
+    cr_assert_eq(send_cluster(1, 2, "s", NULL, 0), IVM_SUCCESS);
+    cr_assert_eq(wait_peers_up(0, 1, 10), 1, "the two daemons did not link (%s=%s)",
+                 variable != NULL ? variable : "-", variable != NULL ? value : "-");
+}
+
 TestSuite(cluster, .fini = cluster_teardown, .timeout = 60);
 
 Test(cluster, three_daemons_authenticate_each_other)
@@ -331,12 +348,7 @@ Test(cluster, malformed_peer_messages_drop_the_connection_only)
  * not: refused at the handshake, saying why. */
 Test(cluster, encrypted_links_and_daemons_that_disagree_on_encryption)
 {
-    setenv("IVM_PEER_ENCRYPT", "1", 1);
-    cluster_setup(2);
-    unsetenv("IVM_PEER_ENCRYPT");
-    cr_assert_eq(send_cluster(0, 2, "s", NULL, 0), IVM_SUCCESS);
-    cr_assert_eq(send_cluster(1, 2, "s", NULL, 0), IVM_SUCCESS);
-    cr_assert_eq(wait_peers_up(0, 1, 10), 1, "two encrypting daemons did not link");
+    cluster_link_two("IVM_PEER_ENCRYPT", "1");
     cluster_stop_clean();
     cluster_teardown();
 
@@ -779,14 +791,7 @@ Test(cluster, peer_links_use_the_congestion_control_asked_for)
     }
     for (int round = 0; round < 2; ++round) {
         const char *want = round == 0 ? "reno" : "cubic";
-        if (round == 0) {
-            setenv("IVM_TCP_CONGESTION", "reno", 1);
-        }
-        cluster_setup(2);
-        unsetenv("IVM_TCP_CONGESTION");
-        cr_assert_eq(send_cluster(0, 2, "s", NULL, 0), IVM_SUCCESS);
-        cr_assert_eq(send_cluster(1, 2, "s", NULL, 0), IVM_SUCCESS);
-        cr_assert_eq(wait_peers_up(0, 1, 10), 1, "the daemons did not link");
+        cluster_link_two(round == 0 ? "IVM_TCP_CONGESTION" : NULL, "reno");
         link_congestion(cc, sizeof(cc));
         cr_assert_str_eq(cc, want, "the link uses '%s', not %s", cc, want);
         cluster_stop_clean();
