@@ -79,7 +79,7 @@
       "put and get through UCX; UCX_* variables choose its transports) or auto "     \
       "(ucx when built with it, an RDMA device is present and links are not "         \
       "encrypted; else tcp)")                                                      \
-    X(tcp_congestion, "tcp-congestion", STRING, IVMD_TCP_CONGESTION_DEFAULT,                           \
+    X(tcp_congestion, "tcp-congestion", STRING, IVMD_TCP_CONGESTION_DEFAULT,       \
       "TCP congestion control of the links to peer daemons: an algorithm the "       \
       "kernel lets any user pick (net.ipv4.tcp_allowed_congestion_control), or "     \
       "system for the system's default (BBR's pacing holds transfers that go as "    \

@@ -79,13 +79,12 @@ static ivmError_t ivmd_parse(ivmd_t *d, int argc, char **argv)
                 IVMD_POLL_US_MAX);
         return IVM_ERROR_INVALID_VALUE;
     }
-    if (strcmp(d->cfg.tcp_congestion, "system") != 0 &&
-        ivmd_link_congestion_check(d->cfg.tcp_congestion, err, sizeof(err)) != IVM_SUCCESS) {
+    if (ivmd_link_congestion_check(d->cfg.tcp_congestion, err, sizeof(err)) != IVM_SUCCESS) {
         /* The default (cubic) is in nearly every kernel: where it is not,
          * the links keep the system's; a choice of the user's must hold. */
         if (strcmp(d->cfg.tcp_congestion, IVMD_TCP_CONGESTION_DEFAULT) != 0 ||
-            ivm_config_set(ivmd_config_fields, &d->cfg, "tcp-congestion", "system", err,
-                           sizeof(err)) != IVM_SUCCESS) {
+            ivm_config_set(ivmd_config_fields, &d->cfg, "tcp-congestion",
+                           IVMD_LINK_CONGESTION_SYSTEM, err, sizeof(err)) != IVM_SUCCESS) {
             ivm_error("--tcp-congestion %s: %s (system: the system's default)",
                       d->cfg.tcp_congestion, err);
             return IVM_ERROR_INVALID_VALUE;
@@ -283,9 +282,7 @@ static ivmError_t ivmd_wire(ivmd_t *d)
     const ivmd_link_cfg_t link_cfg = {.node    = d->cfg.node,
                                       .listen  = d->cfg.listen,
                                       .encrypt = (int)d->cfg.peer_encrypt,
-                                      .congestion = strcmp(d->cfg.tcp_congestion, "system") == 0
-                                                        ? NULL
-                                                        : d->cfg.tcp_congestion};
+                                      .congestion = d->cfg.tcp_congestion};
     ivmd_conn_table_t *t = &d->conns;
 
     if (ivmd_loop_init(&d->loop, d, &d->stopping, d->cfg.poll_us) != IVM_SUCCESS ||

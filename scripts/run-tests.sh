@@ -42,8 +42,9 @@ bash scripts/complexity.sh || true
 # Tests side by side: most of a test's time is its processes waiting for one
 # another, which leaves a 2-vCPU machine about 60 % idle with one test at a
 # time. Each test has its own socket directory, ports, namespaces and
-# processes; the few that make CPU-share cgroups run alone (RUN_SERIAL,
-# tests/CMakeLists.txt).
+# processes; the few that cannot run beside another (CPU-share cgroups, a
+# whole-/dev/shm check, the one-hop assertion of test_psync) run alone
+# (RUN_SERIAL; tests/CMakeLists.txt says why for each).
 jobs=${IVM_TEST_JOBS:-$(nproc)}
 
 step "testing: ctest --test-dir $build_dir --output-on-failure --timeout 300 --parallel $jobs"

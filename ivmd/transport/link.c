@@ -85,8 +85,12 @@ static const ivmd_conn_ops_t ivmd_link_conn_ops;
 
 ivmError_t ivmd_link_congestion_check(const char *algo, char *err, size_t errlen)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), e = 0;
+    int fd, e = 0;
 
+    if (strcmp(algo, IVMD_LINK_CONGESTION_SYSTEM) == 0) {
+        return IVM_SUCCESS;
+    }
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         snprintf(err, errlen, "socket: %s", strerror(errno));
         return IVM_ERROR_INTERNAL;
@@ -114,7 +118,7 @@ static void ivmd_link_tune(const ivmd_link_t *l, int fd)
     int one = 1;
 
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    if (l->cfg.congestion != NULL &&
+    if (strcmp(l->cfg.congestion, IVMD_LINK_CONGESTION_SYSTEM) != 0 &&
         setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, l->cfg.congestion,
                    (socklen_t)strlen(l->cfg.congestion)) != 0) {
         ivm_warn_limited("TCP congestion control %s on a peer link: %m", l->cfg.congestion);

@@ -55,7 +55,7 @@ typedef struct ivmd_link_cfg {
     const char *node;               /* this daemon's name */
     const char *listen;             /* HOST:PORT, "" for none */
     int         encrypt;            /* --peer-encrypt */
-    const char *congestion;         /* TCP_CONGESTION of the links, NULL: the system's */
+    const char *congestion;         /* TCP_CONGESTION of the links, or IVMD_LINK_CONGESTION_SYSTEM */
 } ivmd_link_cfg_t;
 
 typedef struct ivmd_link {
@@ -77,8 +77,12 @@ typedef struct ivmd_link {
     uint32_t               self_idx;   /* our index in peers */
 } ivmd_link_t;
 
+/* The congestion control name that leaves the links the system's default. */
+#define IVMD_LINK_CONGESTION_SYSTEM "system"
+
 /* Whether this kernel lets the daemon give its links TCP congestion control
- * algo: IVM_SUCCESS, or why not in err (not available, not allowed). */
+ * algo (IVMD_LINK_CONGESTION_SYSTEM: always): IVM_SUCCESS, or why not in err
+ * (not available, not allowed). */
 ivmError_t ivmd_link_congestion_check(const char *algo, char *err, size_t errlen);
 /* The links' state; peer connections registered with conns. */
 void ivmd_link_init(ivmd_link_t *l, ivmd_loop_t *loop, ivmd_conn_table_t *conns,

@@ -1656,6 +1656,7 @@ pid_t ivmt_peer_daemon_start(const char *netns, const char *node, const char *so
         }
         _exit(127);
     }
+    ivmt_owned_daemon(pid);
     close(ready[1]);
     *port_p = ivmt_ready_port(ready[0], "ivmd", node, netns);
     return pid;
