@@ -2,6 +2,7 @@
 #include "crypto.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <openssl/crypto.h>
@@ -170,4 +171,51 @@ ivmError_t ivm_aead_open(ivm_aead_t *a, const void *hdr, size_t hdr_len, void *p
 
     memcpy(copy, tag, sizeof(copy));
     return ivm_aead_run(a, 0, hdr, hdr_len, payload, len, copy);
+}
+
+ivmError_t ivm_crypto_ep_key(const void *secret, size_t secret_len, uint32_t job,
+                             uint8_t out[IVM_CRYPTO_EP_KEY_LEN])
+{
+    static const uint8_t salt[32]; /* RFC 5869's default: HashLen zeros */
+    char info[64];
+    int n = snprintf(info, sizeof(info), "ivm pe endpoint key, job %u", (unsigned)job);
+
+    return ivm_crypto_hkdf(secret, secret_len, salt, sizeof(salt), info, (size_t)n, out,
+                           IVM_CRYPTO_EP_KEY_LEN);
+}
+
+ivmError_t ivm_aead_ep_init(const uint8_t ep_key[IVM_CRYPTO_EP_KEY_LEN], const uint8_t *nonce_p,
+                            const uint8_t *nonce_d, size_t nonce_len, uint32_t job, int32_t pe,
+                            int pe_side, int encrypt, ivm_aead_t *tx, ivm_aead_t *rx)
+{
+    uint8_t salt[2 * 64], keys[2][IVM_CRYPTO_KEY_LEN + IVM_CRYPTO_IV_LEN];
+    ivmError_t status = IVM_SUCCESS;
+    char info[96];
+    int k, n;
+
+    if (nonce_len > 64) {
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    memcpy(salt, nonce_p, nonce_len);
+    memcpy(salt + nonce_len, nonce_d, nonce_len);
+    for (k = 0; k < 2 && status == IVM_SUCCESS; ++k) {
+        /* k = 0: PE to daemon; 1: daemon to PE. */
+        n = snprintf(info, sizeof(info), "ivm pe endpoint %s, job %u, pe %d",
+                     k == 0 ? "p2d" : "d2p", (unsigned)job, (int)pe);
+        status = ivm_crypto_hkdf(ep_key, IVM_CRYPTO_EP_KEY_LEN, salt, 2 * nonce_len, info,
+                                 (size_t)n, keys[k], sizeof(keys[k]));
+    }
+    if (status == IVM_SUCCESS) {
+        const uint8_t *t = keys[pe_side ? 0 : 1], *r = keys[pe_side ? 1 : 0];
+
+        status = ivm_aead_init(tx, t, t + IVM_CRYPTO_KEY_LEN, encrypt);
+        if (status == IVM_SUCCESS) {
+            status = ivm_aead_init(rx, r, r + IVM_CRYPTO_KEY_LEN, encrypt);
+            if (status != IVM_SUCCESS) {
+                ivm_aead_free(tx);
+            }
+        }
+    }
+    OPENSSL_cleanse(keys, sizeof(keys));
+    return status;
 }

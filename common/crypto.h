@@ -64,4 +64,21 @@ ivmError_t ivm_aead_seal(ivm_aead_t *a, const void *hdr, size_t hdr_len, void *p
 ivmError_t ivm_aead_open(ivm_aead_t *a, const void *hdr, size_t hdr_len, void *payload,
                          size_t len, const uint8_t tag[IVM_CRYPTO_TAG_LEN]);
 
+/*
+ * A PE's endpoint (common/proto.h, EP_HELLO): the job's endpoint key is
+ * HKDF-SHA-256 of the cluster secret bound to the job id; a PE gets it from
+ * its own daemon. One connection's two directions then get their keys and
+ * IVs by HKDF of the endpoint key, salted with nonce_p || nonce_d, bound to
+ * job, PE and direction; ivm_aead_ep_init sets up the side's tx and rx
+ * (pe_side: the PE's, else the daemon's).
+ */
+#define IVM_CRYPTO_EP_KEY_LEN 32
+
+ivmError_t ivm_crypto_ep_key(const void *secret, size_t secret_len, uint32_t job,
+                             uint8_t out[IVM_CRYPTO_EP_KEY_LEN]);
+
+ivmError_t ivm_aead_ep_init(const uint8_t ep_key[IVM_CRYPTO_EP_KEY_LEN], const uint8_t *nonce_p,
+                            const uint8_t *nonce_d, size_t nonce_len, uint32_t job, int32_t pe,
+                            int pe_side, int encrypt, ivm_aead_t *tx, ivm_aead_t *rx);
+
 #endif /* IVM_COMMON_CRYPTO_H */

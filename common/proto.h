@@ -80,7 +80,8 @@ _Static_assert(offsetof(ivm_msg_hdr_t, length) == 8, "length at byte 8");
     X(BARRIER,     26, ivm_msg_barrier_req_t,    ivm_msg_status_t,         1, 0) \
     X(BOARD,       27, ivm_msg_empty_t,          ivm_msg_status_t,         0, 1) \
     X(PUT_SIGNAL,  28, ivm_msg_put_signal_req_t, ivm_msg_status_t,         0, 0) \
-    X(SIGNAL_POKE, 29, ivm_msg_empty_t,          ivm_msg_status_t,         0, 0)
+    X(SIGNAL_POKE, 29, ivm_msg_empty_t,          ivm_msg_status_t,         0, 0) \
+    X(ENDPOINT,    30, ivm_msg_endpoint_req_t,   ivm_msg_endpoint_rep_t,   0, 1)
 
 #define IVM_MSG_ENUM_ENTRY(name, value, req, rep, var, poll) IVM_MSG_##name = (value),
 typedef enum ivm_msg_type {
@@ -357,6 +358,9 @@ typedef struct ivm_msg_map_rep {
     uint64_t gpu_ref;    /* GPU PE: the daemon's id of this device-copy reference; else 0 */
     uint64_t gpu_offset; /* GPU PE: object offset of the device copy's first byte */
     uint64_t gpu_size;   /* GPU PE: bytes of the device allocation (to import and map) */
+    uint64_t master_id;  /* IVM_MAP_DIRECT: the object's id at the master's daemon */
+    int32_t  master_node; /* IVM_MAP_DIRECT: cluster index of the master's node */
+    uint32_t reserved;   /* zero */
 } ivm_msg_map_rep_t;
 
 #define IVM_MAP_MASTER   0x1u /* the (node copy) fd is the master copy */
@@ -365,6 +369,8 @@ typedef struct ivm_msg_map_rep {
 #define IVM_MAP_READ_FIRST 0x8u /* populate the map read-only, then open it for writing: the
                                    daemon measured a first read of a page cheaper so here
                                    (IVM_MAP_READ_FIRST overrides; ivmd/data/copies.h) */
+#define IVM_MAP_DIRECT   0x10u /* a mirror whose master is on node master_node: the PE may put
+                                   small ranges there through its own endpoint (ENDPOINT) */
 #define IVM_MAP_GPU (IVM_MAP_GPU_EMU | IVM_MAP_GPU_CUDA)
 
 /* SYNC: the sync calls on a mirror, and the group calls on any copy. */
@@ -574,10 +580,37 @@ typedef struct ivm_msg_info_rep {
     uint32_t huge_pages;   /* 1: objects' memory is put in 2 MiB pages (ivmd --huge-pages) */
     uint64_t huge_bytes;   /* bytes of object copies reserved in 2 MiB pages since the start */
     uint64_t huge_failed;  /* copies left partly in 4 KiB pages since the start */
+    uint64_t ep_puts;      /* puts PEs of other nodes made into masters here through their
+                              own endpoints (ENDPOINT, EP_PUT) */
 } ivm_msg_info_rep_t;
 
-_Static_assert(sizeof(ivm_msg_map_rep_t) == 64, "map reply size");
-_Static_assert(sizeof(ivm_msg_info_rep_t) == 272, "info reply size");
+_Static_assert(sizeof(ivm_msg_map_rep_t) == 80, "map reply size");
+
+/*
+ * ENDPOINT: where and how this PE reaches node `node`'s daemon for its own
+ * puts (peer message EP_HELLO). Refused (IVM_ERROR_UNSUPPORTED) outside a
+ * cluster, for this daemon's own node, and with --no-pe-endpoints;
+ * IVM_ERROR_DAEMON_LOST while the node is not up.
+ */
+typedef struct ivm_msg_endpoint_req {
+    uint32_t node;       /* cluster index of the node */
+    uint32_t reserved;   /* zero */
+} ivm_msg_endpoint_req_t;
+
+typedef struct ivm_msg_endpoint_rep {
+    int32_t  status;     /* ivmError_t */
+    uint32_t flags;      /* IVM_PEER_ENCRYPT: seal with encryption */
+    uint32_t self;       /* cluster index of the PE's node */
+    uint32_t timeout_ms; /* a reply not there by then: the node counts as lost */
+    uint16_t port;       /* TCP port of the node's daemon */
+    uint16_t reserved;   /* zero */
+    char     addr[64];   /* its numeric address, NUL-terminated */
+    uint8_t  key[32];    /* the job's endpoint key (HKDF of the cluster secret) */
+    uint32_t reserved2;  /* zero */
+} ivm_msg_endpoint_rep_t;
+
+_Static_assert(sizeof(ivm_msg_endpoint_rep_t) == 120, "endpoint reply size");
+_Static_assert(sizeof(ivm_msg_info_rep_t) == 280, "info reply size");
 
 /*
  * CLUSTER (owner uid only, on the Unix socket): the cluster this daemon is
@@ -631,7 +664,7 @@ _Static_assert(sizeof(ivm_msg_cluster_req_t) == 40, "cluster request size");
  * endian on the wire): HELLO and CHALLENGE carry it, bound into the
  * handshake's MACs, and daemons of different layouts refuse each other.
  * Raise it with any change of a peer message's fields. */
-#define IVM_PEER_LAYOUT 5u
+#define IVM_PEER_LAYOUT 6u
 
 /* X(name, value, struct, largest tail after the struct in bytes, fields):
  * `fields` names the struct's multi-byte fields (IVM_PEER_FIELDS_*), which
@@ -663,7 +696,11 @@ _Static_assert(sizeof(ivm_msg_cluster_req_t) == 40, "cluster request size");
     X(ROUTE,      87, ivm_peer_route_t,      0,                       ROUTE)     \
     X(SIGNAL,     88, ivm_peer_signal_t,     0,                       SIGNAL)    \
     X(PLACED,     89, ivm_peer_placed_t,     IVM_PEER_PLACED_MAX * 4, PLACED)    \
-    X(PE_ENDED,   90, ivm_peer_pe_ended_t,   0,                       PE_ENDED)
+    X(PE_ENDED,   90, ivm_peer_pe_ended_t,   0,                       PE_ENDED)  \
+    X(EP_HELLO,   91, ivm_peer_ep_hello_t,   0,                       EP_HELLO)  \
+    X(EP_WELCOME, 92, ivm_peer_ep_welcome_t, 0,                       EP_WELCOME) \
+    X(EP_PUT,     93, ivm_peer_xfer_t,       IVM_PEER_CHUNK,          XFER)      \
+    X(EP_ACK,     94, ivm_peer_xfer_t,       0,                       XFER)
 
 #define IVM_PEER_ENUM_ENTRY(name, value, type, tail, fields) IVM_PEER_##name = (value),
 typedef enum ivm_peer_type {
@@ -889,6 +926,40 @@ typedef struct ivm_peer_pe_ended {
     uint32_t reserved;   /* zero */
 } ivm_peer_pe_ended_t;
 
+/*
+ * A PE's endpoint: a PE's own connection to another node's daemon, for its
+ * small puts into masters held there (docs/architecture.md, "Direct puts").
+ * The PE dials the daemon's peer port:
+ *   PE     -> EP_HELLO{job, pe, node, nonce_p}          (in clear)
+ *   daemon -> EP_WELCOME{status, nonce_d}               (in clear)
+ * Both then derive one key per direction with HKDF-SHA-256 from the job's
+ * endpoint key (itself HKDF of the cluster secret and the job id, which the
+ * PE got from its own daemon over its private socket), salted with
+ * nonce_p || nonce_d and bound to job and PE, and every later message is
+ * sealed as on a peer link (IVM_PEER_ENCRYPT as the cluster says). A PE
+ * without the key cannot make a message the daemon accepts; a replayed
+ * handshake meets a fresh nonce_d.
+ *   PE     -> EP_PUT{op = the PE's request number, job, flags (0 or
+ *             IVM_XFER_SIGNAL with sig_from, sig_to), obj = the master's
+ *             id there, off, len} + len bytes (at most IVM_PEER_CHUNK)
+ *   daemon -> EP_ACK{op, job, status}, once the master has the bytes (and
+ *             the signal is posted). IVM_ERROR_UNSUPPORTED: not taken
+ *             (nothing written): the PE puts through its own daemon.
+ */
+typedef struct ivm_peer_ep_hello {
+    uint32_t job;        /* job id */
+    int32_t  pe;         /* the dialing PE */
+    uint32_t node;       /* cluster index of the PE's node */
+    uint32_t layout;     /* the PE's IVM_PEER_LAYOUT */
+    uint8_t  nonce[IVM_PEER_NONCE_LEN]; /* nonce_p, random */
+} ivm_peer_ep_hello_t;
+
+typedef struct ivm_peer_ep_welcome {
+    int32_t  status;     /* ivmError_t: 0, or why the daemon refuses */
+    uint32_t flags;      /* IVM_PEER_ENCRYPT: the payloads are encrypted too */
+    uint8_t  nonce[IVM_PEER_NONCE_LEN]; /* nonce_d, random */
+} ivm_peer_ep_welcome_t;
+
 /* The multi-byte fields of each peer message, F(struct, field) or, for an
  * array of them, A(struct, field), in order;
  * the rest is bytes (names, nonces, MACs, data). The tail of SPAWN starts
@@ -946,6 +1017,14 @@ typedef struct ivm_peer_pe_ended {
     F(ivm_peer_pe_ended_t, state) F(ivm_peer_pe_ended_t, flags)                          \
     F(ivm_peer_pe_ended_t, reserved)
 
+#define IVM_PEER_FIELDS_EP_HELLO(F, A)                                                      \
+    F(ivm_peer_ep_hello_t, job) F(ivm_peer_ep_hello_t, pe) F(ivm_peer_ep_hello_t, node)  \
+    F(ivm_peer_ep_hello_t, layout)
+#define IVM_PEER_FIELDS_EP_WELCOME(F, A) \
+    F(ivm_peer_ep_welcome_t, status) F(ivm_peer_ep_welcome_t, flags)
+
+_Static_assert(sizeof(ivm_peer_ep_hello_t) == 48, "endpoint hello size");
+_Static_assert(sizeof(ivm_peer_ep_welcome_t) == 40, "endpoint welcome size");
 _Static_assert(sizeof(ivm_peer_hello_t) == 120, "hello size");
 _Static_assert(sizeof(ivm_peer_route_t) == 808, "route size");
 _Static_assert(sizeof(ivm_peer_ucx_rkey_t) == 32, "ucx rkey size");

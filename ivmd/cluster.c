@@ -7,17 +7,22 @@
 #include "ctl/remote.h"
 #include "data/data.h"
 #include "ivmd.h"
+#include "log.h"
 
 typedef void (*ivmd_ctl_msg_fn_t)(ivmd_remote_t *rm, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
                                   const void *payload);
 typedef ivmError_t (*ivmd_data_msg_fn_t)(ivmd_data_t *dp, int node, const ivm_msg_hdr_t *hdr,
                                          const void *payload);
+typedef ivmError_t (*ivmd_ep_msg_fn_t)(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                       const void *payload);
 
 /* Who serves a peer message: the control plane, on the link it came by, or
- * the data plane, from a node (and what a malformed one is called). */
+ * the data plane, from a node or (ep) on a PE's endpoint (and what a
+ * malformed one is called). */
 typedef struct ivmd_peer_msg {
     ivmd_ctl_msg_fn_t  ctl;
     ivmd_data_msg_fn_t data;
+    ivmd_ep_msg_fn_t   ep;
     const char        *malformed;
 } ivmd_peer_msg_t;
 
@@ -47,6 +52,7 @@ static const ivmd_peer_msg_t ivmd_cluster_msgs[IVM_PEER_LAST - IVM_PEER_FIRST] =
     IVMD_PEER_MSG(ROUTE)      = {.data = ivmd_data_on_route, .malformed = "malformed ROUTE"},
     IVMD_PEER_MSG(UCX_ADDR)   = {.data = ivmd_data_on_transport},
     IVMD_PEER_MSG(UCX_RKEY)   = {.data = ivmd_data_on_transport},
+    IVMD_PEER_MSG(EP_PUT)     = {.ep = ivmd_data_on_ep_put, .malformed = "malformed EP_PUT"},
 };
 
 void ivmd_cluster_handle_msg(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,
@@ -57,7 +63,16 @@ void ivmd_cluster_handle_msg(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hd
     if (hdr->type >= IVM_PEER_FIRST && hdr->type < IVM_PEER_LAST) {
         m = &ivmd_cluster_msgs[hdr->type - IVM_PEER_FIRST];
     }
-    if (m != NULL && m->ctl != NULL) {
+    if (pc->pstate == IVMD_PEER_ENDPOINT) {
+        /* A PE's endpoint carries its puts, nothing of the links'. */
+        if (m == NULL || m->ep == NULL) {
+            ivmd_conn_close(d, pc, "unexpected message on a PE's endpoint");
+        } else if (m->ep(&d->data, pc, hdr, payload) != IVM_SUCCESS) {
+            ivm_warn_limited("a PE's endpoint (job %u, pe %d) sent a %s: closed",
+                             (unsigned)pc->ep_job, (int)pc->ep_pe, m->malformed);
+            ivmd_conn_close(d, pc, m->malformed);
+        }
+    } else if (m != NULL && m->ctl != NULL) {
         m->ctl(&d->remote, pc, hdr, payload);
     } else if (m != NULL && m->data != NULL && pc->peer != NULL) {
         if (m->data(&d->data, (int)(pc->peer - d->link.peers), hdr, payload) != IVM_SUCCESS) {

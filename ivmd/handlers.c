@@ -21,6 +21,10 @@
 #include "status.h"
 #include "topo.h"
 
+/* A PE waits this long for its endpoint's answer before it counts the node as
+ * lost (twice the silence after which a peer link counts as lost). */
+#define IVMD_EP_TIMEOUT_MS 10000u
+
 typedef ivmError_t (*ivmd_msg_fn_t)(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                                     const void *req, ivmd_pe_reply_t *rep);
 
@@ -910,6 +914,49 @@ static ivmError_t ivmd_handle_board(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr
     return status;
 }
 
+/* ENDPOINT: where the PE reaches node req->node's daemon for its own puts
+ * (common/proto.h, EP_HELLO), and its job's endpoint key to seal them. */
+static ivmError_t ivmd_handle_endpoint(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                                       const void *payload, ivmd_pe_reply_t *rep)
+{
+    const ivm_msg_endpoint_req_t *req = payload;
+    ivm_msg_endpoint_rep_t *e = &rep->body.endpoint;
+    const ivmd_link_t *l = &d->link;
+    const ivmd_peer_t *p;
+
+    if (!l->have_cluster || req->node == l->self_idx) {
+        ivmd_detail(rep, "no endpoint to %s: %s", l->have_cluster ? "this node" : "another node",
+                    l->have_cluster ? "its objects are here" : "the daemon is in no cluster");
+        return IVM_ERROR_UNSUPPORTED;
+    }
+    if (strcmp(ivmd_data_transport(&d->data)->name, "tcp") != 0) {
+        /* Its puts are one-sided between the daemons' copies. */
+        ivmd_detail(rep, "no endpoints with the %s transport",
+                    ivmd_data_transport(&d->data)->name);
+        return IVM_ERROR_UNSUPPORTED;
+    }
+    if (req->node >= l->npeers) {
+        ivmd_detail(rep, "no node %u in the cluster (%u nodes)", (unsigned)req->node,
+                    (unsigned)l->npeers);
+        return IVM_ERROR_NOT_FOUND;
+    }
+    p = &l->peers[req->node];
+    if (!p->up) {
+        ivmd_detail(rep, "node %s is not reachable now", p->node);
+        return IVM_ERROR_DAEMON_LOST;
+    }
+    if (ivmd_link_ep_key(l, c->job->id, e->key) != IVM_SUCCESS) {
+        ivmd_detail(rep, "no endpoint key");
+        return IVM_ERROR_INTERNAL;
+    }
+    e->flags      = l->cfg.encrypt ? IVM_PEER_ENCRYPT : 0;
+    e->self       = l->self_idx;
+    e->timeout_ms = IVMD_EP_TIMEOUT_MS;
+    e->port       = p->port;
+    ivm_proto_strset(e->addr, sizeof(e->addr), p->addr);
+    return IVM_SUCCESS;
+}
+
 static ivmError_t ivmd_handle_num_pes(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                                       const void *payload, ivmd_pe_reply_t *rep)
 {
@@ -1014,6 +1061,12 @@ void ivmd_reply_map(ivmd_t *d, ivmd_conn_t *c, uint16_t type, uint32_t seq,
         return;
     }
     rep.flags    = (obj->master_node < 0 ? IVM_MAP_MASTER : 0) | d->data.map_flags;
+    if (obj->master_node >= 0) {
+        /* A mirror: the PE may put small ranges into the master itself. */
+        rep.flags      |= IVM_MAP_DIRECT;
+        rep.master_node = obj->master_node;
+        rep.master_id   = obj->master_id;
+    }
     rep.obj_id   = obj->id;
     rep.obj_size = obj->size;
     rep.offset   = off;
@@ -1197,6 +1250,7 @@ static ivmError_t ivmd_handle_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_
     info->polled   = d->loop.polled;
     info->buf_bytes  = d->data.buf_bytes;
     info->rdma_bytes = d->data.rdma_bytes;
+    info->ep_puts    = d->data.ep_puts;
     ivm_proto_strset(info->transport, sizeof(info->transport),
                      ivmd_data_transport(&d->data)->name);
     ivm_proto_strset(info->ucx_tls, sizeof(info->ucx_tls), ivmd_ucx_tls(&d->data));
@@ -1321,6 +1375,7 @@ static const ivmd_msg_entry_t ivmd_msg_table[IVM_MSG_LAST] = {
     IVMD_ENTRY(PUT_SIGNAL, ivmd_handle_put_signal, ivm_msg_status_t, 1),
     IVMD_ENTRY(BOARD, ivmd_handle_board, ivm_msg_status_t, 1),
     IVMD_ENTRY(SIGNAL_POKE, ivmd_handle_signal_poke, ivm_msg_status_t, 1),
+    IVMD_ENTRY(ENDPOINT, ivmd_handle_endpoint, ivm_msg_endpoint_rep_t, 1),
 };
 
 uint32_t ivmd_reply_size(uint16_t type)

@@ -29,6 +29,7 @@ typedef union ivmd_reply_body {
     ivm_msg_cpu_info_rep_t   cpu_info;
     ivm_msg_list_rep_t       list;
     ivm_msg_node_devs_rep_t  node_devs;
+    ivm_msg_endpoint_rep_t   endpoint;
 } ivmd_reply_body_t;
 
 /* A PE request's reply being built: the result and detail, the body. */

@@ -11,6 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "ep.h"
 #include "hugemap.h"
 #include "libivm.h"
 #include "log.h"
@@ -664,6 +665,7 @@ IVM_API ivmError_t ivmEnter(void)
                              strcmp(getenv("IVM_PUT_SIGNAL"), "0") == 0;
     ivm_ctx.own_board_off = getenv("IVM_SIGNAL_BOARD") != NULL &&
                             strcmp(getenv("IVM_SIGNAL_BOARD"), "0") == 0;
+    ivm_ep_configure();
     status = ivm_connect(is_root);
     if (status == IVM_SUCCESS) {
         memset(&rep, 0, sizeof(rep));
@@ -710,6 +712,7 @@ IVM_API ivmError_t ivmExit(void)
     fflush(NULL);
     status = ivm_call(IVM_MSG_EXIT, &(ivm_msg_empty_t){0}, sizeof(ivm_msg_empty_t), &rep,
                       sizeof(rep), NULL);
+    ivm_ep_close_all();
     ivm_maps_clear();
     ivm_rpc_close();
     pthread_mutex_unlock(&ivm_life_lock);
@@ -1277,6 +1280,8 @@ static ivmError_t ivm_map_install(const ivm_msg_map_rep_t *rep, int fd, int fd2,
     map.offset    = rep->offset;
     map.flags     = rep->flags;
     map.allocated = allocated;
+    map.master_node = (rep->flags & IVM_MAP_DIRECT) ? rep->master_node : -1;
+    map.master_id   = rep->master_id;
     if (gpu != NULL) {
         map.host      = map.ref;
         map.host_base = base;
@@ -1447,7 +1452,7 @@ static ivmError_t ivm_sync_device(const char *fn, const ivm_map_t *map)
 /* The SYNC request for [addr, +size) (*call_p = 1), or nothing to ask the
  * daemon (*call_p = 0: the caller's copy is the master). */
 static ivmError_t ivm_sync_prepare(const char *fn, uint32_t op, const void *addr, size_t size,
-                                   ivm_msg_sync_req_t *req, int *call_p)
+                                   ivm_msg_sync_req_t *req, int *call_p, ivm_map_t *map_p)
 {
     uint64_t offset;
     ivm_map_t map;
@@ -1474,6 +1479,9 @@ static ivmError_t ivm_sync_prepare(const char *fn, uint32_t op, const void *addr
     req->size    = size;
     req->op      = op;
     req->gpu_ref = map.gpu_ref;
+    if (map_p != NULL) {
+        *map_p = map;
+    }
     return IVM_SUCCESS;
 }
 
@@ -1481,11 +1489,16 @@ static ivmError_t ivm_sync(const char *fn, uint32_t op, const void *addr, size_t
 {
     ivm_msg_sync_req_t req;
     ivm_msg_status_t rep;
+    ivm_map_t map;
     ivmError_t status;
     int call;
 
-    status = ivm_sync_prepare(fn, op, addr, size, &req, &call);
+    status = ivm_sync_prepare(fn, op, addr, size, &req, &call, &map);
     if (status != IVM_SUCCESS || !call) {
+        return status;
+    }
+    /* A small put from a node copy: straight to the master's daemon. */
+    if (op == IVM_SYNC_PUT && ivm_ep_put(&map, req.offset, addr, size, &status)) {
         return status;
     }
     return ivm_call(IVM_MSG_SYNC, &req, sizeof(req), &rep, sizeof(rep), NULL);
@@ -1509,7 +1522,8 @@ IVM_API ivmError_t ivmSyncPutSignal(const void *addr, size_t size, ivm_pe pe)
         IVM_CHECK_ENTERED();
         IVM_FAIL(IVM_ERROR_NOT_FOUND, "ivmSyncPutSignal: %d is not a PE id", pe);
     }
-    status = ivm_sync_prepare("ivmSyncPutSignal", IVM_SYNC_PUT, addr, size, &req.sync, &call);
+    status = ivm_sync_prepare("ivmSyncPutSignal", IVM_SYNC_PUT, addr, size, &req.sync, &call,
+                              NULL);
     if (status != IVM_SUCCESS) {
         return status;
     }

@@ -26,6 +26,9 @@ typedef struct ivm_map {
     void     *host_base;  /* what mmap of the node copy returned */
     size_t    host_len;
     uint64_t  gpu_ref;    /* the daemon's id of the device-copy reference */
+    /* IVM_MAP_DIRECT: where the master is, for the PE's own endpoint (ep.c) */
+    uint64_t  master_id;
+    int       master_node;
 } ivm_map_t;
 
 typedef struct ivm_pending ivm_pending_t;

@@ -495,6 +495,60 @@ ivmError_t ivmd_data_on_data(ivmd_data_t *dp, int node, const ivm_msg_hdr_t *hdr
     return IVM_SUCCESS;
 }
 
+/* What an endpoint's put may do here: the job its PE is of, a master copy
+ * here, a range in it, no device copies of it here (their refresh is the
+ * daemon path's). IVM_ERROR_UNSUPPORTED: the PE puts through its own
+ * daemon instead. */
+static ivmError_t ivmd_xfer_ep_check(ivmd_data_t *dp, const ivmd_conn_t *c,
+                                     const ivm_peer_xfer_t *x, ivmd_obj_t **obj_p)
+{
+    ivmd_obj_t *obj;
+
+    if (x->job != c->ep_job) {
+        return IVM_ERROR_PERMISSION;
+    }
+    obj = ivmd_copies_xfer_obj(dp, x);
+    if (obj == NULL) {
+        return IVM_ERROR_NOT_FOUND;
+    }
+    if (obj->master_node >= 0 || ivmd_target_has_copies(dp, x->job, obj->id, x->off, x->len)) {
+        return IVM_ERROR_UNSUPPORTED;
+    }
+    *obj_p = obj;
+    return IVM_SUCCESS;
+}
+
+ivmError_t ivmd_data_on_ep_put(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                               const void *payload)
+{
+    const ivm_peer_xfer_t *x = payload;
+    ivm_peer_xfer_t ack;
+    ivmd_obj_t *obj = NULL;
+    ivmError_t status;
+
+    if (hdr->length < sizeof(*x) || x->len > IVM_PEER_CHUNK ||
+        hdr->length - sizeof(*x) != x->len || x->flags != 0) {
+        return IVM_ERROR_PROTOCOL;
+    }
+    status = ivmd_xfer_ep_check(dp, c, x, &obj);
+    if (status == IVM_SUCCESS && x->len > 0 &&
+        pwrite(obj->fd, x + 1, x->len, (off_t)x->off) != (ssize_t)x->len) {
+        status = IVM_ERROR_INTERNAL;
+    }
+    if (status == IVM_SUCCESS) {
+        dp->rx_bytes  += x->len;
+        dp->buf_bytes += x->len;
+        obj->rx_bytes += x->len;
+        ++dp->ep_puts;
+    }
+    memset(&ack, 0, sizeof(ack));
+    ack.op     = x->op;
+    ack.job    = x->job;
+    ack.status = status;
+    ivmd_conn_send(dp->d, c, IVM_PEER_EP_ACK, &ack, sizeof(ack));
+    return IVM_SUCCESS;
+}
+
 ivmError_t ivmd_data_on_ack(ivmd_data_t *dp, int node, const ivm_msg_hdr_t *hdr,
                              const void *payload)
 {

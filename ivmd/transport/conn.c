@@ -245,10 +245,21 @@ ivmError_t ivmd_conn_on_gone(ivmd_conn_table_t *t, ivmd_conn_gone_t fn)
     return IVM_SUCCESS;
 }
 
-/* Not authenticated yet: a peer link before its handshake ended. */
+/* Not authenticated yet: a peer link before its handshake ended, a PE's
+ * endpoint before its first sealed message checked. */
 static int ivmd_conn_preauth(const ivmd_conn_t *c)
 {
-    return c->kind == IVMD_CONN_PEER && c->pstate != IVMD_PEER_UP;
+    return c->kind == IVMD_CONN_PEER && c->pstate != IVMD_PEER_UP &&
+           !(c->pstate == IVMD_PEER_ENDPOINT && c->ep_proved);
+}
+
+/* Types a connection not authenticated yet may send: the handshakes'. */
+static int ivmd_conn_preauth_type(const ivmd_conn_t *c, uint16_t type)
+{
+    if (c->pstate == IVMD_PEER_ENDPOINT) {
+        return type == IVM_PEER_EP_PUT; /* its first: checked by its tag */
+    }
+    return type <= IVM_PEER_AUTH || type == IVM_PEER_EP_HELLO;
 }
 
 /* n bytes landed at the read position: advance it, and once the header is
@@ -275,7 +286,7 @@ static int ivmd_conn_advance(ivmd_conn_t *c, size_t n, const char **why_p)
     if (ops->check_hdr(&c->hdr, why_p) != IVM_SUCCESS) {
         return -1;
     }
-    if (ivmd_conn_preauth(c) && c->hdr.type > IVM_PEER_AUTH) {
+    if (ivmd_conn_preauth(c) && !ivmd_conn_preauth_type(c, c->hdr.type)) {
         *why_p = "message before authentication";
         return -1;
     }
@@ -298,7 +309,9 @@ static int ivmd_conn_count_rx(ivmd_conn_t *c, ssize_t n, const char **why_p)
 {
     c->rx_bytes  += (uint64_t)n;
     c->last_rx_ns = ivmd_now_ns();
-    if (ivmd_conn_preauth(c) && c->rx_bytes > IVM_PEER_PREAUTH_MAX) {
+    /* (An endpoint's first put may be a whole chunk: its tag decides.) */
+    if (ivmd_conn_preauth(c) && c->pstate != IVMD_PEER_ENDPOINT &&
+        c->rx_bytes > IVM_PEER_PREAUTH_MAX) {
         *why_p = "too many bytes before authentication";
         return -1;
     }

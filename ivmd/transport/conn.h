@@ -55,7 +55,8 @@ typedef enum ivmd_peer_state {
     IVMD_PEER_HELLO_SENT,  /* dialer: awaiting CHALLENGE */
     IVMD_PEER_AWAIT_HELLO, /* acceptor: awaiting HELLO */
     IVMD_PEER_AWAIT_AUTH,  /* acceptor: awaiting AUTH */
-    IVMD_PEER_UP           /* authenticated */
+    IVMD_PEER_UP,          /* authenticated */
+    IVMD_PEER_ENDPOINT     /* a PE's endpoint, sealed (EP_HELLO, common/proto.h) */
 } ivmd_peer_state_t;
 
 typedef struct ivmd_conn ivmd_conn_t;
@@ -83,6 +84,10 @@ struct ivmd_conn {
     uint64_t           rx_bytes;    /* bytes received (bounded before auth) */
     uint64_t           last_rx_ns, last_tx_ns, opened_ns;
     uint8_t            src[16];     /* accepted peers: source address (IPv4 mapped) */
+    uint32_t           ep_job;      /* IVMD_PEER_ENDPOINT: the PE's job, id, node */
+    int32_t            ep_pe;
+    uint32_t           ep_node;
+    int                ep_proved;   /* a sealed message of it checked: it has the key */
     /* reading */
     ivm_msg_hdr_t      hdr;
     size_t             hdr_got;

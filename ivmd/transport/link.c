@@ -513,6 +513,64 @@ static void ivmd_link_on_hello(ivmd_link_t *l, ivmd_t *d, ivmd_conn_t *c,
     ivmd_conn_send(d, c, IVM_PEER_CHALLENGE, &ch, sizeof(ch));
 }
 
+/* EP_HELLO at the acceptor: a PE of another node opens its endpoint
+ * (common/proto.h). Answered in clear by EP_WELCOME with our nonce; every
+ * later message either way is sealed with the keys both ends derive from
+ * the job's endpoint key, which only the cluster's daemons and the job's
+ * PEs have: a forged or replayed endpoint fails its first message. */
+static void ivmd_link_on_ep_hello(ivmd_link_t *l, ivmd_t *d, ivmd_conn_t *c,
+                                  const ivm_msg_hdr_t *hdr, const ivm_peer_ep_hello_t *m)
+{
+    uint8_t key[IVM_CRYPTO_EP_KEY_LEN];
+    ivm_peer_ep_welcome_t w;
+    int ok;
+
+    if (c->pstate != IVMD_PEER_AWAIT_HELLO) {
+        ivmd_link_refuse(d, c, "EP_HELLO out of turn");
+        return;
+    }
+    if (!l->have_cluster || hdr->length != sizeof(*m) || m->layout != IVM_PEER_LAYOUT ||
+        m->node >= l->npeers || m->node == l->self_idx || m->pe < 0) {
+        ivmd_link_refuse(d, c, !l->have_cluster ? "endpoint before this daemon joined a cluster"
+                                                : "malformed EP_HELLO");
+        return;
+    }
+    memcpy(c->nonce_a, m->nonce, sizeof(c->nonce_a));
+    if (ivmd_link_random(c->nonce_b, sizeof(c->nonce_b)) != 0) {
+        ivmd_conn_close(d, c, "no random nonce");
+        return;
+    }
+    memset(&w, 0, sizeof(w));
+    w.flags = ivmd_link_flags(l);
+    memcpy(w.nonce, c->nonce_b, sizeof(w.nonce));
+    /* In clear: queued before the link is sealed. */
+    ivmd_conn_send(d, c, IVM_PEER_EP_WELCOME, &w, sizeof(w));
+    ok = ivmd_link_ep_key(l, m->job, key) == IVM_SUCCESS &&
+         ivm_aead_ep_init(key, c->nonce_a, c->nonce_b, IVM_PEER_NONCE_LEN, m->job, m->pe, 0,
+                          l->cfg.encrypt, &c->tx_aead, &c->rx_aead) == IVM_SUCCESS;
+    explicit_bzero(key, sizeof(key));
+    if (!ok) {
+        ivmd_conn_close(d, c, "no endpoint keys");
+        return;
+    }
+    c->sealed  = 1;
+    c->pstate  = IVMD_PEER_ENDPOINT;
+    c->ep_job  = m->job;
+    c->ep_pe   = m->pe;
+    c->ep_node = m->node;
+    ivm_debug("endpoint of job %u pe %d (node %s) opened", (unsigned)m->job, (int)m->pe,
+              l->peers[m->node].node);
+}
+
+ivmError_t ivmd_link_ep_key(const ivmd_link_t *l, uint32_t job,
+                            uint8_t key[IVM_CRYPTO_EP_KEY_LEN])
+{
+    if (!l->have_cluster) {
+        return IVM_ERROR_UNSUPPORTED;
+    }
+    return ivm_crypto_ep_key(l->secret, sizeof(l->secret), job, key);
+}
+
 /* mac (received) is the MAC of tag over the nonces and names: else the
  * link is refused (another secret). */
 static int ivmd_link_check_mac(ivmd_link_t *l, ivmd_t *d, ivmd_conn_t *c, char tag,
@@ -596,6 +654,9 @@ static void ivmd_link_on_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr
     case IVM_PEER_HELLO:
         ivmd_link_on_hello(l, d, c, hdr, payload);
         return;
+    case IVM_PEER_EP_HELLO:
+        ivmd_link_on_ep_hello(l, d, c, hdr, payload);
+        return;
     case IVM_PEER_CHALLENGE:
         ivmd_link_on_challenge(l, d, c, payload);
         return;
@@ -611,7 +672,15 @@ static void ivmd_link_on_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr
     default:
         break;
     }
-    if (c->pstate != IVMD_PEER_UP) {
+    if (c->pstate == IVMD_PEER_ENDPOINT) {
+        /* A PE's endpoint: its puts, for the layers above (nothing else). */
+        if (hdr->type == IVM_PEER_EP_PUT && l->ops->on_msg != NULL) {
+            c->ep_proved = 1; /* its tag checked */
+            l->ops->on_msg(d, c, hdr, payload);
+        } else {
+            ivmd_link_refuse(d, c, "unexpected message on a PE's endpoint");
+        }
+    } else if (c->pstate != IVMD_PEER_UP) {
         ivmd_link_refuse(d, c, "message before authentication");
     } else if (hdr->type == IVM_PEER_PING) {
         ivmd_conn_send(d, c, IVM_PEER_PONG, payload, sizeof(ivm_peer_ping_t));
@@ -688,6 +757,9 @@ static const ivmd_conn_ops_t ivmd_link_conn_ops = {
 /* One peer connection's deadlines: authentication, silence, ping. */
 static void ivmd_link_check_conn(ivmd_t *d, ivmd_conn_t *c, uint64_t now)
 {
+    if (c->pstate == IVMD_PEER_ENDPOINT && c->ep_proved) {
+        return; /* a PE's: it may stay quiet; its PE's end closes it */
+    }
     if (c->pstate != IVMD_PEER_UP) {
         if (now - c->opened_ns > IVMD_PEER_AUTH_TIMEOUT_NS) {
             ivm_warn_limited("peer connection from %s dropped: not authenticated within 5 s",

@@ -99,4 +99,9 @@ ivmError_t ivmd_link_set_cluster(ivmd_link_t *l, ivmd_t *d, const ivm_msg_cluste
                                  char *detail, size_t detail_len);
 uint32_t ivmd_link_count_up(const ivmd_link_t *l);
 
+/* The job's endpoint key (common/crypto.h), for its PEs' endpoints to this
+ * cluster's daemons; IVM_ERROR_UNSUPPORTED outside a cluster. */
+ivmError_t ivmd_link_ep_key(const ivmd_link_t *l, uint32_t job,
+                            uint8_t key[IVM_CRYPTO_EP_KEY_LEN]);
+
 #endif /* IVMD_TRANSPORT_LINK_H */

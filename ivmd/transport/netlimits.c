@@ -156,6 +156,7 @@ static long ivmd_netlimits_unauth_from(const ivmd_netlimits_t *n, const uint8_t 
 
     for (c = n->conns->head; c != NULL; c = c->next) {
         if (c->kind == IVMD_CONN_PEER && !c->closed && c->pstate != IVMD_PEER_UP &&
+            !(c->pstate == IVMD_PEER_ENDPOINT && c->ep_proved) &&
             c->pstate != IVMD_PEER_CONNECTING && c->pstate != IVMD_PEER_HELLO_SENT &&
             memcmp(c->src, src, 16) == 0) {
             ++unauth;

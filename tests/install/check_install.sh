@@ -135,8 +135,8 @@ hello_ok hello-pc
 san=$(sed -n 's/^IVM_SANITIZE:[A-Z]*=\(..*\)$/-fsanitize=\1/p' "$build/CMakeCache.txt" 2>/dev/null || true)
 # shellcheck disable=SC2046,SC2086
 (cd "$work" && "$cc" -std=c11 -o hello-static hello.c \
-    $(PKG_CONFIG_PATH=$pcdir pkg-config --cflags ivm) "$libdir/libivm.a" -lpthread $san) ||
-    fail "README: cc -std=c11 -o hello hello.c \$(pkg-config --cflags ivm) PREFIX/lib/libivm.a -lpthread"
+    $(PKG_CONFIG_PATH=$pcdir pkg-config --cflags ivm) "$libdir/libivm.a" -lcrypto -lpthread $san) ||
+    fail "README: cc -std=c11 -o hello hello.c \$(pkg-config --cflags ivm) PREFIX/lib/libivm.a -lcrypto -lpthread"
 if ldd "$work/hello-static" | grep -q libivm; then
     fail "hello-static links libivm.so"
 fi

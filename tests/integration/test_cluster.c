@@ -661,6 +661,172 @@ static void fake_send(fake_peer_t *f, uint16_t type, const void *payload, uint32
     cr_assert_eq(send(f->fd, out, n, MSG_NOSIGNAL), (ssize_t)n);
 }
 
+/* ---------------------------------------------------------------- PE endpoints */
+
+/* A PE's endpoint as a fake PE of job `job` plays it (common/proto.h,
+ * EP_HELLO): pe 1 of node `node`, keys from the endpoint key of a secret of
+ * bytes `secret_fill` (the cluster's is 's'). Returns 1 with f's keys once
+ * node0 answered EP_WELCOME, 0 if it closed instead. */
+static int fake_ep_connect(fake_peer_t *f, uint32_t job, uint32_t node, uint32_t layout,
+                           char secret_fill)
+{
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons(nodes[0].port)};
+    struct {
+        ivm_msg_hdr_t       h;
+        ivm_peer_ep_hello_t hello;
+    } out;
+    struct {
+        ivm_msg_hdr_t         h;
+        ivm_peer_ep_welcome_t w;
+    } in;
+    uint8_t secret[IVM_SECRET_LEN], key[IVM_CRYPTO_EP_KEY_LEN];
+    size_t got = 0;
+
+    f->fd = socket(AF_INET, SOCK_STREAM, 0);
+    inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+    cr_assert_eq(connect(f->fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    memset(&out, 0, sizeof(out));
+    ivm_proto_hdr_init(&out.h, IVM_PEER_EP_HELLO, sizeof(out.hello), 0);
+    out.hello.job    = job;
+    out.hello.pe     = 1;
+    out.hello.node   = node;
+    out.hello.layout = layout;
+    cr_assert_eq(ivm_crypto_random(f->na, sizeof(f->na)), IVM_SUCCESS);
+    memcpy(out.hello.nonce, f->na, sizeof(f->na));
+    cr_assert_eq(send(f->fd, &out, sizeof(out), MSG_NOSIGNAL), (ssize_t)sizeof(out));
+    while (got < sizeof(in)) {
+        ssize_t n = recv(f->fd, (char *)&in + got, sizeof(in) - got, 0);
+        if (n <= 0) {
+            close(f->fd);
+            return 0;
+        }
+        got += (size_t)n;
+    }
+    cr_assert_eq(in.h.type, IVM_PEER_EP_WELCOME);
+    cr_assert_eq(in.h.length, sizeof(in.w));
+    cr_assert_eq(in.w.status, IVM_SUCCESS);
+    memcpy(f->nb, in.w.nonce, sizeof(f->nb));
+    memset(secret, secret_fill, sizeof(secret));
+    cr_assert_eq(ivm_crypto_ep_key(secret, sizeof(secret), job, key), IVM_SUCCESS);
+    cr_assert_eq(ivm_aead_ep_init(key, f->na, in.w.nonce, IVM_PEER_NONCE_LEN, job, 1, 1, 0,
+                                  &f->tx, &f->rx),
+                 IVM_SUCCESS);
+    return 1;
+}
+
+/* An EP_PUT of 8 bytes at off of object obj of job, with flags. */
+static void fake_ep_put(fake_peer_t *f, uint32_t job, uint64_t obj, uint64_t off,
+                        uint32_t flags)
+{
+    uint8_t payload[sizeof(ivm_peer_xfer_t) + 8];
+    ivm_peer_xfer_t x;
+
+    memset(&x, 0, sizeof(x));
+    x.op    = 42;
+    x.job   = job;
+    x.obj   = obj;
+    x.off   = off;
+    x.len   = 8;
+    x.flags = flags;
+    memcpy(payload, &x, sizeof(x));
+    memset(payload + sizeof(x), 'x', 8);
+    fake_send(f, IVM_PEER_EP_PUT, payload, sizeof(payload));
+}
+
+/* node0's sealed EP_ACK arrives, checks and answers put 42: its status. */
+static int fake_ep_ack(fake_peer_t *f)
+{
+    uint8_t buf[sizeof(ivm_msg_hdr_t) + sizeof(ivm_peer_xfer_t) + IVM_CRYPTO_TAG_LEN];
+    ivm_peer_xfer_t x;
+    ivm_msg_hdr_t h;
+
+    fake_recv_all(f->fd, buf, sizeof(buf));
+    memcpy(&h, buf, sizeof(h));
+    cr_assert_eq(h.type, IVM_PEER_EP_ACK);
+    cr_assert_eq(h.length, sizeof(x));
+    cr_assert_eq(ivm_aead_open(&f->rx, buf, sizeof(h), buf + sizeof(h), sizeof(x),
+                               buf + sizeof(h) + sizeof(x)),
+                 IVM_SUCCESS, "node0's EP_ACK does not check");
+    memcpy(&x, buf + sizeof(h), sizeof(x));
+    cr_assert_eq(x.op, 42u);
+    return x.status;
+}
+
+/* A PE's endpoint (EP_HELLO) is answered in clear, and from then on only
+ * messages sealed with the keys of the job's endpoint key count: with the
+ * cluster's secret, a put into an object node0 does not have is answered
+ * IVM_ERROR_NOT_FOUND and the endpoint stays; sealed with another secret's,
+ * the first message closes it (one log line); so do a peer link's message, a
+ * put with flags, an EP_PUT before EP_HELLO, an EP_HELLO naming node0 itself,
+ * a node outside the table or another message layout. node0 serves on. */
+Test(cluster, pe_endpoints_take_only_messages_sealed_with_the_jobs_key)
+{
+    fake_peer_t f;
+    int lines;
+
+    fake_cluster_start();
+
+    cr_assert(fake_ep_connect(&f, 77, 1, IVM_PEER_LAYOUT, 's'));
+    fake_ep_put(&f, 77, 5, 0, 0);
+    cr_assert_eq(fake_ep_ack(&f), IVM_ERROR_NOT_FOUND);
+    fake_ep_put(&f, 77, 6, 16, 0);
+    cr_assert_eq(fake_ep_ack(&f), IVM_ERROR_NOT_FOUND, "the endpoint did not stay");
+    close(f.fd);
+    ivm_aead_free(&f.tx);
+    ivm_aead_free(&f.rx);
+
+    lines = count_in_log(0, "failed authentication (bad MAC");
+    cr_assert(fake_ep_connect(&f, 77, 1, IVM_PEER_LAYOUT, 't'));
+    fake_ep_put(&f, 77, 5, 0, 0);
+    fake_expect_closed(&f, "a put sealed with another secret's endpoint key");
+    cr_assert_eq(count_in_log(0, "failed authentication (bad MAC"), lines + 1);
+
+    /* The key of another job does not open this one's either. */
+    cr_assert(fake_ep_connect(&f, 78, 1, IVM_PEER_LAYOUT, 's'));
+    ivm_aead_free(&f.tx);
+    ivm_aead_free(&f.rx);
+    {
+        uint8_t secret[IVM_SECRET_LEN], key[IVM_CRYPTO_EP_KEY_LEN];
+        memset(secret, 's', sizeof(secret));
+        cr_assert_eq(ivm_crypto_ep_key(secret, sizeof(secret), 77, key), IVM_SUCCESS);
+        cr_assert_eq(ivm_aead_ep_init(key, f.na, f.nb, IVM_PEER_NONCE_LEN, 78, 1, 1, 0, &f.tx,
+                                      &f.rx),
+                     IVM_SUCCESS);
+    }
+    fake_ep_put(&f, 78, 5, 0, 0);
+    fake_expect_closed(&f, "a put sealed with another job's key");
+
+    cr_assert(fake_ep_connect(&f, 77, 1, IVM_PEER_LAYOUT, 's'));
+    {
+        ivm_peer_ping_t ping = {.sent_ns = 1};
+        fake_send(&f, IVM_PEER_PING, &ping, sizeof(ping));
+    }
+    fake_expect_closed(&f, "a PING on a PE's endpoint");
+
+    cr_assert(fake_ep_connect(&f, 77, 1, IVM_PEER_LAYOUT, 's'));
+    fake_ep_put(&f, 77, 5, 0, IVM_XFER_LAST);
+    fake_expect_closed(&f, "an EP_PUT with flags");
+
+    {
+        struct {
+            ivm_msg_hdr_t   h;
+            ivm_peer_xfer_t x;
+            uint8_t         bytes[8];
+        } m;
+        memset(&m, 0, sizeof(m));
+        ivm_proto_hdr_init(&m.h, IVM_PEER_EP_PUT, sizeof(m.x) + 8, 0);
+        m.x.len = 8;
+        expect_dropped(&m, sizeof(m), "an EP_PUT before EP_HELLO");
+    }
+    cr_assert(!fake_ep_connect(&f, 77, 0, IVM_PEER_LAYOUT, 's'), "EP_HELLO naming node0");
+    cr_assert(!fake_ep_connect(&f, 77, 9, IVM_PEER_LAYOUT, 's'), "EP_HELLO of node 9 of 2");
+    cr_assert(!fake_ep_connect(&f, 77, 1, IVM_PEER_LAYOUT + 1, 's'), "EP_HELLO, other layout");
+
+    /* And node0 still links. */
+    fake_ping_ok(&f, 9);
+    fake_cluster_stop();
+}
+
 /* The addressed-signal peer messages (issue 16) from an authenticated peer:
  * SIGNAL, PLACED and PE_ENDED of a job node0 does not have are dropped and
  * the link stays (a PING still gets its PONG); a PLACED whose count does not

@@ -77,6 +77,26 @@ Test(multinode, sync_directions_between_nodes)
     ivmt_result_free(&r);
 }
 
+/* A PE's small puts into another node's master go through its own endpoint
+ * to that node's daemon (libivm/ep.c), from two threads at once and beside a
+ * large put through the daemons; IVM_PE_ENDPOINTS=0 sends them all through
+ * the daemons. The master has every byte either way (sc_endpoint_nodes). */
+Test(multinode, small_puts_take_the_pes_endpoint)
+{
+    const char *on[] = {IVMT_PE_NODES, "endpoint_nodes", NULL};
+    const char *off[] = {"-x", "IVM_PE_ENDPOINTS=0", IVMT_PE_NODES, "endpoint_nodes", "off", NULL};
+    ivmt_result_t r;
+
+    ivmrun_nodes("2", on, &r);
+    ivmt_expect_pe_ok(NULL, &r, "endpoint_nodes");
+    cr_assert(strstr(r.out, "ENDPOINT_PUTS 288\n") != NULL, "%s", r.out);
+    ivmt_result_free(&r);
+    ivmrun_nodes("2", off, &r);
+    ivmt_expect_pe_ok(NULL, &r, "endpoint_nodes");
+    cr_assert(strstr(r.out, "ENDPOINT_PUTS 0\n") != NULL, "%s", r.out);
+    ivmt_result_free(&r);
+}
+
 /* ivmrun --daemon-poll-us reaches every daemon (ivmd --poll-us); syncs stay
  * correct, node1's daemon catches requests polling, and without the option
  * no daemon polls. A bad value stops the run with the daemon's reason. */

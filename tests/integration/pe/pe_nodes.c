@@ -11,6 +11,7 @@
 #include "pe_util.h"
 
 #include <libgen.h>
+#include <pthread.h>
 #include <limits.h>
 #include <stdint.h>
 #include <sys/wait.h>
@@ -720,7 +721,12 @@ static int sc_daemon_lost(int argc, char **argv)
     CHECK(ivmMapSubset("n1obj", &q, 0, HALF));
     expect_pat(q, 'K', 0, HALF, __LINE__, "node0's copy of an object mastered on node1");
 
+    /* A small put opens this PE's endpoint to node1's daemon, which then dies
+     * under it. */
+    CHECK(ivmSyncPut(q, 8));
     node_info("node1", &info);
+    ASSERT(info.ep_puts == 1, "node1 took %llu puts from endpoints, expected 1",
+           (unsigned long long)info.ep_puts);
     ASSERT(info.pid > 1 && (pid_t)info.pid != getpid(), "node1's daemon pid %u", info.pid);
     printf("PIDS %d %u\n", c->pid[0], info.pid);
     pe_stage = "killing node1's daemon";
@@ -735,6 +741,7 @@ static int sc_daemon_lost(int argc, char **argv)
     pe_stage = "syncs of an object mastered on the lost node";
     EXPECT(ivmSyncGet(q, 4096), IVM_ERROR_DAEMON_LOST);
     EXPECT(ivmSyncPut(q, 4096), IVM_ERROR_DAEMON_LOST);
+    EXPECT(ivmSyncPut(q, 8), IVM_ERROR_DAEMON_LOST); /* again, after the endpoint broke */
     pe_stage = "a map that needs the lost master";
     EXPECT(ivmMapSubset("n1obj", &q2, HALF, 4096), IVM_ERROR_DAEMON_LOST);
     pe_stage = "a PutGroup of an object with a mirror on the lost node";
@@ -747,6 +754,103 @@ static int sc_daemon_lost(int argc, char **argv)
     pe_stage = "the end of the job";
     CHECK(ivmUnmap(q));
     CHECK(ivmFree(c));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
+/* Small puts from node1's copy take the PE's own endpoint to the master's
+ * daemon (libivm/ep.c): node0 counts each (INFO ep_puts), and the master has
+ * every byte, with two threads putting at once and beside a put above the
+ * endpoint's limit (through the daemons). argv[2] "off": the run set
+ * IVM_PE_ENDPOINTS=0, so node0 counts none. The child on node1 also checks
+ * that a Get after its puts reads them back. */
+#define EP_SIZE    (512u * 1024u)
+#define EP_SMALL_N 256              /* 8-byte puts of thread A, [0, 2048) */
+#define EP_PAGE_N  32               /* 4 KiB puts of thread B, [64 KiB, 192 KiB) */
+#define EP_BIG_OFF (256u * 1024u)   /* one put of 100 KiB: above the endpoint's 64 KiB */
+#define EP_BIG_LEN (100u * 1024u)
+
+typedef struct ep_thread {
+    unsigned char *p;
+    size_t         off, piece;
+    int            n;
+    char           tag;
+    ivmError_t     rc;
+} ep_thread_t;
+
+static void *ep_thread_main(void *arg)
+{
+    ep_thread_t *t = arg;
+
+    t->rc = IVM_SUCCESS;
+    for (int k = 0; k < t->n && t->rc == IVM_SUCCESS; ++k) {
+        size_t off = t->off + (size_t)k * t->piece;
+        fill(t->p + off, t->tag, off, t->piece);
+        t->rc = ivmSyncPut(t->p + off, t->piece);
+    }
+    return NULL;
+}
+
+static int sc_endpoint_nodes(int argc, char **argv)
+{
+    int off = argc > 2 && strcmp(argv[2], "off") == 0;
+    int id = pe_enter();
+    unsigned char *p;
+
+    if (id != 0) {
+        ep_thread_t a = {.off = 0, .piece = 8, .n = EP_SMALL_N, .tag = 'E'};
+        ep_thread_t b = {.off = 64u * 1024u, .piece = 4096, .n = EP_PAGE_N, .tag = 'F'};
+        pthread_t ta, tb;
+
+        CHECK(ivmMap("epobj", &p, 0));
+        a.p = b.p = p;
+        pe_stage = "two threads put small ranges while the main thread puts a large one";
+        ASSERT(pthread_create(&ta, NULL, ep_thread_main, &a) == 0, "thread A");
+        ASSERT(pthread_create(&tb, NULL, ep_thread_main, &b) == 0, "thread B");
+        fill(p + EP_BIG_OFF, 'G', EP_BIG_OFF, EP_BIG_LEN);
+        CHECK(ivmSyncPut(p + EP_BIG_OFF, EP_BIG_LEN));
+        pthread_join(ta, NULL);
+        pthread_join(tb, NULL);
+        EXPECT(a.rc, IVM_SUCCESS);
+        EXPECT(b.rc, IVM_SUCCESS);
+        pe_stage = "a Get reads the puts back";
+        memset(p, 0, EP_SIZE);
+        CHECK(ivmSyncGet(p, EP_SIZE));
+        expect_pat(p, 'E', 0, (size_t)EP_SMALL_N * 8, __LINE__, "node1's copy after its Get");
+        expect_pat(p + 64u * 1024u, 'F', 64u * 1024u, (size_t)EP_PAGE_N * 4096, __LINE__,
+                   "node1's copy after its Get");
+        CHECK(ivmUnmap(p));
+        CHECK(ivmSignal());
+        CHECK(ivmExit());
+        return 0;
+    }
+
+    ivm_msg_info_rep_t before, after;
+    ivm_device d1;
+    ivm_pe kid;
+    uint64_t n;
+
+    node_info("node0", &before);
+    CHECK(ivmMalloc("epobj", &p, EP_SIZE));
+    memset(p, 0, EP_SIZE);
+    CHECK(ivmCreateDev("node1", IVM_CPU, &d1));
+    CHECK(ivmCreatePEs(d1, 1, &kid));
+    pe_stage = "waiting for the child's puts";
+    CHECK(ivmWait(kid));
+    expect_pat(p, 'E', 0, (size_t)EP_SMALL_N * 8, __LINE__, "master after thread A's puts");
+    expect_pat(p + 64u * 1024u, 'F', 64u * 1024u, (size_t)EP_PAGE_N * 4096, __LINE__,
+               "master after thread B's puts");
+    expect_pat(p + EP_BIG_OFF, 'G', EP_BIG_OFF, EP_BIG_LEN, __LINE__,
+               "master after the large put");
+    node_info("node0", &after);
+    n = after.ep_puts - before.ep_puts;
+    printf("ENDPOINT_PUTS %llu\n", (unsigned long long)n);
+    ASSERT(n == (off ? 0u : (uint64_t)(EP_SMALL_N + EP_PAGE_N)),
+           "node0 took %llu puts from endpoints, expected %d", (unsigned long long)n,
+           off ? 0 : EP_SMALL_N + EP_PAGE_N);
+    CHECK(ivmWait(kid));
+    CHECK(ivmDestroyDev(d1));
+    CHECK(ivmFree(p));
     CHECK(ivmExit());
     return pe_ok();
 }
@@ -1654,6 +1758,7 @@ static const pe_scenario_entry_t scenarios[] = {
     {"self_dev_nodes", sc_self_dev_nodes},
     {"spawn_missing", sc_spawn_missing},
     {"daemon_lost", sc_daemon_lost},
+    {"endpoint_nodes", sc_endpoint_nodes},
     {"kill_mid_transfer", sc_kill_mid_transfer},
     {"big_nodes", sc_big_nodes},
     {"many_objects", sc_many_objects},

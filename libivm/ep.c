@@ -1,0 +1,407 @@
+/* A PE's own endpoints to the daemons of other nodes (common/proto.h,
+ * EP_HELLO). A small ivmSyncPut from a node copy goes straight to the
+ * daemon that holds the master: one round trip to one daemon, where the
+ * daemon path is the PE's daemon, the peer link, the master's daemon and
+ * back (two daemons, four process wake-ups). One endpoint per node, opened
+ * by the first such put; the calling thread holds it for its round trip.
+ * The PE gets where to dial and the job's endpoint key from its own daemon
+ * (ENDPOINT), over its private socket; every message after the handshake
+ * is sealed with the keys both ends derive from it, as the peer links are.
+ * Anything the endpoint cannot take (a node that refuses endpoints, a
+ * master with device copies, a connection that cannot be made) goes the
+ * daemon path, which decides; a node lost mid-put fails the put with
+ * IVM_ERROR_DAEMON_LOST, as the daemon path does. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "crypto.h"
+#include "ep.h"
+#include "libivm.h"
+#include "log.h"
+
+#define IVM_FAIL(status, ...)       \
+    do {                            \
+        ivm_set_error(__VA_ARGS__); \
+        ivm_debug(__VA_ARGS__);     \
+        return (status);            \
+    } while (0)
+
+enum { IVM_EP_NEW = 0, IVM_EP_OPEN = 1, IVM_EP_REFUSED = -1 };
+
+typedef struct ivm_ep {
+    pthread_mutex_t lock;
+    int             state;      /* IVM_EP_* */
+    int             fd;
+    ivm_aead_t      tx, rx;
+    uint32_t        seq;        /* the last put's number */
+    int             timeout_ms; /* a reply not there by then: the node is lost */
+    char           *buf;        /* the message being sealed */
+    size_t          cap;
+} ivm_ep_t;
+
+static pthread_mutex_t ivm_eps_lock = PTHREAD_MUTEX_INITIALIZER;
+static ivm_ep_t       *ivm_eps[IVM_CLUSTER_MAX_NODES];
+static size_t          ivm_ep_put_max = IVM_EP_PUT_MAX_DEFAULT;
+static int             ivm_ep_off;
+
+void ivm_ep_configure(void)
+{
+    const char *off = getenv("IVM_PE_ENDPOINTS");
+    const char *max = getenv("IVM_PE_ENDPOINT_MAX");
+    char *end;
+
+    ivm_ep_off = off != NULL && strcmp(off, "0") == 0;
+    ivm_ep_put_max = IVM_EP_PUT_MAX_DEFAULT;
+    if (max != NULL && *max != '\0') {
+        unsigned long long v = strtoull(max, &end, 10);
+        if (*end == '\0') {
+            ivm_ep_put_max = v > IVM_PEER_CHUNK ? IVM_PEER_CHUNK : (size_t)v;
+        }
+    }
+}
+
+static ivm_ep_t *ivm_ep_of(uint32_t node)
+{
+    ivm_ep_t *ep;
+
+    if (node >= IVM_CLUSTER_MAX_NODES) {
+        return NULL;
+    }
+    pthread_mutex_lock(&ivm_eps_lock);
+    ep = ivm_eps[node];
+    if (ep == NULL && (ep = calloc(1, sizeof(*ep))) != NULL) {
+        pthread_mutex_init(&ep->lock, NULL);
+        ep->fd        = -1;
+        ivm_eps[node] = ep;
+    }
+    pthread_mutex_unlock(&ivm_eps_lock);
+    return ep;
+}
+
+static void ivm_ep_shut(ivm_ep_t *ep, int state)
+{
+    if (ep->fd >= 0) {
+        close(ep->fd);
+        ep->fd = -1;
+        ivm_aead_free(&ep->tx);
+        ivm_aead_free(&ep->rx);
+    }
+    ep->state = state;
+}
+
+void ivm_ep_close_all(void)
+{
+    uint32_t i;
+
+    pthread_mutex_lock(&ivm_eps_lock);
+    for (i = 0; i < IVM_CLUSTER_MAX_NODES; ++i) {
+        ivm_ep_t *ep = ivm_eps[i];
+        if (ep != NULL) {
+            ivm_ep_shut(ep, IVM_EP_NEW);
+            free(ep->buf);
+            pthread_mutex_destroy(&ep->lock);
+            free(ep);
+            ivm_eps[i] = NULL;
+        }
+    }
+    pthread_mutex_unlock(&ivm_eps_lock);
+}
+
+/* Milliseconds left until deadline (CLOCK_MONOTONIC, ns); 0 once past. */
+static int ivm_ep_left_ms(uint64_t deadline)
+{
+    struct timespec ts;
+    uint64_t now;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    return now >= deadline ? 0 : (int)((deadline - now + 999999u) / 1000000u);
+}
+
+static uint64_t ivm_ep_deadline(int ms)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + (uint64_t)ms * 1000000u;
+}
+
+/* Send or receive len bytes whole before deadline: 0, or -1 (errno;
+ * ETIMEDOUT past it, ECONNRESET at the other end's close). */
+static int ivm_ep_io(int fd, void *buf, size_t len, int out, uint64_t deadline)
+{
+    char *p = buf;
+
+    while (len > 0) {
+        ssize_t n = out ? send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT)
+                        : recv(fd, p, len, MSG_DONTWAIT);
+        if (n > 0) {
+            p += n;
+            len -= (size_t)n;
+            continue;
+        }
+        if (n == 0) {
+            errno = ECONNRESET;
+            return -1;
+        }
+        if (errno == EINTR) {
+            continue;
+        }
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+            return -1;
+        }
+        struct pollfd pfd = {.fd = fd, .events = out ? POLLOUT : POLLIN};
+        int left = ivm_ep_left_ms(deadline);
+        if (left == 0) {
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        if (poll(&pfd, 1, left) < 0 && errno != EINTR) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* A non-blocking TCP connection to addr:port, made before deadline. */
+static int ivm_ep_dial(const char *addr, uint16_t port, uint64_t deadline)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int fd, one = 1, err = 0;
+    socklen_t elen = sizeof(err);
+    struct pollfd pfd;
+
+    memset(&ss, 0, sizeof(ss));
+    if (inet_pton(AF_INET, addr, &((struct sockaddr_in *)&ss)->sin_addr) == 1) {
+        ((struct sockaddr_in *)&ss)->sin_family = AF_INET;
+        ((struct sockaddr_in *)&ss)->sin_port   = htons(port);
+        len = sizeof(struct sockaddr_in);
+    } else if (inet_pton(AF_INET6, addr, &((struct sockaddr_in6 *)&ss)->sin6_addr) == 1) {
+        ((struct sockaddr_in6 *)&ss)->sin6_family = AF_INET6;
+        ((struct sockaddr_in6 *)&ss)->sin6_port   = htons(port);
+        len = sizeof(struct sockaddr_in6);
+    } else {
+        errno = EINVAL;
+        return -1;
+    }
+    fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return -1;
+    }
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (connect(fd, (struct sockaddr *)&ss, len) != 0) {
+        if (errno != EINPROGRESS) {
+            close(fd);
+            return -1;
+        }
+        pfd = (struct pollfd){.fd = fd, .events = POLLOUT};
+        if (poll(&pfd, 1, ivm_ep_left_ms(deadline)) != 1 ||
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0 || err != 0) {
+            close(fd);
+            errno = err != 0 ? err : ETIMEDOUT;
+            return -1;
+        }
+    }
+    return fd;
+}
+
+/* Ask the own daemon for the way to node, dial it and seal. 1: open;
+ * 0: this node takes no endpoint from us (the daemon path goes on);
+ * -1: *status_p (the node is lost). */
+static int ivm_ep_open(ivm_ep_t *ep, uint32_t node, ivmError_t *status_p)
+{
+    ivm_msg_endpoint_req_t req = {.node = node};
+    ivm_msg_endpoint_rep_t rep;
+    struct {
+        ivm_msg_hdr_t       hdr;
+        ivm_peer_ep_hello_t hello;
+    } out;
+    struct {
+        ivm_msg_hdr_t         hdr;
+        ivm_peer_ep_welcome_t welcome;
+    } in;
+    uint64_t deadline;
+    ivmError_t status;
+    int fd;
+
+    ivm_rpc_reply_t reply = {.buf = &rep, .len = sizeof(rep), .fd = -1, .fd2 = -1};
+
+    memset(&rep, 0, sizeof(rep));
+    status = ivm_rpc_call(IVM_MSG_ENDPOINT, &req, sizeof(req), NULL, 0, &reply);
+    if (status == IVM_SUCCESS) {
+        status = (ivmError_t)rep.status;
+    }
+    if (reply.fd >= 0) {
+        close(reply.fd);
+    }
+    if (reply.fd2 >= 0) {
+        close(reply.fd2);
+    }
+    if (status == IVM_ERROR_DAEMON_LOST || status == IVM_ERROR_NOT_ENTERED) {
+        *status_p = status;
+        return -1;
+    }
+    if (status != IVM_SUCCESS || !ivm_proto_strok(rep.addr, sizeof(rep.addr))) {
+        ivm_clear_error();
+        ivm_ep_shut(ep, IVM_EP_REFUSED);
+        return 0;
+    }
+    ep->timeout_ms = rep.timeout_ms > 0 ? (int)rep.timeout_ms : 10000;
+    deadline       = ivm_ep_deadline(ep->timeout_ms);
+    fd             = ivm_ep_dial(rep.addr, rep.port, deadline);
+    memset(&out, 0, sizeof(out));
+    ivm_proto_hdr_init(&out.hdr, IVM_PEER_EP_HELLO, sizeof(out.hello), 0);
+    out.hello.job    = ivm_ctx.job_id;
+    out.hello.pe     = ivm_ctx.pe_id;
+    out.hello.node   = rep.self;
+    out.hello.layout = IVM_PEER_LAYOUT;
+    if (fd < 0 || ivm_crypto_random(out.hello.nonce, sizeof(out.hello.nonce)) != IVM_SUCCESS) {
+        goto refused;
+    }
+    {
+        uint8_t nonce_p[IVM_PEER_NONCE_LEN];
+        memcpy(nonce_p, out.hello.nonce, sizeof(nonce_p));
+        ivm_peer_pack(IVM_PEER_EP_HELLO, &out.hello, sizeof(out.hello));
+        ivm_peer_hdr_pack(&out.hdr);
+        if (ivm_ep_io(fd, &out, sizeof(out), 1, deadline) != 0 ||
+            ivm_ep_io(fd, &in, sizeof(in), 0, deadline) != 0) {
+            goto refused;
+        }
+        ivm_peer_hdr_unpack(&in.hdr);
+        ivm_peer_unpack(IVM_PEER_EP_WELCOME, &in.welcome, sizeof(in.welcome));
+        if (in.hdr.magic != IVM_PROTO_MAGIC || in.hdr.type != IVM_PEER_EP_WELCOME ||
+            in.hdr.length != sizeof(in.welcome) || in.welcome.status != IVM_SUCCESS ||
+            (in.welcome.flags & IVM_PEER_ENCRYPT) != (rep.flags & IVM_PEER_ENCRYPT) ||
+            ivm_aead_ep_init(rep.key, nonce_p, in.welcome.nonce, IVM_PEER_NONCE_LEN,
+                             ivm_ctx.job_id, ivm_ctx.pe_id, 1,
+                             (rep.flags & IVM_PEER_ENCRYPT) != 0, &ep->tx,
+                             &ep->rx) != IVM_SUCCESS) {
+            goto refused;
+        }
+    }
+    explicit_bzero(rep.key, sizeof(rep.key));
+    ep->fd    = fd;
+    ep->state = IVM_EP_OPEN;
+    return 1;
+
+refused:
+    /* Not reachable this way (a firewall, another address): the daemon
+     * path, which knows whether the node is there. */
+    explicit_bzero(rep.key, sizeof(rep.key));
+    if (fd >= 0) {
+        close(fd);
+    }
+    ivm_ep_shut(ep, IVM_EP_REFUSED);
+    return 0;
+}
+
+/* One put's round trip on an open endpoint. */
+static ivmError_t ivm_ep_round_trip(ivm_ep_t *ep, const ivm_map_t *map, uint64_t offset,
+                                    const void *addr, size_t size)
+{
+    size_t len = sizeof(ivm_msg_hdr_t) + sizeof(ivm_peer_xfer_t) + size + IVM_CRYPTO_TAG_LEN;
+    struct {
+        ivm_msg_hdr_t   hdr;
+        ivm_peer_xfer_t ack;
+        uint8_t         tag[IVM_CRYPTO_TAG_LEN];
+    } in;
+    ivm_msg_hdr_t *hdr, wire;
+    ivm_peer_xfer_t *x;
+    uint64_t deadline;
+    const char *why;
+
+    if (len > ep->cap) {
+        char *b = realloc(ep->buf, len);
+        if (b == NULL) {
+            IVM_FAIL(IVM_ERROR_NO_MEMORY, "ivmSyncPut: out of memory for %zu bytes", size);
+        }
+        ep->buf = b;
+        ep->cap = len;
+    }
+    hdr = (ivm_msg_hdr_t *)ep->buf;
+    x   = (ivm_peer_xfer_t *)(hdr + 1);
+    ivm_proto_hdr_init(hdr, IVM_PEER_EP_PUT, (uint32_t)(sizeof(*x) + size), ++ep->seq);
+    memset(x, 0, sizeof(*x));
+    x->op  = ep->seq;
+    x->job = ivm_ctx.job_id;
+    x->obj = map->master_id;
+    x->off = offset;
+    x->len = size;
+    /* A copy: the tag is over the bytes that go, whatever the caller's other
+     * threads write meanwhile. */
+    memcpy(x + 1, addr, size);
+    ivm_peer_pack(IVM_PEER_EP_PUT, x, (uint32_t)(sizeof(*x) + size));
+    ivm_peer_hdr_pack(hdr);
+    if (ivm_aead_seal(&ep->tx, hdr, sizeof(*hdr), x, sizeof(*x) + size,
+                      (uint8_t *)ep->buf + len - IVM_CRYPTO_TAG_LEN) != IVM_SUCCESS) {
+        why = "cannot seal the put";
+        goto lost;
+    }
+    deadline = ivm_ep_deadline(ep->timeout_ms);
+    if (ivm_ep_io(ep->fd, ep->buf, len, 1, deadline) != 0 ||
+        ivm_ep_io(ep->fd, &in, sizeof(in), 0, deadline) != 0) {
+        why = errno == ETIMEDOUT ? "no answer in time" : "the connection broke";
+        goto lost;
+    }
+    wire = in.hdr;
+    ivm_peer_hdr_unpack(&in.hdr);
+    if (in.hdr.magic != IVM_PROTO_MAGIC || in.hdr.type != IVM_PEER_EP_ACK ||
+        in.hdr.length != sizeof(in.ack) ||
+        ivm_aead_open(&ep->rx, &wire, sizeof(wire), &in.ack, sizeof(in.ack), in.tag) !=
+            IVM_SUCCESS) {
+        why = "a reply that failed its check";
+        goto lost;
+    }
+    ivm_peer_unpack(IVM_PEER_EP_ACK, &in.ack, sizeof(in.ack));
+    if (in.ack.op != ep->seq) {
+        why = "a reply to another put";
+        goto lost;
+    }
+    if (in.ack.status != IVM_SUCCESS && in.ack.status != IVM_ERROR_UNSUPPORTED) {
+        IVM_FAIL((ivmError_t)in.ack.status, "ivmSyncPut: the master's daemon refused the put");
+    }
+    return (ivmError_t)in.ack.status;
+
+lost:
+    ivm_ep_shut(ep, IVM_EP_NEW);
+    IVM_FAIL(IVM_ERROR_DAEMON_LOST, "ivmSyncPut: the endpoint to the master's node: %s", why);
+}
+
+int ivm_ep_put(const ivm_map_t *map, uint64_t offset, const void *addr, size_t size,
+               ivmError_t *status_p)
+{
+    ivm_ep_t *ep;
+    int taken = 1;
+
+    if (ivm_ep_off || size > ivm_ep_put_max || !(map->flags & IVM_MAP_DIRECT) ||
+        (map->flags & (IVM_MAP_MASTER | IVM_MAP_GPU)) || map->master_node < 0 ||
+        (ep = ivm_ep_of((uint32_t)map->master_node)) == NULL) {
+        return 0;
+    }
+    pthread_mutex_lock(&ep->lock);
+    if (ep->state == IVM_EP_NEW) {
+        int r = ivm_ep_open(ep, (uint32_t)map->master_node, status_p);
+        taken = r != 0;
+    } else if (ep->state == IVM_EP_REFUSED) {
+        taken = 0;
+    }
+    if (taken && ep->state == IVM_EP_OPEN) {
+        *status_p = ivm_ep_round_trip(ep, map, offset, addr, size);
+        /* The master has device copies, or is no longer there: the daemon's
+         * way, which knows. */
+        taken = *status_p != IVM_ERROR_UNSUPPORTED;
+    }
+    pthread_mutex_unlock(&ep->lock);
+    return taken;
+}

@@ -1,0 +1,30 @@
+/* A PE's own endpoints to other nodes' daemons, for its small puts (ep.c). */
+#ifndef LIBIVM_EP_H
+#define LIBIVM_EP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "libivm.h"
+
+/* Bytes up to which a put from a node copy takes the PE's endpoint
+ * (IVM_PE_ENDPOINT_MAX, at most IVM_PEER_CHUNK; larger puts pipeline through
+ * the daemons, whose chunks overlap on the link). */
+#define IVM_EP_PUT_MAX_DEFAULT (64u * 1024u)
+
+/* Read IVM_PE_ENDPOINTS (0: every put through the daemon) and
+ * IVM_PE_ENDPOINT_MAX; at ivmEnter. */
+void ivm_ep_configure(void);
+
+/* Put [addr, +size), byte `offset` of map's object, into its master through
+ * the endpoint to the master's node. 1: taken, its result in *status_p (an
+ * error with its message set); 0: not taken, nothing was written (no
+ * endpoint for this map or node, or the master's daemon sent it back): the
+ * caller puts through its daemon. */
+int ivm_ep_put(const ivm_map_t *map, uint64_t offset, const void *addr, size_t size,
+               ivmError_t *status_p);
+
+/* Close every endpoint (ivmExit). */
+void ivm_ep_close_all(void);
+
+#endif /* LIBIVM_EP_H */
