@@ -582,6 +582,7 @@ typedef struct ivm_msg_info_rep {
     uint64_t huge_failed;  /* copies left partly in 4 KiB pages since the start */
     uint64_t ep_puts;      /* puts PEs of other nodes made into masters here through their
                               own endpoints (ENDPOINT, EP_PUT) */
+    uint64_t ep_gets;      /* and gets from masters here (EP_GET) */
 } ivm_msg_info_rep_t;
 
 _Static_assert(sizeof(ivm_msg_map_rep_t) == 80, "map reply size");
@@ -610,7 +611,7 @@ typedef struct ivm_msg_endpoint_rep {
 } ivm_msg_endpoint_rep_t;
 
 _Static_assert(sizeof(ivm_msg_endpoint_rep_t) == 120, "endpoint reply size");
-_Static_assert(sizeof(ivm_msg_info_rep_t) == 280, "info reply size");
+_Static_assert(sizeof(ivm_msg_info_rep_t) == 288, "info reply size");
 
 /*
  * CLUSTER (owner uid only, on the Unix socket): the cluster this daemon is
@@ -700,7 +701,9 @@ _Static_assert(sizeof(ivm_msg_cluster_req_t) == 40, "cluster request size");
     X(EP_HELLO,   91, ivm_peer_ep_hello_t,   0,                       EP_HELLO)  \
     X(EP_WELCOME, 92, ivm_peer_ep_welcome_t, 0,                       EP_WELCOME) \
     X(EP_PUT,     93, ivm_peer_xfer_t,       IVM_PEER_CHUNK,          XFER)      \
-    X(EP_ACK,     94, ivm_peer_xfer_t,       0,                       XFER)
+    X(EP_ACK,     94, ivm_peer_xfer_t,       0,                       XFER)      \
+    X(EP_GET,     95, ivm_peer_xfer_t,       0,                       XFER)      \
+    X(EP_DATA,    96, ivm_peer_xfer_t,       IVM_PEER_CHUNK,          XFER)
 
 #define IVM_PEER_ENUM_ENTRY(name, value, type, tail, fields) IVM_PEER_##name = (value),
 typedef enum ivm_peer_type {
@@ -945,6 +948,10 @@ typedef struct ivm_peer_pe_ended {
  *   daemon -> EP_ACK{op, job, status}, once the master has the bytes (and
  *             the signal is posted). IVM_ERROR_UNSUPPORTED: not taken
  *             (nothing written): the PE puts through its own daemon.
+ *   PE     -> EP_GET{op, job, obj, off, len} (len at most IVM_PEER_CHUNK)
+ *   daemon -> EP_DATA{op, job, status, off, len} + the master's len bytes
+ *             (none unless status is 0); the PE writes them into its node
+ *             copy, as its daemon would.
  */
 typedef struct ivm_peer_ep_hello {
     uint32_t job;        /* job id */

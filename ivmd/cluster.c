@@ -53,6 +53,7 @@ static const ivmd_peer_msg_t ivmd_cluster_msgs[IVM_PEER_LAST - IVM_PEER_FIRST] =
     IVMD_PEER_MSG(UCX_ADDR)   = {.data = ivmd_data_on_transport},
     IVMD_PEER_MSG(UCX_RKEY)   = {.data = ivmd_data_on_transport},
     IVMD_PEER_MSG(EP_PUT)     = {.ep = ivmd_data_on_ep_put, .malformed = "malformed EP_PUT"},
+    IVMD_PEER_MSG(EP_GET)     = {.ep = ivmd_data_on_ep_get, .malformed = "malformed EP_GET"},
 };
 
 void ivmd_cluster_handle_msg(ivmd_t *d, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,

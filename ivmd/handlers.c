@@ -1251,6 +1251,7 @@ static ivmError_t ivmd_handle_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_
     info->buf_bytes  = d->data.buf_bytes;
     info->rdma_bytes = d->data.rdma_bytes;
     info->ep_puts    = d->data.ep_puts;
+    info->ep_gets    = d->data.ep_gets;
     ivm_proto_strset(info->transport, sizeof(info->transport),
                      ivmd_data_transport(&d->data)->name);
     ivm_proto_strset(info->ucx_tls, sizeof(info->ucx_tls), ivmd_ucx_tls(&d->data));

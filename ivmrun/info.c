@@ -562,6 +562,7 @@ static int info_node(info_out_t *o, const char *path)
     info_u64(o, "buffered_bytes", info.buf_bytes);
     info_u64(o, "one_sided_bytes", info.rdma_bytes);
     info_u64(o, "endpoint_puts", info.ep_puts);
+    info_u64(o, "endpoint_gets", info.ep_gets);
     /* The daemon's start-up probe of a mapped page's first touch. */
     info_u64(o, "touch_read_ns", info.touch_ns[0]);
     info_u64(o, "touch_read_ro_first_ns", info.touch_ns[1]);

@@ -1497,8 +1497,8 @@ static ivmError_t ivm_sync(const char *fn, uint32_t op, const void *addr, size_t
     if (status != IVM_SUCCESS || !call) {
         return status;
     }
-    /* A small put from a node copy: straight to the master's daemon. */
-    if (op == IVM_SYNC_PUT && ivm_ep_put(&map, req.offset, addr, size, &status)) {
+    /* A small put or get of a node copy: straight to the master's daemon. */
+    if (ivm_ep_sync(op, &map, req.offset, (void *)addr, size, &status)) {
         return status;
     }
     return ivm_call(IVM_MSG_SYNC, &req, sizeof(req), &rep, sizeof(rep), NULL);

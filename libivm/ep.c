@@ -1,6 +1,6 @@
 /* A PE's own endpoints to the daemons of other nodes (common/proto.h,
- * EP_HELLO). A small ivmSyncPut from a node copy goes straight to the
- * daemon that holds the master: one round trip to one daemon, where the
+ * EP_HELLO). A small ivmSyncPut or ivmSyncGet of a node copy goes straight
+ * to the daemon that holds the master: one round trip to one daemon, where the
  * daemon path is the PE's daemon, the peer link, the master's daemon and
  * back (two daemons, four process wake-ups). One endpoint per node, opened
  * by the first such put; the calling thread holds it for its round trip.
@@ -306,32 +306,42 @@ refused:
     return 0;
 }
 
-/* One put's round trip on an open endpoint. */
-static ivmError_t ivm_ep_round_trip(ivm_ep_t *ep, const ivm_map_t *map, uint64_t offset,
-                                    const void *addr, size_t size)
+/* Make room for len bytes of message. */
+static int ivm_ep_room(ivm_ep_t *ep, size_t len)
 {
-    size_t len = sizeof(ivm_msg_hdr_t) + sizeof(ivm_peer_xfer_t) + size + IVM_CRYPTO_TAG_LEN;
-    struct {
-        ivm_msg_hdr_t   hdr;
-        ivm_peer_xfer_t ack;
-        uint8_t         tag[IVM_CRYPTO_TAG_LEN];
-    } in;
-    ivm_msg_hdr_t *hdr, wire;
-    ivm_peer_xfer_t *x;
-    uint64_t deadline;
-    const char *why;
-
     if (len > ep->cap) {
         char *b = realloc(ep->buf, len);
         if (b == NULL) {
-            IVM_FAIL(IVM_ERROR_NO_MEMORY, "ivmSyncPut: out of memory for %zu bytes", size);
+            return -1;
         }
         ep->buf = b;
         ep->cap = len;
     }
+    return 0;
+}
+
+/* One round trip on an open endpoint: EP_PUT of [addr, +size) and its
+ * EP_ACK, or (get) EP_GET and its EP_DATA, whose bytes go to addr. */
+static ivmError_t ivm_ep_round_trip(ivm_ep_t *ep, int get, const ivm_map_t *map,
+                                    uint64_t offset, void *addr, size_t size)
+{
+    const char *fn = get ? "ivmSyncGet" : "ivmSyncPut";
+    size_t carried = get ? 0 : size;
+    size_t len = sizeof(ivm_msg_hdr_t) + sizeof(ivm_peer_xfer_t) + carried + IVM_CRYPTO_TAG_LEN;
+    size_t back = sizeof(ivm_msg_hdr_t) + sizeof(ivm_peer_xfer_t) + (get ? size : 0) +
+                  IVM_CRYPTO_TAG_LEN;
+    ivm_msg_hdr_t *hdr, wire, in;
+    ivm_peer_xfer_t *x, rep;
+    uint64_t deadline;
+    const char *why;
+
+    if (ivm_ep_room(ep, len > back ? len : back) != 0) {
+        IVM_FAIL(IVM_ERROR_NO_MEMORY, "%s: out of memory for %zu bytes", fn, size);
+    }
     hdr = (ivm_msg_hdr_t *)ep->buf;
     x   = (ivm_peer_xfer_t *)(hdr + 1);
-    ivm_proto_hdr_init(hdr, IVM_PEER_EP_PUT, (uint32_t)(sizeof(*x) + size), ++ep->seq);
+    ivm_proto_hdr_init(hdr, get ? IVM_PEER_EP_GET : IVM_PEER_EP_PUT,
+                       (uint32_t)(sizeof(*x) + carried), ++ep->seq);
     memset(x, 0, sizeof(*x));
     x->op  = ep->seq;
     x->job = ivm_ctx.job_id;
@@ -340,51 +350,66 @@ static ivmError_t ivm_ep_round_trip(ivm_ep_t *ep, const ivm_map_t *map, uint64_t
     x->len = size;
     /* A copy: the tag is over the bytes that go, whatever the caller's other
      * threads write meanwhile. */
-    memcpy(x + 1, addr, size);
-    ivm_peer_pack(IVM_PEER_EP_PUT, x, (uint32_t)(sizeof(*x) + size));
+    if (carried > 0) {
+        memcpy(x + 1, addr, carried);
+    }
+    ivm_peer_pack(hdr->type, x, (uint32_t)(sizeof(*x) + carried));
     ivm_peer_hdr_pack(hdr);
-    if (ivm_aead_seal(&ep->tx, hdr, sizeof(*hdr), x, sizeof(*x) + size,
+    if (ivm_aead_seal(&ep->tx, hdr, sizeof(*hdr), x, sizeof(*x) + carried,
                       (uint8_t *)ep->buf + len - IVM_CRYPTO_TAG_LEN) != IVM_SUCCESS) {
-        why = "cannot seal the put";
+        why = "cannot seal the request";
         goto lost;
     }
     deadline = ivm_ep_deadline(ep->timeout_ms);
     if (ivm_ep_io(ep->fd, ep->buf, len, 1, deadline) != 0 ||
-        ivm_ep_io(ep->fd, &in, sizeof(in), 0, deadline) != 0) {
+        ivm_ep_io(ep->fd, &wire, sizeof(wire), 0, deadline) != 0) {
         why = errno == ETIMEDOUT ? "no answer in time" : "the connection broke";
         goto lost;
     }
-    wire = in.hdr;
-    ivm_peer_hdr_unpack(&in.hdr);
-    if (in.hdr.magic != IVM_PROTO_MAGIC || in.hdr.type != IVM_PEER_EP_ACK ||
-        in.hdr.length != sizeof(in.ack) ||
-        ivm_aead_open(&ep->rx, &wire, sizeof(wire), &in.ack, sizeof(in.ack), in.tag) !=
-            IVM_SUCCESS) {
-        why = "a reply that failed its check";
+    in = wire;
+    ivm_peer_hdr_unpack(&in);
+    if (in.magic != IVM_PROTO_MAGIC || in.type != (get ? IVM_PEER_EP_DATA : IVM_PEER_EP_ACK) ||
+        in.length < sizeof(rep) || in.length + sizeof(in) + IVM_CRYPTO_TAG_LEN > back) {
+        why = "a malformed answer";
         goto lost;
     }
-    ivm_peer_unpack(IVM_PEER_EP_ACK, &in.ack, sizeof(in.ack));
-    if (in.ack.op != ep->seq) {
-        why = "a reply to another put";
+    if (ivm_ep_io(ep->fd, ep->buf, in.length + IVM_CRYPTO_TAG_LEN, 0, deadline) != 0) {
+        why = errno == ETIMEDOUT ? "no answer in time" : "the connection broke";
         goto lost;
     }
-    if (in.ack.status != IVM_SUCCESS && in.ack.status != IVM_ERROR_UNSUPPORTED) {
-        IVM_FAIL((ivmError_t)in.ack.status, "ivmSyncPut: the master's daemon refused the put");
+    if (ivm_aead_open(&ep->rx, &wire, sizeof(wire), ep->buf, in.length,
+                      (uint8_t *)ep->buf + in.length) != IVM_SUCCESS) {
+        why = "an answer that failed its check";
+        goto lost;
     }
-    return (ivmError_t)in.ack.status;
+    ivm_peer_unpack(in.type, ep->buf, in.length);
+    memcpy(&rep, ep->buf, sizeof(rep));
+    if (rep.op != ep->seq ||
+        (rep.status == IVM_SUCCESS && get && (rep.len != size || in.length != sizeof(rep) + size))) {
+        why = "an answer to another request";
+        goto lost;
+    }
+    if (rep.status != IVM_SUCCESS && rep.status != IVM_ERROR_UNSUPPORTED) {
+        IVM_FAIL((ivmError_t)rep.status, "%s: the master's daemon refused it", fn);
+    }
+    if (rep.status == IVM_SUCCESS && get) {
+        memcpy(addr, ep->buf + sizeof(rep), size);
+    }
+    return (ivmError_t)rep.status;
 
 lost:
     ivm_ep_shut(ep, IVM_EP_NEW);
-    IVM_FAIL(IVM_ERROR_DAEMON_LOST, "ivmSyncPut: the endpoint to the master's node: %s", why);
+    IVM_FAIL(IVM_ERROR_DAEMON_LOST, "%s: the endpoint to the master's node: %s", fn, why);
 }
 
-int ivm_ep_put(const ivm_map_t *map, uint64_t offset, const void *addr, size_t size,
-               ivmError_t *status_p)
+int ivm_ep_sync(uint32_t op, const ivm_map_t *map, uint64_t offset, void *addr, size_t size,
+                ivmError_t *status_p)
 {
     ivm_ep_t *ep;
     int taken = 1;
 
-    if (ivm_ep_off || size > ivm_ep_put_max || !(map->flags & IVM_MAP_DIRECT) ||
+    if (ivm_ep_off || size > ivm_ep_put_max || (op != IVM_SYNC_PUT && op != IVM_SYNC_GET) ||
+        !(map->flags & IVM_MAP_DIRECT) ||
         (map->flags & (IVM_MAP_MASTER | IVM_MAP_GPU)) || map->master_node < 0 ||
         (ep = ivm_ep_of((uint32_t)map->master_node)) == NULL) {
         return 0;
@@ -397,7 +422,7 @@ int ivm_ep_put(const ivm_map_t *map, uint64_t offset, const void *addr, size_t s
         taken = 0;
     }
     if (taken && ep->state == IVM_EP_OPEN) {
-        *status_p = ivm_ep_round_trip(ep, map, offset, addr, size);
+        *status_p = ivm_ep_round_trip(ep, op == IVM_SYNC_GET, map, offset, addr, size);
         /* The master has device copies, or is no longer there: the daemon's
          * way, which knows. */
         taken = *status_p != IVM_ERROR_UNSUPPORTED;

@@ -7,22 +7,23 @@
 
 #include "libivm.h"
 
-/* Bytes up to which a put from a node copy takes the PE's endpoint
+/* Bytes up to which a put or get of a node copy takes the PE's endpoint
  * (IVM_PE_ENDPOINT_MAX, at most IVM_PEER_CHUNK; larger puts pipeline through
  * the daemons, whose chunks overlap on the link). */
-#define IVM_EP_PUT_MAX_DEFAULT (64u * 1024u)
+#define IVM_EP_PUT_MAX_DEFAULT IVM_PEER_CHUNK
 
 /* Read IVM_PE_ENDPOINTS (0: every put through the daemon) and
  * IVM_PE_ENDPOINT_MAX; at ivmEnter. */
 void ivm_ep_configure(void);
 
-/* Put [addr, +size), byte `offset` of map's object, into its master through
- * the endpoint to the master's node. 1: taken, its result in *status_p (an
- * error with its message set); 0: not taken, nothing was written (no
+/* Put [addr, +size), byte `offset` of map's object, into its master (op
+ * IVM_SYNC_PUT), or get it from there (IVM_SYNC_GET), through the endpoint
+ * to the master's node. 1: taken, its result in *status_p (an error with
+ * its message set); 0: not taken, nothing was moved (another op, no
  * endpoint for this map or node, or the master's daemon sent it back): the
- * caller puts through its daemon. */
-int ivm_ep_put(const ivm_map_t *map, uint64_t offset, const void *addr, size_t size,
-               ivmError_t *status_p);
+ * caller goes through its daemon. */
+int ivm_ep_sync(uint32_t op, const ivm_map_t *map, uint64_t offset, void *addr, size_t size,
+                ivmError_t *status_p);
 
 /* Close every endpoint (ivmExit). */
 void ivm_ep_close_all(void);

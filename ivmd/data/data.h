@@ -63,6 +63,7 @@ typedef struct ivmd_data {
     uint64_t                         rdma_bytes; /* object bytes we moved one-sided (UCX) */
     uint64_t                         ep_puts;    /* puts PEs of other nodes made into masters
                                                     here through their endpoints */
+    uint64_t                         ep_gets;    /* and gets from masters here */
     uint32_t                         map_flags; /* IVM_MAP_READ_FIRST or 0: for every map
                                                    reply (data/copies.h, the probe) */
     uint32_t                         touch_ns[4]; /* the probe's figures, ns, by
@@ -148,6 +149,9 @@ ivmError_t ivmd_data_on_ack(ivmd_data_t *dp, int node, const ivm_msg_hdr_t *hdr,
                             const void *payload);
 /* EP_PUT on a PE's endpoint (common/proto.h): into a master here, EP_ACK. */
 ivmError_t ivmd_data_on_ep_put(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                               const void *payload);
+/* EP_GET on a PE's endpoint: from a master here, EP_DATA. */
+ivmError_t ivmd_data_on_ep_get(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                                const void *payload);
 /* ROUTE: this node is on a pipelined scatter (data/group.c). */
 ivmError_t ivmd_data_on_route(ivmd_data_t *dp, int node, const ivm_msg_hdr_t *hdr,

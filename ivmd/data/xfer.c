@@ -549,6 +549,60 @@ ivmError_t ivmd_data_on_ep_put(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hd
     return IVM_SUCCESS;
 }
 
+/* EP_GET on a PE's endpoint: the master's bytes, read straight into the
+ * reply (EP_DATA), or its status alone. */
+ivmError_t ivmd_data_on_ep_get(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                               const void *payload)
+{
+    const ivm_peer_xfer_t *x = payload;
+    ivm_peer_xfer_t rep;
+    ivmd_outbuf_t *b;
+    ivmd_obj_t *obj = NULL;
+    ivmError_t status = IVM_SUCCESS;
+    uint64_t n;
+
+    if (hdr->length != sizeof(*x) || x->len > IVM_PEER_CHUNK || x->flags != 0) {
+        return IVM_ERROR_PROTOCOL;
+    }
+    if (x->job != c->ep_job) {
+        status = IVM_ERROR_PERMISSION;
+    } else if ((obj = ivmd_copies_xfer_obj(dp, x)) == NULL) {
+        status = IVM_ERROR_NOT_FOUND;
+    } else if (obj->master_node >= 0) {
+        status = IVM_ERROR_UNSUPPORTED;
+    }
+    n = status == IVM_SUCCESS ? x->len : 0;
+    b = ivmd_conn_out_alloc(dp->d, c, IVM_PEER_EP_DATA, 0, (uint32_t)(sizeof(rep) + n));
+    if (b == NULL) {
+        return IVM_SUCCESS; /* the endpoint is closing */
+    }
+    if (n > 0 && pread(obj->fd, IVMD_OUTBUF_PAYLOAD(b) + sizeof(rep), n, (off_t)x->off) !=
+                     (ssize_t)n) {
+        status = IVM_ERROR_INTERNAL;
+        n      = 0;
+        free(b);
+        b = ivmd_conn_out_alloc(dp->d, c, IVM_PEER_EP_DATA, 0, (uint32_t)sizeof(rep));
+        if (b == NULL) {
+            return IVM_SUCCESS;
+        }
+    }
+    memset(&rep, 0, sizeof(rep));
+    rep.op     = x->op;
+    rep.job    = x->job;
+    rep.status = status;
+    rep.off    = x->off;
+    rep.len    = n;
+    memcpy(IVMD_OUTBUF_PAYLOAD(b), &rep, sizeof(rep));
+    if (n > 0) {
+        dp->tx_bytes  += n;
+        dp->buf_bytes += n;
+        obj->tx_bytes += n;
+        ++dp->ep_gets;
+    }
+    ivmd_conn_out_push(dp->d, c, b, NULL, 0);
+    return IVM_SUCCESS;
+}
+
 ivmError_t ivmd_data_on_ack(ivmd_data_t *dp, int node, const ivm_msg_hdr_t *hdr,
                              const void *payload)
 {

@@ -257,7 +257,7 @@ static int ivmd_conn_preauth(const ivmd_conn_t *c)
 static int ivmd_conn_preauth_type(const ivmd_conn_t *c, uint16_t type)
 {
     if (c->pstate == IVMD_PEER_ENDPOINT) {
-        return type == IVM_PEER_EP_PUT; /* its first: checked by its tag */
+        return type == IVM_PEER_EP_PUT || type == IVM_PEER_EP_GET; /* checked by its tag */
     }
     return type <= IVM_PEER_AUTH || type == IVM_PEER_EP_HELLO;
 }

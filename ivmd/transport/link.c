@@ -673,8 +673,10 @@ static void ivmd_link_on_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr
         break;
     }
     if (c->pstate == IVMD_PEER_ENDPOINT) {
-        /* A PE's endpoint: its puts, for the layers above (nothing else). */
-        if (hdr->type == IVM_PEER_EP_PUT && l->ops->on_msg != NULL) {
+        /* A PE's endpoint: its puts and gets, for the layers above (nothing
+         * else). */
+        if ((hdr->type == IVM_PEER_EP_PUT || hdr->type == IVM_PEER_EP_GET) &&
+            l->ops->on_msg != NULL) {
             c->ep_proved = 1; /* its tag checked */
             l->ops->on_msg(d, c, hdr, payload);
         } else {

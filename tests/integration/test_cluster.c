@@ -733,8 +733,23 @@ static void fake_ep_put(fake_peer_t *f, uint32_t job, uint64_t obj, uint64_t off
     fake_send(f, IVM_PEER_EP_PUT, payload, sizeof(payload));
 }
 
-/* node0's sealed EP_ACK arrives, checks and answers put 42: its status. */
-static int fake_ep_ack(fake_peer_t *f)
+/* An EP_GET of 8 bytes at off of object obj of job. */
+static void fake_ep_get(fake_peer_t *f, uint32_t job, uint64_t obj, uint64_t off)
+{
+    ivm_peer_xfer_t x;
+
+    memset(&x, 0, sizeof(x));
+    x.op  = 42;
+    x.job = job;
+    x.obj = obj;
+    x.off = off;
+    x.len = 8;
+    fake_send(f, IVM_PEER_EP_GET, &x, sizeof(x));
+}
+
+/* node0's sealed EP_ACK (or, get, EP_DATA without bytes) arrives, checks
+ * and answers request 42: its status. */
+static int fake_ep_answer(fake_peer_t *f, int get)
 {
     uint8_t buf[sizeof(ivm_msg_hdr_t) + sizeof(ivm_peer_xfer_t) + IVM_CRYPTO_TAG_LEN];
     ivm_peer_xfer_t x;
@@ -742,7 +757,7 @@ static int fake_ep_ack(fake_peer_t *f)
 
     fake_recv_all(f->fd, buf, sizeof(buf));
     memcpy(&h, buf, sizeof(h));
-    cr_assert_eq(h.type, IVM_PEER_EP_ACK);
+    cr_assert_eq(h.type, get ? IVM_PEER_EP_DATA : IVM_PEER_EP_ACK);
     cr_assert_eq(h.length, sizeof(x));
     cr_assert_eq(ivm_aead_open(&f->rx, buf, sizeof(h), buf + sizeof(h), sizeof(x),
                                buf + sizeof(h) + sizeof(x)),
@@ -754,8 +769,8 @@ static int fake_ep_ack(fake_peer_t *f)
 
 /* A PE's endpoint (EP_HELLO) is answered in clear, and from then on only
  * messages sealed with the keys of the job's endpoint key count: with the
- * cluster's secret, a put into an object node0 does not have is answered
- * IVM_ERROR_NOT_FOUND and the endpoint stays; sealed with another secret's,
+ * cluster's secret, a put into or a get from an object node0 does not have
+ * is answered IVM_ERROR_NOT_FOUND and the endpoint stays; sealed with another secret's,
  * the first message closes it (one log line); so do a peer link's message, a
  * put with flags, an EP_PUT before EP_HELLO, an EP_HELLO naming node0 itself,
  * a node outside the table or another message layout. node0 serves on. */
@@ -768,9 +783,11 @@ Test(cluster, pe_endpoints_take_only_messages_sealed_with_the_jobs_key)
 
     cr_assert(fake_ep_connect(&f, 77, 1, IVM_PEER_LAYOUT, 's'));
     fake_ep_put(&f, 77, 5, 0, 0);
-    cr_assert_eq(fake_ep_ack(&f), IVM_ERROR_NOT_FOUND);
+    cr_assert_eq(fake_ep_answer(&f, 0), IVM_ERROR_NOT_FOUND);
     fake_ep_put(&f, 77, 6, 16, 0);
-    cr_assert_eq(fake_ep_ack(&f), IVM_ERROR_NOT_FOUND, "the endpoint did not stay");
+    cr_assert_eq(fake_ep_answer(&f, 0), IVM_ERROR_NOT_FOUND, "the endpoint did not stay");
+    fake_ep_get(&f, 77, 5, 0);
+    cr_assert_eq(fake_ep_answer(&f, 1), IVM_ERROR_NOT_FOUND);
     close(f.fd);
     ivm_aead_free(&f.tx);
     ivm_aead_free(&f.rx);

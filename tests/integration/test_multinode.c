@@ -77,11 +77,12 @@ Test(multinode, sync_directions_between_nodes)
     ivmt_result_free(&r);
 }
 
-/* A PE's small puts into another node's master go through its own endpoint
- * to that node's daemon (libivm/ep.c), from two threads at once and beside a
- * large put through the daemons; IVM_PE_ENDPOINTS=0 sends them all through
- * the daemons. The master has every byte either way (sc_endpoint_nodes). */
-Test(multinode, small_puts_take_the_pes_endpoint)
+/* A PE's small puts into another node's master and gets from it go through
+ * its own endpoint to that node's daemon (libivm/ep.c), from two threads at
+ * once and beside a large put through the daemons; IVM_PE_ENDPOINTS=0 sends
+ * them all through the daemons. The bytes arrive either way
+ * (sc_endpoint_nodes). */
+Test(multinode, small_syncs_take_the_pes_endpoint)
 {
     const char *on[] = {IVMT_PE_NODES, "endpoint_nodes", NULL};
     const char *off[] = {"-x", "IVM_PE_ENDPOINTS=0", IVMT_PE_NODES, "endpoint_nodes", "off", NULL};
@@ -89,11 +90,11 @@ Test(multinode, small_puts_take_the_pes_endpoint)
 
     ivmrun_nodes("2", on, &r);
     ivmt_expect_pe_ok(NULL, &r, "endpoint_nodes");
-    cr_assert(strstr(r.out, "ENDPOINT_PUTS 288\n") != NULL, "%s", r.out);
+    cr_assert(strstr(r.out, "ENDPOINT_PUTS 288\nENDPOINT_GETS 16\n") != NULL, "%s", r.out);
     ivmt_result_free(&r);
     ivmrun_nodes("2", off, &r);
     ivmt_expect_pe_ok(NULL, &r, "endpoint_nodes");
-    cr_assert(strstr(r.out, "ENDPOINT_PUTS 0\n") != NULL, "%s", r.out);
+    cr_assert(strstr(r.out, "ENDPOINT_PUTS 0\nENDPOINT_GETS 0\n") != NULL, "%s", r.out);
     ivmt_result_free(&r);
 }
 

@@ -758,17 +758,18 @@ static int sc_daemon_lost(int argc, char **argv)
     return pe_ok();
 }
 
-/* Small puts from node1's copy take the PE's own endpoint to the master's
- * daemon (libivm/ep.c): node0 counts each (INFO ep_puts), and the master has
- * every byte, with two threads putting at once and beside a put above the
- * endpoint's limit (through the daemons). argv[2] "off": the run set
- * IVM_PE_ENDPOINTS=0, so node0 counts none. The child on node1 also checks
- * that a Get after its puts reads them back. */
+/* Small puts and gets of node1's copy take the PE's own endpoint to the
+ * master's daemon (libivm/ep.c): node0 counts each (INFO ep_puts, ep_gets),
+ * and the master has every byte, with two threads putting at once and beside
+ * a put above the endpoint's limit (through the daemons); small Gets and a
+ * large one read them back. argv[2] "off": the run set IVM_PE_ENDPOINTS=0,
+ * so node0 counts none. */
 #define EP_SIZE    (512u * 1024u)
 #define EP_SMALL_N 256              /* 8-byte puts of thread A, [0, 2048) */
 #define EP_PAGE_N  32               /* 4 KiB puts of thread B, [64 KiB, 192 KiB) */
-#define EP_BIG_OFF (256u * 1024u)   /* one put of 100 KiB: above the endpoint's 64 KiB */
-#define EP_BIG_LEN (100u * 1024u)
+#define EP_BIG_OFF (192u * 1024u)   /* one put of 300 KiB: above the endpoint's 256 KiB */
+#define EP_BIG_LEN (300u * 1024u)
+#define EP_GET_N   16               /* 8 KiB Gets of the child, over thread B's range */
 
 typedef struct ep_thread {
     unsigned char *p;
@@ -813,7 +814,14 @@ static int sc_endpoint_nodes(int argc, char **argv)
         pthread_join(tb, NULL);
         EXPECT(a.rc, IVM_SUCCESS);
         EXPECT(b.rc, IVM_SUCCESS);
-        pe_stage = "a Get reads the puts back";
+        pe_stage = "small Gets (through the endpoint) read the puts back";
+        memset(p, 0, EP_SIZE);
+        for (int k = 0; k < EP_GET_N; ++k) {
+            CHECK(ivmSyncGet(p + 64u * 1024u + (size_t)k * 8192, 8192));
+        }
+        expect_pat(p + 64u * 1024u, 'F', 64u * 1024u, (size_t)EP_PAGE_N * 4096, __LINE__,
+                   "node1's copy after its small Gets");
+        pe_stage = "a large Get (through the daemons) reads the puts back";
         memset(p, 0, EP_SIZE);
         CHECK(ivmSyncGet(p, EP_SIZE));
         expect_pat(p, 'E', 0, (size_t)EP_SMALL_N * 8, __LINE__, "node1's copy after its Get");
@@ -848,6 +856,10 @@ static int sc_endpoint_nodes(int argc, char **argv)
     ASSERT(n == (off ? 0u : (uint64_t)(EP_SMALL_N + EP_PAGE_N)),
            "node0 took %llu puts from endpoints, expected %d", (unsigned long long)n,
            off ? 0 : EP_SMALL_N + EP_PAGE_N);
+    n = after.ep_gets - before.ep_gets;
+    printf("ENDPOINT_GETS %llu\n", (unsigned long long)n);
+    ASSERT(n == (off ? 0u : (uint64_t)EP_GET_N), "node0 served %llu gets to endpoints, "
+           "expected %d", (unsigned long long)n, off ? 0 : EP_GET_N);
     CHECK(ivmWait(kid));
     CHECK(ivmDestroyDev(d1));
     CHECK(ivmFree(p));
