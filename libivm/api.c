@@ -1498,7 +1498,7 @@ static ivmError_t ivm_sync(const char *fn, uint32_t op, const void *addr, size_t
         return status;
     }
     /* A small put or get of a node copy: straight to the master's daemon. */
-    if (ivm_ep_sync(op, &map, req.offset, (void *)addr, size, &status)) {
+    if (ivm_ep_sync(op, &map, req.offset, (void *)addr, size, -1, &status)) {
         return status;
     }
     return ivm_call(IVM_MSG_SYNC, &req, sizeof(req), &rep, sizeof(rep), NULL);
@@ -1514,6 +1514,7 @@ IVM_API ivmError_t ivmSyncPutSignal(const void *addr, size_t size, ivm_pe pe)
     ivm_msg_put_signal_req_t req = {.pe = pe};
     ivm_msg_pe_req_t sig = {.pe = pe};
     ivm_msg_status_t rep;
+    ivm_map_t map;
     ivmError_t status;
     int call;
 
@@ -1523,21 +1524,27 @@ IVM_API ivmError_t ivmSyncPutSignal(const void *addr, size_t size, ivm_pe pe)
         IVM_FAIL(IVM_ERROR_NOT_FOUND, "ivmSyncPutSignal: %d is not a PE id", pe);
     }
     status = ivm_sync_prepare("ivmSyncPutSignal", IVM_SYNC_PUT, addr, size, &req.sync, &call,
-                              NULL);
+                              &map);
     if (status != IVM_SUCCESS) {
         return status;
     }
-    /* A mirror's bytes and a signal through the daemon: one request, the
-     * daemon posts the signal once the master has the bytes (IVM_PUT_SIGNAL=0:
-     * the two calls, for comparison). */
+    /* A mirror's bytes and a signal in one operation: over the PE's endpoint
+     * when the master's daemon is the receiver's, else through the PE's
+     * daemon, which posts the signal once the master has the bytes
+     * (IVM_PUT_SIGNAL=0: the two calls, for comparison). */
     if (call && req.sync.gpu_ref == 0 && !ivm_ctx.put_signal_two && !ivm_board_has_pair(pe)) {
+        if (ivm_ep_sync(IVM_SYNC_PUT, &map, req.sync.offset, (void *)addr, size, pe, &status)) {
+            return status;
+        }
         return ivm_call(IVM_MSG_PUT_SIGNAL, &req, sizeof(req), &rep, sizeof(rep), NULL);
     }
     /* Else the put is blocking: once it returns the bytes are in the
      * master, so the signal that follows cannot overtake them. */
-    if (call &&
-        (status = ivm_call(IVM_MSG_SYNC, &req.sync, sizeof(req.sync), &rep, sizeof(rep), NULL)) !=
-            IVM_SUCCESS) {
+    if (call && !ivm_ep_sync(IVM_SYNC_PUT, &map, req.sync.offset, (void *)addr, size, -1,
+                             &status)) {
+        status = ivm_call(IVM_MSG_SYNC, &req.sync, sizeof(req.sync), &rep, sizeof(rep), NULL);
+    }
+    if (call && status != IVM_SUCCESS) {
         return status;
     }
     if (ivm_board_signal(pe, &status)) {

@@ -17,13 +17,15 @@
 void ivm_ep_configure(void);
 
 /* Put [addr, +size), byte `offset` of map's object, into its master (op
- * IVM_SYNC_PUT), or get it from there (IVM_SYNC_GET), through the endpoint
- * to the master's node. 1: taken, its result in *status_p (an error with
+ * IVM_SYNC_PUT; with sig_to >= 0 the master's daemon then posts the
+ * caller's signal to PE sig_to, ivmSyncPutSignal, or sends it back when
+ * that PE is not of its node), or get it from there (IVM_SYNC_GET), through
+ * the endpoint to the master's node. 1: taken, its result in *status_p (an error with
  * its message set); 0: not taken, nothing was moved (another op, no
  * endpoint for this map or node, or the master's daemon sent it back): the
  * caller goes through its daemon. */
 int ivm_ep_sync(uint32_t op, const ivm_map_t *map, uint64_t offset, void *addr, size_t size,
-                ivmError_t *status_p);
+                int sig_to, ivmError_t *status_p);
 
 /* Close every endpoint (ivmExit). */
 void ivm_ep_close_all(void);

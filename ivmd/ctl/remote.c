@@ -277,15 +277,15 @@ void ivmd_remote_teach(ivmd_remote_t *rm, ivmd_conn_t *c, int id)
     }
 }
 
-void ivmd_remote_post_signal(ivmd_remote_t *rm, uint32_t job_id, int from, int to,
-                             int from_node)
+int ivmd_remote_signal_here(ivmd_remote_t *rm, uint32_t job_id, int from, int to,
+                            int from_node)
 {
     ivmd_job_t *job = ivmd_job_find(rm->reg, job_id);
     const ivmd_pe_t *pe;
     int node, state;
 
     if (job == NULL || job->ending) {
-        return; /* the job ended here */
+        return 0; /* the job ended here */
     }
     pe    = ivmd_pe_find(job, to);
     state = ivmd_psync_where(job, from, &node);
@@ -293,7 +293,18 @@ void ivmd_remote_post_signal(ivmd_remote_t *rm, uint32_t job_id, int from, int t
         ivmd_psync_place(job, from, from_node) == IVM_SUCCESS) {
         state = ivmd_psync_where(job, from, &node);
     }
-    if (pe == NULL || pe->node >= 0 || state == IVMD_PLACE_UNKNOWN || node != from_node) {
+    return pe != NULL && pe->node < 0 && state != IVMD_PLACE_UNKNOWN && node == from_node;
+}
+
+void ivmd_remote_post_signal(ivmd_remote_t *rm, uint32_t job_id, int from, int to,
+                             int from_node)
+{
+    ivmd_job_t *job = ivmd_job_find(rm->reg, job_id);
+
+    if (job == NULL || job->ending) {
+        return; /* the job ended here */
+    }
+    if (!ivmd_remote_signal_here(rm, job_id, from, to, from_node)) {
         ivm_warn_limited("node %d sent a signal of job %u from pe %d to pe %d, which this "
                          "daemon does not pair: dropped", from_node, job_id, from, to);
         return;

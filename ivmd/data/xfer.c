@@ -527,10 +527,18 @@ ivmError_t ivmd_data_on_ep_put(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hd
     ivmError_t status;
 
     if (hdr->length < sizeof(*x) || x->len > IVM_PEER_CHUNK ||
-        hdr->length - sizeof(*x) != x->len || x->flags != 0) {
+        hdr->length - sizeof(*x) != x->len || (x->flags & ~IVM_XFER_SIGNAL) != 0) {
         return IVM_ERROR_PROTOCOL;
     }
     status = ivmd_xfer_ep_check(dp, c, x, &obj);
+    /* ivmSyncPutSignal: the signal is ours to post once the bytes are in
+     * (the receiver is of this node), else the PE's daemon carries both. */
+    if (status == IVM_SUCCESS && (x->flags & IVM_XFER_SIGNAL) &&
+        (x->sig_from != c->ep_pe ||
+         !ivmd_remote_signal_here(dp->remote, x->job, x->sig_from, x->sig_to,
+                                  (int)c->ep_node))) {
+        status = IVM_ERROR_UNSUPPORTED;
+    }
     if (status == IVM_SUCCESS && x->len > 0 &&
         pwrite(obj->fd, x + 1, x->len, (off_t)x->off) != (ssize_t)x->len) {
         status = IVM_ERROR_INTERNAL;
@@ -540,6 +548,9 @@ ivmError_t ivmd_data_on_ep_put(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hd
         dp->buf_bytes += x->len;
         obj->rx_bytes += x->len;
         ++dp->ep_puts;
+        if (x->flags & IVM_XFER_SIGNAL) {
+            ivmd_remote_post_signal(dp->remote, x->job, x->sig_from, x->sig_to, (int)c->ep_node);
+        }
     }
     memset(&ack, 0, sizeof(ack));
     ack.op     = x->op;
