@@ -942,7 +942,7 @@ static ivmError_t ivmd_handle_endpoint(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_
     }
     p = &l->peers[req->node];
     if (!p->up) {
-        ivmd_detail(rep, "node %s is not reachable now", p->node);
+        ivmd_detail(rep, "the node holding the object's master (%s) is unreachable", p->node);
         return IVM_ERROR_DAEMON_LOST;
     }
     if (ivmd_link_ep_key(l, c->job->id, e->key) != IVM_SUCCESS) {

@@ -455,7 +455,9 @@ static ivmError_t ivm_ep_round_trip(ivm_ep_t *ep, int get, const ivm_map_t *map,
 
 lost:
     ivm_ep_shut(ep, IVM_EP_NEW);
-    IVM_FAIL(IVM_ERROR_DAEMON_LOST, "%s: the endpoint to the master's node: %s", fn, why);
+    IVM_FAIL(IVM_ERROR_DAEMON_LOST,
+             "%s: the node holding the object's master is unreachable (its endpoint: %s)", fn,
+             why);
 }
 
 int ivm_ep_sync(uint32_t op, const ivm_map_t *map, uint64_t offset, void *addr, size_t size,
