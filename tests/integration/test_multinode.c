@@ -90,7 +90,7 @@ Test(multinode, small_syncs_take_the_pes_endpoint)
 
     ivmrun_nodes("2", on, &r);
     ivmt_expect_pe_ok(NULL, &r, "endpoint_nodes");
-    cr_assert(strstr(r.out, "ENDPOINT_PUTS 289\nENDPOINT_GETS 16\n") != NULL, "%s", r.out);
+    cr_assert(strstr(r.out, "ENDPOINT_PUTS 281\nENDPOINT_GETS 16\n") != NULL, "%s", r.out);
     ivmt_result_free(&r);
     ivmrun_nodes("2", off, &r);
     ivmt_expect_pe_ok(NULL, &r, "endpoint_nodes");
