@@ -47,13 +47,6 @@ static pthread_mutex_t ivm_life_lock = PTHREAD_MUTEX_INITIALIZER;
     } while (0)
 #define IVM_CHECK_ENTERED() IVM_CHECK_ENTERED_AS(__func__)
 
-#define IVM_FAIL(status, ...)            \
-    do {                                 \
-        ivm_set_error(__VA_ARGS__);      \
-        ivm_debug(__VA_ARGS__);          \
-        return (status);                 \
-    } while (0)
-
 /* IVM_FAIL's message, then var = status and a jump to label. */
 #define IVM_FAIL_AT(label, var, status, ...) \
     do {                                     \

@@ -29,13 +29,6 @@
 #include "libivm.h"
 #include "log.h"
 
-#define IVM_FAIL(status, ...)       \
-    do {                            \
-        ivm_set_error(__VA_ARGS__); \
-        ivm_debug(__VA_ARGS__);     \
-        return (status);            \
-    } while (0)
-
 enum { IVM_EP_NEW = 0, IVM_EP_OPEN = 1, IVM_EP_REFUSED = -1 };
 
 /* Small syncs to a node that go through the daemon before its endpoint is

@@ -115,6 +115,14 @@ int ivm_board_barrier(const ivm_pe *pes, int n, ivmError_t *status_p);
 
 /* Error messages of the calling thread. */
 void ivm_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Set the thread's error message (also logged at debug level) and return
+ * status from the calling function (log.h's ivm_debug). */
+#define IVM_FAIL(status, ...)            \
+    do {                                 \
+        ivm_set_error(__VA_ARGS__);      \
+        ivm_debug(__VA_ARGS__);          \
+        return (status);                 \
+    } while (0)
 void ivm_clear_error(void);
 
 /* Mapping table. */

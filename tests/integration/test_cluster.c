@@ -714,11 +714,13 @@ static int fake_ep_connect(fake_peer_t *f, uint32_t job, uint32_t node, uint32_t
     return 1;
 }
 
-/* An EP_PUT of 8 bytes at off of object obj of job, with flags. */
-static void fake_ep_put(fake_peer_t *f, uint32_t job, uint64_t obj, uint64_t off,
-                        uint32_t flags)
+/* Request 42 on the endpoint: an EP_PUT of 8 bytes (with flags), or an
+ * EP_GET of 8 bytes, at off of object obj of job. */
+static void fake_ep_request(fake_peer_t *f, uint16_t type, uint32_t job, uint64_t obj,
+                            uint64_t off, uint32_t flags)
 {
     uint8_t payload[sizeof(ivm_peer_xfer_t) + 8];
+    int put = type == IVM_PEER_EP_PUT;
     ivm_peer_xfer_t x;
 
     memset(&x, 0, sizeof(x));
@@ -730,21 +732,13 @@ static void fake_ep_put(fake_peer_t *f, uint32_t job, uint64_t obj, uint64_t off
     x.flags = flags;
     memcpy(payload, &x, sizeof(x));
     memset(payload + sizeof(x), 'x', 8);
-    fake_send(f, IVM_PEER_EP_PUT, payload, sizeof(payload));
+    fake_send(f, type, payload, (uint32_t)(sizeof(x) + (put ? 8 : 0)));
 }
 
-/* An EP_GET of 8 bytes at off of object obj of job. */
-static void fake_ep_get(fake_peer_t *f, uint32_t job, uint64_t obj, uint64_t off)
+static void fake_ep_put(fake_peer_t *f, uint32_t job, uint64_t obj, uint64_t off,
+                        uint32_t flags)
 {
-    ivm_peer_xfer_t x;
-
-    memset(&x, 0, sizeof(x));
-    x.op  = 42;
-    x.job = job;
-    x.obj = obj;
-    x.off = off;
-    x.len = 8;
-    fake_send(f, IVM_PEER_EP_GET, &x, sizeof(x));
+    fake_ep_request(f, IVM_PEER_EP_PUT, job, obj, off, flags);
 }
 
 /* node0's sealed EP_ACK (or, get, EP_DATA without bytes) arrives, checks
@@ -786,7 +780,7 @@ Test(cluster, pe_endpoints_take_only_messages_sealed_with_the_jobs_key)
     cr_assert_eq(fake_ep_answer(&f, 0), IVM_ERROR_NOT_FOUND);
     fake_ep_put(&f, 77, 6, 16, 0);
     cr_assert_eq(fake_ep_answer(&f, 0), IVM_ERROR_NOT_FOUND, "the endpoint did not stay");
-    fake_ep_get(&f, 77, 5, 0);
+    fake_ep_request(&f, IVM_PEER_EP_GET, 77, 5, 0, 0);
     cr_assert_eq(fake_ep_answer(&f, 1), IVM_ERROR_NOT_FOUND);
     close(f.fd);
     ivm_aead_free(&f.tx);
