@@ -17,6 +17,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -188,9 +189,13 @@ static uint64_t ivm_ep_deadline(int ms)
 }
 
 /* Send or receive len bytes whole before deadline: 0, or -1 (errno;
- * ETIMEDOUT past it, ECONNRESET at the other end's close). */
-static int ivm_ep_io(int fd, void *buf, size_t len, int out, uint64_t deadline)
+ * ETIMEDOUT past it, ECONNRESET at the other end's close). A receive first
+ * polls for up to spin_ns (yielding the CPU between tries, so that the
+ * daemon its request woke on this CPU runs) before it sleeps. */
+static int ivm_ep_io(int fd, void *buf, size_t len, int out, uint64_t deadline,
+                     uint64_t spin_ns)
 {
+    uint64_t spin_end = spin_ns > 0 ? ivm_ep_deadline(0) + spin_ns : 0;
     char *p = buf;
 
     while (len > 0) {
@@ -210,6 +215,10 @@ static int ivm_ep_io(int fd, void *buf, size_t len, int out, uint64_t deadline)
         }
         if (errno != EAGAIN && errno != EWOULDBLOCK) {
             return -1;
+        }
+        if (!out && spin_end != 0 && ivm_ep_deadline(0) < spin_end) {
+            sched_yield();
+            continue;
         }
         struct pollfd pfd = {.fd = fd, .events = out ? POLLOUT : POLLIN};
         int left = ivm_ep_left_ms(deadline);
@@ -325,8 +334,8 @@ static int ivm_ep_open(ivm_ep_t *ep, uint32_t node, ivmError_t *status_p)
         memcpy(nonce_p, out.hello.nonce, sizeof(nonce_p));
         ivm_peer_pack(IVM_PEER_EP_HELLO, &out.hello, sizeof(out.hello));
         ivm_peer_hdr_pack(&out.hdr);
-        if (ivm_ep_io(fd, &out, sizeof(out), 1, deadline) != 0 ||
-            ivm_ep_io(fd, &in, sizeof(in), 0, deadline) != 0) {
+        if (ivm_ep_io(fd, &out, sizeof(out), 1, deadline, 0) != 0 ||
+            ivm_ep_io(fd, &in, sizeof(in), 0, deadline, 0) != 0) {
             goto refused;
         }
         ivm_peer_hdr_unpack(&in.hdr);
@@ -381,7 +390,9 @@ static ivmError_t ivm_ep_round_trip(ivm_ep_t *ep, int get, const ivm_map_t *map,
     size_t len = sizeof(ivm_msg_hdr_t) + sizeof(ivm_peer_xfer_t) + carried + IVM_CRYPTO_TAG_LEN;
     size_t back = sizeof(ivm_msg_hdr_t) + sizeof(ivm_peer_xfer_t) + (get ? size : 0) +
                   IVM_CRYPTO_TAG_LEN;
+    size_t least = sizeof(ivm_msg_hdr_t) + sizeof(ivm_peer_xfer_t) + IVM_CRYPTO_TAG_LEN;
     ivm_msg_hdr_t *hdr, wire, in;
+    char *body;
     ivm_peer_xfer_t *x, rep;
     uint64_t deadline;
     const char *why;
@@ -419,31 +430,37 @@ static ivmError_t ivm_ep_round_trip(ivm_ep_t *ep, int get, const ivm_map_t *map,
     }
     ivm_ep_vector_clean();
     deadline = ivm_ep_deadline(ep->timeout_ms);
-    if (ivm_ep_io(ep->fd, ep->buf, len, 1, deadline) != 0 ||
-        ivm_ep_io(ep->fd, &wire, sizeof(wire), 0, deadline) != 0) {
+    /* Every answer holds at least a header, its fields and a tag: read that
+     * much at once, then what a Get's bytes add. */
+    if (ivm_ep_io(ep->fd, ep->buf, len, 1, deadline, 0) != 0 ||
+        ivm_ep_io(ep->fd, ep->buf, least, 0, deadline, ivm_ctx.spin_ns) != 0) {
         why = errno == ETIMEDOUT ? "no answer in time" : "the connection broke";
         goto lost;
     }
+    memcpy(&wire, ep->buf, sizeof(wire));
     in = wire;
     ivm_peer_hdr_unpack(&in);
     if (in.magic != IVM_PROTO_MAGIC || in.type != (get ? IVM_PEER_EP_DATA : IVM_PEER_EP_ACK) ||
-        in.length < sizeof(rep) || in.length + sizeof(in) + IVM_CRYPTO_TAG_LEN > back) {
+        in.length < sizeof(rep) || sizeof(in) + in.length + IVM_CRYPTO_TAG_LEN > back) {
         why = "a malformed answer";
         goto lost;
     }
-    if (ivm_ep_io(ep->fd, ep->buf, in.length + IVM_CRYPTO_TAG_LEN, 0, deadline) != 0) {
+    if (sizeof(in) + in.length + IVM_CRYPTO_TAG_LEN > least &&
+        ivm_ep_io(ep->fd, ep->buf + least, sizeof(in) + in.length + IVM_CRYPTO_TAG_LEN - least,
+                  0, deadline, 0) != 0) {
         why = errno == ETIMEDOUT ? "no answer in time" : "the connection broke";
         goto lost;
     }
-    if (ivm_aead_open(&ep->rx, &wire, sizeof(wire), ep->buf, in.length,
-                      (uint8_t *)ep->buf + in.length) != IVM_SUCCESS) {
+    body = ep->buf + sizeof(in);
+    if (ivm_aead_open(&ep->rx, &wire, sizeof(wire), body, in.length, (uint8_t *)body + in.length) !=
+        IVM_SUCCESS) {
         ivm_ep_vector_clean();
         why = "an answer that failed its check";
         goto lost;
     }
     ivm_ep_vector_clean();
-    ivm_peer_unpack(in.type, ep->buf, in.length);
-    memcpy(&rep, ep->buf, sizeof(rep));
+    ivm_peer_unpack(in.type, body, in.length);
+    memcpy(&rep, body, sizeof(rep));
     if (rep.op != ep->seq ||
         (rep.status == IVM_SUCCESS && get && (rep.len != size || in.length != sizeof(rep) + size))) {
         why = "an answer to another request";
@@ -453,7 +470,7 @@ static ivmError_t ivm_ep_round_trip(ivm_ep_t *ep, int get, const ivm_map_t *map,
         IVM_FAIL((ivmError_t)rep.status, "%s: the master's daemon refused it", fn);
     }
     if (rep.status == IVM_SUCCESS && get) {
-        memcpy(addr, ep->buf + sizeof(rep), size);
+        memcpy(addr, body + sizeof(rep), size);
     }
     return (ivmError_t)rep.status;
 
