@@ -1,4 +1,5 @@
 
+#include <arpa/inet.h>
 #include "sock.h"
 
 #include <errno.h>
@@ -207,4 +208,26 @@ void ivm_sock_close_fds(const int *fds, int n)
             close(fds[i]);
         }
     }
+}
+
+int ivm_sock_inet_addr(const char *host, uint16_t port, struct sockaddr_storage *ss,
+                       socklen_t *len_p)
+{
+    struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
+
+    memset(ss, 0, sizeof(*ss));
+    if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        a4->sin_port   = htons(port);
+        *len_p         = sizeof(*a4);
+        return 0;
+    }
+    if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port   = htons(port);
+        *len_p          = sizeof(*a6);
+        return 0;
+    }
+    return -1;
 }

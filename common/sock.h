@@ -3,6 +3,8 @@
 #ifndef IVM_COMMON_SOCK_H
 #define IVM_COMMON_SOCK_H
 
+#include <sys/socket.h>
+
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -36,6 +38,11 @@ ivmError_t ivm_sock_send(int fd, const ivm_msg_hdr_t *hdr, const void *payload,
  * or error. */
 ivmError_t ivm_sock_recv(int fd, void *buf, size_t len, int *fds, int *nfds_p,
                          int max_fds);
+
+/* A numeric IPv4 or IPv6 address (no brackets) and a port as a socket
+ * address: 0, or -1 when host is neither. */
+int ivm_sock_inet_addr(const char *host, uint16_t port, struct sockaddr_storage *ss,
+                       socklen_t *len_p);
 
 /* Close every fd in fds[0..n). */
 void ivm_sock_close_fds(const int *fds, int n);

@@ -122,8 +122,8 @@ static ivmError_t ivm_call_fds(uint16_t type, const void *req, uint32_t req_len,
     return status;
 }
 
-static ivmError_t ivm_call(uint16_t type, const void *req, uint32_t req_len, void *rep,
-                           size_t rep_len, int *fd_p)
+ivmError_t ivm_call(uint16_t type, const void *req, uint32_t req_len, void *rep,
+                    size_t rep_len, int *fd_p)
 {
     return ivm_call_fds(type, req, req_len, rep, rep_len, fd_p, NULL);
 }

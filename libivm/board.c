@@ -111,14 +111,6 @@ int ivm_board_signal(int to, ivmError_t *status_p)
     return 1;
 }
 
-static uint64_t ivm_board_now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* The daemon closed our connection (it died): sleeping waiters look every
  * IVM_BOARD_NAP_NS. */
 #define IVM_BOARD_NAP_NS 50000000L
@@ -152,7 +144,7 @@ static void ivm_board_nap(ivm_board_t *m, uint32_t *wake, uint32_t *sleepers,
 static ivmError_t ivm_board_take_wait(ivm_board_t *m, uint32_t *count, uint32_t *wake,
                                       uint32_t *sleepers, int from, const char *fn)
 {
-    uint64_t spin_until = ivm_board_now_ns() + ivm_ctx.spin_ns;
+    uint64_t spin_until = ivm_now_ns() + ivm_ctx.spin_ns;
     uint32_t state;
 
     for (;;) {
@@ -168,7 +160,7 @@ static ivmError_t ivm_board_take_wait(ivm_board_t *m, uint32_t *count, uint32_t 
             ivm_set_error("%s: pe %d died without ivmExit", fn, from);
             return IVM_ERROR_PE_FAILED;
         }
-        if (ivm_board_now_ns() < spin_until) {
+        if (ivm_now_ns() < spin_until) {
             continue;
         }
         ivm_board_nap(m, wake, sleepers, count, from);
@@ -333,7 +325,7 @@ static ivmError_t ivm_board_await(ivm_board_t *m, ivm_board_barrier_t *b, uint32
     /* More members than CPUs: a spinning member keeps the CPU from one that
      * has still to arrive, so sleep at once. */
     uint64_t spin_until =
-        ivm_board_now_ns() + (k <= sysconf(_SC_NPROCESSORS_ONLN) ? ivm_ctx.spin_ns : 0);
+        ivm_now_ns() + (k <= sysconf(_SC_NPROCESSORS_ONLN) ? ivm_ctx.spin_ns : 0);
     struct timespec ts = {0, IVM_BOARD_NAP_NS};
     int dead;
 
@@ -348,7 +340,7 @@ static ivmError_t ivm_board_await(ivm_board_t *m, ivm_board_barrier_t *b, uint32
                               : "called ivmExit before reaching it");
             return IVM_ERROR_PE_FAILED;
         }
-        if (ivm_board_now_ns() < spin_until) {
+        if (ivm_now_ns() < spin_until) {
             continue;
         }
         __atomic_add_fetch(&b->sleepers, 1, __ATOMIC_SEQ_CST);

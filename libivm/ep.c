@@ -11,24 +11,20 @@
  * master with device copies, a connection that cannot be made) goes the
  * daemon path, which decides; a node lost mid-put fails the put with
  * IVM_ERROR_DAEMON_LOST, as the daemon path does. */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "crypto.h"
 #include "ep.h"
 #include "libivm.h"
 #include "log.h"
+#include "sock.h"
 
 enum { IVM_EP_NEW = 0, IVM_EP_OPEN = 1, IVM_EP_REFUSED = -1 };
 
@@ -169,33 +165,18 @@ void ivm_ep_close_all(void)
     pthread_mutex_unlock(&ivm_eps_lock);
 }
 
-/* Milliseconds left until deadline (CLOCK_MONOTONIC, ns); 0 once past. */
+/* Milliseconds left until deadline (ivm_now_ns); 0 once past. */
 static int ivm_ep_left_ms(uint64_t deadline)
 {
-    struct timespec ts;
-    uint64_t now;
+    uint64_t now = ivm_now_ns();
 
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
     return now >= deadline ? 0 : (int)((deadline - now + 999999u) / 1000000u);
 }
 
-static uint64_t ivm_ep_deadline(int ms)
+/* Send or receive len bytes whole before deadline (ivm_now_ns): 0, or -1
+ * (errno; ETIMEDOUT past it, ECONNRESET at the other end's close). */
+static int ivm_ep_io(int fd, void *buf, size_t len, int out, uint64_t deadline)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + (uint64_t)ms * 1000000u;
-}
-
-/* Send or receive len bytes whole before deadline: 0, or -1 (errno;
- * ETIMEDOUT past it, ECONNRESET at the other end's close). A receive first
- * polls for up to spin_ns (yielding the CPU between tries, so that the
- * daemon its request woke on this CPU runs) before it sleeps. */
-static int ivm_ep_io(int fd, void *buf, size_t len, int out, uint64_t deadline,
-                     uint64_t spin_ns)
-{
-    uint64_t spin_end = spin_ns > 0 ? ivm_ep_deadline(0) + spin_ns : 0;
     char *p = buf;
 
     while (len > 0) {
@@ -215,10 +196,6 @@ static int ivm_ep_io(int fd, void *buf, size_t len, int out, uint64_t deadline,
         }
         if (errno != EAGAIN && errno != EWOULDBLOCK) {
             return -1;
-        }
-        if (!out && spin_end != 0 && ivm_ep_deadline(0) < spin_end) {
-            sched_yield();
-            continue;
         }
         struct pollfd pfd = {.fd = fd, .events = out ? POLLOUT : POLLIN};
         int left = ivm_ep_left_ms(deadline);
@@ -242,16 +219,7 @@ static int ivm_ep_dial(const char *addr, uint16_t port, uint64_t deadline)
     socklen_t elen = sizeof(err);
     struct pollfd pfd;
 
-    memset(&ss, 0, sizeof(ss));
-    if (inet_pton(AF_INET, addr, &((struct sockaddr_in *)&ss)->sin_addr) == 1) {
-        ((struct sockaddr_in *)&ss)->sin_family = AF_INET;
-        ((struct sockaddr_in *)&ss)->sin_port   = htons(port);
-        len = sizeof(struct sockaddr_in);
-    } else if (inet_pton(AF_INET6, addr, &((struct sockaddr_in6 *)&ss)->sin6_addr) == 1) {
-        ((struct sockaddr_in6 *)&ss)->sin6_family = AF_INET6;
-        ((struct sockaddr_in6 *)&ss)->sin6_port   = htons(port);
-        len = sizeof(struct sockaddr_in6);
-    } else {
+    if (ivm_sock_inet_addr(addr, port, &ss, &len) != 0) {
         errno = EINVAL;
         return -1;
     }
@@ -295,19 +263,8 @@ static int ivm_ep_open(ivm_ep_t *ep, uint32_t node, ivmError_t *status_p)
     ivmError_t status;
     int fd;
 
-    ivm_rpc_reply_t reply = {.buf = &rep, .len = sizeof(rep), .fd = -1, .fd2 = -1};
-
     memset(&rep, 0, sizeof(rep));
-    status = ivm_rpc_call(IVM_MSG_ENDPOINT, &req, sizeof(req), NULL, 0, &reply);
-    if (status == IVM_SUCCESS) {
-        status = (ivmError_t)rep.status;
-    }
-    if (reply.fd >= 0) {
-        close(reply.fd);
-    }
-    if (reply.fd2 >= 0) {
-        close(reply.fd2);
-    }
+    status = ivm_call(IVM_MSG_ENDPOINT, &req, sizeof(req), &rep, sizeof(rep), NULL);
     if (status == IVM_ERROR_DAEMON_LOST || status == IVM_ERROR_NOT_ENTERED) {
         *status_p = status;
         return -1;
@@ -318,7 +275,7 @@ static int ivm_ep_open(ivm_ep_t *ep, uint32_t node, ivmError_t *status_p)
         return 0;
     }
     ep->timeout_ms = rep.timeout_ms > 0 ? (int)rep.timeout_ms : 10000;
-    deadline       = ivm_ep_deadline(ep->timeout_ms);
+    deadline       = ivm_now_ns() + (uint64_t)ep->timeout_ms * 1000000u;
     fd             = ivm_ep_dial(rep.addr, rep.port, deadline);
     memset(&out, 0, sizeof(out));
     ivm_proto_hdr_init(&out.hdr, IVM_PEER_EP_HELLO, sizeof(out.hello), 0);
@@ -334,8 +291,8 @@ static int ivm_ep_open(ivm_ep_t *ep, uint32_t node, ivmError_t *status_p)
         memcpy(nonce_p, out.hello.nonce, sizeof(nonce_p));
         ivm_peer_pack(IVM_PEER_EP_HELLO, &out.hello, sizeof(out.hello));
         ivm_peer_hdr_pack(&out.hdr);
-        if (ivm_ep_io(fd, &out, sizeof(out), 1, deadline, 0) != 0 ||
-            ivm_ep_io(fd, &in, sizeof(in), 0, deadline, 0) != 0) {
+        if (ivm_ep_io(fd, &out, sizeof(out), 1, deadline) != 0 ||
+            ivm_ep_io(fd, &in, sizeof(in), 0, deadline) != 0) {
             goto refused;
         }
         ivm_peer_hdr_unpack(&in.hdr);
@@ -429,11 +386,18 @@ static ivmError_t ivm_ep_round_trip(ivm_ep_t *ep, int get, const ivm_map_t *map,
         goto lost;
     }
     ivm_ep_vector_clean();
-    deadline = ivm_ep_deadline(ep->timeout_ms);
-    /* Every answer holds at least a header, its fields and a tag: read that
-     * much at once, then what a Get's bytes add. */
-    if (ivm_ep_io(ep->fd, ep->buf, len, 1, deadline, 0) != 0 ||
-        ivm_ep_io(ep->fd, ep->buf, least, 0, deadline, ivm_ctx.spin_ns) != 0) {
+    deadline = ivm_now_ns() + (uint64_t)ep->timeout_ms * 1000000u;
+    /* Every answer holds at least a header, its fields and a tag: polled for
+     * before the thread sleeps (the master's daemon, on another CPU, often
+     * answers within IVM_SPIN_US), read at once, then what a Get's bytes add. */
+    if (ivm_ep_io(ep->fd, ep->buf, len, 1, deadline) != 0) {
+        why = errno == ETIMEDOUT ? "no answer in time" : "the connection broke";
+        goto lost;
+    }
+    if (ivm_ctx.spin_ns > 0) {
+        (void)ivm_spin_readable(ep->fd, ivm_ctx.spin_ns);
+    }
+    if (ivm_ep_io(ep->fd, ep->buf, least, 0, deadline) != 0) {
         why = errno == ETIMEDOUT ? "no answer in time" : "the connection broke";
         goto lost;
     }
@@ -447,7 +411,7 @@ static ivmError_t ivm_ep_round_trip(ivm_ep_t *ep, int get, const ivm_map_t *map,
     }
     if (sizeof(in) + in.length + IVM_CRYPTO_TAG_LEN > least &&
         ivm_ep_io(ep->fd, ep->buf + least, sizeof(in) + in.length + IVM_CRYPTO_TAG_LEN - least,
-                  0, deadline, 0) != 0) {
+                  0, deadline) != 0) {
         why = errno == ETIMEDOUT ? "no answer in time" : "the connection broke";
         goto lost;
     }

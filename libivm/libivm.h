@@ -88,12 +88,25 @@ typedef struct ivm_rpc_reply {
 ivmError_t ivm_rpc_open(const char *path);
 void ivm_rpc_close(void);
 
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t ivm_now_ns(void);
+
+/* Poll fd for up to spin_ns, yielding the CPU between polls, before the
+ * caller's read blocks (rpc.c: why the yield). 1 when fd is readable. */
+int ivm_spin_readable(int fd, uint64_t spin_ns);
+
 /* Send a request and wait for its reply. The reply payload is copied into
  * rep->buf (at most rep->len bytes; a detail text after it is stored as the
  * thread's error message). Returns the transport status; the call's own
  * status is the first int32 of the reply. */
 ivmError_t ivm_rpc_call(uint16_t type, const void *req, uint32_t req_len,
                         const int *fds, int nfds, ivm_rpc_reply_t *rep);
+
+/* A request and its reply (at most rep_len bytes into rep): the transport's
+ * failure or the reply's own status; a passed fd goes to *fd_p (closed when
+ * fd_p is NULL). api.c. */
+ivmError_t ivm_call(uint16_t type, const void *req, uint32_t req_len, void *rep,
+                    size_t rep_len, int *fd_p);
 
 /* Addressed signals through the node's signal board (board.c): 1 if the
  * pair (the caller, pe) is on it and the call was served there (its status

@@ -90,29 +90,34 @@ static void ivm_rpc_unlink(ivm_pending_t *me)
     }
 }
 
-/* Poll the socket for up to spin_ns before the read blocks: a reply that
- * comes within that time costs no sleeping wake-up of this thread. Returns 1
- * when the socket is readable (or failed: the read reports it).
+uint64_t ivm_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Poll fd for up to spin_ns before a read blocks: a reply that comes within
+ * that time costs no sleeping wake-up of this thread. Returns 1 when fd is
+ * readable (or failed: the read reports it).
  * Each empty poll yields the CPU: our request woke the daemon with a "sync"
  * wake-up, which the scheduler tends to place on this very CPU, expecting
  * us to sleep; a spin that does not yield keeps the daemon waiting for the
  * whole spin (measured: 8 B remote Put 35 us, 90 us when the PE and its
  * daemon share a CPU and the PE spins its 50 us; docs/BENCHMARKS.md, issue
  * 17). With nothing else runnable, the yield returns at once. */
-static int ivm_rpc_spin(uint64_t spin_ns)
+int ivm_spin_readable(int fd, uint64_t spin_ns)
 {
-    struct pollfd pfd = {.fd = ivm_ctx.fd, .events = POLLIN};
-    struct timespec t0, t;
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    uint64_t end = ivm_now_ns() + spin_ns;
 
-    clock_gettime(CLOCK_MONOTONIC, &t0);
     do {
         if (poll(&pfd, 1, 0) != 0) {
             return 1;
         }
         sched_yield();
-        clock_gettime(CLOCK_MONOTONIC, &t);
-    } while ((uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)t.tv_nsec -
-                 (uint64_t)t0.tv_nsec < spin_ns);
+    } while (ivm_now_ns() < end);
     return 0;
 }
 
@@ -143,7 +148,7 @@ static ivmError_t ivm_rpc_read_one(uint64_t spin_ns)
     int fds[IVM_MSG_MAX_FDS];
     int nfds = 0;
 
-    if (spin_ns == 0 || !ivm_rpc_spin(spin_ns)) {
+    if (spin_ns == 0 || !ivm_spin_readable(ivm_ctx.fd, spin_ns)) {
         ivm_rpc_wait_readable();
     }
     status = ivm_sock_recv(ivm_ctx.fd, first, sizeof(first), fds, &nfds, IVM_MSG_MAX_FDS);

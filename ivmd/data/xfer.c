@@ -495,12 +495,12 @@ ivmError_t ivmd_data_on_data(ivmd_data_t *dp, int node, const ivm_msg_hdr_t *hdr
     return IVM_SUCCESS;
 }
 
-/* What an endpoint's put may do here: the job its PE is of, a master copy
- * here, a range in it, no device copies of it here (their refresh is the
- * daemon path's). IVM_ERROR_UNSUPPORTED: the PE puts through its own
- * daemon instead. */
+/* What an endpoint's put (writes) or get may reach here: the job its PE is
+ * of, a master copy here, a range in it; for a put, no device copies of the
+ * range here (their refresh is the daemon path's). IVM_ERROR_UNSUPPORTED:
+ * the PE goes through its own daemon instead. */
 static ivmError_t ivmd_xfer_ep_check(ivmd_data_t *dp, const ivmd_conn_t *c,
-                                     const ivm_peer_xfer_t *x, ivmd_obj_t **obj_p)
+                                     const ivm_peer_xfer_t *x, int writes, ivmd_obj_t **obj_p)
 {
     ivmd_obj_t *obj;
 
@@ -511,7 +511,8 @@ static ivmError_t ivmd_xfer_ep_check(ivmd_data_t *dp, const ivmd_conn_t *c,
     if (obj == NULL) {
         return IVM_ERROR_NOT_FOUND;
     }
-    if (obj->master_node >= 0 || ivmd_target_has_copies(dp, x->job, obj->id, x->off, x->len)) {
+    if (obj->master_node >= 0 ||
+        (writes && ivmd_target_has_copies(dp, x->job, obj->id, x->off, x->len))) {
         return IVM_ERROR_UNSUPPORTED;
     }
     *obj_p = obj;
@@ -530,7 +531,7 @@ ivmError_t ivmd_data_on_ep_put(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hd
         hdr->length - sizeof(*x) != x->len || (x->flags & ~IVM_XFER_SIGNAL) != 0) {
         return IVM_ERROR_PROTOCOL;
     }
-    status = ivmd_xfer_ep_check(dp, c, x, &obj);
+    status = ivmd_xfer_ep_check(dp, c, x, 1, &obj);
     /* ivmSyncPutSignal: the signal is ours to post once the bytes are in
      * (the receiver is of this node), else the PE's daemon carries both. */
     if (status == IVM_SUCCESS && (x->flags & IVM_XFER_SIGNAL) &&
@@ -569,19 +570,13 @@ ivmError_t ivmd_data_on_ep_get(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hd
     ivm_peer_xfer_t rep;
     ivmd_outbuf_t *b;
     ivmd_obj_t *obj = NULL;
-    ivmError_t status = IVM_SUCCESS;
+    ivmError_t status;
     uint64_t n;
 
     if (hdr->length != sizeof(*x) || x->len > IVM_PEER_CHUNK || x->flags != 0) {
         return IVM_ERROR_PROTOCOL;
     }
-    if (x->job != c->ep_job) {
-        status = IVM_ERROR_PERMISSION;
-    } else if ((obj = ivmd_copies_xfer_obj(dp, x)) == NULL) {
-        status = IVM_ERROR_NOT_FOUND;
-    } else if (obj->master_node >= 0) {
-        status = IVM_ERROR_UNSUPPORTED;
-    }
+    status = ivmd_xfer_ep_check(dp, c, x, 0, &obj);
     n = status == IVM_SUCCESS ? x->len : 0;
     b = ivmd_conn_out_alloc(dp->d, c, IVM_PEER_EP_DATA, 0, (uint32_t)(sizeof(rep) + n));
     if (b == NULL) {

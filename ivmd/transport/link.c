@@ -17,6 +17,7 @@
 #include "transport/netlimits.h"
 #include "crypto.h"
 #include "log.h"
+#include "sock.h"
 #include "version.h"
 #include "wire.h"
 
@@ -55,28 +56,16 @@ static int ivmd_link_parse_addr(const char *text, struct sockaddr_storage *ss,
     }
     memcpy(host, text, (size_t)(colon - text));
     host[colon - text] = '\0';
-    memset(ss, 0, sizeof(*ss));
     if (host[0] == '[' && host[strlen(host) - 1] == ']') {
-        struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
         host[strlen(host) - 1] = '\0';
-        if (inet_pton(AF_INET6, host + 1, &a6->sin6_addr) != 1) {
-            return -1;
-        }
-        a6->sin6_family = AF_INET6;
-        a6->sin6_port   = htons((uint16_t)port);
-        *len_p          = sizeof(*a6);
-        return 0;
+        return ivm_sock_inet_addr(host + 1, (uint16_t)port, ss, len_p) == 0 &&
+                       ss->ss_family == AF_INET6
+                   ? 0
+                   : -1;
     }
-    {
-        struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
-        if (inet_pton(AF_INET, host, &a4->sin_addr) != 1) {
-            return -1;
-        }
-        a4->sin_family = AF_INET;
-        a4->sin_port   = htons((uint16_t)port);
-        *len_p         = sizeof(*a4);
-    }
-    return 0;
+    return ivm_sock_inet_addr(host, (uint16_t)port, ss, len_p) == 0 && ss->ss_family == AF_INET
+               ? 0
+               : -1;
 }
 
 static void ivmd_link_tick(ivmd_t *d, void *arg, uint32_t events);
