@@ -181,6 +181,15 @@ ivmError_t ivmrun_boot_line(ivmrun_cluster_t *c, char *line, size_t len);
  * SIGTERM it after 10 s, SIGKILL after 5 s more. */
 void ivmrun_boot_close(ivmrun_boot_t *b, int sigfd);
 
+/* Make the private run directory <socket dir>/run-<pid>-XXXXXX (0700) into
+ * c->dir, with room bytes left in c->dir for a socket's name after it.
+ * Errors are logged. local.c. */
+ivmError_t ivmrun_run_dir_make(ivmrun_cluster_t *c, size_t room);
+
+/* Remove the run directory c->dir (if any): the sockets left in it (it is
+ * ours alone), then the directory itself. */
+void ivmrun_run_dir_remove(ivmrun_cluster_t *c);
+
 /* items[0..n) joined by sep, in a new string; NULL when out of memory. */
 char *ivmrun_join(char *const *items, int n, char sep);
 

@@ -61,9 +61,7 @@ static int ivmrun_local_reap(ivmrun_cluster_t *c)
     return 0;
 }
 
-/* Remove the run directory: the sockets left in it (it is ours alone), then
- * the directory itself. */
-static void ivmrun_local_rmdir(ivmrun_cluster_t *c)
+void ivmrun_run_dir_remove(ivmrun_cluster_t *c)
 {
     char path[sizeof(c->dir) + 256];
     struct dirent *ent;
@@ -94,13 +92,11 @@ static void ivmrun_local_rmdir(ivmrun_cluster_t *c)
     c->dir[0] = '\0';
 }
 
-/* Make the private run directory <socket dir>/run-<pid>-XXXXXX (0700) and
- * name the nodes' sockets in it. */
-static ivmError_t ivmrun_local_mkdir(ivmrun_cluster_t *c)
+ivmError_t ivmrun_run_dir_make(ivmrun_cluster_t *c, size_t room)
 {
     char base[sizeof(c->dir)];
     ivmError_t status;
-    int k, len;
+    int len;
 
     if (ivm_sock_dir(base, sizeof(base)) != IVM_SUCCESS) {
         ivm_error("the socket directory path (from IVM_SOCKET_DIR or XDG_RUNTIME_DIR) "
@@ -114,9 +110,8 @@ static ivmError_t ivmrun_local_mkdir(ivmrun_cluster_t *c)
         return status;
     }
     len = snprintf(c->dir, sizeof(c->dir), "%s/run-%d-XXXXXX", base, (int)getpid());
-    /* Room for "/node63.sock" after it. */
-    if (len < 0 || (size_t)len + sizeof("/node63.sock") > sizeof(c->dir)) {
-        ivm_error("the socket directory %s is too long to hold the nodes' sockets "
+    if (len < 0 || (size_t)len + room > sizeof(c->dir)) {
+        ivm_error("the socket directory %s is too long to hold the daemons' sockets "
                   "(set IVM_SOCKET_DIR to a shorter path)", base);
         c->dir[0] = '\0';
         return IVM_ERROR_INVALID_VALUE;
@@ -127,13 +122,25 @@ static ivmError_t ivmrun_local_mkdir(ivmrun_cluster_t *c)
         return IVM_ERROR_PERMISSION;
     }
     ivm_debug("run directory %s", c->dir);
+    return IVM_SUCCESS;
+}
+
+/* Make the run directory and name the nodes' sockets in it. */
+static ivmError_t ivmrun_local_mkdir(ivmrun_cluster_t *c)
+{
+    ivmError_t status = ivmrun_run_dir_make(c, sizeof("/node63.sock"));
+    int k, len;
+
+    if (status != IVM_SUCCESS) {
+        return status;
+    }
     for (k = 0; k < c->n; ++k) {
         snprintf(c->nodes[k].node, sizeof(c->nodes[k].node), "node%d", k);
         len = snprintf(c->nodes[k].path, sizeof(c->nodes[k].path), "%s/%s.sock", c->dir,
                        c->nodes[k].node);
         if (len < 0 || (size_t)len >= sizeof(c->nodes[k].path)) {
             ivm_error("socket path %s/%s.sock is too long", c->dir, c->nodes[k].node);
-            ivmrun_local_rmdir(c);
+            ivmrun_run_dir_remove(c);
             return IVM_ERROR_INVALID_VALUE;
         }
     }
@@ -360,7 +367,7 @@ static void ivmrun_local_stop(ivmrun_cluster_t *c)
         ivmrun_daemon_unlink(d);
         d->started = 0;
     }
-    ivmrun_local_rmdir(c);
+    ivmrun_run_dir_remove(c);
 }
 
 const ivmrun_boot_ops_t ivmrun_boot_local = {

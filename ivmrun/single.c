@@ -1,13 +1,21 @@
 /* --nodes 1: the node daemon that serves this user on this machine, at
- * --socket (or IVM_SOCKET, or <socket dir>/ivmd.sock); started for the run if
- * none answers there, and then stopped at its end (and if ivmrun dies: it
- * gets SIGTERM, PR_SET_PDEATHSIG). */
+ * --socket (or IVM_SOCKET, or <socket dir>/ivmd.sock); else one started for
+ * the run, and stopped at its end (and if ivmrun dies: it gets SIGTERM,
+ * PR_SET_PDEATHSIG).
+ *
+ * A daemon started for the run is the run's own: unless the user named its
+ * socket, it listens in a private run directory, not on the default path. On
+ * the default path, a second ivmrun starting meanwhile took it for the
+ * node's daemon and ran its job there, and the first run's end stopped it:
+ * the second job lost its PEs (tests/integration/test_ivmrun.c, two
+ * overlapping runs). Now each run that finds no daemon has its own. */
 #include "bootstrap.h"
 
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "client.h"
 #include "log.h"
 #include "sock.h"
 
@@ -37,9 +45,31 @@ static int ivmrun_single_check(ivmrun_cluster_t *c)
 
 static ivmError_t ivmrun_single_start(ivmrun_cluster_t *c)
 {
+    ivmrun_daemon_t *d = &c->nodes[0];
+    ivmError_t status;
+
     /* A daemon started for this run stops when ivmrun dies, even by SIGKILL. */
-    c->nodes[0].pdeathsig = SIGTERM;
-    return ivmrun_daemon_open(&c->nodes[0], c->opts, c->sigfd, c->child_mask, &c->signo);
+    d->pdeathsig = SIGTERM;
+    if (c->cfg->socket[0] != '\0' || ivm_client_probe(d->path) != IVM_ERROR_NO_DAEMON) {
+        /* The path the user named, or a daemon that serves the default one
+         * (or a path that cannot be used: ivmrun_daemon_open says why). */
+        return ivmrun_daemon_open(d, c->opts, c->sigfd, c->child_mask, &c->signo);
+    }
+    status = ivmrun_run_dir_make(c, sizeof("/ivmd.sock"));
+    if (status != IVM_SUCCESS) {
+        return status;
+    }
+    if (snprintf(d->path, sizeof(d->path), "%s/ivmd.sock", c->dir) >= (int)sizeof(d->path)) {
+        ivmrun_run_dir_remove(c); /* not reached: the room was checked */
+        return IVM_ERROR_INVALID_VALUE;
+    }
+    /* The last daemon in it removes the directory, also when ivmrun died. */
+    d->remove_dir = 1;
+    status = ivmrun_daemon_start(d, c->opts, c->sigfd, c->child_mask, &c->signo);
+    if (status != IVM_SUCCESS) {
+        ivmrun_run_dir_remove(c);
+    }
+    return status;
 }
 
 static int ivmrun_single_reap(ivmrun_cluster_t *c)
@@ -56,6 +86,7 @@ static int ivmrun_single_reap(ivmrun_cluster_t *c)
 static void ivmrun_single_stop(ivmrun_cluster_t *c)
 {
     ivmrun_daemon_close(&c->nodes[0], c->sigfd);
+    ivmrun_run_dir_remove(c);
 }
 
 const ivmrun_boot_ops_t ivmrun_boot_daemon = {

@@ -109,6 +109,47 @@ Test(ivmrun, sigterm_is_relayed_and_cleans_up)
     ivmt_result_free(&r);
 }
 
+/* Two runs in one socket directory, neither with a daemon of its own: each
+ * starts one for itself, so the end of the first (SIGTERM here) leaves the
+ * second's job running. Both once took the default path, the second ran on
+ * the first's daemon, and lost its PEs when the first run stopped it. */
+Test(ivmrun, overlapping_runs_keep_their_own_daemons)
+{
+    const char *args[] = {IVMT_PE_PROC, "sleep", NULL};
+    const char *env[] = {NULL, "XDG_RUNTIME_DIR", NULL};
+    const char *argv[] = {IVMT_IVMRUN, IVMT_PE_PROC, "sleep", NULL};
+    ivmt_launch_t first;
+    ivmt_proc_t second;
+    ivmt_result_t r;
+    pid_t pids[2];
+    char *out;
+    int n;
+
+    ivmt_launch_start(IVMT_IVMRUN, args, &first);
+    cr_assert(ivmt_wait_output(&first.proc, "PIDS ", 20), "the first run never printed its pids");
+    env[0] = first.dir_env;
+    ivmt_start(argv, env, &second);
+    cr_assert(ivmt_wait_output(&second, "PIDS ", 20), "the second run never printed its pids");
+    out = ivmt_proc_output(&second);
+    n = ivmt_parse_pids(out, "PIDS", pids, 2);
+    free(out);
+    cr_assert_eq(n, 2);
+    kill(first.proc.pid, SIGTERM);
+    ivmt_finish(&first.proc, 15, &r);
+    expect_code(&r, 128 + SIGTERM);
+    ivmt_result_free(&r);
+    ivmt_sleep_ms(300);
+    cr_assert(kill(pids[0], 0) == 0 && kill(pids[1], 0) == 0,
+              "the second run's root PE (pid %d) or its PE (pid %d) died with the first run",
+              (int)pids[0], (int)pids[1]);
+    /* The second run's end: everything of both runs gone, the directory empty. */
+    first.proc = second;
+    kill(first.proc.pid, SIGTERM);
+    ivmt_launch_finish_clean(&first, 15, &r);
+    expect_code(&r, 128 + SIGTERM);
+    ivmt_result_free(&r);
+}
+
 Test(ivmrun, missing_program_is_127)
 {
     const char *args[] = {"/nonexistent/ivm-test-program", NULL};
