@@ -38,6 +38,13 @@ enum { IVM_EP_NEW = 0, IVM_EP_OPEN = 1, IVM_EP_REFUSED = -1 };
  * forked PEs inherit it, made every forked PE dearer: DMM 5.0 -> 5.6 s.) */
 #define IVM_EP_AFTER 8u
 
+/* The most the connection and handshake of an endpoint may take (it takes
+ * well under 10 ms here): a daemon that does not answer by then (its fd
+ * table full, its accepts paused) leaves the PE on the daemon path to that
+ * node, which still works, instead of holding the sync up to the node's
+ * whole timeout (tests/integration/test_multinode.c, a full fd table). */
+#define IVM_EP_HELLO_MS 2000
+
 typedef struct ivm_ep {
     pthread_mutex_t lock;
     int             state;      /* IVM_EP_* */
@@ -275,7 +282,9 @@ static int ivm_ep_open(ivm_ep_t *ep, uint32_t node, ivmError_t *status_p)
         return 0;
     }
     ep->timeout_ms = rep.timeout_ms > 0 ? (int)rep.timeout_ms : 10000;
-    deadline       = ivm_now_ns() + (uint64_t)ep->timeout_ms * 1000000u;
+    deadline       = ivm_now_ns() +
+               (uint64_t)(ep->timeout_ms < IVM_EP_HELLO_MS ? ep->timeout_ms : IVM_EP_HELLO_MS) *
+                   1000000u;
     fd             = ivm_ep_dial(rep.addr, rep.port, deadline);
     memset(&out, 0, sizeof(out));
     ivm_proto_hdr_init(&out.hdr, IVM_PEER_EP_HELLO, sizeof(out.hello), 0);

@@ -98,6 +98,20 @@ Test(multinode, small_syncs_take_the_pes_endpoint)
     ivmt_result_free(&r);
 }
 
+/* The master's daemon out of fds when a PE opens its endpoint there: the
+ * PE's small puts go through the daemons after at most 2 s
+ * (sc_endpoint_full_nodes). */
+Test(multinode, endpoint_to_a_daemon_out_of_fds_falls_back_in_time)
+{
+    const char *args[] = {IVMT_PE_NODES, "endpoint_full_nodes", NULL};
+    ivmt_result_t r;
+
+    ivmrun_nodes("2", args, &r);
+    ivmt_expect_pe_ok(NULL, &r, "endpoint_full_nodes");
+    cr_log_info("%s", r.out);
+    ivmt_result_free(&r);
+}
+
 /* ivmrun --daemon-poll-us reaches every daemon (ivmd --poll-us); syncs stay
  * correct, node1's daemon catches requests polling, and without the option
  * no daemon polls. A bad value stops the run with the daemon's reason. */
