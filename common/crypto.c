@@ -12,6 +12,7 @@
 #include <openssl/kdf.h>
 #include <openssl/rand.h>
 
+#include "crypto_ossl.h"
 #include "log.h"
 
 /* Log OpenSSL's reason for a failed step once, and give the status. */
@@ -24,6 +25,15 @@ static ivmError_t ivm_crypto_fail(const char *what)
     ivm_error_limited("%s failed: %s", what, e != 0 ? buf : "no reason given");
     ERR_clear_error();
     return IVM_ERROR_INTERNAL;
+}
+
+ivmError_t ivm_crypto_load(void)
+{
+#ifdef IVM_CRYPTO_DLOPEN
+    return ivm_ossl_load() == 0 ? IVM_SUCCESS : IVM_ERROR_UNSUPPORTED;
+#else
+    return IVM_SUCCESS;
+#endif
 }
 
 ivmError_t ivm_crypto_random(void *buf, size_t len)

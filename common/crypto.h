@@ -17,6 +17,12 @@
 #define IVM_CRYPTO_IV_LEN  12 /* the AEAD nonce */
 #define IVM_CRYPTO_TAG_LEN 16 /* Poly1305 tag */
 
+/* Make the functions below usable: in libivm, libcrypto is loaded on first
+ * use (crypto_ossl.h), and IVM_ERROR_UNSUPPORTED says it cannot be; in the
+ * daemons and tools, linked with it, always IVM_SUCCESS. libivm calls it
+ * before any other. */
+ivmError_t ivm_crypto_load(void);
+
 /* len bytes from the CSPRNG; IVM_ERROR_INTERNAL when it cannot give them. */
 ivmError_t ivm_crypto_random(void *buf, size_t len);
 

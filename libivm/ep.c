@@ -270,6 +270,12 @@ static int ivm_ep_open(ivm_ep_t *ep, uint32_t node, ivmError_t *status_p)
     ivmError_t status;
     int fd;
 
+    /* libcrypto, loaded now (not at the process's start): without it, the
+     * daemon path. */
+    if (ivm_crypto_load() != IVM_SUCCESS) {
+        ivm_ep_shut(ep, IVM_EP_REFUSED);
+        return 0;
+    }
     memset(&rep, 0, sizeof(rep));
     status = ivm_call(IVM_MSG_ENDPOINT, &req, sizeof(req), &rep, sizeof(rep), NULL);
     if (status == IVM_ERROR_DAEMON_LOST || status == IVM_ERROR_NOT_ENTERED) {
