@@ -362,13 +362,10 @@ static void ivmd_link_dial(ivmd_link_t *l, ivmd_peer_t *p)
 {
     struct sockaddr_storage ss;
     socklen_t len;
-    char text[96];
     ivmd_conn_t *c;
     int fd;
 
-    snprintf(text, sizeof(text), strchr(p->addr, ':') ? "[%s]:%u" : "%s:%u", p->addr,
-             (unsigned)p->port);
-    if (ivmd_link_parse_addr(text, &ss, &len) != 0) {
+    if (ivm_sock_inet_addr(p->addr, p->port, &ss, &len) != 0) {
         return; /* checked when the cluster was set */
     }
     fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -378,7 +375,7 @@ static void ivmd_link_dial(ivmd_link_t *l, ivmd_peer_t *p)
     }
     ivmd_link_tune(l, fd);
     if (connect(fd, (struct sockaddr *)&ss, len) != 0 && errno != EINPROGRESS) {
-        ivm_debug("connect to peer %s (%s): %m", p->node, text);
+        ivm_debug("connect to peer %s (%s port %u): %m", p->node, p->addr, (unsigned)p->port);
         close(fd);
         return;
     }
@@ -803,7 +800,6 @@ static ivmError_t ivmd_link_check_nodes(const ivmd_link_t *l, const ivm_msg_clus
     const ivm_msg_cluster_node_t *nodes = (const ivm_msg_cluster_node_t *)(req + 1);
     struct sockaddr_storage ss;
     socklen_t len;
-    char text[96];
     uint32_t i, j;
 
     *self_p = -1;
@@ -813,11 +809,11 @@ static ivmError_t ivmd_link_check_nodes(const ivmd_link_t *l, const ivm_msg_clus
             snprintf(detail, detail_len, "cluster node %u: bad name or address", i);
             return IVM_ERROR_INVALID_VALUE;
         }
-        snprintf(text, sizeof(text), strchr(nodes[i].addr, ':') ? "[%s]:%u" : "%s:%u",
-                 nodes[i].addr, (unsigned)nodes[i].port);
-        if (ivmd_link_parse_addr(text, &ss, &len) != 0 || nodes[i].port == 0) {
-            snprintf(detail, detail_len, "cluster node %s: '%s' is not a numeric address "
-                     "with a port", nodes[i].node, text);
+        if (ivm_sock_inet_addr(nodes[i].addr, nodes[i].port, &ss, &len) != 0 ||
+            nodes[i].port == 0) {
+            snprintf(detail, detail_len, "cluster node %s: '%s' port %u is not a numeric "
+                     "address with a port", nodes[i].node, nodes[i].addr,
+                     (unsigned)nodes[i].port);
             return IVM_ERROR_INVALID_VALUE;
         }
         if (nodes[i].max_slots != 0 && nodes[i].slots > nodes[i].max_slots) {
