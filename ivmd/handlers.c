@@ -929,12 +929,6 @@ static ivmError_t ivmd_handle_endpoint(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_
                     l->have_cluster ? "its objects are here" : "the daemon is in no cluster");
         return IVM_ERROR_UNSUPPORTED;
     }
-    if (strcmp(ivmd_data_transport(&d->data)->name, "tcp") != 0) {
-        /* Its puts are one-sided between the daemons' copies. */
-        ivmd_detail(rep, "no endpoints with the %s transport",
-                    ivmd_data_transport(&d->data)->name);
-        return IVM_ERROR_UNSUPPORTED;
-    }
     if (req->node >= l->npeers) {
         ivmd_detail(rep, "no node %u in the cluster (%u nodes)", (unsigned)req->node,
                     (unsigned)l->npeers);
