@@ -23,13 +23,21 @@ ivm_ossl_t ivm_ossl;
 static pthread_once_t ivm_ossl_once = PTHREAD_ONCE_INIT;
 static int            ivm_ossl_ok;
 
+/* IVM_LIBCRYPTO names another libcrypto (a path, or a soname the loader
+ * finds) than the one IVM was built with. */
 static void ivm_ossl_open(void)
 {
-    void *h = dlopen(IVM_LIBCRYPTO_SONAME, RTLD_NOW | RTLD_LOCAL);
+    const char *name = getenv("IVM_LIBCRYPTO");
     const char *missing = NULL;
+    void *h;
 
+    if (name == NULL || *name == '\0') {
+        name = IVM_LIBCRYPTO_SONAME;
+    }
+    h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     if (h == NULL) {
-        ivm_debug("cannot load %s: %s", IVM_LIBCRYPTO_SONAME, dlerror());
+        ivm_warn("cannot load %s (%s): syncs to other nodes take the daemons' path", name,
+                 dlerror());
         return;
     }
 #define IVM_OSSL_RESOLVE(f)                                                                   \
@@ -39,7 +47,7 @@ static void ivm_ossl_open(void)
     IVM_OSSL_FUNCS(IVM_OSSL_RESOLVE)
 #undef IVM_OSSL_RESOLVE
     if (missing != NULL) {
-        ivm_debug("%s has no %s", IVM_LIBCRYPTO_SONAME, missing);
+        ivm_warn("%s has no %s: syncs to other nodes take the daemons' path", name, missing);
         dlclose(h);
         return;
     }

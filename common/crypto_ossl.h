@@ -29,8 +29,9 @@ typedef struct ivm_ossl {
 
 extern ivm_ossl_t ivm_ossl;
 
-/* Load libcrypto and fill ivm_ossl, once: 0, or -1 (the reason logged at
- * debug level; every later call says -1 at once). */
+/* Load libcrypto (IVM_LIBCRYPTO, else the build's soname) and fill
+ * ivm_ossl, once: 0, or -1 (the reason logged as a warning; every later
+ * call says -1 at once). */
 int ivm_ossl_load(void);
 
 /* The names, for crypto.c (crypto_dl.c, which fills the table, keeps

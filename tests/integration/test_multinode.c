@@ -86,6 +86,8 @@ Test(multinode, small_syncs_take_the_pes_endpoint)
 {
     const char *on[] = {IVMT_PE_NODES, "endpoint_nodes", NULL};
     const char *off[] = {"-x", "IVM_PE_ENDPOINTS=0", IVMT_PE_NODES, "endpoint_nodes", "off", NULL};
+    const char *nolib[] = {"-x", "IVM_LIBCRYPTO=/nonexistent/libcrypto.so.3", IVMT_PE_NODES,
+                           "endpoint_nodes", "off", NULL};
     ivmt_result_t r;
 
     ivmrun_nodes("2", on, &r);
@@ -95,6 +97,13 @@ Test(multinode, small_syncs_take_the_pes_endpoint)
     ivmrun_nodes("2", off, &r);
     ivmt_expect_pe_ok(NULL, &r, "endpoint_nodes");
     cr_assert(strstr(r.out, "ENDPOINT_PUTS 0\nENDPOINT_GETS 0\n") != NULL, "%s", r.out);
+    ivmt_result_free(&r);
+    /* No libcrypto to load (libivm loads it for the first endpoint): the
+     * same syncs through the daemons, and the PE says why. */
+    ivmrun_nodes("2", nolib, &r);
+    ivmt_expect_pe_ok(NULL, &r, "endpoint_nodes");
+    cr_assert(strstr(r.out, "ENDPOINT_PUTS 0\nENDPOINT_GETS 0\n") != NULL, "%s", r.out);
+    cr_assert(strstr(r.err, "cannot load /nonexistent/libcrypto.so.3") != NULL, "%s", r.err);
     ivmt_result_free(&r);
 }
 
