@@ -57,53 +57,6 @@ typedef struct ivm_ep {
     size_t          cap;
 } ivm_ep_t;
 
-#if defined(__x86_64__)
-/* OpenSSL's ChaCha20-Poly1305 runs AVX-512 code where the CPU has it and
- * returns with vector state of it still in use. On the test VM the
- * application's own vector code on that thread then ran 3-5x slower
- * (HIMENO's kernel on the thread that sealed its reports; the same run with
- * OpenSSL's AVX-512 turned off, OPENSSL_ia32cap=:~0x10000, did not slow
- * down; docs/BENCHMARKS.md). Zeroing zmm16-31 and vzeroupper after each
- * seal and open put it back in its initial state: the slowdown went. */
-__attribute__((target("avx512f"))) static void ivm_ep_avx512_clear(void)
-{
-    __asm__ volatile("vpxord %%zmm16, %%zmm16, %%zmm16\n\t"
-                     "vpxord %%zmm17, %%zmm17, %%zmm17\n\t"
-                     "vpxord %%zmm18, %%zmm18, %%zmm18\n\t"
-                     "vpxord %%zmm19, %%zmm19, %%zmm19\n\t"
-                     "vpxord %%zmm20, %%zmm20, %%zmm20\n\t"
-                     "vpxord %%zmm21, %%zmm21, %%zmm21\n\t"
-                     "vpxord %%zmm22, %%zmm22, %%zmm22\n\t"
-                     "vpxord %%zmm23, %%zmm23, %%zmm23\n\t"
-                     "vpxord %%zmm24, %%zmm24, %%zmm24\n\t"
-                     "vpxord %%zmm25, %%zmm25, %%zmm25\n\t"
-                     "vpxord %%zmm26, %%zmm26, %%zmm26\n\t"
-                     "vpxord %%zmm27, %%zmm27, %%zmm27\n\t"
-                     "vpxord %%zmm28, %%zmm28, %%zmm28\n\t"
-                     "vpxord %%zmm29, %%zmm29, %%zmm29\n\t"
-                     "vpxord %%zmm30, %%zmm30, %%zmm30\n\t"
-                     "vpxord %%zmm31, %%zmm31, %%zmm31\n\t"
-                     "vzeroupper" ::: "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21",
-                     "xmm22", "xmm23", "xmm24", "xmm25", "xmm26", "xmm27", "xmm28", "xmm29",
-                     "xmm30", "xmm31", "memory");
-}
-#endif
-
-static void ivm_ep_vector_clean(void)
-{
-#if defined(__x86_64__)
-    static int have = -1;
-
-    if (have < 0) {
-        __builtin_cpu_init();
-        have = __builtin_cpu_supports("avx512f") != 0;
-    }
-    if (have) {
-        ivm_ep_avx512_clear();
-    }
-#endif
-}
-
 static pthread_mutex_t ivm_eps_lock = PTHREAD_MUTEX_INITIALIZER;
 static ivm_ep_t       *ivm_eps[IVM_CLUSTER_MAX_NODES];
 static size_t          ivm_ep_put_max = IVM_EP_PUT_MAX_DEFAULT;
@@ -215,6 +168,12 @@ static int ivm_ep_io(int fd, void *buf, size_t len, int out, uint64_t deadline)
         }
     }
     return 0;
+}
+
+/* What ivm_ep_io's failure was, for the message. */
+static const char *ivm_ep_io_why(void)
+{
+    return errno == ETIMEDOUT ? "no answer in time" : "the connection broke";
 }
 
 /* A non-blocking TCP connection to addr:port, made before deadline. */
@@ -396,24 +355,22 @@ static ivmError_t ivm_ep_round_trip(ivm_ep_t *ep, int get, const ivm_map_t *map,
     ivm_peer_hdr_pack(hdr);
     if (ivm_aead_seal(&ep->tx, hdr, sizeof(*hdr), x, sizeof(*x) + carried,
                       (uint8_t *)ep->buf + len - IVM_CRYPTO_TAG_LEN) != IVM_SUCCESS) {
-        ivm_ep_vector_clean();
         why = "cannot seal the request";
         goto lost;
     }
-    ivm_ep_vector_clean();
     deadline = ivm_now_ns() + (uint64_t)ep->timeout_ms * 1000000u;
     /* Every answer holds at least a header, its fields and a tag: polled for
      * before the thread sleeps (the master's daemon, on another CPU, often
      * answers within IVM_SPIN_US), read at once, then what a Get's bytes add. */
     if (ivm_ep_io(ep->fd, ep->buf, len, 1, deadline) != 0) {
-        why = errno == ETIMEDOUT ? "no answer in time" : "the connection broke";
+        why = ivm_ep_io_why();
         goto lost;
     }
     if (ivm_ctx.spin_ns > 0) {
         (void)ivm_spin_readable(ep->fd, ivm_ctx.spin_ns);
     }
     if (ivm_ep_io(ep->fd, ep->buf, least, 0, deadline) != 0) {
-        why = errno == ETIMEDOUT ? "no answer in time" : "the connection broke";
+        why = ivm_ep_io_why();
         goto lost;
     }
     memcpy(&wire, ep->buf, sizeof(wire));
@@ -427,17 +384,15 @@ static ivmError_t ivm_ep_round_trip(ivm_ep_t *ep, int get, const ivm_map_t *map,
     if (sizeof(in) + in.length + IVM_CRYPTO_TAG_LEN > least &&
         ivm_ep_io(ep->fd, ep->buf + least, sizeof(in) + in.length + IVM_CRYPTO_TAG_LEN - least,
                   0, deadline) != 0) {
-        why = errno == ETIMEDOUT ? "no answer in time" : "the connection broke";
+        why = ivm_ep_io_why();
         goto lost;
     }
     body = ep->buf + sizeof(in);
     if (ivm_aead_open(&ep->rx, &wire, sizeof(wire), body, in.length, (uint8_t *)body + in.length) !=
         IVM_SUCCESS) {
-        ivm_ep_vector_clean();
         why = "an answer that failed its check";
         goto lost;
     }
-    ivm_ep_vector_clean();
     ivm_peer_unpack(in.type, body, in.length);
     memcpy(&rep, body, sizeof(rep));
     if (rep.op != ep->seq ||

@@ -277,15 +277,15 @@ void ivmd_remote_teach(ivmd_remote_t *rm, ivmd_conn_t *c, int id)
     }
 }
 
-int ivmd_remote_signal_here(ivmd_remote_t *rm, uint32_t job_id, int from, int to,
-                            int from_node)
+ivmd_job_t *ivmd_remote_signal_here(ivmd_remote_t *rm, uint32_t job_id, int from, int to,
+                                    int from_node)
 {
     ivmd_job_t *job = ivmd_job_find(rm->reg, job_id);
     const ivmd_pe_t *pe;
     int node, state;
 
     if (job == NULL || job->ending) {
-        return 0; /* the job ended here */
+        return NULL; /* the job ended here */
     }
     pe    = ivmd_pe_find(job, to);
     state = ivmd_psync_where(job, from, &node);
@@ -293,23 +293,30 @@ int ivmd_remote_signal_here(ivmd_remote_t *rm, uint32_t job_id, int from, int to
         ivmd_psync_place(job, from, from_node) == IVM_SUCCESS) {
         state = ivmd_psync_where(job, from, &node);
     }
-    return pe != NULL && pe->node < 0 && state != IVMD_PLACE_UNKNOWN && node == from_node;
+    return pe != NULL && pe->node < 0 && state != IVMD_PLACE_UNKNOWN && node == from_node
+               ? job
+               : NULL;
+}
+
+void ivmd_remote_signal_post(ivmd_remote_t *rm, ivmd_job_t *job, int from, int to)
+{
+    (void)ivmd_psync_signal_to(rm->reg, job, from, to);
 }
 
 void ivmd_remote_post_signal(ivmd_remote_t *rm, uint32_t job_id, int from, int to,
                              int from_node)
 {
-    ivmd_job_t *job = ivmd_job_find(rm->reg, job_id);
+    ivmd_job_t *job = ivmd_remote_signal_here(rm, job_id, from, to, from_node);
 
-    if (job == NULL || job->ending) {
-        return; /* the job ended here */
-    }
-    if (!ivmd_remote_signal_here(rm, job_id, from, to, from_node)) {
-        ivm_warn_limited("node %d sent a signal of job %u from pe %d to pe %d, which this "
-                         "daemon does not pair: dropped", from_node, job_id, from, to);
+    if (job == NULL) {
+        job = ivmd_job_find(rm->reg, job_id);
+        if (job != NULL && !job->ending) {
+            ivm_warn_limited("node %d sent a signal of job %u from pe %d to pe %d, which "
+                             "this daemon does not pair: dropped", from_node, job_id, from, to);
+        }
         return;
     }
-    (void)ivmd_psync_signal_to(rm->reg, job, from, to);
+    ivmd_remote_signal_post(rm, job, from, to);
 }
 
 void ivmd_remote_on_signal(ivmd_remote_t *rm, ivmd_conn_t *pc, const ivm_msg_hdr_t *hdr,

@@ -146,11 +146,14 @@ int ivmd_remote_bounce(ivmd_remote_t *rm, ivmd_conn_t *c, const ivm_msg_hdr_t *h
                        const void *payload, int id);
 /* Root daemon: tell c's node where PE id is (PLACED), if it is alive. */
 void ivmd_remote_teach(ivmd_remote_t *rm, ivmd_conn_t *c, int id);
-/* 1 if a signal from -> to of job_id, from a PE of node from_node, is this
- * daemon's to post (the receiver is a PE of this node, the sender placed on
- * from_node, learning the place if this is a proxy); 0 if not. */
-int ivmd_remote_signal_here(ivmd_remote_t *rm, uint32_t job_id, int from, int to,
-                            int from_node);
+/* The job when a signal from -> to of job_id, from a PE of node from_node,
+ * is this daemon's to post (the receiver is a PE of this node, the sender
+ * placed on from_node, learning the place if this is a proxy); NULL if not
+ * (or the job ended here). */
+struct ivmd_job *ivmd_remote_signal_here(ivmd_remote_t *rm, uint32_t job_id, int from, int to,
+                                         int from_node);
+/* Post a signal that ivmd_remote_signal_here gave job for. */
+void ivmd_remote_signal_post(ivmd_remote_t *rm, struct ivmd_job *job, int from, int to);
 /* A signal of PE from, of node from_node, to PE to of this daemon (SIGNAL,
  * or a put's last DATA): posted; dropped (logged) if `to` is not ours or
  * `from` is known elsewhere. */

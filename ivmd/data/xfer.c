@@ -523,6 +523,7 @@ ivmError_t ivmd_data_on_ep_put(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hd
                                const void *payload)
 {
     const ivm_peer_xfer_t *x = payload;
+    struct ivmd_job *sig_job = NULL;
     ivm_peer_xfer_t ack;
     ivmd_obj_t *obj = NULL;
     ivmError_t status;
@@ -536,8 +537,8 @@ ivmError_t ivmd_data_on_ep_put(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hd
      * (the receiver is of this node), else the PE's daemon carries both. */
     if (status == IVM_SUCCESS && (x->flags & IVM_XFER_SIGNAL) &&
         (x->sig_from != c->ep_pe ||
-         !ivmd_remote_signal_here(dp->remote, x->job, x->sig_from, x->sig_to,
-                                  (int)c->ep_node))) {
+         (sig_job = ivmd_remote_signal_here(dp->remote, x->job, x->sig_from, x->sig_to,
+                                            (int)c->ep_node)) == NULL)) {
         status = IVM_ERROR_UNSUPPORTED;
     }
     if (status == IVM_SUCCESS && x->len > 0 &&
@@ -549,8 +550,8 @@ ivmError_t ivmd_data_on_ep_put(ivmd_data_t *dp, ivmd_conn_t *c, const ivm_msg_hd
         dp->buf_bytes += x->len;
         obj->rx_bytes += x->len;
         ++dp->ep_puts;
-        if (x->flags & IVM_XFER_SIGNAL) {
-            ivmd_remote_post_signal(dp->remote, x->job, x->sig_from, x->sig_to, (int)c->ep_node);
+        if (sig_job != NULL) {
+            ivmd_remote_signal_post(dp->remote, sig_job, x->sig_from, x->sig_to);
         }
     }
     memset(&ack, 0, sizeof(ack));
