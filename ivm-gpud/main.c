@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "gpud.h"
+#include "leakcheck.h"
 #include "log.h"
 #include "status.h"
 #include "version.h"
@@ -269,6 +270,7 @@ int main(int argc, char **argv)
     memset(&g, 0, sizeof(g));
     g.epoll_fd = g.signal_fd = g.ctl_fd = -1;
     ivm_log_set_prefix("ivm-gpud");
+    ivm_leak_check_at_exit();
     if (gpud_parse(&g, argc, argv, &help) != IVM_SUCCESS) {
         ivm_config_release(gpud_config_fields, &g.cfg);
         return 2;

@@ -2,6 +2,7 @@
  * and IVM_AUTOSTART=0, against the real ivmd. */
 #include <criterion/criterion.h>
 
+#include <dirent.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "leakcheck.h"
 
 TestSuite(api, .init = ivmt_fixture_start, .fini = ivmt_fixture_stop, .timeout = 40);
 
@@ -21,6 +23,78 @@ Test(api, enter_twice_and_not_entered)
 Test(api, create_dev)
 {
     ivmt_scenario(IVMT_PE_API, "dev", NULL, NULL, 20);
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+/* Every file of dir, one after the other (malloc'd). */
+static char *read_dir_files(const char *dir)
+{
+    char *all = calloc(1, 1), path[IVMT_PATH_MAX * 2];
+    size_t len = 0;
+    struct dirent *e;
+    DIR *dp = opendir(dir);
+
+    cr_assert(dp != NULL && all != NULL, "opendir %s", dir);
+    while ((e = readdir(dp)) != NULL) {
+        FILE *f;
+        char buf[4096];
+        size_t n;
+
+        if (e->d_name[0] == '.') {
+            continue;
+        }
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        f = fopen(path, "r");
+        cr_assert(f != NULL, "open %s", path);
+        while ((n = fread(buf, 1, sizeof(buf), f)) > 0) {
+            all = realloc(all, len + n + 1);
+            cr_assert(all != NULL);
+            memcpy(all + len, buf, n);
+            len += n;
+            all[len] = '\0';
+        }
+        fclose(f);
+    }
+    closedir(dp);
+    return all;
+}
+#endif
+
+/* The sanitizer pass (run-tests.sh) turns LeakSanitizer's check at every
+ * exit off; the first IVM_LEAK_CHECK_PES PEs of a job must still run it
+ * (libivm, common/leakcheck.h) and the later ones not. Each PE of the
+ * scenario leaks 1000 + its id bytes; its own log directory keeps the
+ * reports out of the pass's. */
+Test(api, sanitizer_checks_the_first_pes_for_leaks)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    char dir[IVMT_PATH_MAX], opts[IVMT_PATH_MAX + 128], line[64], *reports;
+    const char *env[] = {opts, NULL};
+
+    ivmt_make_tmpdir(dir, sizeof(dir));
+    snprintf(opts, sizeof(opts),
+             "ASAN_OPTIONS=detect_leaks=1:leak_check_at_exit=0:exitcode=0:"
+             "verify_asan_link_order=0:log_path=%s/lsan", dir);
+    ivmt_scenario(IVMT_PE_API, "leak", NULL, env, 30);
+    reports = read_dir_files(dir);
+    cr_expect(strstr(reports, "ERROR: AddressSanitizer") == NULL &&
+                  strstr(reports, "runtime error") == NULL,
+              "a sanitizer report other than the leaks:\n%s", reports);
+    for (int id = 0; id < 10; ++id) {
+        snprintf(line, sizeof(line), "Direct leak of %d byte(s)", 1000 + id);
+        if (id < IVM_LEAK_CHECK_PES) {
+            cr_expect(strstr(reports, line) != NULL, "PE %d's leak was not reported:\n%s", id,
+                      reports);
+        } else {
+            cr_expect(strstr(reports, line) == NULL, "PE %d ran a leak check:\n%s", id,
+                      reports);
+        }
+    }
+    free(reports);
+    ivmt_remove_dir(dir);
+#else
+    cr_skip_test("not a sanitizer build (IVM_SANITIZE=address)");
+#endif
 }
 
 Test(api, cpu_devices_pinning)

@@ -156,6 +156,34 @@ static int sc_dev(int argc, char **argv)
     return pe_ok();
 }
 
+/* Every PE leaks 1000 + its id bytes on purpose, the root after its
+ * PEs 1 .. LEAK_PES-1 have exited: which PEs' leak checks ran shows in the
+ * LeakSanitizer reports (test_api's sanitizer_checks_the_first_pes). */
+#define LEAK_PES 10
+static int sc_leak(int argc, char **argv)
+{
+    ivm_pe pes[LEAK_PES - 1];
+    ivm_device d;
+    void *volatile lost;
+    int id = pe_enter();
+
+    (void)argc;
+    (void)argv;
+    if (id == 0) {
+        CHECK(ivmCreateDev(IVM_THIS_HOST, IVM_THIS_DEV, &d));
+        CHECK(ivmCreatePEs(d, LEAK_PES - 1, pes));
+        CHECK(ivmDestroyDev(d));
+        for (int i = 0; i < LEAK_PES - 1; ++i) {
+            CHECK(ivmWait(pes[i]));
+        }
+    }
+    lost = malloc(1000 + (size_t)id);
+    ASSERT(lost != NULL, "%s", "malloc");
+    lost = NULL;
+    CHECK(ivmExit());
+    return id == 0 ? pe_ok() : 0;
+}
+
 /* What a PE on a numbered CPU device reports about itself. */
 typedef struct dev_report {
     atomic_int done;
@@ -354,6 +382,7 @@ static const pe_scenario_entry_t scenarios[] = {
     {"dev", sc_dev},
     {"devices", sc_devices},
     {"node_name", sc_node_name},
+    {"leak", sc_leak},
     {NULL, NULL},
 };
 
