@@ -34,6 +34,7 @@
 #include <ivm.h>
 
 #include "bench_util.h"
+#include "ep_defaults.h"
 #include "version.h"
 
 #define PT_CTL_NAME  "ivm-perftest-ctl"
@@ -276,10 +277,10 @@ static int pt_parse_args(int argc, char **argv, pt_args_t *a)
     return 0;
 }
 
-/* Warm-up of the rows of small syncs, and their largest size (libivm/ep.c's
- * IVM_EP_AFTER and default IVM_PE_ENDPOINT_MAX). */
-#define PT_EP_WARMUP   10u
-#define PT_EP_SIZE_MAX (64u * 1024u)
+/* Warm-up of the rows of small syncs (past the syncs that go through the
+ * daemon before a PE's endpoint opens), and their largest size. */
+#define PT_EP_WARMUP   (IVM_EP_AFTER + 2u)
+#define PT_EP_SIZE_MAX IVM_EP_PUT_MAX_DEFAULT
 
 /* Iterations and warm-up of a row: the defaults, fewer for big transfers. */
 static void pt_row_counts(const pt_ctl_t *set, pt_op_t op, uint64_t size, uint32_t *iters,

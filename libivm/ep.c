@@ -28,16 +28,6 @@
 
 enum { IVM_EP_NEW = 0, IVM_EP_OPEN = 1, IVM_EP_REFUSED = -1 };
 
-/* Small syncs to a node that go through the daemon before its endpoint is
- * opened. Opening one takes two round trips to daemons (the PE's own for the
- * way and the key, the node's for the handshake) and the keys: 5-8 ms for a
- * DS-LB portion's PE on the test VM with both cores computing, where a sync
- * through the endpoint saves one daemon hop; those PEs make five small
- * syncs to the root's node, and homogeneous DMM took 7 % longer when the
- * third opened it. (Readying OpenSSL in the parked process instead, so that
- * forked PEs inherit it, made every forked PE dearer: DMM 5.0 -> 5.6 s.) */
-#define IVM_EP_AFTER 8u
-
 /* The most the connection and handshake of an endpoint may take (it takes
  * well under 10 ms here): a daemon that does not answer by then (its fd
  * table full, its accepts paused) leaves the PE on the daemon path to that

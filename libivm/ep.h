@@ -5,14 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ep_defaults.h"
 #include "libivm.h"
-
-/* Bytes up to which a put or get of a node copy takes the PE's endpoint
- * (IVM_PE_ENDPOINT_MAX, at most IVM_PEER_CHUNK; larger ones pipeline through
- * the daemons, whose chunks overlap on the link). 64 KiB: with 256 KiB the
- * endpoint was faster up to 256 KiB, but the 1 MiB Puts through the daemons
- * that followed in the same run fell to 0.78x (docs/BENCHMARKS.md). */
-#define IVM_EP_PUT_MAX_DEFAULT (64u * 1024u)
 
 /* Read IVM_PE_ENDPOINTS (0: every put through the daemon) and
  * IVM_PE_ENDPOINT_MAX; at ivmEnter. */
