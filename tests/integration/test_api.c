@@ -2,7 +2,6 @@
  * and IVM_AUTOSTART=0, against the real ivmd. */
 #include <criterion/criterion.h>
 
-#include <dirent.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -25,41 +24,6 @@ Test(api, create_dev)
     ivmt_scenario(IVMT_PE_API, "dev", NULL, NULL, 20);
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-/* Every file of dir, one after the other (malloc'd). */
-static char *read_dir_files(const char *dir)
-{
-    char *all = calloc(1, 1), path[IVMT_PATH_MAX * 2];
-    size_t len = 0;
-    struct dirent *e;
-    DIR *dp = opendir(dir);
-
-    cr_assert(dp != NULL && all != NULL, "opendir %s", dir);
-    while ((e = readdir(dp)) != NULL) {
-        FILE *f;
-        char buf[4096];
-        size_t n;
-
-        if (e->d_name[0] == '.') {
-            continue;
-        }
-        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-        f = fopen(path, "r");
-        cr_assert(f != NULL, "open %s", path);
-        while ((n = fread(buf, 1, sizeof(buf), f)) > 0) {
-            all = realloc(all, len + n + 1);
-            cr_assert(all != NULL);
-            memcpy(all + len, buf, n);
-            len += n;
-            all[len] = '\0';
-        }
-        fclose(f);
-    }
-    closedir(dp);
-    return all;
-}
-#endif
-
 /* The sanitizer pass (run-tests.sh) turns LeakSanitizer's check at every
  * exit off; the first IVM_LEAK_CHECK_PES PEs of a job must still run it
  * (libivm, common/leakcheck.h) and the later ones not. Each PE of the
@@ -70,31 +34,19 @@ Test(api, sanitizer_checks_the_first_pes_for_leaks)
 #if defined(__SANITIZE_ADDRESS__)
     char dir[IVMT_PATH_MAX], opts[IVMT_PATH_MAX + 128], line[64], *reports;
     const char *env[] = {opts, NULL};
-    const char *entries[] = {opts, NULL};
-    pid_t pids[16];
-    int n;
+    ivmt_result_t r;
 
     ivmt_make_tmpdir(dir, sizeof(dir));
     snprintf(opts, sizeof(opts),
              "ASAN_OPTIONS=detect_leaks=1:leak_check_at_exit=0:exitcode=0:"
              "verify_asan_link_order=0:log_path=%s/lsan", dir);
-    ivmt_result_t r;
-
+    /* The root ends after its PEs' processes (their checks run after their
+       ivmExit), its own check before it is reaped. */
     ivmt_run_pe(&ivmt_d, IVMT_PE_API, "leak", NULL, env, 30, &r);
     ivmt_expect_pe_ok(&ivmt_d, &r, "leak");
     ivmt_result_free(&r);
-    /* The root's ivmWait returns at a PE's ivmExit: its check and report
-       come after. Every process with this environment is gone first, and
-       then the daemon. */
-    for (double deadline = ivmt_now() + ivmt_leftover_grace_s();; ivmt_sleep_ms(20)) {
-        n = ivmt_find_procs(0, 0, entries, NULL, pids, 16);
-        if (n == 0 || ivmt_now() > deadline) {
-            break;
-        }
-    }
-    cr_assert_eq(n, 0, "the job's PEs are still running: %s", ivmt_describe_procs(pids, n));
     ivmt_daemon_finish(&ivmt_d);
-    reports = read_dir_files(dir);
+    reports = ivmt_read_dir_files(dir);
     cr_expect(strstr(reports, "ERROR: AddressSanitizer") == NULL &&
                   strstr(reports, "runtime error") == NULL,
               "a sanitizer report other than the leaks:\n%s", reports);
