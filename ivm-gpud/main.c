@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include "gpud.h"
-#include "leakcheck.h"
 #include "log.h"
 #include "status.h"
 #include "version.h"
@@ -270,7 +269,6 @@ int main(int argc, char **argv)
     memset(&g, 0, sizeof(g));
     g.epoll_fd = g.signal_fd = g.ctl_fd = -1;
     ivm_log_set_prefix("ivm-gpud");
-    ivm_leak_check_at_exit();
     if (gpud_parse(&g, argc, argv, &help) != IVM_SUCCESS) {
         ivm_config_release(gpud_config_fields, &g.cfg);
         return 2;

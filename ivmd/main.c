@@ -17,7 +17,6 @@
 #include "data/copies.h"
 #include "data/ucx.h"
 #include "ivmd.h"
-#include "leakcheck.h"
 #include "log.h"
 #include "sock.h"
 #include "status.h"
@@ -524,7 +523,6 @@ int main(int argc, char **argv)
     d->loop.epfd = d->conns.listen_fd = d->net.timer_fd = -1;
     d->uid = getuid();
     ivm_log_set_prefix("ivmd");
-    ivm_leak_check_at_exit();
     if (ivmd_parse(d, argc, argv) != IVM_SUCCESS) {
         return 2;
     }

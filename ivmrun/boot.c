@@ -55,7 +55,6 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "leakcheck.h"
 #include "log.h"
 #include "proto.h"
 #include "status.h"
@@ -342,7 +341,6 @@ int main(int argc, char **argv)
     int code, gone = 0;
 
     ivm_log_set_prefix("ivm-boot");
-    ivm_leak_check_at_exit();
     ivm_log_init_from_env();
     /* --version needs no MPI: answered before MPI_Init, run by hand too. */
     for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; ++i) {

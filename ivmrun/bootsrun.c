@@ -29,7 +29,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "leakcheck.h"
 #include "log.h"
 #include "proto.h"
 #include "status.h"
@@ -419,7 +418,6 @@ int main(int argc, char **argv)
     int code;
 
     ivm_log_set_prefix("ivm-boot-srun");
-    ivm_leak_check_at_exit();
     ivm_log_init_from_env();
     s = calloc(1, sizeof(*s));
     b = calloc(1, sizeof(*b));

@@ -6,7 +6,6 @@
 #include <sys/un.h>
 
 #include "client.h"
-#include "leakcheck.h"
 #include "log.h"
 #include "proto.h"
 #include "sock.h"
@@ -54,7 +53,6 @@ int main(int argc, char **argv)
     int i = 1;
 
     ivm_log_set_prefix("ivm-ctl");
-    ivm_leak_check_at_exit();
 
     if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
         return ivm_ctl_usage(stdout, 0);

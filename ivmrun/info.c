@@ -27,7 +27,6 @@
 #include "ivmd.h"
 #include "ivmrun.h"
 #include "client.h"
-#include "leakcheck.h"
 #include "log.h"
 #include "sock.h"
 #include "status.h"
@@ -876,7 +875,6 @@ int main(int argc, char **argv)
     int n, pick, ret;
 
     ivm_log_set_prefix("ivm-info");
-    ivm_leak_check_at_exit();
     memset(&o, 0, sizeof(o));
     memset(&a, 0, sizeof(a));
     ret = info_args(&a, &o, argc, argv);

@@ -16,7 +16,6 @@
 #include "devspec.h"
 #include "topo.h"
 #include "client.h"
-#include "leakcheck.h"
 #include "log.h"
 #include "proto.h"
 #include "sock.h"
@@ -822,7 +821,6 @@ int main(int argc, char **argv)
     int first = 0, code;
 
     ivm_log_set_prefix("ivmrun");
-    ivm_leak_check_at_exit();
     ivm_log_init_from_env();
     ivmrun_fds_ensure();
     run = calloc(1, sizeof(*run));

@@ -14,7 +14,6 @@
 #include "ep.h"
 #include "hugemap.h"
 #include "libivm.h"
-#include "leakcheck.h"
 #include "log.h"
 #include "sock.h"
 #include "status.h"
@@ -679,9 +678,6 @@ IVM_API ivmError_t ivmEnter(void)
         ivm_ctx.ncores  = (int)rep.ncores;
         memcpy(ivm_ctx.node, rep.node, sizeof(ivm_ctx.node));
         ivm_log_set_prefix("%s pe%d", ivm_ctx.node, ivm_ctx.pe_id);
-        if (ivm_ctx.pe_id < IVM_LEAK_CHECK_PES) {
-            ivm_leak_check_at_exit(); /* sanitizer builds (leakcheck.h) */
-        }
         __atomic_store_n(&ivm_ctx.state, IVM_CTX_ENTERED, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&ivm_life_lock);

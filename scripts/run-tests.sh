@@ -85,12 +85,7 @@ if [[ "${IVM_SANITIZE_PASS:-1}" != 0 ]]; then
     rm -f "$asan_dir/Testing/Temporary/LastTestsFailed.log"
     # verify_asan_link_order=0: a program built without ASan may load the ASan
     # libivm (the install test does, when run by hand in build-asan).
-    # leak_check_at_exit=0: LSan's check at every exit stops the process's
-    # threads, about 20 ms a process here, 100 of the pass's 350 s in the
-    # thousands of PEs its tests start; the daemons, launchers, tools, test
-    # programs and the first 8 PEs of every job run it themselves
-    # (common/leakcheck.h).
-    ASAN_OPTIONS=detect_leaks=1:leak_check_at_exit=0:verify_asan_link_order=0:log_path=$san_logs/asan \
+    ASAN_OPTIONS=detect_leaks=1:verify_asan_link_order=0:log_path=$san_logs/asan \
     LSAN_OPTIONS=suppressions=$PWD/tests/sanitizers/lsan.supp:print_suppressions=0 \
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$san_logs/ubsan \
     IVMT_LEFTOVER_GRACE_S=20 \

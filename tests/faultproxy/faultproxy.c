@@ -40,7 +40,6 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "leakcheck.h"
 #include "log.h"
 #include "version.h"
 
@@ -747,7 +746,6 @@ int main(int argc, char **argv)
     sigset_t mask;
 
     ivm_log_set_prefix("ivm-faultproxy");
-    ivm_leak_check_at_exit();
     p->listen_fd = p->ctl_fd = p->sigfd = -1;
     p->fault[0].flip_at = p->fault[1].flip_at = -1;
     if (ivm_config_defaults(faultproxy_config_fields, &p->cfg) != IVM_SUCCESS ||

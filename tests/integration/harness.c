@@ -116,29 +116,6 @@ static char *read_file(const char *path)
     return s;
 }
 
-char *ivmt_read_dir_files(const char *dir)
-{
-    strbuf_t b = {0};
-    struct dirent *de;
-    DIR *dp = opendir(dir);
-
-    cr_assert_not_null(dp, "opendir %s: %s", dir, strerror(errno));
-    sb_addf(&b, "%s", "");
-    while ((de = readdir(dp)) != NULL) {
-        char path[IVMT_PATH_MAX * 2], *text;
-
-        if (de->d_name[0] == '.') {
-            continue;
-        }
-        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-        text = read_file(path);
-        sb_addf(&b, "%s", text);
-        free(text);
-    }
-    closedir(dp);
-    return sb_take(&b);
-}
-
 /* The temporary directories and daemons this test process made, for a test
  * that ends in cr_skip_test: Criterion then runs no .fini (its teardown) but
  * does run exit handlers, so the first directory registers one that stops

@@ -149,10 +149,6 @@ char *ivmt_shm_listing(void);
 /* Entries of `now` missing from `before` (malloc'd, "" if none). */
 char *ivmt_listing_added(const char *before, const char *now);
 
-/* The contents of every file of dir (not its dot files), one after the other
- * (malloc'd, "" if none). */
-char *ivmt_read_dir_files(const char *dir);
-
 /* Open fds of a process, -1 if it is gone. */
 int ivmt_count_fds(pid_t pid);
 

@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "leakcheck.h"
 
 TestSuite(api, .init = ivmt_fixture_start, .fini = ivmt_fixture_stop, .timeout = 40);
 
@@ -22,49 +21,6 @@ Test(api, enter_twice_and_not_entered)
 Test(api, create_dev)
 {
     ivmt_scenario(IVMT_PE_API, "dev", NULL, NULL, 20);
-}
-
-/* The sanitizer pass (run-tests.sh) turns LeakSanitizer's check at every
- * exit off; the first IVM_LEAK_CHECK_PES PEs of a job must still run it
- * (libivm, common/leakcheck.h) and the later ones not. Each PE of the
- * scenario leaks 1000 + its id bytes; its own log directory keeps the
- * reports out of the pass's. */
-Test(api, sanitizer_checks_the_first_pes_for_leaks)
-{
-#if defined(__SANITIZE_ADDRESS__)
-    char dir[IVMT_PATH_MAX], opts[IVMT_PATH_MAX + 128], line[64], *reports;
-    const char *env[] = {opts, NULL};
-    ivmt_result_t r;
-
-    ivmt_make_tmpdir(dir, sizeof(dir));
-    snprintf(opts, sizeof(opts),
-             "ASAN_OPTIONS=detect_leaks=1:leak_check_at_exit=0:exitcode=0:"
-             "verify_asan_link_order=0:log_path=%s/lsan", dir);
-    /* The root ends after its PEs' processes (their checks run after their
-       ivmExit), its own check before it is reaped. */
-    ivmt_run_pe(&ivmt_d, IVMT_PE_API, "leak", NULL, env, 30, &r);
-    ivmt_expect_pe_ok(&ivmt_d, &r, "leak");
-    ivmt_result_free(&r);
-    ivmt_daemon_finish(&ivmt_d);
-    reports = ivmt_read_dir_files(dir);
-    cr_expect(strstr(reports, "ERROR: AddressSanitizer") == NULL &&
-                  strstr(reports, "runtime error") == NULL,
-              "a sanitizer report other than the leaks:\n%s", reports);
-    for (int id = 0; id < 10; ++id) {
-        snprintf(line, sizeof(line), "Direct leak of %d byte(s)", 1000 + id);
-        if (id < IVM_LEAK_CHECK_PES) {
-            cr_expect(strstr(reports, line) != NULL, "PE %d's leak was not reported:\n%s", id,
-                      reports);
-        } else {
-            cr_expect(strstr(reports, line) == NULL, "PE %d ran a leak check:\n%s", id,
-                      reports);
-        }
-    }
-    free(reports);
-    ivmt_remove_dir(dir);
-#else
-    cr_skip_test("not a sanitizer build (IVM_SANITIZE=address)");
-#endif
 }
 
 Test(api, cpu_devices_pinning)

@@ -156,55 +156,6 @@ static int sc_dev(int argc, char **argv)
     return pe_ok();
 }
 
-/* Every PE leaks 1000 + its id bytes on purpose, the root after its PEs
- * 1 .. LEAK_PES-1 are gone: which PEs' leak checks ran shows in the
- * LeakSanitizer reports (test_api's sanitizer_checks_the_first_pes_for_leaks).
- * A PE's check runs after its ivmExit, and the job's end kills what is left of
- * it: the root waits for their processes (their pids in "leak.pids"). */
-#define LEAK_PES 10
-static int sc_leak(int argc, char **argv)
-{
-    ivm_pe pes[LEAK_PES - 1];
-    ivm_device d;
-    int32_t *pids;
-    void *volatile lost;
-    int id = pe_enter();
-
-    (void)argc;
-    (void)argv;
-    if (id == 0) {
-        CHECK(ivmMalloc("leak.pids", &pids, LEAK_PES * sizeof(*pids)));
-        CHECK(ivmCreateDev(IVM_THIS_HOST, IVM_THIS_DEV, &d));
-        CHECK(ivmCreatePEs(d, LEAK_PES - 1, pes));
-        CHECK(ivmDestroyDev(d));
-        for (int i = 0; i < LEAK_PES - 1; ++i) {
-            CHECK(ivmWait(pes[i]));
-        }
-        for (int i = 0; i < LEAK_PES - 1; ++i) {
-            double deadline = pe_now() + 60.0;
-            ASSERT(pes[i] > 0 && pes[i] < LEAK_PES && pids[pes[i]] > 0, "PE %d's pid",
-                   pes[i]);
-            while (kill((pid_t)pids[pes[i]], 0) == 0 || errno != ESRCH) {
-                ASSERT(pe_now() < deadline, "PE %d (pid %d) did not end", pes[i],
-                       (int)pids[pes[i]]);
-                pe_sleep_ms(5);
-            }
-        }
-        CHECK(ivmFree(pids));
-    } else {
-        CHECK(ivmMap("leak.pids", &pids, 0));
-        ASSERT(id < LEAK_PES, "PE id %d", id);
-        pids[id] = (int32_t)getpid();
-        CHECK(ivmSyncPut(&pids[id], sizeof(*pids)));
-        CHECK(ivmUnmap(pids));
-    }
-    lost = malloc(1000 + (size_t)id);
-    ASSERT(lost != NULL, "%s", "malloc");
-    lost = NULL;
-    CHECK(ivmExit());
-    return id == 0 ? pe_ok() : 0;
-}
-
 /* What a PE on a numbered CPU device reports about itself. */
 typedef struct dev_report {
     atomic_int done;
@@ -403,7 +354,6 @@ static const pe_scenario_entry_t scenarios[] = {
     {"dev", sc_dev},
     {"devices", sc_devices},
     {"node_name", sc_node_name},
-    {"leak", sc_leak},
     {NULL, NULL},
 };
 
