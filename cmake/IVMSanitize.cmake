@@ -37,6 +37,28 @@ if(NOT ivm_sanitize STREQUAL "")
     # the test that caused it fails.
     list(APPEND ivm_san_compile -fno-sanitize-recover=undefined)
   endif()
+  if(CMAKE_C_COMPILER_ID STREQUAL "GNU" AND ivm_sanitize MATCHES "address")
+    # GCC's runtimes linked into each program, not loaded as libasan.so and
+    # libubsan.so: each of those carries its own copy of the sanitizers' common
+    # code, whose zeroed data (6 MB in libubsan) LeakSanitizer scans at every
+    # exit. Linked statically they share one copy: an ASan+UBSan process's
+    # leak check at exit takes 49 ms here instead of 82 (a malloc/free/return
+    # program, 50 runs), and the sanitizer pass starts thousands of PEs.
+    # Shared libraries (libivm, the CUDA stand-in) take the runtime from the
+    # program that loads them, which must then be an instrumented one that
+    # exports it: GCC exports only what the libraries on its link line use,
+    # not what a library it dlopens (libcuda.so.1) needs.
+    list(APPEND ivm_san_link -static-libasan)
+    if(ivm_sanitize MATCHES "undefined")
+      list(APPEND ivm_san_link -static-libubsan)
+    endif()
+    set(ivm_san_exports ${PROJECT_BINARY_DIR}/sanitizer-exports.list)
+    file(WRITE ${ivm_san_exports}
+         "{ __asan_*; __ubsan_*; __lsan_*; __sanitizer_*; __interceptor_*; };\n")
+    add_link_options(
+      "$<$<STREQUAL:$<TARGET_PROPERTY:TYPE>,EXECUTABLE>:LINKER:--dynamic-list=${ivm_san_exports}>")
+    set(IVM_SANITIZE_STATIC_RUNTIME ON)
+  endif()
   add_compile_options("$<$<COMPILE_LANGUAGE:C,CXX>:${ivm_san_compile}>")
   # CMake links CUDA executables with the host compiler (g++), so one set of
   # link flags serves every link line.
