@@ -15,6 +15,7 @@ set(IVM_SANITIZE "" CACHE STRING
 option(IVM_BUILD_FUZZERS "Build the libFuzzer targets of tests/fuzz (CC=clang)" OFF)
 
 set(ivm_sanitize "${IVM_SANITIZE}")
+set(IVM_SANITIZE_CONSUMER_FLAGS "")
 if(IVM_BUILD_FUZZERS)
   if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
     message(FATAL_ERROR "IVM_BUILD_FUZZERS needs clang (libFuzzer): configure with CC=clang")
@@ -58,6 +59,9 @@ if(NOT ivm_sanitize STREQUAL "")
     add_link_options(
       "$<$<STREQUAL:$<TARGET_PROPERTY:TYPE>,EXECUTABLE>:LINKER:--dynamic-list=${ivm_san_exports}>")
     set(IVM_SANITIZE_STATIC_RUNTIME ON)
+    # What a program needs to load this build's libivm: installed with it for
+    # ivmcc, ivm.pc and IVMConfig.cmake (cmake/IVMInstall.cmake).
+    string(JOIN " " IVM_SANITIZE_CONSUMER_FLAGS ${ivm_san_link})
   endif()
   add_compile_options("$<$<COMPILE_LANGUAGE:C,CXX>:${ivm_san_compile}>")
   # CMake links CUDA executables with the host compiler (g++), so one set of

@@ -83,9 +83,7 @@ if [[ "${IVM_SANITIZE_PASS:-1}" != 0 ]]; then
     san_logs=$(mktemp -d "${TMPDIR:-/tmp}/ivm-sanitize.XXXXXX")
     san_status=0
     rm -f "$asan_dir/Testing/Temporary/LastTestsFailed.log"
-    # verify_asan_link_order=0: a program built without ASan may load the ASan
-    # libivm (the install test does, when run by hand in build-asan).
-    ASAN_OPTIONS=detect_leaks=1:verify_asan_link_order=0:log_path=$san_logs/asan \
+    ASAN_OPTIONS=detect_leaks=1:log_path=$san_logs/asan \
     LSAN_OPTIONS=suppressions=$PWD/tests/sanitizers/lsan.supp:print_suppressions=0 \
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$san_logs/ubsan \
     IVMT_LEFTOVER_GRACE_S=20 \
