@@ -39,36 +39,6 @@ cmake --build "$build_dir" -j"$(nproc)"
 step "complexity report: scripts/complexity.sh"
 bash scripts/complexity.sh || true
 
-# The sanitizer pass's build, and the fuzz targets' (clang), while the normal
-# pass runs: its tests leave about a quarter of a 2-vCPU machine idle (vmstat
-# over a pass), and the builds took two minutes of a CI run after it. They
-# run as SCHED_IDLE (chrt --idle; nice 19 where chrt is missing), so that they
-# take only CPU time no test wants and timing stays the tests' own.
-asan_dir=${IVM_ASAN_BUILD_DIR:-build-asan}
-fuzz_seconds=${IVM_FUZZ_SECONDS:-4}
-bg_pid=""
-bg_log=""
-if [[ "${IVM_SANITIZE_PASS:-1}" != 0 || "$fuzz_seconds" != 0 ]]; then
-    idle=(nice -n 19)
-    if chrt --idle 0 true 2>/dev/null; then
-        idle=(chrt --idle 0)
-    fi
-    bg_log=$(mktemp "${TMPDIR:-/tmp}/ivm-bgbuild.XXXXXX")
-    step "building the sanitizer and fuzz builds beside the tests (${idle[*]}; log $bg_log)"
-    (
-        set -e
-        if [[ "${IVM_SANITIZE_PASS:-1}" != 0 ]]; then
-            "${idle[@]}" cmake -S . -B "$asan_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIVM_BUILD_TESTS=ON \
-                -DIVM_SANITIZE=address,undefined -DIVM_APPS_CUDA=OFF
-            "${idle[@]}" cmake --build "$asan_dir" -j"$(nproc)"
-        fi
-        if [[ "$fuzz_seconds" != 0 ]]; then
-            IVM_FUZZ_BUILD_ONLY=1 "${idle[@]}" bash tests/fuzz/run.sh
-        fi
-    ) >"$bg_log" 2>&1 &
-    bg_pid=$!
-fi
-
 # Tests side by side: most of a test's time is its processes waiting for one
 # another, which leaves a 2-vCPU machine about 60 % idle with one test at a
 # time. Each test has its own socket directory, ports, namespaces and
@@ -83,18 +53,6 @@ rm -f "$build_dir/Testing/Temporary/LastTestsFailed.log"
 ctest --test-dir "$build_dir" --output-on-failure --timeout 300 --parallel "$jobs" || status=$?
 if ((status != 0)); then
     step "some tests failed (ctest exit status $status)"
-fi
-
-bg_status=0
-if [[ -n "$bg_pid" ]]; then
-    step "waiting for the sanitizer and fuzz builds"
-    wait "$bg_pid" || bg_status=$?
-    if ((bg_status != 0)); then
-        tail -n 80 "$bg_log"
-        step "the sanitizer or fuzz build failed (exit status $bg_status; log above)"
-        status=1
-    fi
-    rm -f "$bg_log"
 fi
 
 # The sanitizer pass: every report fails it. ASan, LSan and UBSan write to files
@@ -116,8 +74,12 @@ fi
 # Its build leaves out the apps' CUDA kernels (-DIVM_APPS_CUDA=OFF; the
 # normal build compiles them): its GPU PEs run the CPU kernels on the emu
 # backend either way.
-if [[ "${IVM_SANITIZE_PASS:-1}" != 0 ]] && ((bg_status == 0)); then
-    step "sanitizer pass: ctest --test-dir $asan_dir (built with -DIVM_SANITIZE=address,undefined -DIVM_APPS_CUDA=OFF)"
+if [[ "${IVM_SANITIZE_PASS:-1}" != 0 ]]; then
+    asan_dir=${IVM_ASAN_BUILD_DIR:-build-asan}
+    step "sanitizer pass: cmake -S . -B $asan_dir -DIVM_SANITIZE=address,undefined -DIVM_APPS_CUDA=OFF"
+    cmake -S . -B "$asan_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIVM_BUILD_TESTS=ON \
+        -DIVM_SANITIZE=address,undefined -DIVM_APPS_CUDA=OFF
+    cmake --build "$asan_dir" -j"$(nproc)"
     san_logs=$(mktemp -d "${TMPDIR:-/tmp}/ivm-sanitize.XXXXXX")
     san_status=0
     rm -f "$asan_dir/Testing/Temporary/LastTestsFailed.log"
@@ -155,9 +117,9 @@ if [[ "${IVM_SANITIZE_PASS:-1}" != 0 ]] && ((bg_status == 0)); then
     fi
 fi
 
-if [[ "$fuzz_seconds" != 0 ]] && ((bg_status == 0)); then
-    step "fuzzing: tests/fuzz/run.sh $fuzz_seconds"
-    bash tests/fuzz/run.sh "$fuzz_seconds" || { step "a fuzz target failed"; status=1; }
+if [[ "${IVM_FUZZ_SECONDS:-4}" != 0 ]]; then
+    step "fuzzing: tests/fuzz/run.sh ${IVM_FUZZ_SECONDS:-4}"
+    bash tests/fuzz/run.sh "${IVM_FUZZ_SECONDS:-4}" || { step "a fuzz target failed"; status=1; }
 fi
 
 # What each failed test printed, last: a CI log is often read from its end,

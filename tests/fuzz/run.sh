@@ -4,7 +4,6 @@
 #                                                config hosts; default: all)
 #   IVM_FUZZ_BUILD_DIR  build directory (default: build-fuzz)
 #   IVM_FUZZ_JOBS       targets fuzzed at once (default: the number of cores)
-#   IVM_FUZZ_BUILD_ONLY=1  build the targets, run none
 # Every target first runs its seeds (tests/fuzz/corpus/NAME, read only), then
 # mutates them; what it learns is kept in BUILD/corpus/NAME for the next run.
 # A crash, leak, UBSan report or timeout fails the script and leaves the input in
@@ -32,9 +31,6 @@ CC=clang cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DIVM_BUILD_EXAMPLES=OFF -DIVM_ENABLE_CUDA=OFF >"$build_dir/configure.log" 2>&1 ||
     { cat "$build_dir/configure.log" >&2; exit 1; }
 cmake --build "$build_dir" -j"$(nproc)" --target ivm_fuzzers
-if [[ "${IVM_FUZZ_BUILD_ONLY:-0}" == 1 ]]; then
-    exit 0
-fi
 
 bin=$build_dir/tests/fuzz
 mkdir -p "$bin/crashes" "$bin/logs"
