@@ -59,9 +59,10 @@ if(NOT ivm_sanitize STREQUAL "")
     add_link_options(
       "$<$<STREQUAL:$<TARGET_PROPERTY:TYPE>,EXECUTABLE>:LINKER:--dynamic-list=${ivm_san_exports}>")
     set(IVM_SANITIZE_STATIC_RUNTIME ON)
-    # What a program needs to load this build's libivm: installed with it for
-    # ivmcc, ivm.pc and IVMConfig.cmake (cmake/IVMInstall.cmake).
-    string(JOIN " " IVM_SANITIZE_CONSUMER_FLAGS ${ivm_san_link})
+    # What a program needs to load this build's libivm (a list): the installed
+    # targets' interface (libivm/CMakeLists.txt), ivmcc and ivm.pc
+    # (cmake/IVMInstall.cmake) carry it.
+    set(IVM_SANITIZE_CONSUMER_FLAGS ${ivm_san_link})
   endif()
   add_compile_options("$<$<COMPILE_LANGUAGE:C,CXX>:${ivm_san_compile}>")
   # CMake links CUDA executables with the host compiler (g++), so one set of
