@@ -8,7 +8,7 @@
 #   scripts/install-deps.sh --list         each group and its packages
 #
 # Groups:
-#   build   compilers, CMake, the libraries IVM links (hwloc, libnuma, OpenSSL;
+#   build   compilers, CMake and Ninja, the libraries IVM links (hwloc, libnuma, OpenSSL;
 #           UCX, optional: ivmd's RDMA transport; uthash, header-only) and what the tests and checks use (Criterion;
 #           man to render the man pages; pmccabe for the complexity report)
 #   fuzz    clang and its runtimes: the libFuzzer targets of tests/fuzz (the
@@ -23,7 +23,7 @@
 set -euo pipefail
 
 declare -A group=(
-    [build]="build-essential cmake pkg-config libcriterion-dev libhwloc-dev libnuma-dev libssl-dev libucx-dev uthash-dev pmccabe man-db groff-base"
+    [build]="build-essential cmake ninja-build pkg-config libcriterion-dev libhwloc-dev libnuma-dev libssl-dev libucx-dev uthash-dev pmccabe man-db groff-base"
     [fuzz]="clang libclang-rt-14-dev"
     [mpi]="openmpi-bin libopenmpi-dev"
     [slurm]="slurm-wlm munge"

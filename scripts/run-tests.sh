@@ -28,6 +28,14 @@ bash scripts/check-layers.sh
 step "checking dependencies: scripts/install-deps.sh"
 bash scripts/install-deps.sh
 
+# Ninja where it is installed (install-deps installs it): on a 2-vCPU machine
+# it builds a fresh tree in about 80 % of make's time (75 s against 96 s, the
+# sanitizer build 94 s against 118 s). A build directory keeps the generator
+# it was made with (CMake ignores CMAKE_GENERATOR for an existing one).
+if [[ -z "${CMAKE_GENERATOR:-}" ]] && command -v ninja >/dev/null 2>&1; then
+    export CMAKE_GENERATOR=Ninja
+fi
+
 step "configuring: cmake -S . -B $build_dir -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIVM_BUILD_TESTS=ON"
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIVM_BUILD_TESTS=ON
 
@@ -43,7 +51,7 @@ bash scripts/complexity.sh || true
 # another, which leaves a 2-vCPU machine about 60 % idle with one test at a
 # time. Each test has its own socket directory, ports, namespaces and
 # processes; the few that cannot run beside another (CPU-share cgroups, a
-# whole-/dev/shm check, the one-hop assertion of test_psync) run alone
+# whole-/dev/shm check, the one-hop assertion of test_psync's far_* tests) run alone
 # (RUN_SERIAL; tests/CMakeLists.txt says why for each).
 jobs=${IVM_TEST_JOBS:-$(nproc)}
 
