@@ -23,6 +23,8 @@
 #include "status.h"
 
 #define IVMRUN_DAEMON_STOP_WAIT 5.0 /* seconds between SIGTERM and SIGKILL */
+#define IVMRUN_DAEMON_SHARED_WAIT 1.0 /* s for a shared daemon to exit once idle */
+#define IVMRUN_DAEMON_INFO_WAIT_MS 2000 /* its INFO reply, when it has not */
 #define IVMRUN_DAEMON_INFO_WAIT 1   /* seconds an INFO round trip may take */
 #define IVMRUN_DAEMON_JOIN_WAIT 5000 /* ms a CLUSTER round trip may take */
 #define IVMRUN_DAEMON_LISTEN    "127.0.0.1" /* --listen address of a simulated node */
@@ -106,6 +108,9 @@ static void ivmrun_daemon_argv(const ivmrun_daemon_t *d, const ivmrun_opts_t *op
     argv[argc++] = fdtext;
     if (d->remove_dir) {
         argv[argc++] = "--remove-dir";
+    }
+    if (d->shared) {
+        argv[argc++] = "--exit-when-idle";
     }
     ivmrun_arg_opt(argv, &argc, "--cpu-devices", d->cpu_devices);
     ivmrun_opts_forward(opts, IVMRUN_FWD_IVMD, argv, &argc);
@@ -302,11 +307,39 @@ ivmError_t ivmrun_daemon_open(ivmrun_daemon_t *d, const ivmrun_opts_t *opts,
     return status;
 }
 
+/* A shared daemon we started (d->shared), after our job ended: it exits by
+ * itself once idle (--exit-when-idle), which it should be within
+ * IVMRUN_DAEMON_SHARED_WAIT unless another run's job or client uses it; then
+ * it is left running (returns 1), to end once they are done. Returns 0 when
+ * it has exited, or serves nobody else and is stopped as ours. */
+static int ivmrun_daemon_leave_shared(ivmrun_daemon_t *d, int sigfd)
+{
+    ivm_msg_info_rep_t info;
+
+    if (ivmrun_daemon_wait_exit(d, sigfd, IVMRUN_DAEMON_SHARED_WAIT)) {
+        return 0;
+    }
+    /* conns counts this INFO's own connection. */
+    if (ivm_client_info(d->path, IVMRUN_DAEMON_INFO_WAIT_MS, &info, NULL) != IVM_SUCCESS ||
+        (info.jobs == 0 && info.conns <= 1)) {
+        return 0;
+    }
+    ivm_info("ivmd (pid %d) on %s serves %u other job(s) and %u other client(s): left "
+             "running; it exits once idle", (int)d->pid, d->path, info.jobs,
+             info.conns - 1);
+    d->pid     = 0;
+    d->started = 0;
+    return 1;
+}
+
 void ivmrun_daemon_close(ivmrun_daemon_t *d, int sigfd)
 {
     char why[64];
 
     if (!d->started) {
+        return;
+    }
+    if (d->shared && d->pid > 0 && ivmrun_daemon_leave_shared(d, sigfd) == 1) {
         return;
     }
     if (d->pid > 0) {

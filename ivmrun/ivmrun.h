@@ -199,6 +199,9 @@ typedef struct ivmrun_daemon {
     int   pdeathsig; /* signal it gets if its starter dies; 0 = none */
     int   remove_dir; /* ivmd --remove-dir: its socket's directory is a run
                          directory, which the last daemon in it removes */
+    int   shared;    /* on a socket the user named, which other runs may use
+                        too: ivmd --exit-when-idle, and left running at the end
+                        while it serves another job (ivmrun_daemon_close) */
     char *const *env; /* changes to its environment, as ivmrun_spawn_t.env */
     unsigned port;   /* with listen: the TCP port from its readiness line */
     pid_t pid;       /* > 0 while a daemon we started is not yet reaped */

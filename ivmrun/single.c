@@ -4,7 +4,8 @@
  * PR_SET_PDEATHSIG).
  *
  * A daemon started for the run is the run's own: unless the user named its
- * socket, it listens in a private run directory, not on the default path. On
+ * socket (then it is shared, ivmrun_daemon_close), it listens in a private
+ * run directory, not on the default path. On
  * the default path, a second ivmrun starting meanwhile took it for the
  * node's daemon and ran its job there, and the first run's end stopped it:
  * the second job lost its PEs (tests/integration/test_ivmrun.c, two
@@ -48,13 +49,19 @@ static ivmError_t ivmrun_single_start(ivmrun_cluster_t *c)
     ivmrun_daemon_t *d = &c->nodes[0];
     ivmError_t status;
 
-    /* A daemon started for this run stops when ivmrun dies, even by SIGKILL. */
-    d->pdeathsig = SIGTERM;
     if (c->cfg->socket[0] != '\0' || ivm_client_probe(d->path) != IVM_ERROR_NO_DAEMON) {
         /* The path the user named, or a daemon that serves the default one
-         * (or a path that cannot be used: ivmrun_daemon_open says why). */
+         * (or a path that cannot be used: ivmrun_daemon_open says why). A
+         * daemon started there is shared: another run may take it for the
+         * node's daemon, so it must outlive this one while it serves that
+         * run's job, and it ends by itself once idle (--exit-when-idle),
+         * also when ivmrun is killed (its guard ends the root PE). */
+        d->shared = 1;
         return ivmrun_daemon_open(d, c->opts, c->sigfd, c->child_mask, &c->signo);
     }
+    /* A daemon started for this run alone stops when ivmrun dies, even by
+     * SIGKILL. */
+    d->pdeathsig = SIGTERM;
     status = ivmrun_run_dir_make(c, sizeof("/ivmd.sock"));
     if (status != IVM_SUCCESS) {
         return status;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -148,6 +149,56 @@ Test(ivmrun, overlapping_runs_keep_their_own_daemons)
     ivmt_launch_finish_clean(&first, 15, &r);
     expect_code(&r, 128 + SIGTERM);
     ivmt_result_free(&r);
+}
+
+/* Two overlapping runs that name one socket (--socket PATH, no daemon there
+ * yet): the first starts a daemon there and the second runs its job on it.
+ * That daemon is shared: the first run's end leaves it serving the second
+ * job (it once stopped it, and the second job lost its PEs), and it exits by
+ * itself once the second run ends (ivmd --exit-when-idle): nothing of either
+ * run is left, nor its socket. */
+Test(ivmrun, overlapping_runs_share_the_daemon_of_a_named_socket)
+{
+    char sockdir[IVMT_PATH_MAX], sock[IVMT_PATH_MAX + 16];
+    const char *args[] = {"--socket", sock, IVMT_PE_PROC, "sleep", NULL};
+    const char *env[] = {NULL, "XDG_RUNTIME_DIR", NULL};
+    const char *argv[] = {IVMT_IVMRUN, "--socket", sock, IVMT_PE_PROC, "sleep", NULL};
+    ivmt_launch_t first;
+    ivmt_proc_t second;
+    ivmt_result_t r;
+    struct stat st;
+    pid_t pids[2];
+    char *out;
+    int n;
+
+    ivmt_make_tmpdir(sockdir, sizeof(sockdir));
+    snprintf(sock, sizeof(sock), "%s/shared.sock", sockdir);
+    ivmt_launch_start(IVMT_IVMRUN, args, &first);
+    cr_assert(ivmt_wait_output(&first.proc, "PIDS ", 20), "the first run never printed its pids");
+    env[0] = first.dir_env;
+    ivmt_start(argv, env, &second);
+    cr_assert(ivmt_wait_output(&second, "PIDS ", 20), "the second run never printed its pids");
+    out = ivmt_proc_output(&second);
+    n = ivmt_parse_pids(out, "PIDS", pids, 2);
+    free(out);
+    cr_assert_eq(n, 2);
+    kill(first.proc.pid, SIGTERM);
+    ivmt_finish(&first.proc, 15, &r);
+    expect_code(&r, 128 + SIGTERM);
+    ivmt_result_free(&r);
+    ivmt_sleep_ms(300);
+    cr_assert(kill(pids[0], 0) == 0 && kill(pids[1], 0) == 0,
+              "the second run's root PE (pid %d) or its PE (pid %d) died with the first run",
+              (int)pids[0], (int)pids[1]);
+    cr_assert_eq(lstat(sock, &st), 0, "the shared daemon's socket %s is gone", sock);
+    /* The second run's end: the daemon exits by itself, nothing is left. */
+    first.proc = second;
+    kill(first.proc.pid, SIGTERM);
+    ivmt_launch_finish_clean(&first, 15, &r);
+    expect_code(&r, 128 + SIGTERM);
+    ivmt_result_free(&r);
+    cr_assert_neq(lstat(sock, &st), 0, "the shared daemon left its socket %s", sock);
+    cr_assert_eq(rmdir(sockdir), 0, "%s: %s", sockdir, strerror(errno));
 }
 
 Test(ivmrun, missing_program_is_127)
