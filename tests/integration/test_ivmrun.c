@@ -110,22 +110,30 @@ Test(ivmrun, sigterm_is_relayed_and_cleans_up)
     ivmt_result_free(&r);
 }
 
-/* Two runs in one socket directory, neither with a daemon of its own: each
- * starts one for itself, so the end of the first (SIGTERM here) leaves the
- * second's job running. Both once took the default path, the second ran on
- * the first's daemon, and lost its PEs when the first run stopped it. */
-Test(ivmrun, overlapping_runs_keep_their_own_daemons)
+/* Two overlapping ivmrun of IVMT_PE_PROC sleep in one socket directory, with
+ * opts (NULL or "--socket", PATH) before the program: the first run ends
+ * (SIGTERM) while the second's job runs, which must live on (checked once
+ * between is called, if not NULL); then the second ends, and nothing of
+ * either run is left, the directory empty. */
+static void overlapping_runs(const char *const *opts, void (*between)(void *), void *arg)
 {
-    const char *args[] = {IVMT_PE_PROC, "sleep", NULL};
+    const char *args[8], *argv[9];
     const char *env[] = {NULL, "XDG_RUNTIME_DIR", NULL};
-    const char *argv[] = {IVMT_IVMRUN, IVMT_PE_PROC, "sleep", NULL};
     ivmt_launch_t first;
     ivmt_proc_t second;
     ivmt_result_t r;
     pid_t pids[2];
     char *out;
-    int n;
+    int n = 0;
 
+    argv[0] = IVMT_IVMRUN;
+    while (opts != NULL && opts[n] != NULL && n < 4) {
+        args[n] = argv[n + 1] = opts[n];
+        n++;
+    }
+    args[n] = argv[n + 1] = IVMT_PE_PROC;
+    args[n + 1] = argv[n + 2] = "sleep";
+    args[n + 2] = argv[n + 3] = NULL;
     ivmt_launch_start(IVMT_IVMRUN, args, &first);
     cr_assert(ivmt_wait_output(&first.proc, "PIDS ", 20), "the first run never printed its pids");
     env[0] = first.dir_env;
@@ -143,12 +151,32 @@ Test(ivmrun, overlapping_runs_keep_their_own_daemons)
     cr_assert(kill(pids[0], 0) == 0 && kill(pids[1], 0) == 0,
               "the second run's root PE (pid %d) or its PE (pid %d) died with the first run",
               (int)pids[0], (int)pids[1]);
+    if (between != NULL) {
+        between(arg);
+    }
     /* The second run's end: everything of both runs gone, the directory empty. */
     first.proc = second;
     kill(first.proc.pid, SIGTERM);
     ivmt_launch_finish_clean(&first, 15, &r);
     expect_code(&r, 128 + SIGTERM);
     ivmt_result_free(&r);
+}
+
+/* Two runs in one socket directory, neither with a daemon of its own: each
+ * starts one for itself, so the end of the first (SIGTERM here) leaves the
+ * second's job running. Both once took the default path, the second ran on
+ * the first's daemon, and lost its PEs when the first run stopped it. */
+Test(ivmrun, overlapping_runs_keep_their_own_daemons)
+{
+    overlapping_runs(NULL, NULL, NULL);
+}
+
+static void socket_still_there(void *sock)
+{
+    struct stat st;
+
+    cr_assert_eq(lstat(sock, &st), 0, "the shared daemon's socket %s is gone",
+                 (const char *)sock);
 }
 
 /* Two overlapping runs that name one socket (--socket PATH, no daemon there
@@ -160,43 +188,12 @@ Test(ivmrun, overlapping_runs_keep_their_own_daemons)
 Test(ivmrun, overlapping_runs_share_the_daemon_of_a_named_socket)
 {
     char sockdir[IVMT_PATH_MAX], sock[IVMT_PATH_MAX + 16];
-    const char *args[] = {"--socket", sock, IVMT_PE_PROC, "sleep", NULL};
-    const char *env[] = {NULL, "XDG_RUNTIME_DIR", NULL};
-    const char *argv[] = {IVMT_IVMRUN, "--socket", sock, IVMT_PE_PROC, "sleep", NULL};
-    ivmt_launch_t first;
-    ivmt_proc_t second;
-    ivmt_result_t r;
+    const char *opts[] = {"--socket", sock, NULL};
     struct stat st;
-    pid_t pids[2];
-    char *out;
-    int n;
 
     ivmt_make_tmpdir(sockdir, sizeof(sockdir));
     snprintf(sock, sizeof(sock), "%s/shared.sock", sockdir);
-    ivmt_launch_start(IVMT_IVMRUN, args, &first);
-    cr_assert(ivmt_wait_output(&first.proc, "PIDS ", 20), "the first run never printed its pids");
-    env[0] = first.dir_env;
-    ivmt_start(argv, env, &second);
-    cr_assert(ivmt_wait_output(&second, "PIDS ", 20), "the second run never printed its pids");
-    out = ivmt_proc_output(&second);
-    n = ivmt_parse_pids(out, "PIDS", pids, 2);
-    free(out);
-    cr_assert_eq(n, 2);
-    kill(first.proc.pid, SIGTERM);
-    ivmt_finish(&first.proc, 15, &r);
-    expect_code(&r, 128 + SIGTERM);
-    ivmt_result_free(&r);
-    ivmt_sleep_ms(300);
-    cr_assert(kill(pids[0], 0) == 0 && kill(pids[1], 0) == 0,
-              "the second run's root PE (pid %d) or its PE (pid %d) died with the first run",
-              (int)pids[0], (int)pids[1]);
-    cr_assert_eq(lstat(sock, &st), 0, "the shared daemon's socket %s is gone", sock);
-    /* The second run's end: the daemon exits by itself, nothing is left. */
-    first.proc = second;
-    kill(first.proc.pid, SIGTERM);
-    ivmt_launch_finish_clean(&first, 15, &r);
-    expect_code(&r, 128 + SIGTERM);
-    ivmt_result_free(&r);
+    overlapping_runs(opts, socket_still_there, sock);
     cr_assert_neq(lstat(sock, &st), 0, "the shared daemon left its socket %s", sock);
     cr_assert_eq(rmdir(sockdir), 0, "%s: %s", sockdir, strerror(errno));
 }
