@@ -24,7 +24,6 @@
 
 #define IVMRUN_DAEMON_STOP_WAIT 5.0 /* seconds between SIGTERM and SIGKILL */
 #define IVMRUN_DAEMON_SHARED_WAIT 1.0 /* s for a shared daemon to exit once idle */
-#define IVMRUN_DAEMON_INFO_WAIT_MS 2000 /* its INFO reply, when it has not */
 #define IVMRUN_DAEMON_INFO_WAIT 1   /* seconds an INFO round trip may take */
 #define IVMRUN_DAEMON_JOIN_WAIT 5000 /* ms a CLUSTER round trip may take */
 #define IVMRUN_DAEMON_LISTEN    "127.0.0.1" /* --listen address of a simulated node */
@@ -307,6 +306,17 @@ ivmError_t ivmrun_daemon_open(ivmrun_daemon_t *d, const ivmrun_opts_t *opts,
     return status;
 }
 
+/* The daemon's INFO reply, within IVMRUN_DAEMON_INFO_WAIT. */
+static ivmError_t ivmrun_daemon_info(const ivmrun_daemon_t *d, ivm_msg_info_rep_t *info)
+{
+    ivmError_t status = ivm_client_info(d->path, IVMRUN_DAEMON_INFO_WAIT * 1000, info, NULL);
+
+    if (status != IVM_SUCCESS) {
+        ivm_debug("no INFO from ivmd on %s: %s", d->path, ivm_status_string(status));
+    }
+    return status;
+}
+
 /* A shared daemon we started (d->shared), after our job ended: it exits by
  * itself once idle (--exit-when-idle), which it should be within
  * IVMRUN_DAEMON_SHARED_WAIT unless another run's job or client uses it; then
@@ -320,8 +330,7 @@ static int ivmrun_daemon_leave_shared(ivmrun_daemon_t *d, int sigfd)
         return 0;
     }
     /* conns counts this INFO's own connection. */
-    if (ivm_client_info(d->path, IVMRUN_DAEMON_INFO_WAIT_MS, &info, NULL) != IVM_SUCCESS ||
-        (info.jobs == 0 && info.conns <= 1)) {
+    if (ivmrun_daemon_info(d, &info) != IVM_SUCCESS || (info.jobs == 0 && info.conns <= 1)) {
         return 0;
     }
     ivm_info("ivmd (pid %d) on %s serves %u other job(s) and %u other client(s): left "
@@ -411,11 +420,6 @@ ivmError_t ivmrun_daemon_join(const ivmrun_daemon_t *d, const ivm_msg_cluster_re
 int ivmrun_daemon_jobs(const ivmrun_daemon_t *d)
 {
     ivm_msg_info_rep_t info;
-    ivmError_t status = ivm_client_info(d->path, IVMRUN_DAEMON_INFO_WAIT * 1000, &info, NULL);
 
-    if (status != IVM_SUCCESS) {
-        ivm_debug("no INFO from ivmd on %s: %s", d->path, ivm_status_string(status));
-        return -1;
-    }
-    return (int)info.jobs;
+    return ivmrun_daemon_info(d, &info) == IVM_SUCCESS ? (int)info.jobs : -1;
 }

@@ -97,13 +97,7 @@ run_demo() {
 step "checking dependencies: scripts/install-deps.sh"
 bash scripts/install-deps.sh build mpi
 
-# Ninja where it is installed (install-deps installs it): on a 2-vCPU machine
-# it builds a fresh tree in about 80 % of make's time (75 s against 96 s, the
-# sanitizer build 94 s against 118 s). A build directory keeps the generator
-# it was made with (CMake ignores CMAKE_GENERATOR for an existing one).
-if [[ -z "${CMAKE_GENERATOR:-}" ]] && command -v ninja >/dev/null 2>&1; then
-    export CMAKE_GENERATOR=Ninja
-fi
+. scripts/cmake-generator.sh
 
 step "configuring: cmake -S . -B $build_dir -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIVM_BUILD_TESTS=ON"
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIVM_BUILD_TESTS=ON
