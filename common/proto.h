@@ -583,6 +583,10 @@ typedef struct ivm_msg_info_rep {
     uint64_t ep_puts;      /* puts PEs of other nodes made into masters here through their
                               own endpoints (ENDPOINT, EP_PUT) */
     uint64_t ep_gets;      /* and gets from masters here (EP_GET) */
+    uint64_t places_told;  /* the job's root daemon: PEs it described to other nodes in job
+                              tables (PLACED or PE_ENDED), sent to a node at its first SPAWN
+                              of a job (and again after its link was lost): at most each
+                              job's PEs once per node */
 } ivm_msg_info_rep_t;
 
 _Static_assert(sizeof(ivm_msg_map_rep_t) == 80, "map reply size");
@@ -611,7 +615,7 @@ typedef struct ivm_msg_endpoint_rep {
 } ivm_msg_endpoint_rep_t;
 
 _Static_assert(sizeof(ivm_msg_endpoint_rep_t) == 120, "endpoint reply size");
-_Static_assert(sizeof(ivm_msg_info_rep_t) == 288, "info reply size");
+_Static_assert(sizeof(ivm_msg_info_rep_t) == 296, "info reply size");
 
 /*
  * CLUSTER (owner uid only, on the Unix socket): the cluster this daemon is

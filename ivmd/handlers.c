@@ -1241,6 +1241,7 @@ static ivmError_t ivmd_handle_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_
     info->pooled   = d->pool.pooled;
     info->poll_us  = (uint32_t)d->cfg.poll_us;
     info->psync_relayed = d->remote.relayed;
+    info->places_told   = d->remote.told;
     info->polled   = d->loop.polled;
     info->buf_bytes  = d->data.buf_bytes;
     info->rdma_bytes = d->data.rdma_bytes;

@@ -26,6 +26,7 @@ void ivmd_job_data_free(ivmd_job_data_t *jd)
     free(jd->spawn_blob);
     ivmd_pool_free(jd);
     ivmd_board_destroy(jd->board);
+    free(jd->told);
     free(jd);
 }
 

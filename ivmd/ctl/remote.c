@@ -194,15 +194,52 @@ void ivmd_remote_placed(ivmd_remote_t *rm, ivmd_job_t *job, ivmd_pe_t **pes, int
     }
 }
 
-/* Root daemon: the job's PEs of every other node than p's, for p (after a
- * SPAWN): PLACED for those alive, PE_ENDED (not final) for those ended. */
+/* Root daemon: whether node was told the job's table already; marks it told.
+ * A node keeps its proxy job, and the places the table gave it, until the job
+ * ends or its link to the root is lost (ivmd_remote_peer_lost clears the
+ * mark); from the table on, PLACED and PE_ENDED keep it up to date. Without
+ * memory for the mark the table goes again, as it did after every SPAWN
+ * before (a job that makes a PE per portion then sent every ended PE to a
+ * node at each of its spawns: messages growing with the square of the PEs). */
+static int ivmd_remote_told(ivmd_job_data_t *jd, int node)
+{
+    if ((uint32_t)node >= jd->ntold) {
+        uint32_t n = (uint32_t)node + 1;
+        uint8_t *t = realloc(jd->told, n);
+
+        if (t == NULL) {
+            return 0;
+        }
+        memset(t + jd->ntold, 0, n - jd->ntold);
+        jd->told  = t;
+        jd->ntold = n;
+    }
+    if (jd->told[node]) {
+        return 1;
+    }
+    jd->told[node] = 1;
+    return 0;
+}
+
+/* The mark of ivmd_remote_told taken back: node gets the table again at its
+ * next SPAWN (its link was lost, or a SPAWN there failed). */
+static void ivmd_remote_untold(ivmd_job_data_t *jd, int node)
+{
+    if (jd != NULL && node >= 0 && (uint32_t)node < jd->ntold) {
+        jd->told[node] = 0;
+    }
+}
+
+/* Root daemon: the job's PEs of every other node than p's, for p (at the
+ * first SPAWN there): PLACED for those alive, PE_ENDED (not final) for those
+ * ended. */
 static void ivmd_remote_send_table(ivmd_remote_t *rm, ivmd_job_t *job, ivmd_peer_t *p)
 {
     int32_t ids[IVM_PEER_PLACED_MAX];
     int pnode = (int)(p - rm->link->peers), i, n;
     uint32_t k;
 
-    if (!rm->places) {
+    if (!rm->places || ivmd_remote_told(job->data, pnode)) {
         return;
     }
     for (k = 0; k < rm->link->npeers; ++k) {
@@ -214,6 +251,7 @@ static void ivmd_remote_send_table(ivmd_remote_t *rm, ivmd_job_t *job, ivmd_peer
             if (pe == NULL || ivmd_remote_pe_node(rm, pe) != (int)k) {
                 continue;
             }
+            ++rm->told;
             if (pe->state == IVMD_PE_EXITED || pe->state == IVMD_PE_FAILED) {
                 ivm_peer_pe_ended_t m = {
                     .job = job->id, .pe = pe->id, .node = k,
@@ -874,7 +912,8 @@ int ivmd_remote_spawn(ivmd_remote_t *rm, ivmd_conn_t *c, const ivm_msg_hdr_t *hd
     ivmd_remote_post(rm, p, IVM_PEER_SPAWN, &sp, sizeof(sp), tail, tail_len);
     free(tail);
     /* Before the ids leave this daemon (the CREATE_PES reply): node gets
-     * the job's table, every other peer the new PEs' place. */
+     * the job's table (at its first SPAWN), every other peer the new PEs'
+     * place. */
     ivmd_remote_send_table(rm, c->job, p);
     ivmd_remote_placed(rm, c->job, pes, n);
     return IVMD_DEFERRED;
@@ -1012,6 +1051,9 @@ void ivmd_remote_on_spawn_rep(ivmd_remote_t *rm, ivmd_conn_t *pc, const ivm_msg_
             ivmd_remote_end(rm, pe, 1, 1);
         }
     }
+    if (m->status != IVM_SUCCESS && job != NULL) {
+        ivmd_remote_untold(job->data, s->node); /* its proxy may not be there */
+    }
     s->rep.status = m->status;
     if (s->conn != NULL) {
         char detail[IVM_MSG_DETAIL_MAX];
@@ -1105,6 +1147,7 @@ void ivmd_remote_peer_lost(ivmd_remote_t *rm, ivmd_peer_t *p)
         if (job->data == NULL) {
             continue;
         }
+        ivmd_remote_untold(job->data, node);
         if (ivmd_remote_is_proxy(job)) {
             if (((ivmd_job_data_t *)job->data)->root_peer == p) {
                 rm->ops->job_terminate(rm->d, job, "its root daemon was lost");

@@ -9,7 +9,7 @@
  *  - Addressed signals take one daemon hop: the pair (sender, receiver) is
  *    kept by the receiver's daemon; the sender's daemon sends SIGNAL there.
  *    The root tells every peer where the job's PEs are (PLACED, and the whole
- *    table after each SPAWN); the daemon that ends a PE tells every peer
+ *    table at a node's first SPAWN of the job); the daemon that ends a PE tells every peer
  *    (PE_ENDED, after the PE's SIGNALs on each link). A node daemon that does
  *    not know a PE forwards the SIGNAL_TO / WAIT_FROM / PUT_SIGNAL to the
  *    root, which sends the place and then the request back (bounce).
@@ -90,6 +90,7 @@ typedef struct ivmd_remote {
     uint64_t                  next_id;
     int                       places;  /* root: send PLACED (ivmd --psync-places) */
     uint32_t                  relayed; /* addressed-signal requests sent back (bounced) */
+    uint64_t                  told;    /* PEs described in job tables sent to nodes */
     ivmd_remote_early_t       early[IVMD_REMOTE_EARLY]; /* the last PE_ENDEDs of jobs
                                                            not here, a ring */
     uint32_t                  nearly;  /* PE_ENDEDs put in it */

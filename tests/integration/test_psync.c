@@ -39,7 +39,8 @@ static void run_psync_x(const char *nodes, const char *x, const char *scenario, 
     for (line = r.out; line != NULL && *line != '\0'; line = strchr(line, '\n')) {
         line += *line == '\n';
         if (strncmp(line, "HALO ", 5) == 0 || strncmp(line, "BARRIER ", 8) == 0 ||
-            strncmp(line, "NODE ", 5) == 0 || strncmp(line, "OWN ", 4) == 0) {
+            strncmp(line, "NODE ", 5) == 0 || strncmp(line, "OWN ", 4) == 0 ||
+            strncmp(line, "TOLD ", 5) == 0) {
             cr_log_info("--nodes %s%s%s: %.*s", nodes, x ? " -x " : "", x ? x : "",
                         (int)strcspn(line, "\n"), line);
         }
@@ -128,6 +129,12 @@ Test(psync, far_wait_sees_its_sender_node_lost_by_the_roots_bounce)
     cr_assert_eq(setenv("IVM_PSYNC_PLACES", "0", 1), 0);
     run_psync("3", "far_lost", NULL);
 }
+
+/* A job that starts PE after PE on two nodes (a DS-LB chain's pattern): the
+ * root's daemon sends node1 the job's table of places once, not after every
+ * SPAWN (INFO places_told bounded by the job's PEs), and the addressed
+ * signals of PEs made afterwards still find their places. */
+Test(psync, table_of_places_goes_to_a_node_once) { run_psync("2", "table_once", "16"); }
 
 /* node1's daemon killed while a PE of node2 waits from one of node1's (their
  * pair at node2's daemon): IVM_ERROR_PE_FAILED, no hang. */

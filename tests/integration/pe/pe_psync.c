@@ -1087,6 +1087,94 @@ static int sc_slots(int argc, char **argv)
     return pe_ok();
 }
 
+/* ------------------------------------------------------------ table once */
+
+/* argv[2]: rounds R (2 nodes). The root starts R times a PE on node0 and one
+ * on node1, one after the other, each ending once it signalled; then a pair,
+ * A on node0 and B on node1, that signal each other. node1 gets the job's
+ * table of places at its first SPAWN only (INFO places_told of the root's
+ * daemon: at most each PE once per other node, where a table after every
+ * SPAWN counted every earlier PE again, R * R of them); the places of later
+ * PEs reach it by PLACED, so the pair's addressed signals still go. */
+static int table_once_pe(int id, int rounds)
+{
+    int *pair;
+
+    if (id <= 2 * rounds) {
+        return team_done();
+    }
+    CHECK(ivmWaitFrom(0));
+    CHECK(ivmMap("pair", &pair, 0));
+    CHECK(ivmSyncGet(pair, 2 * sizeof(int)));
+    pe_stage = "the pair's exchange";
+    if (id == pair[0]) {
+        CHECK(ivmSignalTo(pair[1]));
+        CHECK(ivmWaitFrom(pair[1]));
+    } else {
+        CHECK(ivmWaitFrom(pair[0]));
+        CHECK(ivmSignalTo(pair[0]));
+    }
+    CHECK(ivmUnmap(pair));
+    return team_done();
+}
+
+static ivm_pe table_once_create(int node)
+{
+    char name[IVM_HOST_MAX + 1];
+    ivm_device d;
+    ivm_pe pe = IVM_PE_NULL;
+
+    CHECK(ivmGetNodeName(node, name, sizeof(name)));
+    CHECK(ivmCreateDev(name, IVM_CPU, &d));
+    CHECK(ivmCreatePEs(d, 1, &pe));
+    CHECK(ivmDestroyDev(d));
+    ASSERT(pe != IVM_PE_NULL, "no PE on %s", name);
+    return pe;
+}
+
+static int sc_table_once(int argc, char **argv)
+{
+    int id = pe_enter(), rounds = argc > 2 ? atoi(argv[2]) : 16, r, k, *pair;
+    ivm_msg_info_rep_t root, node1;
+    uint64_t most;
+    ivm_pe pe;
+
+    ASSERT(rounds >= 1 && rounds <= 200, "rounds %d", rounds);
+    if (id != 0) {
+        return table_once_pe(id, rounds);
+    }
+    ASSERT(nodes_count() == 2, "table_once wants ivmrun --nodes 2, not %d", nodes_count());
+    pe_stage = "PEs one after the other on node0 and node1";
+    for (r = 0; r < rounds; ++r) {
+        for (k = 0; k < 2; ++k) {
+            pe = table_once_create(k);
+            CHECK(ivmWaitFrom(pe));
+        }
+    }
+    CHECK(ivmMalloc("pair", &pair, 2 * sizeof(int)));
+    pair[0] = table_once_create(0);
+    pair[1] = table_once_create(1);
+    CHECK(ivmSyncPut(pair, 2 * sizeof(int)));
+    CHECK(ivmSignalTo(pair[0]));
+    CHECK(ivmSignalTo(pair[1]));
+    CHECK(ivmWaitFrom(pair[0]));
+    CHECK(ivmWaitFrom(pair[1]));
+    node_info("node0", &root);
+    node_info("node1", &node1);
+    /* The job's PEs (the root's, R on each node, the pair) once to node1. */
+    most = 2u * (uint64_t)rounds + 3u;
+    printf("TOLD places_told %llu (at most %llu) for %d rounds\n",
+           (unsigned long long)root.places_told, (unsigned long long)most, rounds);
+    ASSERT(root.places_told >= 1 && root.places_told <= most,
+           "the root's daemon described %llu PEs to node1 in tables, at most %llu expected "
+           "(each PE once)", (unsigned long long)root.places_told, (unsigned long long)most);
+    ASSERT(node1.places_told == 0, "node1's daemon, no job's root, sent %llu places",
+           (unsigned long long)node1.places_told);
+    CHECK(ivmFree(pair));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
 static const pe_scenario_entry_t scenarios[] = {
     {"board_lost", sc_board_lost},
     {"discover", sc_discover},
@@ -1098,6 +1186,7 @@ static const pe_scenario_entry_t scenarios[] = {
     {"far_pair", sc_far_pair},
     {"far_lost", sc_far_lost},
     {"slots", sc_slots},
+    {"table_once", sc_table_once},
     {NULL, NULL},
 };
 
