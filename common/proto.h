@@ -584,9 +584,9 @@ typedef struct ivm_msg_info_rep {
                               own endpoints (ENDPOINT, EP_PUT) */
     uint64_t ep_gets;      /* and gets from masters here (EP_GET) */
     uint64_t places_told;  /* the job's root daemon: PEs it described to other nodes in job
-                              tables (PLACED or PE_ENDED), sent to a node at its first SPAWN
-                              of a job (and again after its link was lost): at most each
-                              job's PEs once per node */
+                              tables (PLACED or PE_ENDED), sent to a node after its SPAWNs
+                              of a job until one started a PE there (and again after its
+                              link was lost): about each job's PEs once per node */
 } ivm_msg_info_rep_t;
 
 _Static_assert(sizeof(ivm_msg_map_rep_t) == 80, "map reply size");

@@ -45,8 +45,8 @@ typedef struct ivmd_job_data {
     uint32_t pool_queued, pool_queue_cap;
     int      own_devs;  /* the root brought its CPU device table (IVM_CPU_DEVICES) */
     struct ivmd_board *board;   /* the job's signal board here, once asked for (ctl/board.c) */
-    uint8_t *told;      /* root: by node index, 1 once that node was sent the job's table
-                           of places (its first SPAWN; ctl/remote.c) */
+    uint8_t *told;      /* root: by node index, 1 once that node holds the job's table
+                           of places (a SPAWN there started a PE; ctl/remote.c) */
     uint32_t ntold;
 } ivmd_job_data_t;
 

@@ -194,52 +194,51 @@ void ivmd_remote_placed(ivmd_remote_t *rm, ivmd_job_t *job, ivmd_pe_t **pes, int
     }
 }
 
-/* Root daemon: whether node was told the job's table already; marks it told.
- * A node keeps its proxy job, and the places the table gave it, until the job
- * ends or its link to the root is lost (ivmd_remote_peer_lost clears the
- * mark); from the table on, PLACED and PE_ENDED keep it up to date. Without
- * memory for the mark the table goes again, as it did after every SPAWN
- * before (a job that makes a PE per portion then sent every ended PE to a
- * node at each of its spawns: messages growing with the square of the PEs). */
-static int ivmd_remote_told(ivmd_job_data_t *jd, int node)
+/* Root daemon: whether node holds the job's table of places: a SPAWN there
+ * started a PE (so its proxy job exists, made by the first SPAWN, which the
+ * table followed on the same link). The node keeps the proxy, and the places,
+ * until the job ends or its link to the root is lost (ivmd_remote_peer_lost
+ * takes the mark back); from the table on, PLACED and PE_ENDED keep it up to
+ * date. Until then every SPAWN there is followed by the table (a second one
+ * is harmless). Sent after every SPAWN, as before, a job that makes a PE per
+ * portion sent every ended PE of the other nodes to a node at each of its
+ * spawns: messages growing with the square of the job's PEs. */
+static int ivmd_remote_has_table(const ivmd_job_data_t *jd, int node)
 {
+    return jd != NULL && node >= 0 && (uint32_t)node < jd->ntold && jd->told[node];
+}
+
+/* Mark (has 1) or unmark (0) node as holding the job's table. Without memory
+ * for the mark the node just gets the table again. */
+static void ivmd_remote_set_table(ivmd_job_data_t *jd, int node, int has)
+{
+    if (jd == NULL || node < 0) {
+        return;
+    }
     if ((uint32_t)node >= jd->ntold) {
         uint32_t n = (uint32_t)node + 1;
-        uint8_t *t = realloc(jd->told, n);
+        uint8_t *t;
 
-        if (t == NULL) {
-            return 0;
+        if (!has || (t = realloc(jd->told, n)) == NULL) {
+            return;
         }
         memset(t + jd->ntold, 0, n - jd->ntold);
         jd->told  = t;
         jd->ntold = n;
     }
-    if (jd->told[node]) {
-        return 1;
-    }
-    jd->told[node] = 1;
-    return 0;
+    jd->told[node] = (uint8_t)(has != 0);
 }
 
-/* The mark of ivmd_remote_told taken back: node gets the table again at its
- * next SPAWN (its link was lost, or a SPAWN there failed). */
-static void ivmd_remote_untold(ivmd_job_data_t *jd, int node)
-{
-    if (jd != NULL && node >= 0 && (uint32_t)node < jd->ntold) {
-        jd->told[node] = 0;
-    }
-}
-
-/* Root daemon: the job's PEs of every other node than p's, for p (at the
- * first SPAWN there): PLACED for those alive, PE_ENDED (not final) for those
- * ended. */
+/* Root daemon: the job's PEs of every other node than p's, for p (after a
+ * SPAWN, until p holds the table): PLACED for those alive, PE_ENDED (not
+ * final) for those ended. */
 static void ivmd_remote_send_table(ivmd_remote_t *rm, ivmd_job_t *job, ivmd_peer_t *p)
 {
     int32_t ids[IVM_PEER_PLACED_MAX];
     int pnode = (int)(p - rm->link->peers), i, n;
     uint32_t k;
 
-    if (!rm->places || ivmd_remote_told(job->data, pnode)) {
+    if (!rm->places || ivmd_remote_has_table(job->data, pnode)) {
         return;
     }
     for (k = 0; k < rm->link->npeers; ++k) {
@@ -912,7 +911,7 @@ int ivmd_remote_spawn(ivmd_remote_t *rm, ivmd_conn_t *c, const ivm_msg_hdr_t *hd
     ivmd_remote_post(rm, p, IVM_PEER_SPAWN, &sp, sizeof(sp), tail, tail_len);
     free(tail);
     /* Before the ids leave this daemon (the CREATE_PES reply): node gets
-     * the job's table (at its first SPAWN), every other peer the new PEs'
+     * the job's table (until it holds it), every other peer the new PEs'
      * place. */
     ivmd_remote_send_table(rm, c->job, p);
     ivmd_remote_placed(rm, c->job, pes, n);
@@ -1051,8 +1050,8 @@ void ivmd_remote_on_spawn_rep(ivmd_remote_t *rm, ivmd_conn_t *pc, const ivm_msg_
             ivmd_remote_end(rm, pe, 1, 1);
         }
     }
-    if (m->status != IVM_SUCCESS && job != NULL) {
-        ivmd_remote_untold(job->data, s->node); /* its proxy may not be there */
+    if (job != NULL && (m->status == IVM_SUCCESS || m->started > 0)) {
+        ivmd_remote_set_table(job->data, s->node, 1); /* its proxy job has it */
     }
     s->rep.status = m->status;
     if (s->conn != NULL) {
@@ -1147,7 +1146,7 @@ void ivmd_remote_peer_lost(ivmd_remote_t *rm, ivmd_peer_t *p)
         if (job->data == NULL) {
             continue;
         }
-        ivmd_remote_untold(job->data, node);
+        ivmd_remote_set_table(job->data, node, 0);
         if (ivmd_remote_is_proxy(job)) {
             if (((ivmd_job_data_t *)job->data)->root_peer == p) {
                 rm->ops->job_terminate(rm->d, job, "its root daemon was lost");

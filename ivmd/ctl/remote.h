@@ -9,10 +9,11 @@
  *  - Addressed signals take one daemon hop: the pair (sender, receiver) is
  *    kept by the receiver's daemon; the sender's daemon sends SIGNAL there.
  *    The root tells every peer where the job's PEs are (PLACED, and the whole
- *    table at a node's first SPAWN of the job); the daemon that ends a PE tells every peer
- *    (PE_ENDED, after the PE's SIGNALs on each link). A node daemon that does
- *    not know a PE forwards the SIGNAL_TO / WAIT_FROM / PUT_SIGNAL to the
- *    root, which sends the place and then the request back (bounce).
+ *    table after a node's SPAWNs until one started a PE there); the daemon
+ *    that ends a PE tells every peer (PE_ENDED, after the PE's SIGNALs on
+ *    each link). A node daemon that does not know a PE forwards the
+ *    SIGNAL_TO / WAIT_FROM / PUT_SIGNAL to the root, which sends the place
+ *    and then the request back (bounce).
  *  - CREATE_PES on another node: the root daemon takes the ids and sends
  *    SPAWN; the node daemon spawns and reports PE_STATE changes; the root
  *    daemon ends the job there with JOB_END; PE output travels as OUTPUT.

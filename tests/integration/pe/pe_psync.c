@@ -1092,7 +1092,7 @@ static int sc_slots(int argc, char **argv)
 /* argv[2]: rounds R (2 nodes). The root starts R times a PE on node0 and one
  * on node1, one after the other, each ending once it signalled; then a pair,
  * A on node0 and B on node1, that signal each other. node1 gets the job's
- * table of places at its first SPAWN only (INFO places_told of the root's
+ * table of places after its first SPAWN only (INFO places_told of the root's
  * daemon: at most each PE once per other node, where a table after every
  * SPAWN counted every earlier PE again, R * R of them); the places of later
  * PEs reach it by PLACED, so the pair's addressed signals still go. */
