@@ -95,8 +95,8 @@ static void pt_usage(FILE *out)
             "                      two between (default 8:1M)\n"
             "  -n, --iters N       timed calls per size (default 1000, 100 for dpc; sizes\n"
             "                      over 1 MiB get fewer, at most 256 MiB moved per row)\n"
-            "  -w, --warmup N      untimed calls before each row (default iters/10, >= 1; >= 10 for\n"
-            "                      syncs of up to 64 KiB, whose endpoint opens at the ninth)\n"
+            "  -w, --warmup N      untimed calls before each row (default iters/10, >= 1; >= 130\n"
+            "                      for syncs of up to 64 KiB, whose endpoint opens at the 129th)\n"
             "      --csv           comma-separated output\n"
             "  -V, --version       print the version\n"
             "  -h, --help          print this help\n"
@@ -300,7 +300,7 @@ static void pt_row_counts(const pt_ctl_t *set, pt_op_t op, uint64_t size, uint32
         *warmup = set->warmup;
     } else if (op != PT_OP_DPC && size <= PT_EP_SIZE_MAX) {
         /* A small sync's row: its PE's endpoint to the master's node opens
-         * within the warm-up (at the ninth small sync, libivm/ep.c). */
+         * within the warm-up (past IVM_EP_AFTER small syncs, libivm/ep.c). */
         *warmup = (uint32_t)(n / 10 > PT_EP_WARMUP ? n / 10 : PT_EP_WARMUP);
     } else {
         *warmup = (uint32_t)(n / 10 > 0 ? n / 10 : 1);

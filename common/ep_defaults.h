@@ -4,14 +4,21 @@
 #define IVM_COMMON_EP_DEFAULTS_H
 
 /* Small syncs to a node that go through the daemon before its endpoint is
- * opened. Opening one takes two round trips to daemons (the PE's own for the
- * way and the key, the node's for the handshake) and the keys: 5-8 ms for a
- * DS-LB portion's PE on the test VM with both cores computing, where a sync
- * through the endpoint saves one daemon hop; those PEs make five small
- * syncs to the root's node, and homogeneous DMM took 7 % longer when the
- * third opened it. (Readying OpenSSL in the parked process instead, so that
- * forked PEs inherit it, made every forked PE dearer: DMM 5.0 -> 5.6 s.) */
-#define IVM_EP_AFTER 8u
+ * opened: rent, then buy. Opening one takes two round trips to daemons (the
+ * PE's own for the way and the key, the node's for the handshake), loading
+ * libcrypto and the keys: 5-8 ms of a DS-LB portion's PE on the test VM with
+ * both cores computing (five times that in wall time on a device of 20 % of
+ * a core, whose quota pays it), where a small sync through the endpoint
+ * saves about 47 us (8 B remote put: 72.6 us through the daemons, 25.4 us
+ * over the endpoint). So an endpoint pays off only past 100-170 small syncs
+ * to its node; opening it when the syncs made so far would have paid for it
+ * (the ski-rental rule) costs a PE that makes many at most twice the best
+ * choice, and a short-lived one nothing. DS-LB PEs make 5 to 16 small syncs
+ * to the root's node: with 8 here NBODY on hetero-quota at 48 portions took
+ * 7.0-7.7 s, with 16 or more 6.3-6.5 s (docs/BENCHMARKS.md). (Readying
+ * OpenSSL in the parked process instead, so that forked PEs inherit it, made
+ * every forked PE dearer: DMM 5.0 -> 5.6 s.) */
+#define IVM_EP_AFTER 128u
 
 /* Bytes up to which a put or get of a node copy takes the PE's endpoint
  * (IVM_PE_ENDPOINT_MAX, at most IVM_PEER_CHUNK; larger ones pipeline through

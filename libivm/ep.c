@@ -420,7 +420,7 @@ int ivm_ep_sync(uint32_t op, const ivm_map_t *map, uint64_t offset, void *addr, 
     pthread_mutex_lock(&ep->lock);
     if (ep->state == IVM_EP_NEW && ep->before < IVM_EP_AFTER) {
         /* A process that makes a few syncs to a node (a DS-LB portion's
-         * records) does not pay for an endpoint. */
+         * records) does not pay for an endpoint (common/ep_defaults.h). */
         ++ep->before;
         taken = 0;
     } else if (ep->state == IVM_EP_NEW) {

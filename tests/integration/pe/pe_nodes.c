@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 
 #include "client.h"
+#include "ep_defaults.h"
 #include "sock.h"
 
 #define OBJ_SIZE (64u * 1024u)
@@ -738,10 +739,10 @@ static int sc_daemon_lost(int argc, char **argv)
     CHECK(ivmMapSubset("n1obj", &q, 0, HALF));
     expect_pat(q, 'K', 0, HALF, __LINE__, "node0's copy of an object mastered on node1");
 
-    /* Small puts open this PE's endpoint to node1's daemon (after 8 through
-     * the daemons, libivm/ep.c), which then dies under it (either
-     * transport). */
-    for (int k = 0; k < 9; ++k) {
+    /* Small puts open this PE's endpoint to node1's daemon (after
+     * IVM_EP_AFTER through the daemons, libivm/ep.c), which then dies under
+     * it (either transport). */
+    for (int k = 0; k < (int)IVM_EP_AFTER + 1; ++k) {
         CHECK(ivmSyncPut(q, 8));
     }
     node_info("node1", &info);
@@ -784,11 +785,11 @@ static int sc_daemon_lost(int argc, char **argv)
  * a put above the endpoint's limit (through the daemons); an
  * ivmSyncPutSignal to the root (the master's node) has its bytes there when
  * its signal arrives; small Gets and a large one read them back. The first
- * EP_AFTER small syncs go through the daemons: the endpoint opens after. argv[2] "off": the run set IVM_PE_ENDPOINTS=0,
- * so node0 counts none. */
+ * EP_AFTER small syncs go through the daemons: the endpoint opens after.
+ * argv[2] "off": the run set IVM_PE_ENDPOINTS=0, so node0 counts none. */
 #define EP_SIZE    (512u * 1024u)
-#define EP_AFTER   8                /* small syncs to a node before its endpoint opens
-                                       (libivm/ep.c, IVM_EP_AFTER) */
+#define EP_AFTER   ((int)IVM_EP_AFTER) /* small syncs to a node before its endpoint
+                                          opens (libivm/ep.c) */
 #define EP_SMALL_N 256              /* 8-byte puts of thread A, [0, 2048) */
 #define EP_PAGE_N  32               /* 4 KiB puts of thread B, [64 KiB, 192 KiB) */
 #define EP_BIG_OFF (192u * 1024u)   /* one put of 300 KiB: above the endpoint's 256 KiB */
@@ -905,7 +906,7 @@ static int sc_endpoint_nodes(int argc, char **argv)
  * node's whole timeout (10 s); every byte arrives, and the daemon took no put
  * from an endpoint. The root fills node0's fd table (prlimit on its daemon)
  * once the child has mapped the object, and empties it after. */
-#define FULL_N 16
+#define FULL_N ((int)IVM_EP_AFTER + 8) /* the put after IVM_EP_AFTER tries the endpoint */
 
 static int fd_count(pid_t pid)
 {
@@ -936,7 +937,7 @@ static int sc_endpoint_full_nodes(int argc, char **argv)
         CHECK(ivmSignalTo(0));
         pe_stage = "waiting for node0's daemon to run out of fds";
         CHECK(ivmWaitFrom(0));
-        pe_stage = "small puts to node0's master (its endpoint opens at the ninth)";
+        pe_stage = "small puts to node0's master (its endpoint opens past IVM_EP_AFTER)";
         for (int k = 0; k < FULL_N; ++k) {
             double t0 = pe_now();
             p[k] = 1000u + (uint64_t)k;
