@@ -80,6 +80,11 @@ typedef struct {
     int         device, csv;
 } pt_args_t;
 
+/* Warm-up of the rows of small syncs (past the syncs that go through the
+ * daemon before a PE's endpoint opens), and their largest size. */
+#define PT_EP_WARMUP   (IVM_EP_AFTER + 2u)
+#define PT_EP_SIZE_MAX IVM_EP_PUT_MAX_DEFAULT
+
 static void pt_usage(FILE *out)
 {
     fprintf(out,
@@ -95,15 +100,16 @@ static void pt_usage(FILE *out)
             "                      two between (default 8:1M)\n"
             "  -n, --iters N       timed calls per size (default 1000, 100 for dpc; sizes\n"
             "                      over 1 MiB get fewer, at most 256 MiB moved per row)\n"
-            "  -w, --warmup N      untimed calls before each row (default iters/10, >= 1; >= 130\n"
-            "                      for syncs of up to 64 KiB, whose endpoint opens at the 129th)\n"
+            "  -w, --warmup N      untimed calls before each row (default iters/10, >= 1; >= %u\n"
+            "                      for syncs of up to 64 KiB, whose endpoint opens past the %uth)\n"
             "      --csv           comma-separated output\n"
             "  -V, --version       print the version\n"
             "  -h, --help          print this help\n"
             "\n"
             "Columns: op, size (bytes), iters, lat_p50_us, lat_mean_us, lat_p99_us,\n"
             "bw_MBps (size / mean, MB = 10^6 B), msg_per_s (1 / mean); '-' where a\n"
-            "figure does not apply (dpc's size and bandwidth, map's bandwidth).\n");
+            "figure does not apply (dpc's size and bandwidth, map's bandwidth).\n",
+            PT_EP_WARMUP, IVM_EP_AFTER);
 }
 
 /* "8", "4K", "64k", "1M", "2G": bytes, or 0 when not a size. */
@@ -276,11 +282,6 @@ static int pt_parse_args(int argc, char **argv, pt_args_t *a)
     a->set.warmup = warmup < 0 ? UINT32_MAX : (uint32_t)warmup;
     return 0;
 }
-
-/* Warm-up of the rows of small syncs (past the syncs that go through the
- * daemon before a PE's endpoint opens), and their largest size. */
-#define PT_EP_WARMUP   (IVM_EP_AFTER + 2u)
-#define PT_EP_SIZE_MAX IVM_EP_PUT_MAX_DEFAULT
 
 /* Iterations and warm-up of a row: the defaults, fewer for big transfers. */
 static void pt_row_counts(const pt_ctl_t *set, pt_op_t op, uint64_t size, uint32_t *iters,

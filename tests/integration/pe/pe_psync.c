@@ -43,10 +43,25 @@ static int team_node(int i, int nnodes)
     return (i - 1) % nnodes;
 }
 
+/* One PE on node k's CPU device 0. */
+static ivm_pe pe_on_node(int k)
+{
+    char name[IVM_HOST_MAX + 1];
+    ivm_device d;
+    ivm_pe pe = IVM_PE_NULL;
+
+    CHECK(ivmGetNodeName(k, name, sizeof(name)));
+    CHECK(ivmCreateDev(name, IVM_CPU, &d));
+    CHECK(ivmCreatePEs(d, 1, &pe));
+    CHECK(ivmDestroyDev(d));
+    ASSERT(pe != IVM_PE_NULL, "no PE on %s", name);
+    return pe;
+}
+
 /* Root: `per` PEs on every node; their ids into "team"; then each is told. */
 static void team_create(team_t *t, int per)
 {
-    int nnodes = nodes_count(), k, i;
+    int nnodes = nodes_count(), i;
     int *shared;
 
     memset(t, 0, sizeof(*t));
@@ -55,14 +70,7 @@ static void team_create(team_t *t, int per)
     CHECK(ivmMalloc("team", &shared, sizeof(int) * (TEAM_MAX + 1)));
     t->ids[0] = 0;
     for (i = 1; i < t->n; ++i) {
-        char name[IVM_HOST_MAX + 1];
-        ivm_device d;
-        k = team_node(i, nnodes);
-        CHECK(ivmGetNodeName(k, name, sizeof(name)));
-        CHECK(ivmCreateDev(name, IVM_CPU, &d));
-        CHECK(ivmCreatePEs(d, 1, &t->ids[i]));
-        CHECK(ivmDestroyDev(d));
-        ASSERT(t->ids[i] != IVM_PE_NULL, "no PE for slot %d", i);
+        t->ids[i] = pe_on_node(team_node(i, nnodes));
     }
     shared[0] = t->n;
     memcpy(&shared[1], t->ids, sizeof(int) * (size_t)t->n);
@@ -425,14 +433,8 @@ static int own_late_pe(void)
 
 static void own_late(void)
 {
-    char name[IVM_HOST_MAX + 1];
-    ivm_device d;
-    ivm_pe pe;
+    ivm_pe pe = pe_on_node(0);
 
-    CHECK(ivmGetNodeName(0, name, sizeof(name)));
-    CHECK(ivmCreateDev(name, IVM_CPU, &d));
-    CHECK(ivmCreatePEs(d, 1, &pe));
-    CHECK(ivmDestroyDev(d));
     ASSERT(pe == 1, "the first PE is %d", pe);
     pe_sleep_ms(50);
     pe_stage = "a signal posted on a board made after the WAIT";
@@ -466,13 +468,7 @@ static int sc_own(int argc, char **argv)
     nnodes = nodes_count();
     t0     = pe_now();
     for (k = 0; k < 2 * nnodes; ++k) {
-        char name[IVM_HOST_MAX + 1];
-        ivm_device d;
-        ivm_pe pe;
-        CHECK(ivmGetNodeName(k % nnodes, name, sizeof(name)));
-        CHECK(ivmCreateDev(name, IVM_CPU, &d));
-        CHECK(ivmCreatePEs(d, 1, &pe));
-        CHECK(ivmDestroyDev(d));
+        ivm_pe pe = pe_on_node(k % nnodes);
         pe_stage = "the PE's signals";
         for (r = 0; r < rounds; ++r) {
             CHECK(ivmWait(pe));
@@ -826,7 +822,6 @@ static int sc_far_lost(int argc, char **argv)
 {
     int id = pe_enter(), i, *shared;
     ivm_msg_info_rep_t info;
-    ivm_device d;
     team_t t;
 
     (void)argc;
@@ -853,11 +848,7 @@ static int sc_far_lost(int argc, char **argv)
     memset(&t, 0, sizeof(t));
     t.n = 3;
     for (i = 1; i < 3; ++i) {
-        char name[16];
-        snprintf(name, sizeof(name), "node%d", i);
-        CHECK(ivmCreateDev(name, IVM_CPU, &d));
-        CHECK(ivmCreatePEs(d, 1, &t.ids[i]));
-        CHECK(ivmDestroyDev(d));
+        t.ids[i] = pe_on_node(i);
     }
     shared[0] = t.n;
     memcpy(&shared[1], t.ids, sizeof(int) * 3);
@@ -1118,20 +1109,6 @@ static int table_once_pe(int id, int rounds)
     return team_done();
 }
 
-static ivm_pe table_once_create(int node)
-{
-    char name[IVM_HOST_MAX + 1];
-    ivm_device d;
-    ivm_pe pe = IVM_PE_NULL;
-
-    CHECK(ivmGetNodeName(node, name, sizeof(name)));
-    CHECK(ivmCreateDev(name, IVM_CPU, &d));
-    CHECK(ivmCreatePEs(d, 1, &pe));
-    CHECK(ivmDestroyDev(d));
-    ASSERT(pe != IVM_PE_NULL, "no PE on %s", name);
-    return pe;
-}
-
 static int sc_table_once(int argc, char **argv)
 {
     int id = pe_enter(), rounds = argc > 2 ? atoi(argv[2]) : 16, r, k, *pair;
@@ -1147,13 +1124,13 @@ static int sc_table_once(int argc, char **argv)
     pe_stage = "PEs one after the other on node0 and node1";
     for (r = 0; r < rounds; ++r) {
         for (k = 0; k < 2; ++k) {
-            pe = table_once_create(k);
+            pe = pe_on_node(k);
             CHECK(ivmWaitFrom(pe));
         }
     }
     CHECK(ivmMalloc("pair", &pair, 2 * sizeof(int)));
-    pair[0] = table_once_create(0);
-    pair[1] = table_once_create(1);
+    pair[0] = pe_on_node(0);
+    pair[1] = pe_on_node(1);
     CHECK(ivmSyncPut(pair, 2 * sizeof(int)));
     CHECK(ivmSignalTo(pair[0]));
     CHECK(ivmSignalTo(pair[1]));
