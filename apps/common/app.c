@@ -542,6 +542,38 @@ void app_dev_name(const char *host, int devtype, char *buf, size_t len)
 
 #define APP_MAX_NODES 64        /* nodes app_devices_probe asks for at most */
 
+int app_node_index(const char *host)
+{
+    char name[IVM_HOST_MAX + 1];
+    int n;
+
+    if (host == NULL || host[0] == '\0')
+        return IVM_THIS_NODE;
+    if (ivmGetNumNodes(&n) != IVM_SUCCESS)
+        return -2;
+    for (int k = 0; k < n; k++)
+        if (ivmGetNodeName(k, name, sizeof(name)) == IVM_SUCCESS && strcmp(name, host) == 0)
+            return k;
+    return -2;
+}
+
+int app_dev_share(int node, int devtype, int *ncores_p)
+{
+    ivm_device_info info[IVM_NODE_DEVICES_MAX];
+    int n;
+
+    *ncores_p = 0;
+    if (IVM_DEV_IS_GPU(devtype) || node == -2 ||
+        ivmGetDevices(node, info, IVM_NODE_DEVICES_MAX, &n) != IVM_SUCCESS)
+        return 0;
+    for (int k = 0; k < n && k < IVM_NODE_DEVICES_MAX; k++)
+        if (info[k].devtype == devtype && info[k].ncores > 0 && info[k].share > 0) {
+            *ncores_p = info[k].ncores;
+            return info[k].share;
+        }
+    return 0;
+}
+
 /* Pass the devices of one kind of node `name` ("": the root's node) to
    `found`; how many, or -1. */
 static int app_probe_kind(const char *name, int gpu, int max_devs, int *count_p,

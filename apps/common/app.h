@@ -232,4 +232,13 @@ typedef int (*app_dev_found_fn)(void *arg, const char *host, int devtype, ivm_de
    unexpected ivmCreateDev error or when `found` failed. */
 int app_devices_probe(int local, int max_devs, app_dev_found_fn found, void *arg);
 
+/* The index of the node named `host` as app_devices_probe passes it
+   (IVM_THIS_NODE for ""), or -2 when no node has that name. */
+int app_node_index(const char *host);
+
+/* What CPU device `devtype` of node `node` declares (ivmGetDevices): its
+   share of its cores' time in percent ("0:80" gives 80), its cores into
+   *ncores_p. 0 for a GPU, or when it is not known. */
+int app_dev_share(int node, int devtype, int *ncores_p);
+
 #endif /* IVM_APP_H */

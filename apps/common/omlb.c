@@ -31,6 +31,7 @@
 #define OMLB_SPIN_S     0.2    /* a halo wait spins this long, then naps */
 #define OMLB_STREAK     2      /* windows in a row a move must pay off, after the first */
 #define OMLB_TOL_MAX    0.4    /* the most a move must promise after moves that did not pay */
+#define OMLB_SHARES_S   0.5    /* the root reads the devices' shares this often */
 
 /* One PE's share in a plan. */
 typedef struct omlb_slot {
@@ -146,6 +147,7 @@ static int omlb_dev_found(void *arg, const char *host, int devtype, ivm_device d
     }
     cfg->devs[cfg->ndevs] = dev;
     cfg->devtypes[cfg->ndevs] = devtype;
+    cfg->nodes[cfg->ndevs] = app_node_index(host);
     app_dev_name(host, devtype, cfg->names[cfg->ndevs], OMLB_NAME_MAX);
     cfg->ndevs++;
     return 0;
@@ -226,9 +228,15 @@ typedef struct omlb_root {
     int                  dev_pes[OMLB_MAX_DEVS];
     int                  dev_units[OMLB_MAX_DEVS];
     int                  dev_cores[OMLB_MAX_DEVS]; /* from the reports, 0: unknown */
+    int                  share[OMLB_MAX_DEVS];     /* CPU share in percent, 0: unknown */
+    int                  share_cores[OMLB_MAX_DEVS]; /* the cores it is a share of */
+    double               shares_at;                /* when they were read */
     double               slow[OMLB_MAX_DEVS];
     double               dev_done[OMLB_MAX_DEVS];  /* units x iterations done */
-    double               est[OMLB_MAX_DEVS];       /* smoothed cost per unit (0: none) */
+    double               est[OMLB_MAX_DEVS];       /* cost per unit, the windows' median (0: none) */
+    double               hist[OMLB_MAX_DEVS][3];   /* the last windows' costs, newest first */
+    int                  nhist[OMLB_MAX_DEVS];     /* how many of them there are */
+    int                  prior;   /* the first split came from the devices' shares */
     int                  trial[OMLB_MAX_DEVS];     /* 0 none, 1 running, 2 kept, 3 dropped */
     double               trial_base[OMLB_MAX_DEVS];/* cost per unit before the trial */
     int                  trial_slot[OMLB_MAX_DEVS];
@@ -365,6 +373,46 @@ fail:
     return -1;
 }
 
+/* Read every CPU device's share of its cores (ivm-ctl set-share may change
+   it while the job runs), every OMLB_SHARES_S or with `now`. */
+static void omlb_root_shares(omlb_root_t *r, int now)
+{
+    double t = app_now_s();
+
+    if (!now && t - r->shares_at < OMLB_SHARES_S)
+        return;
+    r->shares_at = t;
+    for (int d = 0; d < r->cfg->ndevs; d++)
+        r->share[d] = app_dev_share(r->cfg->nodes[d], r->cfg->devtypes[d], &r->share_cores[d]);
+}
+
+/* The first split: each device's declared capacity (cores x share) when
+   every device is a CPU device that declares one, so that a run on devices
+   of known different speeds does not start at the slowest one's pace
+   (IVM_OMLB_START=equal: the equal split; =shares, the default: this);
+   else equal. The windows then measure what each device really gives and
+   move from there. -1 (printed) for another IVM_OMLB_START. */
+static int omlb_root_first_split(omlb_root_t *r)
+{
+    const char *start = getenv("IVM_OMLB_START");
+    double cost[OMLB_MAX_DEVS];
+
+    if (start != NULL && strcmp(start, "equal") != 0 && strcmp(start, "shares") != 0) {
+        fprintf(stderr, "omlb: IVM_OMLB_START='%s': 'shares' or 'equal'\n", start);
+        return -1;
+    }
+    if (start != NULL && strcmp(start, "equal") == 0)
+        return 0;
+    for (int d = 0; d < r->cfg->ndevs; d++) {
+        if (r->share[d] <= 0 || r->share_cores[d] <= 0)
+            return 0;
+        cost[d] = 100.0 / ((double)r->share[d] * r->share_cores[d]);
+    }
+    omlb_rule_split(r->cfg->ndevs, r->cfg->units, r->dev_pes, cost, r->dev_units);
+    r->prior = 1;
+    return 0;
+}
+
 /* The least and the greatest next iteration of the plan's PEs (epoch
    figures only), and whether all have stored at `until`. */
 static void omlb_root_progress(const omlb_root_t *r, int *min_p, int *max_p, int *stored_p)
@@ -433,8 +481,13 @@ static void omlb_root_record(omlb_root_t *r, int first, int last, double tmax, d
    that a device with a CPU quota, or sharing its core with another job,
    shows the speed it can sustain: the compute's wall time hides it when a
    short step fits in the quota a wait left. A GPU PE of the CUDA kernel:
-   the compute's wall time. */
-static double omlb_pe_cost(const omlb_report_t *g, const omlb_report_t *b, int runs)
+   the compute's wall time. `most` is the part of a core the device's
+   share allows (1: a whole core): a PE never sustains more, and what it
+   seemed to get above it over a few iterations of a short quota period
+   (up to 0.24 of a core on a 20 % device) made its device look faster than
+   it is. */
+static double omlb_pe_cost(const omlb_report_t *g, const omlb_report_t *b, int runs,
+                           double most)
 {
     double compute = g->compute - (b ? b->compute : 0.0);
     double cpu = g->cpu - (b ? b->cpu : 0.0);
@@ -444,7 +497,7 @@ static double omlb_pe_cost(const omlb_report_t *g, const omlb_report_t *b, int r
     if (g->gpu || !(cpu > 0.0) || !(busy > 0.0) || !(busy_cpu > 0.0))
         return compute / runs;
     double got = busy_cpu / busy; /* the part of a core it got */
-    return cpu / (got < 1.0 ? got : 1.0) / runs;
+    return cpu / fmin(got, most) / runs;
 }
 
 /* The window since r->base, if it is complete (every PE ran OMLB_WINDOW
@@ -477,7 +530,8 @@ static int omlb_root_window(omlb_root_t *r, double *cost, int force)
         double t = (g->compute - (same ? b->compute : 0.0)) / measured;
         /* The device's PEs do its units side by side: its time for u
            units is u / PEs x the slowest PE's time per unit. */
-        dev_t[p->dev] = fmax(dev_t[p->dev], omlb_pe_cost(g, same ? b : NULL, measured) /
+        double most = r->share[p->dev] > 0 ? fmin(r->share[p->dev] / 100.0, 1.0) : 1.0;
+        dev_t[p->dev] = fmax(dev_t[p->dev], omlb_pe_cost(g, same ? b : NULL, measured, most) /
                                                 (p->hi - p->lo) / (double)p->dev_pes);
         tmax = fmax(tmax, t);
         tsum += t;
@@ -545,7 +599,29 @@ static void omlb_root_judge(omlb_root_t *r)
     r->judge = 0;
 }
 
-/* After a window: smooth the costs in, settle trials, start one, and tell
+/* Take a window's cost of device d into its estimate: the median of the
+   last three windows (one window's cost doubled by a daemon's burst, a page
+   fault storm or the root's own work moves nothing), the mean of two, or the
+   one. `reset`: the device changed (a trial PE came or went), c alone. */
+static void omlb_root_est(omlb_root_t *r, int d, double c, int reset)
+{
+    double *h = r->hist[d];
+
+    if (reset)
+        r->nhist[d] = 0;
+    h[2] = h[1];
+    h[1] = h[0];
+    h[0] = c;
+    r->nhist[d] = r->nhist[d] < 3 ? r->nhist[d] + 1 : 3;
+    if (r->nhist[d] == 1)
+        r->est[d] = h[0];
+    else if (r->nhist[d] == 2)
+        r->est[d] = 0.5 * (h[0] + h[1]);
+    else
+        r->est[d] = fmax(fmin(h[0], h[1]), fmin(fmax(h[0], h[1]), h[2]));
+}
+
+/* After a window: take the costs in, settle trials, start one, and tell
    whether the shares move (*move_p) to the split in r->dev_units. */
 static int omlb_root_adjust(omlb_root_t *r, const double *cost, int remaining, int *move_p)
 {
@@ -553,7 +629,7 @@ static int omlb_root_adjust(omlb_root_t *r, const double *cost, int remaining, i
     int alloc[OMLB_MAX_DEVS], changed = 0;
 
     for (int d = 0; d < cfg->ndevs; d++)
-        r->est[d] = r->est[d] > 0.0 ? 0.5 * r->est[d] + 0.5 * cost[d] : cost[d];
+        omlb_root_est(r, d, cost[d], 0);
     for (int d = 0; d < cfg->ndevs; d++) {
         if (r->trial[d] != 1)
             continue;
@@ -563,20 +639,21 @@ static int omlb_root_adjust(omlb_root_t *r, const double *cost, int remaining, i
         if (!keep) {
             r->retired[r->trial_slot[d]] = 1;
             r->dev_pes[d]--;
-            r->est[d] = r->trial_base[d];
+            omlb_root_est(r, d, r->trial_base[d], 1);
             changed = 1;
         } else {
-            r->est[d] = cost[d];
+            omlb_root_est(r, d, cost[d], 1);
         }
     }
     omlb_root_judge(r);
     int worth = omlb_rule_worth(cfg->ndevs, cfg->units, r->dev_pes, r->dev_units, r->est,
                                 r->tol, remaining, r->move_s);
-    /* The first move as soon as it pays (the start's equal split may be far
-       off); later ones only when two windows in a row agree, so that one
-       noisy window moves nothing. */
+    /* The first move from an equal split as soon as it pays (the split may
+       be far off); the others, and the first from the devices' shares, only
+       when two windows in a row agree, so that one noisy window moves
+       nothing. */
     r->streak = worth ? r->streak + 1 : 0;
-    worth = worth && (r->rebalances == 0 || r->streak >= OMLB_STREAK);
+    worth = worth && ((r->rebalances == 0 && !r->prior) || r->streak >= OMLB_STREAK);
     if (!changed && !worth && remaining > 4 * OMLB_WINDOW) {
         for (int d = 0; d < cfg->ndevs && !changed; d++) {
             if (!omlb_root_trial_wanted(r, d))
@@ -655,6 +732,7 @@ static int omlb_root_loop(omlb_root_t *r)
         int lo, hi, stored, move = 0;
         if (omlb_root_read(r) != 0 || omlb_root_alive(r) != 0)
             return -1;
+        omlb_root_shares(r, 0);
         omlb_root_progress(r, &lo, &hi, &stored);
         if (pl->done && stored)
             return 0;
@@ -721,6 +799,9 @@ int omlb_root_run(const omlb_config_t *cfg, omlb_result_t *res)
     for (int d = 0; d < cfg->ndevs; d++)
         if (omlb_root_spawn(r, d) != 0)
             goto fail;
+    omlb_root_shares(r, 1);
+    if (omlb_root_first_split(r) != 0)
+        goto fail;
     omlb_root_parts(r);
     r->plan->until = omlb_root_lead(r, 0);
     r->plan->done = r->plan->stop = r->plan->until == cfg->iterations;

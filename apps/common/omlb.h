@@ -137,6 +137,7 @@ typedef struct omlb_config {
     ivm_device  devs[OMLB_MAX_DEVS];
     char        names[OMLB_MAX_DEVS][OMLB_NAME_MAX];
     int         devtypes[OMLB_MAX_DEVS];
+    int         nodes[OMLB_MAX_DEVS]; /* node index of each (app_node_index) */
     FILE       *record;      /* the OMLB lines (NULL: none) */
 } omlb_config_t;
 

@@ -5,7 +5,9 @@
  *     mpirun) and prints the IVM version's checksum;
  *   - OM-LB moves work off a device slowed with the IVM_OMLB_SLOW test knob,
  *     adds no PE to one-core devices, and tries one on a two-core device;
- *   - bad sizes and a malformed knob fail with a message. */
+ *   - on devices that declare different shares of a core its first split
+ *     follows them;
+ *   - bad sizes and malformed knobs fail with a message. */
 #include <criterion/criterion.h>
 
 #include <math.h>
@@ -177,6 +179,45 @@ Test(himeno, omlb_moves_work_off_a_slowed_device)
     ivmt_result_free(&r);
 }
 
+/* Devices that declare different speeds (80 % and 20 % of a core, enforced
+   with cgroups by ivmd): OM-LB's first split follows the shares, 4 : 1 of
+   the planes (the first record line is written before any move can be made),
+   and with IVM_OMLB_START=equal it starts from the equal split as before.
+   A split, not a timing; skipped without cgroup access. */
+Test(himeno, omlb_starts_from_the_devices_shares)
+{
+    char why_not[256];
+
+    if (!ivmt_cgroup_writable(why_not, sizeof(why_not)))
+        cr_skip_test("needs the cpu cgroup controller: %s", why_not);
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+        cr_skip_test("needs two cores");
+    for (int equal = 0; equal < 2; equal++) {
+        const char *argv[] = {"--nodes", "2", "--timeout", "60", "--node-cpu-devices",
+                              "0:80;1:20", "/usr/bin/env",
+                              equal ? "IVM_OMLB_START=equal" : "IVM_OMLB_START=shares",
+                              IVMT_HIMENO, "--size", "33", "--iters", "40", "--verify", NULL};
+        ivmt_launch_t c;
+        ivmt_result_t r;
+        int units0[2];
+
+        ivmt_launch_start(IVMT_IVMRUN, argv, &c);
+        ivmt_launch_finish_clean(&c, 75, &r);
+        expect_code(&r, 0);
+        cr_assert(omlb_record(r.out, "units", 1, units0) == 0, "no OMLB records:\n%s", r.out);
+        if (equal)
+            cr_assert(abs(units0[0] - units0[1]) <= 1, "not an equal start:\n%s", r.out);
+        else
+            cr_assert(units0[1] >= 1 && units0[0] >= 3 * units0[1] &&
+                          units0[0] <= 5 * units0[1],
+                      "first split not 4 : 1:\n%s", r.out);
+        char *verified = apps_result_field(r.out, "verified");
+        cr_assert(verified != NULL && strcmp(verified, "yes") == 0, "not verified:\n%s", r.out);
+        free(verified);
+        ivmt_result_free(&r);
+    }
+}
+
 /* A device of two cores may run a second PE usefully: OM-LB tries one once
    the split has settled, keeps it if the device got faster, retires it
    otherwise; either way the run goes on and verifies. */
@@ -223,5 +264,12 @@ Test(himeno, bad_size_and_bad_knob_fail_with_a_message)
     ivmrun_two_nodes(knob, &r);
     expect_code(&r, 1);
     cr_assert(strstr(r.err, "IVM_OMLB_SLOW='zero:4'") != NULL, "%s", r.err);
+    ivmt_result_free(&r);
+
+    const char *start[] = {"/usr/bin/env", "IVM_OMLB_START=fast", IVMT_HIMENO, "--size", "9",
+                           NULL};
+    ivmrun_two_nodes(start, &r);
+    expect_code(&r, 1);
+    cr_assert(strstr(r.err, "IVM_OMLB_START='fast': 'shares' or 'equal'") != NULL, "%s", r.err);
     ivmt_result_free(&r);
 }
