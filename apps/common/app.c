@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 static const char *app_name = "app";
@@ -541,6 +542,23 @@ void app_dev_name(const char *host, int devtype, char *buf, size_t len)
 }
 
 #define APP_MAX_NODES 64        /* nodes app_devices_probe asks for at most */
+
+#define APP_HUGE_PAGE ((size_t)2 << 20)
+
+void *app_alloc_pages(size_t bytes)
+{
+    void *p = NULL;
+
+    if (bytes < APP_HUGE_PAGE)
+        return malloc(bytes > 0 ? bytes : 1);
+    if (posix_memalign(&p, APP_HUGE_PAGE, bytes) != 0)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    /* Advice only: where THP is off the pages stay small. */
+    (void)madvise(p, bytes / APP_HUGE_PAGE * APP_HUGE_PAGE, MADV_HUGEPAGE);
+#endif
+    return p;
+}
 
 int app_node_index(const char *host)
 {

@@ -175,8 +175,8 @@ static int cpu_create(const himeno_grid_t *g, int max_units, int threads,
 
     if (k == NULL)
         goto fail_k;
-    k->slab = malloc(n * sizeof(float));
-    k->wrk = malloc(n * sizeof(float));
+    k->slab = app_alloc_pages(n * sizeof(float));
+    k->wrk = app_alloc_pages(n * sizeof(float));
     if (k->slab == NULL || k->wrk == NULL)
         goto fail_bufs;
     k->g = *g;

@@ -4,6 +4,7 @@
  * picker's rules. */
 #include <criterion/criterion.h>
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -310,4 +311,25 @@ Test(app_common, dslb_eft_deals_by_speed_and_free_time)
     double big[3] = {6, 1, 1};
     dslb_eft(2, zero, same, zero, big, 3, 0, counts);
     cr_assert(counts[0] == 1 && counts[1] == 2, "%d %d", counts[0], counts[1]);
+}
+
+/* app_alloc_pages: small sizes come from malloc; from 2 MiB the block is
+   aligned to 2 MiB (so that whole huge pages can back it), writable end to
+   end and freed with free(). */
+Test(app_common, alloc_pages_aligns_large_blocks)
+{
+    size_t sizes[] = {0, 100, (size_t)2 << 20, ((size_t)5 << 20) + 123};
+
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        unsigned char *p = app_alloc_pages(sizes[i]);
+        cr_assert_not_null(p, "size %zu", sizes[i]);
+        if (sizes[i] >= ((size_t)2 << 20))
+            cr_assert_eq((uintptr_t)p % ((size_t)2 << 20), 0, "size %zu at %p", sizes[i],
+                         (void *)p);
+        if (sizes[i] > 0) {
+            memset(p, 0xa5, sizes[i]);
+            cr_assert_eq(p[sizes[i] - 1], 0xa5);
+        }
+        free(p);
+    }
 }
