@@ -41,13 +41,21 @@
  * as MPI ranks poll), per unit. A device throttled by a CPU quota or sharing
  * its core with another job so shows the speed it can sustain, which the
  * compute's wall time (or its least time over a window) hides when a short
- * step fits in the quota a wait left. The costs are smoothed over the
- * windows (half the weight on the newest). It moves the shares when the
- * best integer split (omlb_rule_split) would make the slowest device at
- * least `balance_tol` faster and the iterations left would save more than a
- * move costs (measured: the last move), the first time at once, later only
- * when two windows in a row say so. A device slowed part-way through the
- * run is followed a few windows later.
+ * step fits in the quota a wait left; that part is capped at the device's
+ * share of a core (ivmGetDevices, re-read every OMLB_SHARES_S), which a PE
+ * cannot sustain more of. A device's cost is the median of its last three
+ * windows. It moves the shares when the best integer split
+ * (omlb_rule_split) would make the slowest device at least `balance_tol`
+ * faster and the iterations left would save more than a move costs (the
+ * last move, measured; before one, the start: the first plan to every PE's
+ * first iteration); from an equal start at once, else only when two windows
+ * in a row say so (the first move from the shares' split also waits for
+ * three windows of every device). A device slowed part-way through the run
+ * is followed a few windows later.
+ *
+ * The first split: when every device is a CPU device that declares its cores
+ * and share (ivmGetDevices), in proportion to cores x share; else, or with
+ * IVM_OMLB_START=equal, equal.
  *
  * PEs per device: a device gets one PE. With --max-per-dev K > 1, a device
  * that can run more than one PE usefully (a GPU, or a CPU device of two
