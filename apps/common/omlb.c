@@ -653,8 +653,8 @@ static int omlb_root_adjust(omlb_root_t *r, const double *cost, int remaining, i
        be far off); the others only when two windows in a row agree, so that
        one noisy window moves nothing; the first from the devices' shares
        also only once every device has three windows (the first ones, beside
-       the PEs' start on every node, made a device of a whole core look 15 %
-       slower than it was). */
+       the PEs' start on every node, made a device of a whole core look 15-20 %
+       slower than the rest of the run showed). */
     r->streak = worth ? r->streak + 1 : 0;
     int known = 1;
     for (int d = 0; d < cfg->ndevs; d++)
