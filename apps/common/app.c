@@ -567,11 +567,20 @@ int app_node_index(const char *host)
 
     if (host == NULL || host[0] == '\0')
         return IVM_THIS_NODE;
-    if (ivmGetNumNodes(&n) != IVM_SUCCESS)
-        return -2;
-    for (int k = 0; k < n; k++)
-        if (ivmGetNodeName(k, name, sizeof(name)) == IVM_SUCCESS && strcmp(name, host) == 0)
+    ivmError_t rc = ivmGetNumNodes(&n);
+    if (rc != IVM_SUCCESS) {
+        app_ivm_error(rc, "ivmGetNumNodes", __FILE__, __LINE__);
+        return -3;
+    }
+    for (int k = 0; k < n; k++) {
+        rc = ivmGetNodeName(k, name, sizeof(name));
+        if (rc != IVM_SUCCESS) {
+            app_ivm_error(rc, "ivmGetNodeName", __FILE__, __LINE__);
+            return -3;
+        }
+        if (strcmp(name, host) == 0)
             return k;
+    }
     return -2;
 }
 
@@ -581,7 +590,7 @@ int app_dev_share(int node, int devtype, int *ncores_p)
     int n;
 
     *ncores_p = 0;
-    if (IVM_DEV_IS_GPU(devtype) || node == -2 ||
+    if (IVM_DEV_IS_GPU(devtype) || node < IVM_THIS_NODE ||
         ivmGetDevices(node, info, IVM_NODE_DEVICES_MAX, &n) != IVM_SUCCESS)
         return 0;
     for (int k = 0; k < n && k < IVM_NODE_DEVICES_MAX; k++)

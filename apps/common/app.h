@@ -240,7 +240,8 @@ int app_devices_probe(int local, int max_devs, app_dev_found_fn found, void *arg
 void *app_alloc_pages(size_t bytes);
 
 /* The index of the node named `host` as app_devices_probe passes it
-   (IVM_THIS_NODE for ""), or -2 when no node has that name. */
+   (IVM_THIS_NODE for ""); -2 when no node has that name, -3 when asking
+   failed (printed). */
 int app_node_index(const char *host);
 
 /* What CPU device `devtype` of node `node` declares (ivmGetDevices): its

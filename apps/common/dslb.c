@@ -136,22 +136,17 @@ static int dslb_node_budget(int k, int root_node, int *budget_p)
    of a node without room for a PE are left out of the table. */
 static int dslb_budgets(dslb_ctl_t *ctl, const app_args_t *args)
 {
-    int nnodes = 0, me = 0, n = 0;
-    char name[IVM_HOST_MAX + 1];
+    int me = 0, n = 0;
 
-    APP_TRY(ivmGetNumNodes(&nnodes));
     APP_TRY(ivmGetMyNode(&me));
     for (int d = 0; d < ctl->ndev; d++) {
-        int k = me;
-        if (ctl->dev[d].host[0] != '\0') {
-            for (k = 0; k < nnodes; k++) {
-                APP_TRY(ivmGetNodeName(k, name, sizeof(name)));
-                if (strcmp(name, ctl->dev[d].host) == 0)
-                    break;
-            }
-        }
-        int budget = 0;
-        if (k < nnodes && dslb_node_budget(k, me, &budget) != 0)
+        int k = app_node_index(ctl->dev[d].host);
+        if (k == -3)
+            return -1;
+        if (k == IVM_THIS_NODE)
+            k = me;
+        int budget = 0; /* a node not in the cluster table: no limit */
+        if (k >= 0 && dslb_node_budget(k, me, &budget) != 0)
             return -1;
         if (budget < 0) {
             printf("dslb: %s left out: its node's max_slots leaves no room\n",
@@ -963,15 +958,10 @@ static void dslb_child_end(int status)
 {
 #if defined(__SANITIZE_ADDRESS__)
     (void)status;
-    return;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-    (void)status;
-    return;
-#endif
-#endif
+#else
     fflush(NULL);
     _exit(status);
+#endif
 }
 
 /* --serial: ops->serial and the one result line. */

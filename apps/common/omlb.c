@@ -237,6 +237,7 @@ typedef struct omlb_root {
     double               hist[OMLB_MAX_DEVS][3];   /* the last windows' costs, newest first */
     int                  nhist[OMLB_MAX_DEVS];     /* how many of them there are */
     int                  prior;   /* the first split came from the devices' shares */
+    int                  start_equal; /* IVM_OMLB_START=equal */
     int                  trial[OMLB_MAX_DEVS];     /* 0 none, 1 running, 2 kept, 3 dropped */
     double               trial_base[OMLB_MAX_DEVS];/* cost per unit before the trial */
     int                  trial_slot[OMLB_MAX_DEVS];
@@ -390,28 +391,22 @@ static void omlb_root_shares(omlb_root_t *r, int now)
 /* The first split: each device's declared capacity (cores x share) when
    every device is a CPU device that declares one, so that a run on devices
    of known different speeds does not start at the slowest one's pace
-   (IVM_OMLB_START=equal: the equal split; =shares, the default: this);
-   else equal. The windows then measure what each device really gives and
-   move from there. -1 (printed) for another IVM_OMLB_START. */
-static int omlb_root_first_split(omlb_root_t *r)
+   (IVM_OMLB_START=equal, r->start_equal: the equal split; =shares, the
+   default: this); else equal. The windows then measure what each device
+   really gives and move from there. */
+static void omlb_root_first_split(omlb_root_t *r)
 {
-    const char *start = getenv("IVM_OMLB_START");
     double cost[OMLB_MAX_DEVS];
 
-    if (start != NULL && strcmp(start, "equal") != 0 && strcmp(start, "shares") != 0) {
-        fprintf(stderr, "omlb: IVM_OMLB_START='%s': 'shares' or 'equal'\n", start);
-        return -1;
-    }
-    if (start != NULL && strcmp(start, "equal") == 0)
-        return 0;
+    if (r->start_equal)
+        return;
     for (int d = 0; d < r->cfg->ndevs; d++) {
         if (r->share[d] <= 0 || r->share_cores[d] <= 0)
-            return 0;
+            return;
         cost[d] = 100.0 / ((double)r->share[d] * r->share_cores[d]);
     }
     omlb_rule_split(r->cfg->ndevs, r->cfg->units, r->dev_pes, cost, r->dev_units);
     r->prior = 1;
-    return 0;
 }
 
 /* The least and the greatest next iteration of the plan's PEs (epoch
@@ -794,6 +789,12 @@ int omlb_root_run(const omlb_config_t *cfg, omlb_result_t *res)
                 OMLB_MAX_DEVS, cfg->iterations, cfg->units, cfg->cap, cfg->balance_tol);
         goto out;
     }
+    const char *start = getenv("IVM_OMLB_START");
+    if (start != NULL && strcmp(start, "equal") != 0 && strcmp(start, "shares") != 0) {
+        fprintf(stderr, "omlb: IVM_OMLB_START='%s': 'shares' or 'equal'\n", start);
+        goto out;
+    }
+    r->start_equal = start != NULL && strcmp(start, "equal") == 0;
     for (int d = 0; d < cfg->ndevs; d++) {
         r->slow[d] = app_slow_factor("IVM_OMLB_SLOW", d);
         if (r->slow[d] < 0)
@@ -811,8 +812,7 @@ int omlb_root_run(const omlb_config_t *cfg, omlb_result_t *res)
         if (omlb_root_spawn(r, d) != 0)
             goto fail;
     omlb_root_shares(r, 1);
-    if (omlb_root_first_split(r) != 0)
-        goto fail;
+    omlb_root_first_split(r);
     omlb_root_parts(r);
     r->plan->until = omlb_root_lead(r, 0);
     r->plan->done = r->plan->stop = r->plan->until == cfg->iterations;
