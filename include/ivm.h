@@ -450,6 +450,40 @@ IVM_API ivmError_t ivmSyncGetGroup(void *addr, size_t size);
 /* ---------------------------------------------------------------------- */
 /** @name Additions to the dissertation's table */
 /** @{ */
+/**
+ * @brief Start an ivmSyncPut() of [addr, addr+size) and return without
+ * waiting for it, as OpenSHMEM's shmem_putmem_nbi or an MPI_Put before its
+ * flush; ivmQuiet() completes it.
+ *
+ * The range is checked at once (::IVM_ERROR_INVALID_VALUE as ivmSyncPut()).
+ * The put goes through the caller's node daemon, which reads the bytes from
+ * the caller's copy when it handles the request: until ivmQuiet() returns,
+ * the caller must not write the range (its node's other PEs neither), and
+ * nothing is promised about when the bytes reach the master or in which
+ * order against the caller's other calls. A caller whose copy is the
+ * master (a CPU PE on the master's node) moves no data: the put is complete
+ * at once. A GPU PE's device work is waited for at the call, as
+ * ivmSyncPut() does. At most 64 puts are outstanding: the 65th waits for
+ * the oldest first. ivmUnmap(), ivmFree() and ivmExit() wait for the
+ * outstanding puts; a failure among them is returned by the next
+ * ivmQuiet(), or by ivmExit() when none came.
+ *
+ * @return ::IVM_SUCCESS (started), ::IVM_ERROR_INVALID_VALUE (range not
+ *         inside one mapping of the caller), ::IVM_ERROR_DAEMON_LOST,
+ *         ::IVM_ERROR_NOT_ENTERED.
+ */
+IVM_API ivmError_t ivmSyncPutNbi(const void *addr, size_t size);
+
+/**
+ * @brief Wait until every ivmSyncPutNbi() the PE started before the call is
+ * in its master copy (shmem_quiet, MPI_Win_flush_all).
+ *
+ * @return ::IVM_SUCCESS, or the first failure among those puts, with its
+ *         message (as ivmSyncPut() reports it; ::IVM_ERROR_DAEMON_LOST when
+ *         the master's node was lost); ::IVM_ERROR_NOT_ENTERED.
+ */
+IVM_API ivmError_t ivmQuiet(void);
+
 
 /** @brief Text of a status code; never NULL ("unknown status" if unknown). */
 IVM_API const char *ivmGetErrorString(ivmError_t err);

@@ -691,7 +691,7 @@ IVM_API ivmError_t ivmEnter(void)
 IVM_API ivmError_t ivmExit(void)
 {
     ivm_msg_status_t rep;
-    ivmError_t status;
+    ivmError_t status, quiet;
 
     ivm_clear_error();
     pthread_mutex_lock(&ivm_life_lock);
@@ -703,12 +703,22 @@ IVM_API ivmError_t ivmExit(void)
     /* Output written so far reaches the job's streams before the root can
      * end the job. */
     fflush(NULL);
+    /* Posted puts reach their masters first; a failure no ivmQuiet
+     * reported is ivmExit's. */
+    quiet = ivm_rpc_quiet();
+    if (quiet != IVM_SUCCESS) {
+        ivm_warn("ivmExit: a put posted by ivmSyncPutNbi failed and no ivmQuiet reported it: "
+                 "%s", ivmGetLastErrorMessage());
+    }
     status = ivm_call(IVM_MSG_EXIT, &(ivm_msg_empty_t){0}, sizeof(ivm_msg_empty_t), &rep,
                       sizeof(rep), NULL);
     ivm_ep_close_all();
     ivm_maps_clear();
     ivm_rpc_close();
     pthread_mutex_unlock(&ivm_life_lock);
+    if (quiet != IVM_SUCCESS && quiet != IVM_ERROR_DAEMON_LOST) {
+        return quiet;
+    }
     /* A lost daemon at exit is not the caller's problem. */
     return (status == IVM_ERROR_DAEMON_LOST) ? IVM_SUCCESS : status;
 }
@@ -1390,6 +1400,7 @@ IVM_API ivmError_t ivmUnmap(void *ptr)
         IVM_FAIL(IVM_ERROR_INVALID_VALUE,
                  "ivmUnmap: %p is not the start of a mapping of this PE", ptr);
     }
+    ivm_rpc_drain(); /* posted puts from this mapping's bytes */
     ivm_map_release(&map);
     req.obj_id  = map.obj_id;
     req.gpu_ref = map.gpu_ref;
@@ -1409,6 +1420,7 @@ IVM_API ivmError_t ivmFree(void *ptr)
         IVM_FAIL(IVM_ERROR_INVALID_VALUE,
                  "ivmFree: %p is not the start of a mapping of this PE", ptr);
     }
+    ivm_rpc_drain(); /* posted puts into this object */
     req.obj_id  = map.obj_id;
     req.gpu_ref = map.gpu_ref;
     status = ivm_call(IVM_MSG_FREE, &req, sizeof(req), &rep, sizeof(rep), NULL);
@@ -1500,6 +1512,29 @@ static ivmError_t ivm_sync(const char *fn, uint32_t op, const void *addr, size_t
 IVM_API ivmError_t ivmSyncPut(const void *addr, size_t size)
 {
     return ivm_sync("ivmSyncPut", IVM_SYNC_PUT, addr, size);
+}
+
+IVM_API ivmError_t ivmSyncPutNbi(const void *addr, size_t size)
+{
+    ivm_msg_sync_req_t req;
+    ivmError_t status;
+    int call;
+
+    ivm_clear_error();
+    status = ivm_sync_prepare("ivmSyncPutNbi", IVM_SYNC_PUT, addr, size, &req, &call, NULL);
+    if (status != IVM_SUCCESS || !call) {
+        return status;
+    }
+    /* Always through the PE's daemon, never the endpoint: the point is
+     * that the caller does not wait for the master's daemon. */
+    return ivm_rpc_post(IVM_MSG_SYNC, &req, sizeof(req), "ivmSyncPutNbi");
+}
+
+IVM_API ivmError_t ivmQuiet(void)
+{
+    ivm_clear_error();
+    IVM_CHECK_ENTERED_AS("ivmQuiet");
+    return ivm_rpc_quiet();
 }
 
 IVM_API ivmError_t ivmSyncPutSignal(const void *addr, size_t size, ivm_pe pe)

@@ -228,40 +228,53 @@ static void ivm_rpc_fail_all(ivmError_t status)
     }
 }
 
-ivmError_t ivm_rpc_call(uint16_t type, const void *req, uint32_t req_len,
-                        const int *fds, int nfds, ivm_rpc_reply_t *rep)
+/* Number me, list it as pending and send its request. IVM_SUCCESS or
+ * IVM_ERROR_DAEMON_LOST (then me is done, its transport failed). */
+static ivmError_t ivm_rpc_send(ivm_pending_t *me, uint16_t type, const void *req,
+                               uint32_t req_len, const int *fds, int nfds, ivm_rpc_reply_t *rep)
 {
-    ivm_pending_t me;
     ivm_msg_hdr_t hdr;
     ivmError_t status;
 
-    memset(&me, 0, sizeof(me));
-    me.type = type;
-    me.rep   = rep;
+    memset(me, 0, sizeof(*me));
+    me->type = type;
+    me->rep  = rep;
     rep->fd  = -1;
     rep->fd2 = -1;
     pthread_mutex_lock(&ivm_ctx.lock);
     if (ivm_ctx.lost || ivm_ctx.fd < 0) {
         pthread_mutex_unlock(&ivm_ctx.lock);
-        ivm_set_error("the connection to the IVM daemon is lost");
+        me->done      = 1;
+        me->transport = IVM_ERROR_DAEMON_LOST;
         return IVM_ERROR_DAEMON_LOST;
     }
-    me.seq  = ++ivm_ctx.next_seq;
-    me.next = ivm_ctx.pending;
-    ivm_ctx.pending = &me;
+    me->seq  = ++ivm_ctx.next_seq;
+    me->next = ivm_ctx.pending;
+    ivm_ctx.pending = me;
     pthread_mutex_unlock(&ivm_ctx.lock);
 
-    ivm_proto_hdr_init(&hdr, type, req_len, me.seq);
+    ivm_proto_hdr_init(&hdr, type, req_len, me->seq);
     pthread_mutex_lock(&ivm_ctx.send_lock);
     status = ivm_sock_send(ivm_ctx.fd, &hdr, req, fds, nfds);
     pthread_mutex_unlock(&ivm_ctx.send_lock);
-
-    pthread_mutex_lock(&ivm_ctx.lock);
     if (status != IVM_SUCCESS) {
+        pthread_mutex_lock(&ivm_ctx.lock);
         ivm_rpc_fail_all(IVM_ERROR_DAEMON_LOST);
         pthread_cond_broadcast(&ivm_ctx.cond);
+        pthread_mutex_unlock(&ivm_ctx.lock);
     }
-    while (!me.done) {
+    return IVM_SUCCESS;
+}
+
+/* Wait for me's reply (reading replies, its own or others', when no other
+ * thread does), unlist it and return the transport status, the reply's
+ * detail text as the thread's error message. */
+static ivmError_t ivm_rpc_wait(ivm_pending_t *me)
+{
+    ivmError_t status;
+
+    pthread_mutex_lock(&ivm_ctx.lock);
+    while (!me->done) {
         if (ivm_ctx.reading) {
             pthread_cond_wait(&ivm_ctx.cond, &ivm_ctx.lock);
             continue;
@@ -269,7 +282,7 @@ ivmError_t ivm_rpc_call(uint16_t type, const void *req, uint32_t req_len,
         ivm_ctx.reading = 1;
         pthread_mutex_unlock(&ivm_ctx.lock);
         /* Which calls poll is the message table's (proto.h). */
-        status = ivm_rpc_read_one(ivm_proto_reply_polled(type) ? ivm_ctx.spin_ns : 0);
+        status = ivm_rpc_read_one(ivm_proto_reply_polled(me->type) ? ivm_ctx.spin_ns : 0);
         pthread_mutex_lock(&ivm_ctx.lock);
         ivm_ctx.reading = 0;
         if (status != IVM_SUCCESS) {
@@ -278,17 +291,147 @@ ivmError_t ivm_rpc_call(uint16_t type, const void *req, uint32_t req_len,
         }
         pthread_cond_broadcast(&ivm_ctx.cond);
     }
-    ivm_rpc_unlink(&me);
+    ivm_rpc_unlink(me);
     pthread_mutex_unlock(&ivm_ctx.lock);
 
-    if (me.transport != IVM_SUCCESS) {
-        ivm_set_error(me.transport == IVM_ERROR_PROTOCOL
+    if (me->transport != IVM_SUCCESS) {
+        ivm_set_error(me->transport == IVM_ERROR_PROTOCOL
                           ? "the IVM daemon sent a malformed reply"
                           : "the connection to the IVM daemon is lost");
-        return me.transport;
+        return me->transport;
     }
-    if (me.detail[0] != '\0') {
-        ivm_set_error("%s", me.detail);
+    if (me->detail[0] != '\0') {
+        ivm_set_error("%s", me->detail);
     }
     return IVM_SUCCESS;
+}
+
+ivmError_t ivm_rpc_call(uint16_t type, const void *req, uint32_t req_len,
+                        const int *fds, int nfds, ivm_rpc_reply_t *rep)
+{
+    ivm_pending_t me;
+
+    if (ivm_rpc_send(&me, type, req, req_len, fds, nfds, rep) != IVM_SUCCESS) {
+        ivm_set_error("the connection to the IVM daemon is lost");
+        return IVM_ERROR_DAEMON_LOST;
+    }
+    return ivm_rpc_wait(&me);
+}
+
+/* A posted call: its pending entry and the status-only reply it gets. The
+ * posted calls wait in a FIFO (under posted_lock, held through a quiet so
+ * that a quiet covers every call posted before it); the first failure met
+ * while making room is kept for the next quiet. */
+typedef struct ivm_rpc_posted ivm_rpc_posted_t;
+struct ivm_rpc_posted {
+    ivm_rpc_posted_t *next;
+    ivm_pending_t     me;
+    ivm_rpc_reply_t   reply;
+    ivm_msg_status_t  rep;
+    const char       *what; /* the API call, for its error message */
+};
+
+static struct {
+    pthread_mutex_t   lock;
+    ivm_rpc_posted_t *head, *tail;
+    unsigned          count;
+    ivmError_t        failed;                   /* kept for the next quiet */
+    char              detail[IVM_MSG_DETAIL_MAX + 64];
+} ivm_posted = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Wait for the oldest posted call, unlist and free it; its status. */
+static ivmError_t ivm_rpc_complete_oldest(void)
+{
+    ivm_rpc_posted_t *c = ivm_posted.head;
+    ivmError_t status;
+
+    ivm_posted.head = c->next;
+    if (ivm_posted.head == NULL) {
+        ivm_posted.tail = NULL;
+    }
+    ivm_posted.count--;
+    status = ivm_rpc_wait(&c->me);
+    if (status == IVM_SUCCESS) {
+        status = (ivmError_t)c->rep.status;
+        if (status != IVM_SUCCESS && c->me.detail[0] == '\0') {
+            ivm_set_error("%s: %s", c->what, ivmGetErrorString(status));
+        }
+    }
+    if (c->reply.fd >= 0) {
+        close(c->reply.fd);
+    }
+    if (c->reply.fd2 >= 0) {
+        close(c->reply.fd2);
+    }
+    free(c);
+    return status;
+}
+
+/* Keep the first failure of a call completed without a quiet. */
+static void ivm_rpc_keep_failure(ivmError_t status)
+{
+    if (status != IVM_SUCCESS && ivm_posted.failed == IVM_SUCCESS) {
+        ivm_posted.failed = status;
+        snprintf(ivm_posted.detail, sizeof(ivm_posted.detail), "%s", ivmGetLastErrorMessage());
+    }
+}
+
+ivmError_t ivm_rpc_post(uint16_t type, const void *req, uint32_t req_len, const char *what)
+{
+    ivm_rpc_posted_t *c;
+
+    pthread_mutex_lock(&ivm_posted.lock);
+    while (ivm_posted.count >= IVM_POSTED_MAX) {
+        ivm_rpc_keep_failure(ivm_rpc_complete_oldest());
+    }
+    c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        pthread_mutex_unlock(&ivm_posted.lock);
+        ivm_set_error("%s: out of memory for a posted request", what);
+        return IVM_ERROR_NO_MEMORY;
+    }
+    c->what      = what;
+    c->reply.buf = &c->rep;
+    c->reply.len = sizeof(c->rep);
+    if (ivm_rpc_send(&c->me, type, req, req_len, NULL, 0, &c->reply) != IVM_SUCCESS) {
+        pthread_mutex_unlock(&ivm_posted.lock);
+        free(c);
+        ivm_set_error("the connection to the IVM daemon is lost");
+        return IVM_ERROR_DAEMON_LOST;
+    }
+    if (ivm_posted.tail != NULL) {
+        ivm_posted.tail->next = c;
+    } else {
+        ivm_posted.head = c;
+    }
+    ivm_posted.tail = c;
+    ivm_posted.count++;
+    pthread_mutex_unlock(&ivm_posted.lock);
+    return IVM_SUCCESS;
+}
+
+void ivm_rpc_drain(void)
+{
+    pthread_mutex_lock(&ivm_posted.lock);
+    while (ivm_posted.head != NULL) {
+        ivm_rpc_keep_failure(ivm_rpc_complete_oldest());
+    }
+    pthread_mutex_unlock(&ivm_posted.lock);
+}
+
+ivmError_t ivm_rpc_quiet(void)
+{
+    ivmError_t first;
+
+    pthread_mutex_lock(&ivm_posted.lock);
+    while (ivm_posted.head != NULL) {
+        ivm_rpc_keep_failure(ivm_rpc_complete_oldest());
+    }
+    first             = ivm_posted.failed;
+    ivm_posted.failed = IVM_SUCCESS;
+    if (first != IVM_SUCCESS) {
+        ivm_set_error("%s", ivm_posted.detail);
+    }
+    pthread_mutex_unlock(&ivm_posted.lock);
+    return first;
 }

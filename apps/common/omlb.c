@@ -1128,6 +1128,22 @@ static int omlb_child_put(omlb_child_t *c, int sides, int iter)
     return 0;
 }
 
+/* A CPU PE's puts of `sides` for iteration iter, posted (ivmSyncPutNbi):
+   the slot goes into its copy of the neighbour's in-box, and the PE's daemon
+   carries it while the iteration goes on; the next ivmQuiet (omlb_sender_wait)
+   collects the answers, which by then wait in the socket and wake nobody. */
+static int omlb_child_post(omlb_child_t *c, int sides, int iter)
+{
+    for (int side = 0; side < 2; side++) {
+        if (!(sides & (1 << side)))
+            continue;
+        char *ref = omlb_slot(c, c->nb_ref[side], iter, 1 - side);
+        memcpy(ref, c->staging[side], omlb_slot_bytes(c->halo_bytes));
+        APP_TRY(ivmSyncPutNbi(ref, omlb_slot_bytes(c->halo_bytes)));
+    }
+    return 0;
+}
+
 /* The sides that have a neighbour, as bits. */
 static int omlb_child_sides(const omlb_child_t *c)
 {
@@ -1195,8 +1211,10 @@ static int omlb_sender_wait(omlb_child_t *c)
     omlb_sender_t *s = &c->sender;
     int failed;
 
-    if (!s->started)
+    if (!s->started) {
+        APP_TRY(ivmQuiet());
         return 0;
+    }
     pthread_mutex_lock(&s->lock);
     while (s->todo != 0)
         pthread_cond_wait(&s->cond, &s->lock);
@@ -1205,15 +1223,18 @@ static int omlb_sender_wait(omlb_child_t *c)
     return failed ? -1 : 0;
 }
 
-static void omlb_sender_post(omlb_child_t *c, int sides, int iter)
+static int omlb_sender_post(omlb_child_t *c, int sides, int iter)
 {
     omlb_sender_t *s = &c->sender;
 
+    if (!s->started)
+        return omlb_child_post(c, sides, iter);
     pthread_mutex_lock(&s->lock);
     s->todo = sides;
     s->iter = iter;
     pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->lock);
+    return 0;
 }
 
 static void omlb_sender_stop(omlb_child_t *c)
@@ -1255,7 +1276,8 @@ static int omlb_child_step_split(omlb_child_t *c, int iter, double slow, double 
         for (int side = 0; side < 2; side++)
             if (sides & (1 << side))
                 omlb_child_seal(c, side, iter);
-        omlb_sender_post(c, sides, iter);
+        if (omlb_sender_post(c, sides, iter) != 0)
+            return -1;
     }
     if (c->ops->step(c->ctx, &c->part, value_p, compute_p) != 0)
         return -1;
@@ -1389,14 +1411,17 @@ int omlb_child_run(const omlb_ops_t *ops, void *ctx, size_t halo_bytes)
         fprintf(stderr, "omlb: no memory for a halo of %zu bytes\n", halo_bytes);
         goto fail;
     }
-    if (ops->step_edges != NULL && omlb_sender_start(&c) != 0)
-        goto fail;
     OMLB_CHECK(ivmMalloc(name, &c.inbox, 4 * omlb_slot_bytes(halo_bytes)));
     /* The root's plans and the in-box's slots are read on the host view (a
        GPU PE's reference is its device copy). */
     if (app_kernel_pick_ref(devtype, plan, &c.kernel) != 0 ||
         (c.plan_host = app_host_view(plan)) == NULL ||
         (c.inbox_host = app_host_view(c.inbox)) == NULL)
+        goto fail;
+    /* A GPU PE's halo puts copy from its device first (app_ref_put): a
+       thread sends them while the iteration goes on; a CPU PE posts them. */
+    if (ops->step_edges != NULL && c.kernel == APP_KERNEL_CUDA &&
+        omlb_sender_start(&c) != 0)
         goto fail;
     ret = omlb_child_loop(&c);
 fail:

@@ -125,9 +125,11 @@ typedef struct omlb_ops {
        the rest computes. step_edges computes the first and the last unit
        (their new values stay out of the other units' way), copies them out
        as `edges` would (host memory; NULL: not wanted); the next `step`
-       computes the rest and completes the iteration. The driver then sends
-       the edges from a thread of the PE (libivm is thread-safe) and never
-       calls `edges`. */
+       computes the rest and completes the iteration. The driver never calls
+       `edges` then: a CPU PE posts the edges' puts (ivmSyncPutNbi, its
+       daemon carries them while `step` runs; ivmQuiet before the next
+       iteration's), a GPU PE's thread sends them (they copy from the
+       device first; libivm is thread-safe). */
     int (*step_edges)(void *ctx, const omlb_part_t *part, void *first, void *last);
     /* Take the neighbours' edges as the halos (NULL: no neighbour there). */
     int (*halos)(void *ctx, const omlb_part_t *part, const void *below, const void *above);

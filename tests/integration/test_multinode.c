@@ -78,6 +78,18 @@ Test(multinode, sync_directions_between_nodes)
     ivmt_result_free(&r);
 }
 
+/* ivmSyncPutNbi from a mirror: bad ranges refused at the call, 200 posted
+ * puts (past the 64 outstanding) in the master after ivmQuiet, one left
+ * outstanding there after ivmUnmap (pe_nodes.c's sc_put_nbi). */
+Test(multinode, posted_puts_land_by_quiet_and_by_unmap)
+{
+    ivmt_result_t r;
+
+    run_nodes("put_nbi", &r);
+    ivmt_expect_pe_ok(NULL, &r, "put_nbi");
+    ivmt_result_free(&r);
+}
+
 /* A PE's small puts into another node's master and gets from it go through
  * its own endpoint to that node's daemon (libivm/ep.c), from two threads at
  * once and beside a large put through the daemons; IVM_PE_ENDPOINTS=0 sends

@@ -818,6 +818,72 @@ static void *ep_thread_main(void *arg)
     return NULL;
 }
 
+/* ivmSyncPutNbi from a mirror on node1 into the master on node0: bad
+ * ranges fail at the call; NBI_SLOTS puts (past the 64 outstanding, so the
+ * oldest are waited for on the way) all land by ivmQuiet; a put left
+ * outstanding lands by the ivmUnmap that follows it; the master's own PE
+ * moves nothing. The root checks every byte of the master. */
+#define NBI_SLOTS 200
+#define NBI_SLOT  4096
+static int sc_put_nbi(int argc, char **argv)
+{
+    unsigned char *p;
+    int id = pe_enter();
+
+    (void)argc;
+    (void)argv;
+    if (id != 0) {
+        unsigned char *q;
+        CHECK(ivmMap("nbi", &q, 0));
+        EXPECT(ivmSyncPutNbi(NULL, 8), IVM_ERROR_INVALID_VALUE);
+        EXPECT(ivmSyncPutNbi(q + (NBI_SLOTS + 1) * NBI_SLOT - 8, 16), IVM_ERROR_INVALID_VALUE);
+        CHECK(ivmQuiet()); /* nothing outstanding */
+        for (int k = 0; k < NBI_SLOTS; ++k) {
+            memset(q + (size_t)k * NBI_SLOT, 1 + k % 250, NBI_SLOT);
+            CHECK(ivmSyncPutNbi(q + (size_t)k * NBI_SLOT, NBI_SLOT));
+        }
+        CHECK(ivmQuiet());
+        CHECK(ivmSignal()); /* the root checks the slots */
+        memset(q + (size_t)NBI_SLOTS * NBI_SLOT, 0xEE, NBI_SLOT);
+        CHECK(ivmSyncPutNbi(q + (size_t)NBI_SLOTS * NBI_SLOT, NBI_SLOT));
+        CHECK(ivmUnmap(q)); /* waits for the last put */
+        CHECK(ivmQuiet());
+        CHECK(ivmExit());
+        return 0;
+    }
+
+    ivm_device d1;
+    ivm_pe kid;
+
+    EXPECT(ivmQuiet(), IVM_SUCCESS);
+    CHECK(ivmMalloc("nbi", &p, (size_t)(NBI_SLOTS + 1) * NBI_SLOT));
+    memset(p, 0, (size_t)(NBI_SLOTS + 1) * NBI_SLOT);
+    CHECK(ivmSyncPutNbi(p, 64)); /* the master itself: complete at once */
+    CHECK(ivmQuiet());
+    CHECK(ivmCreateDev("node1", IVM_CPU, &d1));
+    CHECK(ivmCreatePEs(d1, 1, &kid));
+    pe_stage = "root waits for the posted puts";
+    CHECK(ivmWait(kid));
+    for (int k = 0; k < NBI_SLOTS; ++k) {
+        for (int b = 0; b < NBI_SLOT; b += 512) {
+            ASSERT(p[(size_t)k * NBI_SLOT + (size_t)b] == 1 + k % 250,
+                   "slot %d byte %d is %d after the child's ivmQuiet, expected %d", k, b,
+                   p[(size_t)k * NBI_SLOT + (size_t)b], 1 + k % 250);
+        }
+    }
+    pe_stage = "root waits for the child's exit";
+    CHECK(ivmWait(kid)); /* its ivmExit */
+    for (int b = 0; b < NBI_SLOT; b += 512) {
+        ASSERT(p[(size_t)NBI_SLOTS * NBI_SLOT + (size_t)b] == 0xEE,
+               "byte %d of the put left outstanding at ivmUnmap is %d, expected 0xEE", b,
+               p[(size_t)NBI_SLOTS * NBI_SLOT + (size_t)b]);
+    }
+    CHECK(ivmDestroyDev(d1));
+    CHECK(ivmFree(p));
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
 static int sc_endpoint_nodes(int argc, char **argv)
 {
     int off = argc > 2 && strcmp(argv[2], "off") == 0;
@@ -1893,6 +1959,7 @@ static const pe_scenario_entry_t scenarios[] = {
     {"spawn_missing", sc_spawn_missing},
     {"daemon_lost", sc_daemon_lost},
     {"endpoint_nodes", sc_endpoint_nodes},
+    {"put_nbi", sc_put_nbi},
     {"endpoint_full_nodes", sc_endpoint_full_nodes},
     {"kill_mid_transfer", sc_kill_mid_transfer},
     {"big_nodes", sc_big_nodes},
