@@ -351,11 +351,14 @@ static ivmError_t ivm_rpc_complete_oldest(void)
     }
     ivm_posted.count--;
     status = ivm_rpc_wait(&c->me);
-    if (status == IVM_SUCCESS) {
-        status = (ivmError_t)c->rep.status;
-        if (status != IVM_SUCCESS && c->me.detail[0] == '\0') {
-            ivm_set_error("%s: %s", c->what, ivmGetErrorString(status));
-        }
+    if (status != IVM_SUCCESS) {
+        /* The transport failed: ivm_rpc_wait said how. */
+        char text[IVM_MSG_DETAIL_MAX + 64];
+        snprintf(text, sizeof(text), "%s", ivmGetLastErrorMessage());
+        ivm_set_error("%s (posted): %s", c->what, text);
+    } else if ((status = (ivmError_t)c->rep.status) != IVM_SUCCESS) {
+        ivm_set_error("%s (posted): %s", c->what,
+                      c->me.detail[0] != '\0' ? c->me.detail : ivmGetErrorString(status));
     }
     if (c->reply.fd >= 0) {
         close(c->reply.fd);

@@ -225,7 +225,7 @@ Test(multinode, get_while_the_masters_node_dies_fails_cleanly)
     pid_t pid;
 
     ivmrun_nodes("2", args, &r);
-    ivmt_expect_pe_ok(NULL, &r, "get_master_lost");
+    ivmt_expect_pe_ok(NULL, &r, "get_master_lost"); /* and a posted put's quiet fails */
     cr_assert_eq(ivmt_parse_pids(r.out, "PIDS", &pid, 1), 1, "%s", r.out);
     cr_assert_eq(ivmt_wait_pids_gone(&pid, 1, ivmt_leftover_grace_s()), 0,
                  "node1's killed daemon (pid %d) was not reaped", (int)pid);

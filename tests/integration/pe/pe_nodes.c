@@ -1564,6 +1564,15 @@ static int sc_get_master_lost(int argc, char **argv)
     pe_stage = "Gets while node1's daemon is killed";
     ok = gml_get_until_lost(q);
     printf("GETS %d before the loss\n", ok);
+    /* A put posted to the lost master fails at the quiet, once. */
+    pe_stage = "a posted put to the lost master";
+    ivmError_t rc = ivmSyncPutNbi(q, GML_SIZE);
+    ASSERT(rc == IVM_SUCCESS, "ivmSyncPutNbi to the lost master returned %s at the call",
+           pe_status_name(rc));
+    EXPECT(ivmQuiet(), IVM_ERROR_DAEMON_LOST);
+    ASSERT(ivmGetLastErrorMessage()[0] != '\0', "ivmQuiet failed without a message");
+    printf("QUIET %s\n", ivmGetLastErrorMessage());
+    CHECK(ivmQuiet()); /* reported once */
     waitpid(killer, NULL, 0);
     EXPECT(ivmWait(kid), IVM_ERROR_PE_FAILED);
     CHECK(ivmUnmap(q));
