@@ -12,6 +12,10 @@
  *     each call timed alone, REPS calls after one warm-up call (10 x REPS for
  *     sizes below 1 MiB);
  *     MB/s = bytes / median time (MB = 10^6 bytes);
+ *   - posted puts: NBI_PUTS puts of 8 B, 4 KiB and 64 KiB into as many
+ *     slots, one batch timed as a whole, blocking (ivmSyncPut each) against
+ *     posted (ivmSyncPutNbi each, then ivmQuiet), alternating, REPS batches
+ *     each; us per put, median;
  *   - two reference round trips without data, timed like the latency:
  *     ivmCreateDev(IVM_THIS_HOST) (this node's daemon only) and ivmGetNumPEs
  *     (forwarded by node1's daemon to the root daemon on node0).
@@ -47,6 +51,10 @@
 static const size_t bw_sizes[] = { 4096, 64 * 1024, 256 * 1024, MIB, 4 * MIB, 16 * MIB, 64 * MIB };
 #define N_SIZES (sizeof(bw_sizes) / sizeof(bw_sizes[0]))
 
+static const size_t nbi_sizes[] = { 8, 4096, 64 * 1024 };
+#define N_NBI_SIZES (sizeof(nbi_sizes) / sizeof(nbi_sizes[0]))
+#define NBI_PUTS    64 /* puts of a batch, into as many slots: the most posted at once */
+
 typedef struct {
     int max_mib, lat_calls, warmup, reps;
     int do_put, do_get;                 /* -o put|get|both */
@@ -78,6 +86,22 @@ static void time_calls(unsigned char *q, size_t size, int put, int n, double *t)
     }
 }
 
+/* One batch of NBI_PUTS puts of `size` bytes into consecutive slots of q,
+ * blocking or posted (then ivmQuiet); returns ns for the batch. */
+static double time_batch(unsigned char *q, size_t size, int posted)
+{
+    double t0 = bench_now_ns();
+
+    for (int k = 0; k < NBI_PUTS; k++) {
+        unsigned char *slot = q + (size_t)k * size;
+        slot[0] = (unsigned char)k;
+        BENCH_CHECK(posted ? ivmSyncPutNbi(slot, size) : ivmSyncPut(slot, size));
+    }
+    if (posted)
+        BENCH_CHECK(ivmQuiet());
+    return bench_now_ns() - t0;
+}
+
 /* Reference round trips without data, `n` calls timed alone into t[] (ns):
  * local != 0: ivmCreateDev(IVM_THIS_HOST) + ivmDestroyDev, one request to this
  * node's daemon only; else ivmGetNumPEs, which this node's daemon forwards to
@@ -107,8 +131,8 @@ static int run_child(const opts_t *o)
     size_t obj_size = (size_t)o->max_mib * MIB;
     int n = o->lat_calls > 10 * o->reps ? o->lat_calls : 10 * o->reps;
     double *t = calloc((size_t)n, sizeof(double));
-    bench_stats_t lat[2], ref[2], bw[N_SIZES][2];
-    int nsizes = 0;
+    bench_stats_t lat[2], ref[2], bw[N_SIZES][2], nbi[N_NBI_SIZES][2];
+    int nsizes = 0, nnbi = 0;
 
     if (t == NULL) {
         fprintf(stderr, "bench-sync-remote: out of memory\n");
@@ -154,6 +178,26 @@ static int run_child(const opts_t *o)
         }
     }
 
+    /* posted puts against blocking ones, batches alternating */
+    memset(nbi, 0, sizeof(nbi));
+    double *tb = calloc(2 * (size_t)o->reps, sizeof(double));
+    if (tb == NULL) {
+        fprintf(stderr, "bench-sync-remote: out of memory\n");
+        return 1;
+    }
+    for (size_t s = 0; s < N_NBI_SIZES && o->do_put && nbi_sizes[s] * NBI_PUTS <= obj_size;
+         s++, nnbi++) {
+        time_batch(q, nbi_sizes[s], 0);
+        time_batch(q, nbi_sizes[s], 1);
+        for (int r = 0; r < o->reps; r++) {
+            tb[r] = time_batch(q, nbi_sizes[s], 0) / NBI_PUTS;
+            tb[o->reps + r] = time_batch(q, nbi_sizes[s], 1) / NBI_PUTS;
+        }
+        nbi[s][0] = bench_stats(tb, o->reps);
+        nbi[s][1] = bench_stats(tb + o->reps, o->reps);
+    }
+    free(tb);
+
     /* correctness: the whole object, put from here, seen in the master */
     for (size_t i = 0; i < obj_size; i++)
         q[i] = check_byte(i);
@@ -176,6 +220,15 @@ static int run_child(const opts_t *o)
     printf("bandwidth, MB/s = 10^6 B / median time (best = fastest call), %d reps "
            "(%d below 1 MiB)\n", o->reps, 10 * o->reps);
     bench_print_bw_table(bw_sizes, nsizes, (const bench_stats_t(*)[2])bw);
+    if (nnbi > 0) {
+        printf("posted puts: batches of %d puts into as many slots, %d batches each, "
+               "us per put (median of the batches)\n", NBI_PUTS, o->reps);
+        printf("%-10s %12s %12s %8s\n", "bytes", "ivmSyncPut", "posted", "ratio");
+        for (int s = 0; s < nnbi; s++)
+            printf("%-10zu %12.1f %12.1f %8.2f\n", nbi_sizes[s], nbi[s][0].median * 1e-3,
+                   nbi[s][1].median * 1e-3,
+                   nbi[s][1].median > 0 ? nbi[s][0].median / nbi[s][1].median : 0.0);
+    }
     printf("RESULT sync_remote_lat put_median_us=%.2f put_p90_us=%.2f get_median_us=%.2f "
            "get_p90_us=%.2f calls=%d\n", lat[1].median * 1e-3, lat[1].p90 * 1e-3,
            lat[0].median * 1e-3, lat[0].p90 * 1e-3, o->lat_calls);
@@ -184,6 +237,9 @@ static int run_child(const opts_t *o)
                "put_median_us=%.1f get_median_us=%.1f\n", bw_sizes[s],
                mbps(bw_sizes[s], bw[s][1].median), mbps(bw_sizes[s], bw[s][0].median),
                bw[s][1].median * 1e-3, bw[s][0].median * 1e-3);
+    for (int s = 0; s < nnbi; s++)
+        printf("RESULT sync_remote_nbi bytes=%zu puts=%d blocking_us=%.2f posted_us=%.2f\n",
+               nbi_sizes[s], NBI_PUTS, nbi[s][0].median * 1e-3, nbi[s][1].median * 1e-3);
     printf("RESULT sync_remote_ref local_rtt_median_us=%.2f forward_rtt_median_us=%.2f\n",
            ref[1].median * 1e-3, ref[0].median * 1e-3);
     printf("RESULT sync_remote_map map_bytes=%zu first_map_ms=%.2f\n", obj_size, map_ms);
