@@ -247,6 +247,11 @@ static int sc_chain(int argc, char **argv)
         dev_fill(dev + 4096, 'B', 4096);
         pe_stage = "GPU PE SyncPut";
         CHECK(ivmSyncPut(dev + 4096, 4096));
+        /* A posted put: the device copy's bytes reach the master by the quiet. */
+        pe_stage = "GPU PE SyncPutNbi";
+        dev_fill(dev + 12288, 'F', 4096);
+        CHECK(ivmSyncPutNbi(dev + 12288, 4096));
+        CHECK(ivmQuiet());
         CHECK(ivmSignal());
         pe_stage = "GPU PE waits for the root's change";
         CHECK(ivmWait(0));
@@ -292,7 +297,9 @@ static int sc_chain(int argc, char **argv)
         CHECK(ivmWait(pe));
         host_expect(c + 4096, 'B', 4096, "master after the GPU PE's SyncPut");
         host_expect(c, 'A', 4096, "master before the changed range");
-        host_expect(c + 8192, 'A', size - 8192, "master after the changed range");
+        host_expect(c + 8192, 'A', 4096, "master after the changed range");
+        host_expect(c + 12288, 'F', 4096, "master after the GPU PE's SyncPutNbi + Quiet");
+        host_expect(c + 16384, 'A', size - 16384, "master after the posted range");
         memset(c, 'C', 4096);
         CHECK(ivmSignal());
         pe_stage = "root waits for the GPU PE's second Put";
