@@ -820,11 +820,48 @@ static void *ep_thread_main(void *arg)
 
 /* ivmSyncPutNbi from a mirror on node1 into the master on node0: bad
  * ranges fail at the call; NBI_SLOTS puts (past the 64 outstanding, so the
- * oldest are waited for on the way) all land by ivmQuiet; a put left
+ * oldest are waited for on the way) all land by ivmQuiet; so do the puts of
+ * three threads posting at once between blocking Gets; a put left
  * outstanding lands by the ivmUnmap that follows it; the master's own PE
- * moves nothing. The root checks every byte of the master. */
+ * moves nothing. The root checks the master after each phase. */
 #define NBI_SLOTS 200
 #define NBI_SLOT  4096
+#define NBI_THREADS 3
+
+typedef struct nbi_thread {
+    pthread_t      th;
+    unsigned char *q;     /* the mapping */
+    int            index; /* slots index, index + NBI_THREADS, ... */
+    int            rc;    /* the first failure */
+    char           what[160];
+} nbi_thread_t;
+
+/* Posts its slots with the second pattern, a blocking Get of another slot
+ * between two posts (its reply and the posted ones share the connection),
+ * then its own ivmQuiet. */
+static void *nbi_thread_main(void *arg)
+{
+    nbi_thread_t *t = arg;
+    unsigned char probe[8];
+
+    for (int k = t->index; k < NBI_SLOTS; k += NBI_THREADS) {
+        unsigned char *slot = t->q + (size_t)k * NBI_SLOT;
+        memset(slot, 100 + k % 150, NBI_SLOT);
+        ivmError_t rc = ivmSyncPutNbi(slot, NBI_SLOT);
+        if (rc == IVM_SUCCESS && k % 7 == 0)
+            rc = ivmSyncGet(t->q + (size_t)NBI_SLOTS * NBI_SLOT, sizeof(probe));
+        if (rc != IVM_SUCCESS) {
+            t->rc = rc;
+            snprintf(t->what, sizeof(t->what), "slot %d: %s", k, ivmGetLastErrorMessage());
+            return NULL;
+        }
+    }
+    t->rc = ivmQuiet();
+    if (t->rc != IVM_SUCCESS)
+        snprintf(t->what, sizeof(t->what), "ivmQuiet: %s", ivmGetLastErrorMessage());
+    return NULL;
+}
+
 static int sc_put_nbi(int argc, char **argv)
 {
     unsigned char *p;
@@ -844,6 +881,21 @@ static int sc_put_nbi(int argc, char **argv)
         }
         CHECK(ivmQuiet());
         CHECK(ivmSignal()); /* the root checks the slots */
+        /* Threads posting at once, each with its own quiet. */
+        pe_stage = "threads post puts";
+        nbi_thread_t th[NBI_THREADS];
+        memset(th, 0, sizeof(th));
+        for (int t = 0; t < NBI_THREADS; ++t) {
+            th[t].q = q;
+            th[t].index = t;
+            ASSERT(pthread_create(&th[t].th, NULL, nbi_thread_main, &th[t]) == 0, "thread");
+        }
+        for (int t = 0; t < NBI_THREADS; ++t) {
+            pthread_join(th[t].th, NULL);
+            ASSERT(th[t].rc == IVM_SUCCESS, "thread %d: %s (%s)", t,
+                   pe_status_name(th[t].rc), th[t].what);
+        }
+        CHECK(ivmSignal()); /* the root checks the second pattern */
         memset(q + (size_t)NBI_SLOTS * NBI_SLOT, 0xEE, NBI_SLOT);
         CHECK(ivmSyncPutNbi(q + (size_t)NBI_SLOTS * NBI_SLOT, NBI_SLOT));
         CHECK(ivmUnmap(q)); /* waits for the last put */
@@ -869,6 +921,15 @@ static int sc_put_nbi(int argc, char **argv)
             ASSERT(p[(size_t)k * NBI_SLOT + (size_t)b] == 1 + k % 250,
                    "slot %d byte %d is %d after the child's ivmQuiet, expected %d", k, b,
                    p[(size_t)k * NBI_SLOT + (size_t)b], 1 + k % 250);
+        }
+    }
+    pe_stage = "root waits for the threads' posted puts";
+    CHECK(ivmWait(kid));
+    for (int k = 0; k < NBI_SLOTS; ++k) {
+        for (int b = 0; b < NBI_SLOT; b += 512) {
+            ASSERT(p[(size_t)k * NBI_SLOT + (size_t)b] == 100 + k % 150,
+                   "slot %d byte %d is %d after the threads' ivmQuiet, expected %d", k, b,
+                   p[(size_t)k * NBI_SLOT + (size_t)b], 100 + k % 150);
         }
     }
     pe_stage = "root waits for the child's exit";
