@@ -463,10 +463,10 @@ IVM_API ivmError_t ivmSyncGetGroup(void *addr, size_t size);
  * order against the caller's other calls. A caller whose copy is the
  * master (a CPU PE on the master's node) moves no data: the put is complete
  * at once. A GPU PE's device work is waited for at the call, as
- * ivmSyncPut() does. At most 64 puts are outstanding: the 65th waits for
- * the oldest first. ivmUnmap(), ivmFree() and ivmExit() wait for the
- * outstanding puts; a failure among them is returned by the next
- * ivmQuiet(), or by ivmExit() when none came.
+ * ivmSyncPut() does. At most 64 posted calls (puts and gets) are
+ * outstanding: the 65th waits for the oldest first. ivmUnmap(), ivmFree()
+ * and ivmExit() wait for the outstanding ones; a failure among them is
+ * returned by the next ivmQuiet(), or by ivmExit() when none came.
  *
  * @return ::IVM_SUCCESS (started), ::IVM_ERROR_INVALID_VALUE (range not
  *         inside one mapping of the caller), ::IVM_ERROR_DAEMON_LOST,
@@ -475,12 +475,30 @@ IVM_API ivmError_t ivmSyncGetGroup(void *addr, size_t size);
 IVM_API ivmError_t ivmSyncPutNbi(const void *addr, size_t size);
 
 /**
- * @brief Wait until every ivmSyncPutNbi() the PE started before the call is
- * in its master copy (shmem_quiet, MPI_Win_flush_all).
+ * @brief Start an ivmSyncGet() of [addr, addr+size) and return without
+ * waiting for it (shmem_getmem_nbi, MPI_Get before its flush); ivmQuiet()
+ * completes it.
  *
- * @return ::IVM_SUCCESS, or the first failure among those puts, with its
- *         message (as ivmSyncPut() reports it; ::IVM_ERROR_DAEMON_LOST when
- *         the master's node was lost); ::IVM_ERROR_NOT_ENTERED.
+ * Until ivmQuiet() returns, the range of the caller's copy is being
+ * overwritten: neither the caller nor another PE of its node may read or
+ * write it. Otherwise as ivmSyncPutNbi() (checked at once, through the
+ * caller's daemon, complete at once when the caller's copy is the master,
+ * 64 outstanding posted calls at most, waited for by ivmUnmap(), ivmFree()
+ * and ivmExit()).
+ *
+ * @return as ivmSyncPutNbi().
+ */
+IVM_API ivmError_t ivmSyncGetNbi(void *addr, size_t size);
+
+/**
+ * @brief Wait until every ivmSyncPutNbi() and ivmSyncGetNbi() the PE started
+ * before the call is complete: the puts' bytes in their master copies, the
+ * gets' in the caller's copies (shmem_quiet, MPI_Win_flush_all).
+ *
+ * @return ::IVM_SUCCESS, or the first failure among those calls, with its
+ *         message (as ivmSyncPut() and ivmSyncGet() report it;
+ *         ::IVM_ERROR_DAEMON_LOST when the master's node was lost);
+ *         ::IVM_ERROR_NOT_ENTERED.
  */
 IVM_API ivmError_t ivmQuiet(void);
 

@@ -703,12 +703,12 @@ IVM_API ivmError_t ivmExit(void)
     /* Output written so far reaches the job's streams before the root can
      * end the job. */
     fflush(NULL);
-    /* Posted puts reach their masters first; a failure no ivmQuiet
-     * reported is ivmExit's. */
+    /* Posted calls complete first; a failure no ivmQuiet reported is
+     * ivmExit's. */
     quiet = ivm_rpc_quiet();
     if (quiet != IVM_SUCCESS) {
-        ivm_warn("ivmExit: a put posted by ivmSyncPutNbi failed and no ivmQuiet reported it: "
-                 "%s", ivmGetLastErrorMessage());
+        ivm_warn("ivmExit: a call posted by ivmSyncPutNbi or ivmSyncGetNbi failed and no "
+                 "ivmQuiet reported it: %s", ivmGetLastErrorMessage());
     }
     status = ivm_call(IVM_MSG_EXIT, &(ivm_msg_empty_t){0}, sizeof(ivm_msg_empty_t), &rep,
                       sizeof(rep), NULL);
@@ -1400,7 +1400,7 @@ IVM_API ivmError_t ivmUnmap(void *ptr)
         IVM_FAIL(IVM_ERROR_INVALID_VALUE,
                  "ivmUnmap: %p is not the start of a mapping of this PE", ptr);
     }
-    ivm_rpc_drain(); /* posted puts from this mapping's bytes */
+    ivm_rpc_drain(); /* posted calls on this mapping's bytes */
     ivm_map_release(&map);
     req.obj_id  = map.obj_id;
     req.gpu_ref = map.gpu_ref;
@@ -1420,7 +1420,7 @@ IVM_API ivmError_t ivmFree(void *ptr)
         IVM_FAIL(IVM_ERROR_INVALID_VALUE,
                  "ivmFree: %p is not the start of a mapping of this PE", ptr);
     }
-    ivm_rpc_drain(); /* posted puts into this object */
+    ivm_rpc_drain(); /* posted calls on this object */
     req.obj_id  = map.obj_id;
     req.gpu_ref = map.gpu_ref;
     status = ivm_call(IVM_MSG_FREE, &req, sizeof(req), &rep, sizeof(rep), NULL);
@@ -1528,6 +1528,20 @@ IVM_API ivmError_t ivmSyncPutNbi(const void *addr, size_t size)
     /* Always through the PE's daemon, never the endpoint: the point is
      * that the caller does not wait for the master's daemon. */
     return ivm_rpc_post(IVM_MSG_SYNC, &req, sizeof(req), "ivmSyncPutNbi");
+}
+
+IVM_API ivmError_t ivmSyncGetNbi(void *addr, size_t size)
+{
+    ivm_msg_sync_req_t req;
+    ivmError_t status;
+    int call;
+
+    ivm_clear_error();
+    status = ivm_sync_prepare("ivmSyncGetNbi", IVM_SYNC_GET, addr, size, &req, &call, NULL);
+    if (status != IVM_SUCCESS || !call) {
+        return status;
+    }
+    return ivm_rpc_post(IVM_MSG_SYNC, &req, sizeof(req), "ivmSyncGetNbi");
 }
 
 IVM_API ivmError_t ivmQuiet(void)

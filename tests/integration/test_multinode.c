@@ -81,7 +81,8 @@ Test(multinode, sync_directions_between_nodes)
 /* ivmSyncPutNbi from a mirror: bad ranges refused at the call, 200 posted
  * puts (past the 64 outstanding) in the master after ivmQuiet, as are those
  * of three threads posting at once between blocking Gets, one left
- * outstanding there after ivmUnmap (pe_nodes.c's sc_put_nbi). */
+ * outstanding there after ivmUnmap; 200 posted gets in the mirror after
+ * ivmQuiet (pe_nodes.c's sc_put_nbi). */
 Test(multinode, posted_puts_land_by_quiet_and_by_unmap)
 {
     ivmt_result_t r;

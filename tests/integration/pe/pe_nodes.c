@@ -822,7 +822,8 @@ static void *ep_thread_main(void *arg)
  * ranges fail at the call; NBI_SLOTS puts (past the 64 outstanding, so the
  * oldest are waited for on the way) all land by ivmQuiet; so do the puts of
  * three threads posting at once between blocking Gets; a put left
- * outstanding lands by the ivmUnmap that follows it; the master's own PE
+ * outstanding lands by the ivmUnmap that follows it; posted gets of the
+ * root's pattern are in the mirror after ivmQuiet; the master's own PE
  * moves nothing. The root checks the master after each phase. */
 #define NBI_SLOTS 200
 #define NBI_SLOT  4096
@@ -896,6 +897,21 @@ static int sc_put_nbi(int argc, char **argv)
                    pe_status_name(th[t].rc), th[t].what);
         }
         CHECK(ivmSignal()); /* the root checks the second pattern */
+        /* Posted gets of the root's third pattern, complete by the quiet. */
+        pe_stage = "posted gets";
+        CHECK(ivmWait(0));
+        EXPECT(ivmSyncGetNbi(q + (NBI_SLOTS + 1) * NBI_SLOT - 8, 16), IVM_ERROR_INVALID_VALUE);
+        for (int k = 0; k < NBI_SLOTS; ++k) {
+            CHECK(ivmSyncGetNbi(q + (size_t)k * NBI_SLOT, NBI_SLOT));
+        }
+        CHECK(ivmQuiet());
+        for (int k = 0; k < NBI_SLOTS; ++k) {
+            for (int b = 0; b < NBI_SLOT; b += 512) {
+                ASSERT(q[(size_t)k * NBI_SLOT + (size_t)b] == 255 - k % 100,
+                       "slot %d byte %d is %d after ivmSyncGetNbi + ivmQuiet, expected %d", k,
+                       b, q[(size_t)k * NBI_SLOT + (size_t)b], 255 - k % 100);
+            }
+        }
         memset(q + (size_t)NBI_SLOTS * NBI_SLOT, 0xEE, NBI_SLOT);
         CHECK(ivmSyncPutNbi(q + (size_t)NBI_SLOTS * NBI_SLOT, NBI_SLOT));
         CHECK(ivmUnmap(q)); /* waits for the last put */
@@ -932,6 +948,10 @@ static int sc_put_nbi(int argc, char **argv)
                    p[(size_t)k * NBI_SLOT + (size_t)b], 100 + k % 150);
         }
     }
+    for (int k = 0; k < NBI_SLOTS; ++k) {
+        memset(p + (size_t)k * NBI_SLOT, 255 - k % 100, NBI_SLOT);
+    }
+    CHECK(ivmSignal()); /* the child gets them */
     pe_stage = "root waits for the child's exit";
     CHECK(ivmWait(kid)); /* its ivmExit */
     for (int b = 0; b < NBI_SLOT; b += 512) {
