@@ -456,9 +456,12 @@ IVM_API ivmError_t ivmSyncGetGroup(void *addr, size_t size);
  * flush; ivmQuiet() completes it.
  *
  * The range is checked at once (::IVM_ERROR_INVALID_VALUE as ivmSyncPut()).
- * The put goes through the caller's node daemon, which reads the bytes from
- * the caller's copy when it handles the request: until ivmQuiet() returns,
- * the caller must not write the range (its node's other PEs neither), and
+ * A CPU PE with an endpoint to the master's node (see IVM_PE_ENDPOINTS)
+ * sends the bytes on it before the call returns, up to 256 KiB; otherwise
+ * the put goes through the caller's node daemon, which reads the bytes from
+ * the caller's copy when it handles the request (and a put the master's
+ * daemon sends back is redone that way at the quiet): until ivmQuiet()
+ * returns, the caller must not write the range (its node's other PEs neither), and
  * nothing is promised about when the bytes reach the master or in which
  * order against the caller's other calls. A caller whose copy is the
  * master (a CPU PE on the master's node) moves no data: the put is complete

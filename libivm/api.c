@@ -688,6 +688,22 @@ IVM_API ivmError_t ivmEnter(void)
     return status;
 }
 
+/* Every posted call settled: the endpoints' and the daemon's; the first
+ * failure, with its message. */
+static ivmError_t ivm_quiet_all(void)
+{
+    char msg[IVM_MSG_DETAIL_MAX + 128];
+    ivmError_t ep = ivm_ep_quiet(0), rpc;
+
+    snprintf(msg, sizeof(msg), "%s", ivmGetLastErrorMessage());
+    rpc = ivm_rpc_quiet();
+    if (ep != IVM_SUCCESS) {
+        ivm_set_error("%s", msg);
+        return ep;
+    }
+    return rpc;
+}
+
 IVM_API ivmError_t ivmExit(void)
 {
     ivm_msg_status_t rep;
@@ -705,7 +721,7 @@ IVM_API ivmError_t ivmExit(void)
     fflush(NULL);
     /* Posted calls complete first; a failure no ivmQuiet reported is
      * ivmExit's. */
-    quiet = ivm_rpc_quiet();
+    quiet = ivm_quiet_all();
     if (quiet != IVM_SUCCESS) {
         ivm_warn("ivmExit: a call posted by ivmSyncPutNbi or ivmSyncGetNbi failed and no "
                  "ivmQuiet reported it: %s", ivmGetLastErrorMessage());
@@ -1401,6 +1417,7 @@ IVM_API ivmError_t ivmUnmap(void *ptr)
                  "ivmUnmap: %p is not the start of a mapping of this PE", ptr);
     }
     ivm_rpc_drain(); /* posted calls on this mapping's bytes */
+    (void)ivm_ep_quiet(1);
     ivm_map_release(&map);
     req.obj_id  = map.obj_id;
     req.gpu_ref = map.gpu_ref;
@@ -1421,6 +1438,7 @@ IVM_API ivmError_t ivmFree(void *ptr)
                  "ivmFree: %p is not the start of a mapping of this PE", ptr);
     }
     ivm_rpc_drain(); /* posted calls on this object */
+    (void)ivm_ep_quiet(1);
     req.obj_id  = map.obj_id;
     req.gpu_ref = map.gpu_ref;
     status = ivm_call(IVM_MSG_FREE, &req, sizeof(req), &rep, sizeof(rep), NULL);
@@ -1517,16 +1535,20 @@ IVM_API ivmError_t ivmSyncPut(const void *addr, size_t size)
 IVM_API ivmError_t ivmSyncPutNbi(const void *addr, size_t size)
 {
     ivm_msg_sync_req_t req;
+    ivm_map_t map;
     ivmError_t status;
     int call;
 
     ivm_clear_error();
-    status = ivm_sync_prepare("ivmSyncPutNbi", IVM_SYNC_PUT, addr, size, &req, &call, NULL);
+    status = ivm_sync_prepare("ivmSyncPutNbi", IVM_SYNC_PUT, addr, size, &req, &call, &map);
     if (status != IVM_SUCCESS || !call) {
         return status;
     }
-    /* Always through the PE's daemon, never the endpoint: the point is
-     * that the caller does not wait for the master's daemon. */
+    /* Over the PE's endpoint to the master's daemon when it has one (the
+     * answer read later), else through the PE's daemon. */
+    if (ivm_ep_post_put(&map, req.offset, addr, size, &status)) {
+        return status;
+    }
     return ivm_rpc_post(IVM_MSG_SYNC, &req, sizeof(req), "ivmSyncPutNbi");
 }
 
@@ -1548,7 +1570,7 @@ IVM_API ivmError_t ivmQuiet(void)
 {
     ivm_clear_error();
     IVM_CHECK_ENTERED_AS("ivmQuiet");
-    return ivm_rpc_quiet();
+    return ivm_quiet_all();
 }
 
 IVM_API ivmError_t ivmSyncPutSignal(const void *addr, size_t size, ivm_pe pe)

@@ -15,6 +15,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -35,6 +36,18 @@ enum { IVM_EP_NEW = 0, IVM_EP_OPEN = 1, IVM_EP_REFUSED = -1 };
  * whole timeout (tests/integration/test_multinode.c, a full fd table). */
 #define IVM_EP_HELLO_MS 2000
 
+/* A posted put (ivmSyncPutNbi) sent on the endpoint whose answer is still
+ * owed: what a daemon-path redo needs when the master's daemon sends it back
+ * (IVM_ERROR_UNSUPPORTED: the master has device copies). */
+typedef struct ivm_ep_owed {
+    uint32_t   seq;
+    uint64_t   obj_id, offset;
+    const void *addr;
+    size_t     size;
+} ivm_ep_owed_t;
+
+#define IVM_EP_OWED_MAX 16 /* posted puts in flight on one endpoint */
+
 typedef struct ivm_ep {
     pthread_mutex_t lock;
     int             state;      /* IVM_EP_* */
@@ -45,7 +58,14 @@ typedef struct ivm_ep {
     unsigned        before;     /* small syncs to the node that went through the daemon */
     char           *buf;        /* the message being sealed */
     size_t          cap;
+    ivm_ep_owed_t   owed[IVM_EP_OWED_MAX]; /* a ring, oldest at owed_head */
+    unsigned        owed_head, owed_n;
 } ivm_ep_t;
+
+/* The first failure of a posted put, kept for the next ivm_ep_quiet. */
+static pthread_mutex_t ivm_ep_failed_lock = PTHREAD_MUTEX_INITIALIZER;
+static ivmError_t      ivm_ep_failed;
+static char            ivm_ep_failed_msg[IVM_MSG_DETAIL_MAX + 128];
 
 static pthread_mutex_t ivm_eps_lock = PTHREAD_MUTEX_INITIALIZER;
 static ivm_ep_t       *ivm_eps[IVM_CLUSTER_MAX_NODES];
@@ -301,34 +321,24 @@ static int ivm_ep_room(ivm_ep_t *ep, size_t len)
     return 0;
 }
 
-/* One round trip on an open endpoint: EP_PUT of [addr, +size) and its
- * EP_ACK, or (get) EP_GET and its EP_DATA, whose bytes go to addr. */
-static ivmError_t ivm_ep_round_trip(ivm_ep_t *ep, int get, const ivm_map_t *map,
-                                    uint64_t offset, void *addr, size_t size, int sig_to)
+/* Seal and send a request on an open endpoint: EP_PUT of [addr, +size) (a
+ * copy: the tag is over the bytes that go, whatever the caller's other
+ * threads write meanwhile), or EP_GET; its number in ep->seq. NULL, or why
+ * the endpoint is lost. */
+static const char *ivm_ep_send(ivm_ep_t *ep, int get, uint64_t obj, uint64_t offset,
+                               const void *addr, size_t size, int sig_to, uint64_t deadline)
 {
-    const char *fn = get ? "ivmSyncGet" : "ivmSyncPut";
     size_t carried = get ? 0 : size;
     size_t len = sizeof(ivm_msg_hdr_t) + sizeof(ivm_peer_xfer_t) + carried + IVM_CRYPTO_TAG_LEN;
-    size_t back = sizeof(ivm_msg_hdr_t) + sizeof(ivm_peer_xfer_t) + (get ? size : 0) +
-                  IVM_CRYPTO_TAG_LEN;
-    size_t least = sizeof(ivm_msg_hdr_t) + sizeof(ivm_peer_xfer_t) + IVM_CRYPTO_TAG_LEN;
-    ivm_msg_hdr_t *hdr, wire, in;
-    char *body;
-    ivm_peer_xfer_t *x, rep;
-    uint64_t deadline;
-    const char *why;
+    ivm_msg_hdr_t *hdr = (ivm_msg_hdr_t *)ep->buf;
+    ivm_peer_xfer_t *x = (ivm_peer_xfer_t *)(hdr + 1);
 
-    if (ivm_ep_room(ep, len > back ? len : back) != 0) {
-        IVM_FAIL(IVM_ERROR_NO_MEMORY, "%s: out of memory for %zu bytes", fn, size);
-    }
-    hdr = (ivm_msg_hdr_t *)ep->buf;
-    x   = (ivm_peer_xfer_t *)(hdr + 1);
     ivm_proto_hdr_init(hdr, get ? IVM_PEER_EP_GET : IVM_PEER_EP_PUT,
                        (uint32_t)(sizeof(*x) + carried), ++ep->seq);
     memset(x, 0, sizeof(*x));
     x->op  = ep->seq;
     x->job = ivm_ctx.job_id;
-    x->obj = map->master_id;
+    x->obj = obj;
     x->off = offset;
     x->len = size;
     if (sig_to >= 0) {
@@ -336,8 +346,6 @@ static ivmError_t ivm_ep_round_trip(ivm_ep_t *ep, int get, const ivm_map_t *map,
         x->sig_from = ivm_ctx.pe_id;
         x->sig_to   = sig_to;
     }
-    /* A copy: the tag is over the bytes that go, whatever the caller's other
-     * threads write meanwhile. */
     if (carried > 0) {
         memcpy(x + 1, addr, carried);
     }
@@ -345,58 +353,150 @@ static ivmError_t ivm_ep_round_trip(ivm_ep_t *ep, int get, const ivm_map_t *map,
     ivm_peer_hdr_pack(hdr);
     if (ivm_aead_seal(&ep->tx, hdr, sizeof(*hdr), x, sizeof(*x) + carried,
                       (uint8_t *)ep->buf + len - IVM_CRYPTO_TAG_LEN) != IVM_SUCCESS) {
-        why = "cannot seal the request";
-        goto lost;
+        return "cannot seal the request";
     }
-    deadline = ivm_now_ns() + (uint64_t)ep->timeout_ms * 1000000u;
+    return ivm_ep_io(ep->fd, ep->buf, len, 1, deadline) != 0 ? ivm_ep_io_why() : NULL;
+}
+
+/* Read and check the answer to request `seq` (EP_ACK, or a Get's EP_DATA
+ * whose bytes go to addr). NULL with *status_p the master daemon's status,
+ * or why the endpoint is lost. */
+static const char *ivm_ep_answer(ivm_ep_t *ep, int get, uint32_t seq, void *addr, size_t size,
+                                 uint64_t deadline, ivmError_t *status_p)
+{
+    size_t back = sizeof(ivm_msg_hdr_t) + sizeof(ivm_peer_xfer_t) + (get ? size : 0) +
+                  IVM_CRYPTO_TAG_LEN;
+    size_t least = sizeof(ivm_msg_hdr_t) + sizeof(ivm_peer_xfer_t) + IVM_CRYPTO_TAG_LEN;
+    ivm_msg_hdr_t wire, in;
+    ivm_peer_xfer_t rep;
+    char *body;
+
     /* Every answer holds at least a header, its fields and a tag: polled for
      * before the thread sleeps (the master's daemon, on another CPU, often
      * answers within IVM_SPIN_US), read at once, then what a Get's bytes add. */
-    if (ivm_ep_io(ep->fd, ep->buf, len, 1, deadline) != 0) {
-        why = ivm_ep_io_why();
-        goto lost;
-    }
     if (ivm_ctx.spin_ns > 0) {
         (void)ivm_spin_readable(ep->fd, ivm_ctx.spin_ns);
     }
     if (ivm_ep_io(ep->fd, ep->buf, least, 0, deadline) != 0) {
-        why = ivm_ep_io_why();
-        goto lost;
+        return ivm_ep_io_why();
     }
     memcpy(&wire, ep->buf, sizeof(wire));
     in = wire;
     ivm_peer_hdr_unpack(&in);
     if (in.magic != IVM_PROTO_MAGIC || in.type != (get ? IVM_PEER_EP_DATA : IVM_PEER_EP_ACK) ||
         in.length < sizeof(rep) || sizeof(in) + in.length + IVM_CRYPTO_TAG_LEN > back) {
-        why = "a malformed answer";
-        goto lost;
+        return "a malformed answer";
     }
     if (sizeof(in) + in.length + IVM_CRYPTO_TAG_LEN > least &&
         ivm_ep_io(ep->fd, ep->buf + least, sizeof(in) + in.length + IVM_CRYPTO_TAG_LEN - least,
                   0, deadline) != 0) {
-        why = ivm_ep_io_why();
-        goto lost;
+        return ivm_ep_io_why();
     }
     body = ep->buf + sizeof(in);
     if (ivm_aead_open(&ep->rx, &wire, sizeof(wire), body, in.length, (uint8_t *)body + in.length) !=
         IVM_SUCCESS) {
-        why = "an answer that failed its check";
-        goto lost;
+        return "an answer that failed its check";
     }
     ivm_peer_unpack(in.type, body, in.length);
     memcpy(&rep, body, sizeof(rep));
-    if (rep.op != ep->seq ||
+    if (rep.op != seq ||
         (rep.status == IVM_SUCCESS && get && (rep.len != size || in.length != sizeof(rep) + size))) {
-        why = "an answer to another request";
-        goto lost;
-    }
-    if (rep.status != IVM_SUCCESS && rep.status != IVM_ERROR_UNSUPPORTED) {
-        IVM_FAIL((ivmError_t)rep.status, "%s: the master's daemon refused it", fn);
+        return "an answer to another request";
     }
     if (rep.status == IVM_SUCCESS && get) {
         memcpy(addr, body + sizeof(rep), size);
     }
-    return (ivmError_t)rep.status;
+    *status_p = (ivmError_t)rep.status;
+    return NULL;
+}
+
+/* Keep the first failure of a posted put for the next quiet. */
+static void ivm_ep_keep_failure(ivmError_t status)
+{
+    pthread_mutex_lock(&ivm_ep_failed_lock);
+    if (status != IVM_SUCCESS && ivm_ep_failed == IVM_SUCCESS) {
+        ivm_ep_failed = status;
+        snprintf(ivm_ep_failed_msg, sizeof(ivm_ep_failed_msg), "%s", ivmGetLastErrorMessage());
+    }
+    pthread_mutex_unlock(&ivm_ep_failed_lock);
+}
+
+/* The oldest posted put's answer: read, and a put the master's daemon sent
+ * back redone through the PE's daemon (blocking). Its status (kept for the
+ * next quiet when it failed). Called with ep->lock. */
+static ivmError_t ivm_ep_settle_oldest(ivm_ep_t *ep)
+{
+    ivm_ep_owed_t o = ep->owed[ep->owed_head];
+    ivmError_t status = IVM_SUCCESS;
+    const char *why = NULL;
+
+    ep->owed_head = (ep->owed_head + 1) % IVM_EP_OWED_MAX;
+    ep->owed_n--;
+    if (ep->state != IVM_EP_OPEN) {
+        why = "the connection broke";
+    } else {
+        why = ivm_ep_answer(ep, 0, o.seq, NULL, 0,
+                            ivm_now_ns() + (uint64_t)ep->timeout_ms * 1000000u, &status);
+    }
+    if (why != NULL) {
+        ivm_ep_shut(ep, IVM_EP_NEW);
+        ivm_set_error("ivmSyncPutNbi (posted): the node holding the object's master is "
+                      "unreachable (its endpoint: %s)", why);
+        status = IVM_ERROR_DAEMON_LOST;
+    } else if (status == IVM_ERROR_UNSUPPORTED) {
+        /* The master has device copies: the daemon's way, which knows. */
+        ivm_msg_sync_req_t req = {.obj_id = o.obj_id, .offset = o.offset, .size = o.size,
+                                  .op = IVM_SYNC_PUT};
+        ivm_msg_status_t rep;
+        status = ivm_call(IVM_MSG_SYNC, &req, sizeof(req), &rep, sizeof(rep), NULL);
+    } else if (status != IVM_SUCCESS) {
+        ivm_set_error("ivmSyncPutNbi (posted): the master's daemon refused it: %s",
+                      ivmGetErrorString(status));
+    }
+    ivm_ep_keep_failure(status);
+    return status;
+}
+
+/* Settle every posted put of ep. Called with ep->lock. */
+static void ivm_ep_settle_all(ivm_ep_t *ep)
+{
+    while (ep->owed_n > 0) {
+        (void)ivm_ep_settle_oldest(ep);
+    }
+}
+
+/* One round trip on an open endpoint, after the answers still owed to
+ * posted puts: EP_PUT of [addr, +size) and its EP_ACK, or (get) EP_GET and
+ * its EP_DATA, whose bytes go to addr. */
+static ivmError_t ivm_ep_round_trip(ivm_ep_t *ep, int get, const ivm_map_t *map,
+                                    uint64_t offset, void *addr, size_t size, int sig_to)
+{
+    const char *fn = get ? "ivmSyncGet" : "ivmSyncPut";
+    size_t len = sizeof(ivm_msg_hdr_t) + sizeof(ivm_peer_xfer_t) + size + IVM_CRYPTO_TAG_LEN;
+    ivmError_t status = IVM_SUCCESS;
+    uint64_t deadline;
+    const char *why;
+
+    ivm_ep_settle_all(ep);
+    if (ep->state != IVM_EP_OPEN) {
+        why = "the connection broke";
+        goto lost;
+    }
+    if (ivm_ep_room(ep, len) != 0) {
+        IVM_FAIL(IVM_ERROR_NO_MEMORY, "%s: out of memory for %zu bytes", fn, size);
+    }
+    deadline = ivm_now_ns() + (uint64_t)ep->timeout_ms * 1000000u;
+    why = ivm_ep_send(ep, get, map->master_id, offset, addr, size, sig_to, deadline);
+    if (why == NULL) {
+        why = ivm_ep_answer(ep, get, ep->seq, addr, size, deadline, &status);
+    }
+    if (why != NULL) {
+        goto lost;
+    }
+    if (status != IVM_SUCCESS && status != IVM_ERROR_UNSUPPORTED) {
+        IVM_FAIL(status, "%s: the master's daemon refused it", fn);
+    }
+    return status;
 
 lost:
     ivm_ep_shut(ep, IVM_EP_NEW);
@@ -405,17 +505,20 @@ lost:
              why);
 }
 
-int ivm_ep_sync(uint32_t op, const ivm_map_t *map, uint64_t offset, void *addr, size_t size,
-                int sig_to, ivmError_t *status_p)
+/* The endpoint a sync of `size` bytes of map may take, locked and open
+ * (*taken_p 1), or none (NULL: *taken_p 0, the daemon path; or 1 with
+ * *status_p set, the node lost while opening). */
+static ivm_ep_t *ivm_ep_take(const ivm_map_t *map, size_t size, size_t max, int *taken_p,
+                             ivmError_t *status_p)
 {
     ivm_ep_t *ep;
     int taken = 1;
 
-    if (ivm_ep_off || size > ivm_ep_put_max || (op != IVM_SYNC_PUT && op != IVM_SYNC_GET) ||
-        !(map->flags & IVM_MAP_DIRECT) ||
+    *taken_p = 0;
+    if (ivm_ep_off || size > max || !(map->flags & IVM_MAP_DIRECT) ||
         (map->flags & (IVM_MAP_MASTER | IVM_MAP_GPU)) || map->master_node < 0 ||
         (ep = ivm_ep_of((uint32_t)map->master_node)) == NULL) {
-        return 0;
+        return NULL;
     }
     pthread_mutex_lock(&ep->lock);
     if (ep->state == IVM_EP_NEW && ep->before < IVM_EP_AFTER) {
@@ -429,13 +532,94 @@ int ivm_ep_sync(uint32_t op, const ivm_map_t *map, uint64_t offset, void *addr, 
     } else if (ep->state == IVM_EP_REFUSED) {
         taken = 0;
     }
-    if (taken && ep->state == IVM_EP_OPEN) {
-        *status_p =
-            ivm_ep_round_trip(ep, op == IVM_SYNC_GET, map, offset, addr, size, sig_to);
-        /* The master has device copies, or is no longer there: the daemon's
-         * way, which knows. */
-        taken = *status_p != IVM_ERROR_UNSUPPORTED;
+    *taken_p = taken;
+    if (!taken || ep->state != IVM_EP_OPEN) {
+        pthread_mutex_unlock(&ep->lock);
+        return NULL;
     }
+    return ep;
+}
+
+int ivm_ep_post_put(const ivm_map_t *map, uint64_t offset, const void *addr, size_t size,
+                    ivmError_t *status_p)
+{
+    size_t len = sizeof(ivm_msg_hdr_t) + sizeof(ivm_peer_xfer_t) + size + IVM_CRYPTO_TAG_LEN;
+    const char *why;
+    ivm_ep_t *ep;
+    int taken;
+
+    ep = ivm_ep_take(map, size, IVM_PEER_CHUNK, &taken, status_p);
+    if (ep == NULL) {
+        return taken;
+    }
+    while (ep->owed_n >= IVM_EP_OWED_MAX) {
+        (void)ivm_ep_settle_oldest(ep);
+    }
+    if (ep->state != IVM_EP_OPEN || ivm_ep_room(ep, len) != 0) {
+        /* Lost while settling, or no memory: the daemon path. */
+        pthread_mutex_unlock(&ep->lock);
+        return 0;
+    }
+    why = ivm_ep_send(ep, 0, map->master_id, offset, addr, size, -1,
+                      ivm_now_ns() + (uint64_t)ep->timeout_ms * 1000000u);
+    if (why != NULL) {
+        ivm_ep_shut(ep, IVM_EP_NEW);
+        pthread_mutex_unlock(&ep->lock);
+        ivm_set_error("ivmSyncPutNbi: the node holding the object's master is unreachable "
+                      "(its endpoint: %s)", why);
+        *status_p = IVM_ERROR_DAEMON_LOST;
+        return 1;
+    }
+    ep->owed[(ep->owed_head + ep->owed_n) % IVM_EP_OWED_MAX] =
+        (ivm_ep_owed_t){.seq = ep->seq, .obj_id = map->obj_id, .offset = offset, .addr = addr,
+                        .size = size};
+    ep->owed_n++;
+    pthread_mutex_unlock(&ep->lock);
+    *status_p = IVM_SUCCESS;
+    return 1;
+}
+
+ivmError_t ivm_ep_quiet(int keep)
+{
+    ivmError_t first;
+
+    pthread_mutex_lock(&ivm_eps_lock);
+    for (uint32_t i = 0; i < IVM_CLUSTER_MAX_NODES; ++i) {
+        ivm_ep_t *ep = ivm_eps[i];
+        if (ep != NULL && ep->owed_n > 0) {
+            pthread_mutex_lock(&ep->lock);
+            ivm_ep_settle_all(ep);
+            pthread_mutex_unlock(&ep->lock);
+        }
+    }
+    pthread_mutex_unlock(&ivm_eps_lock);
+    pthread_mutex_lock(&ivm_ep_failed_lock);
+    first = ivm_ep_failed;
+    if (first != IVM_SUCCESS && !keep) {
+        ivm_ep_failed = IVM_SUCCESS;
+        ivm_set_error("%s", ivm_ep_failed_msg);
+    }
+    pthread_mutex_unlock(&ivm_ep_failed_lock);
+    return keep ? IVM_SUCCESS : first;
+}
+
+int ivm_ep_sync(uint32_t op, const ivm_map_t *map, uint64_t offset, void *addr, size_t size,
+                int sig_to, ivmError_t *status_p)
+{
+    ivm_ep_t *ep;
+    int taken;
+
+    if (op != IVM_SYNC_PUT && op != IVM_SYNC_GET) {
+        return 0;
+    }
+    ep = ivm_ep_take(map, size, ivm_ep_put_max, &taken, status_p);
+    if (ep == NULL) {
+        return taken;
+    }
+    *status_p = ivm_ep_round_trip(ep, op == IVM_SYNC_GET, map, offset, addr, size, sig_to);
+    /* The master has device copies, or is no longer there: the daemon's
+     * way, which knows. */
+    taken = *status_p != IVM_ERROR_UNSUPPORTED;
     pthread_mutex_unlock(&ep->lock);
     return taken;
 }

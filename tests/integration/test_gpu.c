@@ -375,6 +375,16 @@ Test(gpu, sync_chain_two_nodes, .fini = gpu_fini)
     gpu_two_nodes("chain", "node1");
 }
 
+/* Posted puts over node1's endpoint into a master with a device copy on its
+ * node: sent back, redone through the PE's daemon by ivmQuiet. */
+Test(gpu, posted_puts_sent_back_by_the_endpoint_are_redone, .fini = gpu_fini)
+{
+    if (gpu_skip(0)) {
+        return;
+    }
+    gpu_two_nodes("nbi_refused", "-");
+}
+
 /* PutGroup and GetGroup reaching device copies on both nodes. */
 Test(gpu, group_across_two_nodes, .fini = gpu_fini)
 {

@@ -174,6 +174,62 @@ static void signal_n(int n)
 
 /* K GPU PEs map one object on GPU 0: one device copy, one allocation, K
  * references; each sees the master's bytes; unmapped, the copy stays cached. */
+/* Posted puts from a CPU PE on node1 into a master on node0 whose range a
+ * GPU PE of node0 maps: past IVM_EP_AFTER syncs they go over the PE's
+ * endpoint, whose daemon sends each back (a device copy of the range is
+ * there), and the quiet redoes them through the PE's daemon: every slot is
+ * in the master. */
+#define NBIR_SLOTS 300
+#define NBIR_SLOT  1024
+static int sc_nbi_refused(int argc, char **argv)
+{
+    char *c;
+
+    (void)argc;
+    (void)argv;
+    if (pe_enter() != 0) {
+        char node[16] = "";
+        snprintf(node, sizeof(node), "%s", getenv("IVM_NODE") ? getenv("IVM_NODE") : "?");
+        CHECK(ivmMap("nbir", &c, 0));
+        if (strcmp(node, "node0") == 0) { /* the GPU PE: holds a device copy */
+            CHECK(ivmSignal());
+            CHECK(ivmWait(0));
+            CHECK(ivmUnmap(c));
+            CHECK(ivmExit());
+            return 0;
+        }
+        for (int k = 0; k < NBIR_SLOTS; ++k) {
+            memset(c + (size_t)k * NBIR_SLOT, 1 + k % 200, NBIR_SLOT);
+            CHECK(ivmSyncPutNbi(c + (size_t)k * NBIR_SLOT, NBIR_SLOT));
+        }
+        CHECK(ivmQuiet());
+        CHECK(ivmUnmap(c));
+        CHECK(ivmExit());
+        return 0;
+    }
+    {
+        ivm_pe gpu, cpu;
+        CHECK(ivmMalloc("nbir", &c, (size_t)NBIR_SLOTS * NBIR_SLOT));
+        memset(c, 0, (size_t)NBIR_SLOTS * NBIR_SLOT);
+        create_on("node0", IVM_GPU_0, 1, &gpu);
+        pe_stage = "root waits for the GPU PE's map";
+        CHECK(ivmWait(gpu));
+        create_on("node1", IVM_CPU, 1, &cpu);
+        pe_stage = "root waits for node1's posted puts";
+        CHECK(ivmWait(cpu)); /* its exit */
+        for (int k = 0; k < NBIR_SLOTS; ++k) {
+            const unsigned char *u = (const unsigned char *)c + (size_t)k * NBIR_SLOT;
+            ASSERT(u[0] == 1 + k % 200 && u[NBIR_SLOT - 1] == 1 + k % 200,
+                   "slot %d of the master is %d after node1's ivmQuiet, expected %d", k, u[0],
+                   1 + k % 200);
+        }
+        CHECK(ivmSignal());
+        CHECK(ivmWait(gpu));
+        CHECK(ivmFree(c));
+    }
+    return pe_ok();
+}
+
 static int sc_dedup(int argc, char **argv)
 {
     int k = argc > 2 ? atoi(argv[2]) : 4;
@@ -1344,6 +1400,7 @@ int main(int argc, char **argv)
         {"admit", sc_admit},     {"evict", sc_evict},     {"timeout", sc_timeout},
         {"crash", sc_crash},     {"gpud_dead", sc_gpud_dead}, {"nodev", sc_nodev},
         {"bogus", sc_bogus},     {"shares", sc_shares},
+        {"nbi_refused", sc_nbi_refused},
         {NULL, NULL}};
 
     for (int i = 2; i < argc; ++i) {
