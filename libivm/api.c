@@ -688,20 +688,19 @@ IVM_API ivmError_t ivmEnter(void)
     return status;
 }
 
-/* Every posted call settled: the endpoints' and the daemon's; the first
- * failure, with its message. */
+/* Every posted call settled: the endpoints' puts, then the daemon's calls;
+ * a failure is kept for the next quiet. */
+static void ivm_posted_drain(void)
+{
+    ivm_ep_settle();
+    ivm_rpc_drain();
+}
+
+/* Drained, and the first failure since the last quiet, with its message. */
 static ivmError_t ivm_quiet_all(void)
 {
-    char msg[IVM_MSG_DETAIL_MAX + 128];
-    ivmError_t ep = ivm_ep_quiet(0), rpc;
-
-    snprintf(msg, sizeof(msg), "%s", ivmGetLastErrorMessage());
-    rpc = ivm_rpc_quiet();
-    if (ep != IVM_SUCCESS) {
-        ivm_set_error("%s", msg);
-        return ep;
-    }
-    return rpc;
+    ivm_ep_settle();
+    return ivm_rpc_quiet();
 }
 
 IVM_API ivmError_t ivmExit(void)
@@ -1416,8 +1415,7 @@ IVM_API ivmError_t ivmUnmap(void *ptr)
         IVM_FAIL(IVM_ERROR_INVALID_VALUE,
                  "ivmUnmap: %p is not the start of a mapping of this PE", ptr);
     }
-    ivm_rpc_drain(); /* posted calls on this mapping's bytes */
-    (void)ivm_ep_quiet(1);
+    ivm_posted_drain(); /* posted calls on this mapping's bytes */
     ivm_map_release(&map);
     req.obj_id  = map.obj_id;
     req.gpu_ref = map.gpu_ref;
@@ -1437,8 +1435,7 @@ IVM_API ivmError_t ivmFree(void *ptr)
         IVM_FAIL(IVM_ERROR_INVALID_VALUE,
                  "ivmFree: %p is not the start of a mapping of this PE", ptr);
     }
-    ivm_rpc_drain(); /* posted calls on this object */
-    (void)ivm_ep_quiet(1);
+    ivm_posted_drain(); /* posted calls on this object */
     req.obj_id  = map.obj_id;
     req.gpu_ref = map.gpu_ref;
     status = ivm_call(IVM_MSG_FREE, &req, sizeof(req), &rep, sizeof(rep), NULL);
@@ -1532,7 +1529,10 @@ IVM_API ivmError_t ivmSyncPut(const void *addr, size_t size)
     return ivm_sync("ivmSyncPut", IVM_SYNC_PUT, addr, size);
 }
 
-IVM_API ivmError_t ivmSyncPutNbi(const void *addr, size_t size)
+/* Start a put or a get and return (ivmSyncPutNbi, ivmSyncGetNbi): a put
+ * over the PE's endpoint to the master's daemon when it has one (the answer
+ * read later), else the request posted to the PE's daemon. */
+static ivmError_t ivm_sync_post(const char *fn, uint32_t op, void *addr, size_t size)
 {
     ivm_msg_sync_req_t req;
     ivm_map_t map;
@@ -1540,30 +1540,24 @@ IVM_API ivmError_t ivmSyncPutNbi(const void *addr, size_t size)
     int call;
 
     ivm_clear_error();
-    status = ivm_sync_prepare("ivmSyncPutNbi", IVM_SYNC_PUT, addr, size, &req, &call, &map);
+    status = ivm_sync_prepare(fn, op, addr, size, &req, &call, &map);
     if (status != IVM_SUCCESS || !call) {
         return status;
     }
-    /* Over the PE's endpoint to the master's daemon when it has one (the
-     * answer read later), else through the PE's daemon. */
-    if (ivm_ep_post_put(&map, req.offset, addr, size, &status)) {
+    if (op == IVM_SYNC_PUT && ivm_ep_post_put(&map, req.offset, addr, size, &status)) {
         return status;
     }
-    return ivm_rpc_post(IVM_MSG_SYNC, &req, sizeof(req), "ivmSyncPutNbi");
+    return ivm_rpc_post(IVM_MSG_SYNC, &req, sizeof(req), fn);
+}
+
+IVM_API ivmError_t ivmSyncPutNbi(const void *addr, size_t size)
+{
+    return ivm_sync_post("ivmSyncPutNbi", IVM_SYNC_PUT, (void *)addr, size);
 }
 
 IVM_API ivmError_t ivmSyncGetNbi(void *addr, size_t size)
 {
-    ivm_msg_sync_req_t req;
-    ivmError_t status;
-    int call;
-
-    ivm_clear_error();
-    status = ivm_sync_prepare("ivmSyncGetNbi", IVM_SYNC_GET, addr, size, &req, &call, NULL);
-    if (status != IVM_SUCCESS || !call) {
-        return status;
-    }
-    return ivm_rpc_post(IVM_MSG_SYNC, &req, sizeof(req), "ivmSyncGetNbi");
+    return ivm_sync_post("ivmSyncGetNbi", IVM_SYNC_GET, addr, size);
 }
 
 IVM_API ivmError_t ivmQuiet(void)

@@ -15,7 +15,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -40,10 +39,8 @@ enum { IVM_EP_NEW = 0, IVM_EP_OPEN = 1, IVM_EP_REFUSED = -1 };
  * owed: what a daemon-path redo needs when the master's daemon sends it back
  * (IVM_ERROR_UNSUPPORTED: the master has device copies). */
 typedef struct ivm_ep_owed {
-    uint32_t   seq;
-    uint64_t   obj_id, offset;
-    const void *addr;
-    size_t     size;
+    uint32_t seq;
+    uint64_t obj_id, offset, size;
 } ivm_ep_owed_t;
 
 #define IVM_EP_OWED_MAX 16 /* posted puts in flight on one endpoint */
@@ -61,11 +58,6 @@ typedef struct ivm_ep {
     ivm_ep_owed_t   owed[IVM_EP_OWED_MAX]; /* a ring, oldest at owed_head */
     unsigned        owed_head, owed_n;
 } ivm_ep_t;
-
-/* The first failure of a posted put, kept for the next ivm_ep_quiet. */
-static pthread_mutex_t ivm_ep_failed_lock = PTHREAD_MUTEX_INITIALIZER;
-static ivmError_t      ivm_ep_failed;
-static char            ivm_ep_failed_msg[IVM_MSG_DETAIL_MAX + 128];
 
 static pthread_mutex_t ivm_eps_lock = PTHREAD_MUTEX_INITIALIZER;
 static ivm_ep_t       *ivm_eps[IVM_CLUSTER_MAX_NODES];
@@ -410,21 +402,11 @@ static const char *ivm_ep_answer(ivm_ep_t *ep, int get, uint32_t seq, void *addr
     return NULL;
 }
 
-/* Keep the first failure of a posted put for the next quiet. */
-static void ivm_ep_keep_failure(ivmError_t status)
-{
-    pthread_mutex_lock(&ivm_ep_failed_lock);
-    if (status != IVM_SUCCESS && ivm_ep_failed == IVM_SUCCESS) {
-        ivm_ep_failed = status;
-        snprintf(ivm_ep_failed_msg, sizeof(ivm_ep_failed_msg), "%s", ivmGetLastErrorMessage());
-    }
-    pthread_mutex_unlock(&ivm_ep_failed_lock);
-}
-
 /* The oldest posted put's answer: read, and a put the master's daemon sent
- * back redone through the PE's daemon (blocking). Its status (kept for the
- * next quiet when it failed). Called with ep->lock. */
-static ivmError_t ivm_ep_settle_oldest(ivm_ep_t *ep)
+ * back redone through the PE's daemon (blocking; the daemon reads the node
+ * copy's bytes, which the caller leaves alone until the quiet). A failure is
+ * kept for the next quiet (ivm_rpc_keep_failure). Called with ep->lock. */
+static void ivm_ep_settle_oldest(ivm_ep_t *ep)
 {
     ivm_ep_owed_t o = ep->owed[ep->owed_head];
     ivmError_t status = IVM_SUCCESS;
@@ -453,15 +435,14 @@ static ivmError_t ivm_ep_settle_oldest(ivm_ep_t *ep)
         ivm_set_error("ivmSyncPutNbi (posted): the master's daemon refused it: %s",
                       ivmGetErrorString(status));
     }
-    ivm_ep_keep_failure(status);
-    return status;
+    ivm_rpc_keep_failure(status);
 }
 
 /* Settle every posted put of ep. Called with ep->lock. */
 static void ivm_ep_settle_all(ivm_ep_t *ep)
 {
     while (ep->owed_n > 0) {
-        (void)ivm_ep_settle_oldest(ep);
+        ivm_ep_settle_oldest(ep);
     }
 }
 
@@ -553,7 +534,7 @@ int ivm_ep_post_put(const ivm_map_t *map, uint64_t offset, const void *addr, siz
         return taken;
     }
     while (ep->owed_n >= IVM_EP_OWED_MAX) {
-        (void)ivm_ep_settle_oldest(ep);
+        ivm_ep_settle_oldest(ep);
     }
     if (ep->state != IVM_EP_OPEN || ivm_ep_room(ep, len) != 0) {
         /* Lost while settling, or no memory: the daemon path. */
@@ -571,18 +552,15 @@ int ivm_ep_post_put(const ivm_map_t *map, uint64_t offset, const void *addr, siz
         return 1;
     }
     ep->owed[(ep->owed_head + ep->owed_n) % IVM_EP_OWED_MAX] =
-        (ivm_ep_owed_t){.seq = ep->seq, .obj_id = map->obj_id, .offset = offset, .addr = addr,
-                        .size = size};
+        (ivm_ep_owed_t){.seq = ep->seq, .obj_id = map->obj_id, .offset = offset, .size = size};
     ep->owed_n++;
     pthread_mutex_unlock(&ep->lock);
     *status_p = IVM_SUCCESS;
     return 1;
 }
 
-ivmError_t ivm_ep_quiet(int keep)
+void ivm_ep_settle(void)
 {
-    ivmError_t first;
-
     pthread_mutex_lock(&ivm_eps_lock);
     for (uint32_t i = 0; i < IVM_CLUSTER_MAX_NODES; ++i) {
         ivm_ep_t *ep = ivm_eps[i];
@@ -593,14 +571,6 @@ ivmError_t ivm_ep_quiet(int keep)
         }
     }
     pthread_mutex_unlock(&ivm_eps_lock);
-    pthread_mutex_lock(&ivm_ep_failed_lock);
-    first = ivm_ep_failed;
-    if (first != IVM_SUCCESS && !keep) {
-        ivm_ep_failed = IVM_SUCCESS;
-        ivm_set_error("%s", ivm_ep_failed_msg);
-    }
-    pthread_mutex_unlock(&ivm_ep_failed_lock);
-    return keep ? IVM_SUCCESS : first;
 }
 
 int ivm_ep_sync(uint32_t op, const ivm_map_t *map, uint64_t offset, void *addr, size_t size,

@@ -26,16 +26,15 @@ int ivm_ep_sync(uint32_t op, const ivm_map_t *map, uint64_t offset, void *addr, 
 /* Post a put of [addr, +size) (ivmSyncPutNbi), as ivm_ep_sync's put but
  * without waiting for its answer, up to IVM_PEER_CHUNK bytes: the bytes are
  * sent (a copy) before it returns, the answer read by a later round trip on
- * the endpoint or ivm_ep_quiet (a put the master's daemon sends back then
- * goes through the PE's daemon; addr must still hold its bytes). 1: taken,
+ * the endpoint or ivm_ep_settle (a put the master's daemon sends back then
+ * goes through the PE's daemon, which reads the node copy). 1: taken,
  * *status_p IVM_SUCCESS or the failure to send; 0: the daemon path. */
 int ivm_ep_post_put(const ivm_map_t *map, uint64_t offset, const void *addr, size_t size,
                     ivmError_t *status_p);
 
-/* Settle every posted put's answer. keep 0: return the first failure since
- * the last quiet (its message set) and forget it; keep 1: IVM_SUCCESS, the
- * failure kept for the next (ivmUnmap, ivmFree). */
-ivmError_t ivm_ep_quiet(int keep);
+/* Read every posted put's answer; a failure is kept for the next quiet
+ * (ivm_rpc_keep_failure). */
+void ivm_ep_settle(void);
 
 /* Close every endpoint (ivmExit). */
 void ivm_ep_close_all(void);

@@ -103,17 +103,18 @@ ivmError_t ivm_rpc_call(uint16_t type, const void *req, uint32_t req_len,
                         const int *fds, int nfds, ivm_rpc_reply_t *rep);
 
 /* Requests sent now whose status-only replies are taken later
- * (ivmSyncPutNbi). ivm_rpc_post sends one; any thread's later call may read
- * its reply meanwhile; past IVM_POSTED_MAX outstanding, the oldest is waited
- * for first. ivm_rpc_quiet waits for every request posted before it and
- * returns the first failure among them (transport or the call's status,
- * its message as the thread's error; `what` names the API call).
- * ivm_rpc_drain waits for them too but keeps a failure for the next quiet
- * (ivmUnmap, ivmFree: their own status is theirs). */
+ * (ivmSyncPutNbi, ivmSyncGetNbi). ivm_rpc_post sends one; any thread's later
+ * call may read its reply meanwhile; past IVM_POSTED_MAX outstanding, the
+ * oldest is waited for first. ivm_rpc_drain waits for every request posted
+ * before it, keeping the first failure (ivm_rpc_keep_failure, which the
+ * endpoints' posted puts use too); ivm_rpc_quiet drains, then returns that
+ * failure (its message as the thread's error; `what` names the API call)
+ * and forgets it. */
 #define IVM_POSTED_MAX 64u
 ivmError_t ivm_rpc_post(uint16_t type, const void *req, uint32_t req_len, const char *what);
-ivmError_t ivm_rpc_quiet(void);
+void ivm_rpc_keep_failure(ivmError_t status);
 void ivm_rpc_drain(void);
+ivmError_t ivm_rpc_quiet(void);
 
 /* A request and its reply (at most rep_len bytes into rep): the transport's
  * failure or the reply's own status; a passed fd goes to *fd_p (closed when

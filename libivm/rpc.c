@@ -320,8 +320,9 @@ ivmError_t ivm_rpc_call(uint16_t type, const void *req, uint32_t req_len,
 
 /* A posted call: its pending entry and the status-only reply it gets. The
  * posted calls wait in a FIFO (under posted_lock, held through a quiet so
- * that a quiet covers every call posted before it); the first failure met
- * while making room is kept for the next quiet. */
+ * that a quiet covers every call posted before it). The first failure of a
+ * posted call settled without a quiet, here or on an endpoint (ep.c), is
+ * kept for the next quiet (ivm_posted_failure). */
 typedef struct ivm_rpc_posted ivm_rpc_posted_t;
 struct ivm_rpc_posted {
     ivm_rpc_posted_t *next;
@@ -335,9 +336,13 @@ static struct {
     pthread_mutex_t   lock;
     ivm_rpc_posted_t *head, *tail;
     unsigned          count;
-    ivmError_t        failed;                   /* kept for the next quiet */
-    char              detail[IVM_MSG_DETAIL_MAX + 64];
 } ivm_posted = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static struct {
+    pthread_mutex_t lock;
+    ivmError_t      status;
+    char            detail[IVM_MSG_DETAIL_MAX + 128];
+} ivm_posted_failure = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* Wait for the oldest posted call, unlist and free it; its status. */
 static ivmError_t ivm_rpc_complete_oldest(void)
@@ -370,13 +375,15 @@ static ivmError_t ivm_rpc_complete_oldest(void)
     return status;
 }
 
-/* Keep the first failure of a call completed without a quiet. */
-static void ivm_rpc_keep_failure(ivmError_t status)
+void ivm_rpc_keep_failure(ivmError_t status)
 {
-    if (status != IVM_SUCCESS && ivm_posted.failed == IVM_SUCCESS) {
-        ivm_posted.failed = status;
-        snprintf(ivm_posted.detail, sizeof(ivm_posted.detail), "%s", ivmGetLastErrorMessage());
+    pthread_mutex_lock(&ivm_posted_failure.lock);
+    if (status != IVM_SUCCESS && ivm_posted_failure.status == IVM_SUCCESS) {
+        ivm_posted_failure.status = status;
+        snprintf(ivm_posted_failure.detail, sizeof(ivm_posted_failure.detail), "%s",
+                 ivmGetLastErrorMessage());
     }
+    pthread_mutex_unlock(&ivm_posted_failure.lock);
 }
 
 ivmError_t ivm_rpc_post(uint16_t type, const void *req, uint32_t req_len, const char *what)
@@ -426,15 +433,13 @@ ivmError_t ivm_rpc_quiet(void)
 {
     ivmError_t first;
 
-    pthread_mutex_lock(&ivm_posted.lock);
-    while (ivm_posted.head != NULL) {
-        ivm_rpc_keep_failure(ivm_rpc_complete_oldest());
-    }
-    first             = ivm_posted.failed;
-    ivm_posted.failed = IVM_SUCCESS;
+    ivm_rpc_drain();
+    pthread_mutex_lock(&ivm_posted_failure.lock);
+    first                     = ivm_posted_failure.status;
+    ivm_posted_failure.status = IVM_SUCCESS;
     if (first != IVM_SUCCESS) {
-        ivm_set_error("%s", ivm_posted.detail);
+        ivm_set_error("%s", ivm_posted_failure.detail);
     }
-    pthread_mutex_unlock(&ivm_posted.lock);
+    pthread_mutex_unlock(&ivm_posted_failure.lock);
     return first;
 }

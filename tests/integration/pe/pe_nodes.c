@@ -829,6 +829,25 @@ static void *ep_thread_main(void *arg)
 #define NBI_SLOT  4096
 #define NBI_THREADS 3
 
+/* Slot k's byte in the pattern (base, mod, sign): base + sign * (k % mod). */
+static int nbi_byte(int k, int base, int mod, int sign)
+{
+    return base + sign * (k % mod);
+}
+
+/* Every slot of p holds its pattern byte (sampled every 512 bytes). */
+static void nbi_expect(const unsigned char *p, int base, int mod, int sign, const char *after)
+{
+    for (int k = 0; k < NBI_SLOTS; ++k) {
+        int want = nbi_byte(k, base, mod, sign);
+        for (int b = 0; b < NBI_SLOT; b += 512) {
+            int got = p[(size_t)k * NBI_SLOT + (size_t)b];
+            ASSERT(got == want, "slot %d byte %d is %d after %s, expected %d", k, b, got,
+                   after, want);
+        }
+    }
+}
+
 typedef struct nbi_thread {
     pthread_t      th;
     unsigned char *q;     /* the mapping */
@@ -847,7 +866,7 @@ static void *nbi_thread_main(void *arg)
 
     for (int k = t->index; k < NBI_SLOTS; k += NBI_THREADS) {
         unsigned char *slot = t->q + (size_t)k * NBI_SLOT;
-        memset(slot, 100 + k % 150, NBI_SLOT);
+        memset(slot, nbi_byte(k, 100, 150, 1), NBI_SLOT);
         ivmError_t rc = ivmSyncPutNbi(slot, NBI_SLOT);
         if (rc == IVM_SUCCESS && k % 7 == 0)
             rc = ivmSyncGet(t->q + (size_t)NBI_SLOTS * NBI_SLOT, sizeof(probe));
@@ -877,7 +896,7 @@ static int sc_put_nbi(int argc, char **argv)
         EXPECT(ivmSyncPutNbi(q + (NBI_SLOTS + 1) * NBI_SLOT - 8, 16), IVM_ERROR_INVALID_VALUE);
         CHECK(ivmQuiet()); /* nothing outstanding */
         for (int k = 0; k < NBI_SLOTS; ++k) {
-            memset(q + (size_t)k * NBI_SLOT, 1 + k % 250, NBI_SLOT);
+            memset(q + (size_t)k * NBI_SLOT, nbi_byte(k, 1, 250, 1), NBI_SLOT);
             CHECK(ivmSyncPutNbi(q + (size_t)k * NBI_SLOT, NBI_SLOT));
         }
         CHECK(ivmQuiet());
@@ -905,13 +924,7 @@ static int sc_put_nbi(int argc, char **argv)
             CHECK(ivmSyncGetNbi(q + (size_t)k * NBI_SLOT, NBI_SLOT));
         }
         CHECK(ivmQuiet());
-        for (int k = 0; k < NBI_SLOTS; ++k) {
-            for (int b = 0; b < NBI_SLOT; b += 512) {
-                ASSERT(q[(size_t)k * NBI_SLOT + (size_t)b] == 255 - k % 100,
-                       "slot %d byte %d is %d after ivmSyncGetNbi + ivmQuiet, expected %d", k,
-                       b, q[(size_t)k * NBI_SLOT + (size_t)b], 255 - k % 100);
-            }
-        }
+        nbi_expect(q, 255, 100, -1, "ivmSyncGetNbi + ivmQuiet");
         memset(q + (size_t)NBI_SLOTS * NBI_SLOT, 0xEE, NBI_SLOT);
         CHECK(ivmSyncPutNbi(q + (size_t)NBI_SLOTS * NBI_SLOT, NBI_SLOT));
         CHECK(ivmUnmap(q)); /* waits for the last put */
@@ -932,24 +945,12 @@ static int sc_put_nbi(int argc, char **argv)
     CHECK(ivmCreatePEs(d1, 1, &kid));
     pe_stage = "root waits for the posted puts";
     CHECK(ivmWait(kid));
-    for (int k = 0; k < NBI_SLOTS; ++k) {
-        for (int b = 0; b < NBI_SLOT; b += 512) {
-            ASSERT(p[(size_t)k * NBI_SLOT + (size_t)b] == 1 + k % 250,
-                   "slot %d byte %d is %d after the child's ivmQuiet, expected %d", k, b,
-                   p[(size_t)k * NBI_SLOT + (size_t)b], 1 + k % 250);
-        }
-    }
+    nbi_expect(p, 1, 250, 1, "the child's ivmQuiet");
     pe_stage = "root waits for the threads' posted puts";
     CHECK(ivmWait(kid));
+    nbi_expect(p, 100, 150, 1, "the threads' ivmQuiet");
     for (int k = 0; k < NBI_SLOTS; ++k) {
-        for (int b = 0; b < NBI_SLOT; b += 512) {
-            ASSERT(p[(size_t)k * NBI_SLOT + (size_t)b] == 100 + k % 150,
-                   "slot %d byte %d is %d after the threads' ivmQuiet, expected %d", k, b,
-                   p[(size_t)k * NBI_SLOT + (size_t)b], 100 + k % 150);
-        }
-    }
-    for (int k = 0; k < NBI_SLOTS; ++k) {
-        memset(p + (size_t)k * NBI_SLOT, 255 - k % 100, NBI_SLOT);
+        memset(p + (size_t)k * NBI_SLOT, nbi_byte(k, 255, 100, -1), NBI_SLOT);
     }
     CHECK(ivmSignal()); /* the child gets them */
     pe_stage = "root waits for the child's exit";
