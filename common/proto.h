@@ -121,12 +121,17 @@ typedef struct ivm_msg_status {
  * two SCM_RIGHTS fds): that connection is the PE's from then on and the child
  * runs as that PE on it at once; the parked process parks again with a new
  * pool ENTER on a new connection, naming the child's pid in forked_pid (0:
- * the fork failed). See docs/CONTRACTS.md, "Warm pool".
+ * the fork failed). Before it parks, a parked process may send a pool ENTER
+ * with IVM_ENTER_BOARD (same slot and token): answered at once with the
+ * job's signal board on this node (BOARD below, made if it was not) as one
+ * SCM_RIGHTS fd, the connection not parked, so that the process maps the
+ * board while it waits. See docs/CONTRACTS.md, "Warm pool".
  */
 #define IVM_ENTER_ROOT       0x1u
 #define IVM_ENTER_TAG_OUTPUT 0x2u /* prefix children's output lines with [NODE,N] */
 #define IVM_ENTER_POOL       0x4u /* a parked process of the warm PE pool */
 #define IVM_ENTER_FORKABLE   0x8u /* pool: single-threaded, may fork PEs */
+#define IVM_ENTER_BOARD      0x40u /* pool: only the job's signal board, answered at once */
 /* Bits 4-5 of a root's ENTER flags and of SPAWN flags: how the job's CPU PEs
  * are bound (ivmrun --bind-to): to their device's cores (0), to one core of
  * it each, to the NUMA node(s) of its cores, or not at all. */
@@ -587,6 +592,9 @@ typedef struct ivm_msg_info_rep {
                               tables (PLACED or PE_ENDED), sent to a node after its SPAWNs
                               of a job until one started a PE there (and again after its
                               link was lost): about each job's PEs once per node */
+    uint64_t signals_carried; /* ivmSignal calls of this node's PEs that came to this
+                                 daemon (SIGNAL); those a PE posted on the job's signal
+                                 board itself are not counted */
 } ivm_msg_info_rep_t;
 
 _Static_assert(sizeof(ivm_msg_map_rep_t) == 80, "map reply size");
@@ -615,7 +623,7 @@ typedef struct ivm_msg_endpoint_rep {
 } ivm_msg_endpoint_rep_t;
 
 _Static_assert(sizeof(ivm_msg_endpoint_rep_t) == 120, "endpoint reply size");
-_Static_assert(sizeof(ivm_msg_info_rep_t) == 296, "info reply size");
+_Static_assert(sizeof(ivm_msg_info_rep_t) == 304, "info reply size");
 
 /*
  * CLUSTER (owner uid only, on the Unix socket): the cluster this daemon is

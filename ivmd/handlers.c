@@ -390,6 +390,9 @@ static ivmError_t ivmd_handle_enter(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr
     if (req->flags & IVM_ENTER_ROOT) {
         return ivmd_handle_enter_root(d, c, req, rep);
     }
+    if ((req->flags & IVM_ENTER_POOL) && (req->flags & IVM_ENTER_BOARD)) {
+        return ivmd_pool_board(&d->pool, c, req, &rep->fd, &rep->r);
+    }
     if (req->flags & IVM_ENTER_POOL) {
         return ivmd_pool_enter(&d->pool, c, hdr, req, &rep->r);
     }
@@ -776,6 +779,7 @@ static ivmError_t ivmd_handle_wait(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_
 static ivmError_t ivmd_handle_signal(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                                      const void *payload, ivmd_pe_reply_t *rep)
 {
+    ++d->svc.signals;
     if (ivmd_board_counts(c->job, c->pe)) {
         ivmd_board_sig_post(c->job, c->pe);
         ivmd_board_serve(d, c->pe);
@@ -1242,6 +1246,7 @@ static ivmError_t ivmd_handle_info(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_
     info->poll_us  = (uint32_t)d->cfg.poll_us;
     info->psync_relayed = d->remote.relayed;
     info->places_told   = d->remote.told;
+    info->signals_carried = d->svc.signals;
     info->polled   = d->loop.polled;
     info->buf_bytes  = d->data.buf_bytes;
     info->rdma_bytes = d->data.rdma_bytes;

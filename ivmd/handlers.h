@@ -49,6 +49,7 @@ typedef struct ivmd_handlers {
     uint64_t            next_putsig; /* their ids */
     int                 bounced;     /* serving a request the root sent back: a PE still
                                         unknown is not forwarded again */
+    uint64_t            signals;     /* SIGNAL requests of this node's PEs (INFO) */
 } ivmd_handlers_t;
 
 /* A PE's request (a connection kind's on_msg). */

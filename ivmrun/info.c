@@ -554,6 +554,7 @@ static int info_node(info_out_t *o, const char *path)
     info_u64(o, "polled", info.polled);
     info_u64(o, "psync_relayed", info.psync_relayed);
     info_u64(o, "places_told", info.places_told);
+    info_u64(o, "signals_carried", info.signals_carried);
     info.transport[sizeof(info.transport) - 1] = '\0';
     info.ucx_tls[sizeof(info.ucx_tls) - 1]     = '\0';
     info_str(o, "transport", info.transport);

@@ -413,6 +413,7 @@ static int ivm_pool_forkable(void)
  * stderr are the ones that came with the reply. */
 static ivmError_t ivm_pool_child(ivm_msg_enter_rep_t *rep, int out_fd, int err_fd)
 {
+    ivm_board_forked();
     if (out_fd >= 0 && err_fd >= 0) {
         dup2(out_fd, 1);
         dup2(err_fd, 2);
@@ -447,6 +448,39 @@ static ivmError_t ivm_pool_reconnect(void)
     return status;
 }
 
+/* A parked process asks for its job's signal board first (a pool ENTER
+ * with IVM_ENTER_BOARD, answered at once) and maps it while it waits. No
+ * board (the daemon's limits, IVM_SIGNAL_BOARD=0 here): the PE's first
+ * signals go through the daemon, as in a spawned PE. */
+static void ivm_pool_board(const ivm_msg_enter_req_t *park)
+{
+    ivm_msg_enter_req_t req = *park;
+    ivm_msg_enter_rep_t rep;
+    ivm_rpc_reply_t reply = {.buf = &rep, .len = sizeof(rep), .fd = -1, .fd2 = -1};
+    ivmError_t status;
+
+    if (ivm_ctx.own_board_off) {
+        return;
+    }
+    req.flags = IVM_ENTER_POOL | IVM_ENTER_BOARD;
+    memset(&rep, 0, sizeof(rep));
+    status = ivm_rpc_call(IVM_MSG_ENTER, &req, sizeof(req), NULL, 0, &reply);
+    if (status == IVM_SUCCESS) {
+        status = (ivmError_t)rep.status;
+    }
+    if (reply.fd2 >= 0) {
+        close(reply.fd2);
+    }
+    if (status == IVM_SUCCESS && reply.fd >= 0) {
+        ivm_board_adopt(reply.fd);
+        return;
+    }
+    ivm_debug("parked without the signal board: %s", ivm_status_string(status));
+    if (reply.fd >= 0) {
+        close(reply.fd);
+    }
+}
+
 /* A parked process: its ENTER waits until the daemon hands it a PE identity
  * (it returns as that PE) or, when it is forkable, tells it to fork one: the
  * child returns as the PE on this connection, the parent parks again on a
@@ -458,6 +492,7 @@ static ivmError_t ivm_pool_park(ivm_msg_enter_req_t *req, ivm_msg_enter_rep_t *r
     ivmError_t status;
 
     ivm_pool_park_prepare();
+    ivm_pool_board(req);
     if (ivm_pool_forkable()) {
         req->flags |= IVM_ENTER_FORKABLE;
         fflush(NULL); /* or the children would print what we buffered */

@@ -7,6 +7,7 @@
 #include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -24,12 +25,27 @@ static pthread_mutex_t ivm_board_lock = PTHREAD_MUTEX_INITIALIZER;
 static int ivm_board_state;       /* IVM_BOARD_UNKNOWN .. MAPPED */
 static ivm_board_t *ivm_board_map;
 
+/* Map the board memfd fd (closed here): MAPPED, or NONE if it is not one. */
+static int ivm_board_map_fd(int fd)
+{
+    void *map = mmap(NULL, sizeof(ivm_board_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+
+    close(fd);
+    if (map == MAP_FAILED || ((ivm_board_t *)map)->magic != IVM_BOARD_MAGIC) {
+        if (map != MAP_FAILED) {
+            munmap(map, sizeof(ivm_board_t));
+        }
+        return IVM_BOARD_NONE;
+    }
+    ivm_board_map = map;
+    return IVM_BOARD_MAPPED;
+}
+
 /* Ask the daemon for the board and map it; NONE if it has none for us. */
 static int ivm_board_fetch(void)
 {
     ivm_msg_status_t rep;
     ivm_rpc_reply_t reply = {.buf = &rep, .len = sizeof(rep), .fd = -1, .fd2 = -1};
-    void *map;
 
     if (ivm_rpc_call(IVM_MSG_BOARD, &(ivm_msg_empty_t){0}, sizeof(ivm_msg_empty_t), NULL, 0,
                      &reply) != IVM_SUCCESS ||
@@ -40,16 +56,39 @@ static int ivm_board_fetch(void)
         }
         return IVM_BOARD_NONE;
     }
-    map = mmap(NULL, sizeof(ivm_board_t), PROT_READ | PROT_WRITE, MAP_SHARED, reply.fd, 0);
-    close(reply.fd);
-    if (map == MAP_FAILED || ((ivm_board_t *)map)->magic != IVM_BOARD_MAGIC) {
-        if (map != MAP_FAILED) {
-            munmap(map, sizeof(ivm_board_t));
+    return ivm_board_map_fd(reply.fd);
+}
+
+/* The bytes of the board that a PE's own ivmSignal / ivmWait touch: the
+ * header, the states and the own-signal arrays, up to the barriers. */
+#define IVM_BOARD_OWN_BYTES offsetof(ivm_board_t, barriers)
+
+/* 1: mapped by the parent before a fork, its pages not touched by this
+ * process (a fork copies no page table entries of a shared mapping: each
+ * first touch faults again). */
+static int ivm_board_cold;
+
+void ivm_board_adopt(int fd)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), off;
+
+    pthread_mutex_lock(&ivm_board_lock);
+    if (ivm_board_state != IVM_BOARD_UNKNOWN) {
+        close(fd);
+    } else if (ivm_board_map_fd(fd) == IVM_BOARD_MAPPED) {
+        /* Written, not read: the first write to a page read first faults
+         * again. Adding 0 changes nothing the daemon or a PE keeps there. */
+        for (off = 0; off < IVM_BOARD_OWN_BYTES; off += page) {
+            __atomic_fetch_add((uint32_t *)((char *)ivm_board_map + off), 0, __ATOMIC_RELAXED);
         }
-        return IVM_BOARD_NONE;
+        __atomic_store_n(&ivm_board_state, IVM_BOARD_MAPPED, __ATOMIC_RELEASE);
     }
-    ivm_board_map = map;
-    return IVM_BOARD_MAPPED;
+    pthread_mutex_unlock(&ivm_board_lock);
+}
+
+void ivm_board_forked(void)
+{
+    ivm_board_cold = ivm_board_state == IVM_BOARD_MAPPED;
 }
 
 static ivm_board_t *ivm_board_get(void)
@@ -187,11 +226,14 @@ int ivm_board_wait(int from, ivmError_t *status_p)
 /* ------------------------------------------------------------ own signals */
 
 /* A process's first ivmSignal / ivmWait calls go through the daemon unless
- * the board is mapped already: a process maps it once, and in a fresh
- * process the mapping and its first page touches cost about as much as two
- * or three daemon round trips (60-100 us on the VM whose page tables the
- * hypervisor shadows, docs/BENCHMARKS.md), which a PE that signals once never
- * earns back. The daemon posts and serves them on the board all the same. */
+ * the board is mapped already and its pages touched: a process maps it
+ * once, and in a fresh process the mapping and its first page touches cost
+ * about as much as two or three daemon round trips (60-100 us on the VM
+ * whose page tables the hypervisor shadows, docs/BENCHMARKS.md), which a PE
+ * that signals once never earns back. A parked process of the warm pool
+ * maps and touches it while it waits (ivm_board_adopt), so the PE it
+ * becomes signals on the board from its first call. The daemon posts and
+ * serves the calls that go through it on the board all the same. */
 #define IVM_BOARD_OWN_AFTER 2u
 static unsigned ivm_board_own_calls;
 
@@ -205,7 +247,8 @@ static ivm_board_t *ivm_board_own(int pe)
      * job's choice (IVM_BOARD_F_PAIRS), which the daemon reads from the job's
      * environment: both ends of a pair must agree. */
     if (ivm_ctx.own_board_off ||
-        (__atomic_load_n(&ivm_board_state, __ATOMIC_ACQUIRE) == IVM_BOARD_UNKNOWN &&
+        ((__atomic_load_n(&ivm_board_state, __ATOMIC_ACQUIRE) == IVM_BOARD_UNKNOWN ||
+          ivm_board_cold) &&
          __atomic_add_fetch(&ivm_board_own_calls, 1, __ATOMIC_RELAXED) <= IVM_BOARD_OWN_AFTER)) {
         return NULL;
     }

@@ -379,18 +379,23 @@ static void ivmd_pool_on_parked(const ivmd_pool_t *pl, ivmd_job_t *job, ivmd_par
     }
 }
 
-ivmError_t ivmd_pool_enter(ivmd_pool_t *pl, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
-                           const ivm_msg_enter_req_t *req, ivmd_reply_t *rep)
+/* The parked process of job req->job_id, slot req->pe_id that may send a
+ * pool ENTER on c now (its token and pid shown, not parked on another
+ * connection), or NULL with the refusal in rep. */
+static ivmd_parked_t *ivmd_pool_caller(ivmd_pool_t *pl, ivmd_conn_t *c,
+                                       const ivm_msg_enter_req_t *req, ivmd_reply_t *rep)
 {
     ivmd_job_t *job = ivmd_job_find(pl->env->reg, req->job_id);
     ivmd_parked_t *p = NULL;
 
     if (c->parked != NULL) {
-        return ivmd_reply_set(rep, IVM_ERROR_INVALID_VALUE, "this connection is already parked");
+        ivmd_reply_set(rep, IVM_ERROR_INVALID_VALUE, "this connection is already parked");
+        return NULL;
     }
     if (req->blob_len != 0 || req->pe_id >= -1 || req->pe_pool != 0) {
-        return ivmd_reply_set(rep, IVM_ERROR_INVALID_VALUE, "a pool ENTER names a pool slot "
-                              "(< -1) and carries no blob and no pool size");
+        ivmd_reply_set(rep, IVM_ERROR_INVALID_VALUE, "a pool ENTER names a pool slot "
+                       "(< -1) and carries no blob and no pool size");
+        return NULL;
     }
     if (job != NULL && job->data != NULL) {
         for (p = ((ivmd_job_data_t *)job->data)->parked; p != NULL; p = p->next) {
@@ -406,8 +411,40 @@ ivmError_t ivmd_pool_enter(ivmd_pool_t *pl, ivmd_conn_t *c, const ivm_msg_hdr_t 
                        "%u with this token and pid", req->pe_id, req->job_id);
         ivm_warn("pid %d: pool ENTER as job %u slot %d refused (unknown slot, bad token "
                  "or pid)", (int)c->peer_pid, req->job_id, req->pe_id);
-        return IVM_ERROR_PERMISSION;
+        return NULL;
     }
+    return p;
+}
+
+ivmError_t ivmd_pool_board(ivmd_pool_t *pl, ivmd_conn_t *c, const ivm_msg_enter_req_t *req,
+                           int *fd_p, ivmd_reply_t *rep)
+{
+    ivmd_parked_t *p = ivmd_pool_caller(pl, c, req, rep);
+    ivmError_t status;
+
+    *fd_p = -1;
+    if (p == NULL) {
+        return rep->status;
+    }
+    status = ivmd_board_open(p->slot.job, fd_p);
+    if (status != IVM_SUCCESS) {
+        *fd_p = -1;
+        return ivmd_reply_set(rep, status, "no signal board for job %u on %s",
+                              p->slot.job->id, pl->env->node);
+    }
+    return IVM_SUCCESS;
+}
+
+ivmError_t ivmd_pool_enter(ivmd_pool_t *pl, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
+                           const ivm_msg_enter_req_t *req, ivmd_reply_t *rep)
+{
+    ivmd_parked_t *p = ivmd_pool_caller(pl, c, req, rep);
+    ivmd_job_t *job;
+
+    if (p == NULL) {
+        return rep->status;
+    }
+    job = p->slot.job;
     if (p->forkable) {
         return ivmd_pool_repark(pl, p, c, hdr, req);
     }

@@ -223,7 +223,15 @@ Test(pool, forged_pool_enter_is_refused)
     req.token  = 12345;
     cr_assert_eq(ivmt_unix_call(ivmt_d.sock, IVM_MSG_ENTER, &req, sizeof(req), NULL, 0),
                  IVM_ERROR_PERMISSION, "a pool ENTER with a made-up token was accepted");
+    /* Asking for a job's signal board as a parked process is checked alike:
+     * no board of another job for a made-up slot or token. */
+    req.flags = IVM_ENTER_POOL | IVM_ENTER_BOARD;
+    cr_assert_eq(ivmt_unix_call(ivmt_d.sock, IVM_MSG_ENTER, &req, sizeof(req), NULL, 0),
+                 IVM_ERROR_PERMISSION, "a board request with a made-up token was answered");
     req.pe_id = 3;
+    cr_assert_eq(ivmt_unix_call(ivmt_d.sock, IVM_MSG_ENTER, &req, sizeof(req), NULL, 0),
+                 IVM_ERROR_INVALID_VALUE, "a board request naming a PE id was not refused");
+    req.flags = IVM_ENTER_POOL;
     cr_assert_eq(ivmt_unix_call(ivmt_d.sock, IVM_MSG_ENTER, &req, sizeof(req), NULL, 0),
                  IVM_ERROR_INVALID_VALUE, "a pool ENTER naming a PE id was not refused");
     {

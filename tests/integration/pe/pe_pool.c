@@ -1239,10 +1239,15 @@ static int sc_gpu_shares(int argc, char **argv)
  * processes themselves, all but the last PE, which the last idle one forks
  * (it stays to fork what comes before the refill); a pool of one forks
  * every PE. Run with IVM_PE_POOL=4: one PE alone, then 4 in one call once the
- * pool is full again; with IVM_PE_POOL=1: one PE. */
+ * pool is full again; with IVM_PE_POOL=1: one PE. Each PE signals once: a
+ * parked process handed out itself posts it on the signal board it mapped
+ * while parked, a fork child (its page tables not inherited) through the
+ * daemon, as a fresh process does its first (INFO signals_carried). */
 static int sc_handout(int argc, char **argv)
 {
     int id = pe_enter(), gid, pool = atoi(getenv("IVM_PE_POOL") ? getenv("IVM_PE_POOL") : "0");
+    ivm_msg_info_rep_t info;
+    uint64_t carried;
     pid_t parked[4];
     ivm_pe pes[4];
     ivm_device dev;
@@ -1258,12 +1263,17 @@ static int sc_handout(int argc, char **argv)
     pe_stage = "one PE";
     wait_parked((uint32_t)pool, 20.0);
     ASSERT(parked_pids(gid, parked, 4) == pool, "not %d parked processes of this job", pool);
+    pool_info(&info);
+    carried = info.signals_carried;
     CHECK(ivmCreatePEs(dev, 1, pes));
     CHECK(ivmWait(pes[0]));
     CHECK(ivmWait(pes[0]));
+    pool_info(&info);
     if (pool == 1) {
         ASSERT(b->ppid[1] == parked[0] && b->pid[1] != parked[0], "PE 1 (pid %d, parent %d) "
                "was not forked by the one parked process %d", b->pid[1], b->ppid[1], parked[0]);
+        ASSERT(info.signals_carried == carried + 1, "the forked PE's first signal: %llu "
+               "through the daemon, want 1", (unsigned long long)(info.signals_carried - carried));
         CHECK(ivmDestroyDev(dev));
         CHECK(ivmUnmap(b));
         CHECK(ivmExit());
@@ -1271,10 +1281,15 @@ static int sc_handout(int argc, char **argv)
     }
     ASSERT(has_pid(parked, 4, b->pid[1]), "PE 1 (pid %d, parent %d) is not one of the 4 idle "
            "parked processes handed out itself", b->pid[1], b->ppid[1]);
+    ASSERT(info.signals_carried == carried, "the parked process handed out itself sent %llu "
+           "signal(s) to the daemon, want 0 (on the board it mapped while parked)",
+           (unsigned long long)(info.signals_carried - carried));
 
     pe_stage = "4 PEs in one call from a pool of 4";
     wait_parked(4, 20.0);
     list_parked(gid, parked, 4, 20.0, "after PE 1 ended: the pool did not refill to 4");
+    pool_info(&info);
+    carried = info.signals_carried;
     CHECK(ivmCreatePEs(dev, 4, pes));
     int direct = 0, forked = 0;
     for (int i = 0; i < 4; ++i) {
@@ -1287,6 +1302,10 @@ static int sc_handout(int argc, char **argv)
     }
     ASSERT(direct == 3 && forked == 1, "of 4 PEs from 4 idle parked processes %d were parked "
            "processes and %d forked by one, want 3 and 1", direct, forked);
+    pool_info(&info);
+    ASSERT(info.signals_carried == carried + 1, "4 PEs, 3 of them parked processes: %llu "
+           "signals through the daemon, want 1 (the forked PE's)",
+           (unsigned long long)(info.signals_carried - carried));
     CHECK(ivmDestroyDev(dev));
     CHECK(ivmUnmap(b));
     CHECK(ivmExit());
