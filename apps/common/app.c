@@ -319,7 +319,8 @@ void *app_host_view(void *ref)
     return host;
 }
 
-int app_ref_put(app_kernel_t kernel, void *ref, const void *val, size_t size)
+/* val's bytes into ref (on the device for the CUDA kernel). */
+static int app_ref_store(app_kernel_t kernel, void *ref, const void *val, size_t size)
 {
     if (kernel == APP_KERNEL_CUDA) {
 #ifdef APP_HAVE_CUDA
@@ -332,7 +333,22 @@ int app_ref_put(app_kernel_t kernel, void *ref, const void *val, size_t size)
     } else {
         memcpy(ref, val, size);
     }
+    return 0;
+}
+
+int app_ref_put(app_kernel_t kernel, void *ref, const void *val, size_t size)
+{
+    if (app_ref_store(kernel, ref, val, size) != 0)
+        return -1;
     APP_TRY(ivmSyncPut(ref, size));
+    return 0;
+}
+
+int app_ref_put_nbi(app_kernel_t kernel, void *ref, const void *val, size_t size)
+{
+    if (app_ref_store(kernel, ref, val, size) != 0)
+        return -1;
+    APP_TRY(ivmSyncPutNbi(ref, size));
     return 0;
 }
 

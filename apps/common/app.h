@@ -142,6 +142,10 @@ void *app_host_view(void *ref);
    land) needs no synchronisation: ivmSyncPut waits for the PE's device
    work first (include/ivm.h). 0 or -1 (printed). */
 int app_ref_put(app_kernel_t kernel, void *ref, const void *val, size_t size);
+/* The same, the push posted (ivmSyncPutNbi): it lands by the PE's next
+   ivmQuiet (or ivmUnmap, ivmExit), and a GPU PE's device work is waited
+   for at the call. 0 or -1 (printed). */
+int app_ref_put_nbi(app_kernel_t kernel, void *ref, const void *val, size_t size);
 
 /* Non-zero if the apps were built with their CUDA kernels. */
 int app_have_cuda(void);

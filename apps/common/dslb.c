@@ -664,12 +664,11 @@ static int dslb_my_dev(const dslb_ctl_t *ctl, int devtype)
 }
 
 /* Write device line `line` (a copy in `val`) through reference `ref` and
-   push it; the push a CPU PE posted at its start (dslb_line_start) is
+   push it; the push the PE posted at its start (dslb_line_start) is
    complete first, so that the line's pushes reach the master in order. */
 static int dslb_line_put(const dslb_portion_t *w, dslb_stat_t *ref, const dslb_stat_t *val)
 {
-    if (w->kernel == APP_KERNEL_CPU)
-        APP_TRY(ivmQuiet());
+    APP_TRY(ivmQuiet());
     return app_ref_put(w->kernel, ref, val, sizeof(*val));
 }
 
@@ -689,15 +688,11 @@ static int dslb_line_start(const dslb_portion_t *w, dslb_stat_t *ref, const dslb
     line.iter = w->iter;
     line.active = 1;
     line.busy_until = line.samples > 0 ? t_started + line.rate * work : 0.0;
-    if (w->kernel != APP_KERNEL_CPU)
-        return dslb_line_put(w, ref, &line);
-    /* A CPU PE posts it and starts its portion: on a mirror node the push is
-       a round trip to the master's node that nothing here waits for (this
+    /* Posted, and the PE starts its portion: on a mirror node the push is a
+       round trip to the master's node that nothing here waits for (this
        node's PEs read the node copy; the line's next push, this PE's
        decision, waits for it; the next PE of the chain starts after that). */
-    memcpy(ref, &line, sizeof(line));
-    APP_TRY(ivmSyncPutNbi(ref, sizeof(line)));
-    return 0;
+    return app_ref_put_nbi(w->kernel, ref, &line, sizeof(line));
 }
 
 /* After the portion: the device's new rate, the lines of the other nodes'

@@ -885,7 +885,7 @@ typedef struct omlb_sender {
 
 /* A child's state. */
 typedef struct omlb_child omlb_child_t;
-static int omlb_sender_wait(omlb_child_t *c);
+static int omlb_halos_settle(omlb_child_t *c);
 
 struct omlb_child {
     const omlb_ops_t *ops;
@@ -1046,7 +1046,7 @@ static int omlb_child_join(omlb_child_t *c)
                 (unsigned long long)pl->seq);
         return -1;
     }
-    if (omlb_sender_wait(c) != 0)
+    if (omlb_halos_settle(c) != 0)
         return -1;
     c->slot = me->rep;
     c->part = (omlb_part_t){ .lo = me->lo, .hi = me->hi, .pos = k, .npos = pl->nparts,
@@ -1130,9 +1130,9 @@ static int omlb_child_put(omlb_child_t *c, int sides, int iter)
 
 /* A CPU PE's puts of `sides` for iteration iter, posted (ivmSyncPutNbi):
    the slot goes into its copy of the neighbour's in-box, and the PE's daemon
-   carries it while the iteration goes on; the next ivmQuiet (omlb_sender_wait)
+   carries it while the iteration goes on; the next ivmQuiet (omlb_halos_settle)
    collects the answers, which by then wait in the socket and wake nobody. */
-static int omlb_child_post(omlb_child_t *c, int sides, int iter)
+static int omlb_child_put_nbi(omlb_child_t *c, int sides, int iter)
 {
     for (int side = 0; side < 2; side++) {
         if (!(sides & (1 << side)))
@@ -1204,9 +1204,10 @@ static int omlb_sender_start(omlb_child_t *c)
     return 0;
 }
 
-/* Wait until the sender is idle (the slots may be rebuilt, the in-boxes
-   remapped). -1 if one of its puts failed. */
-static int omlb_sender_wait(omlb_child_t *c)
+/* Wait until the halo puts in flight have landed, posted ones (ivmQuiet) or
+   the sender thread's, so that the slots may be rebuilt and the in-boxes
+   remapped. -1 if one of them failed. */
+static int omlb_halos_settle(omlb_child_t *c)
 {
     omlb_sender_t *s = &c->sender;
     int failed;
@@ -1223,12 +1224,15 @@ static int omlb_sender_wait(omlb_child_t *c)
     return failed ? -1 : 0;
 }
 
-static int omlb_sender_post(omlb_child_t *c, int sides, int iter)
+/* Send the halo slots of `sides` without waiting for them: posted by a CPU
+   PE, handed to the sender thread by a GPU PE (its puts copy from the
+   device). omlb_halos_settle waits for them. */
+static int omlb_halos_send(omlb_child_t *c, int sides, int iter)
 {
     omlb_sender_t *s = &c->sender;
 
     if (!s->started)
-        return omlb_child_post(c, sides, iter);
+        return omlb_child_put_nbi(c, sides, iter);
     pthread_mutex_lock(&s->lock);
     s->todo = sides;
     s->iter = iter;
@@ -1253,16 +1257,16 @@ static void omlb_sender_stop(omlb_child_t *c)
     s->started = 0;
 }
 
-/* The app's step in two parts: the edges first, handed to the sender
-   thread, then the rest while they travel. The slowdown knob applies to
-   each part. */
+/* The app's step in two parts: the edges first, sent without waiting
+   (omlb_halos_send), then the rest while they travel. The slowdown knob
+   applies to each part. */
 static int omlb_child_step_split(omlb_child_t *c, int iter, double slow, double *value_p,
                                  double *compute_p)
 {
     int sides = omlb_child_sides(c);
     char *edge[2] = { NULL, NULL };
 
-    if (omlb_sender_wait(c) != 0)
+    if (omlb_halos_settle(c) != 0)
         return -1;
     for (int side = 0; side < 2; side++)
         if (sides & (1 << side))
@@ -1276,7 +1280,7 @@ static int omlb_child_step_split(omlb_child_t *c, int iter, double slow, double 
         for (int side = 0; side < 2; side++)
             if (sides & (1 << side))
                 omlb_child_seal(c, side, iter);
-        if (omlb_sender_post(c, sides, iter) != 0)
+        if (omlb_halos_send(c, sides, iter) != 0)
             return -1;
     }
     if (c->ops->step(c->ctx, &c->part, value_p, compute_p) != 0)
@@ -1375,7 +1379,7 @@ static int omlb_child_loop(omlb_child_t *c)
             /* The neighbours' edges of the last iteration tell that they
                ran it, so they loaded this epoch's shares: only then may
                the store overwrite units they loaded as halos. */
-            if (omlb_sender_wait(c) != 0 || omlb_child_halos(c, pl->until, 0) != 0 ||
+            if (omlb_halos_settle(c) != 0 || omlb_child_halos(c, pl->until, 0) != 0 ||
                 c->ops->store(c->ctx, &c->part) != 0)
                 return -1;
             c->mine.stored = pl->until;
@@ -1425,7 +1429,7 @@ int omlb_child_run(const omlb_ops_t *ops, void *ctx, size_t halo_bytes)
         goto fail;
     ret = omlb_child_loop(&c);
 fail:
-    if (omlb_sender_wait(&c) != 0)
+    if (omlb_halos_settle(&c) != 0)
         ret = -1;
     omlb_sender_stop(&c);
     for (int side = 0; side < 2; side++)
