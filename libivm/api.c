@@ -413,7 +413,6 @@ static int ivm_pool_forkable(void)
  * stderr are the ones that came with the reply. */
 static ivmError_t ivm_pool_child(ivm_msg_enter_rep_t *rep, int out_fd, int err_fd)
 {
-    ivm_board_forked();
     if (out_fd >= 0 && err_fd >= 0) {
         dup2(out_fd, 1);
         dup2(err_fd, 2);

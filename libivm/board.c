@@ -63,11 +63,6 @@ static int ivm_board_fetch(void)
  * header, the states and the own-signal arrays, up to the barriers. */
 #define IVM_BOARD_OWN_BYTES offsetof(ivm_board_t, barriers)
 
-/* 1: mapped by the parent before a fork, its pages not touched by this
- * process (a fork copies no page table entries of a shared mapping: each
- * first touch faults again). */
-static int ivm_board_cold;
-
 void ivm_board_adopt(int fd)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE), off;
@@ -84,11 +79,6 @@ void ivm_board_adopt(int fd)
         __atomic_store_n(&ivm_board_state, IVM_BOARD_MAPPED, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&ivm_board_lock);
-}
-
-void ivm_board_forked(void)
-{
-    ivm_board_cold = ivm_board_state == IVM_BOARD_MAPPED;
 }
 
 static ivm_board_t *ivm_board_get(void)
@@ -232,8 +222,12 @@ int ivm_board_wait(int from, ivmError_t *status_p)
  * whose page tables the hypervisor shadows, docs/BENCHMARKS.md), which a PE
  * that signals once never earns back. A parked process of the warm pool
  * maps and touches it while it waits (ivm_board_adopt), so the PE it
- * becomes signals on the board from its first call. The daemon posts and
- * serves the calls that go through it on the board all the same. */
+ * becomes, or forks, signals on the board from its first call: a fork
+ * child's first touches of the inherited mapping fault again (a fork copies
+ * no page table entries of a shared mapping), a few pages, which costs it
+ * less than a daemon round trip that waits behind the daemon's other work
+ * (in a burst, the other PEs' exits: docs/BENCHMARKS.md). The daemon posts
+ * and serves the calls that go through it on the board all the same. */
 #define IVM_BOARD_OWN_AFTER 2u
 static unsigned ivm_board_own_calls;
 
@@ -247,8 +241,7 @@ static ivm_board_t *ivm_board_own(int pe)
      * job's choice (IVM_BOARD_F_PAIRS), which the daemon reads from the job's
      * environment: both ends of a pair must agree. */
     if (ivm_ctx.own_board_off ||
-        ((__atomic_load_n(&ivm_board_state, __ATOMIC_ACQUIRE) == IVM_BOARD_UNKNOWN ||
-          ivm_board_cold) &&
+        (__atomic_load_n(&ivm_board_state, __ATOMIC_ACQUIRE) == IVM_BOARD_UNKNOWN &&
          __atomic_add_fetch(&ivm_board_own_calls, 1, __ATOMIC_RELAXED) <= IVM_BOARD_OWN_AFTER)) {
         return NULL;
     }

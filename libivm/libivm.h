@@ -140,10 +140,6 @@ int ivm_board_wait_pe(int pe, ivmError_t *status_p);
  * (closed), mapped and its pages for the PE's own signals touched now, so
  * the PE it becomes signals on it from its first call. */
 void ivm_board_adopt(int fd);
-/* In the fork child of a parked process: the inherited mapping's pages
- * fault again, so the first own calls go through the daemon as in a fresh
- * process. */
-void ivm_board_forked(void);
 /* ivmBarrier over pes[0..n) on the board when every member is a live PE of
  * this node (and n <= IVM_BOARD_SET_MAX); 0: the daemon serves it. */
 int ivm_board_barrier(const ivm_pe *pes, int n, ivmError_t *status_p);
