@@ -901,6 +901,7 @@ static int sc_put_nbi(int argc, char **argv)
         }
         CHECK(ivmQuiet());
         CHECK(ivmSignal()); /* the root checks the slots */
+        CHECK(ivmWait(0));  /* until it has: the threads overwrite them */
         /* Threads posting at once, each with its own quiet. */
         pe_stage = "threads post puts";
         nbi_thread_t th[NBI_THREADS];
@@ -946,6 +947,7 @@ static int sc_put_nbi(int argc, char **argv)
     pe_stage = "root waits for the posted puts";
     CHECK(ivmWait(kid));
     nbi_expect(p, 1, 250, 1, "the child's ivmQuiet");
+    CHECK(ivmSignal()); /* checked: the child's threads may post */
     pe_stage = "root waits for the threads' posted puts";
     CHECK(ivmWait(kid));
     nbi_expect(p, 100, 150, 1, "the threads' ivmQuiet");
