@@ -17,7 +17,12 @@
  * Baseline in the same run: the round trip of 8 bytes between two processes
  * over a Unix socketpair (median of UDS_ROUNDS ping-pongs, per round trip),
  * the floor of any answer a daemon gives; the warm N = 1 row is compared
- * with it (target: <= 4x).
+ * with it (target: <= 4x). Beside it, the floor of the warm path's shape:
+ * a byte passed around a ring of three processes over socketpairs (creator
+ * -> daemon -> parked process -> creator: three sleeping wake-ups), each
+ * round after RELAY_GAP_US of idleness, as the warm rows' runs come after
+ * the pool's refill; a ping-pong keeps its two processes' CPUs awake, a
+ * creator's call does not.
  *
  * --linger MS: each PE stays MS ms after its first signal before ivmExit,
  * as a PE that goes on to work would. Without it a PE exits at once, and on
@@ -51,6 +56,8 @@
 #define BURST_MAX 1024
 #define UDS_ROUNDS 20000
 #define UDS_WARMUP 2000
+#define RELAY_ROUNDS 300
+#define RELAY_GAP_US 2000
 #define REFILL_IDLE_MS 20
 #define REFILL_TIMEOUT_S 30.0
 #define GONE_TIMEOUT_S 30.0
@@ -69,6 +76,7 @@ typedef struct {
     int    warm;                    /* internal: root of the pooled job */
     double cold[BURST_SIZES_MAX];   /* warm job: the cold medians, ms */
     double uds_us;                  /* warm job: the cold job's round trip */
+    double relay_us;                /* warm job: the cold job's three-process ring */
 } burst_opts_t;
 
 /* Median of one 8-byte ping-pong over a socketpair, in microseconds. */
@@ -109,6 +117,67 @@ static double uds_round_trip_us(void)
     close(sv[0]);
     waitpid(pid, &status, 0);
     double us = bench_stats(t, UDS_ROUNDS).median * 1e-3;
+    free(t);
+    return us;
+}
+
+/* Child of the ring: pass each byte from `in` to `out` until EOF (the
+ * other ends of the ring, fds[0..6), closed first, so that EOF comes). */
+static void relay_pass(const int *fds, int in, int out)
+{
+    char c;
+
+    for (int i = 0; i < 6; i++)
+        if (fds[i] != in && fds[i] != out)
+            close(fds[i]);
+    while (read(in, &c, 1) == 1 && write(out, &c, 1) == 1)
+        ;
+    _exit(0);
+}
+
+/* Median of one byte around a ring of three processes (this one and two
+ * children), each round after RELAY_GAP_US asleep, in microseconds. */
+static double relay_ring_us(void)
+{
+    double *t = calloc(RELAY_ROUNDS, sizeof(double));
+    int ab[2], bc[2], ca[2], status;
+    pid_t kid[2];
+    char c = 0;
+
+    if (t == NULL || socketpair(AF_UNIX, SOCK_STREAM, 0, ab) != 0 ||
+        socketpair(AF_UNIX, SOCK_STREAM, 0, bc) != 0 ||
+        socketpair(AF_UNIX, SOCK_STREAM, 0, ca) != 0) {
+        perror("bench-dpc: socketpair");
+        exit(1);
+    }
+    int fds[] = { ab[0], ab[1], bc[0], bc[1], ca[0], ca[1] };
+    for (int k = 0; k < 2; k++) {
+        kid[k] = fork();
+        if (kid[k] < 0) {
+            perror("bench-dpc: fork");
+            exit(1);
+        }
+        if (kid[k] == 0) {
+            int in = k == 0 ? ab[1] : bc[1], out = k == 0 ? bc[0] : ca[0];
+            relay_pass(fds, in, out);
+        }
+    }
+    for (int i = 1; i < 5; i++) /* the children's ends */
+        close(fds[i]);
+    for (int i = 0; i < RELAY_ROUNDS; i++) {
+        bench_sleep_ns(RELAY_GAP_US * 1000L);
+        double t0 = bench_now_ns();
+        if (write(ab[0], &c, 1) != 1 || read(ca[1], &c, 1) != 1) {
+            perror("bench-dpc: ring of three");
+            exit(1);
+        }
+        t[i] = bench_now_ns() - t0;
+    }
+    close(ab[0]);
+    close(ca[1]);
+    for (int k = 0; k < 2; k++)
+        waitpid(kid[k], &status, 0);
+    double us = bench_stats(t, RELAY_ROUNDS).median * 1e-3;
     free(t);
     return us;
 }
@@ -222,12 +291,14 @@ static void burst_measure(const burst_opts_t *o, double *med)
 }
 
 /* The pooled rows: this binary as the root of a second job with a pool. */
-static int burst_warm_job(const burst_opts_t *o, const double *cold, double uds_us, char *self)
+static int burst_warm_job(const burst_opts_t *o, const double *cold, double uds_us,
+                          double relay_us, char *self)
 {
     char sizes[128] = "", colds[256] = "", a_runs[16], a_pool[16], a_uds[32], env_pool[32];
-    char a_linger[16];
+    char a_linger[16], a_relay[32];
     char *argv[] = { self, "--burst", sizes, "--pool", a_pool, "-n", a_runs, "--warm-of",
-                     colds, "--uds-us", a_uds, "--linger", a_linger, NULL };
+                     colds, "--uds-us", a_uds, "--relay-us", a_relay, "--linger", a_linger,
+                     NULL };
     size_t n = 0, k = 0;
     char **env;
     pid_t pid;
@@ -243,6 +314,7 @@ static int burst_warm_job(const burst_opts_t *o, const double *cold, double uds_
     snprintf(a_pool, sizeof(a_pool), "%d", o->pool);
     snprintf(a_uds, sizeof(a_uds), "%.6f", uds_us);
     snprintf(a_linger, sizeof(a_linger), "%d", o->linger_ms);
+    snprintf(a_relay, sizeof(a_relay), "%.6f", relay_us);
     snprintf(env_pool, sizeof(env_pool), "IVM_PE_POOL=%d", o->pool);
     while (environ[n] != NULL)
         n++;
@@ -288,6 +360,12 @@ static void burst_targets(const burst_opts_t *o, const double *med)
                    WARM_UDS_TARGET, o->uds_us,
                    med[s] * 1e3 <= WARM_UDS_TARGET * o->uds_us ? "met" : "NOT met",
                    med[s] * 1e3 / o->uds_us, med[s] * 1e3, o->uds_us, med[s] * 1e3 / o->uds_us);
+        if (o->warm && n == 1 && o->relay_us > 0)
+            printf("floor: three sleeping wake-ups (a ring of three processes after %d us "
+                   "idle) %.1f us; warm single PE %.2fx of it\n"
+                   "RESULT dpc warm-single-floor ring3_us=%.2f ratio=%.2f\n", RELAY_GAP_US,
+                   o->relay_us, med[s] * 1e3 / o->relay_us, o->relay_us,
+                   med[s] * 1e3 / o->relay_us);
     }
 }
 
@@ -328,6 +406,8 @@ static int burst_parse(int argc, char **argv, burst_opts_t *o)
             o->warm = burst_parse_list(v, o->cold, NULL, BURST_SIZES_MAX) > 0;
         else if (strcmp(a, "--uds-us") == 0)
             o->uds_us = atof(v);
+        else if (strcmp(a, "--relay-us") == 0)
+            o->relay_us = atof(v);
         else if (strcmp(a, "--linger") == 0)
             o->linger_ms = bench_parse_int(v, 0);
         else
@@ -346,7 +426,7 @@ static int burst_parse(int argc, char **argv, burst_opts_t *o)
 int dpc_burst_main(int argc, char **argv)
 {
     burst_opts_t o;
-    double med[BURST_SIZES_MAX], uds_us = 0.0;
+    double med[BURST_SIZES_MAX], uds_us = 0.0, relay_us = 0.0;
     char self[4096];
     int id, ret = 0;
 
@@ -371,6 +451,12 @@ int dpc_burst_main(int argc, char **argv)
         printf("bench-dpc --burst: %d runs each, times in ms; UDS 8 B round trip %.2f us\n",
                o.runs, uds_us);
         printf("RESULT dpc uds-rtt median_us=%.2f rounds=%d\n", uds_us, UDS_ROUNDS);
+        if (o.pool > 0) {
+            relay_us = relay_ring_us();
+            printf("ring of three processes, %d us idle before each round: %.2f us\n"
+                   "RESULT dpc ring3 median_us=%.2f rounds=%d\n", RELAY_GAP_US, relay_us,
+                   relay_us, RELAY_ROUNDS);
+        }
         printf("%-5s %6s %10s %10s %10s %10s %7s\n", "mode", "N", "median_ms", "min_ms",
                "max_ms", "ms_per_pe", "ratio");
     }
@@ -383,7 +469,7 @@ int dpc_burst_main(int argc, char **argv)
             ret = 1;
         } else {
             self[len] = '\0';
-            ret = burst_warm_job(&o, med, uds_us, self);
+            ret = burst_warm_job(&o, med, uds_us, relay_us, self);
         }
     }
     BENCH_CHECK(ivmExit());
