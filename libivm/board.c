@@ -216,8 +216,8 @@ int ivm_board_wait(int from, ivmError_t *status_p)
 /* ------------------------------------------------------------ own signals */
 
 /* A process's first ivmSignal / ivmWait calls go through the daemon unless
- * the board is mapped already and its pages touched: a process maps it
- * once, and in a fresh process the mapping and its first page touches cost
+ * the board is mapped already (for an addressed signal, or while the
+ * process was parked): a process maps it once, and in a fresh process the mapping and its first page touches cost
  * about as much as two or three daemon round trips (60-100 us on the VM
  * whose page tables the hypervisor shadows, docs/BENCHMARKS.md), which a PE
  * that signals once never earns back. A parked process of the warm pool
