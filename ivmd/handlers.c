@@ -371,6 +371,19 @@ static ivmError_t ivmd_enter_find(ivmd_t *d, const ivmd_conn_t *c,
     return IVM_SUCCESS;
 }
 
+/* BOARD, and a parked process's ENTER with IVM_ENTER_BOARD: job's signal
+ * board on this node (made if it was not) as the reply's fd. */
+static ivmError_t ivmd_board_reply(ivmd_t *d, ivmd_job_t *job, ivmd_pe_reply_t *rep)
+{
+    ivmError_t status = ivmd_board_open(job, &rep->fd);
+
+    if (status != IVM_SUCCESS) {
+        rep->fd = -1;
+        ivmd_detail(rep, "no signal board for job %u on %s", job->id, d->cfg.node);
+    }
+    return status;
+}
+
 static ivmError_t ivmd_handle_enter(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                                     const void *payload, ivmd_pe_reply_t *rep)
 {
@@ -391,7 +404,8 @@ static ivmError_t ivmd_handle_enter(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr
         return ivmd_handle_enter_root(d, c, req, rep);
     }
     if ((req->flags & IVM_ENTER_POOL) && (req->flags & IVM_ENTER_BOARD)) {
-        return ivmd_pool_board(&d->pool, c, req, &rep->fd, &rep->r);
+        ivmd_job_t *job = ivmd_pool_caller_job(&d->pool, c, req, &rep->r);
+        return job != NULL ? ivmd_board_reply(d, job, rep) : rep->r.status;
     }
     if (req->flags & IVM_ENTER_POOL) {
         return ivmd_pool_enter(&d->pool, c, hdr, req, &rep->r);
@@ -909,13 +923,7 @@ static ivmError_t ivmd_handle_node_devs(ivmd_t *d, ivmd_conn_t *c, const ivm_msg
 static ivmError_t ivmd_handle_board(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                                     const void *payload, ivmd_pe_reply_t *rep)
 {
-    ivmError_t status = ivmd_board_open(c->job, &rep->fd);
-
-    if (status != IVM_SUCCESS) {
-        rep->fd = -1;
-        ivmd_detail(rep, "no signal board for job %u on %s", c->job->id, d->cfg.node);
-    }
-    return status;
+    return ivmd_board_reply(d, c->job, rep);
 }
 
 /* ENDPOINT: where the PE reaches node req->node's daemon for its own puts

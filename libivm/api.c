@@ -455,28 +455,21 @@ static void ivm_pool_board(const ivm_msg_enter_req_t *park)
 {
     ivm_msg_enter_req_t req = *park;
     ivm_msg_enter_rep_t rep;
-    ivm_rpc_reply_t reply = {.buf = &rep, .len = sizeof(rep), .fd = -1, .fd2 = -1};
     ivmError_t status;
+    int fd = -1;
 
     if (ivm_ctx.own_board_off) {
         return;
     }
     req.flags = IVM_ENTER_POOL | IVM_ENTER_BOARD;
-    memset(&rep, 0, sizeof(rep));
-    status = ivm_rpc_call(IVM_MSG_ENTER, &req, sizeof(req), NULL, 0, &reply);
-    if (status == IVM_SUCCESS) {
-        status = (ivmError_t)rep.status;
-    }
-    if (reply.fd2 >= 0) {
-        close(reply.fd2);
-    }
-    if (status == IVM_SUCCESS && reply.fd >= 0) {
-        ivm_board_adopt(reply.fd);
+    status = ivm_call(IVM_MSG_ENTER, &req, sizeof(req), &rep, sizeof(rep), &fd);
+    if (status == IVM_SUCCESS && fd >= 0) {
+        ivm_board_adopt(fd);
         return;
     }
     ivm_debug("parked without the signal board: %s", ivm_status_string(status));
-    if (reply.fd >= 0) {
-        close(reply.fd);
+    if (fd >= 0) {
+        close(fd);
     }
 }
 

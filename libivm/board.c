@@ -45,18 +45,18 @@ static int ivm_board_map_fd(int fd)
 static int ivm_board_fetch(void)
 {
     ivm_msg_status_t rep;
-    ivm_rpc_reply_t reply = {.buf = &rep, .len = sizeof(rep), .fd = -1, .fd2 = -1};
+    int fd = -1;
 
-    if (ivm_rpc_call(IVM_MSG_BOARD, &(ivm_msg_empty_t){0}, sizeof(ivm_msg_empty_t), NULL, 0,
-                     &reply) != IVM_SUCCESS ||
-        rep.status != IVM_SUCCESS || reply.fd < 0) {
+    if (ivm_call(IVM_MSG_BOARD, &(ivm_msg_empty_t){0}, sizeof(ivm_msg_empty_t), &rep,
+                 sizeof(rep), &fd) != IVM_SUCCESS ||
+        fd < 0) {
         ivm_debug("no signal board: addressed signals go through the daemon");
-        if (reply.fd >= 0) {
-            close(reply.fd);
+        if (fd >= 0) {
+            close(fd);
         }
         return IVM_BOARD_NONE;
     }
-    return ivm_board_map_fd(reply.fd);
+    return ivm_board_map_fd(fd);
 }
 
 /* The bytes of the board that a PE's own ivmSignal / ivmWait touch: the

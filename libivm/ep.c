@@ -313,6 +313,22 @@ static int ivm_ep_room(ivm_ep_t *ep, size_t len)
     return 0;
 }
 
+/* When a request sent now must have its answer. */
+static uint64_t ivm_ep_deadline(const ivm_ep_t *ep)
+{
+    return ivm_now_ns() + (uint64_t)ep->timeout_ms * 1000000u;
+}
+
+/* The endpoint is lost (why): closed, to be opened again later; the error
+ * of fn's caller. Called with ep->lock. */
+static ivmError_t ivm_ep_lost(ivm_ep_t *ep, const char *fn, const char *why)
+{
+    ivm_ep_shut(ep, IVM_EP_NEW);
+    IVM_FAIL(IVM_ERROR_DAEMON_LOST,
+             "%s: the node holding the object's master is unreachable (its endpoint: %s)", fn,
+             why);
+}
+
 /* Seal and send a request on an open endpoint: EP_PUT of [addr, +size) (a
  * copy: the tag is over the bytes that go, whatever the caller's other
  * threads write meanwhile), or EP_GET; its number in ep->seq. NULL, or why
@@ -417,14 +433,10 @@ static void ivm_ep_settle_oldest(ivm_ep_t *ep)
     if (ep->state != IVM_EP_OPEN) {
         why = "the connection broke";
     } else {
-        why = ivm_ep_answer(ep, 0, o.seq, NULL, 0,
-                            ivm_now_ns() + (uint64_t)ep->timeout_ms * 1000000u, &status);
+        why = ivm_ep_answer(ep, 0, o.seq, NULL, 0, ivm_ep_deadline(ep), &status);
     }
     if (why != NULL) {
-        ivm_ep_shut(ep, IVM_EP_NEW);
-        ivm_set_error("ivmSyncPutNbi (posted): the node holding the object's master is "
-                      "unreachable (its endpoint: %s)", why);
-        status = IVM_ERROR_DAEMON_LOST;
+        status = ivm_ep_lost(ep, "ivmSyncPutNbi (posted)", why);
     } else if (status == IVM_ERROR_UNSUPPORTED) {
         /* The master has device copies: the daemon's way, which knows. */
         ivm_msg_sync_req_t req = {.obj_id = o.obj_id, .offset = o.offset, .size = o.size,
@@ -460,30 +472,23 @@ static ivmError_t ivm_ep_round_trip(ivm_ep_t *ep, int get, const ivm_map_t *map,
 
     ivm_ep_settle_all(ep);
     if (ep->state != IVM_EP_OPEN) {
-        why = "the connection broke";
-        goto lost;
+        return ivm_ep_lost(ep, fn, "the connection broke");
     }
     if (ivm_ep_room(ep, len) != 0) {
         IVM_FAIL(IVM_ERROR_NO_MEMORY, "%s: out of memory for %zu bytes", fn, size);
     }
-    deadline = ivm_now_ns() + (uint64_t)ep->timeout_ms * 1000000u;
+    deadline = ivm_ep_deadline(ep);
     why = ivm_ep_send(ep, get, map->master_id, offset, addr, size, sig_to, deadline);
     if (why == NULL) {
         why = ivm_ep_answer(ep, get, ep->seq, addr, size, deadline, &status);
     }
     if (why != NULL) {
-        goto lost;
+        return ivm_ep_lost(ep, fn, why);
     }
     if (status != IVM_SUCCESS && status != IVM_ERROR_UNSUPPORTED) {
         IVM_FAIL(status, "%s: the master's daemon refused it", fn);
     }
     return status;
-
-lost:
-    ivm_ep_shut(ep, IVM_EP_NEW);
-    IVM_FAIL(IVM_ERROR_DAEMON_LOST,
-             "%s: the node holding the object's master is unreachable (its endpoint: %s)", fn,
-             why);
 }
 
 /* The endpoint a sync of `size` bytes of map may take, locked and open
@@ -541,14 +546,10 @@ int ivm_ep_post_put(const ivm_map_t *map, uint64_t offset, const void *addr, siz
         pthread_mutex_unlock(&ep->lock);
         return 0;
     }
-    why = ivm_ep_send(ep, 0, map->master_id, offset, addr, size, -1,
-                      ivm_now_ns() + (uint64_t)ep->timeout_ms * 1000000u);
+    why = ivm_ep_send(ep, 0, map->master_id, offset, addr, size, -1, ivm_ep_deadline(ep));
     if (why != NULL) {
-        ivm_ep_shut(ep, IVM_EP_NEW);
+        *status_p = ivm_ep_lost(ep, "ivmSyncPutNbi", why);
         pthread_mutex_unlock(&ep->lock);
-        ivm_set_error("ivmSyncPutNbi: the node holding the object's master is unreachable "
-                      "(its endpoint: %s)", why);
-        *status_p = IVM_ERROR_DAEMON_LOST;
         return 1;
     }
     ep->owed[(ep->owed_head + ep->owed_n) % IVM_EP_OWED_MAX] =

@@ -1115,31 +1115,20 @@ static void omlb_child_seal(omlb_child_t *c, int side, int iter)
 
 /* Put the slots of `sides` (bits) for iteration iter into the neighbours'
    in-boxes (the first unit to the PE below, on its side 1; the last to the
-   PE above, on its side 0), each in one piece. */
-static int omlb_child_put(omlb_child_t *c, int sides, int iter)
+   PE above, on its side 0), each in one piece. Posted (ivmSyncPutNbi): the
+   PE's daemon carries them while the iteration goes on, and the next
+   ivmQuiet (omlb_halos_settle) collects the answers, which by then wait in
+   the socket and wake nobody. */
+static int omlb_child_put(omlb_child_t *c, int sides, int iter, int posted)
 {
     for (int side = 0; side < 2; side++) {
         if (!(sides & (1 << side)))
             continue;
-        if (app_ref_put(c->kernel, omlb_slot(c, c->nb_ref[side], iter, 1 - side),
-                        c->staging[side], omlb_slot_bytes(c->halo_bytes)) != 0)
+        void *ref = omlb_slot(c, c->nb_ref[side], iter, 1 - side);
+        size_t len = omlb_slot_bytes(c->halo_bytes);
+        if ((posted ? app_ref_put_nbi(c->kernel, ref, c->staging[side], len)
+                    : app_ref_put(c->kernel, ref, c->staging[side], len)) != 0)
             return -1;
-    }
-    return 0;
-}
-
-/* A CPU PE's puts of `sides` for iteration iter, posted (ivmSyncPutNbi):
-   the slot goes into its copy of the neighbour's in-box, and the PE's daemon
-   carries it while the iteration goes on; the next ivmQuiet (omlb_halos_settle)
-   collects the answers, which by then wait in the socket and wake nobody. */
-static int omlb_child_put_nbi(omlb_child_t *c, int sides, int iter)
-{
-    for (int side = 0; side < 2; side++) {
-        if (!(sides & (1 << side)))
-            continue;
-        char *ref = omlb_slot(c, c->nb_ref[side], iter, 1 - side);
-        memcpy(ref, c->staging[side], omlb_slot_bytes(c->halo_bytes));
-        APP_TRY(ivmSyncPutNbi(ref, omlb_slot_bytes(c->halo_bytes)));
     }
     return 0;
 }
@@ -1164,7 +1153,7 @@ static int omlb_child_send(omlb_child_t *c, int iter)
             return -1;
         omlb_child_seal(c, side, iter);
     }
-    return omlb_child_put(c, sides, iter);
+    return omlb_child_put(c, sides, iter, 0);
 }
 
 static void *omlb_sender_main(void *arg)
@@ -1179,7 +1168,7 @@ static void *omlb_sender_main(void *arg)
             break;
         int todo = s->todo, iter = s->iter;
         pthread_mutex_unlock(&s->lock);
-        int rc = omlb_child_put(s->c, todo, iter);
+        int rc = omlb_child_put(s->c, todo, iter, 0);
         pthread_mutex_lock(&s->lock);
         s->failed |= rc != 0;
         s->todo = 0;
@@ -1232,7 +1221,7 @@ static int omlb_halos_send(omlb_child_t *c, int sides, int iter)
     omlb_sender_t *s = &c->sender;
 
     if (!s->started)
-        return omlb_child_put_nbi(c, sides, iter);
+        return omlb_child_put(c, sides, iter, 1);
     pthread_mutex_lock(&s->lock);
     s->todo = sides;
     s->iter = iter;

@@ -416,23 +416,12 @@ static ivmd_parked_t *ivmd_pool_caller(ivmd_pool_t *pl, ivmd_conn_t *c,
     return p;
 }
 
-ivmError_t ivmd_pool_board(ivmd_pool_t *pl, ivmd_conn_t *c, const ivm_msg_enter_req_t *req,
-                           int *fd_p, ivmd_reply_t *rep)
+ivmd_job_t *ivmd_pool_caller_job(ivmd_pool_t *pl, ivmd_conn_t *c, const ivm_msg_enter_req_t *req,
+                                 ivmd_reply_t *rep)
 {
     ivmd_parked_t *p = ivmd_pool_caller(pl, c, req, rep);
-    ivmError_t status;
 
-    *fd_p = -1;
-    if (p == NULL) {
-        return rep->status;
-    }
-    status = ivmd_board_open(p->slot.job, fd_p);
-    if (status != IVM_SUCCESS) {
-        *fd_p = -1;
-        return ivmd_reply_set(rep, status, "no signal board for job %u on %s",
-                              p->slot.job->id, pl->env->node);
-    }
-    return IVM_SUCCESS;
+    return p != NULL ? p->slot.job : NULL;
 }
 
 ivmError_t ivmd_pool_enter(ivmd_pool_t *pl, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,

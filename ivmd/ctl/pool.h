@@ -48,12 +48,11 @@ void ivmd_pool_fill(ivmd_pool_t *pl);
  * or refuse (an ivmError_t, its detail in rep). */
 ivmError_t ivmd_pool_enter(ivmd_pool_t *pl, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
                            const ivm_msg_enter_req_t *req, ivmd_reply_t *rep);
-/* ENTER with IVM_ENTER_POOL | IVM_ENTER_BOARD from a parked process before
- * it parks: its job's signal board on this node (made if it was not), the
- * memfd in *fd_p (still the board's), the connection not parked; or refuse
- * (an ivmError_t, its detail in rep, *fd_p -1). */
-ivmError_t ivmd_pool_board(ivmd_pool_t *pl, ivmd_conn_t *c, const ivm_msg_enter_req_t *req,
-                           int *fd_p, ivmd_reply_t *rep);
+/* The job of the parked process a pool ENTER on c names (its slot, token
+ * and pid checked as for parking; c not parked), or NULL with the refusal
+ * in rep. For ENTER with IVM_ENTER_BOARD, which parks nothing. */
+ivmd_job_t *ivmd_pool_caller_job(ivmd_pool_t *pl, ivmd_conn_t *c, const ivm_msg_enter_req_t *req,
+                                 ivmd_reply_t *rep);
 /* Hand a parked process of pe's device the identity of pe (reserved, not yet
  * started): 1 if one was handed out (pe is then RUNNING), 0 if none is ready.
  * more: the PEs of the same request still to come after pe. */
