@@ -79,105 +79,72 @@ typedef struct {
     double relay_us;                /* warm job: the cold job's three-process ring */
 } burst_opts_t;
 
-/* Median of one 8-byte ping-pong over a socketpair, in microseconds. */
-static double uds_round_trip_us(void)
+#define RING_MAX 3
+
+/* Child k of a ring: pass each message from `in` to `out` until EOF (the
+ * ring's other ends, fds[0..n), closed first, so that EOF comes). */
+static void ring_pass(const int *fds, int n, int in, int out, size_t bytes)
 {
-    double *t = calloc(UDS_ROUNDS, sizeof(double));
-    char buf[8] = { 0 };
-    int sv[2], status;
-    pid_t pid;
+    char buf[8];
 
-    if (t == NULL || socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
-        perror("bench-dpc: socketpair");
-        exit(1);
-    }
-    pid = fork();
-    if (pid < 0) {
-        perror("bench-dpc: fork");
-        exit(1);
-    }
-    if (pid == 0) {
-        close(sv[0]);
-        while (read(sv[1], buf, sizeof(buf)) == (ssize_t)sizeof(buf) &&
-               write(sv[1], buf, sizeof(buf)) == (ssize_t)sizeof(buf))
-            ;
-        _exit(0);
-    }
-    close(sv[1]);
-    for (int i = 0; i < UDS_WARMUP + UDS_ROUNDS; i++) {
-        double t0 = bench_now_ns();
-        if (write(sv[0], buf, sizeof(buf)) != (ssize_t)sizeof(buf) ||
-            read(sv[0], buf, sizeof(buf)) != (ssize_t)sizeof(buf)) {
-            perror("bench-dpc: socketpair ping-pong");
-            exit(1);
-        }
-        if (i >= UDS_WARMUP)
-            t[i - UDS_WARMUP] = bench_now_ns() - t0;
-    }
-    close(sv[0]);
-    waitpid(pid, &status, 0);
-    double us = bench_stats(t, UDS_ROUNDS).median * 1e-3;
-    free(t);
-    return us;
-}
-
-/* Child of the ring: pass each byte from `in` to `out` until EOF (the
- * other ends of the ring, fds[0..6), closed first, so that EOF comes). */
-static void relay_pass(const int *fds, int in, int out)
-{
-    char c;
-
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < n; i++)
         if (fds[i] != in && fds[i] != out)
             close(fds[i]);
-    while (read(in, &c, 1) == 1 && write(out, &c, 1) == 1)
+    while (read(in, buf, bytes) == (ssize_t)bytes && write(out, buf, bytes) == (ssize_t)bytes)
         ;
     _exit(0);
 }
 
-/* Median of one byte around a ring of three processes (this one and two
- * children), each round after RELAY_GAP_US asleep, in microseconds. */
-static double relay_ring_us(void)
+/* Median time of a message of `bytes` (<= 8) around a ring of `procs`
+ * processes (this one and procs - 1 children, socketpairs between
+ * neighbours), in microseconds: `rounds` timed after `warmup`, each after
+ * gap_us asleep (0: back to back, as a ping-pong with procs = 2). */
+static double ring_us(int procs, int rounds, int warmup, long gap_us, size_t bytes)
 {
-    double *t = calloc(RELAY_ROUNDS, sizeof(double));
-    int ab[2], bc[2], ca[2], status;
-    pid_t kid[2];
-    char c = 0;
+    double *t = calloc((size_t)rounds, sizeof(double));
+    int fds[2 * RING_MAX], status;
+    pid_t kid[RING_MAX];
+    char buf[8] = { 0 };
 
-    if (t == NULL || socketpair(AF_UNIX, SOCK_STREAM, 0, ab) != 0 ||
-        socketpair(AF_UNIX, SOCK_STREAM, 0, bc) != 0 ||
-        socketpair(AF_UNIX, SOCK_STREAM, 0, ca) != 0) {
-        perror("bench-dpc: socketpair");
+    if (t == NULL) {
+        perror("bench-dpc: calloc");
         exit(1);
     }
-    int fds[] = { ab[0], ab[1], bc[0], bc[1], ca[0], ca[1] };
-    for (int k = 0; k < 2; k++) {
+    /* Pair i (fds[2i] -> fds[2i + 1]) carries from process i to i + 1. */
+    for (int i = 0; i < procs; i++) {
+        if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds + 2 * i) != 0) {
+            perror("bench-dpc: socketpair");
+            exit(1);
+        }
+    }
+    for (int k = 1; k < procs; k++) {
         kid[k] = fork();
         if (kid[k] < 0) {
             perror("bench-dpc: fork");
             exit(1);
         }
-        if (kid[k] == 0) {
-            int in = k == 0 ? ab[1] : bc[1], out = k == 0 ? bc[0] : ca[0];
-            relay_pass(fds, in, out);
-        }
+        if (kid[k] == 0)
+            ring_pass(fds, 2 * procs, fds[2 * k - 1], fds[2 * k], bytes);
     }
-    for (int i = 1; i < 5; i++) /* the children's ends */
+    for (int i = 1; i < 2 * procs - 1; i++) /* the children's ends */
         close(fds[i]);
-    for (int i = 0; i < RELAY_ROUNDS; i++) {
-        bench_sleep_ns(RELAY_GAP_US * 1000L);
+    for (int i = 0; i < warmup + rounds; i++) {
+        if (gap_us > 0)
+            bench_sleep_ns(gap_us * 1000L);
         double t0 = bench_now_ns();
-        if (write(ab[0], &c, 1) != 1 || read(ca[1], &c, 1) != 1) {
-            perror("bench-dpc: ring of three");
+        if (write(fds[0], buf, bytes) != (ssize_t)bytes ||
+            read(fds[2 * procs - 1], buf, bytes) != (ssize_t)bytes) {
+            perror("bench-dpc: ring of processes");
             exit(1);
         }
-        t[i] = bench_now_ns() - t0;
+        if (i >= warmup)
+            t[i - warmup] = bench_now_ns() - t0;
     }
-    close(ab[0]);
-    close(ca[1]);
-    for (int k = 0; k < 2; k++)
+    close(fds[0]);
+    close(fds[2 * procs - 1]);
+    for (int k = 1; k < procs; k++)
         waitpid(kid[k], &status, 0);
-    double us = bench_stats(t, RELAY_ROUNDS).median * 1e-3;
+    double us = bench_stats(t, rounds).median * 1e-3;
     free(t);
     return us;
 }
@@ -447,12 +414,12 @@ int dpc_burst_main(int argc, char **argv)
         return ret;
     }
     if (!o.warm) {
-        uds_us = uds_round_trip_us();
+        uds_us = ring_us(2, UDS_ROUNDS, UDS_WARMUP, 0, 8);
         printf("bench-dpc --burst: %d runs each, times in ms; UDS 8 B round trip %.2f us\n",
                o.runs, uds_us);
         printf("RESULT dpc uds-rtt median_us=%.2f rounds=%d\n", uds_us, UDS_ROUNDS);
         if (o.pool > 0) {
-            relay_us = relay_ring_us();
+            relay_us = ring_us(3, RELAY_ROUNDS, 0, RELAY_GAP_US, 1);
             printf("ring of three processes, %d us idle before each round: %.2f us\n"
                    "RESULT dpc ring3 median_us=%.2f rounds=%d\n", RELAY_GAP_US, relay_us,
                    relay_us, RELAY_ROUNDS);
