@@ -30,17 +30,26 @@ typedef struct {
     int32_t budget;                /* portions its node computes at once at most (the
                                       node's slots); 0: any */
     double slow;                   /* IVM_DSLB_SLOW factor (test knob), 1 = none */
+    double speed;                  /* declared: cores x share (a CPU device's
+                                      ivmGetDevices), 0: unknown */
 } dslb_dev_t;
 
-/* "dslb.ctl": written by the root before the first PE starts, read-only after. */
+enum { DSLB_LAYOUT_APP, DSLB_LAYOUT_EQUAL, DSLB_LAYOUT_WEIGHTED };
+
+/* "dslb.ctl": written by the root before the first PE starts, read-only
+   after but for the bounds, which the root rewrites (and pushes to every
+   node) before it starts an iteration's chains. */
 typedef struct {
     uint32_t magic;
     int32_t portions;              /* per iteration */
     int32_t iters;
     int32_t ndev;
     int32_t dpc;                   /* --dpc: "dslb.dpc" exists */
-    int32_t reserved;
+    int32_t layout;                /* DSLB_LAYOUT_*: who cuts the portions */
+    int64_t units;                 /* the app's work units (layout != APP) */
     dslb_dev_t dev[APP_MAX_DEVS];
+    int64_t bound[];               /* layout != APP: portion p is units
+                                      [bound[p], bound[p + 1]), P + 1 entries */
 } dslb_ctl_t;
 
 /* "dslb.dpc" (--dpc): one per PE id (index id - 1), wall-clock seconds. The
@@ -86,9 +95,18 @@ typedef struct {
 
 _Static_assert(sizeof(dslb_stat_t) == 128, "two cache lines per device");
 
-static double dslb_work(const dslb_app_ops_t *ops, void *ctx, const app_args_t *args,
-                        int portion)
+/* The work of units [lo, hi) of an app that has units. */
+static double dslb_unit_work(const dslb_app_ops_t *ops, void *ctx, const app_args_t *args,
+                             long long lo, long long hi)
 {
+    return ops->unit_work != NULL ? ops->unit_work(ctx, args, lo, hi) : (double)(hi - lo);
+}
+
+static double dslb_work(const dslb_app_ops_t *ops, void *ctx, const app_args_t *args,
+                        const dslb_ctl_t *ctl, int portion)
+{
+    if (ctl->layout != DSLB_LAYOUT_APP)
+        return dslb_unit_work(ops, ctx, args, ctl->bound[portion], ctl->bound[portion + 1]);
     return ops->portion_work != NULL ? ops->portion_work(ctx, args, portion) : 1.0;
 }
 
@@ -176,9 +194,12 @@ static int dslb_probe(dslb_ctl_t *ctl, const app_args_t *args)
     if (dslb_budgets(ctl, args) != 0)
         return -1;
     for (int d = 0; d < ctl->ndev; d++) {
+        int ncores = 0, share;
         ctl->dev[d].slow = app_slow_factor(DSLB_SLOW_ENV, d);
         if (ctl->dev[d].slow < 1.0)
             return -1;
+        share = app_dev_share(app_node_index(ctl->dev[d].host), ctl->dev[d].devtype, &ncores);
+        ctl->dev[d].speed = share > 0 && ncores > 0 ? ncores * share / 100.0 : 0.0;
     }
     return 0;
 }
@@ -212,6 +233,53 @@ int dslb_eft(int nlanes, const double *free_at, const double *rate, const double
     return me >= 0 && me < nlanes ? counts[me] : 0;
 }
 
+/* When the lanes (but `skip`, -1: none) are done with work[0..nwork),
+   dealt by earliest finish time. */
+static double dslb_eft_makespan(int nlanes, const double *free_at, const double *rate,
+                                const double *gap, const double *work, int nwork, int skip)
+{
+    double end[APP_MAX_DEVS], last = 0.0;
+    int any = 0;
+
+    for (int l = 0; l < nlanes; l++)
+        end[l] = free_at[l];
+    for (int k = 0; k < nwork; k++) {
+        int best = -1;
+        for (int l = 0; l < nlanes; l++)
+            if (l != skip && (best < 0 || end[l] + gap[l] + rate[l] * work[k] <
+                                              end[best] + gap[best] + rate[best] * work[k]))
+                best = l;
+        if (best < 0)
+            return -1.0; /* no lane */
+        end[best] += gap[best] + rate[best] * work[k];
+    }
+    for (int l = 0; l < nlanes; l++) {
+        if (l != skip && (!any || end[l] > last)) {
+            last = end[l];
+            any = 1;
+        }
+    }
+    return last;
+}
+
+int dslb_go(int nlanes, const double *free_at, const double *rate, const double *gap,
+            const double *work, int nwork, int me)
+{
+    double mine[APP_MAX_DEVS], with, without;
+
+    if (nwork <= 0 || me < 0 || me >= nlanes)
+        return 0;
+    for (int l = 0; l < nlanes; l++)
+        mine[l] = free_at[l];
+    mine[me] += gap[me] + rate[me] * work[0];
+    with = dslb_eft_makespan(nlanes, mine, rate, gap, work + 1, nwork - 1, -1);
+    without = dslb_eft_makespan(nlanes, free_at, rate, gap, work, nwork, me);
+    if (without < 0.0)
+        return 1; /* nobody else runs: the portions are mine */
+    /* Lanes that end before `now` count from `now` in both: free_at[me]. */
+    return with <= without + DSLB_TIE * (without - free_at[me]);
+}
+
 /* The smoothed average: the first sample as it is, then DSLB_SMOOTH of the
    newest. */
 static double dslb_smooth(double avg, int samples, double x)
@@ -238,10 +306,11 @@ static double dslb_best_rate(const dslb_stat_t *st, int ndev)
    speed of the fastest one that has (at `me_rate` when none has). Fills
    counts[d]; returns the device that gets the first portion (-1: none). */
 static int dslb_deal(const dslb_app_ops_t *ops, void *ctx, const app_args_t *args,
-                     const dslb_stat_t *st, int ndev, int iter, int claimed, int me,
+                     const dslb_ctl_t *ctl, const dslb_stat_t *st, int iter, int claimed, int me,
                      double me_rate, int all_free, double now, int *counts)
 {
     int P = args->portions, nwork = P * (iter + 1) - claimed, lane_dev[APP_MAX_DEVS], n = 0;
+    int ndev = ctl->ndev;
     double free_at[APP_MAX_DEVS], rate[APP_MAX_DEVS], gap[APP_MAX_DEVS], *work;
     double best = dslb_best_rate(st, ndev), first = 0.0;
     int lane_counts[APP_MAX_DEVS], first_dev = -1;
@@ -257,7 +326,7 @@ static int dslb_deal(const dslb_app_ops_t *ops, void *ctx, const app_args_t *arg
         return me;
     }
     for (int k = 0; k < nwork; k++)
-        work[k] = dslb_work(ops, ctx, args, (claimed + k) % P);
+        work[k] = dslb_work(ops, ctx, args, ctl, (claimed + k) % P);
     for (int d = 0; d < ndev; d++) {
         int running = st[d].iter == iter && st[d].active;
         if (d != me && !all_free && !running)
@@ -285,6 +354,12 @@ static int dslb_deal(const dslb_app_ops_t *ops, void *ctx, const app_args_t *arg
             first_dev = lane_dev[l];
             first = f;
         }
+        /* A chain deciding: its successor claims the next portion, whichever
+           the deal would give it, so it goes on only if that one shortens
+           the iteration (with portions of unequal sizes they differ). */
+        if (lane_dev[l] == me && !all_free)
+            counts[me] = dslb_go(n, free_at, rate, gap, work, nwork, l)
+                             ? (lane_counts[l] > 0 ? lane_counts[l] : 1) : 0;
     }
     free(work);
     return first_dev;
@@ -389,8 +464,8 @@ static int dslb_root_restart(const app_args_t *args, const dslb_app_ops_t *ops, 
                              dslb_dpc_t *dpc, int iter)
 {
     int P = args->portions, counts[APP_MAX_DEVS];
-    int d = dslb_deal(ops, ctx, args, st, ctl->ndev, iter, dslb_claimed(st, ctl->ndev, P, iter),
-                      -1, 0.0, 1, app_wall_s(), counts);
+    int d = dslb_deal(ops, ctx, args, ctl, st, iter, dslb_claimed(st, ctl->ndev, P, iter), -1,
+                      0.0, 1, app_wall_s(), counts);
     ivm_pe pe;
 
     if (d < 0)
@@ -472,46 +547,162 @@ static int dslb_root_wait(const app_args_t *args, const dslb_app_ops_t *ops, voi
     }
 }
 
-/* The chains of iteration `iter`: with --threshold (or in the first
-   iteration, to measure every device) max_per_dev PEs on every device; else
-   on each device the deal gives portions, as many as it gets (max_per_dev
-   at most). A node's devices share its budget (slots): round by round, the
+void dslb_cut(int P, double total, int nfirst, const double *speed, double *cut)
+{
+    int nf = nfirst < P ? nfirst : P, m = P - nf;
+    double sum = 0.0, acc = 0.0, first, taper = 0.0;
+
+    for (int j = 0; j < nf; j++)
+        sum += speed[j] > 0.0 ? speed[j] : 0.0;
+    if (!(sum > 0.0))
+        nf = 0, m = P; /* no speeds: every portion is the tail's */
+    first = nf == 0 ? 0.0 : m > 0 ? DSLB_FIRST_BATCH * total : total;
+    cut[0] = 0.0;
+    for (int j = 0; j < nf; j++) {
+        acc += first * (speed[j] > 0.0 ? speed[j] : 0.0) / sum;
+        cut[j + 1] = acc;
+    }
+    /* The tail: sizes falling linearly from DSLB_TAPER to 1. */
+    for (int k = 0; k < m; k++)
+        taper += m > 1 ? DSLB_TAPER - (DSLB_TAPER - 1.0) * k / (m - 1) : 1.0;
+    for (int k = 0; k < m; k++) {
+        acc += (total - first) * (m > 1 ? DSLB_TAPER - (DSLB_TAPER - 1.0) * k / (m - 1) : 1.0) /
+               taper;
+        cut[nf + k + 1] = acc;
+    }
+    cut[P] = total;
+}
+
+/* The unit in [lo, hi] where the work from unit 0 comes nearest `target`
+   (the work of units [0, k) grows with k). */
+static long long dslb_unit_at(const dslb_app_ops_t *ops, void *ctx, const app_args_t *args,
+                              long long lo, long long hi, double target)
+{
+    long long a = lo, b = hi;
+
+    while (a < b) { /* the first k with work(0, k) >= target */
+        long long k = a + (b - a) / 2;
+        if (dslb_unit_work(ops, ctx, args, 0, k) < target)
+            a = k + 1;
+        else
+            b = k;
+    }
+    if (a > lo && target - dslb_unit_work(ops, ctx, args, 0, a - 1) <
+                      dslb_unit_work(ops, ctx, args, 0, a) - target)
+        a--;
+    return a;
+}
+
+/* Each device's speed for the cut: measured (its line's rate; a device
+   not measured yet at the fastest measured one's), or before any measure
+   what the devices declare when every one does, else equal. */
+static void dslb_speeds(const dslb_ctl_t *ctl, const dslb_stat_t *st, double *speed)
+{
+    double best = dslb_best_rate(st, ctl->ndev);
+    int declared = 1;
+
+    for (int d = 0; d < ctl->ndev; d++)
+        declared = declared && ctl->dev[d].speed > 0.0;
+    for (int d = 0; d < ctl->ndev; d++) {
+        if (st[d].samples > 0 && st[d].rate > 0.0)
+            speed[d] = 1.0 / st[d].rate;
+        else if (best > 0.0)
+            speed[d] = 1.0 / best;
+        else
+            speed[d] = declared ? ctl->dev[d].speed : 1.0;
+    }
+}
+
+/* --layout weighted: cut iteration `iter` for the chains about to start
+   (devices chain[0..nchain), in start order, so that the first portion of
+   each is its share of the devices' speed) and push the bounds to every
+   node's copy of "dslb.ctl" before any of them starts. */
+static int dslb_root_cut(const app_args_t *args, const dslb_app_ops_t *ops, void *ctx,
+                         dslb_ctl_t *ctl, const dslb_stat_t *st, const int *chain, int nchain)
+{
+    int P = args->portions, per_dev[APP_MAX_DEVS] = {0};
+    double dev_speed[APP_MAX_DEVS], *speed, *cut;
+    double total = dslb_unit_work(ops, ctx, args, 0, ctl->units);
+
+    speed = malloc((size_t)(nchain > 0 ? nchain : 1) * sizeof(double));
+    cut = malloc((size_t)(P + 1) * sizeof(double));
+    if (speed == NULL || cut == NULL) {
+        free(speed);
+        free(cut);
+        fprintf(stderr, "%s: dslb: no memory for the cut of %d portions\n", args->app, P);
+        return -1;
+    }
+    dslb_speeds(ctl, st, dev_speed);
+    for (int j = 0; j < nchain; j++)
+        per_dev[chain[j]]++;
+    for (int j = 0; j < nchain; j++) /* a device's chains share its speed */
+        speed[j] = dev_speed[chain[j]] / per_dev[chain[j]];
+    dslb_cut(P, total, nchain, speed, cut);
+    ctl->bound[0] = 0;
+    for (int p = 1; p < P; p++)
+        ctl->bound[p] = dslb_unit_at(ops, ctx, args, ctl->bound[p - 1], ctl->units, cut[p]);
+    ctl->bound[P] = ctl->units;
+    free(speed);
+    free(cut);
+    APP_TRY(ivmSyncPutGroup(ctl->bound, (size_t)(P + 1) * sizeof(ctl->bound[0])));
+    return 0;
+}
+
+/* The chains of iteration `iter`: with --threshold, --layout weighted (each
+   device's first portion is cut to its speed) or in the first iteration
+   (to measure every device) max_per_dev PEs on every device; else on each
+   device the deal gives portions, as many as it gets (max_per_dev at
+   most). A node's devices share its budget (slots): round by round, the
    first devices of a node start chains until it is spent. A node at its
    max_slots (PEs of the last iteration still ending) starts none: the root's
    restart covers its portions. Checks that the first id is P * iter + 1. */
 static int dslb_root_start(const app_args_t *args, const dslb_app_ops_t *ops, void *ctx,
-                           const dslb_ctl_t *ctl, dslb_stat_t *st, dslb_dpc_t *dpc, int iter)
+                           dslb_ctl_t *ctl, dslb_stat_t *st, dslb_dpc_t *dpc, int iter)
 {
-    int P = args->portions, counts[APP_MAX_DEVS], used[APP_MAX_DEVS] = {0};
+    int P = args->portions, counts[APP_MAX_DEVS], used[APP_MAX_DEVS] = {0}, nchain = 0;
+    int weighted = ctl->layout == DSLB_LAYOUT_WEIGHTED, ret = -1, *chain;
     ivm_pe first = IVM_PE_NULL;
 
-    if (args->threshold > 0.0 || iter == 0) {
+    if (args->threshold > 0.0 || iter == 0 || weighted) {
         for (int d = 0; d < ctl->ndev; d++)
             counts[d] = args->max_per_dev;
     } else {
-        dslb_deal(ops, ctx, args, st, ctl->ndev, iter, P * iter, -1, 0.0, 1, app_wall_s(),
-                  counts);
+        dslb_deal(ops, ctx, args, ctl, st, iter, P * iter, -1, 0.0, 1, app_wall_s(), counts);
     }
+    chain = malloc((size_t)ctl->ndev * (size_t)args->max_per_dev * sizeof(int));
+    if (chain == NULL) {
+        fprintf(stderr, "%s: dslb: no memory for the chains\n", args->app);
+        return -1;
+    }
+    /* The chains, in start order: their PEs get ids P * iter + 1, ... */
     for (int k = 0; k < args->max_per_dev; k++) {
         for (int d = 0; d < ctl->ndev; d++) {
-            int node = dslb_node_of(ctl, d), got;
-            ivm_pe pe;
+            int node = dslb_node_of(ctl, d);
             if (counts[d] <= k || (ctl->dev[d].budget > 0 && used[node] >= ctl->dev[d].budget))
                 continue;
-            got = dslb_spawn(ctl, d, dpc, &pe);
-            if (got < 0)
-                return -1;
-            used[node] += (got == 0);
-            if (first == IVM_PE_NULL)
-                first = pe;
+            used[node]++;
+            chain[nchain++] = d;
         }
+    }
+    if (weighted && dslb_root_cut(args, ops, ctx, ctl, st, chain, nchain) != 0)
+        goto out;
+    for (int j = 0; j < nchain; j++) {
+        ivm_pe pe;
+        int got = dslb_spawn(ctl, chain[j], dpc, &pe);
+        if (got < 0)
+            goto out;
+        if (first == IVM_PE_NULL)
+            first = pe;
     }
     if (first != IVM_PE_NULL && first != P * iter + 1) {
         fprintf(stderr, "%s: dslb: iteration %d: first PE id %d, expected %d (ids not "
                 "assigned in order?)\n", args->app, iter, first, P * iter + 1);
-        return -1;
+        goto out;
     }
-    return 0;
+    ret = 0;
+out:
+    free(chain);
+    return ret;
 }
 
 /* The most portions of iteration's records that ran at once on one node,
@@ -543,8 +734,23 @@ static void dslb_overlap_report(const dslb_ctl_t *ctl, const int *most)
     }
 }
 
+/* IVM_DSLB_TRACE=1: each portion of the iteration on stderr (device, units,
+   work, its start and end after the iteration's start, seconds). */
+static void dslb_trace(const dslb_ctl_t *ctl, const dslb_rec_t *rec, int P, int iter,
+                       double start)
+{
+    for (int p = 0; p < P; p++)
+        fprintf(stderr, "dslb: iteration %d portion %d: PE %d device %d units %lld..%lld "
+                "work %.4g ran %.3f..%.3f s\n", iter, p, rec[p].pe, rec[p].dev,
+                ctl->layout != DSLB_LAYOUT_APP ? (long long)ctl->bound[p] : (long long)p,
+                ctl->layout != DSLB_LAYOUT_APP ? (long long)ctl->bound[p + 1] : (long long)p + 1,
+                rec[p].work, rec[p].t0 - start, rec[p].t1 - start);
+}
+
 static int dslb_root(const app_args_t *args, const dslb_app_ops_t *ops, void *ctx)
 {
+    const char *trace_env = getenv("IVM_DSLB_TRACE");
+    int trace = trace_env != NULL && strcmp(trace_env, "1") == 0;
     int P = args->portions, iters = args->iters, restarts = 0, max_id = 0, ret = -1;
     int most[APP_MAX_DEVS] = {0};
     dslb_ctl_t *ctl = NULL;
@@ -557,12 +763,22 @@ static int dslb_root(const app_args_t *args, const dslb_app_ops_t *ops, void *ct
     app_result_init(&res, args->app, "ivm", args->size);
     if (ops->root_setup(ctx, args) != 0)
         return -1;
-    APP_TRY(ivmMalloc(DSLB_CTL, &ctl, sizeof(*ctl)));
+    long long units = ops->units != NULL ? ops->units(ctx, args) : 0;
+    size_t ctl_size = sizeof(*ctl) + (ops->units != NULL ? (size_t)(P + 1) * sizeof(int64_t) : 0);
+
+    APP_TRY(ivmMalloc(DSLB_CTL, &ctl, ctl_size));
     APP_TRY_GOTO(ivmMalloc(DSLB_REC, &rec, (size_t)P * sizeof(*rec)), out_free);
     APP_TRY_GOTO(ivmMalloc(DSLB_DEV, &st, APP_MAX_DEVS * sizeof(*st)), out_free);
     ctl->magic = DSLB_CTL_MAGIC;
     ctl->portions = P;
     ctl->iters = iters;
+    ctl->layout = DSLB_LAYOUT_APP;
+    if (ops->units != NULL) {
+        ctl->layout = args->layout_equal ? DSLB_LAYOUT_EQUAL : DSLB_LAYOUT_WEIGHTED;
+        ctl->units = units;
+        for (int p = 0; p <= P; p++) /* the equal cut (--layout weighted redoes it) */
+            ctl->bound[p] = units * p / P;
+    }
     if (args->dpc) {
         APP_TRY_GOTO(ivmMalloc(DSLB_DPC, &dpc, (size_t)P * iters * sizeof(*dpc)), out_free);
         memset(dpc, 0, (size_t)P * iters * sizeof(*dpc));
@@ -606,6 +822,8 @@ static int dslb_root(const app_args_t *args, const dslb_app_ops_t *ops, void *ct
             app_result_add_share(&res, name, rec[p].work);
         }
         dslb_overlap(ctl, rec, P, most);
+        if (trace)
+            dslb_trace(ctl, rec, P, iter, t0);
     }
 
     /* The limit is P * iters: one more spawn must be refused. */
@@ -722,8 +940,7 @@ static int dslb_decide(const app_args_t *args, const dslb_app_ops_t *ops, void *
         go = best <= 0.0 || line.rate / best < args->threshold;
     } else {
         int claimed = dslb_claimed(st, ctl->ndev, P, w->iter);
-        dslb_deal(ops, ctx, args, st, ctl->ndev, w->iter, claimed, me, line.rate, 0, now,
-                  counts);
+        dslb_deal(ops, ctx, args, ctl, st, w->iter, claimed, me, line.rate, 0, now, counts);
         go = counts[me] > 0;
     }
     line.decided_at = now;
@@ -732,7 +949,7 @@ static int dslb_decide(const app_args_t *args, const dslb_app_ops_t *ops, void *
     line.busy_until = 0.0;
     if (go) {
         int next = dslb_claimed(st, ctl->ndev, P, w->iter) % P;
-        line.busy_until = now + line.gap + line.rate * dslb_work(ops, ctx, args, next);
+        line.busy_until = now + line.gap + line.rate * dslb_work(ops, ctx, args, ctl, next);
     }
     if (dslb_line_put(w, &st_ref[me], &line) != 0)
         return -1;
@@ -889,7 +1106,11 @@ static int dslb_child_run(const app_args_t *args, const dslb_app_ops_t *ops, voi
     rec = app_host_view(rec_ref);
     if (rec == NULL)
         return -1;
-    c.work = dslb_work(ops, ctx, args, w.portion);
+    if (c.ctl->layout != DSLB_LAYOUT_APP) {
+        w.lo = c.ctl->bound[w.portion];
+        w.hi = c.ctl->bound[w.portion + 1];
+    }
+    c.work = dslb_work(ops, ctx, args, c.ctl, w.portion);
     if (dslb_line_start(&w, &c.st_ref[c.me], &c.st[c.me], t_started, c.work) != 0)
         return -1;
     c.t0 = app_now_s();

@@ -33,6 +33,22 @@
  * root uses the same rule at the start of an iteration (after the first,
  * which every device starts, to measure) to choose the devices it starts.
  *
+ * Portion sizes ("--layout", apps that declare work units: NBODY, NW). With
+ * "weighted" (the default) the root cuts each iteration anew before it
+ * starts the iteration's chains: the first portion of each chain it starts
+ * (the PE ids it is about to get, in its start order) is DSLB_FIRST_BATCH
+ * of the iteration's work times the chain's share of the devices' speed
+ * (measured: the devices' lines; before any measure, what the devices
+ * declare, cores x share, when every device declares one, else equal), so
+ * that every chain's first portion ends about together; the rest comes in
+ * the remaining portions, from DSLB_TAPER times the last one's size down
+ * to it, which the deal hands out as the chains decide. Most of the work
+ * then costs one PE per device and the end of the iteration is still cut
+ * fine: few PEs where balancing cannot help, fine portions where it can.
+ * The cut is in "dslb.ctl" (the bounds, pushed to every node's copy with
+ * ivmSyncPutGroup before the chains start). "equal": P equal cuts. Apps
+ * without units (DMM's tiles) have their own fixed portions.
+ *
  * --threshold T (the dissertation's rule instead): a device continues while
  * its time per work unit over the fastest device's is below T; the root
  * starts --max-per-dev PEs on every device in every iteration.
@@ -58,6 +74,9 @@
 
 #include "app.h"
 
+#define DSLB_FIRST_BATCH 0.8   /* --layout weighted: the chains' first portions' part */
+#define DSLB_TAPER       2.0   /* ... the rest: first over last portion's size */
+
 struct dslb_child;
 
 /* What a child's portion callback gets. */
@@ -65,6 +84,7 @@ typedef struct dslb_portion {
     int iter;                  /* iteration, 0-based */
     int portion;               /* portion of the iteration, 0 .. P-1 */
     int pe;                    /* the PE's id */
+    long long lo, hi;          /* its work units [lo, hi) (apps with `units`) */
     int devtype;               /* the PE's device type */
     app_kernel_t kernel;       /* the kernel it runs (app_kernel_pick) */
     const app_args_t *args;
@@ -87,8 +107,15 @@ typedef struct dslb_app_ops {
        after its portion and ivmExit releases them without a round trip
        each. */
     int (*child_portion)(void *ctx, const dslb_portion_t *w);
-    /* Work units of a portion, for the share per device (NULL: 1 each). */
+    /* Work units of a portion, for the share per device (NULL: 1 each).
+       Used only without `units`. */
     double (*portion_work)(void *ctx, const app_args_t *args, int portion);
+    /* An app whose work is a row of units (particles, sequence pairs) gives
+       their count (NULL: the portions are the app's own, portion_work) and
+       the work of units [lo, hi) (NULL: hi - lo); the driver then cuts the
+       portions (--layout) and a child's portion is units [w->lo, w->hi). */
+    long long (*units)(void *ctx, const app_args_t *args);
+    double (*unit_work)(void *ctx, const app_args_t *args, long long lo, long long hi);
     /* Every process, after app_args_parse (NULL: none): check the app's own
        limits and set up what every PE needs. 0, or the exit status after
        printing why (2: bad arguments). */
@@ -110,6 +137,23 @@ typedef struct dslb_app_ops {
    portions. Returns counts[me]. */
 int dslb_eft(int nlanes, const double *free_at, const double *rate, const double *gap,
              const double *work, int nwork, int me, int *counts);
+
+/* The decision of a chain's PE (lane me, free now at free_at[me]): whether
+   its device takes the next portion, work[0], the one its successor claims,
+   and the rest are dealt by earliest finish time: 1 when the lanes are then
+   done no later (within DSLB_TIE of the time left) than with work[0..nwork)
+   dealt to the other lanes alone. Other lanes are busy until free_at[l]. */
+int dslb_go(int nlanes, const double *free_at, const double *rate, const double *gap,
+            const double *work, int nwork, int me);
+
+/* The weighted cut (--layout weighted), apart for the unit tests: P
+   portions of total work `total` into cut[0..P] (cumulative work, cut[0] =
+   0, cut[P] = total). The first nfirst portions (one per chain started at
+   the iteration's start, in start order) get DSLB_FIRST_BATCH of the work
+   in proportion to speed[0..nfirst) (> 0), the others the rest, tapered
+   from DSLB_TAPER times the last one's size down to it. With P <= nfirst
+   the first P chains get all the work by their speeds. */
+void dslb_cut(int P, double total, int nfirst, const double *speed, double *cut);
 
 /* Child, once the portion is computed and before its results are pushed:
    the driver takes its decision now (the device's rate covers the start-up

@@ -2,6 +2,8 @@
  * nbody: NBODY with DS-LB (section 5.4.2). Every time step is cut into
  * --portions portions of particles, each done by one PE (apps/common/dslb.h).
  *
+ * The driver cuts the particles into the portions (--layout, dslb.h).
+ *
  * Objects: "nbody.pos" holds two position buffers of n particles (step t
  * reads buffer t % 2 and writes buffer (t + 1) % 2), "nbody.vel" the
  * velocities. A child pulls the whole input buffer and its velocity slice
@@ -73,8 +75,7 @@ static int nbody_child_portion(void *vctx, const dslb_portion_t *w)
 {
     const app_args_t *a = w->args;
     int n = (int)a->size, in = w->iter % 2, out = 1 - in;
-    int lo = nbody_portion_lo(n, a->portions, w->portion);
-    int hi = nbody_portion_lo(n, a->portions, w->portion + 1);
+    int lo = (int)w->lo, hi = (int)w->hi;
     size_t vsz = sizeof(nbody_vec_t);
     nbody_vec_t *pos = NULL, *vel = NULL;
 
@@ -102,11 +103,11 @@ static int nbody_child_portion(void *vctx, const dslb_portion_t *w)
     return 0;
 }
 
-static double nbody_portion_work(void *vctx, const app_args_t *a, int p)
+/* The driver cuts the portions: a unit is a particle, all of equal work. */
+static long long nbody_units(void *vctx, const app_args_t *a)
 {
     (void)vctx;
-    return (double)(nbody_portion_lo(a->size, a->portions, p + 1) -
-                    nbody_portion_lo(a->size, a->portions, p));
+    return a->size;
 }
 
 /* Every process: the app's limits. */
@@ -153,7 +154,7 @@ int main(int argc, char **argv)
         .root_setup = nbody_root_setup,
         .root_finish = nbody_root_finish,
         .child_portion = nbody_child_portion,
-        .portion_work = nbody_portion_work,
+        .units = nbody_units,
         .args_check = nbody_args_check,
         .serial = nbody_serial,
     };

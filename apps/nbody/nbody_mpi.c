@@ -1,8 +1,9 @@
 /*
  * nbody-mpi: the MPI baseline of NBODY. The same kernel and input; rank r of
- * R statically does portions [P*r/R, P*(r+1)/R) of every time step (the same
- * particle ranges as the IVM portions), then all ranks exchange the new
- * positions (MPI_Allgatherv). Rank 0 prints the result line.
+ * R statically does particles [n*r/R, n*(r+1)/R) of every time step (with
+ * --weights, the split of the particles that best fits the ranks' speeds),
+ * then all ranks exchange the new positions (MPI_Allgatherv). Rank 0 prints
+ * the result line. --portions only sets the most ranks (one per portion).
  *
  * With --gpu-ranks K, ranks 0..K-1 run the CUDA kernel on a GPU (rank % the
  * visible GPUs): positions and velocities stay on the GPU, each step's new
@@ -29,23 +30,19 @@ int main(int argc, char **argv)
         a.portions > a.size || m.nranks > a.portions)
         return app_mpi_bad_args(&m, "nbody-mpi: bad arguments (need ranks <= portions <= "
                                 "size)\n");
-    int n = (int)a.size, P = a.portions, rank = m.rank, nranks = m.nranks;
+    int n = (int)a.size, rank = m.rank, nranks = m.nranks;
     nbody_vec_t *pos = malloc(2 * (size_t)n * sizeof(*pos));
     nbody_vec_t *vel = malloc((size_t)n * sizeof(*vel));
     int *counts = malloc((size_t)nranks * sizeof(int)), *displs = malloc((size_t)nranks * sizeof(int));
-    double *work = malloc((size_t)P * sizeof(double));
     int *first = malloc((size_t)(nranks + 1) * sizeof(int));
-    if (pos == NULL || vel == NULL || counts == NULL || displs == NULL || work == NULL ||
-        first == NULL)
+    if (pos == NULL || vel == NULL || counts == NULL || displs == NULL || first == NULL)
         app_mpi_die("nbody-mpi: no memory\n");
-    for (int p = 0; p < P; p++)
-        work[p] = nbody_portion_lo(n, P, p + 1) - nbody_portion_lo(n, P, p);
-    app_mpi_split(&m, &a, P, work, first);
+    /* Split particle by particle: the equal split, or with --weights the best
+       static split there is (not limited to whole portions). */
+    app_mpi_split(&m, &a, n, NULL, first);
     for (int r = 0; r < nranks; r++) {
-        int lo = nbody_portion_lo(n, P, first[r]);
-        int hi = nbody_portion_lo(n, P, first[r + 1]);
-        displs[r] = lo * (int)sizeof(nbody_vec_t);
-        counts[r] = (hi - lo) * (int)sizeof(nbody_vec_t);
+        displs[r] = first[r] * (int)sizeof(nbody_vec_t);
+        counts[r] = (first[r + 1] - first[r]) * (int)sizeof(nbody_vec_t);
     }
     int lo = displs[rank] / (int)sizeof(nbody_vec_t);
     int hi = lo + counts[rank] / (int)sizeof(nbody_vec_t);
@@ -100,7 +97,6 @@ int main(int argc, char **argv)
     (void)dpos;
     (void)dvel;
     free(first);
-    free(work);
     free(displs);
     free(counts);
     free(vel);

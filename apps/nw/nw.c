@@ -1,6 +1,7 @@
 /*
  * nw: NW with DS-LB (section 5.4.2). The sequence pairs are cut into
- * --portions portions, one PE each (apps/common/dslb.h).
+ * --portions portions, one PE each (apps/common/dslb.h), which the driver
+ * cuts (--layout).
  *
  * Objects: "nw.seq" (every pair's sequences, read-only after set-up: a
  * child maps it whole, its node's copy is filled once and reused), "nw.score"
@@ -26,6 +27,7 @@ typedef struct {
     int32_t *score;            /* root: "nw.score" */
     size_t *off;               /* every PE: the layout */
     int *la, *lb;
+    double *cells;             /* every PE: cells of pairs [0, k), k = 0 .. size */
     size_t total;
 } nw_ctx_t;
 
@@ -73,9 +75,7 @@ static int nw_root_finish(void *vctx, const app_args_t *a, app_result_t *r)
 static int nw_child_portion(void *vctx, const dslb_portion_t *w)
 {
     nw_ctx_t *ctx = vctx;
-    const app_args_t *a = w->args;
-    int lo = nw_portion_lo(a->size, a->portions, w->portion);
-    int hi = nw_portion_lo(a->size, a->portions, w->portion + 1);
+    int lo = (int)w->lo, hi = (int)w->hi;
     size_t bytes = (size_t)(hi - lo) * sizeof(int32_t);
     char *seq = NULL;
     int32_t *score = NULL;
@@ -99,15 +99,19 @@ static int nw_child_portion(void *vctx, const dslb_portion_t *w)
     return 0;
 }
 
-static double nw_portion_work(void *vctx, const app_args_t *a, int p)
+/* The driver cuts the portions: a unit is a pair, its work its cells. */
+static long long nw_units(void *vctx, const app_args_t *a)
+{
+    (void)vctx;
+    return a->size;
+}
+
+static double nw_unit_work(void *vctx, const app_args_t *a, long long lo, long long hi)
 {
     nw_ctx_t *ctx = vctx;
-    double work = 0.0;
 
-    for (int k = nw_portion_lo(a->size, a->portions, p);
-         k < nw_portion_lo(a->size, a->portions, p + 1); k++)
-        work += (double)ctx->la[k] * (double)ctx->lb[k];
-    return work;
+    (void)a;
+    return ctx->cells[hi] - ctx->cells[lo];
 }
 
 /* Every process: the app's limits and the pairs' layout (from the seed). */
@@ -122,11 +126,15 @@ static int nw_args_check(void *vctx, const app_args_t *a)
     ctx->off = malloc((size_t)a->size * sizeof(*ctx->off));
     ctx->la = malloc((size_t)a->size * sizeof(int));
     ctx->lb = malloc((size_t)a->size * sizeof(int));
-    if (ctx->off == NULL || ctx->la == NULL || ctx->lb == NULL) {
+    ctx->cells = malloc(((size_t)a->size + 1) * sizeof(double));
+    if (ctx->off == NULL || ctx->la == NULL || ctx->lb == NULL || ctx->cells == NULL) {
         fprintf(stderr, "nw: no memory for %lld pairs\n", a->size);
         return 1;
     }
     ctx->total = nw_layout(a->seed, (int)a->size, ctx->off, ctx->la, ctx->lb);
+    ctx->cells[0] = 0.0;
+    for (long long k = 0; k < a->size; k++)
+        ctx->cells[k + 1] = ctx->cells[k] + (double)ctx->la[k] * (double)ctx->lb[k];
     return 0;
 }
 
@@ -134,6 +142,7 @@ static void nw_release(void *vctx)
 {
     nw_ctx_t *ctx = vctx;
 
+    free(ctx->cells);
     free(ctx->lb);
     free(ctx->la);
     free(ctx->off);
@@ -172,7 +181,8 @@ int main(int argc, char **argv)
         .root_setup = nw_root_setup,
         .root_finish = nw_root_finish,
         .child_portion = nw_child_portion,
-        .portion_work = nw_portion_work,
+        .units = nw_units,
+        .unit_work = nw_unit_work,
         .args_check = nw_args_check,
         .serial = nw_serial,
         .release = nw_release,

@@ -1,7 +1,8 @@
 /*
  * nw-mpi: the MPI baseline of NW. The same kernel and input; rank r of R
- * statically scores the pairs of portions [P*r/R, P*(r+1)/R), and the scores
- * meet on rank 0 (MPI_Gatherv).
+ * statically scores pairs [n*r/R, n*(r+1)/R) (with --weights, the split of
+ * the pairs by their cells that best fits the ranks' speeds), and the scores
+ * meet on rank 0 (MPI_Gatherv). --portions only sets the most ranks.
  *
  * With --gpu-ranks K, ranks 0..K-1 run the CUDA kernel on a GPU (rank % the
  * visible GPUs): the sequences are copied there once, the scores come back.
@@ -27,7 +28,7 @@ int main(int argc, char **argv)
         a.portions > a.size || m.nranks > a.portions)
         return app_mpi_bad_args(&m, "nw-mpi: bad arguments (need ranks <= portions <= "
                                 "size)\n");
-    int n = (int)a.size, P = a.portions, rank = m.rank, nranks = m.nranks;
+    int n = (int)a.size, rank = m.rank, nranks = m.nranks;
     size_t *off = malloc((size_t)n * sizeof(*off));
     int *la = malloc((size_t)n * sizeof(int)), *lb = malloc((size_t)n * sizeof(int));
     int *counts = malloc((size_t)nranks * sizeof(int)), *displs = malloc((size_t)nranks * sizeof(int));
@@ -41,18 +42,19 @@ int main(int argc, char **argv)
     if (seq == NULL)
         app_mpi_die("nw-mpi: no memory\n");
     nw_init(a.seed, n, seq);
-    /* Each portion's work: the cells of its pairs' score matrices. */
-    double *work = calloc((size_t)P, sizeof(double));
+    /* Split pair by pair (each pair's work: the cells of its score matrix):
+       the equal split of the pairs, or with --weights the best static split
+       there is (not limited to whole portions). */
+    double *work = malloc((size_t)n * sizeof(double));
     int *first = malloc((size_t)(nranks + 1) * sizeof(int));
     if (work == NULL || first == NULL)
         app_mpi_die("nw-mpi: no memory\n");
-    for (int p = 0; p < P; p++)
-        for (int k = nw_portion_lo(n, P, p); k < nw_portion_lo(n, P, p + 1); k++)
-            work[p] += (double)la[k] * (double)lb[k];
-    app_mpi_split(&m, &a, P, work, first);
+    for (int k = 0; k < n; k++)
+        work[k] = (double)la[k] * (double)lb[k];
+    app_mpi_split(&m, &a, n, work, first);
     for (int r = 0; r < nranks; r++) {
-        displs[r] = nw_portion_lo(n, P, first[r]);
-        counts[r] = nw_portion_lo(n, P, first[r + 1]) - displs[r];
+        displs[r] = first[r];
+        counts[r] = first[r + 1] - first[r];
     }
 
     app_mpi_kernel_pick(&m, &a);
@@ -86,10 +88,10 @@ int main(int argc, char **argv)
         app_result_t r;
         app_mpi_result_init(&m, &r, "nw", a.size, seconds);
         for (int q = 0; q < nranks; q++) {
-            double work = 0.0;
+            double cells = 0.0;
             for (int k = displs[q]; k < displs[q] + counts[q]; k++)
-                work += (double)la[k] * (double)lb[k];
-            app_mpi_share(&r, q, work);
+                cells += work[k];
+            app_mpi_share(&r, q, cells);
         }
         app_checksum_hex(&r, app_fnv1a(score, (size_t)n * sizeof(int32_t)));
         if (a.verify) {

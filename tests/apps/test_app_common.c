@@ -42,11 +42,16 @@ Test(app_common, args_defaults_and_every_option)
 
     const char *all[] = {"--size", "5000", "--seed", "77", "--portions", "49", "--iters", "3",
                          "--threshold", "1.5", "--max-per-dev", "2", "--local", "--verify",
-                         "--serial", "--gpu-ranks", "1", NULL};
+                         "--serial", "--gpu-ranks", "1", "--layout", "equal", NULL};
+    cr_assert_eq(a.layout_equal, 0);
     cr_assert_eq(parse(&a, all), 0);
     cr_assert(a.size == 5000 && a.seed == 77 && a.portions == 49 && a.iters == 3);
     cr_assert_float_eq(a.threshold, 1.5, 1e-12);
     cr_assert(a.max_per_dev == 2 && a.local && a.verify && a.serial && a.gpu_ranks == 1);
+    cr_assert_eq(a.layout_equal, 1);
+    const char *weighted[] = {"--layout", "weighted", NULL};
+    cr_assert_eq(parse(&a, weighted), 0);
+    cr_assert_eq(a.layout_equal, 0);
 }
 
 Test(app_common, args_errors)
@@ -55,7 +60,8 @@ Test(app_common, args_errors)
         {"--size", "0", NULL}, {"--size", "12x", NULL}, {"--portions", "-3", NULL},
         {"--threshold", "0.9", NULL}, {"--threshold", "nan", NULL}, {"--max-per-dev", "0", NULL},
         {"--iters", NULL}, {"--what", "1", NULL}, {"--portions", "2000000", NULL},
-        {"--iters", "1048576", "--portions", "1048576"},
+        {"--iters", "1048576", "--portions", "1048576"}, {"--layout", "tapered", NULL},
+        {"--layout", NULL},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         app_args_t a = defaults();
@@ -311,6 +317,54 @@ Test(app_common, dslb_eft_deals_by_speed_and_free_time)
     double big[3] = {6, 1, 1};
     dslb_eft(2, zero, same, zero, big, 3, 0, counts);
     cr_assert(counts[0] == 1 && counts[1] == 2, "%d %d", counts[0], counts[1]);
+}
+
+/* A deciding chain goes on only if the portion its successor claims (the
+   next one, whatever its size) shortens the iteration. */
+Test(app_common, dslb_go_judges_the_portion_it_would_claim)
+{
+    double zero[3] = {0, 0, 0}, same[2] = {1, 1};
+    /* Alone: it goes on while portions are left. */
+    double one[1] = {5};
+    cr_assert_eq(dslb_go(1, zero, same, zero, one, 1, 0), 1);
+    cr_assert_eq(dslb_go(1, zero, same, zero, one, 0, 0), 0);
+    /* Speeds 4:1, a big portion then two small ones: the slow lane taking
+       the big one would end at 4 where the fast one ends all at 1.5. */
+    double rate[2] = {1, 4}, tail[3] = {1, 0.25, 0.25};
+    cr_assert_eq(dslb_go(2, zero, rate, zero, tail, 3, 1), 0);
+    cr_assert_eq(dslb_go(2, zero, rate, zero, tail, 3, 0), 1);
+    /* The fast lane busy until 1.5: the slow one taking the next small
+       portion (ends at 1) shortens 2.0 to 1.75... */
+    double busy[2] = {1.5, 0}, small[2] = {0.25, 0.25};
+    cr_assert_eq(dslb_go(2, busy, rate, zero, small, 2, 1), 1);
+    /* ...but not when its successor starts 1.5 late (ends at 2.5). */
+    double gap[2] = {0, 1.5};
+    cr_assert_eq(dslb_go(2, busy, rate, gap, small, 2, 1), 0);
+}
+
+/* The weighted cut: the first portions by the chains' speeds (80 % of the
+   work), the rest falling from twice the last one's size to it. */
+Test(app_common, dslb_cut_weighs_first_portions_and_tapers_the_rest)
+{
+    double speed[3] = {4, 2, 1}, cut[9];
+
+    dslb_cut(8, 700.0, 3, speed, cut);
+    cr_assert_float_eq(cut[0], 0.0, 1e-9);
+    cr_assert_float_eq(cut[1], 700.0 * DSLB_FIRST_BATCH * 4 / 7, 1e-9);
+    cr_assert_float_eq(cut[2] - cut[1], 700.0 * DSLB_FIRST_BATCH * 2 / 7, 1e-9);
+    cr_assert_float_eq(cut[3] - cut[2], 700.0 * DSLB_FIRST_BATCH * 1 / 7, 1e-9);
+    cr_assert_float_eq(cut[8], 700.0, 1e-9);
+    for (int p = 4; p < 8; p++) /* the tail falls */
+        cr_assert(cut[p + 1] - cut[p] < cut[p] - cut[p - 1], "portion %d", p);
+    cr_assert_float_eq((cut[4] - cut[3]) / (cut[8] - cut[7]), DSLB_TAPER, 1e-9);
+    /* As many chains as portions or more: all the work by speed. */
+    dslb_cut(2, 30.0, 3, speed, cut);
+    cr_assert_float_eq(cut[1], 20.0, 1e-9);
+    cr_assert_float_eq(cut[2], 30.0, 1e-9);
+    /* No chain (no speed): every portion is the tail's. */
+    dslb_cut(3, 6.0, 0, speed, cut);
+    cr_assert(cut[1] > 2.0 && cut[3] == 6.0 && cut[2] - cut[1] < cut[1], "%g %g %g", cut[1],
+              cut[2], cut[3]);
 }
 
 /* app_alloc_pages: small sizes come from malloc; from 2 MiB the block is
