@@ -77,12 +77,15 @@ typedef struct {
 /* "dslb.dev": the figures of one device, two cache lines. Only the PEs of
    the device write its line, whole, into their node copy (a GPU PE through
    its reference) and push it; a PE reads the lines of its own node's devices
-   in its node copy and pulls the others' from the master. With several PEs
+   in its node copy and pulls the others' from the master. (Between two
+   iterations the root may rescale a line whose device declared a new speed,
+   and push it to every node.) With several PEs
    of a device at once (--max-per-dev) an update may be lost: the figures
    are estimates. Times are wall-clock (CLOCK_REALTIME), seconds. */
 typedef struct {
-    double rate;                   /* smoothed seconds per work unit of a PE's run */
-    double gap;                    /* smoothed seconds from a decision to the successor's start */
+    double rate;                   /* smoothed seconds per work unit of a portion */
+    double gap;                    /* smoothed seconds from a decision to the successor's
+                                      portion start (spawn, start-up, the driver's maps) */
     double busy_until;             /* expected end of the running portion (0: unknown) */
     double decided_at;             /* when the chain's last decision was taken */
     int32_t claimed;               /* highest PE id the device runs or ran */
@@ -550,19 +553,26 @@ static int dslb_root_wait(const app_args_t *args, const dslb_app_ops_t *ops, voi
 void dslb_cut(int P, double total, int nfirst, const double *speed, double *cut)
 {
     int nf = nfirst < P ? nfirst : P, m = P - nf;
-    double sum = 0.0, acc = 0.0, first, taper = 0.0;
+    double sum = 0.0, top = 0.0, acc = 0.0, taper = 0.0;
 
-    for (int j = 0; j < nf; j++)
-        sum += speed[j] > 0.0 ? speed[j] : 0.0;
+    for (int j = 0; j < nf; j++) {
+        double v = speed[j] > 0.0 ? speed[j] : 0.0;
+        sum += v;
+        top = v > top ? v : top;
+    }
     if (!(sum > 0.0))
         nf = 0, m = P; /* no speeds: every portion is the tail's */
-    first = nf == 0 ? 0.0 : m > 0 ? DSLB_FIRST_BATCH * total : total;
     cut[0] = 0.0;
     for (int j = 0; j < nf; j++) {
-        acc += first * (speed[j] > 0.0 ? speed[j] : 0.0) / sum;
+        double v = speed[j] > 0.0 ? speed[j] : 0.0;
+        /* Its part of its share: the fastest chain's DSLB_FIRST_BATCH, a
+           slower one's more (a tail portion would take it longer). */
+        double part = m > 0 ? 1.0 - (1.0 - DSLB_FIRST_BATCH) * v / top : 1.0;
+        acc += total * part * v / sum;
         cut[j + 1] = acc;
     }
     /* The tail: sizes falling linearly from DSLB_TAPER to 1. */
+    double first = acc;
     for (int k = 0; k < m; k++)
         taper += m > 1 ? DSLB_TAPER - (DSLB_TAPER - 1.0) * k / (m - 1) : 1.0;
     for (int k = 0; k < m; k++) {
@@ -734,6 +744,47 @@ static void dslb_overlap_report(const dslb_ctl_t *ctl, const int *most)
     }
 }
 
+/* What device d declares (cores x share of a CPU device, ivmGetDevices),
+   0: nothing. */
+static double dslb_declared(const dslb_ctl_t *ctl, int d)
+{
+    int ncores = 0;
+    int share = app_dev_share(app_node_index(ctl->dev[d].host), ctl->dev[d].devtype, &ncores);
+
+    return share > 0 && ncores > 0 ? ncores * share / 100.0 : 0.0;
+}
+
+/* Before iteration `iter`: a device whose declared speed changed (ivm-ctl
+   set-share while the job runs) gets its line's figures scaled to the new
+   speed, so that the cut and the deal do not wait for new measures. The
+   iteration the change came in measured both speeds at once, so the figures
+   scaled are those from before it (`before`: the lines at that iteration's
+   start). Between iterations no PE of the device runs, so the root may write
+   its line; it pushes it to every node's copy. `before` gets the lines as
+   the iteration starts. */
+static int dslb_root_follow_shares(dslb_ctl_t *ctl, dslb_stat_t *st, dslb_stat_t *before,
+                                   int iter)
+{
+    for (int d = 0; d < ctl->ndev; d++) {
+        double now = dslb_declared(ctl, d), was = ctl->dev[d].speed;
+        if (now > 0.0 && was > 0.0 && (now > 1.01 * was || now < 0.99 * was)) {
+            const dslb_stat_t *from = before[d].samples > 0 ? &before[d] : &st[d];
+            double q = now / was;
+            if (from->samples > 0) {
+                st[d].rate = from->rate / q;
+                st[d].gap = from->gap / q;
+                APP_TRY(ivmSyncPutGroup(&st[d], sizeof(st[d])));
+            }
+            printf("dslb: iteration %d: device %d declares %.3g cores (was %.3g): its "
+                   "measures scaled\n", iter, d, now, was);
+        }
+        if (now > 0.0)
+            ctl->dev[d].speed = now;
+    }
+    memcpy(before, st, (size_t)ctl->ndev * sizeof(*st));
+    return 0;
+}
+
 /* IVM_DSLB_TRACE=1: each portion of the iteration on stderr (device, units,
    work, its start and end after the iteration's start, seconds). */
 static void dslb_trace(const dslb_ctl_t *ctl, const dslb_rec_t *rec, int P, int iter,
@@ -753,6 +804,7 @@ static int dslb_root(const app_args_t *args, const dslb_app_ops_t *ops, void *ct
     int trace = trace_env != NULL && strcmp(trace_env, "1") == 0;
     int P = args->portions, iters = args->iters, restarts = 0, max_id = 0, ret = -1;
     int most[APP_MAX_DEVS] = {0};
+    dslb_stat_t before[APP_MAX_DEVS] = {{0}};
     dslb_ctl_t *ctl = NULL;
     dslb_rec_t *rec = NULL;
     dslb_stat_t *st = NULL;
@@ -800,7 +852,8 @@ static int dslb_root(const app_args_t *args, const dslb_app_ops_t *ops, void *ct
         double t0 = app_now_s();
 
         APP_TRY_GOTO(ivmSetMaxPesId(P * (iter + 1)), out_free);
-        if (dslb_root_start(args, ops, ctx, ctl, st, dpc, iter) != 0 ||
+        if (dslb_root_follow_shares(ctl, st, before, iter) != 0 ||
+            dslb_root_start(args, ops, ctx, ctl, st, dpc, iter) != 0 ||
             dslb_root_wait(args, ops, ctx, ctl, rec, st, dpc, iter, &restarts) != 0)
             goto out_free;
         if (ops->root_iter_end != NULL && ops->root_iter_end(ctx, args, iter) != 0)
@@ -890,22 +943,25 @@ static int dslb_line_put(const dslb_portion_t *w, dslb_stat_t *ref, const dslb_s
     return app_ref_put(w->kernel, ref, val, sizeof(*val));
 }
 
-/* A PE's start on its device's line: the gap since its predecessor's
-   decision (when one handed off to it), the portion it claimed and when it
-   should end. `host` is the line in the node copy, `ref` the PE's own. */
+/* A PE's start on its device's line, as its portion starts (`t_start`,
+   wall-clock: the PE has started and mapped the driver's objects): the gap
+   since its predecessor's decision (when one handed off to it: the spawn,
+   the PE's start and its maps, what every portion pays whatever its size),
+   the portion it claimed and when it should end. `host` is the line in the
+   node copy, `ref` the PE's own. */
 static int dslb_line_start(const dslb_portion_t *w, dslb_stat_t *ref, const dslb_stat_t *host,
-                           double t_started, double work)
+                           double t_start, double work)
 {
     dslb_stat_t line = *host;
 
-    if (line.handoff && line.decided_at > 0.0 && t_started > line.decided_at)
-        line.gap = dslb_smooth(line.gap, line.gap > 0.0, t_started - line.decided_at);
+    if (line.handoff && line.decided_at > 0.0 && t_start > line.decided_at)
+        line.gap = dslb_smooth(line.gap, line.gap > 0.0, t_start - line.decided_at);
     line.handoff = 0;
     if (line.iter != w->iter || line.claimed < w->pe)
         line.claimed = w->pe;
     line.iter = w->iter;
     line.active = 1;
-    line.busy_until = line.samples > 0 ? t_started + line.rate * work : 0.0;
+    line.busy_until = line.samples > 0 ? t_start + line.rate * work : 0.0;
     /* Posted, and the PE starts its portion: on a mirror node the push is a
        round trip to the master's node that nothing here waits for (this
        node's PEs read the node copy; the line's next push, this PE's
@@ -913,19 +969,22 @@ static int dslb_line_start(const dslb_portion_t *w, dslb_stat_t *ref, const dslb
     return app_ref_put_nbi(w->kernel, ref, &line, sizeof(line));
 }
 
-/* After the portion: the device's new rate, the lines of the other nodes'
-   devices pulled, the rule (--threshold, or the deal), and the line pushed
-   with the decision. 1: start a successor, 0: the chain ends, -1: failed. */
+/* After the portion: the device's new rate (wall-clock from the portion's
+   start, t_start, to now over its work: its input's pulls and the
+   computation, with whatever throttled or slowed it), the lines of the
+   other nodes' devices pulled, the rule (--threshold, or the deal), and the
+   line pushed with the decision. 1: start a successor, 0: the chain ends,
+   -1: failed. */
 static int dslb_decide(const app_args_t *args, const dslb_app_ops_t *ops, void *ctx,
                        const dslb_ctl_t *ctl, dslb_stat_t *st_ref, dslb_stat_t *st,
-                       const dslb_portion_t *w, int me, double t_started, double work)
+                       const dslb_portion_t *w, int me, double t_start, double work)
 {
     const char *node = getenv("IVM_NODE");
     double now = app_wall_s();
     dslb_stat_t line = st[me];
     int P = args->portions, go, counts[APP_MAX_DEVS];
 
-    line.rate = dslb_smooth(line.rate, line.samples, (now - t_started) / (work > 0 ? work : 1));
+    line.rate = dslb_smooth(line.rate, line.samples, (now - t_start) / (work > 0 ? work : 1));
     line.samples++;
     /* The other nodes' devices: pulled line by line (a pull of the whole
        array could undo a concurrent update of this node's). */
@@ -967,6 +1026,7 @@ struct dslb_child {
     int me;                        /* the PE's device in the table */
     int decided;                   /* dslb_portion_computed ran */
     double t_started;              /* wall-clock, just after ivmEnter */
+    double t_start;                /* wall-clock, the portion's start */
     double work;                   /* work units of the portion */
     double t0;                     /* monotonic, the portion's start */
     double dt;                     /* seconds of the portion, to its computed mark */
@@ -1003,15 +1063,16 @@ int dslb_portion_computed(const dslb_portion_t *w)
     if (c == NULL || c->decided)
         return 0;
     c->decided = 1;
-    /* The test knob slows the PE's whole run so far, the span its rate is
-       measured over: a slowed device looks slower by its factor whatever
-       share of the run its computation is. */
+    /* The test knob slows the PE's whole run so far (its start-up too, as
+       a slower device's would be): the rate measured from the portion's
+       start takes the whole sleep, so a slowed device looks at least its
+       factor slower whatever share of the run its computation is. */
     app_slow_apply(c->ctl->dev[c->me].slow, app_wall_s() - c->t_started);
     c->dt = app_now_s() - c->t0;
     /* Whether this device takes another portion: its successor, started
        after the line says so (the successor measures the gap from it). */
     go = dslb_decide(c->args, c->ops, c->ctx, c->ctl, c->st_ref, c->st, w, c->me,
-                     c->t_started, c->work);
+                     c->t_start, c->work);
     if (go < 0)
         return -1;
     return go ? dslb_successor(w, c) : 0;
@@ -1111,7 +1172,8 @@ static int dslb_child_run(const app_args_t *args, const dslb_app_ops_t *ops, voi
         w.hi = c.ctl->bound[w.portion + 1];
     }
     c.work = dslb_work(ops, ctx, args, c.ctl, w.portion);
-    if (dslb_line_start(&w, &c.st_ref[c.me], &c.st[c.me], t_started, c.work) != 0)
+    c.t_start = app_wall_s();
+    if (dslb_line_start(&w, &c.st_ref[c.me], &c.st[c.me], c.t_start, c.work) != 0)
         return -1;
     c.t0 = app_now_s();
     if (ops->child_portion(ctx, &w) != 0)

@@ -19,11 +19,13 @@
  * left, the root starts one PE on the device that would finish one first.
  *
  * The decision (default, "auto"): each device keeps a line of measured
- * figures in "dslb.dev": its time per work unit (a PE's whole run, from its
- * start to its decision, over the portion's work units: throttling, noisy
- * neighbours and syncs all count, as they count in the run), smoothed over
- * the last portions; the gap between a chain's decision and its successor's
- * start (spawn, exec, ivmEnter); the end it expects for its running portion;
+ * figures in "dslb.dev": its time per work unit (wall-clock from the
+ * portion's start to the PE's decision, over the portion's work units:
+ * throttling, noisy neighbours and the input's pulls all count, as they
+ * count in the run), smoothed over the last portions; the gap between a
+ * chain's decision and its successor's portion start (spawn, exec or fork,
+ * ivmEnter, the driver's maps: what every portion pays whatever its size);
+ * the end it expects for its running portion;
  * the highest PE id it claimed. A deciding PE reads every device's line and
  * deals the portions not yet claimed, in id order, to the device that would
  * finish each first (earliest finish time list scheduling, with each
@@ -36,13 +38,16 @@
  * Portion sizes ("--layout", apps that declare work units: NBODY, NW). With
  * "weighted" (the default) the root cuts each iteration anew before it
  * starts the iteration's chains: the first portion of each chain it starts
- * (the PE ids it is about to get, in its start order) is DSLB_FIRST_BATCH
- * of the iteration's work times the chain's share of the devices' speed
- * (measured: the devices' lines; before any measure, what the devices
- * declare, cores x share, when every device declares one, else equal), so
- * that every chain's first portion ends about together; the rest comes in
- * the remaining portions, from DSLB_TAPER times the last one's size down
- * to it, which the deal hands out as the chains decide. Most of the work
+ * (the PE ids it is about to get, in its start order) is a part of the
+ * chain's share of the work by the devices' speeds (measured: the devices'
+ * lines; before any measure, what the devices declare, cores x share, when
+ * every device declares one, else equal; a device that declares a new
+ * share while the job runs has its line scaled to it by the root before the
+ * next iteration): DSLB_FIRST_BATCH of it for the fastest chain, more for
+ * slower ones (dslb_cut), so that every chain's first portion ends about
+ * together before the iteration's end. The rest comes in the remaining
+ * portions, from DSLB_TAPER times the last one's size down to it, which the
+ * deal hands out as the chains decide. Most of the work
  * then costs one PE per device and the end of the iteration is still cut
  * fine: few PEs where balancing cannot help, fine portions where it can.
  * The cut is in "dslb.ctl" (the bounds, pushed to every node's copy with
@@ -149,10 +154,13 @@ int dslb_go(int nlanes, const double *free_at, const double *rate, const double 
 /* The weighted cut (--layout weighted), apart for the unit tests: P
    portions of total work `total` into cut[0..P] (cumulative work, cut[0] =
    0, cut[P] = total). The first nfirst portions (one per chain started at
-   the iteration's start, in start order) get DSLB_FIRST_BATCH of the work
-   in proportion to speed[0..nfirst) (> 0), the others the rest, tapered
-   from DSLB_TAPER times the last one's size down to it. With P <= nfirst
-   the first P chains get all the work by their speeds. */
+   the iteration's start, in start order) are a part of each chain's share
+   of the work by speed[0..nfirst) (> 0): DSLB_FIRST_BATCH for the fastest,
+   1 - (1 - DSLB_FIRST_BATCH) x speed / fastest for the others (a slower
+   chain would take longer over a tail portion, so it gets fewer); the
+   other portions the rest, tapered from DSLB_TAPER times the last one's
+   size down to it. With P <= nfirst the first P chains get all the work by
+   their speeds. */
 void dslb_cut(int P, double total, int nfirst, const double *speed, double *cut);
 
 /* Child, once the portion is computed and before its results are pushed:

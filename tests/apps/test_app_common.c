@@ -342,17 +342,18 @@ Test(app_common, dslb_go_judges_the_portion_it_would_claim)
     cr_assert_eq(dslb_go(2, busy, rate, gap, small, 2, 1), 0);
 }
 
-/* The weighted cut: the first portions by the chains' speeds (80 % of the
-   work), the rest falling from twice the last one's size to it. */
+/* The weighted cut: the first portions by the chains' speeds (the fastest's
+   DSLB_FIRST_BATCH of its share, slower ones' more), the rest falling from
+   DSLB_TAPER times the last one's size to it. */
 Test(app_common, dslb_cut_weighs_first_portions_and_tapers_the_rest)
 {
-    double speed[3] = {4, 2, 1}, cut[9];
+    double speed[3] = {4, 2, 1}, cut[9], f = 1.0 - DSLB_FIRST_BATCH;
 
     dslb_cut(8, 700.0, 3, speed, cut);
     cr_assert_float_eq(cut[0], 0.0, 1e-9);
     cr_assert_float_eq(cut[1], 700.0 * DSLB_FIRST_BATCH * 4 / 7, 1e-9);
-    cr_assert_float_eq(cut[2] - cut[1], 700.0 * DSLB_FIRST_BATCH * 2 / 7, 1e-9);
-    cr_assert_float_eq(cut[3] - cut[2], 700.0 * DSLB_FIRST_BATCH * 1 / 7, 1e-9);
+    cr_assert_float_eq(cut[2] - cut[1], 700.0 * (1.0 - f / 2) * 2 / 7, 1e-9);
+    cr_assert_float_eq(cut[3] - cut[2], 700.0 * (1.0 - f / 4) * 1 / 7, 1e-9);
     cr_assert_float_eq(cut[8], 700.0, 1e-9);
     for (int p = 4; p < 8; p++) /* the tail falls */
         cr_assert(cut[p + 1] - cut[p] < cut[p] - cut[p - 1], "portion %d", p);

@@ -446,6 +446,50 @@ Test(apps_share, dslb_gives_a_faster_share_device_more_work)
     ivmt_result_free(&r);
 }
 
+#ifdef IVMT_IVM_CTL
+/* DS-LB follows a device whose share changes while the job runs (ivm-ctl
+   set-share on its node's daemon, as bench/apps' hetero-shift does): before
+   its next iteration the root sees the new declared speed, says so and
+   scales the device's measures, and the slowed device then gets the smaller
+   part of the work. Its own suite: alone, as the test above. */
+Test(apps_share, dslb_follows_a_share_changed_while_it_runs)
+{
+    char why_not[256], cmd[2 * IVMT_PATH_MAX + 128];
+    if (!ivmt_cgroup_writable(why_not, sizeof(why_not)))
+        cr_skip_test("needs the cpu cgroup controller: %s", why_not);
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+        cr_skip_test("needs two cores");
+    const char *argv[] = {"--nodes", "2", "--timeout", "120", "--node-cpu-devices",
+                          "0:80;1:80", IVMT_NBODY, "--size", "8192", "--portions", "6",
+                          "--iters", "24", NULL};
+    ivmt_launch_t c;
+    ivmt_result_t r;
+    result_t res;
+    int changed = 0;
+
+    ivmt_launch_start(IVMT_IVMRUN, argv, &c);
+    /* node0's daemon: the run's directory under the launch's socket dir. */
+    for (int tries = 0; tries < 200 && !changed; tries++) {
+        usleep(100 * 1000);
+        snprintf(cmd, sizeof(cmd), "s=$(ls -d %s/run-*/node0.sock 2>/dev/null | head -n 1) && "
+                 "[ -n \"$s\" ] && %s --socket \"$s\" set-share 0 20 >/dev/null 2>&1",
+                 c.dir, IVMT_IVM_CTL);
+        changed = tries >= 5 && system(cmd) == 0;
+    }
+    ivmt_launch_finish_clean(&c, 150, &r);
+    char *why = ivmt_describe(NULL, &r);
+    cr_assert(changed, "ivm-ctl set-share never succeeded: %s", why);
+    cr_assert(!r.timed_out && r.exited && r.code == 0, "%s", why);
+    cr_assert_not_null(strstr(r.out, "device 0 declares 0.2 cores (was 0.8): its measures "
+                                     "scaled"), "%s", why);
+    parse_result(r.out, why, &res);
+    double s0 = apps_share_of(res.share, "node0.cpu0"), s1 = apps_share_of(res.share, "node1.cpu0");
+    cr_assert(s0 < s1, "shares %g (80%% then 20%%), %g (80%%): %s", s0, s1, why);
+    free(why);
+    ivmt_result_free(&r);
+}
+#endif
+
 /* ivmrun --nodes 2 with node0's two CPU devices (node1 one) and --node-slots
    SLOTS: NBODY verifies (4096 bodies: a run of about 0.2 s, so that node1's
    chain, whose first PE starts on another node, gets portions; at 1024 the
