@@ -83,9 +83,8 @@ typedef struct {
    of a device at once (--max-per-dev) an update may be lost: the figures
    are estimates. Times are wall-clock (CLOCK_REALTIME), seconds. */
 typedef struct {
-    double rate;                   /* smoothed seconds per work unit of a portion */
-    double gap;                    /* smoothed seconds from a decision to the successor's
-                                      portion start (spawn, start-up, the driver's maps) */
+    double rate;                   /* smoothed seconds per work unit of a PE's run */
+    double gap;                    /* smoothed seconds from a decision to the successor's start */
     double busy_until;             /* expected end of the running portion (0: unknown) */
     double decided_at;             /* when the chain's last decision was taken */
     int32_t claimed;               /* highest PE id the device runs or ran */
@@ -943,25 +942,22 @@ static int dslb_line_put(const dslb_portion_t *w, dslb_stat_t *ref, const dslb_s
     return app_ref_put(w->kernel, ref, val, sizeof(*val));
 }
 
-/* A PE's start on its device's line, as its portion starts (`t_start`,
-   wall-clock: the PE has started and mapped the driver's objects): the gap
-   since its predecessor's decision (when one handed off to it: the spawn,
-   the PE's start and its maps, what every portion pays whatever its size),
-   the portion it claimed and when it should end. `host` is the line in the
-   node copy, `ref` the PE's own. */
+/* A PE's start on its device's line: the gap since its predecessor's
+   decision (when one handed off to it), the portion it claimed and when it
+   should end. `host` is the line in the node copy, `ref` the PE's own. */
 static int dslb_line_start(const dslb_portion_t *w, dslb_stat_t *ref, const dslb_stat_t *host,
-                           double t_start, double work)
+                           double t_started, double work)
 {
     dslb_stat_t line = *host;
 
-    if (line.handoff && line.decided_at > 0.0 && t_start > line.decided_at)
-        line.gap = dslb_smooth(line.gap, line.gap > 0.0, t_start - line.decided_at);
+    if (line.handoff && line.decided_at > 0.0 && t_started > line.decided_at)
+        line.gap = dslb_smooth(line.gap, line.gap > 0.0, t_started - line.decided_at);
     line.handoff = 0;
     if (line.iter != w->iter || line.claimed < w->pe)
         line.claimed = w->pe;
     line.iter = w->iter;
     line.active = 1;
-    line.busy_until = line.samples > 0 ? t_start + line.rate * work : 0.0;
+    line.busy_until = line.samples > 0 ? t_started + line.rate * work : 0.0;
     /* Posted, and the PE starts its portion: on a mirror node the push is a
        round trip to the master's node that nothing here waits for (this
        node's PEs read the node copy; the line's next push, this PE's
@@ -969,22 +965,22 @@ static int dslb_line_start(const dslb_portion_t *w, dslb_stat_t *ref, const dslb
     return app_ref_put_nbi(w->kernel, ref, &line, sizeof(line));
 }
 
-/* After the portion: the device's new rate (wall-clock from the portion's
-   start, t_start, to now over its work: its input's pulls and the
-   computation, with whatever throttled or slowed it), the lines of the
-   other nodes' devices pulled, the rule (--threshold, or the deal), and the
-   line pushed with the decision. 1: start a successor, 0: the chain ends,
-   -1: failed. */
+/* After the portion: the device's new rate (wall-clock from the PE's
+   start, t_started, to now over the portion's work: its start-up, its
+   input's pulls and the computation, with whatever throttled or slowed
+   them), the lines of the other nodes' devices pulled, the rule
+   (--threshold, or the deal), and the line pushed with the decision. 1:
+   start a successor, 0: the chain ends, -1: failed. */
 static int dslb_decide(const app_args_t *args, const dslb_app_ops_t *ops, void *ctx,
                        const dslb_ctl_t *ctl, dslb_stat_t *st_ref, dslb_stat_t *st,
-                       const dslb_portion_t *w, int me, double t_start, double work)
+                       const dslb_portion_t *w, int me, double t_started, double work)
 {
     const char *node = getenv("IVM_NODE");
     double now = app_wall_s();
     dslb_stat_t line = st[me];
     int P = args->portions, go, counts[APP_MAX_DEVS];
 
-    line.rate = dslb_smooth(line.rate, line.samples, (now - t_start) / (work > 0 ? work : 1));
+    line.rate = dslb_smooth(line.rate, line.samples, (now - t_started) / (work > 0 ? work : 1));
     line.samples++;
     /* The other nodes' devices: pulled line by line (a pull of the whole
        array could undo a concurrent update of this node's). */
@@ -1026,7 +1022,6 @@ struct dslb_child {
     int me;                        /* the PE's device in the table */
     int decided;                   /* dslb_portion_computed ran */
     double t_started;              /* wall-clock, just after ivmEnter */
-    double t_start;                /* wall-clock, the portion's start */
     double work;                   /* work units of the portion */
     double t0;                     /* monotonic, the portion's start */
     double dt;                     /* seconds of the portion, to its computed mark */
@@ -1063,16 +1058,15 @@ int dslb_portion_computed(const dslb_portion_t *w)
     if (c == NULL || c->decided)
         return 0;
     c->decided = 1;
-    /* The test knob slows the PE's whole run so far (its start-up too, as
-       a slower device's would be): the rate measured from the portion's
-       start takes the whole sleep, so a slowed device looks at least its
-       factor slower whatever share of the run its computation is. */
+    /* The test knob slows the PE's whole run so far, the span its rate is
+       measured over: a slowed device looks slower by its factor whatever
+       share of the run its computation is. */
     app_slow_apply(c->ctl->dev[c->me].slow, app_wall_s() - c->t_started);
     c->dt = app_now_s() - c->t0;
     /* Whether this device takes another portion: its successor, started
        after the line says so (the successor measures the gap from it). */
     go = dslb_decide(c->args, c->ops, c->ctx, c->ctl, c->st_ref, c->st, w, c->me,
-                     c->t_start, c->work);
+                     c->t_started, c->work);
     if (go < 0)
         return -1;
     return go ? dslb_successor(w, c) : 0;
@@ -1172,8 +1166,7 @@ static int dslb_child_run(const app_args_t *args, const dslb_app_ops_t *ops, voi
         w.hi = c.ctl->bound[w.portion + 1];
     }
     c.work = dslb_work(ops, ctx, args, c.ctl, w.portion);
-    c.t_start = app_wall_s();
-    if (dslb_line_start(&w, &c.st_ref[c.me], &c.st[c.me], c.t_start, c.work) != 0)
+    if (dslb_line_start(&w, &c.st_ref[c.me], &c.st[c.me], t_started, c.work) != 0)
         return -1;
     c.t0 = app_now_s();
     if (ops->child_portion(ctx, &w) != 0)

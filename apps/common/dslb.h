@@ -19,13 +19,11 @@
  * left, the root starts one PE on the device that would finish one first.
  *
  * The decision (default, "auto"): each device keeps a line of measured
- * figures in "dslb.dev": its time per work unit (wall-clock from the
- * portion's start to the PE's decision, over the portion's work units:
- * throttling, noisy neighbours and the input's pulls all count, as they
- * count in the run), smoothed over the last portions; the gap between a
- * chain's decision and its successor's portion start (spawn, exec or fork,
- * ivmEnter, the driver's maps: what every portion pays whatever its size);
- * the end it expects for its running portion;
+ * figures in "dslb.dev": its time per work unit (a PE's whole run, from its
+ * start to its decision, over the portion's work units: throttling, noisy
+ * neighbours and syncs all count, as they count in the run), smoothed over
+ * the last portions; the gap between a chain's decision and its successor's
+ * start (spawn, exec, ivmEnter); the end it expects for its running portion;
  * the highest PE id it claimed. A deciding PE reads every device's line and
  * deals the portions not yet claimed, in id order, to the device that would
  * finish each first (earliest finish time list scheduling, with each

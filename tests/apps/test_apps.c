@@ -427,7 +427,7 @@ Test(apps_share, dslb_gives_a_faster_share_device_more_work)
     if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
         cr_skip_test("needs two cores");
     const char *argv[] = {"--nodes", "3", "--timeout", "60", "--node-cpu-devices",
-                          "0:80;1:40;1:20", IVMT_NBODY, "--size", "4096", "--portions", "21",
+                          "0:80;1:40;1:20", IVMT_NBODY, "--size", "8192", "--portions", "21",
                           "--iters", "2", "--verify", NULL};
     ivmt_launch_t c;
     ivmt_result_t r;
