@@ -46,7 +46,6 @@ typedef struct {
     int32_t ndev;
     int32_t dpc;                   /* --dpc: "dslb.dpc" exists */
     int32_t layout;                /* DSLB_LAYOUT_*: who cuts the portions */
-    int64_t units;                 /* the app's work units (layout != APP) */
     dslb_dev_t dev[APP_MAX_DEVS];
     int64_t bound[];               /* layout != APP: portion p is units
                                       [bound[p], bound[p + 1]), P + 1 entries */
@@ -182,6 +181,16 @@ static int dslb_budgets(dslb_ctl_t *ctl, const app_args_t *args)
     return n > 0 ? 0 : -1;
 }
 
+/* What device d declares (cores x share of a CPU device, ivmGetDevices),
+   0: nothing. */
+static double dslb_declared(const dslb_ctl_t *ctl, int d)
+{
+    int ncores = 0;
+    int share = app_dev_share(app_node_index(ctl->dev[d].host), ctl->dev[d].devtype, &ncores);
+
+    return share > 0 && ncores > 0 ? ncores * share / 100.0 : 0.0;
+}
+
 /* The device table: every device of node0, node1, ... (until an unknown
    host), or with --local (or no node named node0) the root's node only. */
 static int dslb_probe(dslb_ctl_t *ctl, const app_args_t *args)
@@ -196,23 +205,24 @@ static int dslb_probe(dslb_ctl_t *ctl, const app_args_t *args)
     if (dslb_budgets(ctl, args) != 0)
         return -1;
     for (int d = 0; d < ctl->ndev; d++) {
-        int ncores = 0, share;
         ctl->dev[d].slow = app_slow_factor(DSLB_SLOW_ENV, d);
         if (ctl->dev[d].slow < 1.0)
             return -1;
-        share = app_dev_share(app_node_index(ctl->dev[d].host), ctl->dev[d].devtype, &ncores);
-        ctl->dev[d].speed = share > 0 && ncores > 0 ? ncores * share / 100.0 : 0.0;
+        ctl->dev[d].speed = dslb_declared(ctl, d);
     }
     return 0;
 }
 
 /* ----------------------------------------------------------- the rule */
 
-int dslb_eft(int nlanes, const double *free_at, const double *rate, const double *gap,
-             const double *work, int nwork, int me, int *counts)
+/* Earliest finish time over the lanes but `skip` (-1: none): work[k] goes to
+   the lane that would finish it first (a tie to the lower lane). end[l]
+   gets when lane l is done, counts[l] its portions. 0, or -1 when no lane
+   may take work. */
+static int dslb_eft_run(int nlanes, const double *free_at, const double *rate,
+                        const double *gap, const double *work, int nwork, int skip,
+                        double *end, int *counts)
 {
-    double end[APP_MAX_DEVS];
-
     for (int l = 0; l < nlanes; l++) {
         end[l] = free_at[l];
         counts[l] = 0;
@@ -222,52 +232,48 @@ int dslb_eft(int nlanes, const double *free_at, const double *rate, const double
         double best_end = 0.0;
         for (int l = 0; l < nlanes; l++) {
             double e = end[l] + gap[l] + rate[l] * work[k];
-            if (best < 0 || e < best_end) {
+            if (l != skip && (best < 0 || e < best_end)) {
                 best = l;
                 best_end = e;
             }
         }
         if (best < 0)
-            break;
+            return -1;
         end[best] = best_end;
         counts[best]++;
     }
+    return 0;
+}
+
+int dslb_eft(int nlanes, const double *free_at, const double *rate, const double *gap,
+             const double *work, int nwork, int me, int *counts)
+{
+    double end[APP_MAX_DEVS];
+
+    dslb_eft_run(nlanes, free_at, rate, gap, work, nwork, -1, end, counts);
     return me >= 0 && me < nlanes ? counts[me] : 0;
 }
 
 /* When the lanes (but `skip`, -1: none) are done with work[0..nwork),
-   dealt by earliest finish time. */
+   dealt by earliest finish time; -1 when no lane may take work. */
 static double dslb_eft_makespan(int nlanes, const double *free_at, const double *rate,
                                 const double *gap, const double *work, int nwork, int skip)
 {
-    double end[APP_MAX_DEVS], last = 0.0;
-    int any = 0;
+    double end[APP_MAX_DEVS], last = -1.0;
+    int counts[APP_MAX_DEVS];
 
+    if (dslb_eft_run(nlanes, free_at, rate, gap, work, nwork, skip, end, counts) != 0)
+        return -1.0;
     for (int l = 0; l < nlanes; l++)
-        end[l] = free_at[l];
-    for (int k = 0; k < nwork; k++) {
-        int best = -1;
-        for (int l = 0; l < nlanes; l++)
-            if (l != skip && (best < 0 || end[l] + gap[l] + rate[l] * work[k] <
-                                              end[best] + gap[best] + rate[best] * work[k]))
-                best = l;
-        if (best < 0)
-            return -1.0; /* no lane */
-        end[best] += gap[best] + rate[best] * work[k];
-    }
-    for (int l = 0; l < nlanes; l++) {
-        if (l != skip && (!any || end[l] > last)) {
+        if (l != skip && end[l] > last)
             last = end[l];
-            any = 1;
-        }
-    }
     return last;
 }
 
 int dslb_go(int nlanes, const double *free_at, const double *rate, const double *gap,
             const double *work, int nwork, int me)
 {
-    double mine[APP_MAX_DEVS], with, without;
+    double mine[APP_MAX_DEVS] = {0}, with, without;
 
     if (nwork <= 0 || me < 0 || me >= nlanes)
         return 0;
@@ -549,6 +555,12 @@ static int dslb_root_wait(const app_args_t *args, const dslb_app_ops_t *ops, voi
     }
 }
 
+/* The relative size of tail portion k of m: DSLB_TAPER down to 1. */
+static double dslb_taper(int k, int m)
+{
+    return m > 1 ? DSLB_TAPER - (DSLB_TAPER - 1.0) * k / (m - 1) : 1.0;
+}
+
 void dslb_cut(int P, double total, int nfirst, const double *speed, double *cut)
 {
     int nf = nfirst < P ? nfirst : P, m = P - nf;
@@ -573,10 +585,9 @@ void dslb_cut(int P, double total, int nfirst, const double *speed, double *cut)
     /* The tail: sizes falling linearly from DSLB_TAPER to 1. */
     double first = acc;
     for (int k = 0; k < m; k++)
-        taper += m > 1 ? DSLB_TAPER - (DSLB_TAPER - 1.0) * k / (m - 1) : 1.0;
+        taper += dslb_taper(k, m);
     for (int k = 0; k < m; k++) {
-        acc += (total - first) * (m > 1 ? DSLB_TAPER - (DSLB_TAPER - 1.0) * k / (m - 1) : 1.0) /
-               taper;
+        acc += (total - first) * dslb_taper(k, m) / taper;
         cut[nf + k + 1] = acc;
     }
     cut[P] = total;
@@ -631,7 +642,8 @@ static int dslb_root_cut(const app_args_t *args, const dslb_app_ops_t *ops, void
 {
     int P = args->portions, per_dev[APP_MAX_DEVS] = {0};
     double dev_speed[APP_MAX_DEVS], *speed, *cut;
-    double total = dslb_unit_work(ops, ctx, args, 0, ctl->units);
+    long long units = ops->units(ctx, args);
+    double total = dslb_unit_work(ops, ctx, args, 0, units);
 
     speed = malloc((size_t)(nchain > 0 ? nchain : 1) * sizeof(double));
     cut = malloc((size_t)(P + 1) * sizeof(double));
@@ -649,8 +661,8 @@ static int dslb_root_cut(const app_args_t *args, const dslb_app_ops_t *ops, void
     dslb_cut(P, total, nchain, speed, cut);
     ctl->bound[0] = 0;
     for (int p = 1; p < P; p++)
-        ctl->bound[p] = dslb_unit_at(ops, ctx, args, ctl->bound[p - 1], ctl->units, cut[p]);
-    ctl->bound[P] = ctl->units;
+        ctl->bound[p] = dslb_unit_at(ops, ctx, args, ctl->bound[p - 1], units, cut[p]);
+    ctl->bound[P] = units;
     free(speed);
     free(cut);
     APP_TRY(ivmSyncPutGroup(ctl->bound, (size_t)(P + 1) * sizeof(ctl->bound[0])));
@@ -743,16 +755,6 @@ static void dslb_overlap_report(const dslb_ctl_t *ctl, const int *most)
     }
 }
 
-/* What device d declares (cores x share of a CPU device, ivmGetDevices),
-   0: nothing. */
-static double dslb_declared(const dslb_ctl_t *ctl, int d)
-{
-    int ncores = 0;
-    int share = app_dev_share(app_node_index(ctl->dev[d].host), ctl->dev[d].devtype, &ncores);
-
-    return share > 0 && ncores > 0 ? ncores * share / 100.0 : 0.0;
-}
-
 /* Before iteration `iter`: a device whose declared speed changed (ivm-ctl
    set-share while the job runs) gets its line's figures scaled to the new
    speed, so that the cut and the deal do not wait for new measures. The
@@ -826,7 +828,6 @@ static int dslb_root(const app_args_t *args, const dslb_app_ops_t *ops, void *ct
     ctl->layout = DSLB_LAYOUT_APP;
     if (ops->units != NULL) {
         ctl->layout = args->layout_equal ? DSLB_LAYOUT_EQUAL : DSLB_LAYOUT_WEIGHTED;
-        ctl->units = units;
         for (int p = 0; p <= P; p++) /* the equal cut (--layout weighted redoes it) */
             ctl->bound[p] = units * p / P;
     }

@@ -24,12 +24,6 @@ typedef struct {
     float x, y, z, w;          /* position and mass (w) */
 } nbody_vec_t;
 
-/* First particle of portion p of P over n particles. */
-static inline int nbody_portion_lo(long long n, int P, int p)
-{
-    return (int)(n * p / P);
-}
-
 /* Deterministic input from the seed: positions in [-1, 1)^3, masses in
    [0.5, 1.5) / n, velocities in [-0.05, 0.05)^3. */
 void nbody_init(uint64_t seed, int n, nbody_vec_t *pos, nbody_vec_t *vel);

@@ -29,12 +29,6 @@ size_t nw_layout(uint64_t seed, int npairs, size_t *off, int *la, int *lb);
 /* Fill the sequence buffer (nw_layout's total bytes) from the seed. */
 void nw_init(uint64_t seed, int npairs, char *seq);
 
-/* First pair of portion p of P over npairs. */
-static inline int nw_portion_lo(long long npairs, int P, int p)
-{
-    return (int)(npairs * p / P);
-}
-
 /* Scores of pairs [lo, hi) with OpenMP (a pair per thread): seq = the whole
    buffer, score points at pair lo's entry. */
 void nw_pairs_cpu(const char *seq, const size_t *off, const int *la, const int *lb,
