@@ -27,9 +27,10 @@ static void app_usage(const app_args_t *a, const char *extra)
             "       [--threshold T] [--max-per-dev K] [--local] [--verify] [--serial]\n"
             "       [--gpu-ranks K]  (MPI baselines: ranks 0..K-1 run the CUDA kernel)\n"
             "       [--dpc]  (DS-LB: measure each PE's creation latency, print a DPC line)\n"
-            "       [--layout weighted|equal]  (DS-LB, NBODY and NW: each chain's first\n"
+            "       [--layout weighted|equal]  (DS-LB: each chain's first\n"
             "                                   portion by its device's speed, the rest\n"
             "                                   tapered (default); or P equal portions)\n"
+            "       [--tiles T]  (DMM: C in T = M*M tiles, the work units)\n"
             "       [--weights W0,W1,...]  (MPI baselines: rank r's relative speed; the\n"
             "                               split that best fits them, not the equal one)\n"
             "  defaults: size %lld, seed %llu, portions %d, iters %d, threshold %s%.3g,"
@@ -138,6 +139,8 @@ int app_args_parse(int argc, char **argv, app_args_t *args, const char *usage_ex
             bad = app_parse_int(val, 1, 1024, &args->max_per_dev);
         } else if (strcmp(opt, "--gpu-ranks") == 0) {
             bad = app_parse_int(val, 0, 1 << 20, &args->gpu_ranks);
+        } else if (strcmp(opt, "--tiles") == 0) {
+            bad = app_parse_int(val, 1, 1 << 24, &args->tiles);
         } else if (strcmp(opt, "--weights") == 0) {
             bad = app_parse_weights(val, args);
         } else if (strcmp(opt, "--layout") == 0) {

@@ -65,6 +65,7 @@ typedef struct app_args {
     int gpu_ranks;          /* --gpu-ranks K: MPI ranks 0..K-1 run the CUDA kernel */
     int dpc;                /* --dpc: DS-LB measures every PE's creation latency */
     int layout_equal;       /* --layout equal: DS-LB's equal portions (default weighted) */
+    int tiles;              /* --tiles T: DMM's tiles of C, T = M*M (0: the app's default) */
     int nweights;           /* --weights W0,W1,..: MPI baselines' speed-weighted split */
     double weights[APP_MAX_DEVS]; /* relative speed of each rank, > 0 */
 } app_args_t;

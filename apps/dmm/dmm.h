@@ -8,6 +8,9 @@
  * (Bt, row c = column c of B), so the columns of tile column j are one
  * contiguous strip too. C is stored tile by tile (tile-major): tile (i, j)
  * is contiguous, row-major inside, at element lo(i) * n + (lo(i+1) - lo(i)) * lo(j).
+ * Tiles are counted in row order (tile k = i * M + j), which is also their
+ * order in C, so tiles [k0, k1) are one contiguous range of C; they are the
+ * work units the runs (DS-LB portions, MPI ranks' shares) are cut from.
  * C[r][c] = sum over k of A[r][k] * Bt[c][k], summed in float in 8 lanes
  * (k % 8) folded in a fixed order: the same bits whoever computes the tile.
  */
@@ -29,6 +32,31 @@ static inline size_t dmm_tile_off(int n, int M, int i, int j)
 {
     int r0 = dmm_lo(n, M, i), r1 = dmm_lo(n, M, i + 1);
     return (size_t)r0 * (size_t)n + (size_t)(r1 - r0) * (size_t)dmm_lo(n, M, j);
+}
+
+/* Element offset of tile k (row order) in C; tile M * M is the end, n * n. */
+static inline size_t dmm_tile_at(int n, int M, long long k)
+{
+    return dmm_tile_off(n, M, (int)(k / M), (int)(k % M));
+}
+
+#define DMM_GRID_MIN 16        /* default tile grid: at least 16 x 16 tiles */
+
+/* The side M of the tile grid for --tiles (args->tiles = M * M; 0: the
+   default, the least M >= DMM_GRID_MIN whose M * M tiles hold --portions,
+   at most n), or -1 when --tiles is not a square of at most n * n tiles. */
+static inline int dmm_grid(const app_args_t *a)
+{
+    int M;
+
+    if (a->tiles == 0) {
+        for (M = DMM_GRID_MIN; (long long)M * M < a->portions; M++)
+            ;
+        return (long long)M > a->size ? (int)a->size : M;
+    }
+    for (M = 1; (long long)M * M < a->tiles; M++)
+        ;
+    return (long long)M * M == a->tiles && M <= a->size ? M : -1;
 }
 
 /* Deterministic input: A and Bt in [0, 1). */

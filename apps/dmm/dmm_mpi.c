@@ -1,17 +1,17 @@
 /*
- * dmm-mpi: the MPI baseline of DMM. The same kernel, input and tiles; the
- * tiles are taken column-wise (tile t = j * M + i) and rank r of R statically
- * computes tiles [P*r/R, P*(r+1)/R). Every rank builds A and Bt from the
+ * dmm-mpi: the MPI baseline of DMM. The same kernel, input and tiles (--tiles,
+ * dmm.h); rank r of R statically computes a run of tiles in row order, tile
+ * by tile: its R-th of them, or with --weights the run that best fits the
+ * ranks' speeds (app_mpi_split). Every rank builds A and Bt from the
  * seed; the tiles meet on rank 0 by an MPI_Reduce (sum) of the tile-major C,
  * exact as every element is non-zero on one rank only.
  *
  * With --gpu-ranks K, ranks 0..K-1 run the CUDA kernel on a GPU (rank % the
  * visible GPUs): A and Bt are copied there once, C comes back after the tiles.
  *
- * Run:  mpirun -np R dmm-mpi [--size N] [--portions M*M] [--iters I] [--verify]
- *                            [--gpu-ranks K]
+ * Run:  mpirun -np R dmm-mpi [--size N] [--tiles M*M] [--iters I] [--verify]
+ *                            [--weights W0,..] [--gpu-ranks K]
  */
-#include <math.h>
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,12 +30,11 @@ int main(int argc, char **argv)
     if (app_mpi_init(&argc, &argv, &a, NULL, &m) != 0)
         M = -1;
     else
-        M = (int)lround(sqrt((double)a.portions));
-    if (M < 0 || M * M != a.portions || M > a.size ||
-        a.size > 32768 || m.nranks > a.portions)
-        return app_mpi_bad_args(&m, "dmm-mpi: bad arguments (portions a square M*M, "
-                                "M <= size, ranks <= portions)\n");
-    int n = (int)a.size, P = a.portions, rank = m.rank, nranks = m.nranks;
+        M = a.size > 32768 ? -1 : dmm_grid(&a);
+    if (M < 0 || m.nranks > M * M)
+        return app_mpi_bad_args(&m, "dmm-mpi: bad arguments (size <= 32768, tiles a square "
+                                "M*M, M <= size, ranks <= tiles)\n");
+    int n = (int)a.size, P = M * M, rank = m.rank, nranks = m.nranks;
     size_t nn = (size_t)n * (size_t)n;
     float *A = malloc(nn * sizeof(float)), *Bt = malloc(nn * sizeof(float));
     float *C = calloc(nn, sizeof(float)), *Cr = rank == 0 ? malloc(nn * sizeof(float)) : NULL;
@@ -43,16 +42,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "dmm-mpi: no memory for n = %d\n", n);
         app_mpi_die(NULL);
     }
-    /* Tiles counted column-wise, each its rows x cols of work. */
+    /* Tiles in row order, each its rows x cols of work. */
     double *work = malloc((size_t)P * sizeof(double));
     int *first = malloc((size_t)(nranks + 1) * sizeof(int));
     if (work == NULL || first == NULL)
         app_mpi_die("dmm-mpi: no memory\n");
-    for (int k = 0; k < P; k++) {
-        int j = k / M, i = k % M;
-        work[k] = (double)(dmm_lo(n, M, i + 1) - dmm_lo(n, M, i)) *
-                  (double)(dmm_lo(n, M, j + 1) - dmm_lo(n, M, j));
-    }
+    for (int k = 0; k < P; k++)
+        work[k] = (double)(dmm_tile_at(n, M, k + 1) - dmm_tile_at(n, M, k));
     app_mpi_split(&m, &a, P, work, first);
     dmm_init(a.seed, n, A, Bt);
     app_mpi_kernel_pick(&m, &a);
@@ -64,7 +60,7 @@ int main(int argc, char **argv)
     for (int t = 0; t < a.iters; t++) {
         double ts = app_now_s();
         for (int k = first[rank]; k < first[rank + 1]; k++) {
-            int j = k / M, i = k % M;
+            int i = k / M, j = k % M;
             int r0 = dmm_lo(n, M, i), c0 = dmm_lo(n, M, j);
             int rows = dmm_lo(n, M, i + 1) - r0, cols = dmm_lo(n, M, j + 1) - c0;
             size_t off = dmm_tile_off(n, M, i, j);

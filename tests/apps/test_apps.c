@@ -295,16 +295,18 @@ Test(apps, dslb_dpc_measures_every_pe)
 }
 
 /* The test build of dmm prints, for each strip map, the bytes its node
-   received for that object. With --threshold (the dissertation's rule, with
-   a bound no device reaches) the root starts a chain on every device in
-   every iteration, so node1 runs portion 1 (tile 0,1) first in every
-   iteration (ids P*t+2) and in the second iteration maps strips it holds.
-   By default DS-LB may leave node1 only the first iteration's portions (a
-   slow start under the sanitizers), which map each strip once. */
+   received for that object. 4 x 4 tiles of 16 x 16 in 4 equal portions: a
+   portion is one tile row, its strip of A 16 rows (4 KiB) and all of Bt.
+   With --threshold (the dissertation's rule, with a bound no device
+   reaches) the root starts a chain on every device in every iteration, so
+   node1 runs portion 1 first in every iteration (ids P*t+2) and in the
+   second iteration maps strips it holds. By default DS-LB may leave node1
+   only the first iteration's portions (a slow start under the sanitizers),
+   which map each strip once. */
 Test(apps, dmm_second_map_of_a_strip_moves_no_bytes)
 {
-    const char *args[] = {"--size", "64", "--portions", "4", "--iters", "3", "--threshold",
-                          "1000", "--verify", NULL};
+    const char *args[] = {"--size", "64", "--tiles", "16", "--portions", "4", "--layout",
+                          "equal", "--iters", "3", "--threshold", "1000", "--verify", NULL};
     ivmt_result_t r;
     result_t res;
     char seen[64][40];
@@ -328,16 +330,16 @@ Test(apps, dmm_second_map_of_a_strip_moves_no_bytes)
                          why);
             continue;
         }
-        snprintf(key, sizeof(key), "%s/%d", obj, strip);
+        snprintf(key, sizeof(key), "%s/%d/%llu", obj, strip, bytes);
         int k;
         for (k = 0; k < nseen && strcmp(seen[k], key) != 0; k++)
             ;
         if (k < nseen) {
-            cr_assert_eq(rx, 0, "node1's second map of %s strip %d moved %llu bytes: %s", obj,
-                         strip, rx, why);
+            cr_assert_eq(rx, 0, "node1's second map of %s strip at row %d moved %llu bytes: %s",
+                         obj, strip, rx, why);
             reused++;
         } else {
-            cr_assert_eq(rx, bytes, "node1's first map of %s strip %d moved %llu bytes, "
+            cr_assert_eq(rx, bytes, "node1's first map of %s strip at row %d moved %llu bytes, "
                          "expected %llu: %s", obj, strip, rx, bytes, why);
             cr_assert_lt(nseen, 64);
             snprintf(seen[nseen++], sizeof(seen[0]), "%s", key);
@@ -495,8 +497,8 @@ Test(apps_share, dslb_follows_a_share_changed_while_it_runs)
 /* ivmrun --nodes 2 with node0's two CPU devices (node1 one) and --node-slots
    SLOTS: NBODY verifies (4096 bodies: a run of about 0.2 s, so that node1's
    chain, whose first PE starts on another node, gets portions; at 1024 the
-   run took 20 ms and node0's devices could take every portion first), and the root's per-node line says `node` never
-   computed more than `most` portions at once (from the portions' recorded
+   run took 20 ms and node0's devices could take every portion first), and
+   the root's per-node line says `node` never computed more than `most` portions at once (from the portions' recorded
    start and end). */
 static void dslb_slots_run(const char *slots, const char *node, int most)
 {
