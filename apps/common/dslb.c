@@ -3,6 +3,7 @@
  */
 #include "dslb.h"
 
+#include <math.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -46,6 +47,7 @@ typedef struct {
     int32_t ndev;
     int32_t dpc;                   /* --dpc: "dslb.dpc" exists */
     int32_t layout;                /* DSLB_LAYOUT_*: who cuts the portions */
+    double work;                   /* the work of an iteration, all portions */
     dslb_dev_t dev[APP_MAX_DEVS];
     int64_t bound[];               /* layout != APP: portion p is units
                                       [bound[p], bound[p + 1]), P + 1 entries */
@@ -82,7 +84,8 @@ typedef struct {
    of a device at once (--max-per-dev) an update may be lost: the figures
    are estimates. Times are wall-clock (CLOCK_REALTIME), seconds. */
 typedef struct {
-    double rate;                   /* smoothed seconds per work unit of a PE's run */
+    double rate;                   /* seconds per work unit of the PEs' runs (dslb_rate_add) */
+    double rate_work;              /* the work the rate averages over (decayed) */
     double gap;                    /* smoothed seconds from a decision to the successor's start */
     double busy_until;             /* expected end of the running portion (0: unknown) */
     double decided_at;             /* when the chain's last decision was taken */
@@ -91,7 +94,7 @@ typedef struct {
     int32_t active;                /* 1 while a chain of the device runs in `iter` */
     int32_t handoff;               /* 1: a successor is starting (its gap is measured) */
     int32_t samples;               /* rate samples so far */
-    int32_t reserved[19];
+    int32_t reserved[17];
 } dslb_stat_t;
 
 _Static_assert(sizeof(dslb_stat_t) == 128, "two cache lines per device");
@@ -293,6 +296,23 @@ int dslb_go(int nlanes, const double *free_at, const double *rate, const double 
 static double dslb_smooth(double avg, int samples, double x)
 {
     return samples <= 0 ? x : (1.0 - DSLB_SMOOTH) * avg + DSLB_SMOOTH * x;
+}
+
+double dslb_rate_add(double rate, double *rate_work, double seconds, double work,
+                     double horizon)
+{
+    double keep;
+
+    if (work <= 0.0)
+        work = 1.0;
+    if (rate <= 0.0 || *rate_work <= 0.0) {
+        *rate_work = work;
+        return seconds / work;
+    }
+    keep = horizon > 0.0 ? exp(-work / horizon) : 0.0;
+    rate = (keep * rate * *rate_work + seconds) / (keep * *rate_work + work);
+    *rate_work = keep * *rate_work + work;
+    return rate;
 }
 
 /* Seconds per work unit of the fastest device with samples (0: none has). */
@@ -831,6 +851,9 @@ static int dslb_root(const app_args_t *args, const dslb_app_ops_t *ops, void *ct
         for (int p = 0; p <= P; p++) /* the equal cut (--layout weighted redoes it) */
             ctl->bound[p] = units * p / P;
     }
+    ctl->work = 0.0;
+    for (int p = 0; p < P; p++)
+        ctl->work += dslb_work(ops, ctx, args, ctl, p);
     if (args->dpc) {
         APP_TRY_GOTO(ivmMalloc(DSLB_DPC, &dpc, (size_t)P * iters * sizeof(*dpc)), out_free);
         memset(dpc, 0, (size_t)P * iters * sizeof(*dpc));
@@ -981,7 +1004,10 @@ static int dslb_decide(const app_args_t *args, const dslb_app_ops_t *ops, void *
     dslb_stat_t line = st[me];
     int P = args->portions, go, counts[APP_MAX_DEVS];
 
-    line.rate = dslb_smooth(line.rate, line.samples, (now - t_started) / (work > 0 ? work : 1));
+    if (line.samples == 0)
+        line.rate_work = 0.0;
+    line.rate = dslb_rate_add(line.rate, &line.rate_work, now - t_started, work,
+                              ctl->work / ctl->ndev);
     line.samples++;
     /* The other nodes' devices: pulled line by line (a pull of the whole
        array could undo a concurrent update of this node's). */

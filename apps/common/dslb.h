@@ -21,8 +21,8 @@
  * The decision (default, "auto"): each device keeps a line of measured
  * figures in "dslb.dev": its time per work unit (a PE's whole run, from its
  * start to its decision, over the portion's work units: throttling, noisy
- * neighbours and syncs all count, as they count in the run), smoothed over
- * the last portions; the gap between a chain's decision and its successor's
+ * neighbours and syncs all count, as they count in the run), over about
+ * its last share of an iteration's work (dslb_rate_add); the gap between a chain's decision and its successor's
  * start (spawn, exec, ivmEnter); the end it expects for its running portion;
  * the highest PE id it claimed. A deciding PE reads every device's line and
  * deals the portions not yet claimed, in id order, to the device that would
@@ -77,7 +77,7 @@
 
 #include "app.h"
 
-#define DSLB_FIRST_BATCH 0.8   /* --layout weighted: the chains' first portions' part */
+#define DSLB_FIRST_BATCH 0.9   /* --layout weighted: the chains' first portions' part */
 #define DSLB_TAPER       2.0   /* ... the rest: first over last portion's size */
 
 struct dslb_child;
@@ -148,6 +148,19 @@ int dslb_eft(int nlanes, const double *free_at, const double *rate, const double
    dealt to the other lanes alone. Other lanes are busy until free_at[l]. */
 int dslb_go(int nlanes, const double *free_at, const double *rate, const double *gap,
             const double *work, int nwork, int me);
+
+/* A device's rate (seconds per work unit) with a PE's run of `seconds`
+   over `work` units added, apart for the unit tests: seconds over work of
+   the device's portions, each weighing by its work and fading by
+   exp(-work / horizon) at each later one (*rate_work: the work the rate
+   averages over, updated; rate 0 or *rate_work 0: no sample yet). So the
+   rate is about that of the last `horizon` units of work, whatever the
+   portions' sizes: an average per portion let the small last portions of
+   an iteration, whose start-up weighs more, outvote its large first one
+   (a fast device looked slower than it was, and a slow device's next first
+   portion came out too large). */
+double dslb_rate_add(double rate, double *rate_work, double seconds, double work,
+                     double horizon);
 
 /* The weighted cut (--layout weighted), apart for the unit tests: P
    portions of total work `total` into cut[0..P] (cumulative work, cut[0] =

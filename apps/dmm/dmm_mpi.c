@@ -3,8 +3,8 @@
  * dmm.h); rank r of R statically computes a run of tiles in row order, tile
  * by tile: its R-th of them, or with --weights the run that best fits the
  * ranks' speeds (app_mpi_split). Every rank builds A and Bt from the
- * seed; the tiles meet on rank 0 by an MPI_Reduce (sum) of the tile-major C,
- * exact as every element is non-zero on one rank only.
+ * seed; a run of tiles is one range of the tile-major C, and the ranges
+ * meet on rank 0 by an MPI_Gatherv after every iteration.
  *
  * With --gpu-ranks K, ranks 0..K-1 run the CUDA kernel on a GPU (rank % the
  * visible GPUs): A and Bt are copied there once, C comes back after the tiles.
@@ -37,19 +37,25 @@ int main(int argc, char **argv)
     int n = (int)a.size, P = M * M, rank = m.rank, nranks = m.nranks;
     size_t nn = (size_t)n * (size_t)n;
     float *A = malloc(nn * sizeof(float)), *Bt = malloc(nn * sizeof(float));
-    float *C = calloc(nn, sizeof(float)), *Cr = rank == 0 ? malloc(nn * sizeof(float)) : NULL;
-    if (A == NULL || Bt == NULL || C == NULL || (rank == 0 && Cr == NULL)) {
+    float *C = calloc(nn, sizeof(float));
+    if (A == NULL || Bt == NULL || C == NULL) {
         fprintf(stderr, "dmm-mpi: no memory for n = %d\n", n);
         app_mpi_die(NULL);
     }
     /* Tiles in row order, each its rows x cols of work. */
     double *work = malloc((size_t)P * sizeof(double));
     int *first = malloc((size_t)(nranks + 1) * sizeof(int));
-    if (work == NULL || first == NULL)
+    int *count = malloc((size_t)nranks * sizeof(int));
+    int *displ = malloc((size_t)nranks * sizeof(int));
+    if (work == NULL || first == NULL || count == NULL || displ == NULL)
         app_mpi_die("dmm-mpi: no memory\n");
     for (int k = 0; k < P; k++)
         work[k] = (double)(dmm_tile_at(n, M, k + 1) - dmm_tile_at(n, M, k));
     app_mpi_split(&m, &a, P, work, first);
+    for (int q = 0; q < nranks; q++) { /* rank q's range of C (n <= 32768: fits an int) */
+        displ[q] = (int)dmm_tile_at(n, M, first[q]);
+        count[q] = (int)dmm_tile_at(n, M, first[q + 1]) - displ[q];
+    }
     dmm_init(a.seed, n, A, Bt);
     app_mpi_kernel_pick(&m, &a);
     float *dA = app_mpi_device_buf(&m, nn * sizeof(float), A, nn * sizeof(float));
@@ -75,11 +81,14 @@ int main(int argc, char **argv)
             }
         }
 #ifdef APP_HAVE_CUDA
-        if (m.kernel == APP_KERNEL_CUDA && app_cuda_download(C, dC, nn * sizeof(float)) != 0)
+        if (m.kernel == APP_KERNEL_CUDA &&
+            app_cuda_download(C + displ[rank], dC + displ[rank],
+                              (size_t)count[rank] * sizeof(float)) != 0)
             app_mpi_die(NULL);
 #endif
         app_slow_apply(m.slow, app_now_s() - ts);
-        MPI_Reduce(C, Cr, (int)nn, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD);
+        MPI_Gatherv(rank == 0 ? MPI_IN_PLACE : C + displ[rank], count[rank], MPI_FLOAT, C, count,
+                    displ, MPI_FLOAT, 0, MPI_COMM_WORLD);
     }
     double seconds = app_now_s() - m.t0;
 
@@ -95,7 +104,7 @@ int main(int argc, char **argv)
         }
         if (rowmajor == NULL)
             app_mpi_die("dmm-mpi: no memory\n");
-        dmm_untile(Cr, rowmajor, n, M);
+        dmm_untile(C, rowmajor, n, M);
         app_checksum_real(&r, app_weighted_sum_f(rowmajor, nn));
         if (a.verify) {
             float *ref = malloc(nn * sizeof(float));
@@ -111,9 +120,10 @@ int main(int argc, char **argv)
     (void)dA;
     (void)dBt;
     (void)dC;
+    free(displ);
+    free(count);
     free(first);
     free(work);
-    free(Cr);
     free(C);
     free(Bt);
     free(A);

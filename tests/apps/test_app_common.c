@@ -345,6 +345,29 @@ Test(app_common, dslb_go_judges_the_portion_it_would_claim)
 /* The weighted cut: the first portions by the chains' speeds (the fastest's
    DSLB_FIRST_BATCH of its share, slower ones' more), the rest falling from
    DSLB_TAPER times the last one's size to it. */
+/* A large portion at 10 ms per unit, then five small ones at twice that
+   (their start-up weighs more): the rate stays near the large one's, as
+   the work done says, where an average per portion would be near 20 ms.
+   Then the device slows for good: the rate follows it within a horizon's
+   worth of work or two. */
+Test(app_common, dslb_rate_weighs_portions_by_their_work)
+{
+    double wsum = 0.0, rate = dslb_rate_add(0.0, &wsum, 1.0, 100.0, 100.0);
+
+    cr_assert_float_eq(rate, 0.01, 1e-12);
+    cr_assert_float_eq(wsum, 100.0, 1e-12);
+    for (int k = 0; k < 5; k++)
+        rate = dslb_rate_add(rate, &wsum, 0.1, 5.0, 100.0);
+    cr_assert(rate > 0.01 && rate < 0.0125, "rate %g after the small portions", rate);
+    for (int k = 0; k < 4; k++)
+        rate = dslb_rate_add(rate, &wsum, 3.0, 100.0, 100.0);
+    cr_assert(rate > 0.029 && rate <= 0.03, "rate %g after the device slowed to 0.03", rate);
+    /* A portion of no work counts as one unit; no horizon keeps nothing. */
+    rate = dslb_rate_add(rate, &wsum, 0.5, 0.0, 0.0);
+    cr_assert_float_eq(rate, 0.5, 1e-12);
+    cr_assert_float_eq(wsum, 1.0, 1e-12);
+}
+
 Test(app_common, dslb_cut_weighs_first_portions_and_tapers_the_rest)
 {
     double speed[3] = {4, 2, 1}, cut[9], f = 1.0 - DSLB_FIRST_BATCH;

@@ -396,10 +396,11 @@ Test(apps, dslb_moves_work_off_a_slowed_device)
 /* Bad arguments: exit 2 with a message, before any PE starts. */
 Test(apps, bad_arguments_exit_2)
 {
-    const char *cases[][6] = {
+    const char *cases[][8] = {
         {IVMT_NBODY, "--portions", "0", NULL},
         {IVMT_NBODY, "--size", "4", "--portions", "8", NULL},
-        {IVMT_DMM, "--portions", "5", NULL},
+        {IVMT_DMM, "--tiles", "5", NULL},
+        {IVMT_DMM, "--tiles", "16", "--portions", "17", NULL},
         {IVMT_NW, "--threshold", "0.5", NULL},
         {IVMT_NW, "--bogus", NULL},
         {IVMT_NBODY, "--iters", NULL},
