@@ -49,8 +49,8 @@
  * then costs one PE per device and the end of the iteration is still cut
  * fine: few PEs where balancing cannot help, fine portions where it can.
  * The cut is in "dslb.ctl" (the bounds, pushed to every node's copy with
- * ivmSyncPutGroup before the chains start). "equal": P equal cuts. Apps
- * without units (DMM's tiles) have their own fixed portions.
+ * ivmSyncPutGroup before the chains start). "equal": P equal cuts. An app
+ * without units has its own fixed portions (portion_work).
  *
  * --threshold T (the dissertation's rule instead): a device continues while
  * its time per work unit over the fastest device's is below T; the root
