@@ -298,6 +298,8 @@ static double dslb_smooth(double avg, int samples, double x)
     return samples <= 0 ? x : (1.0 - DSLB_SMOOTH) * avg + DSLB_SMOOTH * x;
 }
 
+/* A device's rate with one more PE's run (dslb.h): portions weigh by their
+   work and fade by the work done after them. */
 double dslb_rate_add(double rate, double *rate_work, double seconds, double work,
                      double horizon)
 {
