@@ -35,7 +35,7 @@ typedef struct {
                                       ivmGetDevices), 0: unknown */
 } dslb_dev_t;
 
-enum { DSLB_LAYOUT_APP, DSLB_LAYOUT_EQUAL, DSLB_LAYOUT_WEIGHTED };
+enum { DSLB_LAYOUT_EQUAL, DSLB_LAYOUT_WEIGHTED };
 
 /* "dslb.ctl": written by the root before the first PE starts, read-only
    after but for the bounds, which the root rewrites (and pushes to every
@@ -46,11 +46,11 @@ typedef struct {
     int32_t iters;
     int32_t ndev;
     int32_t dpc;                   /* --dpc: "dslb.dpc" exists */
-    int32_t layout;                /* DSLB_LAYOUT_*: who cuts the portions */
+    int32_t layout;                /* DSLB_LAYOUT_*: how the portions are cut */
     double work;                   /* the work of an iteration, all portions */
     dslb_dev_t dev[APP_MAX_DEVS];
-    int64_t bound[];               /* layout != APP: portion p is units
-                                      [bound[p], bound[p + 1]), P + 1 entries */
+    int64_t bound[];               /* portion p is units [bound[p], bound[p + 1]),
+                                      P + 1 entries */
 } dslb_ctl_t;
 
 /* "dslb.dpc" (--dpc): one per PE id (index id - 1), wall-clock seconds. The
@@ -109,9 +109,7 @@ static double dslb_unit_work(const dslb_app_ops_t *ops, void *ctx, const app_arg
 static double dslb_work(const dslb_app_ops_t *ops, void *ctx, const app_args_t *args,
                         const dslb_ctl_t *ctl, int portion)
 {
-    if (ctl->layout != DSLB_LAYOUT_APP)
-        return dslb_unit_work(ops, ctx, args, ctl->bound[portion], ctl->bound[portion + 1]);
-    return ops->portion_work != NULL ? ops->portion_work(ctx, args, portion) : 1.0;
+    return dslb_unit_work(ops, ctx, args, ctl->bound[portion], ctl->bound[portion + 1]);
 }
 
 /* app_devices_probe's callback: one more row of the device table. */
@@ -816,8 +814,7 @@ static void dslb_trace(const dslb_ctl_t *ctl, const dslb_rec_t *rec, int P, int 
     for (int p = 0; p < P; p++)
         fprintf(stderr, "dslb: iteration %d portion %d: PE %d device %d units %lld..%lld "
                 "work %.4g ran %.3f..%.3f s\n", iter, p, rec[p].pe, rec[p].dev,
-                ctl->layout != DSLB_LAYOUT_APP ? (long long)ctl->bound[p] : (long long)p,
-                ctl->layout != DSLB_LAYOUT_APP ? (long long)ctl->bound[p + 1] : (long long)p + 1,
+                (long long)ctl->bound[p], (long long)ctl->bound[p + 1],
                 rec[p].work, rec[p].t0 - start, rec[p].t1 - start);
 }
 
@@ -838,8 +835,8 @@ static int dslb_root(const app_args_t *args, const dslb_app_ops_t *ops, void *ct
     app_result_init(&res, args->app, "ivm", args->size);
     if (ops->root_setup(ctx, args) != 0)
         return -1;
-    long long units = ops->units != NULL ? ops->units(ctx, args) : 0;
-    size_t ctl_size = sizeof(*ctl) + (ops->units != NULL ? (size_t)(P + 1) * sizeof(int64_t) : 0);
+    long long units = ops->units(ctx, args);
+    size_t ctl_size = sizeof(*ctl) + (size_t)(P + 1) * sizeof(int64_t);
 
     APP_TRY(ivmMalloc(DSLB_CTL, &ctl, ctl_size));
     APP_TRY_GOTO(ivmMalloc(DSLB_REC, &rec, (size_t)P * sizeof(*rec)), out_free);
@@ -847,12 +844,9 @@ static int dslb_root(const app_args_t *args, const dslb_app_ops_t *ops, void *ct
     ctl->magic = DSLB_CTL_MAGIC;
     ctl->portions = P;
     ctl->iters = iters;
-    ctl->layout = DSLB_LAYOUT_APP;
-    if (ops->units != NULL) {
-        ctl->layout = args->layout_equal ? DSLB_LAYOUT_EQUAL : DSLB_LAYOUT_WEIGHTED;
-        for (int p = 0; p <= P; p++) /* the equal cut (--layout weighted redoes it) */
-            ctl->bound[p] = units * p / P;
-    }
+    ctl->layout = args->layout_equal ? DSLB_LAYOUT_EQUAL : DSLB_LAYOUT_WEIGHTED;
+    for (int p = 0; p <= P; p++) /* the equal cut (--layout weighted redoes it) */
+        ctl->bound[p] = units * p / P;
     ctl->work = 0.0;
     for (int p = 0; p < P; p++)
         ctl->work += dslb_work(ops, ctx, args, ctl, p);
@@ -1006,8 +1000,6 @@ static int dslb_decide(const app_args_t *args, const dslb_app_ops_t *ops, void *
     dslb_stat_t line = st[me];
     int P = args->portions, go, counts[APP_MAX_DEVS];
 
-    if (line.samples == 0)
-        line.rate_work = 0.0;
     line.rate = dslb_rate_add(line.rate, &line.rate_work, now - t_started, work,
                               ctl->work / ctl->ndev);
     line.samples++;
@@ -1190,10 +1182,8 @@ static int dslb_child_run(const app_args_t *args, const dslb_app_ops_t *ops, voi
     rec = app_host_view(rec_ref);
     if (rec == NULL)
         return -1;
-    if (c.ctl->layout != DSLB_LAYOUT_APP) {
-        w.lo = c.ctl->bound[w.portion];
-        w.hi = c.ctl->bound[w.portion + 1];
-    }
+    w.lo = c.ctl->bound[w.portion];
+    w.hi = c.ctl->bound[w.portion + 1];
     c.work = dslb_work(ops, ctx, args, c.ctl, w.portion);
     if (dslb_line_start(&w, &c.st_ref[c.me], &c.st[c.me], t_started, c.work) != 0)
         return -1;
@@ -1293,6 +1283,10 @@ int dslb_main(int argc, char **argv, app_args_t *args, const char *usage_extra,
 {
     int ret = 0;
 
+    if (ops->units == NULL) {
+        fprintf(stderr, "%s: dslb: the app gives no units (dslb_app_ops_t.units)\n", args->app);
+        return 1;
+    }
     if (app_args_parse(argc, argv, args, usage_extra) != 0)
         return 2;
     if (ops->args_check != NULL)

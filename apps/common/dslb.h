@@ -49,8 +49,7 @@
  * then costs one PE per device and the end of the iteration is still cut
  * fine: few PEs where balancing cannot help, fine portions where it can.
  * The cut is in "dslb.ctl" (the bounds, pushed to every node's copy with
- * ivmSyncPutGroup before the chains start). "equal": P equal cuts. An app
- * without units has its own fixed portions (portion_work).
+ * ivmSyncPutGroup before the chains start). "equal": P equal cuts.
  *
  * --threshold T (the dissertation's rule instead): a device continues while
  * its time per work unit over the fastest device's is below T; the root
@@ -110,13 +109,10 @@ typedef struct dslb_app_ops {
        after its portion and ivmExit releases them without a round trip
        each. */
     int (*child_portion)(void *ctx, const dslb_portion_t *w);
-    /* Work units of a portion, for the share per device (NULL: 1 each).
-       Used only without `units`. */
-    double (*portion_work)(void *ctx, const app_args_t *args, int portion);
-    /* An app whose work is a row of units (particles, sequence pairs) gives
-       their count (NULL: the portions are the app's own, portion_work) and
-       the work of units [lo, hi) (NULL: hi - lo); the driver then cuts the
-       portions (--layout) and a child's portion is units [w->lo, w->hi). */
+    /* The app's work is a row of units (particles, sequence pairs, tiles):
+       their count (required) and the work of units [lo, hi) (NULL: hi - lo);
+       the driver cuts the portions (--layout) and a child's portion is units
+       [w->lo, w->hi). */
     long long (*units)(void *ctx, const app_args_t *args);
     double (*unit_work)(void *ctx, const app_args_t *args, long long lo, long long hi);
     /* Every process, after app_args_parse (NULL: none): check the app's own

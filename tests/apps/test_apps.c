@@ -418,6 +418,18 @@ Test(apps, bad_arguments_exit_2)
     }
 }
 
+/* The apps_share tests need the cpu cgroup controller and two cores: skip
+   the calling test without them. */
+static void apps_share_skip_unless_possible(void)
+{
+    char why_not[256];
+
+    if (!ivmt_cgroup_writable(why_not, sizeof(why_not)))
+        cr_skip_test("needs the cpu cgroup controller: %s", why_not);
+    if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+        cr_skip_test("needs two cores");
+}
+
 /* DS-LB on devices of speed 4 : 2 : 1 made of CPU shares (80%, 40%, 20% of
    a core, one per node, enforced with cgroups by ivmd): the fastest device
    does more of NBODY's work than the slowest, and so does the middle one. A
@@ -426,11 +438,7 @@ Test(apps, bad_arguments_exit_2)
    suite: ctest runs it alone (test_apps_share), not beside other tests. */
 Test(apps_share, dslb_gives_a_faster_share_device_more_work)
 {
-    char why_not[256];
-    if (!ivmt_cgroup_writable(why_not, sizeof(why_not)))
-        cr_skip_test("needs the cpu cgroup controller: %s", why_not);
-    if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
-        cr_skip_test("needs two cores");
+    apps_share_skip_unless_possible();
     const char *argv[] = {"--nodes", "3", "--timeout", "60", "--node-cpu-devices",
                           "0:80;1:40;1:20", IVMT_NBODY, "--size", "8192", "--portions", "21",
                           "--iters", "2", "--verify", NULL};
@@ -459,11 +467,8 @@ Test(apps_share, dslb_gives_a_faster_share_device_more_work)
    part of the work. Its own suite: alone, as the test above. */
 Test(apps_share, dslb_follows_a_share_changed_while_it_runs)
 {
-    char why_not[256], cmd[2 * IVMT_PATH_MAX + 128];
-    if (!ivmt_cgroup_writable(why_not, sizeof(why_not)))
-        cr_skip_test("needs the cpu cgroup controller: %s", why_not);
-    if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
-        cr_skip_test("needs two cores");
+    char cmd[2 * IVMT_PATH_MAX + 128];
+    apps_share_skip_unless_possible();
     const char *argv[] = {"--nodes", "2", "--timeout", "120", "--node-cpu-devices",
                           "0:80;1:80", IVMT_NBODY, "--size", "8192", "--portions", "6",
                           "--iters", "24", NULL};
