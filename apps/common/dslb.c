@@ -38,8 +38,9 @@ typedef struct {
 enum { DSLB_LAYOUT_EQUAL, DSLB_LAYOUT_WEIGHTED };
 
 /* "dslb.ctl": written by the root before the first PE starts, read-only
-   after but for the bounds, which the root rewrites (and pushes to every
-   node) before it starts an iteration's chains. */
+   after but for the iteration's part (iter .. bound[]), which the root
+   rewrites (and pushes to every node) before it starts an iteration's
+   chains. */
 typedef struct {
     uint32_t magic;
     int32_t portions;              /* per iteration */
@@ -49,8 +50,12 @@ typedef struct {
     int32_t layout;                /* DSLB_LAYOUT_*: how the portions are cut */
     double work;                   /* the work of an iteration, all portions */
     dslb_dev_t dev[APP_MAX_DEVS];
+    int32_t iter;                  /* the iteration running */
+    int32_t base;                  /* its first PE id: portion p is PE base + p */
+    int32_t nport;                 /* its portions, 1 .. portions */
+    int32_t reserved;
     int64_t bound[];               /* portion p is units [bound[p], bound[p + 1]),
-                                      P + 1 entries */
+                                      nport + 1 entries used of portions + 1 */
 } dslb_ctl_t;
 
 /* "dslb.dpc" (--dpc): one per PE id (index id - 1), wall-clock seconds. The
@@ -326,8 +331,21 @@ static double dslb_best_rate(const dslb_stat_t *st, int ndev)
     return best;
 }
 
+/* The most PE ids a run uses: a staging PE per device at most, then P per
+   iteration at most. */
+static int dslb_max_ids(const app_args_t *args)
+{
+    return APP_MAX_DEVS + args->portions * args->iters;
+}
+
+/* The last PE id of the running iteration. */
+static int dslb_last_id(const dslb_ctl_t *ctl)
+{
+    return ctl->base + ctl->nport - 1;
+}
+
 /* The earliest-finish deal of the portions after PE id `claimed` (up to
-   P * (iter + 1)) at time `now`. Lanes are the devices whose chain runs in
+   the iteration's last, dslb_last_id) at time `now`. Lanes are the devices whose chain runs in
    iteration `iter` (busy until their expected end), plus `me` (free now;
    -1: none) and, with all_free, every device (the root at an iteration's
    start, or restarting a chain). A device without samples counts at the
@@ -337,7 +355,7 @@ static int dslb_deal(const dslb_app_ops_t *ops, void *ctx, const app_args_t *arg
                      const dslb_ctl_t *ctl, const dslb_stat_t *st, int iter, int claimed, int me,
                      double me_rate, int all_free, double now, int *counts)
 {
-    int P = args->portions, nwork = P * (iter + 1) - claimed, lane_dev[APP_MAX_DEVS], n = 0;
+    int nwork = dslb_last_id(ctl) - claimed, lane_dev[APP_MAX_DEVS], n = 0;
     int ndev = ctl->ndev;
     double free_at[APP_MAX_DEVS], rate[APP_MAX_DEVS], gap[APP_MAX_DEVS], *work;
     double best = dslb_best_rate(st, ndev), first = 0.0;
@@ -354,7 +372,7 @@ static int dslb_deal(const dslb_app_ops_t *ops, void *ctx, const app_args_t *arg
         return me;
     }
     for (int k = 0; k < nwork; k++)
-        work[k] = dslb_work(ops, ctx, args, ctl, (claimed + k) % P);
+        work[k] = dslb_work(ops, ctx, args, ctl, claimed + 1 + k - ctl->base);
     for (int d = 0; d < ndev; d++) {
         int running = st[d].iter == iter && st[d].active;
         if (d != me && !all_free && !running)
@@ -393,11 +411,11 @@ static int dslb_deal(const dslb_app_ops_t *ops, void *ctx, const app_args_t *arg
     return first_dev;
 }
 
-static int dslb_count_done(dslb_rec_t *rec, int P, int iter)
+static int dslb_count_done(dslb_rec_t *rec, int nport, int iter)
 {
     int done = 0;
 
-    for (int p = 0; p < P; p++)
+    for (int p = 0; p < nport; p++)
         done += atomic_load_explicit(&rec[p].done_iter, memory_order_acquire) == iter + 1;
     return done;
 }
@@ -463,11 +481,11 @@ static void dslb_dpc_report(const app_args_t *args, const dslb_dpc_t *dpc, int n
     free(lat);
 }
 
-/* The highest PE id of iteration `iter` a device line shows (P * iter when
-   none: no portion of the iteration claimed). */
-static int dslb_claimed(const dslb_stat_t *st, int ndev, int P, int iter)
+/* The highest PE id of the running iteration a device line shows (the
+   iteration's first id - 1 when none: no portion claimed). */
+static int dslb_claimed(const dslb_ctl_t *ctl, const dslb_stat_t *st)
 {
-    int claimed = P * iter;
+    int claimed = ctl->base - 1, ndev = ctl->ndev, iter = ctl->iter;
 
     for (int d = 0; d < ndev; d++)
         if (st[d].iter == iter && st[d].claimed > claimed)
@@ -475,11 +493,11 @@ static int dslb_claimed(const dslb_stat_t *st, int ndev, int P, int iter)
     return claimed;
 }
 
-static int dslb_first_undone(dslb_rec_t *rec, int P, int iter)
+static int dslb_first_undone(dslb_rec_t *rec, int nport, int iter)
 {
     int p = 0;
 
-    while (p < P && atomic_load_explicit(&rec[p].done_iter, memory_order_acquire) == iter + 1)
+    while (p < nport && atomic_load_explicit(&rec[p].done_iter, memory_order_acquire) == iter + 1)
         p++;
     return p;
 }
@@ -491,9 +509,9 @@ static int dslb_root_restart(const app_args_t *args, const dslb_app_ops_t *ops, 
                              const dslb_ctl_t *ctl, dslb_rec_t *rec, dslb_stat_t *st,
                              dslb_dpc_t *dpc, int iter)
 {
-    int P = args->portions, counts[APP_MAX_DEVS];
-    int d = dslb_deal(ops, ctx, args, ctl, st, iter, dslb_claimed(st, ctl->ndev, P, iter), -1,
-                      0.0, 1, app_wall_s(), counts);
+    int counts[APP_MAX_DEVS];
+    int d = dslb_deal(ops, ctx, args, ctl, st, iter, dslb_claimed(ctl, st), -1, 0.0, 1,
+                      app_wall_s(), counts);
     ivm_pe pe;
 
     if (d < 0)
@@ -508,7 +526,7 @@ static int dslb_root_restart(const app_args_t *args, const dslb_app_ops_t *ops, 
     if (pe == IVM_PE_NULL) {
         fprintf(stderr, "%s: dslb: iteration %d: every PE id of the iteration was handed out "
                 "but only %d of %d portions are done (a PE died?)\n", args->app, iter,
-                dslb_count_done(rec, P, iter), P);
+                dslb_count_done(rec, ctl->nport, iter), ctl->nport);
         return -1;
     }
     return 0;
@@ -521,11 +539,11 @@ static int dslb_root_wait(const app_args_t *args, const dslb_app_ops_t *ops, voi
                           const dslb_ctl_t *ctl, dslb_rec_t *rec, dslb_stat_t *st,
                           dslb_dpc_t *dpc, int iter, int *restarts_p)
 {
-    int P = args->portions, gone_pe = IVM_PE_NULL;
+    int P = ctl->nport, gone_pe = IVM_PE_NULL;
     double start = app_now_s(), nap = DSLB_NAP_MIN_S, gone_since = 0.0;
 
     for (;;) {
-        int p = dslb_first_undone(rec, P, iter), pe = P * iter + 1 + p, npes;
+        int p = dslb_first_undone(rec, P, iter), pe = ctl->base + p, npes;
         if (p == P)
             return 0;
         double t = app_now_s();
@@ -575,13 +593,16 @@ static int dslb_root_wait(const app_args_t *args, const dslb_app_ops_t *ops, voi
     }
 }
 
-/* The relative size of tail portion k of m: DSLB_TAPER down to 1. */
-static double dslb_taper(int k, int m)
+/* The relative size of tail portion k of m, in rounds of `per` (a portion
+   per chain): DSLB_TAPER for the first round down to 1 for the last. */
+static double dslb_taper(int k, int m, int per)
 {
-    return m > 1 ? DSLB_TAPER - (DSLB_TAPER - 1.0) * k / (m - 1) : 1.0;
+    int rounds = (m + per - 1) / per;
+
+    return rounds > 1 ? DSLB_TAPER - (DSLB_TAPER - 1.0) * (k / per) / (rounds - 1) : 1.0;
 }
 
-void dslb_cut(int P, double total, int nfirst, const double *speed, double *cut)
+void dslb_cut(int P, double total, int nfirst, const double *speed, double batch, double *cut)
 {
     int nf = nfirst < P ? nfirst : P, m = P - nf;
     double sum = 0.0, top = 0.0, acc = 0.0, taper = 0.0;
@@ -596,18 +617,20 @@ void dslb_cut(int P, double total, int nfirst, const double *speed, double *cut)
     cut[0] = 0.0;
     for (int j = 0; j < nf; j++) {
         double v = speed[j] > 0.0 ? speed[j] : 0.0;
-        /* Its part of its share: the fastest chain's DSLB_FIRST_BATCH, a
-           slower one's more (a tail portion would take it longer). */
-        double part = m > 0 ? 1.0 - (1.0 - DSLB_FIRST_BATCH) * v / top : 1.0;
+        /* Its part of its share: the fastest chain's `batch`, a slower
+           one's more (a tail portion would take it longer). */
+        double part = m > 0 ? 1.0 - (1.0 - batch) * v / top : 1.0;
         acc += total * part * v / sum;
         cut[j + 1] = acc;
     }
-    /* The tail: sizes falling linearly from DSLB_TAPER to 1. */
+    /* The tail: sizes falling linearly from DSLB_TAPER to 1, round by round
+       of a portion per chain (one by one without chains). */
     double first = acc;
+    int per = nf > 0 ? nf : 1;
     for (int k = 0; k < m; k++)
-        taper += dslb_taper(k, m);
+        taper += dslb_taper(k, m, per);
     for (int k = 0; k < m; k++) {
-        acc += (total - first) * dslb_taper(k, m) / taper;
+        acc += (total - first) * dslb_taper(k, m, per) / taper;
         cut[nf + k + 1] = acc;
     }
     cut[P] = total;
@@ -653,22 +676,91 @@ static void dslb_speeds(const dslb_ctl_t *ctl, const dslb_stat_t *st, double *sp
     }
 }
 
-/* --layout weighted: cut iteration `iter` for the chains about to start
-   (devices chain[0..nchain), in start order, so that the first portion of
-   each is its share of the devices' speed) and push the bounds to every
-   node's copy of "dslb.ctl" before any of them starts. */
-static int dslb_root_cut(const app_args_t *args, const dslb_app_ops_t *ops, void *ctx,
-                         dslb_ctl_t *ctl, const dslb_stat_t *st, const int *chain, int nchain)
+void dslb_shape(int P, int nfirst, const double *speed, const double *gap, double total,
+                double err, int *nport, double *batch)
 {
-    int P = args->portions, per_dev[APP_MAX_DEVS] = {0};
-    double dev_speed[APP_MAX_DEVS], *speed, *cut;
+    double tail = err < 0.0 ? 1.0 - DSLB_FIRST_BATCH : DSLB_TAIL_ERR * err;
+    double sum = 0.0, top = 0.0, unit = 0.0;
+    int most = nfirst > 0 ? (P - 1) / nfirst : 0, k; /* rounds of tail portions */
+
+    if (tail < DSLB_TAIL_MIN)
+        tail = DSLB_TAIL_MIN;
+    if (tail > 1.0 - DSLB_FIRST_BATCH)
+        tail = 1.0 - DSLB_FIRST_BATCH;
+    *batch = 1.0 - tail;
+    *nport = P;
+    if (most < 1)
+        return; /* no tail portion anyway */
+    for (int j = 0; j < nfirst; j++) {
+        double v = speed[j] > 0.0 ? speed[j] : 0.0;
+        sum += v;
+        top = v > top ? v : top;
+        if (gap[j] > 0.0 && gap[j] * v > unit)
+            unit = gap[j] * v; /* the work a chain could do in its gap */
+    }
+    if (!(sum > 0.0) || !(unit > 0.0))
+        return; /* no speeds, or no gap measured yet: every portion */
+    /* The fastest chain's tail, in portions of DSLB_TAIL_GAPS gaps' work;
+       none when it does not hold one: a PE would cost more than the error
+       it absorbs. */
+    k = (int)(tail * total * top / sum / (DSLB_TAIL_GAPS * unit));
+    k = k > most ? most : k;
+    *nport = nfirst * (1 + k) < P ? nfirst * (1 + k) : P;
+}
+
+/* The root's record of the weighted cuts: how far the chains' first
+   portions strayed from the time their cut predicted. */
+typedef struct {
+    double err;                    /* the spread of their times (halving), < 0: none yet */
+    int nfirst;                    /* first portions of the last cut */
+    double *pred;                  /* their predicted seconds (0: not measured) */
+} dslb_plan_t;
+
+/* After an iteration: how far apart its first portions ended against their
+   prediction, the spread of their times over their predicted times (largest
+   minus least over the mean: what the tail has to even out; a bias that
+   every device's rate shares does not count), into the plan's figure. */
+static void dslb_plan_measure(dslb_plan_t *plan, const dslb_rec_t *rec, int nport)
+{
+    double lo = 0.0, hi = 0.0, sum = 0.0;
+    int n = 0;
+
+    for (int j = 0; j < plan->nfirst && j < nport; j++) {
+        if (!(plan->pred[j] > 0.0) || !(rec[j].seconds > 0.0))
+            continue;
+        double r = rec[j].seconds / plan->pred[j];
+        lo = n == 0 || r < lo ? r : lo;
+        hi = n == 0 || r > hi ? r : hi;
+        sum += r;
+        n++;
+    }
+    if (n < 2)
+        return;
+    /* A larger spread counts at once, a smaller one halves the last. */
+    double spread = (hi - lo) / (sum / n);
+    plan->err = spread > 0.5 * plan->err ? spread : 0.5 * plan->err;
+}
+
+/* --layout weighted: cut iteration ctl->iter for the chains about to start
+   (devices chain[0..nchain), in start order, so that the first portion of
+   each is its share of the devices' speed) into as many portions as its
+   shape asks (dslb_shape: from the devices' gaps and the plan's error),
+   ctl->nport; the predicted time of each first portion into the plan. */
+static int dslb_root_cut(const app_args_t *args, const dslb_app_ops_t *ops, void *ctx,
+                         dslb_ctl_t *ctl, const dslb_stat_t *st, const int *chain, int nchain,
+                         dslb_plan_t *plan)
+{
+    int P = args->portions, per_dev[APP_MAX_DEVS] = {0}, measured = 1, n;
+    double dev_speed[APP_MAX_DEVS], *speed, *gap, *cut, batch;
     long long units = ops->units(ctx, args);
     double total = dslb_unit_work(ops, ctx, args, 0, units);
 
     speed = malloc((size_t)(nchain > 0 ? nchain : 1) * sizeof(double));
+    gap = malloc((size_t)(nchain > 0 ? nchain : 1) * sizeof(double));
     cut = malloc((size_t)(P + 1) * sizeof(double));
-    if (speed == NULL || cut == NULL) {
+    if (speed == NULL || gap == NULL || cut == NULL) {
         free(speed);
+        free(gap);
         free(cut);
         fprintf(stderr, "%s: dslb: no memory for the cut of %d portions\n", args->app, P);
         return -1;
@@ -676,16 +768,24 @@ static int dslb_root_cut(const app_args_t *args, const dslb_app_ops_t *ops, void
     dslb_speeds(ctl, st, dev_speed);
     for (int j = 0; j < nchain; j++)
         per_dev[chain[j]]++;
-    for (int j = 0; j < nchain; j++) /* a device's chains share its speed */
+    for (int j = 0; j < nchain; j++) { /* a device's chains share its speed */
         speed[j] = dev_speed[chain[j]] / per_dev[chain[j]];
-    dslb_cut(P, total, nchain, speed, cut);
+        gap[j] = st[chain[j]].gap;
+        measured = measured && st[chain[j]].samples > 0;
+    }
+    dslb_shape(P, nchain, speed, gap, total, plan->err, &n, &batch);
+    dslb_cut(n, total, nchain, speed, batch, cut);
+    ctl->nport = n;
     ctl->bound[0] = 0;
-    for (int p = 1; p < P; p++)
+    for (int p = 1; p < n; p++)
         ctl->bound[p] = dslb_unit_at(ops, ctx, args, ctl->bound[p - 1], units, cut[p]);
-    ctl->bound[P] = units;
+    ctl->bound[n] = units;
+    plan->nfirst = nchain < n ? nchain : n;
+    for (int j = 0; j < plan->nfirst; j++)
+        plan->pred[j] = measured ? dslb_work(ops, ctx, args, ctl, j) / speed[j] : 0.0;
     free(speed);
+    free(gap);
     free(cut);
-    APP_TRY(ivmSyncPutGroup(ctl->bound, (size_t)(P + 1) * sizeof(ctl->bound[0])));
     return 0;
 }
 
@@ -696,26 +796,33 @@ static int dslb_root_cut(const app_args_t *args, const dslb_app_ops_t *ops, void
    most). A node's devices share its budget (slots): round by round, the
    first devices of a node start chains until it is spent. A node at its
    max_slots (PEs of the last iteration still ending) starts none: the root's
-   restart covers its portions. Checks that the first id is P * iter + 1. */
+   restart covers its portions. The iteration's part of "dslb.ctl" (its
+   first PE id `base`, its portions, their bounds) reaches every node and
+   the max PE id is raised to its last id before the chains start; checks
+   that the first id is `base`. */
 static int dslb_root_start(const app_args_t *args, const dslb_app_ops_t *ops, void *ctx,
-                           dslb_ctl_t *ctl, dslb_stat_t *st, dslb_dpc_t *dpc, int iter)
+                           dslb_ctl_t *ctl, dslb_stat_t *st, dslb_dpc_t *dpc, int iter,
+                           int base, dslb_plan_t *plan)
 {
-    int P = args->portions, counts[APP_MAX_DEVS], used[APP_MAX_DEVS] = {0}, nchain = 0;
+    int counts[APP_MAX_DEVS], used[APP_MAX_DEVS] = {0}, nchain = 0;
     int weighted = ctl->layout == DSLB_LAYOUT_WEIGHTED, ret = -1, *chain;
     ivm_pe first = IVM_PE_NULL;
 
+    ctl->iter = iter;
+    ctl->base = base;
+    ctl->nport = args->portions;
     if (args->threshold > 0.0 || iter == 0 || weighted) {
         for (int d = 0; d < ctl->ndev; d++)
             counts[d] = args->max_per_dev;
     } else {
-        dslb_deal(ops, ctx, args, ctl, st, iter, P * iter, -1, 0.0, 1, app_wall_s(), counts);
+        dslb_deal(ops, ctx, args, ctl, st, iter, base - 1, -1, 0.0, 1, app_wall_s(), counts);
     }
     chain = malloc((size_t)ctl->ndev * (size_t)args->max_per_dev * sizeof(int));
     if (chain == NULL) {
         fprintf(stderr, "%s: dslb: no memory for the chains\n", args->app);
         return -1;
     }
-    /* The chains, in start order: their PEs get ids P * iter + 1, ... */
+    /* The chains, in start order: their PEs get ids base, base + 1, ... */
     for (int k = 0; k < args->max_per_dev; k++) {
         for (int d = 0; d < ctl->ndev; d++) {
             int node = dslb_node_of(ctl, d);
@@ -725,8 +832,13 @@ static int dslb_root_start(const app_args_t *args, const dslb_app_ops_t *ops, vo
             chain[nchain++] = d;
         }
     }
-    if (weighted && dslb_root_cut(args, ops, ctx, ctl, st, chain, nchain) != 0)
+    if (weighted && dslb_root_cut(args, ops, ctx, ctl, st, chain, nchain, plan) != 0)
         goto out;
+    APP_TRY_GOTO(ivmSyncPutGroup(&ctl->iter, offsetof(dslb_ctl_t, bound) -
+                                                 offsetof(dslb_ctl_t, iter) +
+                                                 (size_t)(ctl->nport + 1) * sizeof(ctl->bound[0])),
+                 out);
+    APP_TRY_GOTO(ivmSetMaxPesId(dslb_last_id(ctl)), out);
     for (int j = 0; j < nchain; j++) {
         ivm_pe pe;
         int got = dslb_spawn(ctl, chain[j], dpc, &pe);
@@ -735,9 +847,9 @@ static int dslb_root_start(const app_args_t *args, const dslb_app_ops_t *ops, vo
         if (first == IVM_PE_NULL)
             first = pe;
     }
-    if (first != IVM_PE_NULL && first != P * iter + 1) {
+    if (first != IVM_PE_NULL && first != base) {
         fprintf(stderr, "%s: dslb: iteration %d: first PE id %d, expected %d (ids not "
-                "assigned in order?)\n", args->app, iter, first, P * iter + 1);
+                "assigned in order?)\n", args->app, iter, first, base);
         goto out;
     }
     ret = 0;
@@ -818,12 +930,65 @@ static void dslb_trace(const dslb_ctl_t *ctl, const dslb_rec_t *rec, int P, int 
                 rec[p].work, rec[p].t0 - start, rec[p].t1 - start);
 }
 
+/* Before the first iteration, with the app's child_stage (and unless
+   IVM_DSLB_STAGE=0): one PE on the first device of every node but the
+   root's (ids 1, 2, ...: "dslb.ctl"
+   says iteration -1), each mapping what the node's portions will read,
+   waited for. Returns the PEs started (the first iteration's PE ids come
+   after them), -1 on failure. */
+static int dslb_root_stage(const app_args_t *args, const dslb_app_ops_t *ops, dslb_ctl_t *ctl)
+{
+    int dev[APP_MAX_DEVS], n = 0, me = -1;
+    ivm_pe pe[APP_MAX_DEVS];
+    double t0 = app_now_s();
+
+    const char *knob = getenv("IVM_DSLB_STAGE");
+    if (ops->child_stage == NULL || (knob != NULL && strcmp(knob, "0") == 0))
+        return 0;
+    APP_TRY(ivmGetMyNode(&me));
+    for (int d = 0; d < ctl->ndev; d++) {
+        int k = dslb_node_of(ctl, d) == d ? app_node_index(ctl->dev[d].host) : IVM_THIS_NODE;
+        if (k == -3)
+            return -1;
+        if (k != IVM_THIS_NODE && k != me) /* the root's node holds the masters */
+            dev[n++] = d;
+    }
+    if (n == 0)
+        return 0;
+    ctl->iter = -1;
+    ctl->base = 1;
+    ctl->nport = n;
+    APP_TRY(ivmSyncPutGroup(&ctl->iter, offsetof(dslb_ctl_t, bound) - offsetof(dslb_ctl_t, iter)));
+    APP_TRY(ivmSetMaxPesId(n));
+    for (int k = 0; k < n; k++) {
+        if (dslb_spawn(ctl, dev[k], NULL, &pe[k]) != 0 || pe[k] != k + 1) {
+            fprintf(stderr, "%s: dslb: no staging PE on %s (PE %d, expected %d)\n", args->app,
+                    ctl->dev[dev[k]].host, pe[k], k + 1);
+            return -1;
+        }
+    }
+    for (int k = 0; k < n; k++) {
+        ivmError_t rc;
+        while ((rc = ivmWait(pe[k])) == IVM_ERROR_NOT_FOUND) /* not started yet */
+            app_sleep_s(DSLB_NAP_MAX_S);
+        if (rc != IVM_SUCCESS) {
+            fprintf(stderr, "%s: dslb: the staging PE %d on %s failed: %s\n", args->app,
+                    pe[k], ctl->dev[dev[k]].host, ivmGetLastErrorMessage());
+            return -1;
+        }
+    }
+    printf("dslb: inputs staged on %d node%s in %.3f s\n", n, n == 1 ? "" : "s",
+           app_now_s() - t0);
+    return n;
+}
+
 static int dslb_root(const app_args_t *args, const dslb_app_ops_t *ops, void *ctx)
 {
     const char *trace_env = getenv("IVM_DSLB_TRACE");
     int trace = trace_env != NULL && strcmp(trace_env, "1") == 0;
     int P = args->portions, iters = args->iters, restarts = 0, max_id = 0, ret = -1;
-    int most[APP_MAX_DEVS] = {0};
+    int most[APP_MAX_DEVS] = {0}, base = 1, fewest = P, most_port = 0;
+    dslb_plan_t plan = { .err = -1.0 };
     dslb_stat_t before[APP_MAX_DEVS] = {{0}};
     dslb_ctl_t *ctl = NULL;
     dslb_rec_t *rec = NULL;
@@ -851,12 +1016,22 @@ static int dslb_root(const app_args_t *args, const dslb_app_ops_t *ops, void *ct
     for (int p = 0; p < P; p++)
         ctl->work += dslb_work(ops, ctx, args, ctl, p);
     if (args->dpc) {
-        APP_TRY_GOTO(ivmMalloc(DSLB_DPC, &dpc, (size_t)P * iters * sizeof(*dpc)), out_free);
-        memset(dpc, 0, (size_t)P * iters * sizeof(*dpc));
+        APP_TRY_GOTO(ivmMalloc(DSLB_DPC, &dpc, (size_t)dslb_max_ids(args) * sizeof(*dpc)),
+                     out_free);
+        memset(dpc, 0, (size_t)dslb_max_ids(args) * sizeof(*dpc));
         ctl->dpc = 1;
     }
     if (dslb_probe(ctl, args) != 0)
         goto out_free;
+    plan.pred = calloc((size_t)ctl->ndev * (size_t)args->max_per_dev, sizeof(double));
+    if (plan.pred == NULL) {
+        fprintf(stderr, "%s: dslb: no memory for the plan\n", args->app);
+        goto out_free;
+    }
+    int staged = dslb_root_stage(args, ops, ctl);
+    if (staged < 0)
+        goto out_free;
+    base = staged + 1;
     printf("dslb: devices");
     for (int d = 0; d < ctl->ndev; d++) {
         char name[APP_NAME_MAX];
@@ -870,22 +1045,21 @@ static int dslb_root(const app_args_t *args, const dslb_app_ops_t *ops, void *ct
     for (int iter = 0; iter < iters; iter++) {
         double t0 = app_now_s();
 
-        APP_TRY_GOTO(ivmSetMaxPesId(P * (iter + 1)), out_free);
         if (dslb_root_follow_shares(ctl, st, before, iter) != 0 ||
-            dslb_root_start(args, ops, ctx, ctl, st, dpc, iter) != 0 ||
+            dslb_root_start(args, ops, ctx, ctl, st, dpc, iter, base, &plan) != 0 ||
             dslb_root_wait(args, ops, ctx, ctl, rec, st, dpc, iter, &restarts) != 0)
             goto out_free;
         if (ops->root_iter_end != NULL && ops->root_iter_end(ctx, args, iter) != 0)
             goto out_free;
         seconds += app_now_s() - t0;
 
-        for (int p = 0; p < P; p++) {
+        for (int p = 0; p < ctl->nport; p++) {
             char name[APP_NAME_MAX];
             int d = rec[p].dev;
-            if (d < 0 || d >= ctl->ndev || rec[p].pe != P * iter + 1 + p) {
+            if (d < 0 || d >= ctl->ndev || rec[p].pe != base + p) {
                 fprintf(stderr, "%s: dslb: iteration %d portion %d: record of PE %d on "
                         "device %d (expected PE %d)\n", args->app, iter, p, rec[p].pe, d,
-                        P * iter + 1 + p);
+                        base + p);
                 goto out_free;
             }
             if (rec[p].pe > max_id)
@@ -893,12 +1067,21 @@ static int dslb_root(const app_args_t *args, const dslb_app_ops_t *ops, void *ct
             app_dev_name(ctl->dev[d].host, ctl->dev[d].devtype, name, sizeof(name));
             app_result_add_share(&res, name, rec[p].work);
         }
-        dslb_overlap(ctl, rec, P, most);
-        if (trace)
-            dslb_trace(ctl, rec, P, iter, t0);
+        dslb_overlap(ctl, rec, ctl->nport, most);
+        if (ctl->layout == DSLB_LAYOUT_WEIGHTED)
+            dslb_plan_measure(&plan, rec, ctl->nport);
+        if (trace) {
+            dslb_trace(ctl, rec, ctl->nport, iter, t0);
+            fprintf(stderr, "dslb: iteration %d: %d portions, %.3f s; first portions' error "
+                    "now %.3f\n", iter, ctl->nport, app_now_s() - t0, plan.err);
+        }
+        fewest = ctl->nport < fewest ? ctl->nport : fewest;
+        most_port = ctl->nport > most_port ? ctl->nport : most_port;
+        base += ctl->nport;
     }
 
-    /* The limit is P * iters: one more spawn must be refused. */
+    /* The limit is the last iteration's last id: one more spawn must be
+       refused. */
     {
         ivm_pe extra;
         if (dslb_spawn(ctl, 0, NULL, &extra) != 0) {
@@ -908,13 +1091,14 @@ static int dslb_root(const app_args_t *args, const dslb_app_ops_t *ops, void *ct
         }
         if (extra != IVM_PE_NULL) {
             fprintf(stderr, "%s: dslb: PE %d started beyond the max PE id %d\n",
-                    args->app, extra, P * iters);
+                    args->app, extra, base - 1);
             ivmKillPEs(&extra, 1);
             goto out_free;
         }
     }
-    printf("dslb: %d portions x %d iterations on %d devices: PE ids 1..%d used, max PE id "
-           "%d, root restarts %d\n", P, iters, ctl->ndev, max_id, P * iters, restarts);
+    printf("dslb: %d-%d portions (at most %d) x %d iterations on %d devices: PE ids 1..%d "
+           "used, max PE id %d, root restarts %d\n", fewest, most_port, P, iters, ctl->ndev,
+           max_id, base - 1, restarts);
     dslb_overlap_report(ctl, most);
     res.pes = max_id;
     res.seconds = seconds;
@@ -928,6 +1112,7 @@ static int dslb_root(const app_args_t *args, const dslb_app_ops_t *ops, void *ct
     ret = args->verify && !res.verified ? -1 : 0;
 
 out_free:
+    free(plan.pred);
     if (dpc != NULL)
         ivmFree(dpc);
     if (st != NULL)
@@ -998,7 +1183,7 @@ static int dslb_decide(const app_args_t *args, const dslb_app_ops_t *ops, void *
     const char *node = getenv("IVM_NODE");
     double now = app_wall_s();
     dslb_stat_t line = st[me];
-    int P = args->portions, go, counts[APP_MAX_DEVS];
+    int go, counts[APP_MAX_DEVS];
 
     line.rate = dslb_rate_add(line.rate, &line.rate_work, now - t_started, work,
                               ctl->work / ctl->ndev);
@@ -1015,7 +1200,7 @@ static int dslb_decide(const app_args_t *args, const dslb_app_ops_t *ops, void *
         double best = dslb_best_rate(st, ctl->ndev);
         go = best <= 0.0 || line.rate / best < args->threshold;
     } else {
-        int claimed = dslb_claimed(st, ctl->ndev, P, w->iter);
+        int claimed = dslb_claimed(ctl, st);
         dslb_deal(ops, ctx, args, ctl, st, w->iter, claimed, me, line.rate, 0, now, counts);
         go = counts[me] > 0;
     }
@@ -1024,8 +1209,9 @@ static int dslb_decide(const app_args_t *args, const dslb_app_ops_t *ops, void *
     line.active = go;
     line.busy_until = 0.0;
     if (go) {
-        int next = dslb_claimed(st, ctl->ndev, P, w->iter) % P;
-        line.busy_until = now + line.gap + line.rate * dslb_work(ops, ctx, args, ctl, next);
+        int next = dslb_claimed(ctl, st) + 1 - ctl->base; /* the successor's */
+        if (next >= 0 && next < ctl->nport)
+            line.busy_until = now + line.gap + line.rate * dslb_work(ops, ctx, args, ctl, next);
     }
     if (dslb_line_put(w, &st_ref[me], &line) != 0)
         return -1;
@@ -1139,6 +1325,16 @@ static int dslb_child_open(struct dslb_child *c, dslb_portion_t *w, dslb_ctl_t *
                 args->app, w->pe);
         return -1;
     }
+    /* The iteration's ids, pushed with its cut before any of its PEs
+       started: this PE's portion is its id's place among them. */
+    if (w->pe < c->ctl->base || w->pe > dslb_last_id(c->ctl) || c->ctl->nport < 1 ||
+        c->ctl->nport > args->portions || c->ctl->iter < 0 || c->ctl->iter >= args->iters) {
+        fprintf(stderr, "%s: dslb: PE %d outside iteration %d's PE ids %d..%d\n", args->app,
+                w->pe, c->ctl->iter, c->ctl->base, dslb_last_id(c->ctl));
+        return -1;
+    }
+    w->iter = c->ctl->iter;
+    w->portion = w->pe - c->ctl->base;
     c->me = dslb_my_dev(c->ctl, devtype);
     if (c->me < 0) {
         fprintf(stderr, "%s: dslb: PE %d: its device (node %s, type %d) is not in the "
@@ -1172,9 +1368,7 @@ static int dslb_child_run(const app_args_t *args, const dslb_app_ops_t *ops, voi
                           int id, double t_started, dslb_ctl_t *ctl_ref)
 {
     struct dslb_child c = { .args = args, .ops = ops, .ctx = ctx, .t_started = t_started };
-    dslb_portion_t w = { .iter = (id - 1) / args->portions,
-                         .portion = (id - 1) % args->portions, .pe = id, .args = args,
-                         .child = &c };
+    dslb_portion_t w = { .pe = id, .args = args, .child = &c }; /* iter, portion: open */
     dslb_rec_t *rec_ref = NULL, *rec;
 
     if (dslb_child_open(&c, &w, ctl_ref, &rec_ref) != 0)
@@ -1201,12 +1395,18 @@ static int dslb_child(const app_args_t *args, const dslb_app_ops_t *ops, void *c
 {
     dslb_ctl_t *ctl = NULL;
 
-    if (id < 1 || (id - 1) / args->portions >= args->iters) {
-        fprintf(stderr, "%s: dslb: PE id %d outside the %d x %d portions\n", args->app, id,
-                args->portions, args->iters);
+    if (id < 1 || id > dslb_max_ids(args)) {
+        fprintf(stderr, "%s: dslb: PE id %d outside the %d x %d portions and the staging "
+                "PEs\n", args->app, id, args->portions, args->iters);
         return -1;
     }
     APP_TRY(ivmMap(DSLB_CTL, &ctl, 0));
+    const dslb_ctl_t *view = app_host_view(ctl);
+    if (view == NULL)
+        return -1;
+    if (view->magic == DSLB_CTL_MAGIC && view->iter == -1 && ops->child_stage != NULL &&
+        id >= view->base && id < view->base + view->nport)
+        return ops->child_stage(ctx, args, id); /* a staging PE (dslb_root_stage) */
     /* The driver's maps are left to ivmExit, which releases every mapping of
        the PE: the PE ends now, and a round trip per unmap is a chain's time. */
     return dslb_child_run(args, ops, ctx, id, t_started, ctl);

@@ -4,12 +4,14 @@
  * NBODY, DMM and NW. An app supplies its data set-up, one portion's work and
  * its final check; the driver runs the PEs.
  *
- * Each iteration t is cut into P portions, one PE each. The root raises the
- * job's PE id limit to P*(t+1) and starts a chain on each device it wants
- * busy. A child does portion (id-1) % P of iteration (id-1) / P: PE ids are
- * assigned in increasing order and never reused, so the ids P*t+1 .. P*(t+1)
- * are the portions of iteration t, each claimed exactly once by whichever
- * device asks first, and the per-portion slot indices never overflow. Once
+ * Each iteration t is cut into at most P (--portions) portions, one PE
+ * each: n_t of them, from the iteration's first PE id b_t (b_0 = 1, b_t+1 =
+ * b_t + n_t), which the root writes into "dslb.ctl" with the cut and pushes
+ * to every node before it raises the job's PE id limit to b_t + n_t - 1
+ * and starts a chain on each device it wants busy. A child does portion
+ * id - b_t: PE ids are assigned in increasing order and never reused, so
+ * the ids b_t .. b_t + n_t - 1 are the portions of iteration t, each
+ * claimed exactly once by whichever device asks first. Once
  * its portion is computed a child decides whether its device takes another
  * portion (it starts its successor on its own device) or its chain ends; the
  * id limit ends every chain (the spawn slot comes back IVM_PE_NULL), so
@@ -33,7 +35,7 @@
  * root uses the same rule at the start of an iteration (after the first,
  * which every device starts, to measure) to choose the devices it starts.
  *
- * Portion sizes ("--layout", apps that declare work units: NBODY, NW). With
+ * Portion sizes ("--layout"). With
  * "weighted" (the default) the root cuts each iteration anew before it
  * starts the iteration's chains: the first portion of each chain it starts
  * (the PE ids it is about to get, in its start order) is a part of the
@@ -41,13 +43,22 @@
  * lines; before any measure, what the devices declare, cores x share, when
  * every device declares one, else equal; a device that declares a new
  * share while the job runs has its line scaled to it by the root before the
- * next iteration): DSLB_FIRST_BATCH of it for the fastest chain, more for
- * slower ones (dslb_cut), so that every chain's first portion ends about
- * together before the iteration's end. The rest comes in the remaining
- * portions, from DSLB_TAPER times the last one's size down to it, which the
- * deal hands out as the chains decide. Most of the work
- * then costs one PE per device and the end of the iteration is still cut
- * fine: few PEs where balancing cannot help, fine portions where it can.
+ * next iteration): a batch of it for the fastest chain (DSLB_FIRST_BATCH
+ * at least), more for slower ones (dslb_cut), so that every chain's first
+ * portion ends about together before the iteration's end. The rest comes in
+ * the remaining portions, from DSLB_TAPER times the last one's size down to
+ * it, which the deal hands out as the chains decide. Most of the work then
+ * costs one PE per device and the end of the iteration is still cut fine:
+ * few PEs where balancing cannot help, fine portions where it can. How
+ * many portions, and how large the first ones, the root picks from what it
+ * measured (dslb_shape): the tail is twice the largest error of the last
+ * first portions' predicted times (3 % to 1 - DSLB_FIRST_BATCH of the
+ * fastest chain's share), in as many portions per chain as hold
+ * DSLB_TAIL_GAPS times the work a chain could do in the gap between two of
+ * its PEs (P in all at most; none when even one would cost more than the
+ * error it absorbs: then the first portions are the whole iteration). Where
+ * the devices keep their speed, an iteration is then a PE per chain, and
+ * the tail grows back as soon as the first portions stray.
  * The cut is in "dslb.ctl" (the bounds, pushed to every node's copy with
  * ivmSyncPutGroup before the chains start). "equal": P equal cuts.
  *
@@ -76,15 +87,18 @@
 
 #include "app.h"
 
-#define DSLB_FIRST_BATCH 0.9   /* --layout weighted: the chains' first portions' part */
+#define DSLB_FIRST_BATCH 0.9   /* --layout weighted: the chains' first portions' least part */
 #define DSLB_TAPER       2.0   /* ... the rest: first over last portion's size */
+#define DSLB_TAIL_ERR    2.0   /* the tail: this times the first portions' error, */
+#define DSLB_TAIL_MIN    0.03  /* ... at least this part of the fastest share */
+#define DSLB_TAIL_GAPS   4.0   /* a tail portion: at least this many gaps' work */
 
 struct dslb_child;
 
 /* What a child's portion callback gets. */
 typedef struct dslb_portion {
     int iter;                  /* iteration, 0-based */
-    int portion;               /* portion of the iteration, 0 .. P-1 */
+    int portion;               /* portion of the iteration, 0 .. n_t - 1 */
     int pe;                    /* the PE's id */
     long long lo, hi;          /* its work units [lo, hi) (apps with `units`) */
     int devtype;               /* the PE's device type */
@@ -115,6 +129,13 @@ typedef struct dslb_app_ops {
        [w->lo, w->hi). */
     long long (*units)(void *ctx, const app_args_t *args);
     double (*unit_work)(void *ctx, const app_args_t *args, long long lo, long long hi);
+    /* Child, before the first iteration (NULL: none): once on every node but
+       the root's, map what the node's portions will read (their inputs),
+       so that the node's copies are filled before the timed iterations, as
+       an MPI rank builds or receives its input before its timer starts.
+       The PE (id `pe`) then ends (its maps go with it; the node keeps its
+       copies). IVM_DSLB_STAGE=0 (read by the root) skips the staging. */
+    int (*child_stage)(void *ctx, const app_args_t *args, int pe);
     /* Every process, after app_args_parse (NULL: none): check the app's own
        limits and set up what every PE needs. 0, or the exit status after
        printing why (2: bad arguments). */
@@ -162,13 +183,26 @@ double dslb_rate_add(double rate, double *rate_work, double seconds, double work
    portions of total work `total` into cut[0..P] (cumulative work, cut[0] =
    0, cut[P] = total). The first nfirst portions (one per chain started at
    the iteration's start, in start order) are a part of each chain's share
-   of the work by speed[0..nfirst) (> 0): DSLB_FIRST_BATCH for the fastest,
-   1 - (1 - DSLB_FIRST_BATCH) x speed / fastest for the others (a slower
-   chain would take longer over a tail portion, so it gets fewer); the
-   other portions the rest, tapered from DSLB_TAPER times the last one's
-   size down to it. With P <= nfirst the first P chains get all the work by
-   their speeds. */
-void dslb_cut(int P, double total, int nfirst, const double *speed, double *cut);
+   of the work by speed[0..nfirst) (> 0): `batch` for the fastest,
+   1 - (1 - batch) x speed / fastest for the others (a slower chain would
+   take longer over a tail portion, so it gets fewer); the other portions
+   the rest, tapered from DSLB_TAPER times the last one's size down to it.
+   With P <= nfirst the first P chains get all the work by their speeds. */
+void dslb_cut(int P, double total, int nfirst, const double *speed, double batch, double *cut);
+
+/* The shape of a weighted cut, apart for the unit tests: for nfirst chains
+   of speed[j] (work per second) whose PEs follow each other gap[j] seconds
+   apart (0: not measured), an iteration of work `total` and err, the
+   largest relative error of the last first portions' times (< 0: none
+   measured): *batch (dslb_cut's: 1 - DSLB_TAIL_ERR x err, between
+   DSLB_FIRST_BATCH and 1 - DSLB_TAIL_MIN) and *nport, the portions to cut,
+   at most P: the chains' first portions and, per chain, as many tail
+   portions as the fastest chain's share of the tail holds portions of
+   DSLB_TAIL_GAPS x the largest gap[j] x speed[j]: none when it holds none
+   (a PE would cost more than the error it absorbs). P when a speed or
+   every gap is missing, or P <= nfirst. */
+void dslb_shape(int P, int nfirst, const double *speed, const double *gap, double total,
+                double err, int *nport, double *batch);
 
 /* Child, once the portion is computed and before its results are pushed:
    the driver takes its decision now (the device's rate covers the start-up

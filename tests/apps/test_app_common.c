@@ -342,9 +342,6 @@ Test(app_common, dslb_go_judges_the_portion_it_would_claim)
     cr_assert_eq(dslb_go(2, busy, rate, gap, small, 2, 1), 0);
 }
 
-/* The weighted cut: the first portions by the chains' speeds (the fastest's
-   DSLB_FIRST_BATCH of its share, slower ones' more), the rest falling from
-   DSLB_TAPER times the last one's size to it. */
 /* A large portion at 10 ms per unit, then five small ones at twice that
    (their start-up weighs more): the rate stays near the large one's, as
    the work done says, where an average per portion would be near 20 ms.
@@ -368,27 +365,76 @@ Test(app_common, dslb_rate_weighs_portions_by_their_work)
     cr_assert_float_eq(wsum, 1.0, 1e-12);
 }
 
+/* The weighted cut: the first portions by the chains' speeds (the fastest's
+   batch of its share, slower ones' more), the rest falling from DSLB_TAPER
+   times the last one's size to it. */
 Test(app_common, dslb_cut_weighs_first_portions_and_tapers_the_rest)
 {
-    double speed[3] = {4, 2, 1}, cut[9], f = 1.0 - DSLB_FIRST_BATCH;
+    double speed[3] = {4, 2, 1}, cut[9], f = 0.15;
 
-    dslb_cut(8, 700.0, 3, speed, cut);
+    dslb_cut(8, 700.0, 3, speed, 1.0 - f, cut);
     cr_assert_float_eq(cut[0], 0.0, 1e-9);
-    cr_assert_float_eq(cut[1], 700.0 * DSLB_FIRST_BATCH * 4 / 7, 1e-9);
+    cr_assert_float_eq(cut[1], 700.0 * (1.0 - f) * 4 / 7, 1e-9);
     cr_assert_float_eq(cut[2] - cut[1], 700.0 * (1.0 - f / 2) * 2 / 7, 1e-9);
     cr_assert_float_eq(cut[3] - cut[2], 700.0 * (1.0 - f / 4) * 1 / 7, 1e-9);
     cr_assert_float_eq(cut[8], 700.0, 1e-9);
-    for (int p = 4; p < 8; p++) /* the tail falls */
-        cr_assert(cut[p + 1] - cut[p] < cut[p] - cut[p - 1], "portion %d", p);
+    /* The tail: a round of 3 portions (one per chain), then one of 2, a
+       DSLB_TAPER-th the size. */
+    for (int p = 4; p < 8; p++)
+        cr_assert_float_eq(cut[p + 1] - cut[p], (cut[4] - cut[3]) / (p < 6 ? 1.0 : DSLB_TAPER),
+                           1e-9, "portion %d", p);
     cr_assert_float_eq((cut[4] - cut[3]) / (cut[8] - cut[7]), DSLB_TAPER, 1e-9);
     /* As many chains as portions or more: all the work by speed. */
-    dslb_cut(2, 30.0, 3, speed, cut);
+    dslb_cut(2, 30.0, 3, speed, DSLB_FIRST_BATCH, cut);
     cr_assert_float_eq(cut[1], 20.0, 1e-9);
     cr_assert_float_eq(cut[2], 30.0, 1e-9);
     /* No chain (no speed): every portion is the tail's. */
-    dslb_cut(3, 6.0, 0, speed, cut);
+    dslb_cut(3, 6.0, 0, speed, DSLB_FIRST_BATCH, cut);
     cr_assert(cut[1] > 2.0 && cut[3] == 6.0 && cut[2] - cut[1] < cut[1], "%g %g %g", cut[1],
               cut[2], cut[3]);
+}
+
+/* The shape of the cut: from the first portions' error and the chains'
+   gaps, the part of the first portions and how many portions. */
+Test(app_common, dslb_shape_fits_the_tail_to_the_error_and_the_gaps)
+{
+    double speed[2] = {100.0, 100.0}, gap[2] = {0.01, 0.01}, none[2] = {0.0, 0.0}, batch;
+    int n;
+
+    /* Nothing measured: DSLB_FIRST_BATCH and every portion. */
+    dslb_shape(8, 2, speed, none, 1000.0, -1.0, &n, &batch);
+    cr_assert_eq(n, 8);
+    cr_assert_float_eq(batch, DSLB_FIRST_BATCH, 1e-12);
+    /* 1 % error: a tail of 3 % (DSLB_TAIL_MIN), 15 units of the fastest
+       chain's 500; a gap is 1 unit of work, a tail portion at least 4:
+       3 per chain, 8 portions. */
+    dslb_shape(20, 2, speed, gap, 1000.0, 0.01, &n, &batch);
+    cr_assert_float_eq(batch, 1.0 - DSLB_TAIL_MIN, 1e-12);
+    cr_assert_eq(n, 2 * (1 + 3));
+    /* One chain's gap 3 times longer: one tail portion per chain (15 units
+       hold one of 12); 10 times: none, the first portions are all. */
+    double slow_gap[2] = {0.03, 0.02};
+    dslb_shape(20, 2, speed, slow_gap, 1000.0, 0.01, &n, &batch);
+    cr_assert_eq(n, 4);
+    slow_gap[0] = 0.1;
+    dslb_shape(20, 2, speed, slow_gap, 1000.0, 0.01, &n, &batch);
+    cr_assert_eq(n, 2);
+    /* 4 % error: a tail of 8 %, 40 units, 10 portions of 4: at most
+       (P - 2) / 2 = 5 per chain. */
+    dslb_shape(12, 2, speed, gap, 1000.0, 0.04, &n, &batch);
+    cr_assert_float_eq(batch, 0.92, 1e-12);
+    cr_assert_eq(n, 2 + 2 * 5);
+    /* 30 % error: the tail stops at 1 - DSLB_FIRST_BATCH. */
+    dslb_shape(12, 2, speed, gap, 1000.0, 0.3, &n, &batch);
+    cr_assert_float_eq(batch, DSLB_FIRST_BATCH, 1e-12);
+    /* P leaving a part of a round of tail portions: all of them, or none. */
+    dslb_shape(3, 2, speed, gap, 1000.0, 0.01, &n, &batch);
+    cr_assert_eq(n, 3);
+    dslb_shape(3, 2, speed, slow_gap, 1000.0, 0.01, &n, &batch);
+    cr_assert_eq(n, 2);
+    /* As many chains as portions: P. */
+    dslb_shape(2, 2, speed, gap, 1000.0, 0.01, &n, &batch);
+    cr_assert_eq(n, 2);
 }
 
 /* app_alloc_pages: small sizes come from malloc; from 2 MiB the block is

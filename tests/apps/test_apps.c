@@ -87,15 +87,40 @@ static void run_ivm(const char *prog, const char *const *args, int code, ivmt_re
     run_ivm_opts(NULL, prog, args, code, r);
 }
 
-/* The IVM version on 2 nodes verifies, uses PE ids 1..P*I, shares sum to 1;
-   the serial version prints the same checksum. */
+/* The driver's summary line: "dslb: LO-HI portions (at most P) x I
+   iterations on D devices: PE ids 1..N used, max PE id M, root restarts R".
+   Checks that at most P portions ran in each of the I iterations, that the
+   ids used are the limit (a staging PE per device at most before them) and
+   that the result line counts them; returns N. */
+static int check_dslb_line(const char *out, const char *why, int P, int iters, int pes)
+{
+    const char *line = strstr(out, "dslb: ");
+    int lo, hi, most, it, ndev, ids, max_id, restarts;
+
+    while (line != NULL && sscanf(line, "dslb: %d-%d portions (at most %d) x %d iterations on "
+                                  "%d devices: PE ids 1..%d used, max PE id %d, root "
+                                  "restarts %d", &lo, &hi, &most, &it, &ndev, &ids, &max_id,
+                                  &restarts) != 8)
+        line = strstr(line + 1, "dslb: ");
+    cr_assert_not_null(line, "no dslb summary line: %s", why);
+    cr_assert(most == P && it == iters && 1 <= lo && lo <= hi && hi <= P,
+              "portions %d-%d (at most %d) x %d: %s", lo, hi, most, it, why);
+    cr_assert(ids == max_id && ids == pes && ids >= lo * iters && ids <= hi * iters + ndev,
+              "ids 1..%d, max %d, result %d PEs, %d-%d portions x %d: %s", ids, max_id, pes,
+              lo, hi, iters, why);
+    return ids;
+}
+
+/* The IVM version on 2 nodes verifies, uses the PE ids its summary line
+   says (check_dslb_line), shares sum to 1; the serial version prints the
+   same checksum. */
 static void check_ivm(const char *prog, const char *app, const char *const *args, int P,
                       int iters, result_t *res)
 {
     const char *argv[32];
     int argc = 0, ndev;
     ivmt_result_t r, s;
-    char *why, expect[128];
+    char *why;
     result_t ser;
 
     while (args[argc] != NULL) {
@@ -110,9 +135,7 @@ static void check_ivm(const char *prog, const char *app, const char *const *args
     cr_assert_str_eq(res->app, app, "%s", why);
     cr_assert_str_eq(res->version, "ivm", "%s", why);
     cr_assert_str_eq(res->verified, "yes", "%s", why);
-    cr_assert_eq(res->pes, P * iters, "%d PEs, expected %d: %s", res->pes, P * iters, why);
-    snprintf(expect, sizeof(expect), "PE ids 1..%d used, max PE id %d,", P * iters, P * iters);
-    cr_assert_not_null(strstr(r.out, expect), "expected '%s': %s", expect, why);
+    check_dslb_line(r.out, why, P, iters, res->pes);
     double sum = share_sum(res->share, &ndev);
     cr_assert(ndev >= 1 && ndev <= 2 && sum > 0.999 && sum < 1.001,
               "share '%s' (%d devices, sum %f): %s", res->share, ndev, sum, why);
@@ -240,10 +263,12 @@ Test(apps, dslb_stops_exactly_at_max_pe_id)
     parse_result(r.out, why, &res);
     cr_assert_str_eq(res.verified, "yes", "%s", why);
     cr_assert_eq(res.pes, 21, "%s", why);
-    line = strstr(r.out, "PE ids 1..21 used, max PE id 21, root restarts ");
+    /* No chain hands over (no gap measured): every iteration in 7. */
+    line = strstr(r.out, "dslb: 7-7 portions (at most 7) x 3 iterations on 2 devices: PE ids "
+                         "1..21 used, max PE id 21, root restarts ");
     cr_assert_not_null(line, "%s", why);
-    cr_assert_eq(sscanf(line, "PE ids 1..21 used, max PE id 21, root restarts %d", &restarts),
-                 1, "%s", why);
+    cr_assert_eq(sscanf(strstr(line, "root restarts "), "root restarts %d", &restarts), 1, "%s",
+                 why);
     /* 2 devices x 2 PEs started per iteration, the other 3 of 7 by restarts. */
     cr_assert_eq(restarts, 9, "%d restarts: %s", restarts, why);
     free(why);
@@ -279,8 +304,9 @@ Test(apps, dslb_dpc_measures_every_pe)
                             "chains=%d chain_share=%lf", &pes, &measured, &median, &p90,
                             &max, &min, &sum, &seconds, &share, &chains, &chain_share),
                      11, "malformed DPC line: %s", why);
-        cr_assert(pes == 10 && measured == 10, "pool %s: %d of %d PEs measured: %s", pools[k],
-                  measured, pes, why);
+        int ids = check_dslb_line(r.out, why, 5, 2, res.pes);
+        cr_assert(pes == ids && measured == ids, "pool %s: %d of %d PEs measured (ids 1..%d): "
+                  "%s", pools[k], measured, pes, ids, why);
         cr_assert(min > 0.0 && min <= median && median <= p90 && p90 <= max,
                   "pool %s: latencies min %f median %f p90 %f max %f ms: %s", pools[k], min,
                   median, p90, max, why);
@@ -302,18 +328,20 @@ Test(apps, dslb_dpc_measures_every_pe)
    node1 runs portion 1 first in every iteration (ids P*t+2) and in the
    second iteration maps strips it holds. By default DS-LB may leave node1
    only the first iteration's portions (a slow start under the sanitizers),
-   which map each strip once. */
+   which map each strip once. Staging is off (IVM_DSLB_STAGE=0): node1's
+   first maps fill its copies strip by strip. */
 Test(apps, dmm_second_map_of_a_strip_moves_no_bytes)
 {
-    const char *args[] = {"--size", "64", "--tiles", "16", "--portions", "4", "--layout",
-                          "equal", "--iters", "3", "--threshold", "1000", "--verify", NULL};
+    const char *args[] = {"/usr/bin/env", "IVM_DSLB_STAGE=0", IVMT_DMM_PROBE, "--size", "64",
+                          "--tiles", "16", "--portions", "4", "--layout", "equal", "--iters",
+                          "3", "--threshold", "1000", "--verify", NULL};
     ivmt_result_t r;
     result_t res;
     char seen[64][40];
     int nseen = 0, reused = 0, first = 0;
     char *why;
 
-    run_ivm(IVMT_DMM_PROBE, args, 0, &r);
+    run_ivm(args[0], args + 1, 0, &r);
     why = ivmt_describe(NULL, &r);
     parse_result(r.out, why, &res);
     cr_assert_str_eq(res.verified, "yes", "%s", why);
@@ -348,6 +376,50 @@ Test(apps, dmm_second_map_of_a_strip_moves_no_bytes)
     }
     cr_assert_gt(first, 0, "node1 mapped no strip: %s", why);
     cr_assert_gt(reused, 0, "node1 never mapped a strip a second time: %s", why);
+    cr_assert_null(strstr(r.out, "inputs staged"), "%s", why);
+    free(why);
+    ivmt_result_free(&r);
+}
+
+/* Staging (the default): before the first iteration one PE on node1 maps
+   A and Bt whole, which moves each whole object (64 x 64 floats) once; no
+   map of a portion's strip on node1 moves a byte after that. */
+Test(apps, dmm_stages_its_inputs_before_the_iterations)
+{
+    const char *args[] = {"--size", "64", "--tiles", "16", "--portions", "4", "--iters", "3",
+                          "--threshold", "1000", "--verify", NULL};
+    ivmt_result_t r;
+    result_t res;
+    int staged = 0, strips = 0;
+    char *why;
+
+    run_ivm(IVMT_DMM_PROBE, args, 0, &r);
+    why = ivmt_describe(NULL, &r);
+    parse_result(r.out, why, &res);
+    cr_assert_str_eq(res.verified, "yes", "%s", why);
+    cr_assert_not_null(strstr(r.out, "dslb: inputs staged on 1 node in "), "%s", why);
+    for (const char *p = strstr(r.out, "dmm-probe: "); p != NULL;
+         p = strstr(p + 1, "dmm-probe: ")) {
+        char node[16], obj[16];
+        int pe, strip;
+        unsigned long long bytes, rx;
+        cr_assert_eq(sscanf(p, "dmm-probe: node=%15s pe=%d obj=%15s strip=%d bytes=%llu "
+                            "rx=%llu", node, &pe, obj, &strip, &bytes, &rx), 6,
+                     "bad probe line: %s", why);
+        if (strcmp(node, "node1") != 0)
+            continue;
+        if (pe == 1) { /* the staging PE, the first id */
+            cr_assert(strip == 0 && bytes == 64 * 64 * sizeof(float) && rx == bytes,
+                      "staging map of %s: %llu of %llu bytes moved: %s", obj, rx, bytes, why);
+            staged++;
+        } else {
+            cr_assert_eq(rx, 0, "PE %d's map of %s strip at row %d moved %llu bytes after "
+                         "staging: %s", pe, obj, strip, rx, why);
+            strips++;
+        }
+    }
+    cr_assert_eq(staged, 2, "%d staging maps (A and Bt): %s", staged, why);
+    cr_assert_gt(strips, 0, "node1 mapped no strip: %s", why);
     free(why);
     ivmt_result_free(&r);
 }
@@ -373,7 +445,7 @@ Test(apps, dslb_moves_work_off_a_slowed_device)
                                      "IVM_DSLB_SLOW)"), "%s", why);
     parse_result(r.out, why, &res);
     cr_assert_str_eq(res.verified, "yes", "%s", why);
-    cr_assert_eq(res.pes, 36, "%s", why);
+    check_dslb_line(r.out, why, 12, 3, res.pes);
     double s0 = apps_share_of(res.share, "node0.cpu0"), s1 = apps_share_of(res.share, "node1.cpu0");
     /* The speeds' split is 0.8 / 0.2 and an equal one 0.5 / 0.5 (with the
        first iteration's equal cut, about 0.27 for node1 over three: 0.26-0.31
