@@ -602,7 +602,8 @@ static double dslb_taper(int k, int m, int per)
     return rounds > 1 ? DSLB_TAPER - (DSLB_TAPER - 1.0) * (k / per) / (rounds - 1) : 1.0;
 }
 
-void dslb_cut(int P, double total, int nfirst, const double *speed, double batch, double *cut)
+void dslb_cut(int P, double total, int nfirst, const double *speed, double batch, int even,
+              double *cut)
 {
     int nf = nfirst < P ? nfirst : P, m = P - nf;
     double sum = 0.0, top = 0.0, acc = 0.0, taper = 0.0;
@@ -618,8 +619,8 @@ void dslb_cut(int P, double total, int nfirst, const double *speed, double batch
     for (int j = 0; j < nf; j++) {
         double v = speed[j] > 0.0 ? speed[j] : 0.0;
         /* Its part of its share: the fastest chain's `batch`, a slower
-           one's more (a tail portion would take it longer). */
-        double part = m > 0 ? 1.0 - (1.0 - batch) * v / top : 1.0;
+           one's more (a tail portion would take it longer), unless even. */
+        double part = m <= 0 ? 1.0 : even ? batch : 1.0 - (1.0 - batch) * v / top;
         acc += total * part * v / sum;
         cut[j + 1] = acc;
     }
@@ -680,8 +681,7 @@ void dslb_shape(int P, int nfirst, const double *speed, const double *gap, doubl
                 double err, int *nport, double *batch)
 {
     double tail = err < 0.0 ? 1.0 - DSLB_FIRST_BATCH : DSLB_TAIL_ERR * err;
-    double sum = 0.0, top = 0.0, unit = 0.0;
-    int most = nfirst > 0 ? (P - 1) / nfirst : 0, k; /* rounds of tail portions */
+    double sum = 0.0, sq = 0.0, top = 0.0, unit = 0.0;
 
     if (tail < DSLB_TAIL_MIN)
         tail = DSLB_TAIL_MIN;
@@ -689,23 +689,24 @@ void dslb_shape(int P, int nfirst, const double *speed, const double *gap, doubl
         tail = 1.0 - DSLB_FIRST_BATCH;
     *batch = 1.0 - tail;
     *nport = P;
-    if (most < 1)
+    if (P <= nfirst)
         return; /* no tail portion anyway */
     for (int j = 0; j < nfirst; j++) {
         double v = speed[j] > 0.0 ? speed[j] : 0.0;
         sum += v;
+        sq += v * v;
         top = v > top ? v : top;
         if (gap[j] > 0.0 && gap[j] * v > unit)
             unit = gap[j] * v; /* the work a chain could do in its gap */
     }
     if (!(sum > 0.0) || !(unit > 0.0))
         return; /* no speeds, or no gap measured yet: every portion */
-    /* The fastest chain's tail, in portions of DSLB_TAIL_GAPS gaps' work;
-       none when it does not hold one: a PE would cost more than the error
-       it absorbs. */
-    k = (int)(tail * total * top / sum / (DSLB_TAIL_GAPS * unit));
-    k = k > most ? most : k;
-    *nport = nfirst * (1 + k) < P ? nfirst * (1 + k) : P;
+    /* The tail (chain j leaves tail x speed_j / fastest of its share, as
+       dslb_cut cuts it) in portions of DSLB_TAIL_GAPS gaps' work; none when
+       it does not hold one: a PE would cost more than the error it
+       absorbs. */
+    double m = tail * total * sq / (top * sum) / (DSLB_TAIL_GAPS * unit);
+    *nport = m < (double)(P - nfirst) ? nfirst + (int)m : P;
 }
 
 /* The root's record of the weighted cuts: how far the chains' first
@@ -774,7 +775,9 @@ static int dslb_root_cut(const app_args_t *args, const dslb_app_ops_t *ops, void
         measured = measured && st[chain[j]].samples > 0;
     }
     dslb_shape(P, nchain, speed, gap, total, plan->err, &n, &batch);
-    dslb_cut(n, total, nchain, speed, batch, cut);
+    if (!measured) /* speeds declared or guessed: a smaller part, for all */
+        batch = DSLB_FIRST_GUESS;
+    dslb_cut(n, total, nchain, speed, batch, !measured, cut);
     ctl->nport = n;
     ctl->bound[0] = 0;
     for (int p = 1; p < n; p++)

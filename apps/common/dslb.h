@@ -51,14 +51,17 @@
  * costs one PE per device and the end of the iteration is still cut fine:
  * few PEs where balancing cannot help, fine portions where it can. How
  * many portions, and how large the first ones, the root picks from what it
- * measured (dslb_shape): the tail is twice the largest error of the last
- * first portions' predicted times (3 % to 1 - DSLB_FIRST_BATCH of the
- * fastest chain's share), in as many portions per chain as hold
+ * measured (dslb_shape): the tail is twice the spread of the last first
+ * portions' times against their prediction (3 % to 1 - DSLB_FIRST_BATCH of
+ * the fastest chain's share), in as many portions as it holds portions of
  * DSLB_TAIL_GAPS times the work a chain could do in the gap between two of
  * its PEs (P in all at most; none when even one would cost more than the
  * error it absorbs: then the first portions are the whole iteration). Where
  * the devices keep their speed, an iteration is then a PE per chain, and
- * the tail grows back as soon as the first portions stray.
+ * the tail grows back as soon as the first portions stray. Before any
+ * measure (the first iteration: speeds declared, or equal) every chain's
+ * first portion is DSLB_FIRST_GUESS of its share and all P portions are
+ * cut.
  * The cut is in "dslb.ctl" (the bounds, pushed to every node's copy with
  * ivmSyncPutGroup before the chains start). "equal": P equal cuts.
  *
@@ -88,6 +91,7 @@
 #include "app.h"
 
 #define DSLB_FIRST_BATCH 0.9   /* --layout weighted: the chains' first portions' least part */
+#define DSLB_FIRST_GUESS 0.7   /* ... every chain's part before any measure */
 #define DSLB_TAPER       2.0   /* ... the rest: first over last portion's size */
 #define DSLB_TAIL_ERR    2.0   /* the tail: this times the first portions' error, */
 #define DSLB_TAIL_MIN    0.03  /* ... at least this part of the fastest share */
@@ -185,10 +189,13 @@ double dslb_rate_add(double rate, double *rate_work, double seconds, double work
    the iteration's start, in start order) are a part of each chain's share
    of the work by speed[0..nfirst) (> 0): `batch` for the fastest,
    1 - (1 - batch) x speed / fastest for the others (a slower chain would
-   take longer over a tail portion, so it gets fewer); the other portions
-   the rest, tapered from DSLB_TAPER times the last one's size down to it.
+   take longer over a tail portion, so it gets fewer), or with `even`
+   (speeds not measured, only declared: a slow chain's may be far off)
+   `batch` for all; the other portions the rest, in rounds of nfirst
+   portions tapered from DSLB_TAPER times the last round's size down to it.
    With P <= nfirst the first P chains get all the work by their speeds. */
-void dslb_cut(int P, double total, int nfirst, const double *speed, double batch, double *cut);
+void dslb_cut(int P, double total, int nfirst, const double *speed, double batch, int even,
+              double *cut);
 
 /* The shape of a weighted cut, apart for the unit tests: for nfirst chains
    of speed[j] (work per second) whose PEs follow each other gap[j] seconds
@@ -196,11 +203,11 @@ void dslb_cut(int P, double total, int nfirst, const double *speed, double batch
    largest relative error of the last first portions' times (< 0: none
    measured): *batch (dslb_cut's: 1 - DSLB_TAIL_ERR x err, between
    DSLB_FIRST_BATCH and 1 - DSLB_TAIL_MIN) and *nport, the portions to cut,
-   at most P: the chains' first portions and, per chain, as many tail
-   portions as the fastest chain's share of the tail holds portions of
-   DSLB_TAIL_GAPS x the largest gap[j] x speed[j]: none when it holds none
-   (a PE would cost more than the error it absorbs). P when a speed or
-   every gap is missing, or P <= nfirst. */
+   at most P: the chains' first portions and as many tail portions as the
+   tail (dslb_cut's) holds portions of DSLB_TAIL_GAPS x the largest
+   gap[j] x speed[j]: none when it holds none (a PE would cost more than
+   the error it absorbs). P when a speed or every gap is missing, or
+   P <= nfirst. */
 void dslb_shape(int P, int nfirst, const double *speed, const double *gap, double total,
                 double err, int *nport, double *batch);
 

@@ -372,7 +372,7 @@ Test(app_common, dslb_cut_weighs_first_portions_and_tapers_the_rest)
 {
     double speed[3] = {4, 2, 1}, cut[9], f = 0.15;
 
-    dslb_cut(8, 700.0, 3, speed, 1.0 - f, cut);
+    dslb_cut(8, 700.0, 3, speed, 1.0 - f, 0, cut);
     cr_assert_float_eq(cut[0], 0.0, 1e-9);
     cr_assert_float_eq(cut[1], 700.0 * (1.0 - f) * 4 / 7, 1e-9);
     cr_assert_float_eq(cut[2] - cut[1], 700.0 * (1.0 - f / 2) * 2 / 7, 1e-9);
@@ -385,13 +385,20 @@ Test(app_common, dslb_cut_weighs_first_portions_and_tapers_the_rest)
                            1e-9, "portion %d", p);
     cr_assert_float_eq((cut[4] - cut[3]) / (cut[8] - cut[7]), DSLB_TAPER, 1e-9);
     /* As many chains as portions or more: all the work by speed. */
-    dslb_cut(2, 30.0, 3, speed, DSLB_FIRST_BATCH, cut);
+    dslb_cut(2, 30.0, 3, speed, DSLB_FIRST_BATCH, 0, cut);
     cr_assert_float_eq(cut[1], 20.0, 1e-9);
     cr_assert_float_eq(cut[2], 30.0, 1e-9);
     /* No chain (no speed): every portion is the tail's. */
-    dslb_cut(3, 6.0, 0, speed, DSLB_FIRST_BATCH, cut);
+    dslb_cut(3, 6.0, 0, speed, DSLB_FIRST_BATCH, 0, cut);
     cr_assert(cut[1] > 2.0 && cut[3] == 6.0 && cut[2] - cut[1] < cut[1], "%g %g %g", cut[1],
               cut[2], cut[3]);
+    /* Even (speeds only declared): every chain's first portion the same
+       part of its share. */
+    dslb_cut(8, 700.0, 3, speed, DSLB_FIRST_GUESS, 1, cut);
+    cr_assert_float_eq(cut[1], 700.0 * DSLB_FIRST_GUESS * 4 / 7, 1e-9);
+    cr_assert_float_eq(cut[2] - cut[1], 700.0 * DSLB_FIRST_GUESS * 2 / 7, 1e-9);
+    cr_assert_float_eq(cut[3] - cut[2], 700.0 * DSLB_FIRST_GUESS * 1 / 7, 1e-9);
+    cr_assert_float_eq(cut[8], 700.0, 1e-9);
 }
 
 /* The shape of the cut: from the first portions' error and the chains'
@@ -405,29 +412,33 @@ Test(app_common, dslb_shape_fits_the_tail_to_the_error_and_the_gaps)
     dslb_shape(8, 2, speed, none, 1000.0, -1.0, &n, &batch);
     cr_assert_eq(n, 8);
     cr_assert_float_eq(batch, DSLB_FIRST_BATCH, 1e-12);
-    /* 1 % error: a tail of 3 % (DSLB_TAIL_MIN), 15 units of the fastest
-       chain's 500; a gap is 1 unit of work, a tail portion at least 4:
-       3 per chain, 8 portions. */
+    /* 1 % error: a tail of 3 % (DSLB_TAIL_MIN) of each chain's 500, 30
+       units; a gap is 1 unit of work, a tail portion at least 4: 7 tail
+       portions, 9 in all. */
     dslb_shape(20, 2, speed, gap, 1000.0, 0.01, &n, &batch);
     cr_assert_float_eq(batch, 1.0 - DSLB_TAIL_MIN, 1e-12);
-    cr_assert_eq(n, 2 * (1 + 3));
-    /* One chain's gap 3 times longer: one tail portion per chain (15 units
-       hold one of 12); 10 times: none, the first portions are all. */
+    cr_assert_eq(n, 2 + 7);
+    /* One chain's gap 3 times longer: 30 units hold 2 portions of 12; 10
+       times: none, the first portions are all. */
     double slow_gap[2] = {0.03, 0.02};
     dslb_shape(20, 2, speed, slow_gap, 1000.0, 0.01, &n, &batch);
     cr_assert_eq(n, 4);
     slow_gap[0] = 0.1;
     dslb_shape(20, 2, speed, slow_gap, 1000.0, 0.01, &n, &batch);
     cr_assert_eq(n, 2);
-    /* 4 % error: a tail of 8 %, 40 units, 10 portions of 4: at most
-       (P - 2) / 2 = 5 per chain. */
+    /* 4 % error: a tail of 8 %, 80 units, 20 portions of 4: P at most. */
     dslb_shape(12, 2, speed, gap, 1000.0, 0.04, &n, &batch);
     cr_assert_float_eq(batch, 0.92, 1e-12);
-    cr_assert_eq(n, 2 + 2 * 5);
+    cr_assert_eq(n, 12);
+    /* Chains of speeds 4 : 2 : 1 leave 3 % x 4/4, 2/4, 1/4 of their shares:
+       3 % of 1000 x 21 / 28; gaps of 1 unit: 5 portions of 4. */
+    double s3[3] = {400.0, 200.0, 100.0}, g3[3] = {0.0025, 0.005, 0.01};
+    dslb_shape(20, 3, s3, g3, 1000.0, 0.01, &n, &batch);
+    cr_assert_eq(n, 3 + 5);
     /* 30 % error: the tail stops at 1 - DSLB_FIRST_BATCH. */
     dslb_shape(12, 2, speed, gap, 1000.0, 0.3, &n, &batch);
     cr_assert_float_eq(batch, DSLB_FIRST_BATCH, 1e-12);
-    /* P leaving a part of a round of tail portions: all of them, or none. */
+    /* P leaving room for fewer tail portions: all of them, or none. */
     dslb_shape(3, 2, speed, gap, 1000.0, 0.01, &n, &batch);
     cr_assert_eq(n, 3);
     dslb_shape(3, 2, speed, slow_gap, 1000.0, 0.01, &n, &batch);
