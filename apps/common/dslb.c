@@ -715,6 +715,7 @@ typedef struct {
     double err;                    /* the spread of their times (halving), < 0: none yet */
     int nfirst;                    /* first portions of the last cut */
     double *pred;                  /* their predicted seconds (0: not measured) */
+    int *dev;                      /* their chains' devices */
 } dslb_plan_t;
 
 /* After an iteration: how far apart its first portions ended against their
@@ -727,7 +728,9 @@ static void dslb_plan_measure(dslb_plan_t *plan, const dslb_rec_t *rec, int npor
     int n = 0;
 
     for (int j = 0; j < plan->nfirst && j < nport; j++) {
-        if (!(plan->pred[j] > 0.0) || !(rec[j].seconds > 0.0))
+        /* (A chain its node had no room for leaves its portion to another
+           device: not the prediction's.) */
+        if (!(plan->pred[j] > 0.0) || !(rec[j].seconds > 0.0) || rec[j].dev != plan->dev[j])
             continue;
         double r = rec[j].seconds / plan->pred[j];
         lo = n == 0 || r < lo ? r : lo;
@@ -784,8 +787,10 @@ static int dslb_root_cut(const app_args_t *args, const dslb_app_ops_t *ops, void
         ctl->bound[p] = dslb_unit_at(ops, ctx, args, ctl->bound[p - 1], units, cut[p]);
     ctl->bound[n] = units;
     plan->nfirst = nchain < n ? nchain : n;
-    for (int j = 0; j < plan->nfirst; j++)
+    for (int j = 0; j < plan->nfirst; j++) {
         plan->pred[j] = measured ? dslb_work(ops, ctx, args, ctl, j) / speed[j] : 0.0;
+        plan->dev[j] = chain[j];
+    }
     free(speed);
     free(gap);
     free(cut);
@@ -1027,7 +1032,8 @@ static int dslb_root(const app_args_t *args, const dslb_app_ops_t *ops, void *ct
     if (dslb_probe(ctl, args) != 0)
         goto out_free;
     plan.pred = calloc((size_t)ctl->ndev * (size_t)args->max_per_dev, sizeof(double));
-    if (plan.pred == NULL) {
+    plan.dev = calloc((size_t)ctl->ndev * (size_t)args->max_per_dev, sizeof(int));
+    if (plan.pred == NULL || plan.dev == NULL) {
         fprintf(stderr, "%s: dslb: no memory for the plan\n", args->app);
         goto out_free;
     }
@@ -1116,6 +1122,7 @@ static int dslb_root(const app_args_t *args, const dslb_app_ops_t *ops, void *ct
 
 out_free:
     free(plan.pred);
+    free(plan.dev);
     if (dpc != NULL)
         ivmFree(dpc);
     if (st != NULL)
