@@ -344,19 +344,34 @@ static int dslb_last_id(const dslb_ctl_t *ctl)
     return ctl->base + ctl->nport - 1;
 }
 
+/* The root, before an iteration's PEs (or the staging PEs, iteration -1,
+   no bounds) start: the iteration's part of "dslb.ctl" (iter, base, nport,
+   the bounds) pushed to every node's copy, and the job's max PE id raised
+   to the iteration's last id. */
+static int dslb_root_publish(dslb_ctl_t *ctl)
+{
+    size_t nbounds = ctl->iter >= 0 ? (size_t)ctl->nport + 1 : 0;
+
+    APP_TRY(ivmSyncPutGroup(&ctl->iter, offsetof(dslb_ctl_t, bound) - offsetof(dslb_ctl_t, iter) +
+                                            nbounds * sizeof(ctl->bound[0])));
+    APP_TRY(ivmSetMaxPesId(dslb_last_id(ctl)));
+    return 0;
+}
+
 /* The earliest-finish deal of the portions after PE id `claimed` (up to
-   the iteration's last, dslb_last_id) at time `now`. Lanes are the devices whose chain runs in
-   iteration `iter` (busy until their expected end), plus `me` (free now;
+   the iteration's last, dslb_last_id) at time `now`. Lanes are the devices
+   whose chain runs in the iteration ctl->iter (busy until their expected
+   end), plus `me` (free now;
    -1: none) and, with all_free, every device (the root at an iteration's
    start, or restarting a chain). A device without samples counts at the
    speed of the fastest one that has (at `me_rate` when none has). Fills
    counts[d]; returns the device that gets the first portion (-1: none). */
 static int dslb_deal(const dslb_app_ops_t *ops, void *ctx, const app_args_t *args,
-                     const dslb_ctl_t *ctl, const dslb_stat_t *st, int iter, int claimed, int me,
+                     const dslb_ctl_t *ctl, const dslb_stat_t *st, int claimed, int me,
                      double me_rate, int all_free, double now, int *counts)
 {
     int nwork = dslb_last_id(ctl) - claimed, lane_dev[APP_MAX_DEVS], n = 0;
-    int ndev = ctl->ndev;
+    int ndev = ctl->ndev, iter = ctl->iter;
     double free_at[APP_MAX_DEVS], rate[APP_MAX_DEVS], gap[APP_MAX_DEVS], *work;
     double best = dslb_best_rate(st, ndev), first = 0.0;
     int lane_counts[APP_MAX_DEVS], first_dev = -1;
@@ -510,8 +525,8 @@ static int dslb_root_restart(const app_args_t *args, const dslb_app_ops_t *ops, 
                              dslb_dpc_t *dpc, int iter)
 {
     int counts[APP_MAX_DEVS];
-    int d = dslb_deal(ops, ctx, args, ctl, st, iter, dslb_claimed(ctl, st), -1, 0.0, 1,
-                      app_wall_s(), counts);
+    int d = dslb_deal(ops, ctx, args, ctl, st, dslb_claimed(ctl, st), -1, 0.0, 1, app_wall_s(),
+                      counts);
     ivm_pe pe;
 
     if (d < 0)
@@ -677,8 +692,8 @@ static void dslb_speeds(const dslb_ctl_t *ctl, const dslb_stat_t *st, double *sp
     }
 }
 
-void dslb_shape(int P, int nfirst, const double *speed, const double *gap, double total,
-                double err, int *nport, double *batch)
+void dslb_shape(int P, int nfirst, const double *speed, const double *gap, int measured,
+                double total, double err, int *nport, double *batch)
 {
     double tail = err < 0.0 ? 1.0 - DSLB_FIRST_BATCH : DSLB_TAIL_ERR * err;
     double sum = 0.0, sq = 0.0, top = 0.0, unit = 0.0;
@@ -687,7 +702,7 @@ void dslb_shape(int P, int nfirst, const double *speed, const double *gap, doubl
         tail = DSLB_TAIL_MIN;
     if (tail > 1.0 - DSLB_FIRST_BATCH)
         tail = 1.0 - DSLB_FIRST_BATCH;
-    *batch = 1.0 - tail;
+    *batch = measured ? 1.0 - tail : DSLB_FIRST_GUESS;
     *nport = P;
     if (P <= nfirst)
         return; /* no tail portion anyway */
@@ -777,9 +792,7 @@ static int dslb_root_cut(const app_args_t *args, const dslb_app_ops_t *ops, void
         gap[j] = st[chain[j]].gap;
         measured = measured && st[chain[j]].samples > 0;
     }
-    dslb_shape(P, nchain, speed, gap, total, plan->err, &n, &batch);
-    if (!measured) /* speeds declared or guessed: a smaller part, for all */
-        batch = DSLB_FIRST_GUESS;
+    dslb_shape(P, nchain, speed, gap, measured, total, plan->err, &n, &batch);
     dslb_cut(n, total, nchain, speed, batch, !measured, cut);
     ctl->nport = n;
     ctl->bound[0] = 0;
@@ -823,7 +836,7 @@ static int dslb_root_start(const app_args_t *args, const dslb_app_ops_t *ops, vo
         for (int d = 0; d < ctl->ndev; d++)
             counts[d] = args->max_per_dev;
     } else {
-        dslb_deal(ops, ctx, args, ctl, st, iter, base - 1, -1, 0.0, 1, app_wall_s(), counts);
+        dslb_deal(ops, ctx, args, ctl, st, base - 1, -1, 0.0, 1, app_wall_s(), counts);
     }
     chain = malloc((size_t)ctl->ndev * (size_t)args->max_per_dev * sizeof(int));
     if (chain == NULL) {
@@ -842,11 +855,8 @@ static int dslb_root_start(const app_args_t *args, const dslb_app_ops_t *ops, vo
     }
     if (weighted && dslb_root_cut(args, ops, ctx, ctl, st, chain, nchain, plan) != 0)
         goto out;
-    APP_TRY_GOTO(ivmSyncPutGroup(&ctl->iter, offsetof(dslb_ctl_t, bound) -
-                                                 offsetof(dslb_ctl_t, iter) +
-                                                 (size_t)(ctl->nport + 1) * sizeof(ctl->bound[0])),
-                 out);
-    APP_TRY_GOTO(ivmSetMaxPesId(dslb_last_id(ctl)), out);
+    if (dslb_root_publish(ctl) != 0)
+        goto out;
     for (int j = 0; j < nchain; j++) {
         ivm_pe pe;
         int got = dslb_spawn(ctl, chain[j], dpc, &pe);
@@ -966,8 +976,8 @@ static int dslb_root_stage(const app_args_t *args, const dslb_app_ops_t *ops, ds
     ctl->iter = -1;
     ctl->base = 1;
     ctl->nport = n;
-    APP_TRY(ivmSyncPutGroup(&ctl->iter, offsetof(dslb_ctl_t, bound) - offsetof(dslb_ctl_t, iter)));
-    APP_TRY(ivmSetMaxPesId(n));
+    if (dslb_root_publish(ctl) != 0)
+        return -1;
     for (int k = 0; k < n; k++) {
         if (dslb_spawn(ctl, dev[k], NULL, &pe[k]) != 0 || pe[k] != k + 1) {
             fprintf(stderr, "%s: dslb: no staging PE on %s (PE %d, expected %d)\n", args->app,
@@ -1211,7 +1221,7 @@ static int dslb_decide(const app_args_t *args, const dslb_app_ops_t *ops, void *
         go = best <= 0.0 || line.rate / best < args->threshold;
     } else {
         int claimed = dslb_claimed(ctl, st);
-        dslb_deal(ops, ctx, args, ctl, st, w->iter, claimed, me, line.rate, 0, now, counts);
+        dslb_deal(ops, ctx, args, ctl, st, claimed, me, line.rate, 0, now, counts);
         go = counts[me] > 0;
     }
     line.decided_at = now;
@@ -1315,11 +1325,11 @@ static int dslb_record(const dslb_portion_t *w, const struct dslb_child *c, dslb
     return 0;
 }
 
-/* The child's view of the driver's objects: the device table checked, its
-   device found, its record and the device lines mapped, its --dpc start
-   noted. */
+/* The child's view of the driver's objects: the device table (reference
+   ctl_ref, host view ctl) checked, its device found, its record and the
+   device lines mapped, its --dpc start noted. */
 static int dslb_child_open(struct dslb_child *c, dslb_portion_t *w, dslb_ctl_t *ctl_ref,
-                           dslb_rec_t **rec_ref)
+                           dslb_ctl_t *ctl, dslb_rec_t **rec_ref)
 {
     const app_args_t *args = c->args;
     int devtype;
@@ -1328,8 +1338,8 @@ static int dslb_child_open(struct dslb_child *c, dslb_portion_t *w, dslb_ctl_t *
     if (app_kernel_pick_ref(devtype, ctl_ref, &w->kernel) != 0)
         return -1;
     w->devtype = devtype;
-    c->ctl = app_host_view(ctl_ref);
-    if (c->ctl == NULL || c->ctl->magic != DSLB_CTL_MAGIC || c->ctl->portions != args->portions ||
+    c->ctl = ctl;
+    if (c->ctl->magic != DSLB_CTL_MAGIC || c->ctl->portions != args->portions ||
         c->ctl->iters != args->iters) {
         fprintf(stderr, "%s: dslb: PE %d: the device table does not match this run\n",
                 args->app, w->pe);
@@ -1375,13 +1385,13 @@ static int dslb_child_open(struct dslb_child *c, dslb_portion_t *w, dslb_ctl_t *
    (device copy -> node copy -> master); a write to the host view would be
    overwritten by the push's device-to-node copy. */
 static int dslb_child_run(const app_args_t *args, const dslb_app_ops_t *ops, void *ctx,
-                          int id, double t_started, dslb_ctl_t *ctl_ref)
+                          int id, double t_started, dslb_ctl_t *ctl_ref, dslb_ctl_t *ctl)
 {
     struct dslb_child c = { .args = args, .ops = ops, .ctx = ctx, .t_started = t_started };
     dslb_portion_t w = { .pe = id, .args = args, .child = &c }; /* iter, portion: open */
     dslb_rec_t *rec_ref = NULL, *rec;
 
-    if (dslb_child_open(&c, &w, ctl_ref, &rec_ref) != 0)
+    if (dslb_child_open(&c, &w, ctl_ref, ctl, &rec_ref) != 0)
         return -1;
     rec = app_host_view(rec_ref);
     if (rec == NULL)
@@ -1411,7 +1421,7 @@ static int dslb_child(const app_args_t *args, const dslb_app_ops_t *ops, void *c
         return -1;
     }
     APP_TRY(ivmMap(DSLB_CTL, &ctl, 0));
-    const dslb_ctl_t *view = app_host_view(ctl);
+    dslb_ctl_t *view = app_host_view(ctl); /* ctl is the PE's reference */
     if (view == NULL)
         return -1;
     if (view->magic == DSLB_CTL_MAGIC && view->iter == -1 && ops->child_stage != NULL &&
@@ -1419,7 +1429,7 @@ static int dslb_child(const app_args_t *args, const dslb_app_ops_t *ops, void *c
         return ops->child_stage(ctx, args, id); /* a staging PE (dslb_root_stage) */
     /* The driver's maps are left to ivmExit, which releases every mapping of
        the PE: the PE ends now, and a round trip per unmap is a chain's time. */
-    return dslb_child_run(args, ops, ctx, id, t_started, ctl);
+    return dslb_child_run(args, ops, ctx, id, t_started, ctl, view);
 }
 
 /* Set by dslb_run when this process was a child PE that ended with ivmExit. */

@@ -199,17 +199,19 @@ void dslb_cut(int P, double total, int nfirst, const double *speed, double batch
 
 /* The shape of a weighted cut, apart for the unit tests: for nfirst chains
    of speed[j] (work per second) whose PEs follow each other gap[j] seconds
-   apart (0: not measured), an iteration of work `total` and err, the
-   largest relative error of the last first portions' times (< 0: none
-   measured): *batch (dslb_cut's: 1 - DSLB_TAIL_ERR x err, between
-   DSLB_FIRST_BATCH and 1 - DSLB_TAIL_MIN) and *nport, the portions to cut,
+   apart (0: not measured), `measured` (0: the speeds are only declared or
+   guessed), an iteration of work `total` and err, the spread of the last
+   first portions' times against their prediction (< 0: none measured):
+   *batch (dslb_cut's: 1 - DSLB_TAIL_ERR x err, between DSLB_FIRST_BATCH
+   and 1 - DSLB_TAIL_MIN; DSLB_FIRST_GUESS, cut even, when not measured)
+   and *nport, the portions to cut,
    at most P: the chains' first portions and as many tail portions as the
    tail (dslb_cut's) holds portions of DSLB_TAIL_GAPS x the largest
    gap[j] x speed[j]: none when it holds none (a PE would cost more than
    the error it absorbs). P when a speed or every gap is missing, or
    P <= nfirst. */
-void dslb_shape(int P, int nfirst, const double *speed, const double *gap, double total,
-                double err, int *nport, double *batch);
+void dslb_shape(int P, int nfirst, const double *speed, const double *gap, int measured,
+                double total, double err, int *nport, double *batch);
 
 /* Child, once the portion is computed and before its results are pushed:
    the driver takes its decision now (the device's rate covers the start-up

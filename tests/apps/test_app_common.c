@@ -409,42 +409,46 @@ Test(app_common, dslb_shape_fits_the_tail_to_the_error_and_the_gaps)
     int n;
 
     /* Nothing measured: DSLB_FIRST_BATCH and every portion. */
-    dslb_shape(8, 2, speed, none, 1000.0, -1.0, &n, &batch);
+    dslb_shape(8, 2, speed, none, 1, 1000.0, -1.0, &n, &batch);
     cr_assert_eq(n, 8);
     cr_assert_float_eq(batch, DSLB_FIRST_BATCH, 1e-12);
     /* 1 % error: a tail of 3 % (DSLB_TAIL_MIN) of each chain's 500, 30
        units; a gap is 1 unit of work, a tail portion at least 4: 7 tail
        portions, 9 in all. */
-    dslb_shape(20, 2, speed, gap, 1000.0, 0.01, &n, &batch);
+    dslb_shape(20, 2, speed, gap, 1, 1000.0, 0.01, &n, &batch);
     cr_assert_float_eq(batch, 1.0 - DSLB_TAIL_MIN, 1e-12);
     cr_assert_eq(n, 2 + 7);
     /* One chain's gap 3 times longer: 30 units hold 2 portions of 12; 10
        times: none, the first portions are all. */
     double slow_gap[2] = {0.03, 0.02};
-    dslb_shape(20, 2, speed, slow_gap, 1000.0, 0.01, &n, &batch);
+    dslb_shape(20, 2, speed, slow_gap, 1, 1000.0, 0.01, &n, &batch);
     cr_assert_eq(n, 4);
     slow_gap[0] = 0.1;
-    dslb_shape(20, 2, speed, slow_gap, 1000.0, 0.01, &n, &batch);
+    dslb_shape(20, 2, speed, slow_gap, 1, 1000.0, 0.01, &n, &batch);
     cr_assert_eq(n, 2);
     /* 4 % error: a tail of 8 %, 80 units, 20 portions of 4: P at most. */
-    dslb_shape(12, 2, speed, gap, 1000.0, 0.04, &n, &batch);
+    dslb_shape(12, 2, speed, gap, 1, 1000.0, 0.04, &n, &batch);
     cr_assert_float_eq(batch, 0.92, 1e-12);
     cr_assert_eq(n, 12);
     /* Chains of speeds 4 : 2 : 1 leave 3 % x 4/4, 2/4, 1/4 of their shares:
        3 % of 1000 x 21 / 28; gaps of 1 unit: 5 portions of 4. */
     double s3[3] = {400.0, 200.0, 100.0}, g3[3] = {0.0025, 0.005, 0.01};
-    dslb_shape(20, 3, s3, g3, 1000.0, 0.01, &n, &batch);
+    dslb_shape(20, 3, s3, g3, 1, 1000.0, 0.01, &n, &batch);
     cr_assert_eq(n, 3 + 5);
     /* 30 % error: the tail stops at 1 - DSLB_FIRST_BATCH. */
-    dslb_shape(12, 2, speed, gap, 1000.0, 0.3, &n, &batch);
+    dslb_shape(12, 2, speed, gap, 1, 1000.0, 0.3, &n, &batch);
     cr_assert_float_eq(batch, DSLB_FIRST_BATCH, 1e-12);
+    /* Speeds only declared (the first iteration): DSLB_FIRST_GUESS. */
+    dslb_shape(20, 2, speed, none, 0, 1000.0, -1.0, &n, &batch);
+    cr_assert_eq(n, 20);
+    cr_assert_float_eq(batch, DSLB_FIRST_GUESS, 1e-12);
     /* P leaving room for fewer tail portions: all of them, or none. */
-    dslb_shape(3, 2, speed, gap, 1000.0, 0.01, &n, &batch);
+    dslb_shape(3, 2, speed, gap, 1, 1000.0, 0.01, &n, &batch);
     cr_assert_eq(n, 3);
-    dslb_shape(3, 2, speed, slow_gap, 1000.0, 0.01, &n, &batch);
+    dslb_shape(3, 2, speed, slow_gap, 1, 1000.0, 0.01, &n, &batch);
     cr_assert_eq(n, 2);
     /* As many chains as portions: P. */
-    dslb_shape(2, 2, speed, gap, 1000.0, 0.01, &n, &batch);
+    dslb_shape(2, 2, speed, gap, 1, 1000.0, 0.01, &n, &batch);
     cr_assert_eq(n, 2);
 }
 

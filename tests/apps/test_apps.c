@@ -320,6 +320,29 @@ Test(apps, dslb_dpc_measures_every_pe)
     }
 }
 
+/* One line of the test build of dmm: "dmm-probe: node=N pe=P obj=O strip=R
+   bytes=B rx=X" (a map of B bytes from row R of object O by PE P, and the
+   bytes node N's daemon received for O meanwhile). */
+typedef struct {
+    char node[16], obj[16];
+    int pe, strip;
+    unsigned long long bytes, rx;
+} dmm_probe_t;
+
+/* The next probe line of `out` from *pos on into *q; 0 when none is left. */
+static int next_probe(const char **pos, const char *why, dmm_probe_t *q)
+{
+    const char *p = strstr(*pos, "dmm-probe: ");
+
+    if (p == NULL)
+        return 0;
+    cr_assert_eq(sscanf(p, "dmm-probe: node=%15s pe=%d obj=%15s strip=%d bytes=%llu rx=%llu",
+                        q->node, &q->pe, q->obj, &q->strip, &q->bytes, &q->rx),
+                 6, "bad probe line: %s", why);
+    *pos = p + 1;
+    return 1;
+}
+
 /* The test build of dmm prints, for each strip map, the bytes its node
    received for that object. 4 x 4 tiles of 16 x 16 in 4 equal portions: a
    portion is one tile row, its strip of A 16 rows (4 KiB) and all of Bt.
@@ -345,15 +368,14 @@ Test(apps, dmm_second_map_of_a_strip_moves_no_bytes)
     why = ivmt_describe(NULL, &r);
     parse_result(r.out, why, &res);
     cr_assert_str_eq(res.verified, "yes", "%s", why);
-    for (const char *p = strstr(r.out, "dmm-probe: "); p != NULL;
-         p = strstr(p + 1, "dmm-probe: ")) {
-        char node[16], obj[16], key[40];
-        int pe, strip;
-        unsigned long long bytes, rx;
-        cr_assert_eq(sscanf(p, "dmm-probe: node=%15s pe=%d obj=%15s strip=%d bytes=%llu "
-                            "rx=%llu", node, &pe, obj, &strip, &bytes, &rx), 6,
-                     "bad probe line: %s", why);
-        if (strcmp(node, "node1") != 0) {
+    const char *pos = r.out;
+    dmm_probe_t q;
+    while (next_probe(&pos, why, &q)) {
+        const char *obj = q.obj;
+        int strip = q.strip;
+        unsigned long long bytes = q.bytes, rx = q.rx;
+        char key[40];
+        if (strcmp(q.node, "node1") != 0) {
             cr_assert_eq(rx, 0, "the master's node received %llu bytes for %s: %s", rx, obj,
                          why);
             continue;
@@ -398,23 +420,19 @@ Test(apps, dmm_stages_its_inputs_before_the_iterations)
     parse_result(r.out, why, &res);
     cr_assert_str_eq(res.verified, "yes", "%s", why);
     cr_assert_not_null(strstr(r.out, "dslb: inputs staged on 1 node in "), "%s", why);
-    for (const char *p = strstr(r.out, "dmm-probe: "); p != NULL;
-         p = strstr(p + 1, "dmm-probe: ")) {
-        char node[16], obj[16];
-        int pe, strip;
-        unsigned long long bytes, rx;
-        cr_assert_eq(sscanf(p, "dmm-probe: node=%15s pe=%d obj=%15s strip=%d bytes=%llu "
-                            "rx=%llu", node, &pe, obj, &strip, &bytes, &rx), 6,
-                     "bad probe line: %s", why);
-        if (strcmp(node, "node1") != 0)
+    const char *pos = r.out;
+    dmm_probe_t q;
+    while (next_probe(&pos, why, &q)) {
+        if (strcmp(q.node, "node1") != 0)
             continue;
-        if (pe == 1) { /* the staging PE, the first id */
-            cr_assert(strip == 0 && bytes == 64 * 64 * sizeof(float) && rx == bytes,
-                      "staging map of %s: %llu of %llu bytes moved: %s", obj, rx, bytes, why);
+        if (q.pe == 1) { /* the staging PE, the first id */
+            cr_assert(q.strip == 0 && q.bytes == 64 * 64 * sizeof(float) && q.rx == q.bytes,
+                      "staging map of %s: %llu of %llu bytes moved: %s", q.obj, q.rx, q.bytes,
+                      why);
             staged++;
         } else {
-            cr_assert_eq(rx, 0, "PE %d's map of %s strip at row %d moved %llu bytes after "
-                         "staging: %s", pe, obj, strip, rx, why);
+            cr_assert_eq(q.rx, 0, "PE %d's map of %s strip at row %d moved %llu bytes after "
+                         "staging: %s", q.pe, q.obj, q.strip, q.rx, why);
             strips++;
         }
     }
