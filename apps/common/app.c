@@ -520,22 +520,26 @@ int app_result_add_share(app_result_t *r, const char *name, double work)
     for (int i = 0; i < r->nshare; i++) {
         if (strcmp(r->share_name[i], name) == 0) {
             r->share_work[i] += work;
-            return 0;
+            return i;
         }
     }
     if (r->nshare == APP_MAX_DEVS)
         return -1;
     snprintf(r->share_name[r->nshare], APP_NAME_MAX, "%s", name);
-    r->share_work[r->nshare++] = work;
-    return 0;
+    r->share_work[r->nshare] = work;
+    return r->nshare++;
 }
 
 void app_result_print(FILE *out, const app_result_t *r)
 {
-    double total = 0.0;
+    double total = 0.0, rates = 0.0;
+    int rated = r->nshare > 0;
 
-    for (int i = 0; i < r->nshare; i++)
+    for (int i = 0; i < r->nshare; i++) {
         total += r->share_work[i];
+        rates += r->share_rate[i];
+        rated = rated && r->share_rate[i] > 0.0;
+    }
     fprintf(out, "RESULT app=%s version=%s size=%lld pes=%d seconds=%.6f checksum=%s "
             "verified=%s share=", r->app, r->version, r->size, r->pes, r->seconds,
             r->checksum, r->verified ? "yes" : "no");
@@ -544,6 +548,9 @@ void app_result_print(FILE *out, const app_result_t *r)
     for (int i = 0; i < r->nshare; i++)
         fprintf(out, "%s%s:%.4f", i ? "," : "", r->share_name[i],
                 total > 0.0 ? r->share_work[i] / total : 0.0);
+    for (int i = 0; rated && i < r->nshare; i++)
+        fprintf(out, "%s%s:%.4f", i ? "," : " speed=", r->share_name[i],
+                r->share_rate[i] / rates);
     fputc('\n', out);
     fflush(out);
 }

@@ -88,6 +88,7 @@ typedef struct app_result {
     int nshare;                       /* devices in share[] */
     char share_name[APP_MAX_DEVS][APP_NAME_MAX];
     double share_work[APP_MAX_DEVS];  /* work done per device, any unit */
+    double share_rate[APP_MAX_DEVS];  /* its measured work per busy second; 0: none */
 } app_result_t;
 
 /* Parse argv into *args, starting from the defaults already in *args.
@@ -202,14 +203,15 @@ int app_verify_exact(const char *app, const char *what, const void *got, const v
 /* Start a result: app, version, size; no share entries yet. */
 void app_result_init(app_result_t *r, const char *app, const char *version,
                      long long size);
-/* Add `work` to the device named `name` (a new entry if not listed yet);
-   -1 when APP_MAX_DEVS entries are taken. */
+/* Add `work` to the device named `name` (a new entry if not listed yet).
+   Returns the entry's index, or -1 when APP_MAX_DEVS entries are taken. */
 int app_result_add_share(app_result_t *r, const char *name, double work);
 /* Print the one result line:
    RESULT app=A version=V size=N pes=P seconds=S checksum=C verified=yes|no
-          share=dev0:x,dev1:y,...
+          share=dev0:x,dev1:y,... [speed=dev0:x,dev1:y,...]
    (one line; share = fraction of the work per device, 4 decimals; "-" when
-   no device is listed). */
+   no device is listed; speed, only when every device has a share_rate: each
+   one's fraction of their summed rates). */
 void app_result_print(FILE *out, const app_result_t *r);
 
 /* The end of a --serial run: r->pes = 1, share "serial", the result line.

@@ -4,6 +4,7 @@
 #include "app_mpi.h"
 
 #include <mpi.h>
+#include <stdlib.h>
 #include <string.h>
 
 int app_mpi_init(int *argc, char ***argv, app_args_t *a, const char *usage_extra,
@@ -81,6 +82,22 @@ void app_mpi_timer_start(app_mpi_t *m, const char *env)
     m->t0 = app_now_s();
 }
 
+void app_mpi_kernel_done(app_mpi_t *m, double ts)
+{
+    app_slow_apply(m->slow, app_now_s() - ts);
+    m->busy += app_now_s() - ts;
+}
+
+void app_mpi_busy_gather(app_mpi_t *m)
+{
+    if (m->rank == 0) {
+        m->busy_all = calloc((size_t)m->nranks, sizeof(double));
+        if (m->busy_all == NULL)
+            app_mpi_die("app_mpi: no memory\n");
+    }
+    MPI_Gather(&m->busy, 1, MPI_DOUBLE, m->busy_all, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+}
+
 void app_mpi_result_init(const app_mpi_t *m, app_result_t *r, const char *app,
                          long long size, double seconds)
 {
@@ -89,12 +106,15 @@ void app_mpi_result_init(const app_mpi_t *m, app_result_t *r, const char *app,
     r->seconds = seconds;
 }
 
-void app_mpi_share(app_result_t *r, int rank, double work)
+void app_mpi_share(const app_mpi_t *m, app_result_t *r, int rank, double work)
 {
     char name[APP_NAME_MAX];
+    int i;
 
     snprintf(name, sizeof(name), "rank%d", rank);
-    app_result_add_share(r, name, work);
+    i = app_result_add_share(r, name, work);
+    if (i >= 0 && m->busy_all != NULL && m->busy_all[rank] > 0.0)
+        r->share_rate[i] = r->share_work[i] / m->busy_all[rank];
 }
 
 int app_mpi_finish(app_mpi_t *m, int ret)
@@ -103,6 +123,8 @@ int app_mpi_finish(app_mpi_t *m, int ret)
     while (m->nbufs > 0)
         app_cuda_free(m->bufs[--m->nbufs]);
 #endif
+    free(m->busy_all);
+    m->busy_all = NULL;
     MPI_Finalize();
     return ret;
 }

@@ -22,6 +22,8 @@ typedef struct app_mpi {
     app_kernel_t kernel;        /* app_mpi_kernel_pick */
     double slow;                /* the slowdown knob's factor for this rank */
     double t0;                  /* start of the timed loop (app_mpi_timer_start) */
+    double busy;                /* seconds in this rank's kernel (app_mpi_kernel_done) */
+    double *busy_all;           /* rank 0: every rank's busy seconds (app_mpi_busy_gather) */
     int nbufs;
     void *bufs[APP_MPI_MAX_BUFS];   /* CUDA buffers, freed by app_mpi_finish */
 } app_mpi_t;
@@ -56,13 +58,23 @@ void app_mpi_split(const app_mpi_t *m, const app_args_t *a, int P, const double 
    timed loop (m->t0). */
 void app_mpi_timer_start(app_mpi_t *m, const char *env);
 
+/* The end of one kernel call started at `ts` (app_now_s): the slowdown
+   knob applied (app_slow_apply), then the call's seconds, the knob's
+   included, added to m->busy. */
+void app_mpi_kernel_done(app_mpi_t *m, double ts);
+/* Every rank's m->busy to rank 0's m->busy_all (MPI_Gather: every rank
+   calls it, after its timed loop); MPI_Abort(1) without memory. */
+void app_mpi_busy_gather(app_mpi_t *m);
+
 /* Start rank 0's result line: app, version mpi, size, pes = ranks, seconds. */
 void app_mpi_result_init(const app_mpi_t *m, app_result_t *r, const char *app,
                          long long size, double seconds);
-/* Add `work` to the share of "rank<rank>". */
-void app_mpi_share(app_result_t *r, int rank, double work);
+/* Add `work` to the share of "rank<rank>", and, after app_mpi_busy_gather,
+   the rank's measured speed: `work` over its busy seconds (the result
+   line's speed=, the speed each device showed under this run's split). */
+void app_mpi_share(const app_mpi_t *m, app_result_t *r, int rank, double work);
 
-/* Free the CUDA buffers, MPI_Finalize; returns `ret`. */
+/* Free the CUDA buffers and m->busy_all, MPI_Finalize; returns `ret`. */
 int app_mpi_finish(app_mpi_t *m, int ret);
 
 #endif /* IVM_APP_MPI_H */

@@ -86,11 +86,12 @@ int main(int argc, char **argv)
                               (size_t)count[rank] * sizeof(float)) != 0)
             app_mpi_die(NULL);
 #endif
-        app_slow_apply(m.slow, app_now_s() - ts);
+        app_mpi_kernel_done(&m, ts);
         MPI_Gatherv(rank == 0 ? MPI_IN_PLACE : C + displ[rank], count[rank], MPI_FLOAT, C, count,
                     displ, MPI_FLOAT, 0, MPI_COMM_WORLD);
     }
     double seconds = app_now_s() - m.t0;
+    app_mpi_busy_gather(&m);
 
     if (rank == 0) {
         app_result_t r;
@@ -100,7 +101,7 @@ int main(int argc, char **argv)
             double done = 0.0;
             for (int k = first[q]; k < first[q + 1]; k++)
                 done += work[k];
-            app_mpi_share(&r, q, done);
+            app_mpi_share(&m, &r, q, done);
         }
         if (rowmajor == NULL)
             app_mpi_die("dmm-mpi: no memory\n");

@@ -61,7 +61,7 @@ static int *himeno_mpi_split(const app_args_t *a, const app_mpi_t *m, int units)
     return first;
 }
 
-static int himeno_mpi_run(const app_args_t *a, const himeno_grid_t *g, const app_mpi_t *m)
+static int himeno_mpi_run(const app_args_t *a, const himeno_grid_t *g, app_mpi_t *m)
 {
     const int rank = m->rank, nranks = m->nranks;
     const size_t P = himeno_plane(g);
@@ -73,7 +73,7 @@ static int himeno_mpi_run(const app_args_t *a, const himeno_grid_t *g, const app
     const int hi = split[rank + 1];
     const int n = hi - lo, up = rank + 1 < nranks ? rank + 1 : MPI_PROC_NULL,
               down = rank > 0 ? rank - 1 : MPI_PROC_NULL;
-    double slow = app_slow_factor("IVM_OMLB_SLOW", rank), gosa = 0.0, t0, seconds;
+    double gosa = 0.0, t0, seconds;
     float *planes = NULL, *first = NULL, *last = NULL, *below = NULL, *above = NULL;
     float *grid = NULL;
     int *counts = NULL, *displs = NULL, ret = -1, ok = 1;
@@ -90,7 +90,8 @@ static int himeno_mpi_run(const app_args_t *a, const himeno_grid_t *g, const app
                     units, nranks);
         goto agree;
     }
-    if (slow < 0 || app_kernel_pick_rank(a, rank, &kernel) != 0)
+    m->slow = app_slow_factor("IVM_OMLB_SLOW", rank);
+    if (m->slow < 0 || app_kernel_pick_rank(a, rank, &kernel) != 0)
         goto agree;
 #ifdef APP_HAVE_CUDA
     if (kernel == APP_KERNEL_CUDA) {
@@ -130,7 +131,7 @@ agree:
         }
         ts = app_now_s();
         ops->step(k, &local);
-        app_slow_apply(slow, app_now_s() - ts);
+        app_mpi_kernel_done(m, ts);
         MPI_Allreduce(&local, &gosa, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     }
 
@@ -160,6 +161,7 @@ agree:
                 MPI_COMM_WORLD);
     seconds = app_now_s() - t0;
     MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    app_mpi_busy_gather(m);
 
     if (rank == 0) {
         app_result_t r;
@@ -171,7 +173,7 @@ agree:
         app_mpi_result_init(m, &r, "himeno", a->size, seconds);
         app_checksum_real(&r, checksum);
         for (int q = 0; q < nranks; q++)
-            app_mpi_share(&r, q, (double)counts[q] / (double)P);
+            app_mpi_share(m, &r, q, (double)counts[q] / (double)P);
         printf("himeno-mpi: grid %dx%dx%d, %d iterations, %d ranks, gosa %.9e\n", g->nx,
                g->ny, g->nz, a->iters, nranks, gosa);
         if (a->verify) {

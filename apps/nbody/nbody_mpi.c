@@ -66,7 +66,7 @@ int main(int argc, char **argv)
                 app_mpi_die(NULL);
 #endif
         }
-        app_slow_apply(m.slow, app_now_s() - ts);
+        app_mpi_kernel_done(&m, ts);
         MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_BYTE, pout, counts, displs, MPI_BYTE,
                        MPI_COMM_WORLD);
 #ifdef APP_HAVE_CUDA
@@ -75,13 +75,14 @@ int main(int argc, char **argv)
 #endif
     }
     double seconds = app_now_s() - m.t0;
+    app_mpi_busy_gather(&m);
 
     if (rank == 0) {
         app_result_t r;
         nbody_vec_t *final = pos + (size_t)(a.iters % 2) * n;
         app_mpi_result_init(&m, &r, "nbody", a.size, seconds);
         for (int k = 0; k < nranks; k++)
-            app_mpi_share(&r, k, counts[k] / (double)sizeof(nbody_vec_t));
+            app_mpi_share(&m, &r, k, counts[k] / (double)sizeof(nbody_vec_t));
         app_checksum_real(&r, app_weighted_sum_f((const float *)final, (size_t)n * 4));
         if (a.verify) {
             nbody_vec_t *ref = malloc((size_t)n * sizeof(*ref));

@@ -74,7 +74,7 @@ int main(int argc, char **argv)
                 app_mpi_die(NULL);
 #endif
         }
-        app_slow_apply(m.slow, app_now_s() - ts);
+        app_mpi_kernel_done(&m, ts);
         if (rank == 0)
             MPI_Gatherv(MPI_IN_PLACE, 0, MPI_INT32_T, score, counts, displs, MPI_INT32_T, 0,
                         MPI_COMM_WORLD);
@@ -83,6 +83,7 @@ int main(int argc, char **argv)
                         MPI_INT32_T, 0, MPI_COMM_WORLD);
     }
     double seconds = app_now_s() - m.t0;
+    app_mpi_busy_gather(&m);
 
     if (rank == 0) {
         app_result_t r;
@@ -91,7 +92,7 @@ int main(int argc, char **argv)
             double cells = 0.0;
             for (int k = displs[q]; k < displs[q] + counts[q]; k++)
                 cells += work[k];
-            app_mpi_share(&r, q, cells);
+            app_mpi_share(&m, &r, q, cells);
         }
         app_checksum_hex(&r, app_fnv1a(score, (size_t)n * sizeof(int32_t)));
         if (a.verify) {

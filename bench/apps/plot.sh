@@ -38,9 +38,11 @@ for app in $apps; do
     plots_w+=("'$out/speedup_$app.dat' using 1:5:6:7 with yerrorlines lw 2 title '$app'")
 done
 
-# share.dat: device, speed share, then each app's share (its last setting).
+# share.dat: device, nominal speed share, measured speed share (the mean
+# over the apps' last settings of summary.csv's measured_speed; 0 when not
+# measured), then each app's share (its last setting).
 {
-    printf 'device speed-share'
+    printf 'device speed-share measured-speed'
     for app in $apps; do printf ' %s' "$app"; done
     printf '\n'
     names=$(tail -n +2 "$sum" | cut -d, -f20 | tr ' ' '\n' | cut -d: -f1 | { grep -v '^-$' || true; } | sort -u)
@@ -49,6 +51,10 @@ done
         sp=0
         ((idx < ${#speeds[@]})) && sp=${speeds[$idx]}
         printf '%s %s' "$dev" "$(awk -v s="$sp" -v t="$total" 'BEGIN { printf "%.4f", t ? s / t : 0 }')"
+        for app in $apps; do
+            awk -F, -v a="$app" '$1 == a { l = $22 } END { print l }' "$sum"
+        done | tr ' ' '\n' | sed -n "s/^$dev:\(.*\)/\1/p" |
+            awk '{ t += $1; n++ } END { printf " %.4f", n ? t / n : 0 }'
         for app in $apps; do
             line=$(awk -F, -v a="$app" '$1 == a { l = $20 } END { print l }' "$sum")
             v=$(tr ' ' '\n' <<<"$line" | sed -n "s/^$dev:\(.*\)/\1/p")
@@ -92,7 +98,7 @@ set ylabel 'share of the work'
 set yrange [0:1]
 set key outside right top
 set grid ytics
-plot '$out/share.dat' using 2:xtic(1) title columnheader(2), for [i=3:$((napps + 2))] '' using i title columnheader(i)
+plot '$out/share.dat' using 2:xtic(1) title columnheader(2), for [i=3:$((napps + 3))] '' using i title columnheader(i)
 EOF
     fi
     if [[ -s $out/omlb.dat ]]; then

@@ -22,17 +22,20 @@
 #
 # OUT_DIR gets:
 #   runs.csv       every run: app, setting, round, variant, seconds, PEs,
-#                  share per device, load average at the round's start
+#                  share per device, load average at the round's start, and
+#                  for MPI runs each rank's measured speed share (its work
+#                  over its seconds in the kernel)
 #   summary.csv    per app and setting: medians, min and max of the three
 #                  variants, of IVM's speedup over mpi and of its ratio to
 #                  mpiw (each the round's ratio, so paired), the load, and
 #                  the largest relative gap between a device's share of the
-#                  work and its share of the speed
+#                  work and its share of the speed, nominal and measured
+#                  (the equal-split MPI runs' speed shares, median)
 #   results.md     the summary as a table
 #   speedup.png/.svg  speedup over equal-split MPI and ratio to speed-
 #                  weighted MPI against IVM's PEs, min/max error bars
 #   share.png/.svg IVM's share of the work per device against the devices'
-#                  speed shares
+#                  speed shares, nominal and measured
 #   omlb.png/.svg  HIMENO's OM-LB: PEs and units per device over the run
 #   machine.txt, logs/  the machine, the commands, every run's output
 # Apps not built are skipped with a message; so are the plots without
@@ -232,6 +235,14 @@ field() {
     sed -n "s/^RESULT .* $2=\([^ ]*\).*/\1/p" "$1" | tail -n 1
 }
 
+# speed_list LOG: the RESULT line's measured speeds, space-separated ("-"
+# if none: IVM runs, baselines without per-rank timing).
+speed_list() {
+    local s
+    s=$(field "$1" speed)
+    echo "${s:--}" | tr ',' ' '
+}
+
 # ivm_changes: apply SHARE_CHANGES to the IVM run started now (background):
 # device DEV (global index) is CPU device devlocal of node devnode's daemon.
 ivm_changes() {
@@ -273,7 +284,7 @@ run_one() {
 }
 
 csv=$out/runs.csv
-echo "app,setting,round,variant,seconds,pes,loadavg,verified,checksum,share" >"$csv"
+echo "app,setting,round,variant,seconds,pes,loadavg,verified,checksum,speed,share" >"$csv"
 rm -f "$out"/omlb.dat
 
 for app in $apps; do
@@ -317,7 +328,7 @@ for app in $apps; do
                     echo "run.sh: $app $v did not verify (see $log)" >&2
                     failures=$((failures + 1))
                 fi
-                echo "$app,$setting,$round,$v,$(field "$log" seconds),$(field "$log" pes),$load,$(field "$log" verified),$(field "$log" checksum),\"$(field "$log" share)\"" >>"$csv"
+                echo "$app,$setting,$round,$v,$(field "$log" seconds),$(field "$log" pes),$load,$(field "$log" verified),$(field "$log" checksum),$(speed_list "$log"),\"$(field "$log" share)\"" >>"$csv"
             done
             printf '   round %d: ivm %s s, mpi %s s, mpiw %s s (load %s)\n' "$round" \
                    "$(field "$out/logs/$app-$setting-ivm-$round.log" seconds)" \
@@ -339,12 +350,16 @@ awk -F, -v speeds="${cpu_speeds[*]}" -v names="${devnames[*]}" -f "$here/summary
     echo "Each figure: median of the rounds (min-max); speedup = MPI equal split / IVM and"
     echo "vs weighted = MPI speed-weighted / IVM, each the ratio of one round's runs."
     echo
-    echo "| app | setting | IVM PEs | IVM s | MPI s | MPI weighted s | speedup over MPI | vs weighted MPI | load | IVM share per device | largest share gap |"
-    echo "| --- | --- | ---: | --- | --- | --- | --- | --- | ---: | --- | ---: |"
-    tail -n +2 "$out/summary.csv" | while IFS=, read -r app setting pes im imn imx mm mmn mmx wm wmn wmx sp spn spx rw rwn rwx load share gap; do
-        printf '| %s | %s | %s | %s (%s-%s) | %s (%s-%s) | %s (%s-%s) | **%s** (%s-%s) | **%s** (%s-%s) | %s | %s | %s |\n' \
+    echo "Share gaps: the largest relative gap between a device's share of IVM's work and its"
+    echo "share of the nominal speeds (the scenario's), then of the speeds measured: each"
+    echo "device's work per second in its kernel in the equal-split MPI runs (median)."
+    echo
+    echo "| app | setting | IVM PEs | IVM s | MPI s | MPI weighted s | speedup over MPI | vs weighted MPI | load | IVM share per device | gap vs nominal | measured speed shares | gap vs measured |"
+    echo "| --- | --- | ---: | --- | --- | --- | --- | --- | ---: | --- | ---: | --- | ---: |"
+    tail -n +2 "$out/summary.csv" | while IFS=, read -r app setting pes im imn imx mm mmn mmx wm wmn wmx sp spn spx rw rwn rwx load share gap mspeed mgap; do
+        printf '| %s | %s | %s | %s (%s-%s) | %s (%s-%s) | %s (%s-%s) | **%s** (%s-%s) | **%s** (%s-%s) | %s | %s | %s | %s | %s |\n' \
                "$app" "$setting" "$pes" "$im" "$imn" "$imx" "$mm" "$mmn" "$mmx" "$wm" "$wmn" "$wmx" \
-               "$sp" "$spn" "$spx" "$rw" "$rwn" "$rwx" "$load" "$share" "$gap"
+               "$sp" "$spn" "$spx" "$rw" "$rwn" "$rwx" "$load" "$share" "$gap" "$mspeed" "$mgap"
     done
 } >"$out/results.md"
 echo

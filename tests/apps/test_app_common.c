@@ -122,13 +122,30 @@ Test(app_common, result_line_format)
     r.verified = 1;
     app_checksum_hex(&r, 0xabcull);
     cr_assert_eq(app_result_add_share(&r, "node0.cpu0", 3.0), 0);
-    cr_assert_eq(app_result_add_share(&r, "node1.gpu0", 1.0), 0);
+    cr_assert_eq(app_result_add_share(&r, "node1.gpu0", 1.0), 1);
     cr_assert_eq(app_result_add_share(&r, "node0.cpu0", 4.0), 0);
     app_result_print(f, &r);
     fclose(f);
     cr_assert_str_eq(buf, "RESULT app=nw version=ivm size=300 pes=36 seconds=1.500000 "
                           "checksum=0000000000000abc verified=yes "
                           "share=node0.cpu0:0.8750,node1.gpu0:0.1250\n");
+
+    /* Speeds: printed when every device has its rate, as fractions. */
+    f = fmemopen(buf, sizeof(buf), "w");
+    r.share_rate[0] = 6.0;
+    app_result_print(f, &r);
+    fclose(f);
+    cr_assert_str_eq(buf, "RESULT app=nw version=ivm size=300 pes=36 seconds=1.500000 "
+                          "checksum=0000000000000abc verified=yes "
+                          "share=node0.cpu0:0.8750,node1.gpu0:0.1250\n");
+    f = fmemopen(buf, sizeof(buf), "w");
+    r.share_rate[1] = 2.0;
+    app_result_print(f, &r);
+    fclose(f);
+    cr_assert_str_eq(buf, "RESULT app=nw version=ivm size=300 pes=36 seconds=1.500000 "
+                          "checksum=0000000000000abc verified=yes "
+                          "share=node0.cpu0:0.8750,node1.gpu0:0.1250 "
+                          "speed=node0.cpu0:0.7500,node1.gpu0:0.2500\n");
 
     f = fmemopen(buf, sizeof(buf), "w");
     app_result_init(&r, "dmm", "mpi", 8);
