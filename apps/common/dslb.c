@@ -522,9 +522,9 @@ static int dslb_first_undone(dslb_rec_t *rec, int nport, int iter)
    (every id of the iteration was handed out), a PE died. */
 static int dslb_root_restart(const app_args_t *args, const dslb_app_ops_t *ops, void *ctx,
                              const dslb_ctl_t *ctl, dslb_rec_t *rec, dslb_stat_t *st,
-                             dslb_dpc_t *dpc, int iter)
+                             dslb_dpc_t *dpc)
 {
-    int counts[APP_MAX_DEVS];
+    int counts[APP_MAX_DEVS], iter = ctl->iter;
     int d = dslb_deal(ops, ctx, args, ctl, st, dslb_claimed(ctl, st), -1, 0.0, 1, app_wall_s(),
                       counts);
     ivm_pe pe;
@@ -547,14 +547,14 @@ static int dslb_root_restart(const app_args_t *args, const dslb_app_ops_t *ops, 
     return 0;
 }
 
-/* Wait until every portion of `iter` is done, asleep in ivmWait on the PE of
+/* Wait until every portion of ctl's iteration is done, asleep in ivmWait on the PE of
    the first portion not done. A PE not started yet (NOT_FOUND): nap, and
    when no child is alive, restart a chain. */
 static int dslb_root_wait(const app_args_t *args, const dslb_app_ops_t *ops, void *ctx,
                           const dslb_ctl_t *ctl, dslb_rec_t *rec, dslb_stat_t *st,
-                          dslb_dpc_t *dpc, int iter, int *restarts_p)
+                          dslb_dpc_t *dpc, int *restarts_p)
 {
-    int P = ctl->nport, gone_pe = IVM_PE_NULL;
+    int P = ctl->nport, iter = ctl->iter, gone_pe = IVM_PE_NULL;
     double start = app_now_s(), nap = DSLB_NAP_MIN_S, gone_since = 0.0;
 
     for (;;) {
@@ -597,7 +597,7 @@ static int dslb_root_wait(const app_args_t *args, const dslb_app_ops_t *ops, voi
            the count has pushed its flag before it. */
         APP_TRY(ivmGetNumPEs(&npes));
         if (npes <= 1 && dslb_first_undone(rec, P, iter) < P) {
-            if (dslb_root_restart(args, ops, ctx, ctl, rec, st, dpc, iter) != 0)
+            if (dslb_root_restart(args, ops, ctx, ctl, rec, st, dpc) != 0)
                 return -1;
             ++*restarts_p;
             nap = DSLB_NAP_MIN_S;
@@ -1066,7 +1066,7 @@ static int dslb_root(const app_args_t *args, const dslb_app_ops_t *ops, void *ct
 
         if (dslb_root_follow_shares(ctl, st, before, iter) != 0 ||
             dslb_root_start(args, ops, ctx, ctl, st, dpc, iter, base, &plan) != 0 ||
-            dslb_root_wait(args, ops, ctx, ctl, rec, st, dpc, iter, &restarts) != 0)
+            dslb_root_wait(args, ops, ctx, ctl, rec, st, dpc, &restarts) != 0)
             goto out_free;
         if (ops->root_iter_end != NULL && ops->root_iter_end(ctx, args, iter) != 0)
             goto out_free;

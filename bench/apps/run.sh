@@ -30,7 +30,7 @@
 #                  mpiw (each the round's ratio, so paired), the load, and
 #                  the largest relative gap between a device's share of the
 #                  work and its share of the speed, nominal and measured
-#                  (the equal-split MPI runs' speed shares, median)
+#                  (the speed-weighted MPI runs' speed shares, median)
 #   results.md     the summary as a table
 #   speedup.png/.svg  speedup over equal-split MPI and ratio to speed-
 #                  weighted MPI against IVM's PEs, min/max error bars
@@ -352,7 +352,7 @@ awk -F, -v speeds="${cpu_speeds[*]}" -v names="${devnames[*]}" -f "$here/summary
     echo
     echo "Share gaps: the largest relative gap between a device's share of IVM's work and its"
     echo "share of the nominal speeds (the scenario's), then of the speeds measured: each"
-    echo "device's work per second in its kernel in the equal-split MPI runs (median)."
+    echo "device's work per second in its kernel in the speed-weighted MPI runs (median)."
     echo
     echo "| app | setting | IVM PEs | IVM s | MPI s | MPI weighted s | speedup over MPI | vs weighted MPI | load | IVM share per device | gap vs nominal | measured speed shares | gap vs measured |"
     echo "| --- | --- | ---: | --- | --- | --- | --- | --- | ---: | --- | ---: | --- | ---: |"

@@ -7,7 +7,8 @@
 # and max; the median load average; the IVM share of the median IVM run; the
 # largest relative gap |share - speed share| / speed share over the devices;
 # the devices' measured speed shares (each device's median over the rounds of
-# its speed share in the equal-split MPI runs: work over the rank's seconds
+# its speed share in the speed-weighted MPI runs, where every device computes
+# for about the whole run as in a balanced one: work over the rank's seconds
 # in its kernel, normalised again) and IVM's largest relative gap to those.
 # The share and speed lists in summary.csv are space-separated.
 
@@ -50,7 +51,7 @@ NR == 1 { next }
     key = $1 "," $2
     if (!(key in seen)) { seen[key] = 1; keys[++nkeys] = key }
     sec[key, $4, $3] = $5
-    if ($4 == "mpi" && $10 != "-") {      # rank r's speed share: device r's
+    if ($4 == "mpiw" && $10 != "-") {     # rank r's speed share: device r's
         n = split($10, parts, " ")
         for (j = 1; j <= n; j++) { split(parts[j], kv, ":"); mspd[key, j, $3] = kv[2] }
         nmspd[key, $3] = n
@@ -91,7 +92,7 @@ END {
         if (msh != "" && nd > 0)
             gap = largest_gap(msh, nominal, nd)
         # The measured speed shares: per device, the median over the rounds
-        # whose equal-split run measured every device.
+        # whose weighted run measured every device.
         split("", meas); mlist = ""; mgap = ""; msum = 0
         for (d = 1; d <= nd; d++) {
             split("", V); nv = 0

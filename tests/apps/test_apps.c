@@ -186,6 +186,15 @@ static void check_mpi(const char *prog, const char *ivm_prog, const char *app,
     cr_assert_eq(mpi.pes, 2, "%s", why);
     cr_assert_str_eq(mpi.checksum, ivm.checksum, "MPI checksum %s, IVM %s: %s", mpi.checksum,
                      ivm.checksum, why);
+    /* Each rank's measured speed share (work over its kernel's seconds). */
+    const char *speed = strstr(r.out, " speed=rank0:");
+    char speeds[256] = "";
+    int nspeed = 0;
+    cr_assert_not_null(speed, "no speed= on the RESULT line: %s", why);
+    cr_assert_eq(sscanf(speed, " speed=%255s", speeds), 1, "%s", why);
+    double sum = share_sum(speeds, &nspeed);
+    cr_assert(nspeed == 2 && strstr(speeds, ",rank1:") != NULL && sum > 0.999 && sum < 1.001,
+              "speed '%s' (%d ranks, sum %f): %s", speeds, nspeed, sum, why);
     free(why);
     ivmt_result_free(&r);
 #else

@@ -122,6 +122,13 @@ Test(himeno, mpi_version_verifies_and_matches_the_ivm_checksum)
     char *verified = apps_result_field(m.out, "verified");
     cr_assert(verified != NULL && strcmp(verified, "yes") == 0, "not verified:\n%s", m.out);
     free(verified);
+    /* Each rank's speed, measured before the timed loop (then the slab is
+       loaded again: the result above verified). */
+    char *speed = apps_result_field(m.out, "speed");
+    cr_assert(speed != NULL && strncmp(speed, "rank0:", 6) == 0 &&
+                  strstr(speed, ",rank1:") != NULL,
+              "no speed of each rank:\n%s", m.out);
+    free(speed);
 
     ivmrun_two_nodes(ivm_args, &i);
     expect_code(&i, 0);
