@@ -354,7 +354,7 @@ awk -F, -v speeds="${cpu_speeds[*]}" -v names="${devnames[*]}" -f "$here/summary
     echo "share of the nominal speeds (the scenario's), then of the speeds measured: each"
     echo "device's work per second in its kernel in the speed-weighted MPI runs (median)."
     echo
-    echo "| app | setting | IVM PEs | IVM s | MPI s | MPI weighted s | speedup over MPI | vs weighted MPI | load | IVM share per device | gap vs nominal | measured speed shares | gap vs measured |"
+    echo "| app | setting | IVM PEs | IVM s | MPI s | MPI weighted s | speedup over MPI | vs weighted MPI | load | IVM share per device (median) | gap vs nominal | measured speed shares | gap vs measured |"
     echo "| --- | --- | ---: | --- | --- | --- | --- | --- | ---: | --- | ---: | --- | ---: |"
     tail -n +2 "$out/summary.csv" | while IFS=, read -r app setting pes im imn imx mm mmn mmx wm wmn wmx sp spn spx rw rwn rwx load share gap mspeed mgap; do
         printf '| %s | %s | %s | %s (%s-%s) | %s (%s-%s) | %s (%s-%s) | **%s** (%s-%s) | **%s** (%s-%s) | %s | %s | %s | %s | %s |\n' \

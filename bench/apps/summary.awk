@@ -4,8 +4,8 @@
 # Per app and setting: IVM's PEs (median), the median, min and max seconds
 # of ivm, mpi and mpiw; the round-by-round ratios mpi/ivm (speedup over the
 # equal split) and mpiw/ivm (against the speed-weighted split), median, min
-# and max; the median load average; the IVM share of the median IVM run; the
-# largest relative gap |share - speed share| / speed share over the devices;
+# and max; the median load average; IVM's share of the work per device (each
+# device's median over the rounds, normalised again); the largest relative gap |share - speed share| / speed share over the devices;
 # the devices' measured speed shares (each device's median over the rounds of
 # its speed share in the speed-weighted MPI runs, where every device computes
 # for about the whole run as in a balanced one: work over the rank's seconds
@@ -82,12 +82,28 @@ END {
             if (i != "" && m != "") S[++ns] = m / i
             if (i != "" && w != "") R[++nr] = w / i
         }
-        # The share of the median IVM run.
-        split("", C); nc = 0
-        for (r = 1; r <= maxr; r++) if (sec[key, "ivm", r] != "") C[++nc] = sec[key, "ivm", r]
-        sort_n(C, nc); mi = nc ? C[int((nc + 1) / 2)] : ""; msh = ""  # a real run
-        for (r = 1; r <= maxr; r++) if (sec[key, "ivm", r] == mi && msh == "") msh = share[key, r]
-        gsub(/"/, "", msh)
+        # IVM's share per device: its median over the rounds (0 in a round
+        # that gave the device nothing), normalised again.
+        split("", dsh); split("", dvn); ndv = 0; nrs = 0; msh = ""; tot = 0
+        for (r = 1; r <= maxr; r++) {
+            if (!((key, r) in share)) continue
+            nrs++
+            x = share[key, r]; gsub(/"/, "", x)
+            m = split(x, parts, ",")
+            for (j = 1; j <= m; j++) {
+                if (split(parts[j], kv, ":") != 2) continue
+                if (!((kv[1], "seen") in dsh)) { dsh[kv[1], "seen"] = 1; dvn[++ndv] = kv[1] }
+                dsh[kv[1], r] = kv[2]
+            }
+        }
+        for (j = 1; j <= ndv; j++) {
+            split("", V); nv = 0
+            for (r = 1; r <= maxr; r++)
+                if ((key, r) in share) V[++nv] = ((dvn[j], r) in dsh) ? dsh[dvn[j], r] : 0
+            msv[j] = med(V, nv); tot += msv[j]
+        }
+        for (j = 1; j <= ndv && tot > 0; j++)
+            msh = msh (j > 1 ? "," : "") sprintf("%s:%.4f", dvn[j], msv[j] / tot)
         gap = ""
         if (msh != "" && nd > 0)
             gap = largest_gap(msh, nominal, nd)
