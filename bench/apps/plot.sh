@@ -42,7 +42,7 @@ done
 # over the apps' last settings of summary.csv's measured_speed; 0 when not
 # measured), then each app's share (its last setting).
 {
-    printf 'device speed-share measured-speed'
+    printf 'device nominal-speed measured-speed'
     for app in $apps; do printf ' %s' "$app"; done
     printf '\n'
     names=$(tail -n +2 "$sum" | cut -d, -f20 | tr ' ' '\n' | cut -d: -f1 | { grep -v '^-$' || true; } | sort -u)
