@@ -298,6 +298,10 @@ int ivmd_remote_bounce(ivmd_remote_t *rm, ivmd_conn_t *c, const ivm_msg_hdr_t *h
         ivmd_remote_send_placed(rm, c->peer, c->job->id, node, &one, 1);
     }
     ++rm->relayed;
+    ivm_debug("job %u: %s of pe %d about pe %d (%s on node %d) sent back to %s", c->job->id,
+              ivm_proto_type_name(hdr->type), c->pe->id, id,
+              pe->state == IVMD_PE_EXITED || pe->state == IVMD_PE_FAILED ? "ended" : "running",
+              node, c->peer->node);
     if (ivmd_remote_wrap(rm, c->peer, c->job->id, c->pe->id, hdr, payload) != IVM_SUCCESS) {
         return IVM_ERROR_DAEMON_LOST;
     }
