@@ -13,6 +13,8 @@
 #include "devspec.h"
 #include "ivm.h"
 
+#define IVMD_ROOT_PE 0 /* the root PE's id: the job lives as long as it does */
+
 typedef enum ivmd_pe_state {
     IVMD_PE_SPAWNED, /* process started, ivmEnter not yet seen */
     IVMD_PE_RUNNING, /* entered */

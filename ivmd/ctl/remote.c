@@ -951,6 +951,11 @@ static ivmError_t ivmd_remote_proxy_create(ivmd_remote_t *rm, ivmd_conn_t *pc,
     jd->pe_pool    = sp->pe_pool <= IVM_PE_POOL_MAX ? sp->pe_pool : IVM_PE_POOL_MAX;
     job->data      = jd;
     *job_p         = job;
+    /* The root PE is on the root's node for the job's whole life (the job
+     * ends with it): placed now, as the job's table that follows on the
+     * link may come after a new PE's first wait from it. Without memory
+     * the table places it. */
+    (void)ivmd_psync_place(job, IVMD_ROOT_PE, (int)(pc->peer - rm->link->peers));
     ivmd_remote_early_apply(rm, job);
     return IVM_SUCCESS;
 }

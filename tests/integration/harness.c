@@ -1437,9 +1437,20 @@ void ivmt_scenario(const char *prog, const char *scenario, const char *const *ar
 
 void ivmt_launch_start(const char *launcher, const char *const *args, ivmt_launch_t *c)
 {
-    const char *env[] = {c->dir_env, "XDG_RUNTIME_DIR", NULL};
+    ivmt_launch_start_env(launcher, args, NULL, c);
+}
+
+void ivmt_launch_start_env(const char *launcher, const char *const *args,
+                           const char *const *extra, ivmt_launch_t *c)
+{
+    const char *env[16] = {c->dir_env, "XDG_RUNTIME_DIR"};
     const char *argv[32];
-    int argc = 0;
+    int argc = 0, nenv = 2;
+
+    while (extra != NULL && *extra != NULL && nenv < 15) {
+        env[nenv++] = *extra++;
+    }
+    env[nenv] = NULL;
 
     ivmt_make_tmpdir(c->dir, sizeof(c->dir));
     snprintf(c->dir_env, sizeof(c->dir_env), "IVM_SOCKET_DIR=%s", c->dir);

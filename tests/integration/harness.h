@@ -185,6 +185,10 @@ typedef struct ivmt_launch {
 /* Start `launcher args...` with IVM_SOCKET_DIR=<fresh dir>, no other IVM_*
  * but IVM_PE_POOL. */
 void ivmt_launch_start(const char *launcher, const char *const *args, ivmt_launch_t *c);
+/* The same with env ("NAME=VALUE" entries, NULL-terminated; NULL: none)
+ * added: the launcher's daemons and PEs inherit them. */
+void ivmt_launch_start_env(const char *launcher, const char *const *args,
+                           const char *const *env, ivmt_launch_t *c);
 
 /* Collect it; assert that no process of the run (environment or command line
  * naming the directory) is left 5 s later, and no cgroup directory of a

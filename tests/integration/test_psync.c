@@ -15,9 +15,11 @@
 
 TestSuite(psync, .timeout = 120);
 
-/* ivmrun --nodes N --timeout 60 [-x VAR=VAL] pe_psync SCENARIO [ARG]; must
- * print OK. */
-static void run_psync_x(const char *nodes, const char *x, const char *scenario, const char *arg)
+/* ivmrun --nodes N --timeout 60 [-x VAR=VAL] pe_psync SCENARIO [ARG], its
+ * daemons and PEs with env (NULL-terminated "NAME=VALUE"s; NULL: none)
+ * added; must print OK. */
+static void run_psync_env(const char *nodes, const char *x, const char *const *env,
+                          const char *scenario, const char *arg)
 {
     const char *argv[12] = {"--nodes", nodes, "--timeout", "60"};
     int argc = 4;
@@ -33,7 +35,7 @@ static void run_psync_x(const char *nodes, const char *x, const char *scenario, 
     argv[argc++] = scenario;
     argv[argc++] = arg;
     argv[argc]   = NULL;
-    ivmt_launch_start(IVMT_IVMRUN, argv, &c);
+    ivmt_launch_start_env(IVMT_IVMRUN, argv, env, &c);
     ivmt_launch_finish_clean(&c, 75, &r);
     ivmt_expect_pe_ok(NULL, &r, scenario);
     for (line = r.out; line != NULL && *line != '\0'; line = strchr(line, '\n')) {
@@ -48,9 +50,23 @@ static void run_psync_x(const char *nodes, const char *x, const char *scenario, 
     ivmt_result_free(&r);
 }
 
+static void run_psync_x(const char *nodes, const char *x, const char *scenario, const char *arg)
+{
+    run_psync_env(nodes, x, NULL, scenario, arg);
+}
+
 static void run_psync(const char *nodes, const char *scenario, const char *arg)
 {
     run_psync_x(nodes, NULL, scenario, arg);
+}
+
+/* The same with the daemons sending no PLACED (ivmd's IVM_PSYNC_PLACES=0;
+ * the harness passes no IVM_* of its own environment on). */
+static const char *const no_places[] = {"IVM_PSYNC_PLACES=0", NULL};
+
+static void run_psync_no_places(const char *nodes, const char *scenario, const char *arg)
+{
+    run_psync_env(nodes, NULL, no_places, scenario, arg);
 }
 
 Test(psync, discovery_one_node) { run_psync("1", "discover", "1"); }
@@ -116,18 +132,22 @@ Test(psync, far_pair_three_nodes_two_calls)
  * environment. */
 Test(psync, far_pair_three_nodes_by_the_roots_bounce)
 {
-    cr_assert_eq(setenv("IVM_PSYNC_PLACES", "0", 1), 0);
-    run_psync("3", "far_pair", "50");
+    run_psync_no_places("3", "far_pair", "50");
 }
 Test(psync, addressed_signal_faults_three_nodes_by_the_roots_bounce)
 {
-    cr_assert_eq(setenv("IVM_PSYNC_PLACES", "0", 1), 0);
-    run_psync("3", "p2p_fail", NULL);
+    run_psync_no_places("3", "p2p_fail", NULL);
+}
+/* Without PLACED every node daemon still knows where the root PE is: a new
+ * PE's first ivmWaitFrom(0) takes no detour through the root (pe_psync.c,
+ * root_placed). */
+Test(psync, root_pe_placed_without_a_table_three_nodes)
+{
+    run_psync_no_places("3", "root_placed", NULL);
 }
 Test(psync, far_wait_sees_its_sender_node_lost_by_the_roots_bounce)
 {
-    cr_assert_eq(setenv("IVM_PSYNC_PLACES", "0", 1), 0);
-    run_psync("3", "far_lost", NULL);
+    run_psync_no_places("3", "far_lost", NULL);
 }
 
 /* A job that starts PE after PE on two nodes (a DS-LB chain's pattern): the

@@ -811,6 +811,51 @@ static int sc_far_pair(int argc, char **argv)
     return pe_ok();
 }
 
+/* ------------------------------------------------------------ root placed */
+
+/* ivmrun --nodes 3, the daemons without PLACED (IVM_PSYNC_PLACES=0): a PE
+ * on each other node waits from the root as soon as it starts, then
+ * signals it. Every node daemon knows the root PE's place from the job's
+ * first SPAWN, before any table: no daemon relays a wait (the root PE's
+ * place once came only in the table that follows the SPAWN on the link,
+ * and a PE's first wait could come before it). */
+static int sc_root_placed(int argc, char **argv)
+{
+    int id = pe_enter(), k, n;
+    ivm_msg_info_rep_t info;
+    ivm_pe pe[16];
+    char node[16];
+
+    (void)argc;
+    (void)argv;
+    if (id != 0) {
+        pe_stage = "root placed: the root's signal";
+        CHECK(ivmWaitFrom(0));
+        return team_done();
+    }
+    n = nodes_count();
+    ASSERT(n >= 2, "root_placed wants ivmrun --nodes 2 or more, not %d", n);
+    for (k = 1; k < n; ++k) {
+        pe[k] = pe_on_node(k);
+    }
+    pe_sleep_ms(300); /* their waits first (a signal from the root places it too) */
+    for (k = 1; k < n; ++k) {
+        CHECK(ivmSignalTo(pe[k]));
+    }
+    pe_stage = "root placed: the PEs' signals";
+    for (k = 1; k < n; ++k) {
+        CHECK(ivmWaitFrom(pe[k]));
+    }
+    for (k = 0; k < n; ++k) {
+        snprintf(node, sizeof(node), "node%d", k);
+        node_info(node, &info);
+        ASSERT(info.psync_relayed == 0, "%s's daemon relayed %u addressed signals or waits",
+               node, info.psync_relayed);
+    }
+    CHECK(ivmExit());
+    return pe_ok();
+}
+
 /* ------------------------------------------------------------ lost node */
 
 /* ivmrun --nodes 3: A on node1, B on node2, their pair kept by node2's
@@ -1162,6 +1207,7 @@ static const pe_scenario_entry_t scenarios[] = {
     {"barrier_fail", sc_barrier_fail},
     {"far_pair", sc_far_pair},
     {"far_lost", sc_far_lost},
+    {"root_placed", sc_root_placed},
     {"slots", sc_slots},
     {"table_once", sc_table_once},
     {NULL, NULL},
