@@ -110,11 +110,21 @@ Test(app_common, verify_helpers)
     cr_assert_eq(app_verify_exact("t", "s", a, b, 3, sizeof(int)), -1);
 }
 
+/* r's result line must be `want`. */
+static void expect_result_line(const app_result_t *r, const char *want)
+{
+    char buf[1024];
+    FILE *f = fmemopen(buf, sizeof(buf), "w");
+
+    cr_assert_not_null(f);
+    app_result_print(f, r);
+    fclose(f);
+    cr_assert_str_eq(buf, want);
+}
+
 Test(app_common, result_line_format)
 {
     app_result_t r;
-    char buf[1024];
-    FILE *f = fmemopen(buf, sizeof(buf), "w");
 
     app_result_init(&r, "nw", "ivm", 300);
     r.pes = 36;
@@ -124,36 +134,25 @@ Test(app_common, result_line_format)
     cr_assert_eq(app_result_add_share(&r, "node0.cpu0", 3.0), 0);
     cr_assert_eq(app_result_add_share(&r, "node1.gpu0", 1.0), 1);
     cr_assert_eq(app_result_add_share(&r, "node0.cpu0", 4.0), 0);
-    app_result_print(f, &r);
-    fclose(f);
-    cr_assert_str_eq(buf, "RESULT app=nw version=ivm size=300 pes=36 seconds=1.500000 "
-                          "checksum=0000000000000abc verified=yes "
-                          "share=node0.cpu0:0.8750,node1.gpu0:0.1250\n");
+    expect_result_line(&r, "RESULT app=nw version=ivm size=300 pes=36 seconds=1.500000 "
+                           "checksum=0000000000000abc verified=yes "
+                           "share=node0.cpu0:0.8750,node1.gpu0:0.1250\n");
 
     /* Speeds: printed when every device has its rate, as fractions. */
-    f = fmemopen(buf, sizeof(buf), "w");
     r.share_rate[0] = 6.0;
-    app_result_print(f, &r);
-    fclose(f);
-    cr_assert_str_eq(buf, "RESULT app=nw version=ivm size=300 pes=36 seconds=1.500000 "
-                          "checksum=0000000000000abc verified=yes "
-                          "share=node0.cpu0:0.8750,node1.gpu0:0.1250\n");
-    f = fmemopen(buf, sizeof(buf), "w");
+    expect_result_line(&r, "RESULT app=nw version=ivm size=300 pes=36 seconds=1.500000 "
+                           "checksum=0000000000000abc verified=yes "
+                           "share=node0.cpu0:0.8750,node1.gpu0:0.1250\n");
     r.share_rate[1] = 2.0;
-    app_result_print(f, &r);
-    fclose(f);
-    cr_assert_str_eq(buf, "RESULT app=nw version=ivm size=300 pes=36 seconds=1.500000 "
-                          "checksum=0000000000000abc verified=yes "
-                          "share=node0.cpu0:0.8750,node1.gpu0:0.1250 "
-                          "speed=node0.cpu0:0.7500,node1.gpu0:0.2500\n");
+    expect_result_line(&r, "RESULT app=nw version=ivm size=300 pes=36 seconds=1.500000 "
+                           "checksum=0000000000000abc verified=yes "
+                           "share=node0.cpu0:0.8750,node1.gpu0:0.1250 "
+                           "speed=node0.cpu0:0.7500,node1.gpu0:0.2500\n");
 
-    f = fmemopen(buf, sizeof(buf), "w");
     app_result_init(&r, "dmm", "mpi", 8);
     app_checksum_real(&r, 1234.5);
-    app_result_print(f, &r);
-    fclose(f);
-    cr_assert_str_eq(buf, "RESULT app=dmm version=mpi size=8 pes=0 seconds=0.000000 "
-                          "checksum=1.234500000e+03 verified=no share=-\n");
+    expect_result_line(&r, "RESULT app=dmm version=mpi size=8 pes=0 seconds=0.000000 "
+                           "checksum=1.234500000e+03 verified=no share=-\n");
 
     char name[APP_NAME_MAX];
     app_dev_name("node2", IVM_GPU_N(1), name, sizeof(name));
