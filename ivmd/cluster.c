@@ -6,6 +6,7 @@
  */
 #include "ctl/remote.h"
 #include "data/data.h"
+#include "handlers.h"
 #include "ivmd.h"
 #include "log.h"
 

@@ -32,7 +32,7 @@
 #include "ctl/board.h"
 #include "ctl/psync.h"
 #include "gpu/gpu.h"
-#include "handlers.h"
+#include "svc.h"
 #include "proto.h"
 #include "ctl/quota.h"
 #include "transport/conn.h"

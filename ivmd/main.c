@@ -16,6 +16,7 @@
 #include "gpud_proto.h"
 #include "data/copies.h"
 #include "data/ucx.h"
+#include "handlers.h"
 #include "ivmd.h"
 #include "log.h"
 #include "sock.h"
