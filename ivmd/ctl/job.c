@@ -268,14 +268,6 @@ void ivmd_job_destroy(ivmd_registry_t *reg, ivmd_job_t *job)
     free(job);
 }
 
-ivmd_pe_t *ivmd_pe_find(ivmd_job_t *job, int id)
-{
-    if (id < 0 || id >= job->next_pe_id) {
-        return NULL;
-    }
-    return job->pes[id];
-}
-
 ivmError_t ivmd_job_resolve_dev(const ivmd_job_t *job, const ivmd_pe_t *caller,
                                 int devtype, int *resolved_p)
 {

@@ -14,39 +14,7 @@
 
 #include "proto.h"
 
-typedef struct ivmd_pair {
-    UT_hash_handle hh;
-    int            hash_oom;
-    uint64_t       key;     /* sender id << 32 | receiver id */
-    uint64_t       count;   /* posted, not yet consumed */
-    ivmd_waiter_t *waiters; /* FIFO of the receiver's WAIT_FROMs */
-} ivmd_pair_t;
-
-/* A PE of another node, as this daemon learnt it (PLACED, SIGNAL, PE_ENDED). */
-typedef struct ivmd_place {
-    UT_hash_handle hh;
-    int            hash_oom;
-    int            id;    /* key: PE id */
-    int            node;  /* its node's cluster index */
-    int            state; /* IVMD_PLACE_* */
-} ivmd_place_t;
-
-/* A member waiting in a barrier. */
-typedef struct ivmd_arrival {
-    int      pe;
-    void    *owner;
-    uint32_t seq;
-    uint16_t type;
-} ivmd_arrival_t;
-
-typedef struct ivmd_barrier {
-    struct ivmd_barrier *next;
-    int                  all;     /* the whole job: members are the PEs alive */
-    int                  n;       /* list barrier: members, sorted, distinct */
-    int32_t             *members;
-    ivmd_arrival_t      *arr;     /* arrivals so far */
-    int                  narr, cap;
-} ivmd_barrier_t;
+/* The tables' types are the registry's (ctl/jobtypes.h). */
 
 static uint64_t ivmd_pair_key(int from, int to)
 {

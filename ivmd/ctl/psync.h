@@ -14,7 +14,7 @@
 
 #include <stdint.h>
 
-#include "ctl/job.h"
+#include "ctl/jobtypes.h"
 #include "ivm.h"
 
 /* What this daemon knows of a PE: IVMD_PLACE_UNKNOWN (neither one of the
