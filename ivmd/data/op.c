@@ -2,7 +2,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/group.h"
 #include "data/op.h"
 #include "data/target.h"
 #include "data/transport.h"
@@ -146,42 +145,6 @@ void ivmd_data_conn_gone(ivmd_data_t *dp, ivmd_conn_t *c)
     }
 }
 
-/* The operations waiting on a lost node fail. A step may free or add other
- * operations, so the walk starts over after each (a peer's loss is rare). */
-void ivmd_data_peer_lost(ivmd_data_t *dp, int node)
-{
-    uint64_t bit = node < 64 ? 1ull << node : 0;
-    ivmd_op_t *op, *tmp;
-
-    ivmd_data_transport(dp)->drop(dp, node);
-    ivmd_group_peer_lost(dp, node);
-again:
-    HASH_ITER(hh, dp->ops, op, tmp) {
-        if (op->peers & bit) {
-            op->peers     &= ~bit;
-            op->status     = IVM_ERROR_DAEMON_LOST;
-            op->pending    = 0;
-            op->then_group = 0;
-            ivmd_op_done(dp, op);
-            goto again;
-        }
-        if (op->reply_node == node) {
-            op->reply_node = -1;
-        }
-    }
-}
-
-void ivmd_data_close_all(ivmd_data_t *dp)
-{
-    ivmd_op_t *op, *tmp;
-
-    HASH_ITER(hh, dp->ops, op, tmp) {
-        ivmd_op_free(dp, op);
-    }
-    ivmd_group_peer_lost(dp, -1);
-    ivmd_data_transport(dp)->drop(dp, -1);
-}
-
 void ivmd_data_peer_up(ivmd_data_t *dp, int node)
 {
     ivmd_data_transport(dp)->peer_up(dp, node);
@@ -196,12 +159,6 @@ ivmError_t ivmd_data_on_transport(ivmd_data_t *dp, int node, const ivm_msg_hdr_t
 void ivmd_data_copy_made(ivmd_data_t *dp, uint32_t job, const ivmd_obj_t *obj)
 {
     ivmd_data_transport(dp)->copy_made(dp, job, obj);
-}
-
-void ivmd_data_copy_gone(ivmd_data_t *dp, const ivmd_obj_t *obj)
-{
-    ivmd_group_copy_gone(dp, obj->id);
-    ivmd_data_transport(dp)->copy_gone(dp, obj);
 }
 
 const ivmd_transport_ops_t *ivmd_data_transport(const ivmd_data_t *dp)
