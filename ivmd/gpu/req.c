@@ -121,27 +121,9 @@ void ivmd_gpu_handle_msg(ivmd_t *d, ivmd_conn_t *c, const ivm_msg_hdr_t *hdr,
     free(r);
 }
 
-void ivmd_gpu_forget_conn(ivmd_gpu_t *gm, ivmd_conn_t *c)
+int ivmd_gpu_alive(const ivmd_gpu_t *gm)
 {
-    ivmd_gpu_req_t *r, *tmp;
-
-    if (gm->g == NULL) {
-        return;
-    }
-    HASH_ITER(hh, gm->g->reqs, r, tmp) {
-        if (r->conn != c) {
-            continue;
-        }
-        r->conn = NULL;
-        if (r->type == IVM_GPUD_ACQUIRE) {
-            /* It may wait for device memory, ahead of other PEs' maps:
-             * withdraw it. If it was granted meanwhile, its reply comes
-             * first and the copy is released (on_acquire). */
-            ivm_gpud_cancel_req_t req = {.seq = r->seq};
-            ivmd_gpu_tell(gm, IVM_GPUD_CANCEL, &req, sizeof(req));
-        }
-    }
-    ivmd_gpu_syncs_conn_gone(gm, c);
+    return gm->g != NULL && gm->g->alive;
 }
 
 /* ------------------------------------------------------------ GPU_INFO */

@@ -401,11 +401,6 @@ int ivmd_gpu_share(const ivmd_gpu_t *gm, int dev)
     return gm->g->devs[dev].percent;
 }
 
-int ivmd_gpu_alive(const ivmd_gpu_t *gm)
-{
-    return gm->g != NULL && gm->g->alive;
-}
-
 const char *ivmd_gpu_backend_name(const ivmd_gpu_t *gm)
 {
     return gm->g != NULL ? gm->g->backend_name : "none";

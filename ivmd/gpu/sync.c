@@ -77,6 +77,29 @@ void ivmd_gpu_syncs_conn_gone(ivmd_gpu_t *gm, ivmd_conn_t *c)
     }
 }
 
+void ivmd_gpu_forget_conn(ivmd_gpu_t *gm, ivmd_conn_t *c)
+{
+    ivmd_gpu_req_t *r, *tmp;
+
+    if (gm->g == NULL) {
+        return;
+    }
+    HASH_ITER(hh, gm->g->reqs, r, tmp) {
+        if (r->conn != c) {
+            continue;
+        }
+        r->conn = NULL;
+        if (r->type == IVM_GPUD_ACQUIRE) {
+            /* It may wait for device memory, ahead of other PEs' maps:
+             * withdraw it. If it was granted meanwhile, its reply comes
+             * first and the copy is released (on_acquire). */
+            ivm_gpud_cancel_req_t req = {.seq = r->seq};
+            ivmd_gpu_tell(gm, IVM_GPUD_CANCEL, &req, sizeof(req));
+        }
+    }
+    ivmd_gpu_syncs_conn_gone(gm, c);
+}
+
 static void ivmd_gsync_finish(ivmd_gpu_t *gm, ivmd_gsync_t *gs, int status, const char *detail)
 {
     HASH_DEL(gm->g->syncs, gs);
