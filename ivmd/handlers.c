@@ -110,17 +110,29 @@ static void ivmd_gpu_on_job_end(void *ctx, ivmd_job_t *job)
     ivmd_gpu_job_end(&d->gpu, job);
 }
 
+/* The control plane's up-calls (ctl/ctl.h). */
+static void ivmd_ctl_job_collect(ivmd_t *d, ivmd_job_t *job)
+{
+    ivmd_teardown_collect(&d->teardown, job);
+}
+
+static int ivmd_ctl_other_reaped(ivmd_t *d, pid_t pid, int wstatus)
+{
+    return ivmd_pool_reaped(&d->pool, pid, wstatus);
+}
+
 void ivmd_handlers_init(ivmd_t *d)
 {
     d->ctl = (ivmd_ctl_env_t){
         .d = d, .remote = &d->remote, .loop = &d->loop, .reg = &d->reg, .node = d->cfg.node,
         .socket_path = d->socket_path, .devnull = &d->devnull,
         .own_affinity = &d->own_affinity, .gpu = &ivmd_ctl_gpu_ops, .gpu_ctx = d,
+        .job_collect = ivmd_ctl_job_collect, .other_reaped = ivmd_ctl_other_reaped,
     };
     ivmd_output_init(&d->output, &d->remote, &d->loop, &d->reg, d->cfg.node);
     ivmd_devcg_init(&d->devcg, d->cfg.node, d->devs, d->ndevs, &d->reg);
-    ivmd_spawn_init(&d->spawn, &d->ctl, &d->pool, &d->output, &d->devcg, &d->teardown);
-    ivmd_pool_init(&d->pool, &d->ctl, &d->spawn, &d->output, &d->teardown);
+    ivmd_spawn_init(&d->spawn, &d->ctl, &d->output, &d->devcg);
+    ivmd_pool_init(&d->pool, &d->ctl, &d->spawn, &d->output);
     ivmd_teardown_init(&d->teardown, &d->ctl, &d->pool, &d->devcg, &d->timer_fd);
     ivmd_teardown_on_job_end(&d->teardown, ivmd_gpu_on_job_end, d);
 }

@@ -2,8 +2,9 @@
  * ctl/ctl: what every module of the control plane is given at bring-up (the
  * service layer wires it, ivmd/handlers.c): the daemon's context as an
  * opaque pointer for the transport and ctl/remote, the registry, the node's
- * identity, and GPU coherence as a table of callbacks (the GPU module sits
- * above the control plane: it is never called by name from here).
+ * identity, GPU coherence as a table of callbacks (the GPU module sits
+ * above the control plane: it is never called by name from here), and the
+ * job's collection and the pool's reaping as up-calls for spawn and pool.
  */
 #ifndef IVMD_CTL_CTL_H
 #define IVMD_CTL_CTL_H
@@ -47,6 +48,13 @@ typedef struct ivmd_ctl_env {
     const cpu_set_t          *own_affinity; /* the daemon's cores */
     const ivmd_ctl_gpu_ops_t *gpu;
     void                     *gpu_ctx;
+    /* The service's up-calls (ivmd/handlers.c wires them), so that the
+     * modules that start and reap processes stand below those that end
+     * jobs: a job one of whose processes ended may now be collected
+     * (ctl/teardown); a reaped child that was no PE may be a parked
+     * process of the warm pool (ctl/pool; 1 if it was). */
+    void (*job_collect)(ivmd_t *d, ivmd_job_t *job);
+    int (*other_reaped)(ivmd_t *d, pid_t pid, int wstatus);
 } ivmd_ctl_env_t;
 
 /* GPU coherence's answers. */

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "ctl/jobdata.h"
-#include "ctl/pool.h"
 #include "log.h"
 
 #define IVMD_DEVCG_PREFIX  "ivmd" /* owner directories: ivm/ivmd-<pid>-<starttime> */
@@ -310,7 +309,7 @@ static ivmError_t ivmd_devcg_adopt(ivmd_devcg_t *cg, int dev, ivmd_reply_t *rep)
         if (!ivmd_devcg_shared(job) || job->ending || dev >= job->ndevs) {
             continue;
         }
-        n = ivmd_pool_pids(job, dev, pids, IVM_PE_POOL_MAX);
+        n = ivmd_job_data_parked_pids(job, dev, pids, IVM_PE_POOL_MAX);
         if (n == 0 && !ivmd_devcg_job_on(job, dev)) {
             continue; /* no process of this job on dev: no group */
         }

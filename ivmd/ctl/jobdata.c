@@ -5,7 +5,27 @@
 
 #include "ctl/jobdata.h"
 #include "ctl/board.h"
-#include "ctl/pool.h"
+
+/* The warm pool's part: its executable's fd, its queue, its parked list. */
+static void ivmd_job_data_pool_free(ivmd_job_data_t *jd)
+{
+    ivmd_parked_t *p;
+
+    if (jd->pool_exe_open) {
+        close(jd->pool_exe_fd);
+        jd->pool_exe_open = 0;
+    }
+    free(jd->pool_queue);
+    jd->pool_queue  = NULL;
+    jd->pool_queued = jd->pool_queue_cap = 0;
+    while ((p = jd->parked) != NULL) {
+        jd->parked = p->next;
+        if (p->conn != NULL) {
+            p->conn->parked = NULL;
+        }
+        free(p);
+    }
+}
 
 void ivmd_job_data_free(ivmd_job_data_t *jd)
 {
@@ -24,7 +44,7 @@ void ivmd_job_data_free(ivmd_job_data_t *jd)
     free(jd->envp);
     free(jd->blob);
     free(jd->spawn_blob);
-    ivmd_pool_free(jd);
+    ivmd_job_data_pool_free(jd);
     ivmd_board_destroy(jd->board);
     free(jd->told);
     free(jd);
@@ -115,4 +135,18 @@ ivmError_t ivmd_job_data_unpack(ivmd_job_data_t *jd, const char *blob, uint32_t 
 out_free_strs:
     free(strs);
     return status;
+}
+
+int ivmd_job_data_parked_pids(const ivmd_job_t *job, int dev, pid_t *pids, int max)
+{
+    const ivmd_job_data_t *jd = job->data;
+    const ivmd_parked_t *p;
+    int n = 0;
+
+    for (p = (jd != NULL) ? jd->parked : NULL; p != NULL && n < max; p = p->next) {
+        if (!p->dead && p->slot.devtype == dev) {
+            pids[n++] = p->slot.pid;
+        }
+    }
+    return n;
 }

@@ -7,14 +7,31 @@
 #define IVMD_CTL_JOBDATA_H
 
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "ctl/job.h"
 #include "status.h"
+#include "transport/conn.h"
 
 struct ivmd_peer;
-struct ivmd_parked;
 struct ivmd_board;
+
+/* A process of the job's warm pool (ctl/pool.c parks, hands out and kills
+ * them; the list is the job's data). */
+typedef struct ivmd_parked {
+    struct ivmd_parked *next;
+    ivmd_pe_t           slot;  /* what the spawner sees: id = pool slot (< -1), devtype,
+                                  pid, token */
+    ivmd_conn_t        *conn;  /* its connection once its ENTER arrived */
+    uint32_t            seq;   /* that ENTER's sequence number */
+    int                 dead;  /* killed or disconnected: awaits reaping, never handed out */
+    int                 forkable; /* its ENTER said IVM_ENTER_FORKABLE */
+    int                 bind_now; /* started with LD_BIND_NOW=1 (ivmd_pool_bind_now) */
+    ivmd_pe_t          *forking;  /* told to fork this PE; its next pool ENTER reports it */
+    struct stat         exe;   /* the job's executable when this process was started */
+} ivmd_parked_t;
+
 
 typedef struct ivmd_job_data {
     char    *exe;
@@ -57,5 +74,8 @@ ivmError_t ivmd_job_data_unpack(ivmd_job_data_t *jd, const char *blob, uint32_t 
                                 uint32_t argc, uint32_t envc);
 /* Close its streams, free it and its warm pool's bookkeeping. */
 void ivmd_job_data_free(ivmd_job_data_t *jd);
+/* The pids of job's live parked (or starting) processes on device dev, at
+ * most max; returns how many. */
+int ivmd_job_data_parked_pids(const ivmd_job_t *job, int dev, pid_t *pids, int max);
 
 #endif /* IVMD_CTL_JOBDATA_H */

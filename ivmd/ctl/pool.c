@@ -42,7 +42,6 @@
 #include "ctl/output.h"
 #include "ctl/remote.h"
 #include "ctl/spawn.h"
-#include "ctl/teardown.h"
 #include "log.h"
 #include "status.h"
 
@@ -50,18 +49,6 @@
  * job's pool is switched off (a program that exits before ivmEnter). */
 #define IVMD_POOL_MAX_EARLY_DEATHS 3
 
-typedef struct ivmd_parked {
-    struct ivmd_parked *next;
-    ivmd_pe_t           slot;  /* what the spawner sees: id = pool slot (< -1), devtype,
-                                  pid, token */
-    ivmd_conn_t        *conn;  /* its connection once its ENTER arrived */
-    uint32_t            seq;   /* that ENTER's sequence number */
-    int                 dead;  /* killed or disconnected: awaits reaping, never handed out */
-    int                 forkable; /* its ENTER said IVM_ENTER_FORKABLE */
-    int                 bind_now; /* started with LD_BIND_NOW=1 (ivmd_pool_bind_now) */
-    ivmd_pe_t          *forking;  /* told to fork this PE; its next pool ENTER reports it */
-    struct stat         exe;   /* the job's executable when this process was started */
-} ivmd_parked_t;
 
 /* At pool fill (off the callers' path): the job's executable as its name
  * resolves now into *st (zeroed if it cannot be read), and the pool's open
@@ -335,7 +322,7 @@ static void ivmd_pool_forked(ivmd_pool_t *pl, ivmd_parked_t *p, pid_t pid)
     if (alive) {
         ivmd_pe_end(pl->env->reg, pe, 1);
     }
-    ivmd_teardown_collect(pl->teardown, pe->job);
+    pl->env->job_collect(pl->env->d, pe->job);
 }
 
 static void ivmd_pool_kill(ivmd_parked_t *p);
@@ -720,7 +707,7 @@ int ivmd_pool_reaped(ivmd_pool_t *pl, pid_t pid, int wstatus)
     ivmd_pool_unlink(jd, p);
     free(p);
     ivmd_pool_drain(pl, job);
-    ivmd_teardown_collect(pl->teardown, job);
+    pl->env->job_collect(pl->env->d, job);
     return 1;
 }
 
@@ -763,40 +750,6 @@ int ivmd_pool_busy(const ivmd_job_t *job)
     return jd != NULL && jd->parked != NULL;
 }
 
-void ivmd_pool_free(ivmd_job_data_t *jd)
-{
-    ivmd_parked_t *p;
-
-    if (jd->pool_exe_open) {
-        close(jd->pool_exe_fd);
-        jd->pool_exe_open = 0;
-    }
-    free(jd->pool_queue);
-    jd->pool_queue  = NULL;
-    jd->pool_queued = jd->pool_queue_cap = 0;
-    while ((p = jd->parked) != NULL) {
-        jd->parked = p->next;
-        if (p->conn != NULL) {
-            p->conn->parked = NULL;
-        }
-        free(p);
-    }
-}
-
-int ivmd_pool_pids(const ivmd_job_t *job, int dev, pid_t *pids, int max)
-{
-    const ivmd_job_data_t *jd = job->data;
-    const ivmd_parked_t *p;
-    int n = 0;
-
-    for (p = (jd != NULL) ? jd->parked : NULL; p != NULL && n < max; p = p->next) {
-        if (!p->dead && p->slot.devtype == dev) {
-            pids[n++] = p->slot.pid;
-        }
-    }
-    return n;
-}
-
 uint32_t ivmd_pool_count(const ivmd_pool_t *pl)
 {
     const ivmd_job_t *job;
@@ -813,11 +766,10 @@ uint32_t ivmd_pool_count(const ivmd_pool_t *pl)
 }
 
 void ivmd_pool_init(ivmd_pool_t *pl, const ivmd_ctl_env_t *env, struct ivmd_spawn *spawn,
-                    struct ivmd_output *output, struct ivmd_teardown *teardown)
+                    struct ivmd_output *output)
 {
-    pl->env      = env;
-    pl->spawn    = spawn;
-    pl->output   = output;
-    pl->teardown = teardown;
-    pl->pooled   = 0;
+    pl->env    = env;
+    pl->spawn  = spawn;
+    pl->output = output;
+    pl->pooled = 0;
 }

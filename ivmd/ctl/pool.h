@@ -17,21 +17,18 @@
 #include "status.h"
 #include "transport/conn.h"
 
-struct ivmd_parked;
 struct ivmd_spawn;
 struct ivmd_output;
-struct ivmd_teardown;
 
 typedef struct ivmd_pool {
     const ivmd_ctl_env_t *env;
     struct ivmd_spawn    *spawn;
     struct ivmd_output   *output;
-    struct ivmd_teardown *teardown;
     uint32_t              pooled; /* PEs handed out by warm pools (INFO) */
 } ivmd_pool_t;
 
 void ivmd_pool_init(ivmd_pool_t *pl, const ivmd_ctl_env_t *env, struct ivmd_spawn *spawn,
-                    struct ivmd_output *output, struct ivmd_teardown *teardown);
+                    struct ivmd_output *output);
 
 /* Whether some job's pool is short: 0 (no), IVMD_POOL_SHORT (fewer parked
  * processes than wanted: the loop fills it once idle for IVMD_POOL_IDLE_US)
@@ -68,10 +65,6 @@ void ivmd_pool_job_end(ivmd_pool_t *pl, ivmd_job_t *job);
 void ivmd_pool_gpus_lost(ivmd_pool_t *pl);
 /* Parked processes of the job not reaped yet (the job waits for them). */
 int ivmd_pool_busy(const ivmd_job_t *job);
-void ivmd_pool_free(ivmd_job_data_t *jd);
 uint32_t ivmd_pool_count(const ivmd_pool_t *pl);
-/* The pids of job's live parked (or starting) processes on device dev, at
- * most max; returns how many. */
-int ivmd_pool_pids(const ivmd_job_t *job, int dev, pid_t *pids, int max);
 
 #endif /* IVMD_CTL_POOL_H */

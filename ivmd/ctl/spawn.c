@@ -21,9 +21,7 @@
 #include "crypto.h"
 #include "ctl/jobdata.h"
 #include "ctl/output.h"
-#include "ctl/pool.h"
 #include "ctl/remote.h"
-#include "ctl/teardown.h"
 #include "log.h"
 #include "status.h"
 #include "topo.h"
@@ -447,7 +445,7 @@ static void ivmd_spawn_ended(ivmd_spawn_t *s, ivmd_pe_t *pe, int wstatus)
         ivmd_pe_end(s->env->reg, pe, 1);
     }
     ivmd_remote_pe_reaped(s->env->remote, pe);
-    ivmd_teardown_collect(s->teardown, pe->job);
+    s->env->job_collect(s->env->d, pe->job);
 }
 
 void ivmd_spawn_reap(ivmd_spawn_t *s)
@@ -462,7 +460,7 @@ void ivmd_spawn_reap(ivmd_spawn_t *s)
         }
         pe = ivmd_spawn_find_pid(s, pid);
         if (pe == NULL) {
-            ivmd_pool_reaped(s->pool, pid, wstatus);
+            (void)s->env->other_reaped(s->env->d, pid, wstatus);
             continue;
         }
         ivmd_spawn_ended(s, pe, wstatus);
@@ -576,13 +574,10 @@ void ivmd_spawn_unwatch(ivmd_spawn_t *s, ivmd_pe_t *pe)
     pe->watch = NULL;
 }
 
-void ivmd_spawn_init(ivmd_spawn_t *s, const ivmd_ctl_env_t *env, struct ivmd_pool *pool,
-                     struct ivmd_output *output, ivmd_devcg_t *devcg,
-                     struct ivmd_teardown *teardown)
+void ivmd_spawn_init(ivmd_spawn_t *s, const ivmd_ctl_env_t *env, struct ivmd_output *output,
+                     ivmd_devcg_t *devcg)
 {
-    s->env      = env;
-    s->pool     = pool;
-    s->output   = output;
-    s->devcg    = devcg;
-    s->teardown = teardown;
+    s->env    = env;
+    s->output = output;
+    s->devcg  = devcg;
 }

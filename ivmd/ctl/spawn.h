@@ -19,21 +19,16 @@
 #include "ctl/job.h"
 #include "status.h"
 
-struct ivmd_pool;
 struct ivmd_output;
-struct ivmd_teardown;
 
 typedef struct ivmd_spawn {
     const ivmd_ctl_env_t *env;
-    struct ivmd_pool     *pool;
     struct ivmd_output   *output;
     ivmd_devcg_t         *devcg;
-    struct ivmd_teardown *teardown;
 } ivmd_spawn_t;
 
-void ivmd_spawn_init(ivmd_spawn_t *s, const ivmd_ctl_env_t *env, struct ivmd_pool *pool,
-                     struct ivmd_output *output, ivmd_devcg_t *devcg,
-                     struct ivmd_teardown *teardown);
+void ivmd_spawn_init(ivmd_spawn_t *s, const ivmd_ctl_env_t *env, struct ivmd_output *output,
+                     ivmd_devcg_t *devcg);
 
 /* A fresh secret for a PE's ENTER (never 0). */
 uint64_t ivmd_spawn_new_token(void);
