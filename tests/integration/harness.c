@@ -1447,7 +1447,8 @@ void ivmt_launch_start_env(const char *launcher, const char *const *args,
     const char *argv[32];
     int argc = 0, nenv = 2;
 
-    while (extra != NULL && *extra != NULL && nenv < 15) {
+    while (extra != NULL && *extra != NULL) {
+        cr_assert(nenv < 15, "ivmt_launch_start_env: more than 13 variables");
         env[nenv++] = *extra++;
     }
     env[nenv] = NULL;
